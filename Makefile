@@ -1,0 +1,48 @@
+# `make demo` and `make test` each create .venv and install what they need (fresh machine OK).
+# Without a GPU: NumPy on the CPU with the PyPI MPICH wheel. With one (nvidia-smi works):
+# CuPy + NCCL, the system MPI, one rank per GPU.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+TIMEOUT ?= timeout 1200
+
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+ifeq ($(HAS_GPU),yes)
+  EXTRAS     ?= cuda13,plot
+  VENV_FLAGS ?= --system-site-packages
+  MPIEXEC    ?= mpiexec
+  NP         ?= $(shell nvidia-smi -L | wc -l)
+  GPU_FLAG   := --gpu
+else
+  EXTRAS     ?= mpich,plot
+  VENV_FLAGS ?=
+  MPIEXEC    ?= $(VENV)/bin/mpiexec
+  NP         ?= 2
+  GPU_FLAG   :=
+endif
+
+.PHONY: demo test test-unit test-mpi clean
+
+$(VENV)/.installed-%: pyproject.toml
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[$*]"
+	touch $@
+
+demo: $(VENV)/.installed-$(EXTRAS)
+	$(PY) -m spmd generate inputs/reduce.yaml
+	$(MPIEXEC) -n $(NP) $(PY) -m spmd run inputs/reduce.yaml
+
+test: test-unit test-mpi
+
+test-unit: $(VENV)/.installed-test,$(EXTRAS)
+	SPMD_MPIEXEC="$(MPIEXEC)" $(PY) -m pytest -q tests/unit tests/cli $(GPU_FLAG)
+
+# pytest-mpi: every rank runs the session; 3 ranks give uneven splits.
+test-mpi: $(VENV)/.installed-test,$(EXTRAS)
+	$(TIMEOUT) $(MPIEXEC) -n 2 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
+	$(TIMEOUT) $(MPIEXEC) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
+
+clean:
+	rm -rf $(VENV) data results .pytest_cache .hypothesis

@@ -1,0 +1,53 @@
+"""Communicator backends behind one interface, and the factory that picks one.
+
+``comm: auto`` = NCCL on GPU, host MPI on CPU. ``mpi-cuda`` only with proof that the
+MPI library is CUDA-aware. Availability is agreed on every rank before any backend's
+collective set-up starts, so a backend missing on one rank cannot hang the others.
+"""
+
+from __future__ import annotations
+
+from ..errors import BackendUnavailable
+from .base import OPS, Communicator
+from .mpi import MPICommunicator
+from .mpi_cuda import CudaAwareMPICommunicator, cuda_aware_mpi, require_cuda_aware_mpi
+from .nccl import NCCLCommunicator, nccl_module
+
+BACKENDS: dict[str, type[Communicator]] = {
+    "mpi": MPICommunicator,
+    "mpi-cuda": CudaAwareMPICommunicator,
+    "nccl": NCCLCommunicator,
+}
+
+__all__ = ["OPS", "BACKENDS", "Communicator", "open_communicator", "resolve_backend", "cuda_aware_mpi"]
+
+
+def resolve_backend(requested: str, device: str) -> str:
+    """The backend name ``comm: requested`` means for a job on ``device``."""
+    if requested == "auto":
+        return "nccl" if device == "gpu" else "mpi"
+    if requested not in BACKENDS:
+        raise BackendUnavailable(f"comm: unknown backend {requested!r} (one of auto, {', '.join(BACKENDS)})")
+    return requested
+
+
+def check_backend(name: str, device: str) -> None:
+    """Raise BackendUnavailable if backend ``name`` cannot run on this rank."""
+    if name == "mpi-cuda":
+        require_cuda_aware_mpi()
+    if name in ("nccl", "mpi-cuda") and device != "gpu":
+        raise BackendUnavailable(f"comm: {name} needs device: gpu, but this job runs on the CPU")
+    if name == "nccl" and nccl_module() is None:
+        raise BackendUnavailable("comm: nccl needs CuPy with NCCL (install spmd[cuda12] or spmd[cuda13])")
+
+
+def open_communicator(ctx, requested: str) -> Communicator:
+    """Create the communicator for ``ctx`` after every rank agreed it is available."""
+    name = ctx.agree(lambda: _checked(requested, ctx.device))
+    return BACKENDS[name](ctx.comm)
+
+
+def _checked(requested: str, device: str) -> str:
+    name = resolve_backend(requested, device)
+    check_backend(name, device)
+    return name

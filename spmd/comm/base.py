@@ -1,0 +1,70 @@
+"""The one communicator interface every backend implements.
+
+Arrays in, arrays out, on the caller's device: a CuPy array given to any backend comes
+back as a CuPy array, a NumPy array as a NumPy array. Device checks stay inside comm/.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+OPS = ("sum", "min", "max")
+
+
+class Communicator(ABC):
+    """Collectives and point-to-point messages among the ranks of one MPI communicator.
+
+    Attributes:
+        name: backend name as reported ('nccl', 'mpi', 'mpi-cuda').
+        rank, size: position in and size of the group.
+    """
+
+    name = "base"
+
+    def __init__(self, mpi_comm):
+        self.rank = mpi_comm.Get_rank()
+        self.size = mpi_comm.Get_size()
+
+    @abstractmethod
+    def allreduce(self, x, op: str = "sum"):
+        """Element-wise reduction of ``x`` over all ranks (op: sum, min, max)."""
+
+    @abstractmethod
+    def allgather(self, x):
+        """Every rank's ``x`` stacked along a new first axis: shape (size, *x.shape)."""
+
+    @abstractmethod
+    def reduce_scatter(self, x, op: str = "sum"):
+        """Reduce ``x`` over ranks and give rank r the r-th of ``size`` equal row blocks."""
+
+    @abstractmethod
+    def bcast(self, x, root: int = 0):
+        """Rank ``root``'s ``x`` on every rank (``x`` gives shape and dtype elsewhere)."""
+
+    @abstractmethod
+    def sendrecv(self, send, dest: int | None, recv, source: int | None):
+        """Send ``send`` to ``dest`` while receiving into ``recv`` from ``source``.
+
+        ``None`` for dest or source skips that half (a boundary rank). Returns ``recv``.
+        """
+
+    @abstractmethod
+    def barrier(self) -> None:
+        """Wait until every rank got here (and, on GPU, until queued work is done)."""
+
+    def close(self) -> None:
+        """Release backend resources; the communicator is unusable afterwards."""
+
+
+def check_op(op: str) -> str:
+    """Validate a reduction op name."""
+    if op not in OPS:
+        raise ValueError(f"reduction op {op!r} is not one of {', '.join(OPS)}")
+    return op
+
+
+def check_scatter_rows(x, size: int) -> int:
+    """Rows each rank receives from reduce_scatter of ``x`` over ``size`` ranks."""
+    if x.ndim == 0 or x.shape[0] % size:
+        raise ValueError(f"reduce_scatter needs a first axis divisible by {size}, got shape {x.shape}")
+    return x.shape[0] // size

@@ -1,0 +1,118 @@
+"""NCCL through ``cupy.cuda.nccl``: device buffers, ordered on the current CUDA stream.
+
+The NCCL unique id travels over MPI from rank 0; after that MPI carries no data.
+Host (NumPy) arrays are accepted for uniformity: uploaded, reduced, brought back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import xp as xpmod
+from .base import Communicator, check_op, check_scatter_rows
+
+
+def nccl_module():
+    """``cupy.cuda.nccl`` if CuPy was built with NCCL and the library loads, else None."""
+    if xpmod.cupy is None:
+        return None
+    try:
+        from cupy.cuda import nccl
+
+        nccl.get_version()
+        return nccl
+    except Exception:  # ImportError, or the NCCL shared library is missing
+        return None
+
+
+class NCCLCommunicator(Communicator):
+    """Collectives and send/recv over an NCCL communicator spanning the MPI group."""
+
+    name = "nccl"
+
+    def __init__(self, mpi_comm):
+        super().__init__(mpi_comm)
+        self._nccl = nccl_module()
+        uid = self._nccl.get_unique_id() if self.rank == 0 else None
+        uid = mpi_comm.bcast(uid, root=0)
+        self.comm = self._nccl.NcclCommunicator(self.size, uid, self.rank)
+        self._ops = {"sum": self._nccl.NCCL_SUM, "min": self._nccl.NCCL_MIN, "max": self._nccl.NCCL_MAX}
+        self._types = {np.dtype(name): getattr(self._nccl, const) for name, const in (
+            ("int8", "NCCL_INT8"), ("uint8", "NCCL_UINT8"), ("int32", "NCCL_INT32"),
+            ("uint32", "NCCL_UINT32"), ("int64", "NCCL_INT64"), ("uint64", "NCCL_UINT64"),
+            ("float16", "NCCL_FLOAT16"), ("float32", "NCCL_FLOAT32"), ("float64", "NCCL_FLOAT64"))}
+
+    def _dtype(self, dtype) -> int:
+        try:
+            return self._types[np.dtype(dtype)]
+        except KeyError:
+            raise TypeError(f"NCCL cannot carry dtype {dtype}") from None
+
+    @staticmethod
+    def _stream() -> int:
+        return xpmod.cupy.cuda.get_current_stream().ptr
+
+    @staticmethod
+    def _on_device(x):
+        return xpmod.cupy.ascontiguousarray(x)  # also uploads a NumPy array
+
+    @staticmethod
+    def _deliver(out, like):
+        return out if xpmod.is_device_array(like) else xpmod.to_host(out)
+
+    def allreduce(self, x, op="sum"):
+        src = self._on_device(x)
+        out = xpmod.cupy.empty_like(src)
+        self.comm.allReduce(src.data.ptr, out.data.ptr, src.size, self._dtype(src.dtype),
+                            self._ops[check_op(op)], self._stream())
+        return self._deliver(out, x)
+
+    def allgather(self, x):
+        src = self._on_device(x)
+        out = xpmod.cupy.empty((self.size, *src.shape), dtype=src.dtype)
+        self.comm.allGather(src.data.ptr, out.data.ptr, src.size, self._dtype(src.dtype), self._stream())
+        return self._deliver(out, x)
+
+    def reduce_scatter(self, x, op="sum"):
+        rows = check_scatter_rows(x, self.size)
+        src = self._on_device(x)
+        out = xpmod.cupy.empty((rows, *src.shape[1:]), dtype=src.dtype)
+        self.comm.reduceScatter(src.data.ptr, out.data.ptr, out.size, self._dtype(src.dtype),
+                                self._ops[check_op(op)], self._stream())
+        return self._deliver(out, x)
+
+    def bcast(self, x, root=0):
+        out = self._on_device(x).copy()
+        self.comm.broadcast(out.data.ptr, out.data.ptr, out.size, self._dtype(out.dtype), root,
+                            self._stream())
+        return self._deliver(out, x)
+
+    def sendrecv(self, send, dest, recv, source):
+        sbuf = self._on_device(send)
+        rbuf = recv if xpmod.is_device_array(recv) and recv.flags.c_contiguous else \
+            xpmod.cupy.empty(recv.shape, dtype=recv.dtype)
+        stream = self._stream()
+        self._nccl.groupStart()
+        if dest is not None:
+            self.comm.send(sbuf.data.ptr, sbuf.size, self._dtype(sbuf.dtype), dest, stream)
+        if source is not None:
+            self.comm.recv(rbuf.data.ptr, rbuf.size, self._dtype(rbuf.dtype), source, stream)
+        self._nccl.groupEnd()
+        if source is not None and rbuf is not recv:
+            if xpmod.is_device_array(recv):
+                recv[...] = rbuf
+            else:
+                recv[...] = xpmod.to_host(rbuf)
+        return recv
+
+    def barrier(self):
+        token = xpmod.cupy.ones(1, dtype=np.int32)
+        self.comm.allReduce(token.data.ptr, token.data.ptr, 1, self._dtype(token.dtype),
+                            self._ops["sum"], self._stream())
+        xpmod.cupy.cuda.get_current_stream().synchronize()
+        self.comm.check_async_error()
+
+    def close(self):
+        if self.comm is not None:
+            self.comm.destroy()
+            self.comm = None

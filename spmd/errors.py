@@ -1,0 +1,50 @@
+"""Error hierarchy. Each error carries the process exit code the CLI uses for it."""
+
+
+class SpmdError(Exception):
+    """Base of every error spmd raises on purpose.
+
+    Attributes:
+        exit_code: process exit status for this kind of failure.
+        collective: True when every rank raised this same error (agreed through
+            ``Context.agree``), so ranks may exit normally instead of aborting MPI.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.collective = False
+
+
+class ConfigError(SpmdError):
+    """The configuration is invalid: unknown key, wrong type, bad value."""
+
+    exit_code = 2
+
+
+class InputError(SpmdError):
+    """An input file or dataset is missing, unreadable, or has the wrong shape or dtype."""
+
+    exit_code = 2
+
+
+class BackendUnavailable(SpmdError):
+    """A requested device or communicator cannot be used on this machine."""
+
+    exit_code = 2
+
+
+class VerificationError(SpmdError):
+    """The computed result does not match the reference."""
+
+    exit_code = 3
+
+
+_BY_NAME = {cls.__name__: cls for cls in (SpmdError, ConfigError, InputError, BackendUnavailable,
+                                          VerificationError)}
+
+
+def error_class(name: str) -> type[SpmdError]:
+    """The error class called ``name`` (used to re-raise an error agreed across ranks)."""
+    return _BY_NAME.get(name, SpmdError)

@@ -1,0 +1,1 @@
+"""HDF5 input: split planning, per-rank reading, generation."""

@@ -1,0 +1,115 @@
+"""``spmd generate``: write the input a config names, with the expected answer as attributes.
+
+Data are seeded and chunked; chunk k of shard s comes from its own generator
+``default_rng([seed, s, k])``, so the output does not depend on who writes it or in
+which order. Files are written under a temporary name and renamed when complete.
+Shard files are spread over the ranks when launched under MPI.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+from .hdf5 import open_h5
+from .plan import block_ranges
+
+CHUNK_BYTES = 4 << 20  # HDF5 chunk and generation block: 4 MiB
+
+
+def target_files(cfg) -> list[tuple[str, int]]:
+    """(path, rows) of every file the config's input names, rows split evenly over shards."""
+    g = cfg.generate
+    if g is None:
+        raise ConfigError("generate: missing; spmd generate needs a generate section (shape, dtype, seed)")
+    if cfg.input.path is not None:
+        return [(cfg.input.path, g.shape[0])]
+    patterns = cfg.input.shards
+    if len(patterns) == 1 and glob.has_magic(patterns[0]):
+        pattern = patterns[0]
+        if g.shards is None:
+            raise ConfigError("generate.shards: needed to make files for the glob input.shards")
+        if pattern.count("*") != 1 or glob.has_magic(pattern.replace("*", "")):
+            raise ConfigError(f"input.shards: to generate, the glob must hold exactly one '*' ({pattern!r})")
+        width = max(3, len(str(g.shards - 1)))
+        paths = [pattern.replace("*", f"{i:0{width}d}") for i in range(g.shards)]
+    else:
+        paths = list(patterns)
+    if len(paths) > g.shape[0]:
+        raise ConfigError(f"generate.shape: {g.shape[0]} rows cannot fill {len(paths)} shard files")
+    return [(p, stop - start) for p, (start, stop) in zip(paths, block_ranges(g.shape[0], len(paths)))]
+
+
+def generate(cfg, expected_attrs, rank: int = 0, size: int = 1, force: bool = False) -> list[str]:
+    """Write this rank's share of the config's input files.
+
+    Args:
+        cfg: the job Config (its ``input`` and ``generate`` sections).
+        expected_attrs: function(h5py dataset) -> dict of reference answers to store.
+        rank, size: this process's share of the files (a single file is rank 0's).
+        force: rewrite files that already hold data generated with the same settings.
+
+    Returns:
+        The paths written by this rank (existing up-to-date files are skipped).
+    """
+    written = []
+    targets = target_files(cfg)
+    for index in range(rank, len(targets), size):  # round-robin: a single file is rank 0's
+        path, rows = targets[index]
+        recipe = _recipe(cfg, index, rows)
+        if not force and _up_to_date(path, cfg.input.dataset, recipe):
+            continue
+        _write(path, cfg.input.dataset, rows, index, cfg.generate, recipe, expected_attrs)
+        written.append(path)
+    return written
+
+
+def _recipe(cfg, index: int, rows: int) -> str:
+    g = cfg.generate
+    return json.dumps({"shape": [rows, *g.shape[1:]], "dtype": g.dtype, "seed": g.seed, "shard": index,
+                       "distribution": g.distribution, "loc": g.loc, "scale": g.scale,
+                       "chunk_rows": g.chunk_rows}, sort_keys=True)
+
+
+def _up_to_date(path: str, dataset: str, recipe: str) -> bool:
+    if not os.path.exists(path):
+        return False
+    try:
+        with open_h5(path) as f:
+            return dataset in f and f[dataset].attrs.get("spmd_generate") == recipe
+    except Exception:  # unreadable or corrupt: regenerate
+        return False
+
+
+def _write(path, dataset, rows, shard, g, recipe, expected_attrs) -> None:
+    shape = (rows, *g.shape[1:])
+    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(g.dtype).itemsize
+    chunk_rows = g.chunk_rows or max(1, min(rows, CHUNK_BYTES // row_bytes))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open_h5(tmp, "w") as f:
+        dset = f.create_dataset(dataset, shape=shape, dtype=g.dtype, chunks=(min(chunk_rows, rows), *shape[1:]))
+        for k, start in enumerate(range(0, rows, chunk_rows)):
+            stop = min(rows, start + chunk_rows)
+            rng = np.random.default_rng([g.seed, shard, k])
+            dset[start:stop] = _draw(rng, (stop - start, *shape[1:]), g)
+        for key, value in expected_attrs(dset).items():
+            dset.attrs[key] = value
+        dset.attrs["spmd_generate"] = recipe
+    os.replace(tmp, path)
+
+
+def _draw(rng, shape, g) -> np.ndarray:
+    dtype = np.dtype(g.dtype)
+    if g.distribution == "normal":
+        values = rng.standard_normal(shape, dtype=dtype)
+    else:  # uniform on [loc - scale, loc + scale)
+        values = rng.random(shape, dtype=dtype) * 2 - 1
+    values *= dtype.type(g.scale)
+    values += dtype.type(g.loc)
+    return values

@@ -1,0 +1,150 @@
+"""Reading each rank's part of an HDF5 input.
+
+Two layouts: one dataset split by rows (``input.path``), or shard files split by file
+(``input.shards``: a list of paths or one glob; more shards than ranks is fine).
+Every problem a rank can see becomes an InputError naming the file and dataset.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+
+from ..errors import InputError
+from .plan import block_range
+
+LOCKING_HINT = ("HDF5 could not lock the file (common on NFS/Lustre): "
+                "set HDF5_USE_FILE_LOCKING=FALSE in the job's environment")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Rows [start, stop) of one dataset in one file."""
+
+    path: str
+    dataset: str
+    start: int
+    stop: int
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class RankInput:
+    """What one rank reads: its pieces, and the shape and dtype they assemble into."""
+
+    pieces: tuple[Piece, ...]
+    row_shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.pieces)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.rows, *self.row_shape)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def read_into(self, out: np.ndarray) -> None:
+        """Fill ``out`` (shape ``self.shape``) with one hyperslab read per piece."""
+        offset = 0
+        for piece in self.pieces:
+            with open_h5(piece.path) as f:
+                f[piece.dataset].read_direct(out, np.s_[piece.start:piece.stop],
+                                             np.s_[offset:offset + piece.rows])
+            offset += piece.rows
+
+    def describe(self) -> str:
+        """Which files and rows this rank reads, for messages."""
+        return "; ".join(f"{p.path}:{p.dataset} rows {p.start}-{p.stop}" for p in self.pieces)
+
+
+def open_h5(path: str, mode: str = "r") -> h5py.File:
+    """Open an HDF5 file, turning every failure into an InputError that says what to do."""
+    if mode == "r" and not os.path.exists(path):
+        raise InputError(f"{path}: no such file")
+    try:
+        return h5py.File(path, mode)
+    except OSError as exc:
+        text = str(exc)
+        if "lock" in text.lower():
+            raise InputError(f"{path}: {LOCKING_HINT} ({text})") from None
+        if mode == "r":
+            raise InputError(f"{path}: not an HDF5 file, or truncated/corrupt ({text})") from None
+        raise InputError(f"{path}: cannot open for writing ({text})") from None
+
+
+def dataset_info(path: str, name: str, dtypes: tuple[str, ...], ndims: tuple[int, ...]):
+    """Rows, per-row shape and dtype of dataset ``name`` in ``path``, checked.
+
+    Raises:
+        InputError: missing file or dataset, not a dataset, unsupported dtype or rank.
+    """
+    with open_h5(path) as f:
+        obj = f.get(name)
+        if obj is None:
+            have = ", ".join(sorted(f.keys())) or "nothing"
+            raise InputError(f"{path}: no dataset {name!r} (the file has: {have})")
+        if not isinstance(obj, h5py.Dataset):
+            raise InputError(f"{path}: {name!r} is a group, not a dataset")
+        dtype = obj.dtype
+        if dtype.name not in dtypes:
+            raise InputError(f"{path}:{name}: dtype {dtype} is not supported (use {' or '.join(dtypes)})")
+        if obj.ndim not in ndims:
+            raise InputError(f"{path}:{name}: {obj.ndim}-D array of shape {obj.shape}; "
+                             f"expected {' or '.join(f'{d}-D' for d in ndims)}")
+        if obj.shape[0] == 0:
+            raise InputError(f"{path}:{name}: empty dataset")
+        return obj.shape[0], tuple(obj.shape[1:]), dtype
+
+
+def expand_shards(patterns: tuple[str, ...]) -> list[str]:
+    """Shard paths from a list of paths, or from one glob (sorted)."""
+    if len(patterns) == 1 and glob.has_magic(patterns[0]):
+        paths = sorted(glob.glob(patterns[0]))
+        if not paths:
+            raise InputError(f"input.shards: no file matches {patterns[0]!r}")
+        return paths
+    return list(patterns)
+
+
+def plan_rank_input(input_cfg, shard_paths: list[str] | None, rank: int, size: int,
+                    dtypes: tuple[str, ...], ndims: tuple[int, ...]) -> RankInput:
+    """Decide and check what ``rank`` of ``size`` reads.
+
+    Args:
+        input_cfg: the config's ``input`` section.
+        shard_paths: the expanded shard list (same on every rank), or None for ``input.path``.
+        dtypes, ndims: what the workload accepts.
+    """
+    if shard_paths is None:
+        rows, row_shape, dtype = dataset_info(input_cfg.path, input_cfg.dataset, dtypes, ndims)
+        if rows < size:
+            raise InputError(f"{input_cfg.path}:{input_cfg.dataset}: {rows} rows cannot be split over "
+                             f"{size} ranks (each rank needs at least one row)")
+        start, stop = block_range(rows, size, rank)
+        return RankInput((Piece(input_cfg.path, input_cfg.dataset, start, stop),), row_shape, dtype)
+
+    if len(shard_paths) < size:
+        raise InputError(f"input.shards: {len(shard_paths)} shard files for {size} ranks "
+                         f"(each rank needs at least one shard)")
+    first, last = block_range(len(shard_paths), size, rank)
+    pieces, layout = [], None
+    for path in shard_paths[first:last]:
+        rows, row_shape, dtype = dataset_info(path, input_cfg.dataset, dtypes, ndims)
+        if layout is not None and layout != (row_shape, dtype):
+            raise InputError(f"{path}:{input_cfg.dataset}: rows of shape {row_shape} {dtype} differ from "
+                             f"the other shards' {layout[0]} {layout[1]}")
+        layout = (row_shape, dtype)
+        pieces.append(Piece(path, input_cfg.dataset, 0, rows))
+    return RankInput(tuple(pieces), layout[0], layout[1])

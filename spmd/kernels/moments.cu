@@ -1,0 +1,151 @@
+// One pass over a 1-D float or double array: count, mean, M2 (sum of squared deviations),
+// min and max, all accumulated in double whatever the input type.
+//
+// Each thread folds tiles of LOADS coalesced vector loads (16 floats or 8 doubles) into a
+// running state with Chan's parallel formula; a block folds its threads with warp shuffles;
+// a second one-block launch folds the block partials. No atomics: the result is
+// deterministic for a given grid. NaN propagates into min and max as NumPy's does.
+
+#define LOADS 4
+
+struct Moments {
+    double n, mean, m2, lo, hi;
+};
+
+__device__ __forceinline__ double nan_min(double a, double b) { return (a < b || a != a) ? a : b; }
+__device__ __forceinline__ double nan_max(double a, double b) { return (a > b || a != a) ? a : b; }
+
+__device__ __forceinline__ Moments moments_empty() {
+    Moments m;
+    m.n = 0.0;
+    m.mean = 0.0;
+    m.m2 = 0.0;
+    m.lo = __longlong_as_double(0x7ff0000000000000LL);   // +inf
+    m.hi = -m.lo;
+    return m;
+}
+
+// Chan, Golub & LeVeque: merge the statistics of two disjoint sets.
+__device__ __forceinline__ Moments combine(const Moments& a, const Moments& b) {
+    if (b.n == 0.0) return a;
+    if (a.n == 0.0) return b;
+    Moments r;
+    r.n = a.n + b.n;
+    const double delta = b.mean - a.mean;
+    const double wb = b.n / r.n;
+    r.mean = a.mean + delta * wb;
+    r.m2 = a.m2 + b.m2 + delta * delta * a.n * wb;
+    r.lo = nan_min(a.lo, b.lo);
+    r.hi = nan_max(a.hi, b.hi);
+    return r;
+}
+
+// Statistics of K values held in registers (two passes over registers, one over memory).
+template <int K>
+__device__ __forceinline__ Moments tile_moments(const double (&v)[K]) {
+    double s = 0.0, lo = v[0], hi = v[0];
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        s += v[i];
+        lo = nan_min(lo, v[i]);
+        hi = nan_max(hi, v[i]);
+    }
+    Moments m;
+    m.n = K;
+    m.mean = s * (1.0 / K);
+    double m2 = 0.0;
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+        const double d = v[i] - m.mean;
+        m2 += d * d;
+    }
+    m.m2 = m2;
+    m.lo = lo;
+    m.hi = hi;
+    return m;
+}
+
+template <typename T> struct Vec;
+template <> struct Vec<float> { typedef float4 type; enum { width = 4 }; };
+template <> struct Vec<double> { typedef double2 type; enum { width = 2 }; };
+
+__device__ __forceinline__ void unpack(const float4& v, double* out) {
+    out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+}
+__device__ __forceinline__ void unpack(const double2& v, double* out) {
+    out[0] = v.x; out[1] = v.y;
+}
+
+__device__ __forceinline__ Moments shfl_down(const Moments& m, int offset) {
+    Moments r;
+    r.n = __shfl_down_sync(0xffffffffu, m.n, offset);
+    r.mean = __shfl_down_sync(0xffffffffu, m.mean, offset);
+    r.m2 = __shfl_down_sync(0xffffffffu, m.m2, offset);
+    r.lo = __shfl_down_sync(0xffffffffu, m.lo, offset);
+    r.hi = __shfl_down_sync(0xffffffffu, m.hi, offset);
+    return r;
+}
+
+// Fold every thread's state into thread 0 (blockDim.x a multiple of 32, at most 1024).
+__device__ Moments block_reduce(Moments m) {
+    __shared__ Moments warp_partial[32];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    for (int offset = 16; offset > 0; offset >>= 1) m = combine(m, shfl_down(m, offset));
+    if (lane == 0) warp_partial[warp] = m;
+    __syncthreads();
+    if (warp == 0) {
+        m = (lane < (blockDim.x >> 5)) ? warp_partial[lane] : moments_empty();
+        for (int offset = 16; offset > 0; offset >>= 1) m = combine(m, shfl_down(m, offset));
+    }
+    return m;
+}
+
+// x must be 16-byte aligned. Writes one Moments per block into partial[blockIdx.x].
+template <typename T>
+__global__ void moments_partial(const T* __restrict__ x, long long n, Moments* __restrict__ partial) {
+    typedef typename Vec<T>::type V;
+    const int W = Vec<T>::width;
+    const long long nvec = n / W;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const V* __restrict__ xv = reinterpret_cast<const V*>(x);
+    Moments acc = moments_empty();
+
+    // Whole rounds of LOADS vectors per thread; load j of a round is coalesced across threads.
+    const long long full = (nvec / (LOADS * stride)) * (LOADS * stride);
+    for (long long base = gid; base < full; base += LOADS * stride) {
+        V r[LOADS];
+#pragma unroll
+        for (int j = 0; j < LOADS; ++j) r[j] = xv[base + j * stride];
+        double v[LOADS * W];
+#pragma unroll
+        for (int j = 0; j < LOADS; ++j) unpack(r[j], v + j * W);
+        acc = combine(acc, tile_moments<LOADS * W>(v));
+    }
+    for (long long i = full + gid; i < nvec; i += stride) {  // vectors left over
+        double v[W];
+        unpack(xv[i], v);
+        acc = combine(acc, tile_moments<W>(v));
+    }
+    for (long long i = nvec * W + gid; i < n; i += stride) {  // scalars left over
+        double v[1] = {(double)x[i]};
+        acc = combine(acc, tile_moments<1>(v));
+    }
+    acc = block_reduce(acc);
+    if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+// One block: fold `count` partials into out[0..4] = count, mean, m2, min, max.
+__global__ void moments_final(const Moments* __restrict__ partial, int count, double* __restrict__ out) {
+    Moments acc = moments_empty();
+    for (int i = threadIdx.x; i < count; i += blockDim.x) acc = combine(acc, partial[i]);
+    acc = block_reduce(acc);
+    if (threadIdx.x == 0) {
+        out[0] = acc.n;
+        out[1] = acc.mean;
+        out[2] = acc.m2;
+        out[3] = acc.lo;
+        out[4] = acc.hi;
+    }
+}

@@ -1,0 +1,45 @@
+"""Reports: timings gathered to rank 0, summarized, written atomically as report.json."""
+
+from __future__ import annotations
+
+import datetime
+
+from .summary import PHASES, summarize
+from .table import format_report
+from .write import write_json_atomic, write_text_atomic
+
+SCHEMA = 1
+
+__all__ = ["SCHEMA", "PHASES", "build_report", "format_report", "summarize", "write_json_atomic",
+           "write_text_atomic"]
+
+
+def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verification: dict,
+                 result: dict, metrics_fn) -> dict:
+    """Assemble report.json (schema 1; see docs/report.md)."""
+    from mpi4py import MPI
+
+    from .. import __version__
+
+    timings, medians = summarize(records_by_rank)
+    return {
+        "schema": SCHEMA,
+        "spmd_version": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "workload": cfg.workload,
+        "ranks": ctx.size,
+        "nodes": nodes,
+        "device": ctx.device,
+        "comm": comm_name,
+        "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
+        "verified": True,
+        "verification": verification,
+        "result": result,
+        "timings": timings,
+        "metrics": metrics_fn(medians),
+        "per_rank": [{"rank": r, "host": ctx.hosts[r], "median": m, "repeats": recs}
+                     for r, (m, recs) in enumerate(zip(medians, records_by_rank))],
+        "warmup": cfg.warmup,
+        "repeats": cfg.repeats,
+        "config": cfg.to_dict(),
+    }

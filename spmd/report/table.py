@@ -1,0 +1,23 @@
+"""The human-readable summary printed on stdout after a run."""
+
+from __future__ import annotations
+
+
+def format_report(report: dict, path: str) -> str:
+    """A few lines: what ran where, the phase table, the result, where the report is."""
+    nodes = report["nodes"]
+    lines = [f"spmd run: {report['workload']} on {report['ranks']} rank(s), {len(nodes)} node(s), "
+             f"device={report['device']}, comm={report['comm']}, "
+             f"{report['repeats']} repeat(s) after {report['warmup']} warm-up: "
+             f"{'verified' if report['verified'] else 'NOT verified'} ({report['verification']['reference']})",
+             "",
+             f"{'phase':<10}{'min [s]':>12}{'median [s]':>12}{'max [s]':>12}{'imbalance':>11}"]
+    for phase, t in report["timings"].items():
+        lines.append(f"{phase:<10}{t['min']:>12.6f}{t['median']:>12.6f}{t['max']:>12.6f}{t['imbalance']:>11.3f}")
+    lines.append("")
+    for key, value in report["result"].items():
+        shown = f"{value:.10g}" if isinstance(value, float) else \
+            "[" + ", ".join(f"{v:.6g}" for v in value[:8]) + (", ...]" if len(value) > 8 else "]")
+        lines.append(f"  {key:<5} = {shown}")
+    lines.append(f"report: {path}")
+    return "\n".join(lines)

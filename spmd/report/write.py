@@ -1,0 +1,30 @@
+"""Atomic file output: write a temporary file in the same folder, then rename over the target."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
+
+
+def write_json_atomic(path: str | Path, data) -> Path:
+    """``write_text_atomic`` of ``data`` as indented JSON."""
+    return write_text_atomic(path, json.dumps(data, indent=2) + "\n")

@@ -1,0 +1,168 @@
+"""The SPMD context: MPI communicator, rank layout, device binding, array module.
+
+One rank drives one GPU, chosen by *node-local* rank (never global rank), and two ranks
+on one physical GPU are refused unless ``allow_shared_gpu`` is set.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+from . import xp as xpmod
+from .errors import BackendUnavailable, SpmdError, error_class
+
+
+class Context:
+    """Everything a rank needs to know about the job it is part of.
+
+    Attributes:
+        comm: private duplicate of COMM_WORLD (spmd's messages never mix with the user's).
+        rank, size: this rank and the job size.
+        host: this rank's hostname; hosts: every rank's hostname, by rank.
+        node_comm: ranks sharing this node's memory; local_rank/local_size within it.
+        device: 'gpu' or 'cpu' once bound; device_id: the CUDA device index or None.
+        xp: cupy or numpy, matching ``device``.
+    """
+
+    def __init__(self, comm: MPI.Comm | None = None):
+        self.comm = (comm or MPI.COMM_WORLD).Dup()
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self.host = MPI.Get_processor_name()
+        self.hosts = self.comm.allgather(self.host)
+        self.node_comm = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        self.local_rank = self.node_comm.Get_rank()
+        self.local_size = self.node_comm.Get_size()
+        self.device = "cpu"
+        self.device_id: int | None = None
+        self.device_name = "cpu"
+        self.xp = np
+
+    # -- agreement: the no-hang rule for everything a rank can check --------------------
+
+    def agree(self, fn, *args, root_only: bool = False, **kwargs):
+        """Run ``fn`` (on every rank, or rank 0 alone) and agree on the outcome.
+
+        If ``fn`` raises SpmdError on any rank, every rank raises the same error, naming the
+        first failing rank and its host, marked ``collective`` so ranks exit cleanly
+        instead of hanging in the next collective.
+
+        Returns:
+            What ``fn`` returned on this rank (rank 0's value on every rank when ``root_only``).
+        """
+        value, failure = None, None
+        if not root_only or self.rank == 0:
+            try:
+                value = fn(*args, **kwargs)
+            except SpmdError as exc:
+                failure = (type(exc).__name__, str(exc))
+        if root_only:
+            value, failure = self.comm.bcast((value, failure), root=0)
+            failures = [failure]
+        else:
+            failures = self.comm.allgather(failure)
+        failed = [r for r, f in enumerate(failures) if f]
+        if failed:
+            first = failed[0]
+            name, message = failures[first]
+            if len(failed) == self.size > 1:
+                message += f" (all {self.size} ranks failed)"
+            elif len(failed) > 1:
+                message += f" (ranks {', '.join(map(str, failed[1:]))} failed too)"
+            raise self.collective_error(error_class(name), first, message)
+        return value
+
+    def collective_error(self, cls: type[SpmdError], rank: int, message: str) -> SpmdError:
+        """An error every rank raises together, naming ``rank`` and its host."""
+        err = cls(f"rank {rank} on {self.hosts[rank]}: {message}")
+        err.collective = True
+        return err
+
+    # -- device binding ------------------------------------------------------------------
+
+    def bind_device(self, requested: str, allow_shared_gpu: bool = False) -> None:
+        """Choose CPU or GPU for every rank and bind this rank's GPU by node-local rank.
+
+        Raises:
+            BackendUnavailable: GPU asked for but absent, ranks disagree, or two ranks
+                would share one GPU without ``allow_shared_gpu``.
+        """
+        device = self.agree(_choose_device, requested)
+        devices = self.comm.allgather(device)
+        if len(set(devices)) > 1:
+            cpu_ranks = [r for r, d in enumerate(devices) if d == "cpu"]
+            raise self.collective_error(
+                BackendUnavailable, cpu_ranks[0],
+                f"sees no GPU while other ranks do (CPU ranks: {cpu_ranks}); set device: cpu or gpu")
+        if device == "gpu":
+            identity = self.agree(self._use_gpu)
+            peers = self.node_comm.allgather((self.rank, identity))
+            shared = find_shared_devices(peers)
+            if shared and not allow_shared_gpu:
+                a, b, dev = shared[0]
+                raise self.collective_error(
+                    BackendUnavailable, a,
+                    f"ranks {a} and {b} both landed on GPU {dev}: start one rank per GPU "
+                    f"({self.local_size} ranks on this node) or set allow_shared_gpu: true")
+        self.device = device
+        self.xp = xpmod.array_module(device)
+
+    def _use_gpu(self) -> str:
+        count = xpmod.gpu_count()
+        self.device_id = self.local_rank % count
+        xpmod.cupy.cuda.Device(self.device_id).use()
+        self.device_name = xpmod.device_name(self.device_id)
+        return xpmod.device_identity(self.device_id)
+
+    # -- layout --------------------------------------------------------------------------
+
+    def layout(self) -> list[dict]:
+        """Per node: hostname, its ranks, and the device each rank drives (for the report)."""
+        entries = self.comm.allgather((self.rank, self.host, self.local_rank, self.device_id,
+                                       self.device_name))
+        nodes: dict[str, dict] = {}
+        for rank, host, local_rank, dev_id, dev_name in entries:
+            node = nodes.setdefault(host, {"host": host, "ranks": [], "devices": []})
+            node["ranks"].append(rank)
+            node["devices"].append({"rank": rank, "local_rank": local_rank,
+                                    "device_id": dev_id, "name": dev_name})
+        return list(nodes.values())
+
+    def close(self) -> None:
+        """Release the MPI communicators this context created."""
+        self.node_comm.Free()
+        self.comm.Free()
+
+
+def _choose_device(requested: str) -> str:
+    if requested == "cpu":
+        return "cpu"
+    count = xpmod.gpu_count()
+    if count > 0:
+        return "gpu"
+    if requested == "gpu":
+        why = "CuPy is not installed" if xpmod.cupy is None else "CuPy sees no CUDA device"
+        raise BackendUnavailable(f"device: gpu requested but {why}")
+    return "cpu"
+
+
+def find_shared_devices(peers: list[tuple[int, str]]) -> list[tuple[int, int, str]]:
+    """Pairs of ranks bound to the same physical device.
+
+    Args:
+        peers: (global rank, device identity) of every rank on one node.
+
+    Returns:
+        (first rank, other rank, device identity) for each rank that shares a device with
+        a lower rank, in rank order.
+    """
+    first_owner: dict[str, int] = {}
+    shared = []
+    for rank, identity in sorted(peers):
+        if identity in first_owner:
+            shared.append((first_owner[identity], rank, identity))
+        else:
+            first_owner[identity] = rank
+    return shared
+

@@ -1,0 +1,22 @@
+"""Workload registry: config name -> Workload class."""
+
+from __future__ import annotations
+
+from ..errors import ConfigError
+from .base import Workload
+from .reduce import ReduceWorkload
+
+REGISTRY: dict[str, type[Workload]] = {cls.name: cls for cls in (ReduceWorkload,)}
+
+
+def workload_class(name) -> type[Workload]:
+    """The Workload class registered as ``name``."""
+    try:
+        return REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ConfigError(f"workload: unknown workload {name!r} (one of: {', '.join(REGISTRY)})") from None
+
+
+def params_class(name) -> type:
+    """The params dataclass of workload ``name``."""
+    return workload_class(name).Params

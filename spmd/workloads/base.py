@@ -1,0 +1,56 @@
+"""The interface every workload implements, driven by spmd.job.
+
+setup (agreed on every rank) -> [prepare -> run] x (warmup + repeats) -> verify -> result.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+
+class Workload(ABC):
+    """One kind of SPMD work.
+
+    Attributes:
+        name: the config's ``workload`` value.
+        Params: frozen dataclass of the workload's ``params`` keys.
+    """
+
+    name: ClassVar[str]
+    Params: ClassVar[type]
+
+    @abstractmethod
+    def setup(self, ctx, cfg, comm) -> None:
+        """Check inputs and allocate buffers; every rank-local failure agreed via ctx.agree."""
+
+    def prepare(self) -> None:
+        """Untimed work before each repeat (poisoning outputs so unwritten data shows)."""
+
+    @abstractmethod
+    def run(self, timer) -> None:
+        """One repeat, its phases timed with ``timer.phase``/``timer.host_phase``."""
+
+    @abstractmethod
+    def verify(self) -> dict:
+        """Check every repeat's result against a reference; raise VerificationError if wrong.
+
+        Returns:
+            How it was verified (reference used, largest error seen).
+        """
+
+    @abstractmethod
+    def result(self) -> dict:
+        """The workload's answer for report.json (plain JSON types)."""
+
+    def metrics(self, rank_medians: list[dict[str, float]]) -> dict:
+        """Derived figures (bandwidths, rates) from each rank's median phase times."""
+        return {}
+
+    @classmethod
+    def expected_attrs(cls, dataset) -> dict:
+        """Reference answers ``spmd generate`` stores as attributes of a new dataset."""
+        return {}
+
+    def close(self) -> None:
+        """Release buffers."""

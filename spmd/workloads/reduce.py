@@ -1,0 +1,233 @@
+"""Workload ``reduce``: sum, mean, min, max, var, std of a 1-D array, or per column of a 2-D one.
+
+Each rank reduces its rows to mergeable moments (count, mean, M2, min, max in float64),
+the moments of all ranks are allgathered and merged with Chan's formula identically on
+every rank. On a GPU a fused one-pass kernel reads the data once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from .. import xp as xpmod
+from ..errors import ConfigError, InputError, VerificationError
+from ..io.hdf5 import expand_shards, open_h5, plan_rank_input
+from . import moments as mom
+from .base import Workload
+
+STAT_ATTRS = ("count", "sum", "abs_sum", "min", "max", "m2")
+READ_CHUNK_ELEMENTS = 1 << 23
+SUM_RTOL = 1e-10  # of sum(|x|): float64 accumulation is ~1e-13; one lost row of 1e9 is 1e-9
+M2_RTOL = 1e-8
+
+
+@dataclass(frozen=True)
+class ReduceParams:
+    """``params`` of the reduce workload.
+
+    Attributes:
+        ddof: delta degrees of freedom of var/std (0: population, 1: sample).
+        method: 'fused' one-pass GPU kernel, 'xp' array-API calls, 'auto' = fused when possible.
+    """
+
+    ddof: int = 0
+    method: Literal["auto", "fused", "xp"] = "auto"
+
+    def __post_init__(self):
+        if self.ddof < 0:
+            raise ConfigError(f"params.ddof: must be >= 0, got {self.ddof}")
+
+
+class ReduceWorkload(Workload):
+    name = "reduce"
+    Params = ReduceParams
+    DTYPES = ("float32", "float64")
+    NDIMS = (1, 2)
+
+    def setup(self, ctx, cfg, comm):
+        self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
+        shards = None
+        if cfg.input.shards is not None:
+            shards = ctx.agree(expand_shards, cfg.input.shards, root_only=True)
+        self.sources = [(p, cfg.input.dataset) for p in (shards or [cfg.input.path])]
+        self.input = ctx.agree(plan_rank_input, cfg.input, shards, ctx.rank, ctx.size,
+                               self.DTYPES, self.NDIMS)
+        layouts = ctx.comm.allgather((self.input.row_shape, self.input.dtype.str, self.input.rows))
+        for rank, (row_shape, dtype, _) in enumerate(layouts):
+            if (row_shape, dtype) != layouts[0][:2]:
+                raise ctx.collective_error(InputError, rank, f"{self.input.describe()}: rows of shape "
+                                           f"{row_shape} {dtype} differ from rank 0's {layouts[0][:2]}")
+        self.global_rows = sum(rows for _, _, rows in layouts)
+        self.rank_bytes = [rows * self.input.nbytes // max(self.input.rows, 1) for _, _, rows in layouts]
+        self._fused = ctx.agree(self._choose_method)
+        self.host, self.device_buf = ctx.agree(self._allocate)
+        self.results: list[np.ndarray] = []
+
+    def _choose_method(self):
+        method = self.params.method
+        gpu_1d = self.ctx.device == "gpu" and len(self.input.row_shape) == 0
+        if method == "fused" and not gpu_1d:
+            raise ConfigError("params.method: fused needs device gpu and 1-D data; use auto or xp")
+        return mom.FusedMoments() if method in ("auto", "fused") and gpu_1d else None
+
+    def _allocate(self):
+        gpu = self.ctx.device == "gpu"
+        if gpu:
+            free, _ = xpmod.cupy.cuda.runtime.memGetInfo()
+            if self.input.nbytes > free:
+                raise InputError(f"{self.input.describe()}: {self.input.nbytes / 2**30:.2f} GiB do not fit "
+                                 f"in the free GPU memory ({free / 2**30:.2f} GiB); use more ranks")
+        host = xpmod.empty_host(self.input.shape, self.input.dtype, pinned=gpu)
+        device = self.ctx.xp.empty(self.input.shape, self.input.dtype) if gpu else None
+        return host, device
+
+    def prepare(self):
+        self.host.fill(np.nan)  # poison: rows the read misses show up as NaN
+        if self.device_buf is not None:
+            self.device_buf.fill(np.nan)
+
+    def run(self, timer):
+        with timer.host_phase("read"):
+            self.input.read_into(self.host)
+        data = self.host
+        if self.device_buf is not None:
+            with timer.phase("h2d"):
+                self.device_buf.set(self.host)
+            data = self.device_buf
+        with timer.phase("compute"):
+            local = self._fused(data) if self._fused else mom.moments_xp(data, self.ctx.xp)
+        with timer.phase("comm"):
+            stacked = self.comm.allgather(local)
+            merged = mom.combine_all(xpmod.to_host(stacked))
+        self.results.append(merged)
+
+    def verify(self):
+        for i, m in enumerate(self.results[1:], start=1):
+            if not np.array_equal(m, self.results[0], equal_nan=True):
+                raise self.ctx.collective_error(
+                    VerificationError, self.ctx.rank,
+                    f"repeat {i} gave different moments than repeat 0 (a race or unwritten memory)")
+        expected, how = self.ctx.agree(self._reference, root_only=True)
+        worst = self.ctx.agree(compare, self.results[-1], expected, root_only=True)
+        return {"reference": how, "max_relative_error": worst}
+
+    def _reference(self):
+        mode = self.cfg.verify
+        if mode in ("auto", "attrs"):
+            found = [read_stat_attrs(path, name) for path, name in self.sources]
+            if all(s is not None for s in found):
+                return merge_stats(found), "attrs"
+            if mode == "attrs":
+                missing = [p for (p, _), s in zip(self.sources, found) if s is None]
+                raise VerificationError(f"verify: attrs, but {missing[0]} has no expected-answer attributes "
+                                        f"(make it with spmd generate, or use verify: full)")
+        stats = []
+        for path, name in self.sources:
+            with open_h5(path) as f:
+                stats.append(reference_stats(f[name]))
+        return merge_stats(stats), "full"
+
+    def result(self):
+        return finalize(self.results[-1], self.params.ddof, scalar=len(self.input.row_shape) == 0)
+
+    def metrics(self, rank_medians):
+        compute = [m.get("compute", 0.0) for m in rank_medians]
+        rates = [b / t / 1e9 if t > 0 else None for b, t in zip(self.rank_bytes, compute)]
+        return {"bytes_total": int(sum(self.rank_bytes)), "bytes_per_rank": self.rank_bytes,
+                "compute_GBps_per_rank": rates}
+
+    @classmethod
+    def expected_attrs(cls, dataset):
+        return reference_stats(dataset)
+
+    def close(self):
+        self.host = self.device_buf = None
+
+
+def finalize(m: np.ndarray, ddof: int, scalar: bool) -> dict:
+    """report.json's ``result``: sum, mean, min, max, var, std (scalars for 1-D data)."""
+    n = m[mom.COUNT]
+    var = m[mom.M2] / np.maximum(n - ddof, 1)
+    stats = {"sum": m[mom.MEAN] * n, "mean": m[mom.MEAN], "min": m[mom.MIN], "max": m[mom.MAX],
+             "var": var, "std": np.sqrt(var)}
+    return {k: float(v[0]) if scalar else [float(x) for x in v] for k, v in stats.items()}
+
+
+def reference_stats(dataset) -> dict:
+    """Float64 reference statistics of an h5py dataset, by plain two-pass NumPy in chunks.
+
+    Independent of the moments-merging code it checks: pass 1 sums, pass 2 squared deviations.
+    """
+    rows = dataset.shape[0]
+    columns = int(np.prod(dataset.shape[1:], dtype=np.int64))
+    step = max(1, READ_CHUNK_ELEMENTS // max(columns, 1))
+    total = np.zeros(columns)
+    abs_total = np.zeros(columns)
+    lo = np.full(columns, np.inf)
+    hi = np.full(columns, -np.inf)
+    for start in range(0, rows, step):
+        part = dataset[start:start + step].reshape(-1, columns).astype(np.float64)
+        total += part.sum(axis=0)
+        abs_total += np.abs(part).sum(axis=0)
+        lo = np.minimum(lo, part.min(axis=0))
+        hi = np.maximum(hi, part.max(axis=0))
+    mean = total / rows
+    m2 = np.zeros(columns)
+    for start in range(0, rows, step):
+        part = dataset[start:start + step].reshape(-1, columns).astype(np.float64)
+        m2 += ((part - mean) ** 2).sum(axis=0)
+    return {"count": np.full(columns, float(rows)), "sum": total, "abs_sum": abs_total,
+            "min": lo, "max": hi, "m2": m2}
+
+
+def read_stat_attrs(path: str, name: str) -> dict | None:
+    """The reference statistics stored on a dataset by ``spmd generate``, or None."""
+    with open_h5(path) as f:
+        attrs = f[name].attrs
+        if not all(k in attrs for k in STAT_ATTRS):
+            return None
+        return {k: np.atleast_1d(np.asarray(attrs[k], dtype=np.float64)) for k in STAT_ATTRS}
+
+
+def merge_stats(parts: list[dict]) -> dict:
+    """Statistics of the union of disjoint datasets (shards)."""
+    total = dict(parts[0])
+    for p in parts[1:]:
+        n_a, n_b = total["count"], p["count"]
+        n = n_a + n_b
+        delta = p["sum"] / n_b - total["sum"] / n_a
+        total = {"count": n, "sum": total["sum"] + p["sum"], "abs_sum": total["abs_sum"] + p["abs_sum"],
+                 "min": np.minimum(total["min"], p["min"]), "max": np.maximum(total["max"], p["max"]),
+                 "m2": total["m2"] + p["m2"] + delta * delta * n_a * n_b / n}
+    return total
+
+
+def compare(moments: np.ndarray, expected: dict) -> float:
+    """Check merged moments against reference statistics; return the largest relative error.
+
+    Tolerances follow the conditioning: sum and mean against sum(|x|), M2 against itself
+    plus the second raw moment. Count, min and max must match exactly; NaN never passes.
+    """
+    n = moments[mom.COUNT]
+    got = {"count": n, "sum": moments[mom.MEAN] * n, "min": moments[mom.MIN],
+           "max": moments[mom.MAX], "m2": moments[mom.M2]}
+    raw2 = expected["m2"] + expected["sum"] ** 2 / expected["count"]  # sum of x^2
+    scale = {"count": None, "min": None, "max": None,
+             "sum": SUM_RTOL * expected["abs_sum"],
+             "m2": M2_RTOL * expected["m2"] + SUM_RTOL * raw2}
+    worst = 0.0
+    for key, tol in scale.items():
+        g, e = got[key], expected[key]
+        err = np.abs(g - e)
+        bad = ~np.isfinite(g) | (err > tol if tol is not None else g != e)
+        if bad.any():
+            c = int(np.argmax(bad))
+            column = f" (column {c})" if g.size > 1 else ""
+            bound = "exact" if tol is None else f"tolerance {tol[c]:.3g}"
+            raise VerificationError(f"{key}{column} = {g[c]!r}, expected {e[c]!r} ({bound})")
+        denominator = np.maximum(np.abs(e), np.finfo(np.float64).tiny)
+        worst = max(worst, float(np.max(err / denominator)))
+    return worst

@@ -1,0 +1,68 @@
+"""Array backend shim: the same code runs on CuPy (GPU) and NumPy (CPU).
+
+CuPy is optional: importing this module never fails and never touches a GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # optional dependency: an ``available`` flag instead of an import error
+    import cupy
+    import cupyx
+except ImportError:  # pragma: no cover - depends on the machine
+    cupy = None
+    cupyx = None
+
+
+def gpu_count() -> int:
+    """Number of CUDA devices CuPy sees (0 without CuPy, a driver, or devices)."""
+    if cupy is None:
+        return 0
+    try:
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no driver / no device: CuPy raises CUDARuntimeError
+        return 0
+
+
+def array_module(device: str):
+    """``cupy`` for device 'gpu', ``numpy`` for 'cpu'."""
+    return cupy if device == "gpu" else np
+
+
+def is_device_array(a) -> bool:
+    """True for a CuPy array living in GPU memory."""
+    return cupy is not None and isinstance(a, cupy.ndarray)
+
+
+def synchronize(xp) -> None:
+    """Wait for all queued device work (no-op on NumPy)."""
+    if xp is not np:
+        xp.cuda.get_current_stream().synchronize()
+
+
+def to_host(a) -> np.ndarray:
+    """A NumPy copy (or the array itself if it is already on the host)."""
+    return cupy.asnumpy(a) if is_device_array(a) else np.asarray(a)
+
+
+def empty_host(shape, dtype, pinned: bool) -> np.ndarray:
+    """A host array; page-locked when ``pinned`` so host<->device copies run at full speed."""
+    if pinned and cupyx is not None:
+        return cupyx.empty_pinned(shape, dtype=dtype)
+    return np.empty(shape, dtype=dtype)
+
+
+def device_identity(index: int) -> str:
+    """A string that identifies a physical GPU across processes (UUID, else PCI bus id)."""
+    props = cupy.cuda.runtime.getDeviceProperties(index)
+    uuid = props.get("uuid")
+    if uuid:
+        return "GPU-" + bytes(uuid).hex()
+    return cupy.cuda.Device(index).pci_bus_id
+
+
+def device_name(index: int) -> str:
+    """Marketing name of GPU ``index`` (e.g. 'NVIDIA H200')."""
+    name = cupy.cuda.runtime.getDeviceProperties(index)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
