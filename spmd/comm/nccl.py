@@ -54,7 +54,7 @@ class NCCLCommunicator(Communicator):
 
     @staticmethod
     def _on_device(x):
-        return xpmod.cupy.ascontiguousarray(x)  # also uploads a NumPy array
+        return xpmod.cupy.ascontiguousarray(xpmod.cupy.asarray(x))  # uploads a NumPy array
 
     @staticmethod
     def _deliver(out, like):

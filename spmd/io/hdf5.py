@@ -60,8 +60,12 @@ class RankInput:
         offset = 0
         for piece in self.pieces:
             with open_h5(piece.path) as f:
-                f[piece.dataset].read_direct(out, np.s_[piece.start:piece.stop],
-                                             np.s_[offset:offset + piece.rows])
+                try:
+                    f[piece.dataset].read_direct(out, np.s_[piece.start:piece.stop],
+                                                 np.s_[offset:offset + piece.rows])
+                except OSError as exc:  # e.g. a corrupt chunk: only this rank sees it
+                    raise InputError(f"{piece.path}:{piece.dataset} rows {piece.start}-{piece.stop}: "
+                                     f"read failed ({exc})") from None
             offset += piece.rows
 
     def describe(self) -> str:

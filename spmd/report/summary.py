@@ -7,9 +7,14 @@ import statistics
 PHASES = ("read", "h2d", "compute", "comm", "total")
 
 
-def rank_medians(records: list[dict[str, float]]) -> dict[str, float]:
-    """Median over one rank's recorded repeats, for every phase (standard phases always present)."""
-    names = list(PHASES) + sorted({k for r in records for k in r} - set(PHASES))
+def phase_names(records_by_rank: list[list[dict[str, float]]]) -> list[str]:
+    """The standard phases, then any other phase recorded on any rank (sorted)."""
+    seen = {name for records in records_by_rank for r in records for name in r}
+    return list(PHASES) + sorted(seen - set(PHASES))
+
+
+def rank_medians(records: list[dict[str, float]], names: list[str]) -> dict[str, float]:
+    """Median over one rank's recorded repeats of each phase in ``names`` (absent = 0)."""
     return {name: statistics.median(r.get(name, 0.0) for r in records) for name in names}
 
 
@@ -23,9 +28,10 @@ def summarize(records_by_rank: list[list[dict[str, float]]]) -> tuple[dict, list
         ({phase: {min, median, max, imbalance}}, each rank's medians). Imbalance is
         max / median across ranks: 1.0 is perfectly balanced.
     """
-    medians = [rank_medians(r) for r in records_by_rank]
+    names = phase_names(records_by_rank)
+    medians = [rank_medians(r, names) for r in records_by_rank]
     timings = {}
-    for phase in medians[0]:
+    for phase in names:
         values = [m[phase] for m in medians]
         mid = statistics.median(values)
         timings[phase] = {"min": min(values), "median": mid, "max": max(values),

@@ -1,0 +1,105 @@
+"""Every communicator op on every available backend, checked exactly against NumPy.
+
+Inputs are small integers stored as floats, so every reduction is exact in any order.
+"""
+
+import numpy as np
+import pytest
+
+from spmd import xp as xpmod
+
+DTYPES = [np.float32, np.float64, np.int32]
+COUNTS = [1, 1000, 12345]
+
+
+def rank_data(rank: int, count: int, dtype, shape_tail=()) -> np.ndarray:
+    rng = np.random.default_rng([rank, count])
+    return rng.integers(-1000, 1000, size=(count, *shape_tail)).astype(dtype)
+
+
+def on_device(ctx, a):
+    return ctx.xp.asarray(a)
+
+
+def check_kind(ctx, out):
+    """Results come back where the input lived."""
+    assert xpmod.is_device_array(out) == (ctx.device == "gpu")
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", COUNTS)
+@pytest.mark.parametrize("op", ["sum", "min", "max"])
+def test_allreduce(context, dtype, count, op):
+    ctx, comm = context
+    mine = rank_data(ctx.rank, count, dtype)
+    out = comm.allreduce(on_device(ctx, mine), op)
+    everyone = np.stack([rank_data(r, count, dtype) for r in range(ctx.size)])
+    want = {"sum": everyone.sum(0, dtype=dtype), "min": everyone.min(0), "max": everyone.max(0)}[op]
+    check_kind(ctx, out)
+    np.testing.assert_array_equal(xpmod.to_host(out), want)
+    assert out.dtype == dtype
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_allgather(context, dtype):
+    ctx, comm = context
+    out = comm.allgather(on_device(ctx, rank_data(ctx.rank, 77, dtype, (3,))))
+    check_kind(ctx, out)
+    want = np.stack([rank_data(r, 77, dtype, (3,)) for r in range(ctx.size)])
+    np.testing.assert_array_equal(xpmod.to_host(out), want)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reduce_scatter(context, dtype):
+    ctx, comm = context
+    rows = 5 * ctx.size
+    out = comm.reduce_scatter(on_device(ctx, rank_data(ctx.rank, rows, dtype, (2,))), "sum")
+    check_kind(ctx, out)
+    total = sum(rank_data(r, rows, dtype, (2,)) for r in range(ctx.size))
+    np.testing.assert_array_equal(xpmod.to_host(out), total[5 * ctx.rank:5 * ctx.rank + 5])
+    with pytest.raises(ValueError, match="divisible"):
+        comm.reduce_scatter(on_device(ctx, rank_data(0, rows + 1, dtype)), "sum")
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bcast_from_last_rank_leaves_inputs_alone(context, dtype):
+    ctx, comm = context
+    root = ctx.size - 1
+    mine = rank_data(ctx.rank, 333, dtype)
+    x = on_device(ctx, mine)
+    out = comm.bcast(x, root=root)
+    check_kind(ctx, out)
+    np.testing.assert_array_equal(xpmod.to_host(out), rank_data(root, 333, dtype))
+    np.testing.assert_array_equal(xpmod.to_host(x), mine)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sendrecv_ring_and_open_chain(context, dtype):
+    ctx, comm = context
+    r, n = ctx.rank, ctx.size
+    send = on_device(ctx, rank_data(r, 101, dtype, (2,)))
+    ring = on_device(ctx, np.full((101, 2), -7, dtype=dtype))
+    out = comm.sendrecv(send, (r + 1) % n, ring, (r - 1) % n)
+    assert out is ring
+    # open chain: rank 0 receives nothing, the last rank sends nothing
+    chain = on_device(ctx, np.full((101, 2), -7, dtype=dtype))
+    comm.sendrecv(send, r + 1 if r + 1 < n else None, chain, r - 1 if r > 0 else None)
+    comm.barrier()
+    np.testing.assert_array_equal(xpmod.to_host(ring), rank_data((r - 1) % n, 101, dtype, (2,)))
+    if r == 0:
+        assert (xpmod.to_host(chain) == -7).all()
+    else:
+        np.testing.assert_array_equal(xpmod.to_host(chain), rank_data(r - 1, 101, dtype, (2,)))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_host_arrays_work_on_every_backend(context):
+    ctx, comm = context
+    out = comm.allreduce(np.full(4, ctx.rank + 1.0), "sum")
+    assert isinstance(out, np.ndarray)
+    np.testing.assert_array_equal(out, np.full(4, ctx.size * (ctx.size + 1) / 2))

@@ -1,0 +1,109 @@
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spmd.config import Config, apply_override, config_from_dict, load_config
+from spmd.errors import ConfigError
+
+BASE = {"workload": "reduce", "input": {"path": "data/x.h5", "dataset": "x"}}
+
+
+def make(**changes):
+    raw = {**BASE, **changes}
+    return config_from_dict(raw)
+
+
+def test_defaults_and_params():
+    cfg = make(params={"ddof": 1})
+    assert cfg.device == "auto" and cfg.comm == "auto" and cfg.repeats == 5 and cfg.warmup == 1
+    assert cfg.params.ddof == 1 and cfg.params.method == "auto"
+    assert cfg.to_dict()["input"] == {"path": "data/x.h5", "dataset": "x", "shards": None}
+
+
+def test_every_example_config_loads():
+    from pathlib import Path
+
+    configs = sorted(Path(__file__).parents[2].joinpath("inputs").glob("*.yaml"))
+    assert configs
+    for path in configs:
+        assert isinstance(load_config(path), Config)
+
+
+@pytest.mark.parametrize("raw, key", [
+    ({**BASE, "repeat": 3}, "unknown key repeat"),
+    ({**BASE, "input": {"path": "a.h5", "datset": "x"}}, "unknown key input.datset"),
+    ({**BASE, "params": {"dof": 1}}, "unknown key params.dof"),
+    ({**BASE, "generate": {"shape": [4], "sed": 1}}, "unknown key generate.sed"),
+    ({**BASE, "repeats": "five"}, "repeats: expected an integer"),
+    ({**BASE, "repeats": 0}, "repeats: must be >= 1"),
+    ({**BASE, "warmup": -1}, "warmup: must be >= 0"),
+    ({**BASE, "device": "tpu"}, "device: 'tpu' is not one of"),
+    ({**BASE, "comm": "gloo"}, "comm: 'gloo' is not one of"),
+    ({**BASE, "allow_shared_gpu": "yes"}, "allow_shared_gpu: expected true or false"),
+    ({**BASE, "params": {"ddof": -1}}, "params.ddof: must be >= 0"),
+    ({**BASE, "params": {"ddof": 1.5}}, "params.ddof: expected an integer"),
+    ({**BASE, "params": {"method": "magic"}}, "params.method"),
+    ({**BASE, "generate": {"shape": [0]}}, "generate.shape: sizes must be positive"),
+    ({**BASE, "generate": {"shape": [2, 2, 2]}}, "generate.shape: 1 or 2 dimensions"),
+    ({**BASE, "generate": {"shape": [4], "dtype": "int32"}}, "generate.dtype"),
+    ({"workload": "reduce", "input": {"dataset": "x"}}, "exactly one of input.path or input.shards"),
+    ({"workload": "reduce", "input": {"path": "a", "shards": ["b"]}}, "exactly one of"),
+    ({"workload": "sort", "input": BASE["input"]}, "workload: unknown workload 'sort'"),
+    ({"input": BASE["input"]}, "workload: missing"),
+    ({"workload": "reduce"}, "input: missing"),
+    ({**BASE, "input": "data.h5"}, "input: expected a mapping"),
+])
+def test_invalid_configs_name_the_key(raw, key):
+    with pytest.raises(ConfigError, match=key.replace("(", r"\(").replace("[", r"\[")):
+        config_from_dict(raw)
+
+
+def test_shards_accept_one_glob_or_a_list():
+    assert make(input={"shards": "d/*.h5"}).input.shards == ("d/*.h5",)
+    assert make(input={"shards": ["a.h5", "b.h5"]}).input.shards == ("a.h5", "b.h5")
+
+
+def test_overrides_parse_yaml_values(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    cfg = load_config(path, ["repeats=3", "params.ddof=1", "input.path=other.h5", "device=cpu"])
+    assert (cfg.repeats, cfg.params.ddof, cfg.input.path, cfg.device) == (3, 1, "other.h5", "cpu")
+    with pytest.raises(ConfigError, match="expected key=value"):
+        load_config(path, ["repeats"])
+    with pytest.raises(ConfigError, match="unknown key bogus"):
+        load_config(path, ["bogus=1"])
+    raw = {"input": "x"}
+    with pytest.raises(ConfigError, match="not a mapping"):
+        apply_override(raw, "input.path=y")
+
+
+def test_unreadable_and_non_yaml_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("workload: [reduce\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping of keys"):
+        load_config(listy)
+
+
+values = st.recursive(st.none() | st.booleans() | st.integers(-3, 10) | st.floats(allow_nan=False)
+                      | st.text(max_size=5), lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
+keys = st.sampled_from(["workload", "input", "device", "comm", "warmup", "repeats", "verify", "params",
+                        "generate", "output", "allow_shared_gpu", "bogus"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(keys, values, max_size=8), st.booleans())
+def test_fuzz_validator_returns_config_or_config_error(raw, add_valid_core):
+    if add_valid_core:
+        raw = {**BASE, **{k: v for k, v in raw.items() if k not in ("workload", "input")}}
+    try:
+        assert isinstance(config_from_dict(raw), Config)
+    except ConfigError:
+        pass

@@ -1,0 +1,83 @@
+import numpy as np
+import pytest
+
+from spmd.errors import VerificationError
+from spmd.workloads import moments as mom
+from spmd.workloads.reduce import compare, finalize, merge_stats, reference_stats
+from helpers import reference
+
+
+def stats_of(x):
+    """Reference statistics in the reduce attrs layout, straight from NumPy."""
+    x2 = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
+    return {"count": np.full(x2.shape[1], float(len(x2))), "sum": x2.sum(0), "abs_sum": np.abs(x2).sum(0),
+            "min": x2.min(0), "max": x2.max(0), "m2": ((x2 - x2.mean(0)) ** 2).sum(0)}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1,), (7,), (1000,), (257, 3)])
+def test_split_and_merge_equals_whole(dtype, shape):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(shape) * 3 + 100).astype(dtype)
+    cuts = sorted(rng.choice(np.arange(1, shape[0]), size=min(3, shape[0] - 1), replace=False)) if shape[0] > 1 else []
+    parts = [mom.moments_xp(p, np) for p in np.split(x, cuts)]
+    merged = mom.combine_all(np.stack(parts))
+    want = reference(x)
+    got = finalize(merged, ddof=0, scalar=len(shape) == 1)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-12, atol=1e-9, err_msg=key)
+
+
+def test_chunked_path_matches_numpy(monkeypatch):
+    monkeypatch.setattr(mom, "CHUNK_ELEMENTS", 1000)  # force many chunks
+    x = np.random.default_rng(2).uniform(-5, 5, size=(12345, 2))
+    got = finalize(mom.moments_xp(x, np), ddof=1, scalar=False)
+    want = reference(x, ddof=1)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-12, err_msg=key)
+
+
+def test_float32_sum_accumulates_in_float64():
+    x = np.full(20_000_000, 0.1, dtype=np.float32)  # a float32 running sum would drift by ~%
+    got = finalize(mom.moments_xp(x, np), 0, True)
+    assert got["sum"] == pytest.approx(20_000_000 * float(np.float32(0.1)), rel=1e-12)
+
+
+def test_nan_propagates():
+    x = np.array([1.0, np.nan, 3.0])
+    m = mom.moments_xp(x, np)
+    assert np.isnan(m[mom.MEAN]).all() and np.isnan(m[mom.MIN]).all()
+
+
+def test_reference_stats_and_merge_stats(tmp_path):
+    import h5py
+
+    x = np.random.default_rng(3).standard_normal((5000, 2))
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f["a"] = x[:1234]
+        f["b"] = x[1234:]
+        parts = [reference_stats(f["a"]), reference_stats(f["b"])]
+    merged = merge_stats(parts)
+    for key, want in stats_of(x).items():
+        np.testing.assert_allclose(merged[key], want, rtol=1e-12, err_msg=key)
+
+
+def test_compare_accepts_right_and_rejects_wrong_answers():
+    x = np.random.default_rng(4).standard_normal(100_000).astype(np.float32) + 5
+    expected = stats_of(x)
+    m = mom.moments_xp(x, np)
+    assert compare(m, expected) < 1e-12
+    missing_row = mom.moments_xp(x[1:], np)
+    with pytest.raises(VerificationError, match="count"):
+        compare(missing_row, expected)
+    wrong_sum = m.copy()
+    wrong_sum[mom.MEAN] *= 1 + 1e-7
+    with pytest.raises(VerificationError, match="sum"):
+        compare(wrong_sum, expected)
+    wrong_max = m.copy()
+    wrong_max[mom.MAX] = np.nextafter(wrong_max[mom.MAX], 0)
+    with pytest.raises(VerificationError, match="max"):
+        compare(wrong_max, expected)
+    poisoned = mom.moments_xp(np.where(np.arange(x.size) == 7, np.nan, x), np)
+    with pytest.raises(VerificationError):
+        compare(poisoned, expected)

@@ -1,0 +1,39 @@
+import json
+import os
+
+import pytest
+
+from spmd.report import format_report, summarize, write_json_atomic
+
+
+def test_summary_is_min_median_max_of_rank_medians():
+    records = [
+        [{"read": 1.0, "compute": 2.0, "total": 4.0}, {"read": 3.0, "compute": 2.0, "total": 6.0},
+         {"read": 2.0, "compute": 2.0, "total": 5.0}],                       # rank 0: read median 2
+        [{"read": 4.0, "compute": 1.0, "total": 5.0}] * 3,                    # rank 1: read 4
+        [{"read": 6.0, "compute": 3.0, "total": 9.0, "extra": 1.0}] * 3,     # rank 2: read 6
+    ]
+    timings, medians = summarize(records)
+    assert list(timings)[:5] == ["read", "h2d", "compute", "comm", "total"]
+    assert timings["read"] == {"min": 2.0, "median": 4.0, "max": 6.0, "imbalance": 1.5}
+    assert timings["h2d"] == {"min": 0.0, "median": 0.0, "max": 0.0, "imbalance": 1.0}
+    assert timings["extra"]["max"] == 1.0
+    assert medians[0]["total"] == 5.0
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path):
+    path = tmp_path / "out" / "report.json"
+    write_json_atomic(path, {"a": 1})
+    with pytest.raises(TypeError):
+        write_json_atomic(path, {"a": object()})  # not serializable: fails before the rename
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert os.listdir(path.parent) == ["report.json"]  # no temporary left behind
+
+
+def test_table_mentions_phases_and_result():
+    report = {"workload": "reduce", "ranks": 2, "nodes": [{}], "device": "cpu", "comm": "mpi",
+              "repeats": 3, "warmup": 1, "verified": True, "verification": {"reference": "attrs"},
+              "timings": {"read": {"min": 1, "median": 1, "max": 1, "imbalance": 1}},
+              "result": {"sum": 1.5, "var": [1.0, 2.0]}}
+    text = format_report(report, "r/report.json")
+    assert "verified (attrs)" in text and "read" in text and "sum" in text and "r/report.json" in text
