@@ -40,7 +40,8 @@ class NCCLCommunicator(Communicator):
         self._types = {np.dtype(name): getattr(self._nccl, const) for name, const in (
             ("int8", "NCCL_INT8"), ("uint8", "NCCL_UINT8"), ("int32", "NCCL_INT32"),
             ("uint32", "NCCL_UINT32"), ("int64", "NCCL_INT64"), ("uint64", "NCCL_UINT64"),
-            ("float16", "NCCL_FLOAT16"), ("float32", "NCCL_FLOAT32"), ("float64", "NCCL_FLOAT64"))}
+            ("float16", "NCCL_FLOAT16"), ("float32", "NCCL_FLOAT32"), ("float64", "NCCL_FLOAT64"))
+            if hasattr(self._nccl, const)}
 
     def _dtype(self, dtype) -> int:
         try:

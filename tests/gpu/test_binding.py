@@ -1,0 +1,45 @@
+"""GPU binding by node-local rank, and the refusal of two ranks on one GPU (needs >= 1 GPU)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import yaml
+
+from helpers import write_dataset
+from test_cli import spmd  # noqa: E402  (same launcher and timeouts as the CLI tests)
+
+
+@pytest.fixture
+def config(tmp_path, gpu):
+    if not gpu:
+        pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
+    write_dataset(tmp_path / "x.h5", np.arange(1000, dtype=np.float32))
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"workload": "reduce", "device": "gpu", "repeats": 1,
+                                    "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
+                                    "output": str(tmp_path / "out")}))
+    return path
+
+
+@pytest.mark.gpu
+def test_two_ranks_on_one_gpu_are_refused_unless_allowed(config, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    rc, _, err, _ = spmd("run", config, ranks=2)
+    assert rc == 2 and "ranks 0 and 1 both landed on GPU" in err, err
+    rc, _, err, _ = spmd("run", config, "-o", "allow_shared_gpu=true", ranks=2)
+    assert rc == 0, err
+
+
+@pytest.mark.gpu
+def test_ranks_bind_by_local_rank(config):
+    from spmd import xp as xpmod
+
+    ranks = min(2, xpmod.gpu_count())
+    rc, _, err, _ = spmd("run", config, ranks=ranks)
+    assert rc == 0, err
+    report = json.loads((config.parent / "out" / "report.json").read_text())
+    devices = report["nodes"][0]["devices"]
+    assert [d["device_id"] for d in devices] == list(range(ranks))
+    assert all(d["name"].startswith("NVIDIA") for d in devices) and report["comm"] == "nccl"

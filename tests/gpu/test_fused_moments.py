@@ -1,0 +1,57 @@
+"""The fused one-pass moments kernel against NumPy float64 (needs a GPU: run with --gpu)."""
+
+import numpy as np
+import pytest
+
+from spmd import xp as xpmod
+from spmd.workloads import moments as mom
+from spmd.workloads.reduce import finalize
+from helpers import reference
+
+
+@pytest.fixture(scope="module")
+def fused(gpu):
+    if not gpu:
+        pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
+    return mom.FusedMoments()
+
+
+# sizes around every boundary: scalar tail, vector tail, one round of a block, many blocks
+SIZES = [1, 3, 4, 5, 15, 16, 17, 255, 4095, 4096, 4097, 65536 * 16 + 7, 10_000_019]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("size", SIZES)
+def test_fused_matches_numpy(fused, dtype, size):
+    cupy = xpmod.cupy
+    host = (np.random.default_rng(size).standard_normal(size) * 5 + 3).astype(dtype)
+    x = cupy.asarray(host)
+    assert fused.supports(x)
+    got = finalize(xpmod.to_host(fused(x)), ddof=0, scalar=True)
+    want = reference(host)
+    assert got["min"] == want["min"] and got["max"] == want["max"]
+    for key in ("sum", "mean", "var", "std"):
+        assert got[key] == pytest.approx(want[key], rel=1e-11, abs=1e-11 * np.abs(host).sum()), key
+
+
+@pytest.mark.gpu
+def test_fused_is_deterministic_and_sees_nan(fused):
+    cupy = xpmod.cupy
+    x = cupy.random.standard_normal(5_000_001, dtype=np.float32)
+    first = xpmod.to_host(fused(x))
+    for _ in range(3):
+        np.testing.assert_array_equal(xpmod.to_host(fused(x)), first)
+    x[1234567] = np.nan
+    m = xpmod.to_host(fused(x))
+    assert np.isnan(m[mom.MEAN]).all() and np.isnan(m[mom.MIN]).all() and np.isnan(m[mom.MAX]).all()
+
+
+@pytest.mark.gpu
+def test_unaligned_or_2d_input_goes_to_the_array_path(fused):
+    cupy = xpmod.cupy
+    x = cupy.arange(101, dtype=np.float32)
+    assert not fused.supports(x[1:])  # 4-byte offset: not 16-byte aligned
+    assert not fused.supports(x[:100].reshape(50, 2))
+    got = finalize(xpmod.to_host(mom.moments_xp(x[1:], cupy)), 0, True)
+    assert got["sum"] == pytest.approx(sum(range(1, 101)))
