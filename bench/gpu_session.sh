@@ -11,7 +11,7 @@ export PYTHONPATH=/tmp/site:$PWD
 export MPI="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE=0 -x TORCH_SYMM_MEM_DISABLE_MULTICAST=1 -x NVSHMEM_DISABLE_NVLS=1 -x PYTHONPATH -x PYTHONUNBUFFERED"
 export SPMD_MPIEXEC="$MPI"
 { nvidia-smi; nvidia-smi topo -m; python3 -c "import cupy, numpy, h5py, mpi4py; from mpi4py import MPI; \
-print('cupy', cupy.__version__, 'nccl', cupy.cuda.nccl.get_version(), 'numpy', numpy.__version__, \
+print("cupy", cupy.__version__, "nccl", __import__("cupy.cuda.nccl").cuda.nccl.get_version(), 'numpy', numpy.__version__, \
 'h5py', h5py.__version__, 'mpi4py', mpi4py.__version__, MPI.Get_library_version().splitlines()[0])"; } > "$OUT/env.txt" 2>&1
 step() {
   local name=$1; shift
@@ -21,7 +21,8 @@ step() {
 }
 step tests-serial timeout 420 python3 -m pytest -q -p no:cacheprovider tests/unit tests/cli tests/gpu --gpu
 step tests-mpi2 timeout 420 $MPI -n 2 python3 -m pytest -q -p no:cacheprovider --with-mpi tests/mpi --gpu
+step kernel timeout 200 python3 bench/fused_kernel.py
 step bench timeout 900 bash bench/reduce_gpu.sh /tmp/spmd-bench/results
 cp /tmp/spmd-bench/results/summary.md "$OUT/" 2>/dev/null
 tar -czf "$OUT/bench-reports.tar.gz" -C /tmp/spmd-bench results 2>/dev/null
-cat "$OUT/summary.md" 2>/dev/null
+cat "$OUT/kernel.log" "$OUT/summary.md" 2>/dev/null

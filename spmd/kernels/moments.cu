@@ -1,19 +1,23 @@
 // One pass over a 1-D float or double array: count, mean, M2 (sum of squared deviations),
 // min and max, all accumulated in double whatever the input type.
 //
-// Each thread folds tiles of LOADS coalesced vector loads (16 floats or 8 doubles) into a
-// running state with Chan's parallel formula; a block folds its threads with warp shuffles;
-// a second one-block launch folds the block partials. No atomics: the result is
-// deterministic for a given grid. NaN propagates into min and max as NumPy's does.
+// Each thread folds tiles of LOADS coalesced vector loads (LOADS x 4 floats or LOADS x 2
+// doubles) into a running state with Chan's parallel formula; a block folds its threads with
+// warp shuffles; a second one-block launch folds the block partials. No atomics: the result
+// is deterministic for a given grid. NaN propagates into min and max as NumPy's does.
+// Min and max stay in the input type (exact, and cheap: float compares run at 4x the
+// double rate); only the sums are double. LOADS is set at compile time (-DLOADS=n).
 
-#define LOADS 4
+#ifndef LOADS
+#define LOADS 8
+#endif
 
 struct Moments {
     double n, mean, m2, lo, hi;
 };
 
-__device__ __forceinline__ double nan_min(double a, double b) { return (a < b || a != a) ? a : b; }
-__device__ __forceinline__ double nan_max(double a, double b) { return (a > b || a != a) ? a : b; }
+template <typename T> __device__ __forceinline__ T nan_min(T a, T b) { return (a < b || a != a) ? a : b; }
+template <typename T> __device__ __forceinline__ T nan_max(T a, T b) { return (a > b || a != a) ? a : b; }
 
 __device__ __forceinline__ Moments moments_empty() {
     Moments m;
@@ -41,12 +45,13 @@ __device__ __forceinline__ Moments combine(const Moments& a, const Moments& b) {
 }
 
 // Statistics of K values held in registers (two passes over registers, one over memory).
-template <int K>
-__device__ __forceinline__ Moments tile_moments(const double (&v)[K]) {
-    double s = 0.0, lo = v[0], hi = v[0];
+template <typename T, int K>
+__device__ __forceinline__ Moments tile_moments(const T (&v)[K]) {
+    double s = 0.0;
+    T lo = v[0], hi = v[0];
 #pragma unroll
     for (int i = 0; i < K; ++i) {
-        s += v[i];
+        s += (double)v[i];
         lo = nan_min(lo, v[i]);
         hi = nan_max(hi, v[i]);
     }
@@ -56,12 +61,12 @@ __device__ __forceinline__ Moments tile_moments(const double (&v)[K]) {
     double m2 = 0.0;
 #pragma unroll
     for (int i = 0; i < K; ++i) {
-        const double d = v[i] - m.mean;
+        const double d = (double)v[i] - m.mean;
         m2 += d * d;
     }
     m.m2 = m2;
-    m.lo = lo;
-    m.hi = hi;
+    m.lo = (double)lo;
+    m.hi = (double)hi;
     return m;
 }
 
@@ -69,7 +74,7 @@ template <typename T> struct Vec;
 template <> struct Vec<float> { typedef float4 type; enum { width = 4 }; };
 template <> struct Vec<double> { typedef double2 type; enum { width = 2 }; };
 
-__device__ __forceinline__ void unpack(const float4& v, double* out) {
+__device__ __forceinline__ void unpack(const float4& v, float* out) {
     out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
 }
 __device__ __forceinline__ void unpack(const double2& v, double* out) {
@@ -118,19 +123,19 @@ __global__ void moments_partial(const T* __restrict__ x, long long n, Moments* _
         V r[LOADS];
 #pragma unroll
         for (int j = 0; j < LOADS; ++j) r[j] = xv[base + j * stride];
-        double v[LOADS * W];
+        T v[LOADS * W];
 #pragma unroll
         for (int j = 0; j < LOADS; ++j) unpack(r[j], v + j * W);
-        acc = combine(acc, tile_moments<LOADS * W>(v));
+        acc = combine(acc, tile_moments(v));
     }
     for (long long i = full + gid; i < nvec; i += stride) {  // vectors left over
-        double v[W];
+        T v[W];
         unpack(xv[i], v);
-        acc = combine(acc, tile_moments<W>(v));
+        acc = combine(acc, tile_moments(v));
     }
     for (long long i = nvec * W + gid; i < n; i += stride) {  // scalars left over
-        double v[1] = {(double)x[i]};
-        acc = combine(acc, tile_moments<1>(v));
+        T v[1] = {x[i]};
+        acc = combine(acc, tile_moments(v));
     }
     acc = block_reduce(acc);
     if (threadIdx.x == 0) partial[blockIdx.x] = acc;

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import statistics
 
-PHASES = ("read", "h2d", "compute", "comm", "total")
+# read: file -> host; wait: waiting for the slowest rank's read (input imbalance);
+# h2d: host -> device; compute: local work; comm: the communicator; total: the whole repeat.
+PHASES = ("read", "wait", "h2d", "compute", "comm", "total")
 
 
 def phase_names(records_by_rank: list[list[dict[str, float]]]) -> list[str]:

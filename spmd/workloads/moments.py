@@ -16,7 +16,7 @@ from .. import xp as xpmod
 
 FIELDS = ("count", "mean", "m2", "min", "max")
 COUNT, MEAN, M2, MIN, MAX = range(5)
-CHUNK_ELEMENTS = 1 << 22  # rows per chunk of the array-API path: bounds its float64 temporaries
+CHUNK_ELEMENTS = 1 << 24  # elements per chunk of the array-API path: bounds its float64 temporaries
 
 
 def combine(a, b, xp=np):
@@ -47,15 +47,15 @@ def moments_xp(x, xp):
 
     Works in row chunks: each chunk is a two-pass mean/M2 in float64, chunks merged.
     """
-    x2 = x.reshape(x.shape[0], -1)
-    chunk = max(1, CHUNK_ELEMENTS // x2.shape[1])
+    columns = 1 if x.ndim == 1 else x.shape[1]
+    chunk = max(1, CHUNK_ELEMENTS // columns)
     total = None
-    for start in range(0, x2.shape[0], chunk):
-        part = x2[start:start + chunk]
-        m = xp.empty((5, x2.shape[1]), dtype=np.float64)
+    for start in range(0, x.shape[0], chunk):
+        part = x[start:start + chunk]  # 1-D stays 1-D: full reductions, not a strided axis
+        m = xp.empty((5, columns), dtype=np.float64)
         m[COUNT] = part.shape[0]
         m[MEAN] = part.sum(axis=0, dtype=np.float64) / part.shape[0]
-        m[M2] = ((part - m[MEAN]) ** 2).sum(axis=0)
+        m[M2] = ((part - m[MEAN].reshape(part.shape[1:])) ** 2).sum(axis=0)
         m[MIN] = part.min(axis=0)
         m[MAX] = part.max(axis=0)
         total = m if total is None else combine(total, m, xp)
@@ -66,16 +66,16 @@ class FusedMoments:
     """One-pass moments of a 1-D CuPy array with the kernel in ``spmd/kernels/moments.cu``."""
 
     THREADS = 256
-    BLOCKS_PER_SM = 4
 
-    def __init__(self):
+    def __init__(self, loads: int = 8, blocks_per_sm: int = 4):
         cupy = xpmod.cupy
         source = resources.files("spmd").joinpath("kernels/moments.cu").read_text()
-        self._module = cupy.RawModule(code=source, options=("--std=c++14",), name_expressions=(
-            "moments_partial<float>", "moments_partial<double>", "moments_final"))
+        self._module = cupy.RawModule(code=source, options=("--std=c++14", f"-DLOADS={loads}"),
+                                      name_expressions=("moments_partial<float>", "moments_partial<double>",
+                                                        "moments_final"))
         self._final = self._module.get_function("moments_final")
-        sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-        self._max_blocks = sms * self.BLOCKS_PER_SM
+        self._per_block = self.THREADS * loads * 4  # elements a block takes per round (float32)
+        self._max_blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * blocks_per_sm
 
     @staticmethod
     def supports(x) -> bool:
@@ -87,8 +87,7 @@ class FusedMoments:
         cupy = xpmod.cupy
         kernel = self._module.get_function(
             "moments_partial<float>" if x.dtype == np.float32 else "moments_partial<double>")
-        per_block = self.THREADS * 16  # elements one block takes per round
-        blocks = max(1, min(self._max_blocks, math.ceil(x.size / per_block)))
+        blocks = max(1, min(self._max_blocks, math.ceil(x.size / self._per_block)))
         partial = cupy.empty(blocks * 5, dtype=np.float64)
         kernel((blocks,), (self.THREADS,), (x, np.int64(x.size), partial))
         out = cupy.empty((5, 1), dtype=np.float64)

@@ -92,6 +92,8 @@ class ReduceWorkload(Workload):
     def run(self, timer):
         with timer.host_phase("read"):
             self.input.read_into(self.host)
+        with timer.host_phase("wait"):  # ranks finish reading at different times: keep that out of comm
+            self.ctx.comm.Barrier()
         data = self.host
         if self.device_buf is not None:
             with timer.phase("h2d"):

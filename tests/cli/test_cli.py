@@ -37,12 +37,20 @@ def mpiexec() -> list[str]:
     return [str(beside_python) if beside_python.exists() else shutil.which("mpiexec")]
 
 
+def launcher_env() -> dict:
+    """This environment minus MPI launcher variables: pytest's own process may have started
+    MPI as a singleton (Open MPI then sets OMPI_*/PMIX_*), and an mpirun that inherits them
+    believes it is nested in a job and exits 1 without a word."""
+    prefixes = ("OMPI_", "PMIX_", "PMI_", "HYDRA_", "HYDI_", "MPIR_")
+    return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+
+
 def spmd(*args, ranks=RANKS, cwd=None):
     """Run ``mpiexec -n ranks python -m spmd ARGS``; kill the whole process group on timeout."""
     cmd = [*mpiexec(), "-n", str(ranks), sys.executable, "-m", "spmd", *map(str, args)]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            env=launcher_env(), start_new_session=True)
     try:
         out, err = proc.communicate(timeout=DEADLINE_S * 2)
     except subprocess.TimeoutExpired:
@@ -77,7 +85,7 @@ def test_run_writes_verified_report(tmp_path, data):
     assert report["config"]["params"]["ddof"] == 1 and report["comm"] == "mpi" and report["device"] == "cpu"
     assert len(report["nodes"]) == 1 and report["nodes"][0]["ranks"] == [0, 1, 2]
     assert_result_close(report["result"], reference(x, ddof=1))
-    assert set(report["timings"]) >= {"read", "h2d", "compute", "comm", "total"}
+    assert set(report["timings"]) >= {"read", "wait", "h2d", "compute", "comm", "total"}
     assert "verified" in out and "report.json" in out
 
 

@@ -58,7 +58,7 @@ def test_reduce_matches_numpy(backend, world, shared_tmp, case, ddof):
     assert report["verified"] and report["verification"]["reference"] == "full"
     assert report["ranks"] == world.size and report["comm"] == backend[1] and report["device"] == backend[0]
     assert report["metrics"]["bytes_total"] == data.nbytes
-    for phase in ("read", "h2d", "compute", "comm", "total"):
+    for phase in ("read", "wait", "h2d", "compute", "comm", "total"):
         t = report["timings"][phase]
         assert 0 <= t["min"] <= t["median"] <= t["max"]
     assert len(report["per_rank"]) == world.size and len(report["per_rank"][0]["repeats"]) == 2

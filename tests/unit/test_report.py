@@ -14,7 +14,7 @@ def test_summary_is_min_median_max_of_rank_medians():
         [{"read": 6.0, "compute": 3.0, "total": 9.0, "extra": 1.0}] * 3,     # rank 2: read 6
     ]
     timings, medians = summarize(records)
-    assert list(timings)[:5] == ["read", "h2d", "compute", "comm", "total"]
+    assert list(timings)[:6] == ["read", "wait", "h2d", "compute", "comm", "total"]
     assert timings["read"] == {"min": 2.0, "median": 4.0, "max": 6.0, "imbalance": 1.5}
     assert timings["h2d"] == {"min": 0.0, "median": 0.0, "max": 0.0, "imbalance": 1.0}
     assert timings["extra"]["max"] == 1.0
