@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything for one call on the 2 x H200 machine: GPU tests, then the reduce benchmark.
 # Usage there (the checkout is the working directory; .wheels carries pytest-mpi):
-#   bash bench/gpu_session.sh        -> results under $OUT (at most 8 files come back)
+#   bash bench/gpu_session.sh [all|tests]   -> results under $OUT (at most 8 files come back)
 set -uo pipefail
+MODE=${1:-all}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/spmd-session}
 mkdir -p "$OUT"
@@ -21,6 +22,7 @@ step() {
 }
 step tests-serial timeout 420 python3 -m pytest -q -p no:cacheprovider tests/unit tests/cli tests/gpu --gpu
 step tests-mpi2 timeout 420 $MPI -n 2 python3 -m pytest -q -p no:cacheprovider --with-mpi tests/mpi --gpu
+[ "$MODE" = tests ] && exit 0
 step kernel timeout 200 python3 bench/fused_kernel.py
 step bench timeout 900 bash bench/reduce_gpu.sh /tmp/spmd-bench/results
 cp /tmp/spmd-bench/results/summary.md "$OUT/" 2>/dev/null

@@ -2,6 +2,8 @@
 
 import pytest
 
+import helpers  # noqa: F401  (first import: snapshots the launch environment before MPI starts)
+
 
 def pytest_addoption(parser):
     parser.addoption("--gpu", action="store_true",

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import h5py
 import numpy as np
+
+
+# The environment as the user gave it, taken when tests/conftest.py imports this module,
+# before any test starts MPI in pytest's own process. Open MPI's singleton start adds
+# OMPI_*/PMIX_* variables; an mpirun that inherits them thinks it is nested in a job and
+# fails. Launch jobs with this snapshot (it keeps the user's own OMPI_MCA_* settings).
+LAUNCH_ENV = dict(os.environ)
 
 
 def write_dataset(path, data, name="x", **kwargs) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
-from helpers import assert_result_close, reference, write_dataset
+from helpers import LAUNCH_ENV, assert_result_close, reference, write_dataset
 from spmd import xp as xpmod
 
 RANKS = 3
@@ -37,20 +37,13 @@ def mpiexec() -> list[str]:
     return [str(beside_python) if beside_python.exists() else shutil.which("mpiexec")]
 
 
-def launcher_env() -> dict:
-    """This environment minus MPI launcher variables: pytest's own process may have started
-    MPI as a singleton (Open MPI then sets OMPI_*/PMIX_*), and an mpirun that inherits them
-    believes it is nested in a job and exits 1 without a word."""
-    prefixes = ("OMPI_", "PMIX_", "PMI_", "HYDRA_", "HYDI_", "MPIR_")
-    return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
-
-
-def spmd(*args, ranks=RANKS, cwd=None):
-    """Run ``mpiexec -n ranks python -m spmd ARGS``; kill the whole process group on timeout."""
+def spmd(*args, ranks=RANKS, cwd=None, env=None):
+    """Run ``mpiexec -n ranks python -m spmd ARGS`` (``env``: extra variables); kill the whole
+    process group on timeout."""
     cmd = [*mpiexec(), "-n", str(ranks), sys.executable, "-m", "spmd", *map(str, args)]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=launcher_env(), start_new_session=True)
+                            env={**LAUNCH_ENV, **(env or {})}, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=DEADLINE_S * 2)
     except subprocess.TimeoutExpired:

@@ -1,7 +1,6 @@
 """GPU binding by node-local rank, and the refusal of two ranks on one GPU (needs >= 1 GPU)."""
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -24,11 +23,11 @@ def config(tmp_path, gpu):
 
 
 @pytest.mark.gpu
-def test_two_ranks_on_one_gpu_are_refused_unless_allowed(config, monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    rc, _, err, _ = spmd("run", config, ranks=2)
+def test_two_ranks_on_one_gpu_are_refused_unless_allowed(config):
+    one_gpu = {"CUDA_VISIBLE_DEVICES": "0"}
+    rc, _, err, _ = spmd("run", config, ranks=2, env=one_gpu)
     assert rc == 2 and "ranks 0 and 1 both landed on GPU" in err, err
-    rc, _, err, _ = spmd("run", config, "-o", "allow_shared_gpu=true", ranks=2)
+    rc, _, err, _ = spmd("run", config, "-o", "allow_shared_gpu=true", ranks=2, env=one_gpu)
     assert rc == 0, err
 
 
