@@ -22,6 +22,7 @@ class Context:
         host: this rank's hostname; hosts: every rank's hostname, by rank.
         node_comm: ranks sharing this node's memory; local_rank/local_size within it.
         device: 'gpu' or 'cpu' once bound; device_id: the CUDA device index or None.
+        shared_gpu: some GPU of the job serves several ranks (only with allow_shared_gpu).
         xp: cupy or numpy, matching ``device``.
     """
 
@@ -37,6 +38,7 @@ class Context:
         self.device = "cpu"
         self.device_id: int | None = None
         self.device_name = "cpu"
+        self.shared_gpu = False  # True when some GPU serves several ranks (allow_shared_gpu)
         self.xp = np
 
     # -- agreement: the no-hang rule for everything a rank can check --------------------
@@ -99,6 +101,7 @@ class Context:
             identity = self.agree(self._use_gpu)
             peers = self.node_comm.allgather((self.rank, identity))
             shared = find_shared_devices(peers)
+            self.shared_gpu = bool(self.comm.allreduce(bool(shared), op=MPI.LOR))
             if shared and not allow_shared_gpu:
                 a, b, dev = shared[0]
                 raise self.collective_error(

@@ -22,32 +22,38 @@ BACKENDS: dict[str, type[Communicator]] = {
 __all__ = ["OPS", "BACKENDS", "Communicator", "open_communicator", "resolve_backend", "cuda_aware_mpi"]
 
 
-def resolve_backend(requested: str, device: str) -> str:
-    """The backend name ``comm: requested`` means for a job on ``device``."""
+def resolve_backend(requested: str, device: str, shared_gpu: bool = False) -> str:
+    """The backend name ``comm: requested`` means for a job on ``device``.
+
+    NCCL refuses two ranks on one GPU, so ``auto`` falls back to host MPI when GPUs are shared.
+    """
     if requested == "auto":
-        return "nccl" if device == "gpu" else "mpi"
+        return "nccl" if device == "gpu" and not shared_gpu else "mpi"
     if requested not in BACKENDS:
         raise BackendUnavailable(f"comm: unknown backend {requested!r} (one of auto, {', '.join(BACKENDS)})")
     return requested
 
 
-def check_backend(name: str, device: str) -> None:
+def check_backend(name: str, device: str, shared_gpu: bool = False) -> None:
     """Raise BackendUnavailable if backend ``name`` cannot run on this rank."""
     if name == "mpi-cuda":
         require_cuda_aware_mpi()
     if name in ("nccl", "mpi-cuda") and device != "gpu":
         raise BackendUnavailable(f"comm: {name} needs device: gpu, but this job runs on the CPU")
+    if name == "nccl" and shared_gpu:
+        raise BackendUnavailable("comm: nccl cannot run several ranks on one GPU (NCCL refuses duplicate "
+                                 "devices); use comm: mpi (or auto), or one rank per GPU")
     if name == "nccl" and nccl_module() is None:
         raise BackendUnavailable("comm: nccl needs CuPy with NCCL (install spmd[cuda12] or spmd[cuda13])")
 
 
 def open_communicator(ctx, requested: str) -> Communicator:
     """Create the communicator for ``ctx`` after every rank agreed it is available."""
-    name = ctx.agree(lambda: _checked(requested, ctx.device))
+    name = ctx.agree(lambda: _checked(requested, ctx.device, ctx.shared_gpu))
     return BACKENDS[name](ctx.comm)
 
 
-def _checked(requested: str, device: str) -> str:
-    name = resolve_backend(requested, device)
-    check_backend(name, device)
+def _checked(requested: str, device: str, shared_gpu: bool) -> str:
+    name = resolve_backend(requested, device, shared_gpu)
+    check_backend(name, device, shared_gpu)
     return name

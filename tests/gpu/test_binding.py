@@ -27,8 +27,12 @@ def test_two_ranks_on_one_gpu_are_refused_unless_allowed(config):
     one_gpu = {"CUDA_VISIBLE_DEVICES": "0"}
     rc, _, err, _ = spmd("run", config, ranks=2, env=one_gpu)
     assert rc == 2 and "ranks 0 and 1 both landed on GPU" in err, err
+    rc, _, err, _ = spmd("run", config, "-o", "allow_shared_gpu=true", "-o", "comm=nccl", ranks=2, env=one_gpu)
+    assert rc == 2 and "nccl cannot run several ranks on one GPU" in err, err
     rc, _, err, _ = spmd("run", config, "-o", "allow_shared_gpu=true", ranks=2, env=one_gpu)
     assert rc == 0, err
+    report = json.loads((config.parent / "out" / "report.json").read_text())
+    assert report["comm"] == "mpi" and [d["device_id"] for d in report["nodes"][0]["devices"]] == [0, 0]
 
 
 @pytest.mark.gpu

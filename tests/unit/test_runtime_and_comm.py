@@ -1,6 +1,6 @@
 import pytest
 
-from spmd.comm import BACKENDS, cuda_aware_mpi, resolve_backend
+from spmd.comm import BACKENDS, check_backend, cuda_aware_mpi, resolve_backend
 from spmd.comm.mpi_cuda import CudaAwareMPICommunicator, loaded_mpi_libraries
 from spmd.errors import BackendUnavailable
 from spmd.runtime import find_shared_devices
@@ -16,6 +16,7 @@ def test_auto_backend_choice():
     assert resolve_backend("auto", "gpu") == "nccl"
     assert resolve_backend("auto", "cpu") == "mpi"
     assert resolve_backend("mpi-cuda", "gpu") == "mpi-cuda"
+    assert resolve_backend("auto", "gpu", shared_gpu=True) == "mpi"  # NCCL refuses shared GPUs
     assert set(BACKENDS) == {"nccl", "mpi", "mpi-cuda"}
     with pytest.raises(BackendUnavailable):
         resolve_backend("gloo", "cpu")
@@ -33,3 +34,10 @@ def test_cuda_awareness_is_asked_of_the_loaded_library():
             from mpi4py import MPI
 
             CudaAwareMPICommunicator(MPI.COMM_SELF)
+
+
+def test_nccl_with_shared_gpus_is_refused_by_name():
+    with pytest.raises(BackendUnavailable, match="nccl cannot run several ranks on one GPU"):
+        check_backend("nccl", "gpu", shared_gpu=True)
+    with pytest.raises(BackendUnavailable, match="needs device: gpu"):
+        check_backend("nccl", "cpu")
