@@ -124,8 +124,8 @@ class ReduceWorkload(Workload):
                 return merge_stats(found), "attrs"
             if mode == "attrs":
                 missing = [p for (p, _), s in zip(self.sources, found) if s is None]
-                raise VerificationError(f"verify: attrs, but {missing[0]} has no expected-answer attributes "
-                                        f"(make it with spmd generate, or use verify: full)")
+                raise InputError(f"verify: attrs, but {missing[0]} has no expected-answer attributes "
+                                 f"(make it with spmd generate, or use verify: full)")
         stats = []
         for path, name in self.sources:
             with open_h5(path) as f:

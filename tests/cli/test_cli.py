@@ -119,6 +119,8 @@ FAILURES = {
     "bad value": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "comm": "gloo"}, "comm: 'gloo'"),
     "mpi-cuda without proof": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "comm": "mpi-cuda"},
                                "mpi-cuda needs a CUDA-aware MPI"),
+    "verify attrs without answers": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "verify": "attrs"},
+                                     "has no expected-answer attributes"),
     "fewer shards than ranks": (lambda d: {"input": {"shards": [str(d / "x.h5"), str(d / "x.h5")], "dataset": "x"}},
                                 "2 shard files for 3 ranks"),
 }
@@ -175,3 +177,14 @@ def test_device_gpu_without_a_gpu(tmp_path, data):
     config = write_config(tmp_path, input={"path": str(path), "dataset": "x"}, device="gpu")
     rc, _, err, _ = spmd("run", config)
     assert rc == 2 and "device: gpu requested but" in err, err
+
+
+def test_wrong_answer_fails_verification_with_exit_3(tmp_path):
+    config = write_config(tmp_path, input={"path": str(tmp_path / "g.h5"), "dataset": "x"},
+                          generate={"shape": [3001]})
+    assert spmd("generate", config, ranks=1)[0] == 0
+    with h5py.File(tmp_path / "g.h5", "r+") as f:  # plant a wrong expected sum
+        f["x"].attrs["sum"] = f["x"].attrs["sum"] + 1.0
+    rc, _, err, _ = spmd("run", config)
+    assert rc == 3 and "sum = " in err and "expected" in err, err
+    assert not (tmp_path / "out").exists()

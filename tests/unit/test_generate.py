@@ -45,3 +45,20 @@ def test_glob_shards_are_numbered_and_split_over_ranks(tmp_path):
     assert mine == [[targets[0][0], targets[3][0]], [targets[1][0]], [targets[2][0]]]
     x = h5py.File(targets[1][0])["data"][...]
     assert x.min() >= -1.0 and x.max() < 3.0 and x.min() < 0.0  # uniform on [loc - scale, loc + scale)
+
+
+def test_hdf5_lock_failure_says_how_to_fix_it(tmp_path, monkeypatch):
+    import pytest
+
+    from spmd.errors import InputError
+    from spmd.io import hdf5
+
+    path = tmp_path / "locked.h5"
+    path.write_bytes(b"")
+
+    def locked(*args, **kwargs):
+        raise OSError("Unable to synchronously open file (unable to lock file, errno = 11)")
+
+    monkeypatch.setattr(hdf5.h5py, "File", locked)
+    with pytest.raises(InputError, match="HDF5_USE_FILE_LOCKING=FALSE"):
+        hdf5.open_h5(str(path))
