@@ -46,6 +46,16 @@ def to_host(a) -> np.ndarray:
     return cupy.asnumpy(a) if is_device_array(a) else np.asarray(a)
 
 
+def copy_into(dst, src) -> None:
+    """``dst[...] = src`` wherever each lives (host or device)."""
+    if not is_device_array(dst):
+        dst[...] = to_host(src)
+    elif is_device_array(src):
+        dst[...] = src
+    else:
+        dst.set(src)
+
+
 def empty_host(shape, dtype, pinned: bool) -> np.ndarray:
     """A host array; page-locked when ``pinned`` so host<->device copies run at full speed."""
     if pinned and cupyx is not None:

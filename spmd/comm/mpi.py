@@ -90,7 +90,7 @@ class MPICommunicator(Communicator):
         self.mpi.Sendrecv(sbuf, MPI.PROC_NULL if dest is None else dest, 0,
                           rbuf, MPI.PROC_NULL if source is None else source, 0)
         if source is not None:
-            _copy_into(recv, rbuf)
+            xpmod.copy_into(recv, rbuf)
         return recv
 
     def barrier(self):
@@ -101,10 +101,3 @@ class MPICommunicator(Communicator):
             self.mpi.Free()
         self._staging.clear()
 
-
-def _copy_into(dst, src) -> None:
-    """dst[...] = src, across host and device."""
-    if xpmod.is_device_array(dst) and not xpmod.is_device_array(src):
-        dst.set(src)
-    else:
-        dst[...] = src

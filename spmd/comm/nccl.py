@@ -100,10 +100,7 @@ class NCCLCommunicator(Communicator):
             self.comm.recv(rbuf.data.ptr, rbuf.size, self._dtype(rbuf.dtype), source, stream)
         self._nccl.groupEnd()
         if source is not None and rbuf is not recv:
-            if xpmod.is_device_array(recv):
-                recv[...] = rbuf
-            else:
-                recv[...] = xpmod.to_host(rbuf)
+            xpmod.copy_into(recv, rbuf)
         return recv
 
     def barrier(self):

@@ -101,5 +101,8 @@ def test_sendrecv_ring_and_open_chain(context, dtype):
 def test_host_arrays_work_on_every_backend(context):
     ctx, comm = context
     out = comm.allreduce(np.full(4, ctx.rank + 1.0), "sum")
-    assert isinstance(out, np.ndarray)
+    recv = np.full(3, -1.0)
+    got = comm.sendrecv(np.full(3, float(ctx.rank)), (ctx.rank + 1) % ctx.size, recv, (ctx.rank - 1) % ctx.size)
+    assert isinstance(out, np.ndarray) and got is recv
     np.testing.assert_array_equal(out, np.full(4, ctx.size * (ctx.size + 1) / 2))
+    np.testing.assert_array_equal(recv, np.full(3, float((ctx.rank - 1) % ctx.size)))
