@@ -1,4 +1,4 @@
-"""The ``spmd`` command: subcommands ``run`` and ``generate``.
+"""The ``spmd`` command: subcommands ``run``, ``scale``, ``generate`` and ``report``.
 
 Failure rule: an error every rank agreed on (``SpmdError.collective``) is printed once by
 rank 0 and every rank exits with its code; an error on some ranks only, or any
@@ -32,6 +32,34 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     run.set_defaults(func=cmd_run)
 
+    scale = with_config(sub.add_parser(
+        "scale", help="strong/weak scaling sweep in one launch: scaling.json, .md, .html and plots"))
+    scale.add_argument("--ranks", metavar="N,N,...",
+                       help="group sizes to run (default: 1, 2, 4, ... and the launch size)")
+    scale.add_argument("--mode", choices=("strong", "weak", "both"), default="strong",
+                       help="strong: fixed global problem; weak: fixed problem per rank (default strong)")
+    scale.add_argument("--out", metavar="DIR", help="output folder (default: <config output>/scaling)")
+    scale.add_argument("--probe-max-bytes", type=_byte_size, default=16 << 20, metavar="SIZE",
+                       help="time the workload's collectives up to SIZE per rank for the comm model "
+                            "(default 16M; 0 = fit to the workload's own comm phases)")
+    scale.add_argument("-q", "--quiet", action="store_true", help="no progress lines or summary")
+    scale.set_defaults(func=cmd_scale)
+
+    report = sub.add_parser("report", help="compare or re-render written reports (no MPI launch needed)")
+    rsub = report.add_subparsers(dest="report_command", required=True)
+    cmp = rsub.add_parser("compare", help="per size and phase change between two report.json/scaling.json")
+    cmp.add_argument("old")
+    cmp.add_argument("new")
+    cmp.add_argument("--fail-above", type=float, metavar="PCT",
+                     help="exit 1 when a phase got slower by more than PCT percent")
+    cmp.add_argument("--min-seconds", type=float, default=1e-4, metavar="S",
+                     help="phases under S seconds in both reports never fail (noise; default 1e-4)")
+    cmp.set_defaults(func=cmd_report_compare)
+    render = rsub.add_parser("render", help="rewrite scaling.md, scaling.html and the plots from scaling.json")
+    render.add_argument("scaling")
+    render.add_argument("--out", metavar="DIR", help="output folder (default: the folder of SCALING)")
+    render.set_defaults(func=cmd_report_render)
+
     gen = with_config(sub.add_parser("generate", help="write the input files a config names"))
     gen.add_argument("--force", action="store_true", help="rewrite files that are already up to date")
     gen.set_defaults(func=cmd_generate)
@@ -46,11 +74,67 @@ def cmd_run(args) -> int:
 
     ctx = Context()
     cfg = ctx.agree(load_config, args.config, args.override)
-    report, path = run_job(ctx, cfg, args.out or cfg.output)
+    job = run_job(ctx, cfg, args.out or cfg.output)
     if ctx.rank == 0 and not args.quiet:
-        print(format_report(report, str(path)), flush=True)
+        print(format_report(job.report, str(job.path)), flush=True)
     ctx.close()
     return 0
+
+
+def cmd_scale(args) -> int:
+    from .config import load_config
+    from .report.scaling import write_scaling
+    from .runtime import Context
+    from .scale import parse_ranks, run_scale
+
+    ctx = Context()
+    cfg = ctx.agree(load_config, args.config, args.override)
+    ranks = ctx.agree(parse_ranks, args.ranks, ctx.size)
+    modes = ["strong", "weak"] if args.mode == "both" else [args.mode]
+    scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet)
+    out = args.out or f"{cfg.output}/scaling"
+    paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
+    if ctx.rank == 0 and not args.quiet:
+        print("\n".join(["", "findings:"] + [f"  - {line}" for line in scaling["advice"]]
+                        + ["", f"wrote {len(paths)} file(s) to {out}: " + ", ".join(p.name for p in paths)]),
+              flush=True)
+    ctx.close()
+    return 0
+
+
+def cmd_report_compare(args) -> int:
+    from .report.compare import compare, format_compare, load_entries
+
+    rows, slower = compare(load_entries(args.old), load_entries(args.new), args.fail_above, args.min_seconds)
+    print(format_compare(rows, slower, args.fail_above), flush=True)
+    return 1 if slower else 0
+
+
+def cmd_report_render(args) -> int:
+    import json
+    from pathlib import Path
+
+    from .errors import InputError
+    from .report.scaling import write_scaling
+
+    try:
+        scaling = json.loads(Path(args.scaling).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{args.scaling}: cannot read: {exc}") from None
+    if not isinstance(scaling, dict) or scaling.get("kind") != "scaling":
+        raise InputError(f"{args.scaling}: not a scaling.json")
+    paths = write_scaling(scaling, args.out or Path(args.scaling).parent)
+    print(f"wrote {', '.join(str(p) for p in paths)}", flush=True)
+    return 0
+
+
+def _byte_size(text: str) -> int:
+    from .report.units import parse_bytes
+
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_generate(args) -> int:
@@ -79,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SpmdError as exc:
-        return _fail(exc, exc.exit_code, collective=exc.collective)
+        # report subcommands run as one plain process: their errors need no rank label
+        return _fail(exc, exc.exit_code, collective=exc.collective or args.command == "report")
     except Exception as exc:  # a bug or an unexpected library error: name it, end the job
         return _fail(exc, 1, collective=False, trace=traceback.format_exc())
 

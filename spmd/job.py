@@ -1,8 +1,10 @@
-"""One ``spmd run``: bind devices, open the communicator, run, verify, report."""
+"""One run of a workload: bind devices, open the communicator, run, verify, report."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from .comm import open_communicator
 from .errors import SpmdError
@@ -11,13 +13,28 @@ from .timing import PhaseTimer
 from .workloads import workload_class
 
 
-def run_job(ctx, cfg, out_dir: str | Path) -> tuple[dict, Path]:
-    """Run ``cfg`` on every rank of ``ctx`` and write ``out_dir/report.json`` on rank 0.
+@dataclass
+class JobResult:
+    """What ``run_job`` gives back on every rank.
 
-    The report is written only after the result is verified, so a failed run leaves none.
+    Attributes:
+        report: the report.json content (rank 0's, on every rank).
+        path: where it was written, or None when no output folder was given.
+        extra: what ``after_run`` returned on this rank.
+    """
 
-    Returns:
-        (the report, its path), on every rank.
+    report: dict
+    path: Path | None
+    extra: Any = None
+
+
+def run_job(ctx, cfg, out_dir: str | Path | None = None,
+            after_run: Callable[[Any, Any], Any] | None = None) -> JobResult:
+    """Run ``cfg`` on every rank of ``ctx``; write ``out_dir/report.json`` on rank 0 if given.
+
+    The report is built only after the result is verified, so a failed run leaves none.
+    ``after_run(communicator, workload)`` runs collectively after verification, while the
+    communicator is still open (``spmd scale`` measures its collectives there).
     """
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
     comm = open_communicator(ctx, cfg.comm)
@@ -31,18 +48,20 @@ def run_job(ctx, cfg, out_dir: str | Path) -> tuple[dict, Path]:
             workload.run(timer)
             timer.end_repeat(record=i >= cfg.warmup)
         verification = workload.verify()
+        extra = after_run(comm, workload) if after_run else None
         records = ctx.comm.gather(timer.records, root=0)
         nodes = ctx.layout()
-        path = Path(out_dir) / "report.json"
+        path = Path(out_dir) / "report.json" if out_dir is not None else None
 
-        def write():
+        def build():
             report = build_report(cfg=cfg, ctx=ctx, comm_name=comm.name, records_by_rank=records,
                                   nodes=nodes, verification=verification, result=workload.result(),
-                                  metrics_fn=workload.metrics)
-            write_json_atomic(path, report)
+                                  metrics_fn=workload.metrics, problem=workload.problem())
+            if path is not None:
+                write_json_atomic(path, report)
             return report
 
-        report = ctx.agree(write, root_only=True)
+        report = ctx.agree(build, root_only=True)
     except SpmdError as exc:
         if exc.collective:  # every rank is here: safe to release collective resources
             _release(workload, comm)
@@ -50,7 +69,7 @@ def run_job(ctx, cfg, out_dir: str | Path) -> tuple[dict, Path]:
     # Any other exception skips the release: peers may be stuck in a collective, and the
     # CLI aborts the whole job anyway.
     _release(workload, comm)
-    return report, path
+    return JobResult(report, path, extra)
 
 
 def _release(workload, comm) -> None:

@@ -6,6 +6,8 @@ on one physical GPU are refused unless ``allow_shared_gpu`` is set.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from mpi4py import MPI
 
@@ -48,7 +50,8 @@ class Context:
 
         If ``fn`` raises SpmdError on any rank, every rank raises the same error, naming the
         first failing rank and its host, marked ``collective`` so ranks exit cleanly
-        instead of hanging in the next collective.
+        instead of hanging in the next collective. An error that was already collective
+        (agreed inside a sub-communicator) keeps its message, which names its rank.
 
         Returns:
             What ``fn`` returned on this rank (rank 0's value on every rank when ``root_only``).
@@ -58,7 +61,7 @@ class Context:
             try:
                 value = fn(*args, **kwargs)
             except SpmdError as exc:
-                failure = (type(exc).__name__, str(exc))
+                failure = (type(exc).__name__, str(exc), exc.collective)
         if root_only:
             value, failure = self.comm.bcast((value, failure), root=0)
             failures = [failure]
@@ -67,7 +70,11 @@ class Context:
         failed = [r for r, f in enumerate(failures) if f]
         if failed:
             first = failed[0]
-            name, message = failures[first]
+            name, message, named = failures[first]
+            if named:
+                err = error_class(name)(message)
+                err.collective = True
+                raise err
             if len(failed) == self.size > 1:
                 message += f" (all {self.size} ranks failed)"
             elif len(failed) > 1:
@@ -131,6 +138,13 @@ class Context:
             node["devices"].append({"rank": rank, "local_rank": local_rank,
                                     "device_id": dev_id, "name": dev_name})
         return list(nodes.values())
+
+    def idle_barrier(self, poll_s: float = 0.002) -> None:
+        """A barrier that sleeps while it waits, so idle ranks leave the CPU to busy ones
+        (MPI's blocking barrier spins a core per waiting rank)."""
+        request = self.comm.Ibarrier()
+        while not request.Test():
+            time.sleep(poll_s)
 
     def close(self) -> None:
         """Release the MPI communicators this context created."""

@@ -76,3 +76,15 @@ def device_name(index: int) -> str:
     """Marketing name of GPU ``index`` (e.g. 'NVIDIA H200')."""
     name = cupy.cuda.runtime.getDeviceProperties(index)["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def device_pci_bus_id(index: int) -> str:
+    """PCI bus id of GPU ``index`` ('0000:1b:00.0'), the key NVML knows it by."""
+    return cupy.cuda.Device(index).pci_bus_id.lower()
+
+
+def release_memory() -> None:
+    """Return the memory CuPy's pools cache to the driver (between runs of a sweep)."""
+    if cupy is not None:
+        cupy.get_default_memory_pool().free_all_blocks()
+        cupy.get_default_pinned_memory_pool().free_all_blocks()

@@ -8,9 +8,11 @@ Shard files are spread over the ranks when launched under MPI.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import os
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -113,3 +115,44 @@ def _draw(rng, shape, g) -> np.ndarray:
     values *= dtype.type(g.scale)
     values += dtype.type(g.loc)
     return values
+
+
+def scaled_input(cfg, factor: Fraction):
+    """``cfg`` with ``factor`` times the generated rows, in files of their own (weak scaling).
+
+    ``data/x.h5`` becomes ``data/weak-x2/x.h5``; a shard glob ``d/part-*.h5`` becomes
+    ``d/weak-x2/part-*.h5`` with ``factor`` times the shards, so each rank's share of
+    rows and files stays what it was.
+
+    Raises:
+        ConfigError: no ``generate`` section, an explicit shard list, or a factor that
+            does not give whole rows or shards.
+    """
+    factor = Fraction(factor)
+    if factor == 1:
+        return cfg
+    g = cfg.generate
+    if g is None:
+        raise ConfigError("weak scaling generates a larger input for each rank count: the config needs a "
+                          "generate section (shape, dtype, seed)")
+    tag = f"weak-x{float(factor):g}"
+    rows = g.shape[0] * factor
+    if rows.denominator != 1:
+        raise ConfigError(f"generate.shape: {g.shape[0]} rows x {factor} is not a whole number of rows")
+    shards = g.shards
+    if cfg.input.path is not None:
+        source = Path(cfg.input.path)
+        new_input = dataclasses.replace(cfg.input, path=str(source.parent / tag / source.name))
+    else:
+        patterns = cfg.input.shards
+        if len(patterns) != 1 or not glob.has_magic(patterns[0]):
+            raise ConfigError("input.shards: weak scaling needs input.path or a shard glob (with "
+                              "generate.shards), not a list of files")
+        count = (g.shards or 1) * factor
+        if count.denominator != 1:
+            raise ConfigError(f"generate.shards: {g.shards} x {factor} is not a whole number of shards")
+        shards = int(count)
+        source = Path(patterns[0])
+        new_input = dataclasses.replace(cfg.input, shards=(str(source.parent / tag / source.name),))
+    generate = dataclasses.replace(g, shape=(int(rows), *g.shape[1:]), shards=shards)
+    return dataclasses.replace(cfg, input=new_input, generate=generate)

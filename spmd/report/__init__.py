@@ -15,7 +15,7 @@ __all__ = ["SCHEMA", "PHASES", "build_report", "format_report", "summarize", "wr
 
 
 def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verification: dict,
-                 result: dict, metrics_fn) -> dict:
+                 result: dict, metrics_fn, problem: dict | None = None) -> dict:
     """Assemble report.json (schema 1; see docs/report.md)."""
     from mpi4py import MPI
 
@@ -37,6 +37,7 @@ def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verificati
         "result": result,
         "timings": timings,
         "metrics": metrics_fn(medians),
+        "problem": problem or {},
         "per_rank": [{"rank": r, "host": ctx.hosts[r], "median": m, "repeats": recs}
                      for r, (m, recs) in enumerate(zip(medians, records_by_rank))],
         "warmup": cfg.warmup,

@@ -8,14 +8,14 @@ import tempfile
 from pathlib import Path
 
 
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` so that readers see the old file or the whole new one."""
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -23,6 +23,11 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
         os.unlink(tmp)
         raise
     return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """``write_bytes_atomic`` of ``text`` in UTF-8."""
+    return write_bytes_atomic(path, text.encode())
 
 
 def write_json_atomic(path: str | Path, data) -> Path:

@@ -19,6 +19,9 @@ class Workload(ABC):
 
     name: ClassVar[str]
     Params: ClassVar[type]
+    #: How each rank's message bytes grow with its share S/n of the problem: m ~ (S/n)**COMM_GROWTH
+    #: (0: fixed-size messages such as reduce's moments; 1: messages proportional to the share).
+    COMM_GROWTH: ClassVar[float] = 0.0
 
     @abstractmethod
     def setup(self, ctx, cfg, comm) -> None:
@@ -46,6 +49,21 @@ class Workload(ABC):
     def metrics(self, rank_medians: list[dict[str, float]]) -> dict:
         """Derived figures (bandwidths, rates) from each rank's median phase times."""
         return {}
+
+    def problem(self) -> dict:
+        """The size of this run, for the scaling model: ``bytes`` (the global problem) and
+        ``comm``, the collectives of one repeat as [{'op', 'bytes' per rank}]."""
+        return {}
+
+    @classmethod
+    def weak_config(cls, cfg, factor):
+        """The config of ``factor`` (a Fraction) times the problem, for weak scaling.
+
+        By default the generated input grows by rows (see ``io.generate.scaled_input``).
+        """
+        from ..io.generate import scaled_input
+
+        return scaled_input(cfg, factor)
 
     @classmethod
     def expected_attrs(cls, dataset) -> dict:

@@ -141,6 +141,11 @@ class ReduceWorkload(Workload):
         return {"bytes_total": int(sum(self.rank_bytes)), "bytes_per_rank": self.rank_bytes,
                 "compute_GBps_per_rank": rates}
 
+    def problem(self):
+        columns = int(np.prod(self.input.row_shape, dtype=np.int64))
+        moments_bytes = len(mom.FIELDS) * columns * 8  # float64 moments of every column
+        return {"bytes": int(sum(self.rank_bytes)), "comm": [{"op": "allgather", "bytes": moments_bytes}]}
+
     @classmethod
     def expected_attrs(cls, dataset):
         return reference_stats(dataset)

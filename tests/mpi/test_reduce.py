@@ -51,7 +51,8 @@ def test_reduce_matches_numpy(backend, world, shared_tmp, case, ddof):
                             "warmup": 1, "repeats": 2, "params": {"ddof": ddof}})
     out = os.path.join(shared_tmp, f"out-{case}-{ddof}-{backend[0]}-{backend[1]}")
     ctx = Context()
-    report, path = run_job(ctx, cfg, out)
+    job = run_job(ctx, cfg, out)
+    report, path = job.report, job.path
     ctx.close()
     world.Barrier()
     assert_result_close(report["result"], reference(data, ddof))

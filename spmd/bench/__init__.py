@@ -1,0 +1,1 @@
+"""Measurement code shared by the benchmarks and by ``spmd scale``'s model."""

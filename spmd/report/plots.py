@@ -1,0 +1,120 @@
+"""PNG plots of a scaling sweep (matplotlib, no display needed).
+
+Figures are drawn on ``matplotlib.figure.Figure`` objects, never pyplot's global state.
+"""
+
+from __future__ import annotations
+
+import io
+
+PLOTS = ("speedup", "efficiency", "phases", "model")
+
+
+def available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def render_plots(scaling: dict) -> dict[str, bytes]:
+    """{file name: PNG bytes} of every plot; empty when matplotlib is not installed."""
+    if not available():
+        return {}
+    series = scaling["series"]
+    out = {"speedup.png": _speedup(series), "efficiency.png": _efficiency(series),
+           "phases.png": _phases(series)}
+    if scaling.get("model"):
+        out["model.png"] = _model(scaling)
+    return out
+
+
+def _figure(title: str):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.2), dpi=100, layout="constrained")
+    ax = fig.subplots()
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _ranks_axis(ax, ranks):
+    ax.set_xlabel("ranks (one per GPU or CPU process)")
+    ax.set_xticks(ranks)
+
+
+def _speedup(series: dict) -> bytes:
+    fig, ax = _figure("Speedup")
+    ranks = sorted({row["ranks"] for rows in series.values() for row in rows})
+    n0 = ranks[0]
+    ax.plot(ranks, [n / n0 for n in ranks], "k--", label="ideal")
+    for mode, rows in series.items():
+        label = "strong (fixed problem)" if mode == "strong" else "weak (scaled speedup)"
+        ax.plot([r["ranks"] for r in rows], [r["speedup"] for r in rows], "o-", label=label)
+    _ranks_axis(ax, ranks)
+    ax.set_ylabel(f"speedup over {n0} rank(s) (x)")
+    ax.legend()
+    return _png(fig)
+
+
+def _efficiency(series: dict) -> bytes:
+    fig, ax = _figure("Parallel efficiency")
+    ranks = sorted({row["ranks"] for rows in series.values() for row in rows})
+    ax.axhline(100, color="k", linestyle="--", label="ideal")
+    for mode, rows in series.items():
+        ax.plot([r["ranks"] for r in rows], [100 * r["efficiency"] for r in rows], "o-", label=mode)
+    _ranks_axis(ax, ranks)
+    ax.set_ylabel("efficiency (%)")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    return _png(fig)
+
+
+def _phases(series: dict) -> bytes:
+    fig, ax = _figure("Time per repeat by phase (median over ranks)")
+    rows = [row for mode in series for row in series[mode]]
+    labels = [f"{row['mode']}\n{row['ranks']}" for row in rows]
+    phases = [p for p in rows[0]["timings"]
+              if p != "total" and any(row["timings"].get(p, {"max": 0})["max"] > 0 for row in rows)]
+    bottom = [0.0] * len(rows)
+    for phase in phases:
+        heights = [1e3 * row["timings"].get(phase, {"median": 0.0})["median"] for row in rows]
+        ax.bar(labels, heights, bottom=bottom, label=phase)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    ax.plot(labels, [1e3 * row["time"] for row in rows], "k_", markersize=20, label="measured repeat")
+    ax.set_xlabel("series / ranks")
+    ax.set_ylabel("time per repeat (ms)")
+    ax.legend(fontsize="small")
+    return _png(fig)
+
+
+def _model(scaling: dict) -> bytes:
+    from ..scale.model import predict
+
+    model = scaling["model"]
+    fig, ax = _figure("Measured and modelled time per repeat")
+    upto = max(r["ranks"] for r in model["predictions"]["best"]["by_ranks"])
+    grid = list(range(1, upto + 1))
+    for mode, rows in scaling["series"].items():
+        base = rows[0]
+        s0, n0 = base["problem_bytes"], base["ranks"]
+        if not s0:
+            continue
+        sizes = [s0 if mode == "strong" else s0 * n / n0 for n in grid]
+        line, = ax.plot(grid, [1e3 * predict(model, n, s)["total"] for n, s in zip(grid, sizes)], "-",
+                        label=f"{mode}: model")
+        ax.plot([r["ranks"] for r in rows], [1e3 * r["time"] for r in rows], "o", color=line.get_color(),
+                label=f"{mode}: measured")
+    ax.set_xlabel("ranks (one per GPU or CPU process)")
+    ax.set_ylabel("time per repeat (ms)")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    return _png(fig)

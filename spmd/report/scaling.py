@@ -1,0 +1,143 @@
+"""scaling.json -> tables -> scaling.md and a self-contained scaling.html (plots inlined).
+
+The same tables feed both formats, so they never disagree.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+from .plots import render_plots
+from .units import fmt_bytes, fmt_seconds
+from .write import write_bytes_atomic, write_json_atomic, write_text_atomic
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def tables(scaling: dict) -> list[Table]:
+    """Every table of the report, in order."""
+    out = [Table("Runs", ["series", "ranks", "nodes", "link", "time / repeat", "speedup", "efficiency",
+                          "Karp-Flatt", "comm share", "imbalance", "verified"],
+                 [[row["mode"], str(row["ranks"]), str(len(row["placement"]["hosts"])), row["placement"]["link"],
+                   fmt_seconds(row["time"]), f"{row['speedup']:.2f}x", _pct(row["efficiency"]),
+                   "-" if row["karp_flatt"] is None else f"{row['karp_flatt']:.3f}", _pct(row["comm_share"]),
+                   f"{row['imbalance']:.3f}", "yes" if row["verified"] else "NO"]
+                  for rows in scaling["series"].values() for row in rows])]
+    for mode, rows in scaling["series"].items():
+        phases = [p for p in rows[0]["timings"] if any(row["timings"][p]["max"] > 0 for row in rows)]
+        out.append(Table(f"Phases, {mode} scaling: median (min - max) over ranks", ["ranks", *phases],
+                         [[str(row["ranks"]), *(_spread(row["timings"].get(p)) for p in phases)]
+                          for row in rows]))
+    out.append(Table("Where the ranks ran", ["series", "ranks", "ranks per node", "devices", "link"],
+                     [[row["mode"], str(row["ranks"]),
+                       ", ".join(f"{h}: {n}" for h, n in row["placement"]["ranks_per_node"].items()),
+                       ", ".join(row["placement"]["devices"]), row["placement"]["link"]]
+                      for rows in scaling["series"].values() for row in rows]))
+    model = scaling.get("model")
+    if model:
+        out.append(Table("Model: each rank's own work, time = intercept + (bytes per rank) / rate",
+                         ["phase", "fit", "rate", "intercept"],
+                         [[p, f["fit"], "-" if not f["rate_Bps"] else f"{f['rate_Bps'] / 1e9:.3g} GB/s",
+                           fmt_seconds(f["intercept_s"])] for p, f in model["local"].items()]))
+        c = model["comm"]
+        out.append(Table("Model: communication, time = overhead + alpha x steps + bytes on link / busbw",
+                         ["backend", "alpha (latency per step)", "busbw", "overhead", "fitted from"],
+                         [[c["backend"], fmt_seconds(c["alpha_s"]),
+                           "-" if not c["busbw_Bps"] else f"{c['busbw_Bps'] / 1e9:.3g} GB/s",
+                           fmt_seconds(c["overhead_s"]), c["source"]]]))
+        out.append(Table("Model against each measured point", ["series", "ranks", "problem", "measured",
+                                                                "predicted", "error", "in fit"],
+                         [[str(p["mode"]), str(p["ranks"]), fmt_bytes(p["problem_bytes"]),
+                           fmt_seconds(p["measured_s"]), fmt_seconds(p["predicted_s"]), f"{p['error']:+.1%}",
+                           "yes" if p["fitted"] else "no (oversubscribed)"]
+                          for p in model["points"]]))
+        pred = model["predictions"]
+        best = pred["best"]
+        out.append(Table(f"Predicted time for the configured problem ({fmt_bytes(best['problem_bytes'])})",
+                         ["ranks", "predicted", ""],
+                         [[str(r["ranks"]), fmt_seconds(r["predicted_s"]),
+                           ("best" if r["ranks"] == best["best_ranks"] else "")
+                           + (" (extrapolated)" if r["ranks"] > pred["measured_max_ranks"] else "")]
+                          for r in best["by_ranks"]]))
+        out.append(Table("Break-even: problem size per rank above which n ranks beat one", ["ranks", "above"],
+                         [[str(e["ranks"]), fmt_bytes(e["bytes_per_rank"]) if e["status"] == "above"
+                           else e["status"]] for e in pred["break_even"]]))
+    return out
+
+
+def _spread(t: dict | None) -> str:
+    if t is None:
+        return "-"
+    return f"{fmt_seconds(t['median'])} ({fmt_seconds(t['min'])} - {fmt_seconds(t['max'])})"
+
+
+def _summary(scaling: dict) -> list[str]:
+    cfg = scaling["config"]
+    source = cfg["input"]["path"] or ", ".join(cfg["input"]["shards"])
+    return [f"workload {scaling['workload']} on {scaling['device']}, comm {scaling['comm']}, "
+            f"{scaling['world_size']} rank(s) launched, sizes {', '.join(map(str, scaling['ranks']))}",
+            f"input {source}; {cfg['repeats']} repeat(s) after {cfg['warmup']} warm-up per size",
+            f"MPI: {scaling['mpi_library']}; spmd {scaling['spmd_version']}; {scaling['created']}"]
+
+
+def to_markdown(scaling: dict, images: list[str]) -> str:
+    lines = [f"# Scaling report: {scaling['workload']}", ""]
+    lines += [f"- {line}" for line in _summary(scaling)] + ["", "## Findings", ""]
+    lines += [f"- {line}" for line in scaling["advice"]] + [""]
+    for t in tables(scaling):
+        lines += [f"## {t.title}", "", "| " + " | ".join(t.header) + " |",
+                  "|" + "|".join("---" for _ in t.header) + "|"]
+        lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in t.rows]
+        lines.append("")
+    if images:
+        lines += ["## Plots", ""] + [f"![{Path(name).stem}]({name})" for name in images] + [""]
+    return "\n".join(lines)
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #bbb;padding:0.25em 0.6em;
+text-align:right}th{background:#eee}td:first-child,th:first-child{text-align:left}
+img{max-width:48%;margin:0.5%;border:1px solid #ddd}li{margin:0.3em 0}"""
+
+
+def to_html(scaling: dict, images: dict[str, bytes]) -> str:
+    """One page, no external resources: plots are data: URIs."""
+    e = html.escape
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>Scaling report: {e(scaling['workload'])}</title><style>{STYLE}</style></head><body>",
+             f"<h1>Scaling report: {e(scaling['workload'])}</h1>",
+             "<ul>" + "".join(f"<li>{e(line)}</li>" for line in _summary(scaling)) + "</ul>",
+             "<h2>Findings</h2><ul>" + "".join(f"<li>{e(line)}</li>" for line in scaling["advice"]) + "</ul>"]
+    if images:
+        parts.append("<h2>Plots</h2><div>" + "".join(
+            f'<img alt="{e(Path(name).stem)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+            for name, png in images.items()) + "</div>")
+    for t in tables(scaling):
+        parts.append(f"<h2>{e(t.title)}</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in t.header)
+                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
+                                        for row in t.rows) + "</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write_scaling(scaling: dict, out_dir: str | Path) -> list[Path]:
+    """Write the plots, scaling.md, scaling.html and, last, scaling.json, each atomically."""
+    out = Path(out_dir)
+    images = render_plots(scaling)
+    paths = [write_bytes_atomic(out / name, png) for name, png in images.items()]
+    paths.append(write_text_atomic(out / "scaling.md", to_markdown(scaling, list(images))))
+    paths.append(write_text_atomic(out / "scaling.html", to_html(scaling, images)))
+    paths.append(write_json_atomic(out / "scaling.json", scaling))
+    return paths

@@ -1,0 +1,112 @@
+"""``spmd scale``: strong and weak scaling sweeps in one launch, a fitted model, advice."""
+
+from __future__ import annotations
+
+import datetime
+
+from .. import __version__
+from ..report.units import fmt_seconds
+from ..workloads import workload_class
+from .advice import model_advice, oversubscription_advice, series_advice
+from .figures import series_figures
+from .model import best_ranks, break_even, fit_model
+from .sweep import MODES, default_ranks, parse_ranks, plan, prepare_inputs, run_steps
+
+SCHEMA = 1
+
+__all__ = ["SCHEMA", "MODES", "default_ranks", "parse_ranks", "run_scale", "analyse"]
+
+
+def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int,
+              progress: bool = True) -> dict | None:
+    """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0."""
+    steps = ctx.agree(plan, cfg, modes, ranks)
+    written = prepare_inputs(ctx, steps)
+    if ctx.rank == 0 and progress and written:
+        print(f"spmd scale: generated {len(written)} input file(s)", flush=True)
+    first: dict[str, dict] = {}  # each series' first report: the base of its figures
+
+    def report_progress(run):
+        base = first.setdefault(run["mode"], run["report"])
+        row = series_figures(run["mode"], [base] if base is run["report"] else [base, run["report"]])[-1]
+        if progress:
+            print(f"spmd scale: {run['mode']:<6} {run['ranks']:>4} rank(s): {fmt_seconds(row['time']):>10} "
+                  f"per repeat, speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}, verified",
+                  flush=True)
+
+    runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress)
+    if ctx.rank != 0:
+        return None
+    return analyse(cfg, runs, world_size=ctx.size)
+
+
+def analyse(cfg, runs: list[dict], world_size: int) -> dict:
+    """The scaling dict (scaling.json, schema 1) from the runs of a sweep."""
+    from mpi4py import MPI
+
+    modes = [m for m in MODES if any(r["mode"] == m for r in runs)]
+    series = {}
+    for mode in modes:
+        mine = sorted((r for r in runs if r["mode"] == mode), key=lambda r: r["ranks"])
+        rows = series_figures(mode, [r["report"] for r in mine])
+        for row, run in zip(rows, mine):
+            row.update(placement=run["placement"], verification=run["report"]["verification"],
+                       verified=run["report"]["verified"], result=run["report"]["result"],
+                       comm=run["report"]["comm"], device=run["report"]["device"])
+        series[mode] = rows
+
+    growth = workload_class(cfg.workload).COMM_GROWTH
+    model_runs = [{"mode": r["mode"], "ranks": r["ranks"], "problem": r["report"].get("problem", {}),
+                   "timings": r["report"]["timings"], "time": row["time"],
+                   "oversubscribed": bool(r["placement"]["oversubscribed"])}
+                  for r in _unique(runs) for row in [_row(series, r)]]
+    probe = [p for r in _unique(runs) for p in (r["probe"] or [])]
+    backend = runs[0]["report"]["comm"]
+    model = fit_model(model_runs, probe, backend, growth)
+    measured_max = max(r["ranks"] for r in runs)
+    best, even = None, []
+    strong_bytes = next((r["problem"].get("bytes") for r in model_runs if r["mode"] == "strong"), None) \
+        or (model_runs[0]["problem"].get("bytes") if model_runs else None)
+    if model is not None:
+        candidates = sorted(set(range(1, measured_max + 1)) | {2 ** k for k in range(11) if 2 ** k <= 4 * measured_max})
+        best = best_ranks(model, strong_bytes, candidates)
+        even = [break_even(model, n) for n in candidates if n > 1 and (n & (n - 1) == 0 or n == measured_max)]
+        model["predictions"] = {"best": best, "break_even": even, "measured_max_ranks": measured_max}
+    advice = oversubscription_advice(runs)
+    advice += [line for mode in modes for line in series_advice(series[mode])]
+    advice += model_advice(model, best, even, measured_max)
+    first = runs[0]["report"]
+    return {
+        "schema": SCHEMA,
+        "kind": "scaling",
+        "spmd_version": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "workload": cfg.workload,
+        "world_size": world_size,
+        "modes": modes,
+        "ranks": sorted({r["ranks"] for r in runs}),
+        "device": first["device"],
+        "comm": backend,
+        "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
+        "series": series,
+        "model": model,
+        "advice": advice,
+        "config": cfg.to_dict(),
+        "runs": [{"mode": r["mode"], "ranks": r["ranks"], "probe": r["probe"], "report": r["report"]}
+                 for r in runs],
+    }
+
+
+def _unique(runs: list[dict]) -> list[dict]:
+    """Runs measured once (a weak run reusing the strong run of its size counts once)."""
+    seen, out = set(), []
+    for r in runs:
+        key = id(r["report"])
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def _row(series: dict, run: dict) -> dict:
+    return next(row for row in series[run["mode"]] if row["ranks"] == run["ranks"])

@@ -1,0 +1,108 @@
+"""Plain sentences from a measured sweep and its fitted model: what scaled, what did not, why."""
+
+from __future__ import annotations
+
+from ..report.units import fmt_bytes, fmt_seconds
+
+SLOWER = 1.02       # a larger group taking 2% longer than a smaller one counts as slower
+LOW_EFFICIENCY = 0.8
+MODEL_ERROR_NOTE = 0.25
+
+
+def series_advice(rows: list[dict]) -> list[str]:
+    """Sentences for one series (its figure rows, smallest size first)."""
+    if len(rows) < 2:
+        return []
+    mode = rows[0]["mode"]
+    out = []
+    last = rows[-1]
+    if mode == "strong":
+        out.append(f"Strong scaling {rows[0]['ranks']} -> {last['ranks']} ranks: speedup "
+                   f"{last['speedup']:.2f}x, efficiency {last['efficiency']:.0%}.")
+    else:
+        out.append(f"Weak scaling {rows[0]['ranks']} -> {last['ranks']} ranks: efficiency "
+                   f"{last['efficiency']:.0%} (each rank's share took {last['time'] / rows[0]['time']:.2f}x "
+                   f"as long).")
+    for prev, cur in zip(rows, rows[1:]):
+        if cur["time"] > prev["time"] * SLOWER and mode == "strong":
+            phase, delta = _grew_most(prev, cur)
+            out.append(f"Adding ranks made the job slower: {prev['ranks']} -> {cur['ranks']} ranks took "
+                       f"{fmt_seconds(prev['time'])} -> {fmt_seconds(cur['time'])} "
+                       f"(+{cur['time'] / prev['time'] - 1:.0%}); {phase} grew most (+{fmt_seconds(delta)}).")
+        elif cur["efficiency"] < LOW_EFFICIENCY:
+            phase, delta = _furthest_from_ideal(rows[0], cur)
+            out.append(f"At {cur['ranks']} ranks efficiency is {cur['efficiency']:.0%}: {phase} is "
+                       f"{fmt_seconds(delta)} above ideal scaling.")
+    return out
+
+
+def oversubscription_advice(runs: list[dict]) -> list[str]:
+    """One sentence per rank count whose ranks outnumber a host's CPUs."""
+    out, seen = [], set()
+    for run in runs:
+        place = run["placement"]
+        for host in place["oversubscribed"]:
+            key = (run["ranks"], host)
+            if key not in seen:
+                seen.add(key)
+                out.append(f"At {run['ranks']} ranks, host {host} runs {place['ranks_per_node'][host]} ranks on "
+                           f"{place['cpus_per_node'][host]} CPUs: they compete for cores, so this size measures "
+                           f"contention, not scaling (the model is fitted without it).")
+    return out
+
+
+def model_advice(model: dict | None, best: dict | None, even: list[dict], measured_max: int) -> list[str]:
+    """Sentences from the fitted model: best rank count, break-even sizes, model error."""
+    if model is None:
+        return ["No model: it needs runs at two or more sizes with a known problem size."]
+    out = []
+    comm = model["comm"]
+    bw = f", bandwidth {comm['busbw_Bps'] / 1e9:.3g} GB/s" if comm["busbw_Bps"] else \
+        ", bandwidth not identified (messages too small; the probe was off)"
+    out.append(f"Comm model ({comm['backend']}): latency {fmt_seconds(comm['alpha_s'])} per step{bw}, "
+               f"overhead {fmt_seconds(comm['overhead_s'])} per repeat; from {comm['source']}.")
+    if best:
+        n = best["best_ranks"]
+        row = next(r for r in best["by_ranks"] if r["ranks"] == n)
+        where = (f" (extrapolated beyond the {measured_max} measured, assuming each added rank gets its own "
+                 f"core or GPU and the same links)") if n > measured_max else ""
+        if n == 1:
+            out.append(f"For this problem ({fmt_bytes(best['problem_bytes'])}) one rank is predicted fastest "
+                       f"({fmt_seconds(row['predicted_s'])}): more ranks cost more in comm and overhead "
+                       f"than they save.")
+        else:
+            out.append(f"For this problem ({fmt_bytes(best['problem_bytes'])}) the predicted best is {n} ranks "
+                       f"({fmt_seconds(row['predicted_s'])}){where}.")
+    parts = []
+    for e in even:
+        if e["status"] == "above":
+            parts.append(f"{e['ranks']} ranks above {fmt_bytes(e['bytes_per_rank'])} per rank")
+        elif e["status"] == "always":
+            parts.append(f"{e['ranks']} ranks at any size")
+        else:
+            parts.append(f"{e['ranks']} ranks never")
+    if parts:
+        out.append("Break-even (more ranks beat one): " + "; ".join(parts) + ".")
+    worst = max((p for p in model["points"] if p["fitted"]), key=lambda p: abs(p["error"]))
+    verdict = "fits" if abs(worst["error"]) <= MODEL_ERROR_NOTE else "misses"
+    out.append(f"The model {verdict} the measurements: largest error {worst['error']:+.0%} "
+               f"({worst['mode']} at {worst['ranks']} ranks)"
+               + ("; the unmodelled wait (input imbalance) or shared resources explain such gaps."
+                  if verdict == "misses" else "."))
+    return out
+
+
+def _grew_most(prev: dict, cur: dict) -> tuple[str, float]:
+    deltas = {p: cur["timings"][p]["median"] - prev["timings"].get(p, {"median": 0.0})["median"]
+              for p in cur["timings"] if p != "total"}
+    phase = max(deltas, key=deltas.get)
+    return phase, deltas[phase]
+
+
+def _furthest_from_ideal(base: dict, cur: dict) -> tuple[str, float]:
+    """The phase with the largest excess over ideal: strong = base time x n0/n, weak = base time."""
+    scale = base["ranks"] / cur["ranks"] if cur["mode"] == "strong" else 1.0
+    excess = {p: cur["timings"][p]["median"] - base["timings"].get(p, {"median": 0.0})["median"] * scale
+              for p in cur["timings"] if p != "total"}
+    phase = max(excess, key=excess.get)
+    return phase, excess[phase]

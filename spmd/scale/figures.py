@@ -1,0 +1,79 @@
+"""Scaling figures of one series (strong or weak) from the reports of its runs.
+
+Time of a run: the median over repeats of the slowest rank's total, since a repeat ends
+when its last rank does. With p = n / n0 (n0: the smallest size of the series):
+strong speedup = T(n0) / T(n), efficiency = speedup / p; weak efficiency = T(n0) / T(n),
+scaled speedup = efficiency x p (Gustafson). Karp-Flatt serial fraction
+e = (1/speedup - 1/p) / (1 - 1/p), defined for p > 1.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+NOT_LOCAL = ("wait", "comm", "total")  # phases that are not a rank's own work
+
+
+def job_time(report: dict) -> float:
+    """Median over recorded repeats of the slowest rank's total (seconds)."""
+    per_rank = [r["repeats"] for r in report["per_rank"]]
+    return statistics.median(max(repeats[i]["total"] for repeats in per_rank)
+                             for i in range(len(per_rank[0])))
+
+
+def local_phases(report: dict) -> list[str]:
+    """Phases that are the rank's own work (read, h2d, compute, ...)."""
+    return [p for p in report["timings"] if p not in NOT_LOCAL]
+
+
+def imbalance(report: dict) -> float:
+    """Max over mean of the ranks' own work (sum of their local phases' medians); 1 = balanced."""
+    phases = local_phases(report)
+    busy = [sum(r["median"].get(p, 0.0) for p in phases) for r in report["per_rank"]]
+    mean = statistics.fmean(busy)
+    return max(busy) / mean if mean > 0 else 1.0
+
+
+def karp_flatt(speedup: float, p: float) -> float | None:
+    """Experimentally determined serial fraction; None at p = 1 (undefined)."""
+    if p <= 1 or speedup <= 0:
+        return None
+    return (1 / speedup - 1 / p) / (1 - 1 / p)
+
+
+def series_figures(mode: str, reports: list[dict]) -> list[dict]:
+    """Figures of each run of one series, smallest rank count first.
+
+    Args:
+        mode: 'strong' (fixed global problem) or 'weak' (fixed problem per rank).
+        reports: report.json contents of each run, in increasing rank count.
+    """
+    base = reports[0]
+    n0, t0 = base["ranks"], job_time(base)
+    rows = []
+    for report in reports:
+        n, t = report["ranks"], job_time(report)
+        p = n / n0
+        if mode == "strong":
+            speedup = t0 / t
+            efficiency = speedup / p
+        else:
+            efficiency = t0 / t
+            speedup = efficiency * p
+        timings = report["timings"]
+        total = timings["total"]["median"]
+        problem_bytes = report.get("problem", {}).get("bytes")
+        rows.append({
+            "mode": mode,
+            "ranks": n,
+            "time": t,
+            "speedup": speedup,
+            "efficiency": efficiency,
+            "karp_flatt": karp_flatt(speedup, p),
+            "comm_share": timings["comm"]["median"] / total if total > 0 else 0.0,
+            "imbalance": imbalance(report),
+            "problem_bytes": problem_bytes,
+            "bytes_per_rank": problem_bytes / n if problem_bytes else None,
+            "timings": timings,
+        })
+    return rows

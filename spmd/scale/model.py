@@ -1,0 +1,183 @@
+"""The scaling model ``T(n, S) = sum over local phases (a + (S/n) / rate) + comm(n) + gap``.
+
+Fitted to a sweep, never assumed:
+- each local phase (read, h2d, compute, ...): time against bytes per rank S/n, affine
+  when three or more distinct shares were measured, proportional otherwise;
+- comm: an alpha-beta model ``alpha x steps + beta x bytes on the busiest link`` (the
+  terms of ``bench.collectives``) fitted to the collectives timed on each group (or to
+  the workload's own comm phases), plus the comm phase's fixed overhead;
+- gap: what a repeat costs beyond its timed phases (Python, synchronisation).
+The measured ``wait`` (input imbalance) is not modelled: it shows up as model error.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from ..bench.collectives import model_terms
+
+MAX_SHARE_BYTES = 1 << 50  # break-even search: up to 1 PiB per rank
+
+
+def fit_local(xs: list[float], ys: list[float]) -> dict:
+    """Fit ``y = intercept + x / rate`` (seconds against bytes per rank), never negative."""
+    x, y = np.asarray(xs, float), np.asarray(ys, float)
+    if len(set(xs)) >= 3:
+        a, b = np.linalg.lstsq(np.stack([np.ones_like(x), x], axis=1), y, rcond=None)[0]
+        if b < 0:
+            a, b = float(np.mean(y)), 0.0
+        elif a < 0:
+            a, b = 0.0, float(x @ y / (x @ x))
+        kind = "affine"
+    else:
+        a, b = 0.0, float(x @ y / (x @ x)) if x @ x > 0 else 0.0
+        kind = "proportional"
+    return {"intercept_s": float(a), "seconds_per_byte": float(b),
+            "rate_Bps": 1 / b if b > 0 else None, "fit": kind}
+
+
+def fit_alpha_beta(points: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """Least-squares ``t = alpha x steps + beta x volume`` with alpha, beta >= 0.
+
+    Errors are relative (each row divided by its time): timings span decades, and plain
+    least squares would let the largest messages decide the latency too.
+
+    Args:
+        points: (latency steps, bytes over the busiest link, seconds).
+    """
+    pts = [p for p in points if p[0] > 0 and p[2] > 0]
+    if not pts:
+        return 0.0, 0.0
+    s, v, t = (np.asarray(c, float) for c in zip(*pts))
+    s, v, t = s / t, v / t, np.ones_like(t)
+    alpha, beta = np.linalg.lstsq(np.stack([s, v], axis=1), t, rcond=None)[0]
+    if beta < 0 or not v.any():
+        return float(s @ t / (s @ s)), 0.0
+    if alpha < 0:
+        return 0.0, float(v @ t / (v @ v))
+    return float(alpha), float(beta)
+
+
+def collectives_time(comm_model: dict, ranks: int, ops: list[dict]) -> float:
+    """Alpha-beta time of the collectives ``ops`` ([{'op', 'bytes' per rank}]) on ``ranks``."""
+    total = 0.0
+    for item in ops:
+        steps, volume = model_terms(item["op"], ranks, item["bytes"])
+        total += comm_model["alpha_s"] * steps + comm_model["beta_s_per_B"] * volume
+    return total
+
+
+def scaled_ops(model: dict, ranks: int, problem_bytes: float) -> list[dict]:
+    """The reference run's collectives, message bytes scaled by (share / reference share)**growth."""
+    comm = model["comm"]
+    ratio = (problem_bytes / ranks) / comm["reference_share_bytes"]
+    return [{"op": o["op"], "bytes": max(1, int(round(o["bytes"] * ratio ** comm["growth"])))}
+            for o in comm["ops"]]
+
+
+def predict(model: dict, ranks: int, problem_bytes: float) -> dict:
+    """Predicted seconds per phase and ``total`` for ``ranks`` ranks on ``problem_bytes``."""
+    share = problem_bytes / ranks
+    phases = {p: f["intercept_s"] + share * f["seconds_per_byte"] for p, f in model["local"].items()}
+    phases["comm"] = model["comm"]["overhead_s"] + collectives_time(
+        model["comm"], ranks, scaled_ops(model, ranks, problem_bytes))
+    phases["total"] = sum(phases.values()) + model["gap_s"]
+    return phases
+
+
+def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) -> dict | None:
+    """Fit the model to a sweep.
+
+    Args:
+        runs: one dict per measured run: ranks, problem (bytes, comm ops), timings, time.
+        probe: collectives timed on the sweep's groups: [{'op', 'ranks', 'bytes', 'seconds'}].
+        backend: the communicator the sweep used.
+        growth: the workload's COMM_GROWTH.
+
+    Returns:
+        The model (JSON-ready), or None when the runs cannot identify it.
+    """
+    runs = [r for r in runs if r["problem"].get("bytes")]
+    if len({(r["ranks"], r["problem"]["bytes"]) for r in runs}) < 2:
+        return None
+    all_runs = runs
+    fair = [r for r in runs if not r.get("oversubscribed")]  # contention is not scaling: leave it out
+    if len({(r["ranks"], r["problem"]["bytes"]) for r in fair}) >= 2:
+        runs = fair
+    phases = [p for p in runs[0]["timings"] if p not in ("wait", "comm", "total")
+              and any(r["timings"][p]["median"] > 0 for r in runs)]
+    local = {p: fit_local([r["problem"]["bytes"] / r["ranks"] for r in runs],
+                          [r["timings"][p]["median"] for r in runs]) for p in phases}
+
+    ref = runs[0]
+    if probe:
+        points = [(*model_terms(q["op"], q["ranks"], q["bytes"]), q["seconds"]) for q in probe]
+        source = f"{len(probe)} collectives timed on the sweep's groups"
+    else:
+        points = [(*_terms(r["ranks"], r["problem"]["comm"]), r["timings"]["comm"]["median"]) for r in runs]
+        source = "the workload's comm phases"
+    alpha, beta = fit_alpha_beta(points)
+    comm = {"backend": backend, "alpha_s": alpha, "beta_s_per_B": beta,
+            "busbw_Bps": 1 / beta if beta > 0 else None, "source": source,
+            "ops": ref["problem"].get("comm", []), "growth": growth,
+            "reference_share_bytes": ref["problem"]["bytes"] / ref["ranks"], "overhead_s": 0.0}
+    comm["overhead_s"] = max(0.0, statistics.median(
+        r["timings"]["comm"]["median"] - collectives_time(comm, r["ranks"], r["problem"].get("comm", []))
+        for r in runs))
+    gap = statistics.median(r["time"] - sum(t["median"] for p, t in r["timings"].items() if p != "total")
+                            for r in runs)
+    model = {"local": local, "comm": comm, "gap_s": gap,
+             "fitted_to": [[r.get("mode"), r["ranks"]] for r in runs]}
+    model["points"] = [_point(model, r) for r in all_runs]
+    return model
+
+
+def _terms(ranks: int, ops: list[dict]) -> tuple[float, float]:
+    steps = volume = 0.0
+    for item in ops:
+        s, v = model_terms(item["op"], ranks, item["bytes"])
+        steps, volume = steps + s, volume + v
+    return steps, volume
+
+
+def _point(model: dict, run: dict) -> dict:
+    predicted = predict(model, run["ranks"], run["problem"]["bytes"])
+    return {"mode": run.get("mode"), "ranks": run["ranks"], "problem_bytes": run["problem"]["bytes"],
+            "fitted": [run.get("mode"), run["ranks"]] in model["fitted_to"],
+            "measured_s": run["time"], "predicted_s": predicted["total"],
+            "error": (predicted["total"] - run["time"]) / run["time"],
+            "phases": {p: {"measured_s": run["timings"][p]["median"], "predicted_s": predicted[p]}
+                       for p in predicted if p != "total" and p in run["timings"]}}
+
+
+def best_ranks(model: dict, problem_bytes: float, candidates: list[int]) -> dict:
+    """The rank count with the smallest predicted time for ``problem_bytes``."""
+    table = [{"ranks": n, "predicted_s": predict(model, n, problem_bytes)["total"]} for n in candidates]
+    best = min(table, key=lambda row: row["predicted_s"])
+    return {"problem_bytes": problem_bytes, "best_ranks": best["ranks"], "by_ranks": table}
+
+
+def break_even(model: dict, ranks: int) -> dict:
+    """The smallest bytes per rank above which ``ranks`` ranks beat one on the same problem.
+
+    Returns:
+        {'ranks', 'status': 'above' | 'always' | 'never', 'bytes_per_rank'}.
+    """
+    def gain(share: float) -> float:  # > 0 when n ranks are faster than one
+        total = share * ranks
+        return predict(model, 1, total)["total"] - predict(model, ranks, total)["total"]
+
+    grid = np.logspace(0, np.log2(MAX_SHARE_BYTES), 201, base=2.0)
+    wins = [gain(s) > 0 for s in grid]
+    if wins[0]:
+        return {"ranks": ranks, "status": "always", "bytes_per_rank": None}
+    if not any(wins):
+        return {"ranks": ranks, "status": "never", "bytes_per_rank": None}
+    k = wins.index(True)
+    lo, hi = np.log2(grid[k - 1]), np.log2(grid[k])
+    for _ in range(50):  # bisect in log space
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if gain(2.0 ** mid) > 0 else (mid, hi)
+    return {"ranks": ranks, "status": "above", "bytes_per_rank": float(2.0 ** hi)}

@@ -1,0 +1,146 @@
+"""Where the ranks of a communicator run, and what links them.
+
+The link between two GPUs of one node comes from NVML (nvidia-ml-py, optional): NVLink
+when NVML reports NVLink peer-to-peer between them, else the PCIe level of their common
+ancestor (one switch, a host bridge, across CPU sockets). NVML sees every GPU of the node
+whatever CUDA_VISIBLE_DEVICES says, so each node's first rank can judge all its pairs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from . import xp as xpmod
+
+# Link classes, best to worst; a group of ranks is as good as its worst pair.
+LINK_CLASSES = {
+    "single": "one rank",
+    "cpu-shm": "same node, CPU shared memory",
+    "nvlink": "same node, NVLink",
+    "pcie": "same node, PCIe",
+    "unknown": "same node, GPU link unknown",
+    "same-gpu": "ranks sharing one GPU",
+    "network": "across nodes",
+}
+MAX_LISTED_PAIRS = 120
+
+# NVML_TOPOLOGY_* levels of the common PCIe ancestor of two GPUs.
+PCIE_LEVELS = {
+    0: "PCIe, same board",
+    10: "PCIe, through one switch",
+    20: "PCIe, through several switches",
+    30: "PCIe, through the CPU's host bridge",
+    40: "PCIe, across host bridges of one CPU",
+    50: "PCIe + CPU socket interconnect (across NUMA nodes)",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def nvml():
+    """The initialized ``pynvml`` module, or None (not installed, no driver)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # ImportError, or NVMLError when there is no driver
+        return None
+
+
+def normalize_bus_id(bus_id: str) -> str:
+    """'00000000:1B:00.0' (NVML) and '0000:1b:00.0' (CUDA) -> '0000:1b:00.0'."""
+    domain, bus, rest = bus_id.strip().lower().split(":")
+    device, _, function = rest.partition(".")
+    return f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}.{int(function or '0', 16)}"
+
+
+def gpu_pair_link(bus_a: str, bus_b: str, lib=None) -> tuple[str, str]:
+    """(link class, detail) between the GPUs at PCI bus ids ``bus_a`` and ``bus_b`` of this node."""
+    if normalize_bus_id(bus_a) == normalize_bus_id(bus_b):
+        return "same-gpu", "one GPU serves both ranks"
+    lib = lib if lib is not None else nvml()
+    if lib is None:
+        return "unknown", "install nvidia-ml-py (spmd[cuda13]) to identify the link"
+    try:
+        a = lib.nvmlDeviceGetHandleByPciBusId(bus_a.encode())
+        b = lib.nvmlDeviceGetHandleByPciBusId(bus_b.encode())
+        if lib.nvmlDeviceGetP2PStatus(a, b, lib.NVML_P2P_CAPS_INDEX_NVLINK) == lib.NVML_P2P_STATUS_OK:
+            return "nvlink", f"NVLink, {active_nvlinks(a, lib)} links per GPU"
+        level = lib.nvmlDeviceGetTopologyCommonAncestor(a, b)
+        return "pcie", PCIE_LEVELS.get(level, f"PCIe (NVML topology level {level})")
+    except lib.NVMLError as exc:
+        return "unknown", f"NVML: {exc}"
+
+
+def active_nvlinks(handle, lib) -> int:
+    """Number of active NVLink links of one GPU."""
+    count = 0
+    for link in range(lib.NVML_NVLINK_MAX_LINKS):
+        try:
+            count += lib.nvmlDeviceGetNvLinkState(handle, link) == lib.NVML_FEATURE_ENABLED
+        except lib.NVMLError:  # links this GPU does not have
+            continue
+    return count
+
+
+def describe_placement(ctx) -> dict | None:
+    """Hosts, ranks per node, device per rank and the links between ranks of ``ctx.comm``.
+
+    Collective over ``ctx`` (after device binding). Returns the description on rank 0,
+    None elsewhere.
+    """
+    bus_id = xpmod.device_pci_bus_id(ctx.device_id) if ctx.device == "gpu" else None
+    mine = {"rank": ctx.rank, "host": ctx.host, "local_rank": ctx.local_rank, "device": ctx.device,
+            "device_id": ctx.device_id, "name": ctx.device_name, "pci_bus_id": bus_id,
+            "cpus": os.cpu_count()}
+    everyone = ctx.comm.allgather(mine)
+    pairs = node_pairs(everyone, ctx.host) if ctx.local_rank == 0 else []
+    gathered = ctx.comm.gather(pairs, root=0)
+    if ctx.rank != 0:
+        return None
+    return summarize_placement(everyone, [p for part in gathered for p in part])
+
+
+def node_pairs(ranks: list[dict], host: str) -> list[dict]:
+    """The link of every pair of ranks on ``host``."""
+    local = [r for r in ranks if r["host"] == host]
+    pairs = []
+    for i, a in enumerate(local):
+        for b in local[i + 1:]:
+            if a["device"] == "gpu":
+                cls, detail = gpu_pair_link(a["pci_bus_id"], b["pci_bus_id"])
+            else:
+                cls, detail = "cpu-shm", "MPI shared memory"
+            pairs.append({"ranks": [a["rank"], b["rank"]], "class": cls, "detail": detail})
+    return pairs
+
+
+def summarize_placement(ranks: list[dict], pairs: list[dict]) -> dict:
+    """Placement of a group: per-host ranks, per-rank device, same-node pairs, worst link,
+    and the hosts running more ranks than they have CPUs (their timings measure contention)."""
+    hosts: dict[str, list[int]] = {}
+    cpus: dict[str, int] = {}
+    for r in ranks:
+        hosts.setdefault(r["host"], []).append(r["rank"])
+        cpus[r["host"]] = r.get("cpus") or 0
+    counts: dict[str, int] = {}
+    for p in pairs:
+        counts[p["class"]] = counts.get(p["class"], 0) + 1
+    n = len(ranks)
+    if len(hosts) > 1:
+        counts["network"] = n * (n - 1) // 2 - len(pairs)
+    worst = max(counts, key=list(LINK_CLASSES).index) if counts else "single"
+    details = sorted({p["detail"] for p in pairs if p["class"] == worst})
+    return {
+        "hosts": hosts,
+        "ranks_per_node": {h: len(rs) for h, rs in hosts.items()},
+        "cpus_per_node": cpus,
+        "oversubscribed": sorted(h for h, rs in hosts.items() if 0 < cpus[h] < len(rs)),
+        "ranks": ranks,
+        "devices": sorted({r["name"] for r in ranks}),
+        "link_class": worst,
+        "link": LINK_CLASSES[worst] + (f" ({'; '.join(details)})" if details else ""),
+        "pair_counts": counts,
+        "pairs": pairs[:MAX_LISTED_PAIRS],
+    }
