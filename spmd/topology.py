@@ -63,8 +63,8 @@ def gpu_pair_link(bus_a: str, bus_b: str, lib=None) -> tuple[str, str]:
     if lib is None:
         return "unknown", "install nvidia-ml-py (spmd[cuda13]) to identify the link"
     try:
-        a = lib.nvmlDeviceGetHandleByPciBusId(bus_a.encode())
-        b = lib.nvmlDeviceGetHandleByPciBusId(bus_b.encode())
+        a = lib.nvmlDeviceGetHandleByPciBusId(normalize_bus_id(bus_a).encode())
+        b = lib.nvmlDeviceGetHandleByPciBusId(normalize_bus_id(bus_b).encode())
         if lib.nvmlDeviceGetP2PStatus(a, b, lib.NVML_P2P_CAPS_INDEX_NVLINK) == lib.NVML_P2P_STATUS_OK:
             return "nvlink", f"NVLink, {active_nvlinks(a, lib)} links per GPU"
         level = lib.nvmlDeviceGetTopologyCommonAncestor(a, b)

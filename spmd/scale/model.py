@@ -38,26 +38,37 @@ def fit_local(xs: list[float], ys: list[float]) -> dict:
             "rate_Bps": 1 / b if b > 0 else None, "fit": kind}
 
 
-def fit_alpha_beta(points: list[tuple[float, float, float]]) -> tuple[float, float]:
-    """Least-squares ``t = alpha x steps + beta x volume`` with alpha, beta >= 0.
+def nonnegative_lstsq(columns: list[np.ndarray], t: np.ndarray) -> list[float]:
+    """Least squares ``t ~ sum(c_i x column_i)`` with every c_i >= 0, in relative error
+    (each row divided by its ``t``: timings span decades, and plain least squares would let
+    the largest ones decide everything). A negative coefficient is dropped (set to 0) and
+    the rest refitted: an exact active-set solution for the two or three terms used here."""
+    active = list(range(len(columns)))
+    while active:
+        a = np.stack([columns[i] / t for i in active], axis=1)
+        solution = np.linalg.lstsq(a, np.ones_like(t), rcond=None)[0]
+        if (solution >= 0).all():
+            coefficients = [0.0] * len(columns)
+            for i, c in zip(active, solution):
+                coefficients[i] = float(c)
+            return coefficients
+        active.pop(int(np.argmin(solution)))
+    return [0.0] * len(columns)
 
-    Errors are relative (each row divided by its time): timings span decades, and plain
-    least squares would let the largest messages decide the latency too.
+
+def fit_alpha_beta(points: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """``t = alpha x steps + beta x volume`` with alpha, beta >= 0.
 
     Args:
-        points: (latency steps, bytes over the busiest link, seconds).
+        points: (latency steps, bytes over the busiest link, seconds); one-rank points
+            (no steps) carry no information and are ignored.
     """
     pts = [p for p in points if p[0] > 0 and p[2] > 0]
     if not pts:
         return 0.0, 0.0
     s, v, t = (np.asarray(c, float) for c in zip(*pts))
-    s, v, t = s / t, v / t, np.ones_like(t)
-    alpha, beta = np.linalg.lstsq(np.stack([s, v], axis=1), t, rcond=None)[0]
-    if beta < 0 or not v.any():
-        return float(s @ t / (s @ s)), 0.0
-    if alpha < 0:
-        return 0.0, float(v @ t / (v @ v))
-    return float(alpha), float(beta)
+    alpha, beta = nonnegative_lstsq([s, v], t)
+    return alpha, beta
 
 
 def collectives_time(comm_model: dict, ranks: int, ops: list[dict]) -> float:
@@ -112,20 +123,22 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
                           [r["timings"][p]["median"] for r in runs]) for p in phases}
 
     ref = runs[0]
-    if probe:
-        points = [(*model_terms(q["op"], q["ranks"], q["bytes"]), q["seconds"]) for q in probe]
-        source = f"{len(probe)} collectives timed on the sweep's groups"
-    else:
-        points = [(*_terms(r["ranks"], r["problem"]["comm"]), r["timings"]["comm"]["median"]) for r in runs]
-        source = "the workload's comm phases"
-    alpha, beta = fit_alpha_beta(points)
-    comm = {"backend": backend, "alpha_s": alpha, "beta_s_per_B": beta,
-            "busbw_Bps": 1 / beta if beta > 0 else None, "source": source,
-            "ops": ref["problem"].get("comm", []), "growth": growth,
-            "reference_share_bytes": ref["problem"]["bytes"] / ref["ranks"], "overhead_s": 0.0}
-    comm["overhead_s"] = max(0.0, statistics.median(
-        r["timings"]["comm"]["median"] - collectives_time(comm, r["ranks"], r["problem"].get("comm", []))
-        for r in runs))
+    comm = {"backend": backend, "ops": ref["problem"].get("comm", []), "growth": growth,
+            "reference_share_bytes": ref["problem"]["bytes"] / ref["ranks"]}
+    if probe:  # alpha, beta from the timed collectives; overhead = what the comm phase adds
+        alpha, beta = fit_alpha_beta([(*model_terms(q["op"], q["ranks"], q["bytes"]), q["seconds"])
+                                      for q in probe])
+        comm.update(alpha_s=alpha, beta_s_per_B=beta, source=f"{len(probe)} collectives timed on the sweep's groups")
+        comm["overhead_s"] = max(0.0, statistics.median(
+            r["timings"]["comm"]["median"] - collectives_time(comm, r["ranks"], r["problem"].get("comm", []))
+            for r in runs))
+    else:  # overhead, alpha and beta together from the comm phases themselves
+        terms = [_terms(r["ranks"], r["problem"].get("comm", [])) for r in runs]
+        t = np.array([max(r["timings"]["comm"]["median"], 1e-12) for r in runs])
+        overhead, alpha, beta = nonnegative_lstsq(
+            [np.ones_like(t), np.array([s for s, _ in terms]), np.array([v for _, v in terms])], t)
+        comm.update(alpha_s=alpha, beta_s_per_B=beta, overhead_s=overhead, source="the workload's comm phases")
+    comm["busbw_Bps"] = 1 / comm["beta_s_per_B"] if comm["beta_s_per_B"] > 0 else None
     gap = statistics.median(r["time"] - sum(t["median"] for p, t in r["timings"].items() if p != "total")
                             for r in runs)
     model = {"local": local, "comm": comm, "gap_s": gap,

@@ -7,14 +7,7 @@ host and cause, and leave no report behind.
 from __future__ import annotations
 
 import json
-import os
-import shlex
-import shutil
-import signal
 import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import h5py
@@ -22,35 +15,9 @@ import numpy as np
 import pytest
 import yaml
 
-from helpers import LAUNCH_ENV, assert_result_close, reference, write_dataset
+from helpers import assert_result_close, reference, write_dataset
+from launch import DEADLINE_S, RANKS, spmd
 from spmd import xp as xpmod
-
-RANKS = 3
-DEADLINE_S = 30
-
-
-def mpiexec() -> list[str]:
-    configured = os.environ.get("SPMD_MPIEXEC")
-    if configured:
-        return shlex.split(configured)
-    beside_python = Path(sys.executable).parent / "mpiexec"
-    return [str(beside_python) if beside_python.exists() else shutil.which("mpiexec")]
-
-
-def spmd(*args, ranks=RANKS, cwd=None, env=None):
-    """Run ``mpiexec -n ranks python -m spmd ARGS`` (``env``: extra variables); kill the whole
-    process group on timeout."""
-    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, "-m", "spmd", *map(str, args)]
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**LAUNCH_ENV, **(env or {})}, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=DEADLINE_S * 2)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"spmd hung: {' '.join(cmd)}\n{out}\n{err}")
-    return proc.returncode, out, err, time.monotonic() - start
 
 
 def write_config(folder: Path, **keys) -> Path:

@@ -1,0 +1,43 @@
+"""Launching ``python -m spmd`` under a real mpiexec from the tests, with a deadline."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import LAUNCH_ENV
+
+RANKS = 3
+DEADLINE_S = 30
+
+
+def mpiexec() -> list[str]:
+    configured = os.environ.get("SPMD_MPIEXEC")
+    if configured:
+        return shlex.split(configured)
+    beside_python = Path(sys.executable).parent / "mpiexec"
+    return [str(beside_python) if beside_python.exists() else shutil.which("mpiexec")]
+
+
+def spmd(*args, ranks=RANKS, cwd=None, env=None, timeout=None):
+    """Run ``mpiexec -n ranks python -m spmd ARGS`` (``env``: extra variables); kill the whole
+    process group on timeout."""
+    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, "-m", "spmd", *map(str, args)]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**LAUNCH_ENV, **(env or {})}, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout or DEADLINE_S * 2)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"spmd hung: {' '.join(cmd)}\n{out}\n{err}")
+    return proc.returncode, out, err, time.monotonic() - start

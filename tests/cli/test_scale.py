@@ -1,0 +1,228 @@
+"""``spmd scale`` and ``spmd report`` end to end under ``mpiexec -n 3`` on the CPU.
+
+The figures in scaling.json are checked against their definitions recomputed here from
+the per-rank repeat timings, every output file is parsed, and failures leave no output.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import statistics
+import struct
+from html.parser import HTMLParser
+from pathlib import Path
+
+import h5py
+import pytest
+import yaml
+
+from launch import spmd
+
+ROWS = 600_000
+
+
+def write_config(folder: Path, **keys) -> Path:
+    cfg = {"workload": "reduce", "device": "cpu", "warmup": 1, "repeats": 3,
+           "input": {"path": str(folder / "data" / "x.h5"), "dataset": "x"},
+           "generate": {"shape": [ROWS], "dtype": "float32", "seed": 7},
+           "output": str(folder / "out"), **keys}
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """One sweep at 1, 2 and 3 ranks, strong and weak, shared by the checks below."""
+    folder = tmp_path_factory.mktemp("scale")
+    config = write_config(folder)
+    rc, out, err, _ = spmd("scale", config, "--mode", "both", "--ranks", "1,2,3", "--out", folder / "sc",
+                           "--probe-max-bytes", "64K", timeout=240)
+    assert rc == 0, err
+    return folder, out, json.loads((folder / "sc" / "scaling.json").read_text())
+
+
+def slowest_rank_median(report: dict) -> float:
+    repeats = [r["repeats"] for r in report["per_rank"]]
+    return statistics.median(max(rank[i]["total"] for rank in repeats) for i in range(len(repeats[0])))
+
+
+def test_sweep_runs_every_size_verified(sweep):
+    folder, out, scaling = sweep
+    assert scaling["schema"] == 1 and scaling["kind"] == "scaling" and scaling["workload"] == "reduce"
+    assert scaling["modes"] == ["strong", "weak"] and scaling["ranks"] == [1, 2, 3]
+    for mode in ("strong", "weak"):
+        rows = scaling["series"][mode]
+        assert [r["ranks"] for r in rows] == [1, 2, 3]
+        assert all(r["verified"] and r["verification"]["reference"] == "attrs" for r in rows)
+    # weak scaling keeps the problem per rank: n times the rows, in files of their own
+    weak = {r["ranks"]: r for r in scaling["series"]["weak"]}
+    assert [weak[n]["problem_bytes"] for n in (1, 2, 3)] == [4 * ROWS * n for n in (1, 2, 3)]
+    assert all(r["problem_bytes"] == 4 * ROWS for r in scaling["series"]["strong"])
+    for n in (2, 3):
+        with h5py.File(folder / "data" / f"weak-x{n}" / "x.h5") as f:
+            assert f["x"].shape == (ROWS * n,)
+    # one progress line per size measured (the weak base size reuses the strong run)
+    progress = [line for line in out.splitlines() if line.startswith("spmd scale: strong") or
+                line.startswith("spmd scale: weak")]
+    assert len(progress) == 6 and all("verified" in line for line in progress)
+
+
+def test_figures_follow_their_definitions(sweep):
+    _, _, scaling = sweep
+    runs = {(r["mode"], r["ranks"]): r["report"] for r in scaling["runs"]}
+    for mode, rows in scaling["series"].items():
+        base = rows[0]
+        assert base["speedup"] == pytest.approx(1.0) and base["efficiency"] == pytest.approx(1.0)
+        assert base["karp_flatt"] is None
+        for row in rows:
+            report = runs[(mode, row["ranks"])]
+            t = slowest_rank_median(report)
+            assert row["time"] == pytest.approx(t)
+            p = row["ranks"] / base["ranks"]
+            if mode == "strong":
+                assert row["speedup"] == pytest.approx(base["time"] / t)
+            else:
+                assert row["efficiency"] == pytest.approx(base["time"] / t)
+            assert row["efficiency"] == pytest.approx(row["speedup"] * base["ranks"] / row["ranks"])
+            if p > 1:
+                assert row["karp_flatt"] == pytest.approx((1 / row["speedup"] - 1 / p) / (1 - 1 / p))
+            timings = report["timings"]
+            assert row["comm_share"] == pytest.approx(timings["comm"]["median"] / timings["total"]["median"])
+            busy = [sum(r["median"][ph] for ph in ("read", "h2d", "compute")) for r in report["per_rank"]]
+            assert row["imbalance"] == pytest.approx(max(busy) / statistics.fmean(busy))
+            for phase in ("read", "wait", "compute", "comm", "total"):
+                assert timings[phase]["min"] <= timings[phase]["median"] <= timings[phase]["max"]
+
+
+def test_placement_names_hosts_ranks_and_links(sweep):
+    _, _, scaling = sweep
+    for row in scaling["series"]["strong"]:
+        place = row["placement"]
+        assert sum(place["ranks_per_node"].values()) == row["ranks"]
+        assert [r["rank"] for r in place["ranks"]] == list(range(row["ranks"]))
+        assert place["devices"] == ["cpu"]
+        assert place["link_class"] == ("single" if row["ranks"] == 1 else "cpu-shm")
+        assert len(place["pairs"]) == row["ranks"] * (row["ranks"] - 1) // 2
+
+
+def test_model_and_advice_are_reported(sweep):
+    _, _, scaling = sweep
+    model = scaling["model"]
+    assert model["comm"]["backend"] == "mpi" and model["comm"]["alpha_s"] >= 0
+    assert {(p["mode"], p["ranks"]) for p in model["points"]} == {
+        ("strong", 1), ("strong", 2), ("strong", 3), ("weak", 2), ("weak", 3)}
+    for p in model["points"]:
+        assert p["error"] == pytest.approx((p["predicted_s"] - p["measured_s"]) / p["measured_s"])
+    best = model["predictions"]["best"]
+    assert best["best_ranks"] in [r["ranks"] for r in best["by_ranks"]]
+    assert best["problem_bytes"] == 4 * ROWS
+    assert [e["ranks"] for e in model["predictions"]["break_even"]] == [2, 3, 4, 8]
+    assert any(line.startswith("Strong scaling 1 -> 3 ranks") for line in scaling["advice"])
+    assert any("Break-even" in line for line in scaling["advice"])
+
+
+class _Resources(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.refs, self.images, self.tables = [], 0, 0
+
+    def handle_starttag(self, tag, attrs):
+        self.images += tag == "img"
+        self.tables += tag == "table"
+        self.refs += [v for k, v in attrs if k in ("src", "href", "srcset", "data") and v]
+
+
+def test_every_output_file_exists_and_parses(sweep):
+    folder, _, scaling = sweep
+    out = folder / "sc"
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == ["efficiency.png", "model.png", "phases.png", "speedup.png"]
+    for name in pngs:
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = struct.unpack(">II", data[16:24])
+        assert width >= 400 and height >= 300
+    markdown = (out / "scaling.md").read_text()
+    assert "| series | ranks | nodes | link | time / repeat | speedup |" in markdown
+    assert all(f"]({name})" in markdown for name in pngs)
+    page = _Resources()
+    page.feed((out / "scaling.html").read_text())
+    assert page.images == 4 and page.tables >= 6
+    assert page.refs and all(ref.startswith("data:image/png;base64,") for ref in page.refs)  # nothing external
+    assert not list(out.glob(".*.tmp"))
+
+
+def test_report_compare_flags_a_planted_regression(sweep, tmp_path):
+    folder, _, scaling = sweep
+    old = folder / "sc" / "scaling.json"
+    rc, out, err, _ = spmd("report", "compare", old, old, "--fail-above", "5", ranks=1)
+    assert rc == 0, err
+    assert "no slowdown above 5%" in out
+    slower = copy.deepcopy(scaling)
+    row = next(r for r in slower["series"]["strong"] if r["ranks"] == 2)
+    row["timings"]["compute"]["median"] = max(row["timings"]["compute"]["median"], 1e-3) * 1.5
+    new = tmp_path / "slower.json"
+    new.write_text(json.dumps(slower))
+    rc, out, err, _ = spmd("report", "compare", old, new, "--fail-above", "20", ranks=1)
+    assert rc == 1
+    flagged = [line for line in out.splitlines() if line.endswith("SLOWER")]
+    assert len(flagged) == 1 and flagged[0].split()[:3] == ["strong", "2", "compute"]
+    change = float(flagged[0].split()[-2].rstrip("%"))
+    assert change >= 49.9 and math.isfinite(change)
+
+
+def test_report_render_rewrites_the_outputs(sweep, tmp_path):
+    folder, _, _ = sweep
+    rc, out, err, _ = spmd("report", "render", folder / "sc" / "scaling.json", "--out", tmp_path, ranks=1)
+    assert rc == 0, err
+    assert (tmp_path / "scaling.html").read_text() and len(list(tmp_path.glob("*.png"))) == 4
+    assert json.loads((tmp_path / "scaling.json").read_text())["series"]
+
+
+def test_quiet_sweep_prints_nothing(tmp_path):
+    config = write_config(tmp_path)
+    rc, out, err, _ = spmd("scale", config, "--ranks", "1,3", "-q", "--probe-max-bytes", "0")
+    assert rc == 0, err
+    assert out == ""
+    scaling = json.loads((tmp_path / "out" / "scaling" / "scaling.json").read_text())  # default --out
+    assert scaling["modes"] == ["strong"] and scaling["ranks"] == [1, 3]
+    assert scaling["model"]["comm"]["source"] == "the workload's comm phases"
+
+
+def test_failed_verification_at_one_size_fails_the_sweep(tmp_path):
+    """The 2-rank weak input carries a wrong stored answer: exit 3, naming the size, no output."""
+    from spmd.config import load_config
+    from spmd.io.generate import generate, scaled_input
+    from spmd.workloads.reduce import ReduceWorkload
+
+    config = write_config(tmp_path)
+    weak2 = scaled_input(load_config(config), 2)
+    generate(weak2, ReduceWorkload.expected_attrs)
+    with h5py.File(weak2.input.path, "r+") as f:
+        f["x"].attrs["sum"] = f["x"].attrs["sum"] + 1.0
+    rc, out, err, _ = spmd("scale", config, "--mode", "weak", "--ranks", "1,2", "--probe-max-bytes", "0")
+    assert rc == 3, err
+    assert "weak scaling at 2 rank(s): rank 0 on" in err and "sum" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ranks", "1,4"], "sizes must be between 1 and the 3 ranks launched"),
+    (["--ranks", "two"], "expected comma-separated integers"),
+])
+def test_bad_rank_lists_exit_2(tmp_path, args, message):
+    rc, _, err, _ = spmd("scale", write_config(tmp_path), *args)
+    assert rc == 2 and message in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_weak_scaling_needs_a_generate_section(tmp_path):
+    config = write_config(tmp_path)
+    raw = yaml.safe_load(config.read_text())
+    del raw["generate"]
+    config.write_text(yaml.safe_dump(raw))
+    rc, _, err, _ = spmd("scale", config, "--mode", "weak")
+    assert rc == 2 and "needs a generate section" in err

@@ -1,0 +1,149 @@
+"""The scaling model recovers known parameters from synthetic timings, and its predictions
+(best rank count, break-even size) match closed-form answers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from spmd.bench.collectives import COLLECTIVES, model_terms
+from spmd.scale.model import best_ranks, break_even, fit_alpha_beta, fit_local, fit_model, predict
+
+# The "true" machine behind the synthetic sweep.
+READ_RATE, READ_INTERCEPT = 2e9, 1e-3
+COMPUTE_RATE = 10e9
+ALPHA, BETA = 20e-6, 1 / 5e9
+OVERHEAD, GAP = 50e-6, 1e-4
+MOMENTS = 40  # bytes per rank allgathered by reduce
+
+
+def true_time(ranks: int, problem: float) -> dict:
+    share = problem / ranks
+    steps, volume = model_terms("allgather", ranks, MOMENTS)
+    phases = {"read": READ_INTERCEPT + share / READ_RATE, "wait": 0.0, "h2d": 0.0,
+              "compute": share / COMPUTE_RATE, "comm": OVERHEAD + ALPHA * steps + BETA * volume}
+    return phases
+
+
+def synthetic_run(mode: str, ranks: int, problem: float) -> dict:
+    phases = true_time(ranks, problem)
+    timings = {p: {"min": t, "median": t, "max": t} for p, t in phases.items()}
+    total = sum(phases.values()) + GAP
+    timings["total"] = {"min": total, "median": total, "max": total}
+    return {"mode": mode, "ranks": ranks, "time": total, "timings": timings,
+            "problem": {"bytes": problem, "comm": [{"op": "allgather", "bytes": MOMENTS}]}}
+
+
+def synthetic_probe() -> list[dict]:
+    out = []
+    for ranks in (2, 3, 4):
+        for m in (8, 4096, 1 << 20, 16 << 20):
+            steps, volume = model_terms("allgather", ranks, m)
+            out.append({"op": "allgather", "ranks": ranks, "bytes": m, "seconds": ALPHA * steps + BETA * volume})
+    return out
+
+
+S = 64e6
+RUNS = [synthetic_run("strong", n, S) for n in (1, 2, 3, 4)] + [synthetic_run("weak", n, S * n) for n in (2, 4)]
+
+
+def test_model_recovers_the_synthetic_machine():
+    model = fit_model(RUNS, synthetic_probe(), "mpi", growth=0.0)
+    assert model["local"]["read"]["rate_Bps"] == pytest.approx(READ_RATE, rel=1e-9)
+    assert model["local"]["read"]["intercept_s"] == pytest.approx(READ_INTERCEPT, rel=1e-6)
+    assert model["local"]["compute"]["rate_Bps"] == pytest.approx(COMPUTE_RATE, rel=1e-9)
+    assert "h2d" not in model["local"]  # zero in every run: not a phase of this machine
+    assert model["comm"]["alpha_s"] == pytest.approx(ALPHA, rel=1e-9)
+    assert model["comm"]["busbw_Bps"] == pytest.approx(1 / BETA, rel=1e-9)
+    assert model["comm"]["overhead_s"] == pytest.approx(OVERHEAD, rel=1e-6)
+    assert model["gap_s"] == pytest.approx(GAP, rel=1e-6)
+    assert all(abs(p["error"]) < 1e-9 for p in model["points"])
+    for n in (1, 5, 16):  # and it predicts sizes it never saw
+        want = sum(true_time(n, 3 * S).values()) + GAP
+        assert predict(model, n, 3 * S)["total"] == pytest.approx(want, rel=1e-9)
+
+
+def test_without_a_probe_the_comm_phases_give_the_latency():
+    model = fit_model(RUNS, [], "mpi", growth=0.0)
+    assert model["comm"]["source"] == "the workload's comm phases"
+    assert all(abs(p["error"]) < 1e-3 for p in model["points"])
+
+
+def test_best_rank_count_is_the_minimum_of_the_closed_form():
+    model = fit_model(RUNS, synthetic_probe(), "mpi", growth=0.0)
+    # T(n) = c + S/n * (1/R1 + 1/R2) + alpha (n-1) + beta (n-1) m: minimum near sqrt(S k / (alpha + beta m))
+    k = 1 / READ_RATE + 1 / COMPUTE_RATE
+    continuous = math.sqrt(S * k / (ALPHA + BETA * MOMENTS))
+    best = best_ranks(model, S, list(range(1, 400)))
+    assert abs(best["best_ranks"] - continuous) <= 1
+
+
+def test_break_even_share_matches_the_closed_form():
+    model = fit_model(RUNS, synthetic_probe(), "mpi", growth=0.0)
+    # n ranks beat one when x (n-1) k > (n-1)(alpha + beta m), x = bytes per rank
+    k = 1 / READ_RATE + 1 / COMPUTE_RATE
+    for n in (2, 4, 8):
+        even = break_even(model, n)
+        assert even["status"] == "above"
+        assert even["bytes_per_rank"] == pytest.approx((ALPHA + BETA * MOMENTS) / k, rel=1e-6)
+
+
+def test_break_even_never_and_always():
+    model = fit_model(RUNS, synthetic_probe(), "mpi", growth=0.0)
+    free = {**model, "comm": {**model["comm"], "alpha_s": 0.0, "beta_s_per_B": 0.0}}
+    assert break_even(free, 2)["status"] == "always"
+    no_work = {**model, "local": {p: {**f, "seconds_per_byte": 0.0} for p, f in model["local"].items()}}
+    assert break_even(no_work, 2)["status"] == "never"
+
+
+def test_message_growth_scales_the_comm_with_the_share():
+    runs = [synthetic_run("strong", n, S) for n in (1, 2, 4)]
+    for r in runs:  # messages proportional to the share (growth 1): 1/1000 of it
+        r["problem"]["comm"] = [{"op": "allreduce", "bytes": int(S / r["ranks"] / 1000)}]
+    model = fit_model(runs, [], "mpi", growth=1.0)
+    ops = model["comm"]["ops"]
+    assert ops == runs[0]["problem"]["comm"]
+    from spmd.scale.model import scaled_ops
+
+    assert scaled_ops(model, 4, S)[0]["bytes"] == pytest.approx(S / 4 / 1000, rel=1e-6)
+
+
+def test_fit_local_affine_and_proportional():
+    fit = fit_local([1e6, 2e6, 4e6], [1e-3 + 1e6 / 1e9, 1e-3 + 2e6 / 1e9, 1e-3 + 4e6 / 1e9])
+    assert fit["fit"] == "affine" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == pytest.approx(1e-3)
+    fit = fit_local([1e6, 2e6], [1e-3, 2e-3])
+    assert fit["fit"] == "proportional" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == 0
+    fit = fit_local([1e6, 2e6, 4e6], [3e-3, 2e-3, 1e-3])  # slower with less data: no negative rate
+    assert fit["rate_Bps"] is None and fit["intercept_s"] == pytest.approx(2e-3)
+
+
+def test_alpha_beta_never_negative():
+    # pure latency: beta must not go negative to fit noise
+    alpha, beta = fit_alpha_beta([(1, 8, 10e-6), (1, 1e6, 9.9e-6), (2, 2e6, 20.1e-6)])
+    assert alpha > 0 and beta == 0
+    alpha, beta = fit_alpha_beta([(1, 1e3, 1e-6), (1, 1e9, 1.0)])  # pure bandwidth
+    assert beta == pytest.approx(1e-9, rel=1e-2) and alpha >= 0
+    assert fit_alpha_beta([(0, 0, 1e-6)]) == (0.0, 0.0)  # one rank: nothing to fit
+
+
+def test_fewer_than_two_sizes_give_no_model():
+    assert fit_model(RUNS[:1], [], "mpi", 0.0) is None
+
+
+def test_oversubscribed_runs_are_left_out_of_the_fit():
+    bad = synthetic_run("strong", 3, S)
+    bad["time"] *= 3
+    bad["oversubscribed"] = True
+    model = fit_model([r for r in RUNS if r["ranks"] != 3] + [bad], synthetic_probe(), "mpi", 0.0)
+    fitted = {(p["mode"], p["ranks"]): p for p in model["points"]}
+    assert fitted[("strong", 3)]["fitted"] is False and fitted[("strong", 3)]["error"] < -0.6
+    assert all(abs(p["error"]) < 1e-9 for p in model["points"] if p["fitted"])
+
+
+@pytest.mark.parametrize("op, n, factor", [("allreduce", 4, 1.5), ("allgather", 4, 0.75),
+                                           ("reduce_scatter", 8, 0.875), ("bcast", 4, 1.0),
+                                           ("sendrecv", 2, 1.0)])
+def test_bus_factors_are_nccl_tests(op, n, factor):
+    assert COLLECTIVES[op].bus_factor(n) == pytest.approx(factor)
+    assert model_terms(op, 1, 1024) == (0.0, 0.0)  # one rank moves nothing

@@ -1,0 +1,204 @@
+"""Pieces of ``spmd scale``: rank lists, weak configs, figures, links, compare, units."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from spmd.config import config_from_dict
+from spmd.errors import ConfigError, InputError
+from spmd.io.generate import scaled_input
+from spmd.report.compare import compare, load_entries
+from spmd.report.units import fmt_bytes, fmt_seconds, parse_bytes
+from spmd.scale.figures import imbalance, job_time, karp_flatt, series_figures
+from spmd.scale.sweep import default_ranks, parse_ranks, plan
+from spmd.topology import gpu_pair_link, normalize_bus_id, summarize_placement
+
+
+def test_default_ranks_are_powers_of_two_plus_the_launch():
+    assert default_ranks(1) == [1]
+    assert default_ranks(3) == [1, 2, 3]
+    assert default_ranks(8) == [1, 2, 4, 8]
+    assert default_ranks(6) == [1, 2, 4, 6]
+    assert parse_ranks("4,1, 2,2", 4) == [1, 2, 4]
+    for bad in ("0,1", "1,5", "x", ","):
+        with pytest.raises(ConfigError):
+            parse_ranks(bad, 4)
+
+
+def config(**keys):
+    raw = {"workload": "reduce", "input": {"path": "d/x.h5"},
+           "generate": {"shape": [100, 3], "dtype": "float32"}, **keys}
+    return config_from_dict(raw)
+
+
+def test_weak_config_grows_rows_into_its_own_files():
+    cfg = config()
+    assert scaled_input(cfg, 1) is cfg
+    two = scaled_input(cfg, 2)
+    assert two.input.path == "d/weak-x2/x.h5" and two.generate.shape == (200, 3)
+    half = scaled_input(cfg, Fraction(3, 2))
+    assert half.input.path == "d/weak-x1.5/x.h5" and half.generate.shape == (150, 3)
+    sharded = config(input={"shards": "s/part-*.h5"}, generate={"shape": [100], "shards": 2})
+    four = scaled_input(sharded, 4)
+    assert four.input.shards == ("s/weak-x4/part-*.h5",) and four.generate.shards == 8
+    assert four.generate.shape == (400,)
+    steps = plan(cfg, ["strong", "weak"], [1, 2])
+    assert [(s.mode, s.ranks) for s in steps] == [("strong", 1), ("strong", 2), ("weak", 1), ("weak", 2)]
+    assert steps[2].cfg is cfg and steps[3].cfg.generate.shape == (200, 3)
+
+
+@pytest.mark.parametrize("keys, factor, message", [
+    ({"generate": None}, 2, "needs a generate section"),
+    ({"input": {"shards": ["a.h5", "b.h5"]}}, 2, "not a list of files"),
+    ({"generate": {"shape": [101]}}, Fraction(3, 2), "not a whole number of rows"),
+    ({"input": {"shards": "s/*.h5"}, "generate": {"shape": [300], "shards": 2}}, Fraction(4, 3),
+     "not a whole number of shards"),
+])
+def test_weak_config_errors(keys, factor, message):
+    with pytest.raises(ConfigError, match=message):
+        scaled_input(config(**keys), factor)
+
+
+def report(ranks: int, totals_by_rank: list[list[float]], busy_by_rank=None) -> dict:
+    """A minimal report.json: per-rank repeat totals; busy = read per rank (median)."""
+    busy_by_rank = busy_by_rank or [0.5 * min(t) for t in totals_by_rank]
+    per_rank = [{"rank": r, "median": {"read": b, "h2d": 0.0, "compute": 0.0, "wait": 0.0, "comm": 0.0},
+                 "repeats": [{"total": t} for t in totals]}
+                for r, (totals, b) in enumerate(zip(totals_by_rank, busy_by_rank))]
+    med = {"median": 1.0, "min": 1.0, "max": 1.0}
+    return {"ranks": ranks, "per_rank": per_rank, "problem": {"bytes": 1000},
+            "timings": {"read": med, "wait": med, "h2d": med, "compute": med,
+                        "comm": {"median": 0.25, "min": 0.2, "max": 0.3}, "total": med}}
+
+
+def test_job_time_is_the_median_of_the_slowest_rank_per_repeat():
+    # repeat maxima are 3, 5, 4 -> 4 (the max of per-rank medians would be 3)
+    r = report(2, [[3.0, 1.0, 4.0], [1.0, 5.0, 2.0]])
+    assert job_time(r) == 4.0
+
+
+def test_series_figures_strong_and_weak():
+    base = report(1, [[8.0, 8.0, 8.0]])
+    two = report(2, [[5.0] * 3, [5.0] * 3])
+    four = report(4, [[4.0] * 3] * 4)
+    strong = series_figures("strong", [base, two, four])
+    assert [r["speedup"] for r in strong] == [1.0, 1.6, 2.0]
+    assert [r["efficiency"] for r in strong] == [1.0, 0.8, 0.5]
+    assert strong[1]["karp_flatt"] == pytest.approx((1 / 1.6 - 1 / 2) / (1 - 1 / 2))
+    assert strong[0]["comm_share"] == 0.25 and strong[1]["bytes_per_rank"] == 500
+    weak = series_figures("weak", [base, report(2, [[10.0] * 3] * 2), report(4, [[16.0] * 3] * 4)])
+    assert [r["efficiency"] for r in weak] == [1.0, 0.8, 0.5]
+    assert [r["speedup"] for r in weak] == [1.0, 1.6, 2.0]
+    assert karp_flatt(2.0, 2) == 0.0 and karp_flatt(1.0, 2) == 1.0 and karp_flatt(1.0, 1) is None
+
+
+def test_imbalance_is_max_over_mean_of_own_work():
+    r = report(3, [[1.0]] * 3, busy_by_rank=[1.0, 1.0, 4.0])
+    assert imbalance(r) == pytest.approx(4.0 / 2.0)
+
+
+class FakeNVML:
+    """Just enough of pynvml: GPUs a, b on NVLink (18 links), c on PCIe through a host bridge."""
+
+    NVML_P2P_CAPS_INDEX_NVLINK = 2
+    NVML_P2P_STATUS_OK = 0
+    NVML_NVLINK_MAX_LINKS = 36
+    NVML_FEATURE_ENABLED = 1
+
+    class NVMLError(Exception):
+        pass
+
+    BUS = {b"0000:1b:00.0": "a", b"0000:43:00.0": "b", b"0000:52:00.0": "c"}
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus):
+        if bus not in self.BUS:
+            raise self.NVMLError("Not Found")
+        return self.BUS[bus]
+
+    def nvmlDeviceGetP2PStatus(self, a, b, index):
+        assert index == self.NVML_P2P_CAPS_INDEX_NVLINK
+        return 0 if {a, b} == {"a", "b"} else 3
+
+    def nvmlDeviceGetNvLinkState(self, handle, link):
+        if link >= 18:
+            raise self.NVMLError("Invalid Argument")
+        return 1
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
+        return 30
+
+
+def test_gpu_pair_link_from_nvml():
+    nvml = FakeNVML()
+    assert gpu_pair_link("0000:1B:00.0", "0000:43:00.0", nvml) == ("nvlink", "NVLink, 18 links per GPU")
+    assert gpu_pair_link("0000:1b:00.0", "0000:52:00.0", nvml) == ("pcie", "PCIe, through the CPU's host bridge")
+    cls, detail = gpu_pair_link("0000:1b:00.0", "0000:99:00.0", nvml)
+    assert cls == "unknown" and "Not Found" in detail
+    assert gpu_pair_link("00000000:1B:00.0", "0000:1b:00.0", nvml)[0] == "same-gpu"
+    assert normalize_bus_id("00000000:1B:00.0") == "0000:1b:00.0"
+
+
+def test_placement_summary_worst_link_and_oversubscription():
+    ranks = [{"rank": r, "host": h, "name": "NVIDIA H200", "cpus": 2} for r, h in
+             enumerate(["n1", "n1", "n2", "n2", "n2"])]
+    pairs = [{"ranks": [0, 1], "class": "nvlink", "detail": "NVLink, 18 links per GPU"},
+             {"ranks": [2, 3], "class": "pcie", "detail": "x"}, {"ranks": [2, 4], "class": "pcie", "detail": "x"},
+             {"ranks": [3, 4], "class": "pcie", "detail": "x"}]
+    s = summarize_placement(ranks, pairs)
+    assert s["hosts"] == {"n1": [0, 1], "n2": [2, 3, 4]} and s["ranks_per_node"] == {"n1": 2, "n2": 3}
+    assert s["link_class"] == "network" and s["link"] == "across nodes"
+    assert s["pair_counts"] == {"nvlink": 1, "pcie": 3, "network": 6}
+    assert s["oversubscribed"] == ["n2"]
+    one = summarize_placement(ranks[:2], pairs[:1])
+    assert one["link"] == "same node, NVLink (NVLink, 18 links per GPU)" and one["oversubscribed"] == []
+    assert summarize_placement(ranks[:1], [])["link_class"] == "single"
+
+
+def scaling_file(tmp_path, name, compute_s):
+    rows = [{"ranks": n, "time": 1.0 / n, "timings": {"compute": {"median": compute_s / n},
+                                                      "wait": {"median": 1e-6}}} for n in (1, 2)]
+    path = tmp_path / name
+    path.write_text(json.dumps({"kind": "scaling", "series": {"strong": rows}}))
+    return path
+
+
+def test_compare_flags_slowdowns_above_the_threshold_only(tmp_path):
+    old = load_entries(scaling_file(tmp_path, "old.json", 0.010))
+    new = load_entries(scaling_file(tmp_path, "new.json", 0.012))
+    rows, slower = compare(old, new, fail_above=10, min_seconds=1e-4)
+    assert {(r["series"], r["ranks"], r["phase"]) for r in slower} == {("strong", 1, "compute"),
+                                                                      ("strong", 2, "compute")}
+    assert all(r["change_pct"] == pytest.approx(20.0) for r in slower)
+    assert compare(old, new, fail_above=25, min_seconds=1e-4)[1] == []
+    assert compare(old, old, fail_above=0, min_seconds=0)[1] == []
+    noisy = {k: {**v, "wait": v["wait"] * 5} for k, v in old.items()}
+    assert compare(old, noisy, fail_above=10, min_seconds=1e-4)[1] == []  # 1 us -> 5 us is noise
+
+
+def test_compare_reads_report_json_and_rejects_strangers(tmp_path):
+    r = report(2, [[3.0, 1.0, 4.0], [1.0, 5.0, 2.0]])
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(r))
+    entries = load_entries(path)
+    assert list(entries) == [("strong", 2)] and entries[("strong", 2)]["time"] == 4.0
+    (tmp_path / "x.json").write_text("[1, 2]")
+    (tmp_path / "y.json").write_text("{not json")
+    for name in ("x.json", "y.json", "missing.json"):
+        with pytest.raises(InputError):
+            load_entries(tmp_path / name)
+    other = {("weak", 7): {"time": 1.0}}
+    with pytest.raises(InputError, match="nothing in common|no series"):
+        compare(entries, other, 5, 0)
+
+
+def test_units():
+    assert parse_bytes("16M") == 16 << 20 and parse_bytes("1GiB") == 1 << 30 and parse_bytes("4096") == 4096
+    assert parse_bytes("64k") == 64 << 10
+    for bad in ("", "M", "1X", "-"):
+        with pytest.raises(ValueError):
+            parse_bytes(bad)
+    assert fmt_seconds(12e-6) == "12.0 us" and fmt_seconds(0.0123) == "12.3 ms" and fmt_seconds(1.5) == "1.5 s"
+    assert fmt_bytes(1536) == "1.5 KiB" and fmt_bytes(100) == "100 B" and fmt_bytes(3 << 30) == "3 GiB"
