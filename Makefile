@@ -30,9 +30,11 @@ $(VENV)/.installed-%: pyproject.toml
 	$(PY) -m pip install -q -e ".[$*]"
 	touch $@
 
+# A strong and weak scaling sweep of the distributed reduction over 1..NP ranks (inputs are
+# generated on the way), ending in results/reduce/scaling/scaling.html.
 demo: $(VENV)/.installed-$(EXTRAS)
-	$(PY) -m spmd generate inputs/reduce.yaml
-	$(MPIEXEC) -n $(NP) $(PY) -m spmd run inputs/reduce.yaml
+	$(MPIEXEC) -n $(NP) $(PY) -m spmd scale inputs/reduce.yaml --mode both
+	@echo "open results/reduce/scaling/scaling.html in a browser"
 
 test: test-unit test-mpi
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..report.units import fmt_bytes, fmt_seconds
 
+CONTENTION = 0.8    # a phase's per-rank throughput falling below 80% of the base size's
 SLOWER = 1.02       # a larger group taking 2% longer than a smaller one counts as slower
 LOW_EFFICIENCY = 0.8
 MODEL_ERROR_NOTE = 0.25
@@ -23,6 +24,12 @@ def series_advice(rows: list[dict]) -> list[str]:
         out.append(f"Weak scaling {rows[0]['ranks']} -> {last['ranks']} ranks: efficiency "
                    f"{last['efficiency']:.0%} (each rank's share took {last['time'] / rows[0]['time']:.2f}x "
                    f"as long).")
+    shared = _contention(rows[0], last)
+    if shared:
+        phase, before, after = shared
+        out.append(f"Per rank, {phase} moved {before / 1e9:.3g} GB/s at {rows[0]['ranks']} rank(s) but "
+                   f"{after / 1e9:.3g} GB/s at {last['ranks']} ({after / before - 1:+.0%}): the ranks share "
+                   f"something that does not grow with them (memory bandwidth, a PCIe link, the file system).")
     for prev, cur in zip(rows, rows[1:]):
         if cur["time"] > prev["time"] * SLOWER and mode == "strong":
             phase, delta = _grew_most(prev, cur)
@@ -90,6 +97,21 @@ def model_advice(model: dict | None, best: dict | None, even: list[dict], measur
                + ("; the unmodelled wait (input imbalance) or shared resources explain such gaps."
                   if verdict == "misses" else "."))
     return out
+
+
+def _contention(base: dict, cur: dict) -> tuple[str, float, float] | None:
+    """The local phase whose bytes per rank per second fell most from ``base`` to ``cur``."""
+    if not base.get("bytes_per_rank") or cur["ranks"] == base["ranks"]:
+        return None
+    worst = None
+    for phase, t in cur["timings"].items():
+        if phase in ("wait", "comm", "total") or t["max"] <= 0 or base["timings"][phase]["max"] <= 0:
+            continue
+        before = base["bytes_per_rank"] / base["timings"][phase]["max"]
+        after = cur["bytes_per_rank"] / t["max"]
+        if after < CONTENTION * before and (worst is None or after / before < worst[2] / worst[1]):
+            worst = (phase, before, after)
+    return worst
 
 
 def _grew_most(prev: dict, cur: dict) -> tuple[str, float]:

@@ -7,7 +7,9 @@ Fitted to a sweep, never assumed:
   terms of ``bench.collectives``) fitted to the collectives timed on each group (or to
   the workload's own comm phases), plus the comm phase's fixed overhead;
 - gap: what a repeat costs beyond its timed phases (Python, synchronisation).
-The measured ``wait`` (input imbalance) is not modelled: it shows up as model error.
+A repeat ends when its slowest rank does, so local phases are fitted to their maximum
+over ranks, and comm to its minimum: the last rank to arrive waits least, so its comm
+time is the collective itself, while the others' also holds their wait for it.
 """
 
 from __future__ import annotations
@@ -118,9 +120,9 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
     if len({(r["ranks"], r["problem"]["bytes"]) for r in fair}) >= 2:
         runs = fair
     phases = [p for p in runs[0]["timings"] if p not in ("wait", "comm", "total")
-              and any(r["timings"][p]["median"] > 0 for r in runs)]
+              and any(r["timings"][p]["max"] > 0 for r in runs)]
     local = {p: fit_local([r["problem"]["bytes"] / r["ranks"] for r in runs],
-                          [r["timings"][p]["median"] for r in runs]) for p in phases}
+                          [measured(r, p) for r in runs]) for p in phases}
 
     ref = runs[0]
     comm = {"backend": backend, "ops": ref["problem"].get("comm", []), "growth": growth,
@@ -130,21 +132,25 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
                                       for q in probe])
         comm.update(alpha_s=alpha, beta_s_per_B=beta, source=f"{len(probe)} collectives timed on the sweep's groups")
         comm["overhead_s"] = max(0.0, statistics.median(
-            r["timings"]["comm"]["median"] - collectives_time(comm, r["ranks"], r["problem"].get("comm", []))
+            measured(r, "comm") - collectives_time(comm, r["ranks"], r["problem"].get("comm", []))
             for r in runs))
     else:  # overhead, alpha and beta together from the comm phases themselves
         terms = [_terms(r["ranks"], r["problem"].get("comm", [])) for r in runs]
-        t = np.array([max(r["timings"]["comm"]["median"], 1e-12) for r in runs])
+        t = np.array([max(measured(r, "comm"), 1e-12) for r in runs])
         overhead, alpha, beta = nonnegative_lstsq(
             [np.ones_like(t), np.array([s for s, _ in terms]), np.array([v for _, v in terms])], t)
         comm.update(alpha_s=alpha, beta_s_per_B=beta, overhead_s=overhead, source="the workload's comm phases")
     comm["busbw_Bps"] = 1 / comm["beta_s_per_B"] if comm["beta_s_per_B"] > 0 else None
-    gap = statistics.median(r["time"] - sum(t["median"] for p, t in r["timings"].items() if p != "total")
-                            for r in runs)
+    gap = statistics.median(r["time"] - sum(measured(r, p) for p in [*phases, "comm"]) for r in runs)
     model = {"local": local, "comm": comm, "gap_s": gap,
              "fitted_to": [[r.get("mode"), r["ranks"]] for r in runs]}
     model["points"] = [_point(model, r) for r in all_runs]
     return model
+
+
+def measured(run: dict, phase: str) -> float:
+    """The statistic the model fits: comm's minimum over ranks, any other phase's maximum."""
+    return run["timings"][phase]["min" if phase == "comm" else "max"]
 
 
 def _terms(ranks: int, ops: list[dict]) -> tuple[float, float]:
@@ -161,7 +167,7 @@ def _point(model: dict, run: dict) -> dict:
             "fitted": [run.get("mode"), run["ranks"]] in model["fitted_to"],
             "measured_s": run["time"], "predicted_s": predicted["total"],
             "error": (predicted["total"] - run["time"]) / run["time"],
-            "phases": {p: {"measured_s": run["timings"][p]["median"], "predicted_s": predicted[p]}
+            "phases": {p: {"measured_s": measured(run, p), "predicted_s": predicted[p]}
                        for p in predicted if p != "total" and p in run["timings"]}}
 
 
