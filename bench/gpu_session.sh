@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Everything for one call on the 2 x H200 machine: GPU tests, then the reduce benchmark.
-# Usage there (the checkout is the working directory; .wheels carries pytest-mpi):
-#   bash bench/gpu_session.sh [all|tests]   -> results under $OUT (at most 8 files come back)
+# Calls on the 2 x H200 machine (each within the 10-minute limit of one call):
+#   bash bench/gpu_session.sh tests   GPU + CPU tests
+#   bash bench/gpu_session.sh scale   spmd scale sweeps of reduce (bench/scale_gpu.sh)
+#   bash bench/gpu_session.sh bench   the reduce kernel and run benchmarks (bench/reduce_gpu.sh)
+# The checkout is the working directory; .wheels (git-ignored, carried) holds pytest-mpi and,
+# for machines without them, matplotlib and nvidia-ml-py wheels. Results go under $OUT.
 set -uo pipefail
-MODE=${1:-all}
+MODE=${1:-tests}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/spmd-session}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-deps --target /tmp/site .wheels/pytest_mpi-*.whl
+WHEELS=(.wheels/pytest_mpi-*.whl)
+python3 -c "import matplotlib" 2>/dev/null || WHEELS+=($(ls .wheels/plot/*.whl | grep -v nvidia_ml))
+python3 -c "import pynvml" 2>/dev/null || WHEELS+=(.wheels/plot/nvidia_ml_py-*.whl)
+python3 -m pip install -q --no-deps --target /tmp/site "${WHEELS[@]}"
 export PYTHONPATH=/tmp/site:$PWD
 export MPI="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE=0 -x TORCH_SYMM_MEM_DISABLE_MULTICAST=1 -x NVSHMEM_DISABLE_NVLS=1 -x PYTHONPATH -x PYTHONUNBUFFERED"
 export SPMD_MPIEXEC="$MPI"
@@ -20,9 +26,17 @@ step() {
   "$@" > "$OUT/$name.log" 2>&1
   echo "== $name: rc=$? in $((SECONDS - t0)) s: $(grep -E 'passed|failed|error' "$OUT/$name.log" | tail -1)"
 }
-step tests-serial timeout 420 python3 -m pytest -q -p no:cacheprovider tests/unit tests/cli tests/gpu --gpu
-step tests-mpi2 timeout 420 $MPI -n 2 python3 -m pytest -q -p no:cacheprovider --with-mpi tests/mpi --gpu
-[ "$MODE" = tests ] && exit 0
+if [ "$MODE" = tests ]; then
+  step tests-serial timeout 330 python3 -m pytest -q -p no:cacheprovider tests/unit tests/cli tests/gpu --gpu
+  step tests-mpi2 timeout 200 $MPI -n 2 python3 -m pytest -q -p no:cacheprovider --with-mpi tests/mpi --gpu
+  exit 0
+fi
+if [ "$MODE" = scale ]; then
+  step scale timeout 560 bash bench/scale_gpu.sh /tmp/spmd-scale/results
+  tar -czf "$OUT/scale-results.tar.gz" -C /tmp/spmd-scale results 2>/dev/null
+  grep -h -A12 "^findings" "$OUT/scale.log"
+  exit 0
+fi
 step kernel timeout 200 python3 bench/fused_kernel.py
 step bench timeout 900 bash bench/reduce_gpu.sh /tmp/spmd-bench/results
 cp /tmp/spmd-bench/results/summary.md "$OUT/" 2>/dev/null
