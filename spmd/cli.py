@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     render = rsub.add_parser("render", help="rewrite scaling.md, scaling.html and the plots from scaling.json")
     render.add_argument("scaling")
     render.add_argument("--out", metavar="DIR", help="output folder (default: the folder of SCALING)")
+    render.add_argument("--reanalyse", action="store_true",
+                        help="recompute figures, model and advice from the stored runs first")
     render.set_defaults(func=cmd_report_render)
 
     gen = with_config(sub.add_parser("generate", help="write the input files a config names"))
@@ -123,6 +125,10 @@ def cmd_report_render(args) -> int:
         raise InputError(f"{args.scaling}: cannot read: {exc}") from None
     if not isinstance(scaling, dict) or scaling.get("kind") != "scaling":
         raise InputError(f"{args.scaling}: not a scaling.json")
+    if args.reanalyse:
+        from .scale import reanalyse
+
+        scaling = reanalyse(scaling)
     paths = write_scaling(scaling, args.out or Path(args.scaling).parent)
     print(f"wrote {', '.join(str(p) for p in paths)}", flush=True)
     return 0

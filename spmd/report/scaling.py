@@ -49,7 +49,7 @@ def tables(scaling: dict) -> list[Table]:
     if model:
         out.append(Table("Model: each rank's own work, time = intercept + (bytes per rank) / rate",
                          ["phase", "fit", "rate", "intercept"],
-                         [[p, f["fit"], "-" if not f["rate_Bps"] else f"{f['rate_Bps'] / 1e9:.3g} GB/s",
+                         [[p, f"{f['fit']}, {f.get('shares', '?')} share(s)", "-" if not f["rate_Bps"] else f"{f['rate_Bps'] / 1e9:.3g} GB/s",
                            fmt_seconds(f["intercept_s"])] for p, f in model["local"].items()]))
         c = model["comm"]
         out.append(Table("Model: communication, time = overhead + alpha x steps + bytes on link / busbw",

@@ -14,6 +14,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a report is as readable as any file
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -33,3 +34,9 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 def write_json_atomic(path: str | Path, data) -> Path:
     """``write_text_atomic`` of ``data`` as indented JSON."""
     return write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

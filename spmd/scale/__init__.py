@@ -14,7 +14,7 @@ from .sweep import MODES, default_ranks, parse_ranks, plan, prepare_inputs, run_
 
 SCHEMA = 1
 
-__all__ = ["SCHEMA", "MODES", "default_ranks", "parse_ranks", "run_scale", "analyse"]
+__all__ = ["SCHEMA", "MODES", "default_ranks", "parse_ranks", "run_scale", "analyse", "reanalyse"]
 
 
 def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int,
@@ -37,13 +37,26 @@ def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int
     runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress)
     if ctx.rank != 0:
         return None
-    return analyse(cfg, runs, world_size=ctx.size)
-
-
-def analyse(cfg, runs: list[dict], world_size: int) -> dict:
-    """The scaling dict (scaling.json, schema 1) from the runs of a sweep."""
     from mpi4py import MPI
 
+    return analyse(cfg, runs, world_size=ctx.size,
+                   mpi_library=MPI.Get_library_version().splitlines()[0].strip())
+
+
+def reanalyse(scaling: dict) -> dict:
+    """``analyse`` again over the runs stored in a scaling.json (after the analysis changed)."""
+    from ..config import config_from_dict
+
+    cfg = config_from_dict(scaling["config"])
+    placements = {(row["mode"], row["ranks"]): row["placement"]
+                  for rows in scaling["series"].values() for row in rows}
+    runs = [{**r, "placement": r.get("placement") or placements[(r["mode"], r["ranks"])]}
+            for r in scaling["runs"]]
+    return analyse(cfg, runs, scaling["world_size"], scaling["mpi_library"])
+
+
+def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
+    """The scaling dict (scaling.json, schema 1) from the runs of a sweep."""
     modes = [m for m in MODES if any(r["mode"] == m for r in runs)]
     series = {}
     for mode in modes:
@@ -87,23 +100,21 @@ def analyse(cfg, runs: list[dict], world_size: int) -> dict:
         "ranks": sorted({r["ranks"] for r in runs}),
         "device": first["device"],
         "comm": backend,
-        "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
+        "mpi_library": mpi_library,
         "series": series,
         "model": model,
         "advice": advice,
         "config": cfg.to_dict(),
-        "runs": [{"mode": r["mode"], "ranks": r["ranks"], "probe": r["probe"], "report": r["report"]}
-                 for r in runs],
+        "runs": [{"mode": r["mode"], "ranks": r["ranks"], "placement": r["placement"], "probe": r["probe"],
+                  "report": r["report"]} for r in runs],
     }
 
 
 def _unique(runs: list[dict]) -> list[dict]:
     """Runs measured once (a weak run reusing the strong run of its size counts once)."""
-    seen, out = set(), []
+    out: list[dict] = []
     for r in runs:
-        key = id(r["report"])
-        if key not in seen:
-            seen.add(key)
+        if not any(r["ranks"] == o["ranks"] and r["report"] == o["report"] for o in out):
             out.append(r)
     return out
 

@@ -24,7 +24,13 @@ def series_advice(rows: list[dict]) -> list[str]:
         out.append(f"Weak scaling {rows[0]['ranks']} -> {last['ranks']} ranks: efficiency "
                    f"{last['efficiency']:.0%} (each rank's share took {last['time'] / rows[0]['time']:.2f}x "
                    f"as long).")
-    shared = _contention(rows[0], last)
+    fixed = _fixed_cost(rows[0], last) if mode == "strong" else None
+    if fixed:
+        phase, before, after = fixed
+        out.append(f"{phase} took {fmt_seconds(before)} at {rows[0]['ranks']} rank(s) and {fmt_seconds(after)} at "
+                   f"{last['ranks']}: it does not shrink with each rank's share (a fixed cost per repeat such "
+                   f"as kernel launches or file opens, or a resource the ranks share).")
+    shared = _contention(rows[0], last) if mode == "weak" else None
     if shared:
         phase, before, after = shared
         out.append(f"Per rank, {phase} moved {before / 1e9:.3g} GB/s at {rows[0]['ranks']} rank(s) but "
@@ -92,15 +98,28 @@ def model_advice(model: dict | None, best: dict | None, even: list[dict], measur
         out.append("Break-even (more ranks beat one): " + "; ".join(parts) + ".")
     worst = max((p for p in model["points"] if p["fitted"]), key=lambda p: abs(p["error"]))
     verdict = "fits" if abs(worst["error"]) <= MODEL_ERROR_NOTE else "misses"
-    out.append(f"The model {verdict} the measurements: largest error {worst['error']:+.0%} "
+    out.append(f"The model {verdict} the measurements: largest error {worst['error']:+.1%} "
                f"({worst['mode']} at {worst['ranks']} ranks)"
                + ("; the unmodelled wait (input imbalance) or shared resources explain such gaps."
                   if verdict == "misses" else "."))
     return out
 
 
+def _fixed_cost(base: dict, cur: dict) -> tuple[str, float, float] | None:
+    """Strong scaling: the local phase (worth 5% of the repeat) that shrank least, if it kept
+    more than ``CONTENTION`` of its time while each rank's share fell."""
+    worst = None
+    for phase, t in cur["timings"].items():
+        before = base["timings"][phase]["max"] if phase in base["timings"] else 0.0
+        if phase in ("wait", "comm", "total") or before <= 0 or t["max"] < 0.05 * cur["time"]:
+            continue
+        if t["max"] > CONTENTION * before and (worst is None or t["max"] / before > worst[2] / worst[1]):
+            worst = (phase, before, t["max"])
+    return worst
+
+
 def _contention(base: dict, cur: dict) -> tuple[str, float, float] | None:
-    """The local phase whose bytes per rank per second fell most from ``base`` to ``cur``."""
+    """Weak scaling (same bytes per rank): the local phase whose throughput per rank fell most."""
     if not base.get("bytes_per_rank") or cur["ranks"] == base["ranks"]:
         return None
     worst = None

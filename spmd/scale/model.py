@@ -24,9 +24,14 @@ MAX_SHARE_BYTES = 1 << 50  # break-even search: up to 1 PiB per rank
 
 
 def fit_local(xs: list[float], ys: list[float]) -> dict:
-    """Fit ``y = intercept + x / rate`` (seconds against bytes per rank), never negative."""
+    """Fit ``y = intercept + x / rate`` (seconds against bytes per rank), never negative.
+
+    Affine when two or more distinct shares were measured (with exactly two, the line
+    runs through the mean time at each), proportional otherwise.
+    """
     x, y = np.asarray(xs, float), np.asarray(ys, float)
-    if len(set(xs)) >= 3:
+    shares = len(set(xs))
+    if shares >= 2:
         a, b = np.linalg.lstsq(np.stack([np.ones_like(x), x], axis=1), y, rcond=None)[0]
         if b < 0:
             a, b = float(np.mean(y)), 0.0
@@ -37,7 +42,7 @@ def fit_local(xs: list[float], ys: list[float]) -> dict:
         a, b = 0.0, float(x @ y / (x @ x)) if x @ x > 0 else 0.0
         kind = "proportional"
     return {"intercept_s": float(a), "seconds_per_byte": float(b),
-            "rate_Bps": 1 / b if b > 0 else None, "fit": kind}
+            "rate_Bps": 1 / b if b > 0 else None, "fit": kind, "shares": shares}
 
 
 def nonnegative_lstsq(columns: list[np.ndarray], t: np.ndarray) -> list[float]:

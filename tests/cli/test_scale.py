@@ -174,12 +174,16 @@ def test_report_compare_flags_a_planted_regression(sweep, tmp_path):
     assert change >= 49.9 and math.isfinite(change)
 
 
-def test_report_render_rewrites_the_outputs(sweep, tmp_path):
-    folder, _, _ = sweep
-    rc, out, err, _ = spmd("report", "render", folder / "sc" / "scaling.json", "--out", tmp_path, ranks=1)
+@pytest.mark.parametrize("reanalyse", [False, True])
+def test_report_render_rewrites_the_outputs(sweep, tmp_path, reanalyse):
+    folder, _, scaling = sweep
+    rc, out, err, _ = spmd("report", "render", folder / "sc" / "scaling.json", "--out", tmp_path,
+                           *(["--reanalyse"] if reanalyse else []), ranks=1)
     assert rc == 0, err
     assert (tmp_path / "scaling.html").read_text() and len(list(tmp_path.glob("*.png"))) == 4
-    assert json.loads((tmp_path / "scaling.json").read_text())["series"]
+    again = json.loads((tmp_path / "scaling.json").read_text())
+    for key in ("series", "model", "advice", "runs", "mpi_library"):  # the analysis is reproducible
+        assert again[key] == scaling[key], key
 
 
 def test_quiet_sweep_prints_nothing(tmp_path):

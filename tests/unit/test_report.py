@@ -37,3 +37,13 @@ def test_table_mentions_phases_and_result():
               "result": {"sum": 1.5, "var": [1.0, 2.0]}}
     text = format_report(report, "r/report.json")
     assert "verified (attrs)" in text and "read" in text and "sum" in text and "r/report.json" in text
+
+
+def test_atomic_write_gives_the_usual_file_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = write_json_atomic(tmp_path / "r.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert (path.stat().st_mode & 0o777) == 0o644  # not mkstemp's 0600
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -112,7 +112,9 @@ def test_message_growth_scales_the_comm_with_the_share():
 def test_fit_local_affine_and_proportional():
     fit = fit_local([1e6, 2e6, 4e6], [1e-3 + 1e6 / 1e9, 1e-3 + 2e6 / 1e9, 1e-3 + 4e6 / 1e9])
     assert fit["fit"] == "affine" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == pytest.approx(1e-3)
-    fit = fit_local([1e6, 2e6], [1e-3, 2e-3])
+    fit = fit_local([1e6, 2e6, 2e6], [2e-3, 3e-3, 3e-3])  # two shares: the line through both
+    assert fit["fit"] == "affine" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == pytest.approx(1e-3)
+    fit = fit_local([1e6, 1e6], [1e-3, 1e-3])  # one share: only a rate
     assert fit["fit"] == "proportional" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == 0
     fit = fit_local([1e6, 2e6, 4e6], [3e-3, 2e-3, 1e-3])  # slower with less data: no negative rate
     assert fit["rate_Bps"] is None and fit["intercept_s"] == pytest.approx(2e-3)
