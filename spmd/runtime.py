@@ -152,6 +152,11 @@ class Context:
         self.comm.Free()
 
 
+def mpi_library() -> str:
+    """The MPI library's first version line (Open MPI's ends in a NUL byte: dropped)."""
+    return MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
+
+
 def _choose_device(requested: str) -> str:
     if requested == "cpu":
         return "cpu"

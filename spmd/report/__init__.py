@@ -17,9 +17,8 @@ __all__ = ["SCHEMA", "PHASES", "build_report", "format_report", "summarize", "wr
 def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verification: dict,
                  result: dict, metrics_fn, problem: dict | None = None) -> dict:
     """Assemble report.json (schema 1; see docs/report.md)."""
-    from mpi4py import MPI
-
     from .. import __version__
+    from ..runtime import mpi_library
 
     timings, medians = summarize(records_by_rank)
     return {
@@ -31,7 +30,7 @@ def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verificati
         "nodes": nodes,
         "device": ctx.device,
         "comm": comm_name,
-        "mpi_library": MPI.Get_library_version().splitlines()[0].strip(),
+        "mpi_library": mpi_library(),
         "verified": True,
         "verification": verification,
         "result": result,

@@ -5,17 +5,13 @@ Figures are drawn on ``matplotlib.figure.Figure`` objects, never pyplot's global
 
 from __future__ import annotations
 
+import importlib.util
 import io
-
-PLOTS = ("speedup", "efficiency", "phases", "model")
 
 
 def available() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """True when matplotlib is installed (the ``plot`` extra)."""
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def render_plots(scaling: dict) -> dict[str, bytes]:

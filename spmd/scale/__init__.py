@@ -37,10 +37,9 @@ def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int
     runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress)
     if ctx.rank != 0:
         return None
-    from mpi4py import MPI
+    from ..runtime import mpi_library
 
-    return analyse(cfg, runs, world_size=ctx.size,
-                   mpi_library=MPI.Get_library_version().splitlines()[0].strip())
+    return analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library())
 
 
 def reanalyse(scaling: dict) -> dict:
@@ -52,7 +51,9 @@ def reanalyse(scaling: dict) -> dict:
                   for rows in scaling["series"].values() for row in rows}
     runs = [{**r, "placement": r.get("placement") or placements[(r["mode"], r["ranks"])]}
             for r in scaling["runs"]]
-    return analyse(cfg, runs, scaling["world_size"], scaling["mpi_library"])
+    again = analyse(cfg, runs, scaling["world_size"], scaling["mpi_library"].replace("\x00", ""))
+    again["created"] = scaling["created"]  # when it was measured
+    return again
 
 
 def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
