@@ -14,28 +14,28 @@ def series_advice(rows: list[dict]) -> list[str]:
     """Sentences for one series (its figure rows, smallest size first)."""
     if len(rows) < 2:
         return []
-    mode = rows[0]["mode"]
+    mode, base, last = rows[0]["mode"], rows[0], rows[-1]
     out = []
-    last = rows[-1]
     if mode == "strong":
-        out.append(f"Strong scaling {rows[0]['ranks']} -> {last['ranks']} ranks: speedup "
+        out.append(f"Strong scaling {base['ranks']} -> {last['ranks']} ranks: speedup "
                    f"{last['speedup']:.2f}x, efficiency {last['efficiency']:.0%}.")
+        fixed = _fixed_cost(base, last)
+        if fixed:
+            phase, before, after = fixed
+            out.append(f"{phase} took {fmt_seconds(before)} at {base['ranks']} rank(s) and {fmt_seconds(after)} "
+                       f"at {last['ranks']}: it does not shrink with each rank's share (a fixed cost per repeat "
+                       f"such as kernel launches or file opens, or a resource the ranks share).")
     else:
-        out.append(f"Weak scaling {rows[0]['ranks']} -> {last['ranks']} ranks: efficiency "
-                   f"{last['efficiency']:.0%} (each rank's share took {last['time'] / rows[0]['time']:.2f}x "
-                   f"as long).")
-    fixed = _fixed_cost(rows[0], last) if mode == "strong" else None
-    if fixed:
-        phase, before, after = fixed
-        out.append(f"{phase} took {fmt_seconds(before)} at {rows[0]['ranks']} rank(s) and {fmt_seconds(after)} at "
-                   f"{last['ranks']}: it does not shrink with each rank's share (a fixed cost per repeat such "
-                   f"as kernel launches or file opens, or a resource the ranks share).")
-    shared = _contention(rows[0], last) if mode == "weak" else None
-    if shared:
-        phase, before, after = shared
-        out.append(f"Per rank, {phase} moved {before / 1e9:.3g} GB/s at {rows[0]['ranks']} rank(s) but "
-                   f"{after / 1e9:.3g} GB/s at {last['ranks']} ({after / before - 1:+.0%}): the ranks share "
-                   f"something that does not grow with them (memory bandwidth, a PCIe link, the file system).")
+        out.append(f"Weak scaling {base['ranks']} -> {last['ranks']} ranks: efficiency "
+                   f"{last['efficiency']:.0%} (each rank's share took {last['time'] / base['time']:.2f}x as long).")
+        shared = _contention(base, last)
+        if shared:
+            phase, before, after = shared
+            rate = last["bytes_per_rank"] / 1e9
+            out.append(f"Per rank, {phase} moved {rate / before:.3g} GB/s at {base['ranks']} rank(s) but "
+                       f"{rate / after:.3g} GB/s at {last['ranks']} ({before / after - 1:+.0%}): the ranks "
+                       f"share something that does not grow with them (memory bandwidth, a PCIe link, the "
+                       f"file system).")
     for prev, cur in zip(rows, rows[1:]):
         if cur["time"] > prev["time"] * SLOWER and mode == "strong":
             phase, delta = _grew_most(prev, cur)
@@ -105,32 +105,30 @@ def model_advice(model: dict | None, best: dict | None, even: list[dict], measur
     return out
 
 
-def _fixed_cost(base: dict, cur: dict) -> tuple[str, float, float] | None:
-    """Strong scaling: the local phase (worth 5% of the repeat) that shrank least, if it kept
-    more than ``CONTENTION`` of its time while each rank's share fell."""
-    worst = None
+def _local_times(base: dict, cur: dict):
+    """(phase, slowest rank's seconds at base, at cur) of each local phase worth 5% of cur's repeat."""
     for phase, t in cur["timings"].items():
-        before = base["timings"][phase]["max"] if phase in base["timings"] else 0.0
-        if phase in ("wait", "comm", "total") or before <= 0 or t["max"] < 0.05 * cur["time"]:
-            continue
-        if t["max"] > CONTENTION * before and (worst is None or t["max"] / before > worst[2] / worst[1]):
-            worst = (phase, before, t["max"])
-    return worst
+        before = base["timings"].get(phase, {"max": 0.0})["max"]
+        if phase not in ("wait", "comm", "total") and before > 0 and t["max"] >= 0.05 * cur["time"]:
+            yield phase, before, t["max"]
+
+
+def _fixed_cost(base: dict, cur: dict) -> tuple[str, float, float] | None:
+    """Strong scaling: the phase that shrank least, if it kept over ``CONTENTION`` of its time
+    while each rank's share fell."""
+    kept = [(after / before, phase, before, after) for phase, before, after in _local_times(base, cur)
+            if cur["ranks"] > base["ranks"] and after > CONTENTION * before]
+    return max(kept)[1:] if kept else None
 
 
 def _contention(base: dict, cur: dict) -> tuple[str, float, float] | None:
-    """Weak scaling (same bytes per rank): the local phase whose throughput per rank fell most."""
-    if not base.get("bytes_per_rank") or cur["ranks"] == base["ranks"]:
+    """Weak scaling (same bytes per rank): the phase whose time grew most, if its throughput
+    per rank fell below ``CONTENTION`` of the base size's."""
+    if not cur.get("bytes_per_rank"):
         return None
-    worst = None
-    for phase, t in cur["timings"].items():
-        if phase in ("wait", "comm", "total") or t["max"] <= 0 or base["timings"][phase]["max"] <= 0:
-            continue
-        before = base["bytes_per_rank"] / base["timings"][phase]["max"]
-        after = cur["bytes_per_rank"] / t["max"]
-        if after < CONTENTION * before and (worst is None or after / before < worst[2] / worst[1]):
-            worst = (phase, before, after)
-    return worst
+    slowed = [(after / before, phase, before, after) for phase, before, after in _local_times(base, cur)
+              if cur["ranks"] > base["ranks"] and before < CONTENTION * after]
+    return max(slowed)[1:] if slowed else None
 
 
 def _grew_most(prev: dict, cur: dict) -> tuple[str, float]:
