@@ -1,4 +1,4 @@
-"""The ``spmd`` command: subcommands ``run``, ``scale``, ``generate`` and ``report``.
+"""The ``spmd`` command: ``run``, ``scale``, ``generate``, ``bench comm``, ``topo``, ``info``, ``report``.
 
 Failure rule: an error every rank agreed on (``SpmdError.collective``) is printed once by
 rank 0 and every rank exits with its code; an error on some ranks only, or any
@@ -62,6 +62,35 @@ def build_parser() -> argparse.ArgumentParser:
                         help="recompute figures, model and advice from the stored runs first")
     render.set_defaults(func=cmd_report_render)
 
+    bench = sub.add_parser("bench", help="benchmarks under mpiexec: bench comm")
+    bsub = bench.add_subparsers(dest="bench_command", required=True)
+    comm = bsub.add_parser("comm", help="collectives over nccl / mpi / mpi-cuda, checked, in nccl-tests' units")
+    comm.add_argument("--op", choices=("allreduce", "allgather", "reduce_scatter", "bcast", "sendrecv"),
+                      default="allreduce")
+    comm.add_argument("--backend", choices=("nccl", "mpi", "mpi-cuda", "all", "auto"), default="auto",
+                      help="all: every backend that can run here, side by side (default auto)")
+    comm.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
+    comm.add_argument("--min-bytes", type=_byte_size, default=8, metavar="SIZE")
+    comm.add_argument("--max-bytes", type=_byte_size, default=64 << 20, metavar="SIZE")
+    comm.add_argument("--factor", type=int, default=2)
+    comm.add_argument("--dtype", choices=("float32", "float64", "int32"), default="float32")
+    comm.add_argument("--iters", type=int, default=20)
+    comm.add_argument("--warmup", type=int, default=5)
+    comm.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    comm.set_defaults(func=cmd_bench_comm)
+
+    topo = sub.add_parser("topo", help="GPUs of each node, their links, peer access, measured copy speeds")
+    topo.add_argument("--bytes", type=_byte_size, default=256 << 20, metavar="SIZE",
+                      help="bytes per bandwidth copy (default 256M)")
+    topo.add_argument("--iters", type=int, default=10)
+    topo.add_argument("--json", metavar="PATH", help="write the measurements as JSON")
+    topo.add_argument("--png", metavar="PATH", help="write the P2P bandwidth heat map (rank 0's node)")
+    topo.set_defaults(func=cmd_topo)
+
+    info = sub.add_parser("info", help="versions, CUDA-aware MPI or not, rank -> host -> GPU map, SLURM")
+    info.add_argument("--json", metavar="PATH", help="also write it as JSON")
+    info.set_defaults(func=cmd_info)
+
     gen = with_config(sub.add_parser("generate", help="write the input files a config names"))
     gen.add_argument("--force", action="store_true", help="rewrite files that are already up to date")
     gen.set_defaults(func=cmd_generate)
@@ -100,6 +129,79 @@ def cmd_scale(args) -> int:
         print("\n".join(["", "findings:"] + [f"  - {line}" for line in scaling["advice"]]
                         + ["", f"wrote {len(paths)} file(s) to {out}: " + ", ".join(p.name for p in paths)]),
               flush=True)
+    ctx.close()
+    return 0
+
+
+def cmd_bench_comm(args) -> int:
+    from .bench.comm import ALL_BACKENDS, bench_comm, format_tables, sizes
+    from .errors import ConfigError, VerificationError
+    from .report import write_json_atomic
+    from .runtime import Context
+
+    ctx = Context()
+
+    def check():
+        if args.iters < 1 or args.warmup < 0:
+            raise ConfigError("--iters must be >= 1 and --warmup >= 0")
+        try:
+            return sizes(args.min_bytes, args.max_bytes, args.factor)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    size_list = ctx.agree(check)
+    ctx.bind_device(args.device)
+    backends = list(ALL_BACKENDS) if args.backend == "all" else [args.backend]
+    result = bench_comm(ctx, args.op, backends, size_list, args.dtype, args.iters, args.warmup,
+                        explicit=args.backend != "all")
+    result["nodes"] = ctx.layout()
+    if ctx.rank == 0:
+        print(format_tables(result), end="", flush=True)
+    if args.json:
+        ctx.agree(lambda: write_json_atomic(args.json, result), root_only=True)
+    if result["wrong"]:
+        raise ctx.collective_error(VerificationError, 0, f"{result['wrong']} element(s) wrong in "
+                                   f"{args.op} results (see #wrong)")
+    ctx.close()
+    return 0
+
+
+def cmd_topo(args) -> int:
+    from .bench.topo import format_topology, heatmap_png, measure_topology
+    from .report import write_json_atomic
+    from .report.write import write_bytes_atomic
+    from .runtime import Context
+
+    ctx = Context()
+    # One rank per node measures its node (NVML and CUDA see all of the node's GPUs).
+    mine = (ctx.host, measure_topology(args.bytes, args.iters)) if ctx.local_rank == 0 else None
+    nodes = [n for n in ctx.comm.gather(mine, root=0) or [] if n]
+    if ctx.rank == 0:
+        print("\n".join(format_topology(host, topo) for host, topo in nodes), end="", flush=True)
+
+    def write():
+        if args.json:
+            write_json_atomic(args.json, {host: topo for host, topo in nodes})
+        png = heatmap_png(*nodes[0]) if args.png else None
+        if png:
+            write_bytes_atomic(args.png, png)
+
+    ctx.agree(write, root_only=True)
+    ctx.close()
+    return 0
+
+
+def cmd_info(args) -> int:
+    from .info import format_info, gather_info
+    from .report import write_json_atomic
+    from .runtime import Context
+
+    ctx = Context()
+    info = gather_info(ctx)
+    if ctx.rank == 0:
+        print(format_info(info), end="", flush=True)
+    if args.json:
+        ctx.agree(lambda: write_json_atomic(args.json, info), root_only=True)
     ctx.close()
     return 0
 

@@ -67,31 +67,95 @@ def call(comm, op: str, x, scratch):
     raise ValueError(f"unknown collective {op!r} (one of {', '.join(COLLECTIVES)})")
 
 
-def time_collective(comm, xp, op: str, nbytes: int, dtype="float32", warmup: int = 2,
-                    target_s: float = 0.02, max_iters: int = 50) -> float:
-    """Seconds per call of ``op`` with ``nbytes`` per rank: the slowest rank's average
-    over enough calls to fill about ``target_s`` (at least 3, at most ``max_iters``)."""
-    itemsize = np.dtype(dtype).itemsize
-    count = max(1, nbytes // itemsize)
+def counts(op: str, size: int, itemsize: int, ranks: int) -> tuple[int, int]:
+    """(elements each rank passes in, elements of the nccl-tests size) for ``size`` bytes.
+
+    allgather's size is the gathered output and reduce_scatter's the input, so each rank
+    holds size / ranks of it (rounded down to whole elements, at least one).
+    """
+    elements = max(1, size // itemsize)
+    if op == "allgather":
+        per_rank = max(1, elements // ranks)
+        return per_rank, per_rank * ranks
     if op == "reduce_scatter":
-        count = max(comm.size, count // comm.size * comm.size)
-    x = xp.ones(count, dtype=dtype)
-    scratch = xp.empty_like(x)
+        per_rank = max(1, elements // ranks) * ranks
+        return per_rank, per_rank
+    return elements, elements
+
+
+def pattern(count: int, dtype, rank: int) -> np.ndarray:
+    """Rank-specific small integers: sums over thousands of ranks stay exact in float32 and int32."""
+    return (np.arange(count) % 13 + rank + 1).astype(dtype)
+
+
+def expected(op: str, count: int, dtype, rank: int, ranks: int) -> np.ndarray:
+    """What ``call(op)`` must return on ``rank`` when every rank passed ``pattern(count, rank)``."""
+    if op == "allreduce":
+        return sum(pattern(count, dtype, r).astype(np.float64) for r in range(ranks)).astype(dtype)
+    if op == "allgather":
+        return np.stack([pattern(count, dtype, r) for r in range(ranks)])
+    if op == "reduce_scatter":
+        total = sum(pattern(count, dtype, r).astype(np.float64) for r in range(ranks)).astype(dtype)
+        block = count // ranks
+        return total[rank * block:(rank + 1) * block]
+    if op == "bcast":
+        return pattern(count, dtype, 0)
+    if op == "sendrecv":
+        return pattern(count, dtype, (rank - 1) % ranks) if ranks > 1 else np.full(count, -1, dtype=dtype)
+    raise ValueError(f"unknown collective {op!r}")
+
+
+def measure(comm, xp, op: str, size: int, dtype="float32", iters: int | None = None, warmup: int = 2,
+            target_s: float = 0.02, max_iters: int = 50) -> dict:
+    """Time ``iters`` back-to-back calls of ``op`` (nccl-tests' ``size`` in bytes), then check
+    the last result on every rank.
+
+    ``iters=None`` picks enough calls to fill about ``target_s`` (3 to ``max_iters``).
+
+    Returns:
+        {size, count, seconds (the slowest rank's average per call), wrong (elements wrong,
+        summed over ranks)}.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    count, reported = counts(op, size, itemsize, comm.size)
+    x = xp.asarray(pattern(count, dtype, comm.rank))
+    scratch = xp.full(count, -1, dtype=dtype)
+    out = None
     for _ in range(warmup):
-        call(comm, op, x, scratch)
-    comm.barrier()
-    start = time.perf_counter()
-    call(comm, op, x, scratch)
-    xpmod.synchronize(xp)
-    once = float(comm.allreduce(np.array([time.perf_counter() - start]), op="max")[0])
-    iters = int(min(max_iters, max(3, target_s // max(once, 1e-9))))
+        out = call(comm, op, x, scratch)
+    if iters is None:
+        once = _timed(comm, xp, lambda: call(comm, op, x, scratch), 1)
+        iters = int(min(max_iters, max(3, target_s // max(once, 1e-9))))
+    last = [out]  # only the newest result stays alive (1 GiB outputs x iterations would not fit)
+    seconds = _timed(comm, xp, lambda: last.__setitem__(0, call(comm, op, x, scratch)), iters)
+    got = xpmod.to_host(last[0])
+    want = expected(op, count, dtype, comm.rank, comm.size)
+    wrong = int(np.count_nonzero(got != want)) if got.shape == want.shape else int(want.size)
+    wrong = int(comm.allreduce(np.array([wrong], dtype=np.int64))[0])
+    return {"size": reported * itemsize, "count": reported, "seconds": seconds, "wrong": wrong}
+
+
+def _timed(comm, xp, fn, iters: int) -> float:
+    """The slowest rank's seconds per call of ``fn`` over ``iters`` calls, started together."""
     comm.barrier()
     start = time.perf_counter()
     for _ in range(iters):
-        call(comm, op, x, scratch)
+        fn()
     xpmod.synchronize(xp)
     mine = (time.perf_counter() - start) / iters
     return float(comm.allreduce(np.array([mine]), op="max")[0])
+
+
+def time_collective(comm, xp, op: str, nbytes: int, dtype="float32") -> float:
+    """Seconds per call of ``op`` with ``nbytes`` per rank (adaptive repeat count)."""
+    size = COLLECTIVES[op].size(comm.size, nbytes)
+    return measure(comm, xp, op, size, dtype)["seconds"]
+
+
+def algbw_busbw(op: str, ranks: int, size: int, seconds: float) -> tuple[float, float]:
+    """nccl-tests' algorithm and bus bandwidth in bytes per second."""
+    algbw = size / seconds if seconds > 0 else 0.0
+    return algbw, algbw * COLLECTIVES[op].bus_factor(ranks)
 
 
 def probe_sizes(max_bytes: int, min_bytes: int = 8, factor: int = 8) -> list[int]:

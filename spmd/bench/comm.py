@@ -1,0 +1,93 @@
+"""``spmd bench comm``: collectives over each backend, checked and reported as nccl-tests does."""
+
+from __future__ import annotations
+
+from ..comm import open_communicator
+from ..errors import BackendUnavailable
+from ..report.units import fmt_bytes
+from .collectives import COLLECTIVES, algbw_busbw, measure
+
+REDUCING = ("allreduce", "reduce_scatter")
+
+
+def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    """min, min x factor, ... up to max (nccl-tests' -b -e -f)."""
+    if min_bytes < 1 or max_bytes < min_bytes or factor < 2:
+        raise ValueError("need 1 <= min-bytes <= max-bytes and factor >= 2")
+    out, s = [], min_bytes
+    while s <= max_bytes:
+        out.append(s)
+        s *= factor
+    return out
+
+
+def bench_comm(ctx, op: str, backends: list[str], sizes_: list[int], dtype: str, iters: int,
+               warmup: int, explicit: bool) -> dict:
+    """Measure ``op`` at every size on every backend of ``backends`` (device already bound).
+
+    A backend that cannot run here is an error when asked for by name (``explicit``), and
+    listed under ``skipped`` with the reason for ``--backend all``.
+    """
+    results, skipped = {}, {}
+    for name in backends:
+        try:
+            comm = open_communicator(ctx, name)
+        except BackendUnavailable as exc:
+            if explicit:
+                raise
+            skipped[name] = str(exc)
+            continue
+        rows = []
+        for size in sizes_:
+            m = measure(comm, ctx.xp, op, size, dtype, iters=iters, warmup=warmup)
+            algbw, busbw = algbw_busbw(op, comm.size, m["size"], m["seconds"])
+            rows.append({**m, "time_us": m["seconds"] * 1e6, "algbw_GBps": algbw / 1e9, "busbw_GBps": busbw / 1e9})
+        comm.close()
+        results[name] = rows
+    return {"op": op, "dtype": dtype, "ranks": ctx.size, "device": ctx.device, "iters": iters, "warmup": warmup,
+            "bus_factor": COLLECTIVES[op].bus_factor(ctx.size), "results": results, "skipped": skipped,
+            "wrong": sum(r["wrong"] for rows in results.values() for r in rows)}
+
+
+def format_tables(bench: dict) -> str:
+    """One nccl-tests style table per backend, then the backends side by side."""
+    redop = "sum" if bench["op"] in REDUCING else "none"
+    root = "0" if bench["op"] == "bcast" else "-1"
+    lines = []
+    for name, rows in bench["results"].items():
+        lines += [f"# spmd bench comm: {bench['op']} over {name}, {bench['ranks']} rank(s) on {bench['device']}, "
+                  f"{bench['iters']} iterations after {bench['warmup']} warm-up, bus factor {bench['bus_factor']:.4g}",
+                  f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>9} {'algbw':>7} "
+                  f"{'busbw':>7} {'#wrong':>6}",
+                  f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>9} {'(GB/s)':>7} {'(GB/s)':>7}"]
+        for r in rows:
+            lines.append(f"{r['size']:>12} {r['count']:>12} {_type(bench['dtype']):>8} {redop:>6} {root:>5} "
+                         f"{r['time_us']:>9.2f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {r['wrong']:>6}")
+        avg = sum(r["busbw_GBps"] for r in rows) / len(rows) if rows else 0.0
+        lines += [f"# Out of bounds values : {sum(r['wrong'] for r in rows)} {'OK' if not any(r['wrong'] for r in rows) else 'FAILED'}",
+                  f"# Avg bus bandwidth    : {avg:.4g}", ""]
+    for name, why in bench["skipped"].items():
+        lines.append(f"# {name}: skipped: {why}")
+    if len(bench["results"]) > 1:
+        lines += ["", side_by_side(bench)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def side_by_side(bench: dict) -> str:
+    """Time per size on each backend and its ratio to the fastest backend at that size."""
+    names = list(bench["results"])
+    header = f"{'size':>10} " + " ".join(f"{n + ' us':>14} {'x fastest':>9}" for n in names) + "  fastest"
+    lines = [header]
+    for i, size in enumerate(r["size"] for r in bench["results"][names[0]]):
+        times = {n: bench["results"][n][i]["time_us"] for n in names}
+        best = min(times, key=times.get)
+        lines.append(f"{fmt_bytes(size):>10} " + " ".join(f"{times[n]:>14.2f} {times[n] / times[best]:>9.2f}"
+                                                          for n in names) + f"  {best}")
+    return "\n".join(lines)
+
+
+def _type(dtype: str) -> str:
+    return {"float32": "float", "float64": "double", "int32": "int32", "float16": "half"}.get(dtype, dtype)
+
+
+ALL_BACKENDS = ("nccl", "mpi", "mpi-cuda")  # the order of the side-by-side table

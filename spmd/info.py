@@ -1,0 +1,100 @@
+"""``spmd info``: the software, the MPI's CUDA-awareness, the launch's rank -> host -> GPU map, SLURM."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from . import xp as xpmod
+
+SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NTASKS",
+              "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK",
+              "SLURM_CPUS_PER_TASK", "SLURM_PARTITION", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID")
+
+
+def versions() -> dict:
+    """Versions of everything spmd runs on (None for what is absent)."""
+    import h5py
+    import mpi4py
+    import numpy
+    import yaml
+    from mpi4py import MPI
+
+    from . import __version__
+    from .comm.nccl import nccl_module
+    from .runtime import mpi_library
+
+    out = {"spmd": __version__, "python": platform.python_version(), "numpy": numpy.__version__,
+           "h5py": h5py.__version__, "hdf5": h5py.version.hdf5_version, "pyyaml": yaml.__version__,
+           "mpi4py": mpi4py.__version__, "mpi_library": mpi_library(),
+           "mpi_standard": "{}.{}".format(*MPI.Get_version()),
+           "cupy": None, "cuda_runtime": None, "cuda_driver": None, "nccl": None, "nvidia_ml_py": None}
+    if xpmod.cupy is not None:
+        out["cupy"] = xpmod.cupy.__version__
+        try:
+            out["cuda_runtime"] = _cuda_version(xpmod.cupy.cuda.runtime.runtimeGetVersion())
+            out["cuda_driver"] = _cuda_version(xpmod.cupy.cuda.runtime.driverGetVersion())
+        except Exception as exc:  # no driver: CuPy raises CUDARuntimeError
+            out["cuda_driver"] = f"unavailable ({exc})"
+        nccl = nccl_module()
+        if nccl is not None:
+            v = nccl.get_version()
+            out["nccl"] = f"{v // 10000}.{v // 100 % 100}.{v % 100}" if v >= 10000 else str(v)
+    try:
+        from importlib.metadata import version
+
+        out["nvidia_ml_py"] = version("nvidia-ml-py")
+    except Exception:  # not installed
+        pass
+    return out
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def rank_entry(ctx) -> dict:
+    """This rank: host, node-local rank, and the GPU spmd would bind (node-local rank modulo GPUs)."""
+    count = xpmod.gpu_count()
+    entry = {"rank": ctx.rank, "host": ctx.host, "local_rank": ctx.local_rank, "gpu": None, "gpu_name": None,
+             "pci_bus_id": None, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    if count:
+        gpu = ctx.local_rank % count
+        entry.update(gpu=gpu, gpu_name=xpmod.device_name(gpu), pci_bus_id=xpmod.device_pci_bus_id(gpu))
+    return entry
+
+
+def gather_info(ctx) -> dict | None:
+    """Everything ``spmd info`` shows, on rank 0 (None elsewhere). Collective."""
+    from .comm.mpi_cuda import cuda_aware_mpi
+
+    ranks = ctx.comm.gather(rank_entry(ctx), root=0)
+    if ctx.rank != 0:
+        return None
+    aware, how = cuda_aware_mpi()
+    gpus = xpmod.gpu_count()
+    return {"versions": versions(), "cuda_aware_mpi": aware, "cuda_aware_how": how, "gpus_visible": gpus,
+            "ranks": ranks, "slurm": {k: os.environ[k] for k in SLURM_KEYS if k in os.environ}}
+
+
+def format_info(info: dict) -> str:
+    v = info["versions"]
+    width = max(map(len, v))
+    lines = ["spmd info", ""] + [f"  {k:<{width}}  {'-' if val is None else val}" for k, val in v.items()]
+    lines += ["", f"CUDA-aware MPI: {'yes' if info['cuda_aware_mpi'] else 'no'} ({info['cuda_aware_how']})"]
+    if info["gpus_visible"]:
+        lines.append(f"GPUs visible to rank 0: {info['gpus_visible']}")
+    else:
+        why = "CuPy is not installed" if v["cupy"] is None else "CuPy sees no CUDA device"
+        lines.append(f"GPUs: none visible ({why}); spmd runs on the CPU with NumPy")
+    lines += ["", f"{'rank':>5}  {'host':<20} {'local':>5}  {'gpu':>3}  {'name':<20} {'pci bus id':<14} CUDA_VISIBLE_DEVICES"]
+    for r in info["ranks"]:
+        gpu = "-" if r["gpu"] is None else str(r["gpu"])
+        lines.append(f"{r['rank']:>5}  {r['host']:<20} {r['local_rank']:>5}  {gpu:>3}  {r['gpu_name'] or 'cpu':<20} "
+                     f"{r['pci_bus_id'] or '-':<14} {r['cuda_visible_devices'] or '-'}")
+    lines.append("")
+    if info["slurm"]:
+        lines += ["SLURM:"] + [f"  {k}={val}" for k, val in info["slurm"].items()]
+    else:
+        lines.append("SLURM: not inside a SLURM job")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,99 @@
+"""``spmd bench comm``, ``spmd info`` and ``spmd topo`` under mpiexec on a machine without a GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers import LAUNCH_ENV
+from launch import mpiexec, spmd
+from spmd import xp as xpmod
+
+
+def table_rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if line and not line.startswith("#") and
+            line.split()[0].isdigit() and len(line.split()) == 9]
+
+
+@pytest.mark.parametrize("op, factor", [("allreduce", 4 / 3), ("allgather", 2 / 3), ("reduce_scatter", 2 / 3),
+                                        ("bcast", 1.0), ("sendrecv", 1.0)])
+def test_bench_comm_table_and_json(tmp_path, op, factor):
+    out = tmp_path / "comm.json"
+    rc, stdout, err, _ = spmd("bench", "comm", "--op", op, "--backend", "mpi", "--min-bytes", "8",
+                              "--max-bytes", "64K", "--factor", "8", "--dtype", "float64", "--iters", "3",
+                              "--warmup", "1", "--json", out)
+    assert rc == 0, err
+    rows = table_rows(stdout)
+    assert [int(r[0]) for r in rows] == ([8, 64, 512, 4096, 32768] if op not in ("allgather", "reduce_scatter")
+                                        else [24, 48, 504, 4080, 32760])  # whole elements per rank (3 ranks)
+    for size, count, dtype, redop, root, time_us, algbw, busbw, wrong in rows:
+        assert int(count) * 8 == int(size) and dtype == "double" and wrong == "0"
+        assert redop == ("sum" if op in ("allreduce", "reduce_scatter") else "none")
+        assert root == ("0" if op == "bcast" else "-1")
+        assert float(time_us) > 0 and float(busbw) == pytest.approx(float(algbw) * factor, abs=0.011)
+    data = json.loads(out.read_text())
+    assert data["op"] == op and data["ranks"] == 3 and data["wrong"] == 0 and list(data["results"]) == ["mpi"]
+    assert data["bus_factor"] == pytest.approx(factor)
+    for r in data["results"]["mpi"]:
+        assert r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * factor)
+        assert r["algbw_GBps"] == pytest.approx(r["size"] / r["time_us"] / 1e3)
+
+
+@pytest.mark.skipif(xpmod.gpu_count() > 0, reason="this machine has a GPU: nccl is available here")
+def test_backend_all_skips_what_cannot_run_and_named_backends_fail(tmp_path):
+    rc, stdout, err, _ = spmd("bench", "comm", "--backend", "all", "--max-bytes", "64", "--iters", "2", ranks=2)
+    assert rc == 0, err
+    assert "# nccl: skipped: rank 0 on" in stdout and "needs device: gpu" in stdout
+    assert "# mpi-cuda: skipped:" in stdout and "needs a CUDA-aware MPI" in stdout
+    assert len(table_rows(stdout)) == 4
+    rc, _, err, _ = spmd("bench", "comm", "--backend", "nccl", "--max-bytes", "64", ranks=2)
+    assert rc == 2 and "comm: nccl needs device: gpu" in err
+
+
+def test_wrong_results_exit_non_zero(tmp_path):
+    """A collective that returns a wrong element is reported in #wrong and fails the run."""
+    code = ("import spmd.bench.collectives as c; real = c.expected; "
+            "c.expected = lambda *a: real(*a) + 1; "
+            "from spmd.cli import main; raise SystemExit(main(sys.argv[1:]))")
+    cmd = [*mpiexec(), "-n", "2", sys.executable, "-c", f"import sys; {code}",
+           "bench", "comm", "--max-bytes", "64", "--iters", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=LAUNCH_ENV, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    rows = table_rows(proc.stdout)
+    assert rows and all(int(r[-1]) > 0 for r in rows)
+    assert "element(s) wrong in allreduce results" in proc.stderr
+
+
+def test_bad_sizes_exit_2():
+    rc, _, err, _ = spmd("bench", "comm", "--min-bytes", "1K", "--max-bytes", "8", ranks=2)
+    assert rc == 2 and "min-bytes <= max-bytes" in err
+
+
+@pytest.mark.skipif(xpmod.gpu_count() > 0, reason="checks the no-GPU answer")
+def test_info_without_a_gpu(tmp_path):
+    out = tmp_path / "info.json"
+    rc, stdout, err, _ = spmd("info", "--json", out, ranks=2,
+                              env={"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "2"})
+    assert rc == 0, err
+    assert "CUDA-aware MPI: no (" in stdout and "GPUs: none visible" in stdout
+    assert "SLURM_JOB_ID=4242" in stdout
+    data = json.loads(out.read_text())
+    assert [r["rank"] for r in data["ranks"]] == [0, 1] and all(r["gpu"] is None for r in data["ranks"])
+    assert data["versions"]["mpi4py"] and data["versions"]["mpi_library"]
+    assert data["cuda_aware_mpi"] is False and "MPIX" in data["cuda_aware_how"]
+    assert data["slurm"] == {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "2"}
+
+
+@pytest.mark.skipif(xpmod.gpu_count() > 0, reason="checks the no-GPU answer")
+def test_topo_without_a_gpu(tmp_path):
+    out, png = tmp_path / "topo.json", tmp_path / "topo.png"
+    rc, stdout, err, _ = spmd("topo", "--json", out, "--png", png, ranks=2)
+    assert rc == 0, err
+    assert stdout.count("no GPU visible") == 1  # one rank per node measures
+    data = json.loads(out.read_text())
+    (host, topo), = data.items()
+    assert topo["gpus"] == [] and "nothing to measure" in topo["note"]
+    assert not png.exists()  # no heat map without GPUs
