@@ -3,7 +3,9 @@
 #   bash bench/gpu_session.sh tests   GPU + CPU tests
 #   bash bench/gpu_session.sh scale   spmd scale sweeps of reduce (bench/scale_gpu.sh)
 #   bash bench/gpu_session.sh bench   the reduce kernel and run benchmarks (bench/reduce_gpu.sh)
+#   bash bench/gpu_session.sh comm    spmd bench comm / topo / info + PyTorch reference (bench/comm_gpu.sh)
 #   bash bench/gpu_session.sh scale+tests   both in one call (the machine is released when idle)
+#   MODE may combine parts with '+': e.g. comm+tests
 # The checkout is the working directory; .wheels (git-ignored, carried) holds pytest-mpi and,
 # for machines without them, matplotlib and nvidia-ml-py wheels. Results go under $OUT.
 set -uo pipefail
@@ -27,7 +29,12 @@ step() {
   "$@" > "$OUT/$name.log" 2>&1
   echo "== $name: rc=$? in $((SECONDS - t0)) s: $(grep -E 'passed|failed|error' "$OUT/$name.log" | tail -1)"
 }
-if [[ "$MODE" == scale* ]]; then
+if [[ "$MODE" == *comm* ]]; then
+  step comm timeout "${COMM_TIMEOUT:-300}" bash bench/comm_gpu.sh /tmp/spmd-comm
+  tar -czf "$OUT/comm-results.tar.gz" -C /tmp spmd-comm 2>/dev/null
+  cat /tmp/spmd-comm/summary.md
+fi
+if [[ "$MODE" == *scale* ]]; then
   step scale timeout "${SCALE_TIMEOUT:-560}" bash bench/scale_gpu.sh /tmp/spmd-scale/results
   tar -czf "$OUT/scale-results.tar.gz" -C /tmp/spmd-scale results 2>/dev/null
   grep -h -A12 "^findings" "$OUT/scale.log"
@@ -36,7 +43,7 @@ if [[ "$MODE" == *tests ]]; then
   step tests-serial timeout "${TESTS_TIMEOUT:-330}" python3 -m pytest -q -p no:cacheprovider tests/unit tests/cli tests/gpu --gpu
   step tests-mpi2 timeout 200 $MPI -n 2 python3 -m pytest -q -p no:cacheprovider --with-mpi tests/mpi --gpu
 fi
-[ "$MODE" != bench ] && exit 0
+[[ "$MODE" != *bench* ]] && exit 0
 step kernel timeout 200 python3 bench/fused_kernel.py
 step bench timeout 900 bash bench/reduce_gpu.sh /tmp/spmd-bench/results
 cp /tmp/spmd-bench/results/summary.md "$OUT/" 2>/dev/null
