@@ -8,6 +8,8 @@ from ..report.units import fmt_bytes
 from .collectives import COLLECTIVES, algbw_busbw, measure
 
 REDUCING = ("allreduce", "reduce_scatter")
+WARM_BYTES = 1 << 20   # before the first size: this op at 1 MiB for about WARM_SECONDS, so connection
+WARM_SECONDS = 0.2     # set-up and GPU clocks ramping up do not land in the smallest sizes' times
 
 
 def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
@@ -37,6 +39,8 @@ def bench_comm(ctx, op: str, backends: list[str], sizes_: list[int], dtype: str,
                 raise
             skipped[name] = str(exc)
             continue
+        measure(comm, ctx.xp, op, min(WARM_BYTES, max(sizes_)), dtype, iters=None, target_s=WARM_SECONDS,
+                max_iters=10_000)
         rows = []
         for size in sizes_:
             m = measure(comm, ctx.xp, op, size, dtype, iters=iters, warmup=warmup)

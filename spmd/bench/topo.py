@@ -69,7 +69,8 @@ def p2p_copy(src: int, dst: int, nbytes: int, iters: int) -> dict:
     copies(nbytes, 1)  # warm-up
     seconds = copies(nbytes, iters)
     latency = copies(LATENCY_BYTES, LATENCY_ITERS)
-    ok = bool(int(b[:16].sum()) == 16)  # the copy arrived
+    with cupy.cuda.Device(dst):
+        ok = bool(int(b[:16].sum()) == 16)  # the copy arrived
     return {"GBps": nbytes / seconds / 1e9, "latency_us": latency * 1e6, "verified": ok}
 
 

@@ -22,7 +22,7 @@ def table_rows(text: str) -> list[list[str]]:
                                         ("bcast", 1.0), ("sendrecv", 1.0)])
 def test_bench_comm_table_and_json(tmp_path, op, factor):
     out = tmp_path / "comm.json"
-    rc, stdout, err, _ = spmd("bench", "comm", "--op", op, "--backend", "mpi", "--min-bytes", "8",
+    rc, stdout, err, _ = spmd("bench", "comm", "--op", op, "--backend", "mpi", "--device", "cpu", "--min-bytes", "8",
                               "--max-bytes", "64K", "--factor", "8", "--dtype", "float64", "--iters", "3",
                               "--warmup", "1", "--json", out)
     assert rc == 0, err
