@@ -45,7 +45,8 @@ def main() -> None:
         "raw + cupy.empty_like output": lambda: raw.allReduce(x.data.ptr, cupy.empty_like(x).data.ptr, 2,
                                                               nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream),
         "spmd NCCLCommunicator.allreduce": lambda: comm.allreduce(x),
-        "spmd bench call()": lambda: call(comm, "allreduce", x, y),
+        "spmd allreduce(x, out=y)": lambda: comm.allreduce(x, out=y),
+        "spmd bench call() (out=y)": lambda: call(comm, "allreduce", x, y),
     }
     for _ in range(2000):
         comm.allreduce(x)

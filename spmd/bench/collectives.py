@@ -49,20 +49,21 @@ def model_terms(op: str, ranks: int, nbytes: int) -> tuple[float, float]:
     return float(c.steps(ranks)), c.size(ranks, nbytes) * c.bus_factor(ranks)
 
 
-def call(comm, op: str, x, scratch):
-    """Run collective ``op`` once on buffer ``x`` (``scratch``: receive buffer of sendrecv)."""
+def call(comm, op: str, x, out):
+    """Run collective ``op`` once from ``x`` into the preallocated result buffer ``out``
+    (as nccl-tests does: allocating a result per call would be timed too)."""
     if op == "allreduce":
-        return comm.allreduce(x)
+        return comm.allreduce(x, out=out)
     if op == "allgather":
-        return comm.allgather(x)
+        return comm.allgather(x, out=out)
     if op == "reduce_scatter":
-        return comm.reduce_scatter(x)
+        return comm.reduce_scatter(x, out=out)
     if op == "bcast":
-        return comm.bcast(x, root=0)
-    if op == "sendrecv":
+        return comm.bcast(x, root=0, out=out)
+    if op == "sendrecv":  # a ring shift: send right, receive from the left
         n = comm.size
         ring = n > 1
-        return comm.sendrecv(x, (comm.rank + 1) % n if ring else None, scratch,
+        return comm.sendrecv(x, (comm.rank + 1) % n if ring else None, out,
                              (comm.rank - 1) % n if ring else None)
     raise ValueError(f"unknown collective {op!r} (one of {', '.join(COLLECTIVES)})")
 
@@ -118,18 +119,18 @@ def measure(comm, xp, op: str, size: int, dtype="float32", iters: int | None = N
     """
     itemsize = np.dtype(dtype).itemsize
     count, reported = counts(op, size, itemsize, comm.size)
-    x = xp.asarray(pattern(count, dtype, comm.rank))
-    scratch = xp.full(count, -1, dtype=dtype)
-    out = None
-    for _ in range(warmup):
-        out = call(comm, op, x, scratch)
-    if iters is None:
-        once = _timed(comm, xp, lambda: call(comm, op, x, scratch), 1)
-        iters = int(min(max_iters, max(3, target_s // max(once, 1e-9))))
-    last = [out]  # only the newest result stays alive (1 GiB outputs x iterations would not fit)
-    seconds = _timed(comm, xp, lambda: last.__setitem__(0, call(comm, op, x, scratch)), iters)
-    got = xpmod.to_host(last[0])
     want = expected(op, count, dtype, comm.rank, comm.size)
+    x = xp.asarray(pattern(count, dtype, comm.rank))
+    out = xp.full(want.shape, -1, dtype=dtype)  # poisoned: a result never written shows
+    for _ in range(warmup):
+        call(comm, op, x, out)
+    if iters is None:
+        once = _timed(comm, xp, lambda: call(comm, op, x, out), 1)
+        iters = int(min(max_iters, max(3, target_s // max(once, 1e-9))))
+    if op != "sendrecv":  # sendrecv's out must keep -1 on a lone rank, which receives nothing
+        out.fill(-1)
+    seconds = _timed(comm, xp, lambda: call(comm, op, x, out), iters)
+    got = xpmod.to_host(out)
     wrong = int(np.count_nonzero(got != want)) if got.shape == want.shape else int(want.size)
     wrong = int(comm.allreduce(np.array([wrong], dtype=np.int64))[0])
     return {"size": reported * itemsize, "count": reported, "seconds": seconds, "wrong": wrong}

@@ -2,6 +2,9 @@
 
 Arrays in, arrays out, on the caller's device: a CuPy array given to any backend comes
 back as a CuPy array, a NumPy array as a NumPy array. Device checks stay inside comm/.
+Collectives that produce a new array take ``out=``: a caller-owned result buffer (on the
+caller's device, the result's shape and dtype), filled and returned. Preallocating it is
+what nccl-tests does; allocating a result per call costs ~8 us on a GPU (measured).
 """
 
 from __future__ import annotations
@@ -26,19 +29,19 @@ class Communicator(ABC):
         self.size = mpi_comm.Get_size()
 
     @abstractmethod
-    def allreduce(self, x, op: str = "sum"):
+    def allreduce(self, x, op: str = "sum", out=None):
         """Element-wise reduction of ``x`` over all ranks (op: sum, min, max)."""
 
     @abstractmethod
-    def allgather(self, x):
+    def allgather(self, x, out=None):
         """Every rank's ``x`` stacked along a new first axis: shape (size, *x.shape)."""
 
     @abstractmethod
-    def reduce_scatter(self, x, op: str = "sum"):
+    def reduce_scatter(self, x, op: str = "sum", out=None):
         """Reduce ``x`` over ranks and give rank r the r-th of ``size`` equal row blocks."""
 
     @abstractmethod
-    def bcast(self, x, root: int = 0):
+    def bcast(self, x, root: int = 0, out=None):
         """Rank ``root``'s ``x`` on every rank (``x`` gives shape and dtype elsewhere)."""
 
     @abstractmethod
@@ -61,6 +64,20 @@ def check_op(op: str) -> str:
     if op not in OPS:
         raise ValueError(f"reduction op {op!r} is not one of {', '.join(OPS)}")
     return op
+
+
+def check_out(out, shape, dtype, like) -> None:
+    """Raise ValueError unless ``out`` can hold a result of ``shape``/``dtype`` where ``like`` lives."""
+    from .. import xp as xpmod
+
+    if out is None:
+        return
+    if tuple(out.shape) != tuple(shape) or out.dtype != dtype:
+        raise ValueError(f"out has shape {tuple(out.shape)} {out.dtype}, the result is {tuple(shape)} {dtype}")
+    if xpmod.is_device_array(out) != xpmod.is_device_array(like):
+        raise ValueError("out must live where the input lives (both NumPy or both CuPy)")
+    if not out.flags.c_contiguous:
+        raise ValueError("out must be C-contiguous")
 
 
 def check_scatter_rows(x, size: int) -> int:

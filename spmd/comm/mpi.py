@@ -9,7 +9,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import xp as xpmod
-from .base import Communicator, check_op, check_scatter_rows
+from .base import Communicator, check_op, check_out, check_scatter_rows
 
 MPI_OPS = {"sum": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX}
 
@@ -34,14 +34,19 @@ class MPICommunicator(Communicator):
         x.get(out=host)  # blocking copy on the current stream: x is complete afterwards
         return host
 
-    def _incoming(self, shape, dtype, like, slot: str):
-        """The buffer MPI writes a result of ``shape`` into."""
+    def _incoming(self, shape, dtype, like, slot: str, out=None):
+        """The buffer MPI writes a result of ``shape`` into (the caller's host ``out`` if given)."""
+        check_out(out, shape, dtype, like)
         if xpmod.is_device_array(like):
             return self._pinned(slot, shape, dtype)
-        return np.empty(shape, dtype=dtype)
+        return out if out is not None else np.empty(shape, dtype=dtype)
 
-    def _deliver(self, buf, like):
+    def _deliver(self, buf, like, out=None):
         """The result in the caller's memory space (uploads a host buffer for a device caller)."""
+        if out is not None:
+            if buf is not out:
+                xpmod.copy_into(out, buf)
+            return out
         if xpmod.is_device_array(like) and not xpmod.is_device_array(buf):
             out = xpmod.cupy.empty(buf.shape, dtype=buf.dtype)
             out.set(buf)
@@ -58,31 +63,36 @@ class MPICommunicator(Communicator):
 
     # Collectives
 
-    def allreduce(self, x, op="sum"):
+    def allreduce(self, x, op="sum", out=None):
         send = self._outgoing(x, "send")
-        recv = self._incoming(x.shape, x.dtype, x, "recv")
+        recv = self._incoming(x.shape, x.dtype, x, "recv", out)
         self.mpi.Allreduce(send, recv, op=MPI_OPS[check_op(op)])
-        return self._deliver(recv, x)
+        return self._deliver(recv, x, out)
 
-    def allgather(self, x):
+    def allgather(self, x, out=None):
         send = self._outgoing(x, "send")
-        recv = self._incoming((self.size, *x.shape), x.dtype, x, "recv")
+        recv = self._incoming((self.size, *x.shape), x.dtype, x, "recv", out)
         self.mpi.Allgather(send, recv)
-        return self._deliver(recv, x)
+        return self._deliver(recv, x, out)
 
-    def reduce_scatter(self, x, op="sum"):
+    def reduce_scatter(self, x, op="sum", out=None):
         rows = check_scatter_rows(x, self.size)
         send = self._outgoing(x, "send")
-        recv = self._incoming((rows, *x.shape[1:]), x.dtype, x, "recv")
+        recv = self._incoming((rows, *x.shape[1:]), x.dtype, x, "recv", out)
         self.mpi.Reduce_scatter_block(send, recv, op=MPI_OPS[check_op(op)])
-        return self._deliver(recv, x)
+        return self._deliver(recv, x, out)
 
-    def bcast(self, x, root=0):
+    def bcast(self, x, root=0, out=None):
+        check_out(out, x.shape, x.dtype, x)
         buf = self._outgoing(x, "send")
         if buf is x:  # never overwrite the caller's array on a non-root rank
-            buf = buf.copy()
+            buf = buf.copy() if out is None else out
+            if self.rank == root and buf is out:
+                buf[...] = x
+                if xpmod.is_device_array(buf):  # MPI reads it next: the copy must be done
+                    xpmod.synchronize(xpmod.cupy)
         self.mpi.Bcast(buf, root=root)
-        return self._deliver(buf, x)
+        return self._deliver(buf, x, out)
 
     def sendrecv(self, send, dest, recv, source):
         sbuf = self._outgoing(send, "send")

@@ -11,6 +11,7 @@ import ctypes
 
 from .. import xp as xpmod
 from ..errors import BackendUnavailable
+from .base import check_out
 from .mpi import MPICommunicator
 
 
@@ -30,10 +31,11 @@ class CudaAwareMPICommunicator(MPICommunicator):
         xpmod.cupy.cuda.get_current_stream().synchronize()
         return xpmod.cupy.ascontiguousarray(x)
 
-    def _incoming(self, shape, dtype, like, slot):
+    def _incoming(self, shape, dtype, like, slot, out=None):
         if xpmod.is_device_array(like):
-            return xpmod.cupy.empty(shape, dtype=dtype)
-        return super()._incoming(shape, dtype, like, slot)
+            check_out(out, shape, dtype, like)
+            return out if out is not None else xpmod.cupy.empty(shape, dtype=dtype)
+        return super()._incoming(shape, dtype, like, slot, out)
 
 
 def loaded_mpi_libraries() -> list[str]:

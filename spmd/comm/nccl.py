@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import xp as xpmod
-from .base import Communicator, check_op, check_scatter_rows
+from .base import Communicator, check_op, check_out, check_scatter_rows
 
 
 def nccl_module():
@@ -60,35 +60,48 @@ class NCCLCommunicator(Communicator):
         return xpmod.cupy.ascontiguousarray(xpmod.cupy.asarray(x))  # uploads a NumPy array
 
     @staticmethod
-    def _deliver(out, like):
-        return out if xpmod.is_device_array(like) else xpmod.to_host(out)
+    def _result(out, shape, dtype, like):
+        """Where NCCL writes: the caller's device ``out``, else a new device array."""
+        if out is not None:
+            check_out(out, shape, dtype, like)
+            if xpmod.is_device_array(out):
+                return out
+        return xpmod.cupy.empty(shape, dtype=dtype)
 
-    def allreduce(self, x, op="sum"):
+    @staticmethod
+    def _deliver(buf, like, out=None):
+        if out is not None and out is not buf:  # a host caller's out
+            out[...] = xpmod.to_host(buf)
+            return out
+        return buf if xpmod.is_device_array(like) else xpmod.to_host(buf)
+
+    def allreduce(self, x, op="sum", out=None):
         src = self._on_device(x)
-        out = xpmod.cupy.empty_like(src)
-        self.comm.allReduce(src.data.ptr, out.data.ptr, src.size, self._dtype(src.dtype),
+        buf = self._result(out, src.shape, src.dtype, x)
+        self.comm.allReduce(src.data.ptr, buf.data.ptr, src.size, self._dtype(src.dtype),
                             self._ops[check_op(op)], self._stream())
-        return self._deliver(out, x)
+        return self._deliver(buf, x, out)
 
-    def allgather(self, x):
+    def allgather(self, x, out=None):
         src = self._on_device(x)
-        out = xpmod.cupy.empty((self.size, *src.shape), dtype=src.dtype)
-        self.comm.allGather(src.data.ptr, out.data.ptr, src.size, self._dtype(src.dtype), self._stream())
-        return self._deliver(out, x)
+        buf = self._result(out, (self.size, *src.shape), src.dtype, x)
+        self.comm.allGather(src.data.ptr, buf.data.ptr, src.size, self._dtype(src.dtype), self._stream())
+        return self._deliver(buf, x, out)
 
-    def reduce_scatter(self, x, op="sum"):
+    def reduce_scatter(self, x, op="sum", out=None):
         rows = check_scatter_rows(x, self.size)
         src = self._on_device(x)
-        out = xpmod.cupy.empty((rows, *src.shape[1:]), dtype=src.dtype)
-        self.comm.reduceScatter(src.data.ptr, out.data.ptr, out.size, self._dtype(src.dtype),
+        buf = self._result(out, (rows, *src.shape[1:]), src.dtype, x)
+        self.comm.reduceScatter(src.data.ptr, buf.data.ptr, buf.size, self._dtype(src.dtype),
                                 self._ops[check_op(op)], self._stream())
-        return self._deliver(out, x)
+        return self._deliver(buf, x, out)
 
-    def bcast(self, x, root=0):
-        out = self._on_device(x).copy()
-        self.comm.broadcast(out.data.ptr, out.data.ptr, out.size, self._dtype(out.dtype), root,
+    def bcast(self, x, root=0, out=None):
+        src = self._on_device(x)
+        buf = self._result(out, src.shape, src.dtype, x)
+        self.comm.broadcast(src.data.ptr, buf.data.ptr, buf.size, self._dtype(buf.dtype), root,
                             self._stream())
-        return self._deliver(out, x)
+        return self._deliver(buf, x, out)
 
     def sendrecv(self, send, dest, recv, source):
         sbuf = self._on_device(send)

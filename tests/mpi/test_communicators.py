@@ -106,3 +106,25 @@ def test_host_arrays_work_on_every_backend(context):
     assert isinstance(out, np.ndarray) and got is recv
     np.testing.assert_array_equal(out, np.full(4, ctx.size * (ctx.size + 1) / 2))
     np.testing.assert_array_equal(recv, np.full(3, float((ctx.rank - 1) % ctx.size)))
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("op", ["allreduce", "allgather", "reduce_scatter", "bcast"])
+def test_results_land_in_a_given_out(context, op):
+    """``out=``: the caller's buffer is filled (poisoned first) and returned; a wrong one is refused."""
+    ctx, comm = context
+    n = ctx.size
+    mine = rank_data(ctx.rank, 6 * n, np.float64)
+    everyone = np.stack([rank_data(r, 6 * n, np.float64) for r in range(n)])
+    want = {"allreduce": everyone.sum(0), "allgather": everyone, "bcast": everyone[0],
+            "reduce_scatter": everyone.sum(0)[ctx.rank * 6:(ctx.rank + 1) * 6]}[op]
+    out = ctx.xp.full(want.shape, np.nan)
+    x = on_device(ctx, mine)
+    run = {"allreduce": lambda o: comm.allreduce(x, out=o), "allgather": lambda o: comm.allgather(x, out=o),
+           "reduce_scatter": lambda o: comm.reduce_scatter(x, out=o), "bcast": lambda o: comm.bcast(x, 0, out=o)}[op]
+    got = run(out)
+    with pytest.raises(ValueError, match="out has shape"):
+        run(ctx.xp.empty(want.shape + (1,)))
+    assert got is out
+    np.testing.assert_array_equal(xpmod.to_host(out), want)
+    assert np.array_equal(xpmod.to_host(x), mine)  # the input is untouched
