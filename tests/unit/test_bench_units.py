@@ -40,3 +40,27 @@ def test_table_has_nccl_tests_columns_and_side_by_side():
     assert "# mpi-cuda: skipped: not CUDA-aware" in text
     last = text.strip().splitlines()[-1].split()
     assert last == ["1", "KiB", "10.00", "1.00", "40.00", "4.00", "nccl"]
+
+
+def fake_topology():
+    link = {"class": "pcie", "detail": "PCIe, through the CPU's host bridge"}
+    return {"gpus": [{"index": i, "name": "GPU X", "memory_GiB": 80.0, "pci_bus_id": f"0000:0{i}:00.0"}
+                     for i in range(2)],
+            "peer_access": [[True, False], [False, True]], "links": [[None, link], [link, None]],
+            "p2p": [[None, {"GBps": 12.5, "latency_us": 20.0, "verified": True}],
+                    [{"GBps": 12.0, "latency_us": 21.0, "verified": True}, None]],
+            "host": [{"h2d_pinned": 25.0, "d2h_pinned": 26.0, "h2d_pageable": 8.0, "d2h_pageable": 9.0}] * 2,
+            "bytes": 1 << 28, "iters": 10, "warnings": ["GPU 0 -> GPU 1: no peer access, copies go through host memory"],
+            "note": None}
+
+
+def test_topology_text_and_heat_map():
+    from spmd.bench.topo import format_topology, heatmap_png
+
+    text = format_topology("node1", fake_topology())
+    assert "GPU 0 - GPU 1: PCIe, through the CPU's host bridge" in text
+    assert "   GPU 0       yes        NO" in text and "    12.5" in text
+    assert "warning: GPU 0 -> GPU 1: no peer access" in text
+    png = heatmap_png("node1", fake_topology())
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert format_topology("n", {"gpus": [], "note": "no GPU visible (x)"}) == "spmd topo on n: no GPU visible (x)\n"
