@@ -134,7 +134,7 @@ def cmd_scale(args) -> int:
 
 
 def cmd_bench_comm(args) -> int:
-    from .bench.comm import ALL_BACKENDS, bench_comm, format_tables, sizes
+    from .bench.comm import ALL_BACKENDS, bench_comm, format_tables, size_series
     from .errors import ConfigError, VerificationError
     from .report import write_json_atomic
     from .runtime import Context
@@ -145,7 +145,7 @@ def cmd_bench_comm(args) -> int:
         if args.iters < 1 or args.warmup < 0:
             raise ConfigError("--iters must be >= 1 and --warmup >= 0")
         try:
-            return sizes(args.min_bytes, args.max_bytes, args.factor)
+            return size_series(args.min_bytes, args.max_bytes, args.factor)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 

@@ -7,12 +7,13 @@ from ..errors import BackendUnavailable
 from ..report.units import fmt_bytes
 from .collectives import COLLECTIVES, algbw_busbw, measure
 
+ALL_BACKENDS = ("nccl", "mpi", "mpi-cuda")  # --backend all, in the order of the side-by-side table
 REDUCING = ("allreduce", "reduce_scatter")
 WARM_BYTES = 1 << 20   # before the first size: this op at 1 MiB for about WARM_SECONDS, so connection
 WARM_SECONDS = 0.2     # set-up and GPU clocks ramping up do not land in the smallest sizes' times
 
 
-def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+def size_series(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     """min, min x factor, ... up to max (nccl-tests' -b -e -f)."""
     if min_bytes < 1 or max_bytes < min_bytes or factor < 2:
         raise ValueError("need 1 <= min-bytes <= max-bytes and factor >= 2")
@@ -23,7 +24,7 @@ def sizes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     return out
 
 
-def bench_comm(ctx, op: str, backends: list[str], sizes_: list[int], dtype: str, iters: int,
+def bench_comm(ctx, op: str, backends: list[str], sizes: list[int], dtype: str, iters: int,
                warmup: int, explicit: bool) -> dict:
     """Measure ``op`` at every size on every backend of ``backends`` (device already bound).
 
@@ -39,10 +40,10 @@ def bench_comm(ctx, op: str, backends: list[str], sizes_: list[int], dtype: str,
                 raise
             skipped[name] = str(exc)
             continue
-        measure(comm, ctx.xp, op, min(WARM_BYTES, max(sizes_)), dtype, iters=None, target_s=WARM_SECONDS,
+        measure(comm, ctx.xp, op, min(WARM_BYTES, max(sizes)), dtype, iters=None, target_s=WARM_SECONDS,
                 max_iters=10_000)
         rows = []
-        for size in sizes_:
+        for size in sizes:
             m = measure(comm, ctx.xp, op, size, dtype, iters=iters, warmup=warmup)
             algbw, busbw = algbw_busbw(op, comm.size, m["size"], m["seconds"])
             rows.append({**m, "time_us": m["seconds"] * 1e6, "algbw_GBps": algbw / 1e9, "busbw_GBps": busbw / 1e9})
@@ -92,6 +93,3 @@ def side_by_side(bench: dict) -> str:
 
 def _type(dtype: str) -> str:
     return {"float32": "float", "float64": "double", "int32": "int32", "float16": "half"}.get(dtype, dtype)
-
-
-ALL_BACKENDS = ("nccl", "mpi", "mpi-cuda")  # the order of the side-by-side table

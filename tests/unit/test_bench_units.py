@@ -3,15 +3,15 @@
 import pytest
 
 from spmd.bench.collectives import algbw_busbw, counts
-from spmd.bench.comm import format_tables, sizes
+from spmd.bench.comm import format_tables, size_series
 
 
 def test_sizes_are_geometric_like_nccl_tests():
-    assert sizes(8, 64, 2) == [8, 16, 32, 64]
-    assert sizes(8, 100, 4) == [8, 32]
+    assert size_series(8, 64, 2) == [8, 16, 32, 64]
+    assert size_series(8, 100, 4) == [8, 32]
     for bad in ((0, 8, 2), (16, 8, 2), (8, 64, 1)):
         with pytest.raises(ValueError):
-            sizes(*bad)
+            size_series(*bad)
 
 
 def test_counts_follow_nccl_tests_size_meaning():
