@@ -6,7 +6,9 @@ The same tables feed both formats, so they never disagree.
 from __future__ import annotations
 
 import base64
+import csv
 import html
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,11 +134,28 @@ def to_html(scaling: dict, images: dict[str, bytes]) -> str:
     return "\n".join(parts) + "\n"
 
 
+def to_csv(scaling: dict) -> str:
+    """One row per series and size: the figures, then each phase's median seconds."""
+    rows = [row for rows in scaling["series"].values() for row in rows]
+    phases = list(rows[0]["timings"]) if rows else []
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["series", "ranks", "nodes", "link_class", "time_s", "speedup", "efficiency", "karp_flatt",
+                     "comm_share", "imbalance", "problem_bytes", *(f"{p}_median_s" for p in phases)])
+    for row in rows:
+        writer.writerow([row["mode"], row["ranks"], len(row["placement"]["hosts"]), row["placement"]["link_class"],
+                         row["time"], row["speedup"], row["efficiency"],
+                         "" if row["karp_flatt"] is None else row["karp_flatt"], row["comm_share"], row["imbalance"],
+                         row["problem_bytes"] or "", *(row["timings"][p]["median"] for p in phases)])
+    return buffer.getvalue()
+
+
 def write_scaling(scaling: dict, out_dir: str | Path) -> list[Path]:
-    """Write the plots, scaling.md, scaling.html and, last, scaling.json, each atomically."""
+    """Write the plots, scaling.md, scaling.csv, scaling.html and, last, scaling.json, each atomically."""
     out = Path(out_dir)
     images = render_plots(scaling)
     paths = [write_bytes_atomic(out / name, png) for name, png in images.items()]
+    paths.append(write_text_atomic(out / "scaling.csv", to_csv(scaling)))
     paths.append(write_text_atomic(out / "scaling.md", to_markdown(scaling, list(images))))
     paths.append(write_text_atomic(out / "scaling.html", to_html(scaling, images)))
     paths.append(write_json_atomic(out / "scaling.json", scaling))

@@ -7,6 +7,7 @@ the per-rank repeat timings, every output file is parsed, and failures leave no 
 from __future__ import annotations
 
 import copy
+import csv
 import json
 import math
 import statistics
@@ -145,6 +146,13 @@ def test_every_output_file_exists_and_parses(sweep):
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
         width, height = struct.unpack(">II", data[16:24])
         assert width >= 400 and height >= 300
+    with open(out / "scaling.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [(r["series"], int(r["ranks"])) for r in table] == [(m, n) for m in ("strong", "weak") for n in (1, 2, 3)]
+    strong2 = next(r for r in table if r["series"] == "strong" and r["ranks"] == "2")
+    row2 = scaling["series"]["strong"][1]
+    assert float(strong2["speedup"]) == row2["speedup"] and float(strong2["comm_median_s"]) == \
+        row2["timings"]["comm"]["median"]
     markdown = (out / "scaling.md").read_text()
     assert "| series | ranks | nodes | link | time / repeat | speedup |" in markdown
     assert all(f"]({name})" in markdown for name in pngs)
