@@ -86,6 +86,9 @@ def model_advice(model: dict | None, best: dict | None, even: list[dict], measur
         else:
             out.append(f"For this problem ({fmt_bytes(best['problem_bytes'])}) the predicted best is {n} ranks "
                        f"({fmt_seconds(row['predicted_s'])}){where}.")
+        rise = _beyond_best(model, best)
+        if rise:
+            out.append(rise)
     parts = []
     for e in even:
         if e["status"] == "above":
@@ -129,6 +132,23 @@ def _contention(base: dict, cur: dict) -> tuple[str, float, float] | None:
     slowed = [(after / before, phase, before, after) for phase, before, after in _local_times(base, cur)
               if cur["ranks"] > base["ranks"] and before < CONTENTION * after]
     return max(slowed)[1:] if slowed else None
+
+
+def _beyond_best(model: dict, best: dict) -> str | None:
+    """When more ranks than the best are predicted slower: by how much, and which phase grows."""
+    from .model import predict
+
+    larger = [r for r in best["by_ranks"] if r["ranks"] > best["best_ranks"]]
+    if not larger:
+        return None
+    n, m = best["best_ranks"], larger[0]["ranks"]
+    at_best = predict(model, n, best["problem_bytes"])
+    at_next = predict(model, m, best["problem_bytes"])
+    growth = {p: at_next[p] - at_best[p] for p in at_best if p != "total"}
+    phase = max(growth, key=growth.get)
+    return (f"Beyond {n} ranks the predicted time rises ({fmt_seconds(at_best['total'])} at {n}, "
+            f"{fmt_seconds(at_next['total'])} at {m}): {phase} grows by {fmt_seconds(growth[phase])} "
+            f"while each rank's work shrinks.")
 
 
 def _grew_most(prev: dict, cur: dict) -> tuple[str, float]:

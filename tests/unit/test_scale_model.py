@@ -149,3 +149,18 @@ def test_oversubscribed_runs_are_left_out_of_the_fit():
 def test_bus_factors_are_nccl_tests(op, n, factor):
     assert COLLECTIVES[op].bus_factor(n) == pytest.approx(factor)
     assert model_terms(op, 1, 1024) == (0.0, 0.0)  # one rank moves nothing
+
+
+def test_advice_names_the_phase_that_makes_more_ranks_slower():
+    from spmd.scale.advice import model_advice
+
+    model = fit_model(RUNS, synthetic_probe(), "mpi", growth=0.0)
+    slow = {**model, "comm": {**model["comm"], "alpha_s": 0.02}}  # 20 ms per step: comm dominates early
+    best = best_ranks(slow, S, [1, 2, 4, 8])
+    lines = model_advice(slow, best, [break_even(slow, 2)], measured_max=4)
+    k = 1 / READ_RATE + 1 / COMPUTE_RATE
+    assert best["best_ranks"] == min([1, 2, 4, 8], key=lambda n: S / n * k + 0.02 * (n - 1) + (BETA * MOMENTS) * (n - 1))
+    n = best["best_ranks"]
+    rise = [line for line in lines if line.startswith(f"Beyond {n} ranks the predicted time rises")]
+    assert len(rise) == 1 and ": comm grows by" in rise[0]
+    assert not any(line.startswith("Beyond") for line in model_advice(model, best_ranks(model, S, [1, 2]), [], 4))
