@@ -147,12 +147,6 @@ def _timed(comm, xp, fn, iters: int) -> float:
     return float(comm.allreduce(np.array([mine]), op="max")[0])
 
 
-def time_collective(comm, xp, op: str, nbytes: int, dtype="float32") -> float:
-    """Seconds per call of ``op`` with ``nbytes`` per rank (adaptive repeat count)."""
-    size = COLLECTIVES[op].size(comm.size, nbytes)
-    return measure(comm, xp, op, size, dtype)["seconds"]
-
-
 def algbw_busbw(op: str, ranks: int, size: int, seconds: float) -> tuple[float, float]:
     """nccl-tests' algorithm and bus bandwidth in bytes per second."""
     algbw = size / seconds if seconds > 0 else 0.0

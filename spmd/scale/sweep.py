@@ -13,8 +13,8 @@ from fractions import Fraction
 from mpi4py import MPI
 
 from .. import xp as xpmod
-from ..bench.collectives import probe_sizes, time_collective
-from ..errors import ConfigError, SpmdError
+from ..bench.collectives import COLLECTIVES, measure, probe_sizes
+from ..errors import ConfigError, SpmdError, VerificationError
 from ..io.generate import generate
 from ..job import run_job
 from ..runtime import Context
@@ -139,5 +139,12 @@ def probe(ctx, comm, workload, max_bytes: int) -> list[dict]:
     ops = sorted({item["op"] for item in workload.problem().get("comm", [])})
     if comm.size < 2 or max_bytes <= 0:
         return []
-    return [{"op": op, "ranks": comm.size, "bytes": m, "seconds": time_collective(comm, ctx.xp, op, m)}
-            for op in ops for m in probe_sizes(max_bytes)]
+    points = []
+    for op in ops:
+        for m in probe_sizes(max_bytes):
+            r = measure(comm, ctx.xp, op, COLLECTIVES[op].size(comm.size, m))
+            if r["wrong"]:  # summed over ranks: every rank raises together
+                raise ctx.collective_error(VerificationError, 0, f"comm probe: {op} with {m} bytes per rank "
+                                           f"gave {r['wrong']} wrong element(s)")
+            points.append({"op": op, "ranks": comm.size, "bytes": m, "seconds": r["seconds"]})
+    return points

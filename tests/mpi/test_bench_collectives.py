@@ -65,3 +65,21 @@ def test_a_wrong_element_is_counted(context):
     ctx, comm = context
     r = col.measure(CorruptOnRankOne(comm), ctx.xp, "allreduce", 4096, "float32", iters=2, warmup=1)
     assert r["wrong"] == 1
+
+
+@pytest.mark.mpi(min_size=2)
+def test_scale_probe_times_the_workloads_collective_and_fails_on_a_wrong_result(context):
+    from spmd.errors import VerificationError
+    from spmd.scale.sweep import probe
+
+    ctx, comm = context
+
+    class Workload:
+        def problem(self):
+            return {"bytes": 1, "comm": [{"op": "allreduce", "bytes": 40}]}
+
+    points = probe(ctx, comm, Workload(), 4096)
+    assert [(p["op"], p["ranks"], p["bytes"]) for p in points] == [("allreduce", ctx.size, m) for m in (8, 64, 512, 4096)]
+    assert all(p["seconds"] > 0 for p in points)
+    with pytest.raises(VerificationError, match="comm probe: allreduce with 64 bytes per rank gave 1 wrong"):
+        probe(ctx, CorruptOnRankOne(comm), Workload(), 4096)
