@@ -6,7 +6,7 @@ from ..report.units import fmt_bytes, fmt_seconds
 
 CONTENTION = 0.8    # a phase's per-rank throughput falling below 80% of the base size's
 SLOWER = 1.02       # a larger group taking 2% longer than a smaller one counts as slower
-LOW_EFFICIENCY = 0.8
+LOW_EFFICIENCY = 0.9  # below this, name the phase furthest above ideal scaling
 MODEL_ERROR_NOTE = 0.25
 
 
