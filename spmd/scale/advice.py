@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..report.units import fmt_bytes, fmt_seconds
+from .figures import NOT_LOCAL
 
 CONTENTION = 0.8    # a phase's per-rank throughput falling below 80% of the base size's
 SLOWER = 1.02       # a larger group taking 2% longer than a smaller one counts as slower
@@ -112,7 +113,7 @@ def _local_times(base: dict, cur: dict):
     """(phase, slowest rank's seconds at base, at cur) of each local phase worth 5% of cur's repeat."""
     for phase, t in cur["timings"].items():
         before = base["timings"].get(phase, {"max": 0.0})["max"]
-        if phase not in ("wait", "comm", "total") and before > 0 and t["max"] >= 0.05 * cur["time"]:
+        if phase not in NOT_LOCAL and before > 0 and t["max"] >= 0.05 * cur["time"]:
             yield phase, before, t["max"]
 
 

@@ -19,6 +19,7 @@ import statistics
 import numpy as np
 
 from ..bench.collectives import model_terms
+from .figures import NOT_LOCAL
 
 MAX_SHARE_BYTES = 1 << 50  # break-even search: up to 1 PiB per rank
 
@@ -124,7 +125,7 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
     fair = [r for r in runs if not r.get("oversubscribed")]  # contention is not scaling: leave it out
     if len({(r["ranks"], r["problem"]["bytes"]) for r in fair}) >= 2:
         runs = fair
-    phases = [p for p in runs[0]["timings"] if p not in ("wait", "comm", "total")
+    phases = [p for p in runs[0]["timings"] if p not in NOT_LOCAL
               and any(r["timings"][p]["max"] > 0 for r in runs)]
     local = {p: fit_local([r["problem"]["bytes"] / r["ranks"] for r in runs],
                           [measured(r, p) for r in runs]) for p in phases}
