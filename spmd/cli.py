@@ -249,12 +249,10 @@ def cmd_generate(args) -> int:
     from .config import load_config
     from .io.generate import generate, target_files
     from .runtime import Context
-    from .workloads import workload_class
 
     ctx = Context()
     cfg = ctx.agree(load_config, args.config, args.override)
-    expected = workload_class(cfg.workload).expected_attrs
-    written = ctx.agree(generate, cfg, expected, ctx.rank, ctx.size, args.force)
+    written = ctx.agree(generate, cfg, ctx.rank, ctx.size, args.force)
     written = [p for part in ctx.comm.gather(written, root=0) or [] for p in part]
     if ctx.rank == 0:
         total = len(target_files(cfg))
@@ -283,7 +281,7 @@ def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = N
     world = MPI.COMM_WORLD
     if collective:
         if world.Get_rank() == 0:
-            print(f"spmd: error: {exc}", file=sys.stderr, flush=True)
+            print(f"spmd: {'stopped' if code == 0 else 'error'}: {exc}", file=sys.stderr, flush=True)
         return code
     where = f"rank {world.Get_rank()} on {MPI.Get_processor_name()}"
     if trace:

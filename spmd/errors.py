@@ -41,8 +41,14 @@ class VerificationError(SpmdError):
     exit_code = 3
 
 
+class Stopped(SpmdError):
+    """The job was asked to stop (SIGTERM, SIGUSR1) and saved what it needs to continue."""
+
+    exit_code = 0
+
+
 _BY_NAME = {cls.__name__: cls for cls in (SpmdError, ConfigError, InputError, BackendUnavailable,
-                                          VerificationError)}
+                                          VerificationError, Stopped)}
 
 
 def error_class(name: str) -> type[SpmdError]:

@@ -43,11 +43,12 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
     try:
         workload.setup(ctx, cfg, comm)
         timer = PhaseTimer(ctx.xp)
-        for i in range(cfg.warmup + cfg.repeats):
+        warmup, repeats = workload.schedule(cfg.warmup, cfg.repeats)
+        for i in range(warmup + repeats):
             workload.prepare()
             timer.start_repeat()
             workload.run(timer)
-            timer.end_repeat(record=i >= cfg.warmup)
+            timer.end_repeat(record=i >= warmup)
         verification = workload.verify()
         workload.save()  # only a verified result is written
         extra = after_run(comm, workload) if after_run else None

@@ -50,10 +50,14 @@ class PhaseTimer:
         end.record()
         self._events.append((name, start, end, 1))
 
-    def span(self, name: str, start, end, sign: int = 1) -> None:
-        """Add (or with ``sign=-1`` subtract) the time between two CUDA events recorded by the
+    def span(self, name: str, start, end, weight: int = 1) -> None:
+        """Add ``weight`` times (-1: subtract) the time between two CUDA events recorded by the
         caller, on any stream: phases of work that overlaps across streams."""
-        self._events.append((name, start, end, sign))
+        self._events.append((name, start, end, weight))
+
+    def add(self, name: str, seconds: float) -> None:
+        """Add seconds the caller measured on the host to phase ``name``."""
+        self._host[name] += seconds
 
     @contextmanager
     def host_phase(self, name: str):
@@ -67,9 +71,9 @@ class PhaseTimer:
         xpmod.synchronize(self._xp)
         times = dict(self._host)
         times["total"] = time.perf_counter() - self._t0
-        for name, start, end, sign in self._events:
+        for name, start, end, weight in self._events:
             seconds = self._xp.cuda.get_elapsed_time(start, end) / 1e3
-            times[name] = times.get(name, 0.0) + sign * seconds
+            times[name] = times.get(name, 0.0) + weight * seconds
         for name in {name for name, *_ in self._events}:
             times[name] = max(times[name], 0.0)  # a difference of spans cannot be negative time
         if record:

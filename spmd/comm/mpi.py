@@ -66,7 +66,8 @@ class MPICommunicator(Communicator):
     def allreduce(self, x, op="sum", out=None):
         send = self._outgoing(x, "send")
         recv = self._incoming(x.shape, x.dtype, x, "recv", out)
-        self.mpi.Allreduce(send, recv, op=MPI_OPS[check_op(op)])
+        # out=x: MPI forbids aliased buffers; in place is spelled IN_PLACE
+        self.mpi.Allreduce(MPI.IN_PLACE if _same_memory(send, recv) else send, recv, op=MPI_OPS[check_op(op)])
         return self._deliver(recv, x, out)
 
     def allgather(self, x, out=None):
@@ -120,3 +121,10 @@ class MPICommunicator(Communicator):
             self.mpi.Free()
         self._staging.clear()
 
+
+def _same_memory(a, b) -> bool:
+    """True when two arrays start at the same address (host or device)."""
+    def address(x):
+        return x.data.ptr if xpmod.is_device_array(x) else x.ctypes.data
+
+    return a is b or (a.size > 0 and address(a) == address(b))

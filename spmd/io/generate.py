@@ -62,35 +62,40 @@ def _input_files(inp, g) -> list[tuple[str, int]]:
     return [(p, stop - start) for p, (start, stop) in zip(paths, block_ranges(g.shape[0], len(paths)))]
 
 
-def generate(cfg, expected_attrs, rank: int = 0, size: int = 1, force: bool = False) -> list[str]:
+def generate(cfg, rank: int = 0, size: int = 1, force: bool = False) -> list[str]:
     """Write this rank's share of the config's input files (and its workload's extra datasets).
+
+    The workload finishes its main input (``Workload.finish_input``: reference answers as
+    attributes, companion datasets such as train's labels).
 
     Args:
         cfg: the job Config (its ``input`` and ``generate`` sections).
-        expected_attrs: function(h5py dataset) -> dict of reference answers to store on
-            the main input.
         rank, size: this process's share of the files (a single file is rank 0's).
         force: rewrite files that already hold data generated with the same settings.
 
     Returns:
         The paths written by this rank (existing up-to-date files are skipped).
     """
+    from ..workloads import workload_class
+
+    cls = workload_class(cfg.workload)
     written = []
     targets = _targets(cfg)
     for index in range(rank, len(targets), size):  # round-robin: a single file is rank 0's
         path, rows, shard, inp, g, main = targets[index]
-        recipe = _recipe(g, shard, rows)
+        recipe = _recipe(g, shard, rows, cls.input_recipe(cfg) if main else {})
         if not force and _up_to_date(path, inp.dataset, recipe):
             continue
-        _write(path, inp.dataset, rows, shard, g, recipe, expected_attrs if main else (lambda _: {}))
+        finish = (lambda dset: cls.finish_input(cfg, dset)) if main else (lambda _: {})
+        _write(path, inp.dataset, rows, shard, g, recipe, finish)
         written.append(path)
     return written
 
 
-def _recipe(g, index: int, rows: int) -> str:
+def _recipe(g, index: int, rows: int, extra: dict) -> str:
     return json.dumps({"shape": [rows, *g.shape[1:]], "dtype": g.dtype, "seed": g.seed, "shard": index,
                        "distribution": g.distribution, "loc": g.loc, "scale": g.scale,
-                       "chunk_rows": g.chunk_rows}, sort_keys=True)
+                       "chunk_rows": g.chunk_rows, **extra}, sort_keys=True)
 
 
 def _up_to_date(path: str, dataset: str, recipe: str) -> bool:
@@ -103,7 +108,7 @@ def _up_to_date(path: str, dataset: str, recipe: str) -> bool:
         return False
 
 
-def _write(path, dataset, rows, shard, g, recipe, expected_attrs) -> None:
+def _write(path, dataset, rows, shard, g, recipe, finish) -> None:
     shape = (rows, *g.shape[1:])
     row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(g.dtype).itemsize
     chunk_rows = g.chunk_rows or max(1, min(rows, CHUNK_BYTES // row_bytes))
@@ -115,7 +120,7 @@ def _write(path, dataset, rows, shard, g, recipe, expected_attrs) -> None:
             stop = min(rows, start + chunk_rows)
             rng = np.random.default_rng([g.seed, shard, k])
             dset[start:stop] = _draw(rng, (stop - start, *shape[1:]), g)
-        for key, value in expected_attrs(dset).items():
+        for key, value in finish(dset).items():
             dset.attrs[key] = value
         dset.attrs["spmd_generate"] = recipe
     os.replace(tmp, path)

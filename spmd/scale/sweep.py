@@ -62,7 +62,8 @@ def plan(cfg, modes: list[str], ranks: list[int]) -> list[Step]:
     steps = []
     for mode in modes:
         for n in ranks:
-            step_cfg = cfg if mode == "strong" else cls.weak_config(cfg, Fraction(n, ranks[0]))
+            factor = Fraction(n, ranks[0])
+            step_cfg = cls.strong_config(cfg, factor) if mode == "strong" else cls.weak_config(cfg, factor)
             steps.append(Step(mode, n, step_cfg))
     return steps
 
@@ -75,8 +76,7 @@ def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> list[str]:
         if step.cfg.generate is None or key in seen:
             continue
         seen.add(key)
-        expected = workload_class(step.cfg.workload).expected_attrs
-        written += ctx.agree(generate, step.cfg, expected, ctx.rank, ctx.size, force)
+        written += ctx.agree(generate, step.cfg, ctx.rank, ctx.size, force)
     return written
 
 

@@ -7,8 +7,10 @@ from .base import Workload
 from .matmul import MatmulWorkload
 from .reduce import ReduceWorkload
 from .stencil import StencilWorkload
+from .train import TrainWorkload
 
-REGISTRY: dict[str, type[Workload]] = {cls.name: cls for cls in (ReduceWorkload, MatmulWorkload, StencilWorkload)}
+REGISTRY: dict[str, type[Workload]] = {cls.name: cls for cls in (ReduceWorkload, MatmulWorkload, StencilWorkload,
+                                                             TrainWorkload)}
 
 
 def workload_class(name) -> type[Workload]:

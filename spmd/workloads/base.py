@@ -60,6 +60,17 @@ class Workload(ABC):
         optional ``calls`` (times per repeat, default 1) and ``growth`` (overrides COMM_GROWTH)."""
         return {}
 
+    def schedule(self, warmup: int, repeats: int) -> tuple[int, int]:
+        """How many warm-up and recorded repeats to run (called after setup; training that
+        resumes from a checkpoint runs only the repeats it has left)."""
+        return warmup, repeats
+
+    @classmethod
+    def strong_config(cls, cfg, factor):
+        """The config at ``factor`` (a Fraction) times the ranks, for strong scaling: the same
+        global problem (the config itself, unless the workload states its size per rank)."""
+        return cfg
+
     @classmethod
     def weak_config(cls, cfg, factor):
         """The config of ``factor`` (a Fraction) times the problem, for weak scaling.
@@ -83,6 +94,18 @@ class Workload(ABC):
     @classmethod
     def expected_attrs(cls, dataset) -> dict:
         """Reference answers ``spmd generate`` stores as attributes of a new dataset."""
+        return {}
+
+    @classmethod
+    def finish_input(cls, cfg, dataset) -> dict:
+        """``spmd generate`` calls this on the main input it just wrote, file still open: write
+        companion datasets (train's labels) and return the attributes to store."""
+        return cls.expected_attrs(dataset)
+
+    @classmethod
+    def input_recipe(cls, cfg) -> dict:
+        """Settings beyond ``generate`` that the generated main input depends on: a file made
+        with other values is out of date."""
         return {}
 
     def close(self) -> None:

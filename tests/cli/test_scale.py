@@ -208,11 +208,10 @@ def test_failed_verification_at_one_size_fails_the_sweep(tmp_path):
     """The 2-rank weak input carries a wrong stored answer: exit 3, naming the size, no output."""
     from spmd.config import load_config
     from spmd.io.generate import generate, scaled_input
-    from spmd.workloads.reduce import ReduceWorkload
 
     config = write_config(tmp_path)
     weak2 = scaled_input(load_config(config), 2)
-    generate(weak2, ReduceWorkload.expected_attrs)
+    generate(weak2)
     with h5py.File(weak2.input.path, "r+") as f:
         f["x"].attrs["sum"] = f["x"].attrs["sum"] + 1.0
     rc, out, err, _ = spmd("scale", config, "--mode", "weak", "--ranks", "1,2", "--probe-max-bytes", "0")

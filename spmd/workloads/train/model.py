@@ -1,0 +1,107 @@
+"""The MLP's shape and where its parameters live.
+
+All parameters of one model sit in one flat buffer, layer after layer in the order backward
+produces their gradients (last layer first), each layer as ``W`` (out x in, row-major) then
+``b`` (out). The gradients have the same layout in a second buffer, so a gradient bucket is a
+slice of it (a view, never a copy). Each layer's segment starts on a 64-element boundary
+(256 B in float32): NCCL and cuBLAS like aligned pointers, and the padding stays zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import ConfigError
+
+PRESETS: dict[str, tuple[int, ...]] = {
+    "medium": (844, 256, 128, 64, 10),  # 258,122 parameters
+    "large": (4812, 1024, 1024, 512, 512, 256, 10),  # 6,899,466 parameters
+}
+ALIGN = 64  # elements
+
+
+def model_widths(model) -> tuple[int, ...]:
+    """Layer widths (input, hidden..., classes) of a preset name or an explicit list."""
+    if isinstance(model, str):
+        if model not in PRESETS:
+            raise ConfigError(f"params.model: unknown preset {model!r} (one of {', '.join(PRESETS)}, "
+                              f"or a list of layer widths)")
+        return PRESETS[model]
+    widths = tuple(model)
+    if len(widths) < 2 or any(int(w) != w or w < 1 for w in widths):
+        raise ConfigError(f"params.model: a list of at least 2 positive widths (input ... classes), got "
+                          f"{list(widths)}")
+    if widths[-1] < 2:
+        raise ConfigError("params.model: the last width is the number of classes; it must be at least 2")
+    return tuple(int(w) for w in widths)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Where layer ``layer`` (0 = first in forward order) lives in the flat buffer."""
+
+    layer: int
+    fan_in: int
+    fan_out: int
+    start: int  # first element of W
+
+    @property
+    def weight_stop(self) -> int:
+        return self.start + self.fan_in * self.fan_out
+
+    @property
+    def stop(self) -> int:  # one past the bias
+        return self.weight_stop + self.fan_out
+
+
+class Layout:
+    """Offsets of every layer's W and b in the flat parameter (and gradient) buffer.
+
+    Attributes:
+        widths: input, hidden..., classes.
+        segments: one per layer, in forward order (``segments[0]`` is the first layer).
+        size: elements of the flat buffer, padding included.
+        parameters: real parameters (no padding).
+    """
+
+    def __init__(self, widths: tuple[int, ...]):
+        self.widths = tuple(widths)
+        layers = len(widths) - 1
+        segments = [None] * layers
+        offset = 0
+        for layer in reversed(range(layers)):  # backward order: the last layer first
+            seg = Segment(layer, widths[layer], widths[layer + 1], offset)
+            segments[layer] = seg
+            offset = -(-seg.stop // ALIGN) * ALIGN
+        self.segments: list[Segment] = segments
+        self.size = offset
+        self.parameters = sum(s.stop - s.start for s in segments)
+
+    @property
+    def layers(self) -> int:
+        return len(self.segments)
+
+    def weight(self, flat, layer: int):
+        """View of layer ``layer``'s W (fan_out x fan_in) in ``flat``."""
+        s = self.segments[layer]
+        return flat[s.start:s.weight_stop].reshape(s.fan_out, s.fan_in)
+
+    def bias(self, flat, layer: int):
+        """View of layer ``layer``'s b (fan_out) in ``flat``."""
+        s = self.segments[layer]
+        return flat[s.weight_stop:s.stop]
+
+    def initial(self, seed: int, dtype) -> np.ndarray:
+        """Host parameters as PyTorch's nn.Linear draws them: U(-1/sqrt(in), 1/sqrt(in))."""
+        flat = np.zeros(self.size, dtype=dtype)
+        rng = np.random.default_rng([seed, 0x4D4C50])
+        for s in self.segments:  # forward order, so the draw does not depend on the layout
+            bound = 1.0 / np.sqrt(s.fan_in)
+            self.weight(flat, s.layer)[...] = rng.uniform(-bound, bound, (s.fan_out, s.fan_in))
+            self.bias(flat, s.layer)[...] = rng.uniform(-bound, bound, s.fan_out)
+        return flat
+
+    def describe(self) -> str:
+        return "-".join(map(str, self.widths))

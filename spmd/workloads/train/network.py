@@ -1,0 +1,93 @@
+"""Forward and backward of the MLP over preallocated buffers, for one micro-batch.
+
+Layer l computes z = x W^T (GEMM) and, on hidden layers, x' = dropout(relu(z + b)) in place;
+the last layer's bias goes into the fused softmax cross-entropy, which also writes the
+gradient of the logits, already divided by the global batch: summing over micro-batches
+(GEMMs with beta = 1) and over ranks (the allreduce) then gives the mean gradient, so no
+separate averaging pass runs. Backward per layer: dW = dZ^T X, db = column sums of dZ,
+dX = dZ W, then the ReLU/dropout mask in place (a kept unit is one whose output is > 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ops import dropout_salt
+
+
+class Network:
+    """The buffers of one micro-batch of ``rows`` samples, and the passes over them.
+
+    Attributes:
+        x, y: the micro-batch (rows x inputs, and int32 labels).
+        acts: each layer's output (after ReLU/dropout on hidden layers; logits without bias last).
+        deltas: gradient w.r.t. each hidden layer's output, then of its pre-activation.
+        dlogits: gradient of the loss w.r.t. the logits.
+        loss_sum, correct: per-row running sums of the loss and of right answers.
+    """
+
+    def __init__(self, layout, ops, rows: int, keep: float = 1.0, seed: int = 0, rank: int = 0):
+        xp, dtype = ops.xp, ops.dtype
+        self.layout, self.ops, self.rows = layout, ops, rows
+        self.keep, self.seed, self.rank = keep, seed, rank
+        widths = layout.widths
+        self.x = xp.zeros((rows, widths[0]), dtype)
+        self.y = xp.zeros(rows, np.int32)
+        self.acts = [xp.zeros((rows, w), dtype) for w in widths[1:]]
+        self.deltas = [xp.zeros((rows, w), dtype) for w in widths[1:-1]]
+        self.dlogits = xp.zeros((rows, widths[-1]), dtype)
+        self.loss_sum = xp.zeros(rows, np.float64)
+        self.correct = xp.zeros(rows, np.int32)
+
+    def forward(self, w, counters, micro: int, scale: float) -> None:
+        """Logits of ``self.x`` with parameters ``w``, the loss, and the logits' gradient."""
+        ops, layout = self.ops, self.layout
+        last = layout.layers - 1
+        inp = self.x
+        for layer in range(layout.layers):
+            ops.gemm(inp, layout.weight(w, layer), self.acts[layer], trans_b=True)
+            if layer < last:
+                ops.act_forward(self.acts[layer], layout.bias(w, layer), self.keep, self.seed,
+                                dropout_salt(layer, micro, self.rank), counters)
+            inp = self.acts[layer]
+        ops.softmax_xent(self.acts[last], layout.bias(w, last), self.y, scale, self.dlogits, self.loss_sum,
+                         self.correct)
+
+    def backward(self, w, g, accumulate: bool, layer_done=None) -> None:
+        """Gradients into ``g`` (added to it when ``accumulate``); ``layer_done(layer)`` is
+        called as soon as each layer's gradient is complete (last layer first)."""
+        ops, layout = self.ops, self.layout
+        beta = 1.0 if accumulate else 0.0
+        delta = self.dlogits
+        for layer in reversed(range(layout.layers)):
+            inp = self.x if layer == 0 else self.acts[layer - 1]
+            ops.gemm(delta, inp, layout.weight(g, layer), trans_a=True, beta=beta)
+            ops.column_sums(delta, layout.bias(g, layer), beta=beta)
+            if layer_done is not None:
+                layer_done(layer)
+            if layer > 0:
+                below = self.deltas[layer - 1]
+                ops.gemm(delta, layout.weight(w, layer), below)
+                ops.act_backward(below, self.acts[layer - 1], self.keep)
+                delta = below
+
+
+def local_gradient(layout, ops, w, batches, scale: float, step: int, keep: float = 1.0, seed: int = 0,
+                   rank: int = 0):
+    """This rank's gradient (summed over its micro-batches, each scaled by ``scale``) for
+    host batches [(x, y), ...] at optimizer step ``step``: the reference and the tests' entry.
+
+    Returns:
+        (gradient in the flat layout, loss summed over the rows).
+    """
+    xp = ops.xp
+    rows = batches[0][0].shape[0]
+    net = Network(layout, ops, rows, keep, seed, rank)
+    g = xp.zeros(layout.size, ops.dtype)
+    counters = xp.asarray(np.array([0, step], dtype=np.int64))
+    for micro, (x, y) in enumerate(batches):
+        net.x[...] = xp.asarray(x, dtype=ops.dtype)
+        net.y[...] = xp.asarray(y, dtype=np.int32)
+        net.forward(w, counters, micro, scale)
+        net.backward(w, g, accumulate=micro > 0)
+    return g, float(net.loss_sum.sum())

@@ -1,0 +1,317 @@
+"""The MLP's primitives, twice: NumPy (CPU, and the float64 reference) and CuPy (GPU).
+
+Both run the same arithmetic in the same order of steps, so a GPU result can be checked
+against a NumPy float64 one. On the GPU every primitive is one launch on the current stream:
+cuBLAS GEMMs called directly on a handle of our own (CuPy's matmul costs ~20 us of Python per
+call, and a step has dozens), and small fused CUDA kernels. Nothing allocates, and per-step
+values (the step counter for dropout and Adam, the batch cursor) are read from device memory,
+so a whole step can be captured in a CUDA graph and replayed.
+
+Dropout masks come from a counter-based hash of (seed, step, layer, micro-batch, rank, element):
+no mask is stored, and the CPU and GPU draw the same masks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import xp as xpmod
+
+# counters[0]: steps into the current window's batch indices; counters[1]: optimizer steps so far.
+CURSOR, STEP = 0, 1
+
+
+def dropout_salt(layer: int, micro: int, rank: int) -> int:
+    """The hash key of one layer's mask in one micro-batch on one rank."""
+    return (layer & 0xFF) | (micro & 0xFFF) << 8 | (rank & 0xFFF) << 20
+
+
+def _mix32(x: np.ndarray) -> np.ndarray:
+    """A 32-bit integer hash (lowbias32), on uint32 arrays; the CUDA code has its twin."""
+    x = x ^ (x >> np.uint32(16))
+    x = x * np.uint32(0x7FEB352D)
+    x = x ^ (x >> np.uint32(15))
+    x = x * np.uint32(0x846CA68B)
+    return x ^ (x >> np.uint32(16))
+
+
+def keep_mask(shape, keep: float, seed: int, step: int, salt: int) -> np.ndarray:
+    """Which elements dropout keeps (True) for one layer and micro-batch."""
+    key = _mix32(np.uint32(seed & 0xFFFFFFFF) ^ _mix32(np.uint32(step & 0xFFFFFFFF)
+                                                       ^ _mix32(np.array(salt, np.uint32))))
+    h = _mix32(key ^ np.arange(int(np.prod(shape)), dtype=np.uint32))
+    return ((h >> np.uint32(8)).astype(np.float32) * np.float32(2.0 ** -24) < np.float32(keep)).reshape(shape)
+
+
+class HostOps:
+    """NumPy primitives (the CPU path and the reference)."""
+
+    xp = np
+
+    def __init__(self, dtype, tf32: bool = False, max_rows: int = 0):
+        self.dtype = np.dtype(dtype)
+
+    def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0):
+        """out = op(a) @ op(b) + beta * out (row-major 2-D arrays)."""
+        product = (a.T if trans_a else a) @ (b.T if trans_b else b)
+        if beta == 0:
+            out[...] = product
+        else:
+            out *= beta
+            out += product
+
+    def column_sums(self, x, out, beta=0.0):
+        """out = sum of x's rows + beta * out."""
+        if beta == 0:
+            np.sum(x, axis=0, out=out)
+        else:
+            out *= beta
+            out += x.sum(axis=0)
+
+    def gather(self, xs, ys, idx, counters, per_step, offset, xb, yb):
+        """Rows of this micro-batch: xb, yb = xs[rows], ys[rows] for the cursor's step."""
+        start = int(counters[CURSOR]) * per_step + offset
+        rows = idx[start:start + xb.shape[0]]
+        np.take(xs, rows, axis=0, out=xb)
+        np.take(ys, rows, axis=0, out=yb)
+
+    def act_forward(self, z, bias, keep, seed, salt, counters):
+        """In place: z = dropout(relu(z + bias))."""
+        z += bias
+        np.maximum(z, 0, out=z)
+        if keep < 1:
+            mask = keep_mask(z.shape, keep, seed, int(counters[STEP]), salt)
+            z *= mask
+            z *= self.dtype.type(1.0 / keep)
+
+    def act_backward(self, d, a, keep):
+        """In place: d = d * [a > 0] / keep (a: the layer's output after dropout)."""
+        d *= a > 0
+        if keep < 1:
+            d *= self.dtype.type(1.0 / keep)
+
+    def softmax_xent(self, z, bias, y, scale, dz, loss_acc, correct_acc):
+        """Softmax cross-entropy of logits z + bias against labels y: dz = (p - onehot) * scale;
+        per-row loss and hits are added to loss_acc and correct_acc."""
+        logits = z + bias
+        top = logits.max(axis=1, keepdims=True)
+        e = np.exp(logits - top)
+        total = e.sum(axis=1, keepdims=True)
+        rows = np.arange(len(y))
+        loss_acc += (np.log(total[:, 0]) + top[:, 0] - logits[rows, y]).astype(np.float64)
+        correct_acc += (np.argmax(logits, axis=1) == y).astype(correct_acc.dtype)
+        np.divide(e, total, out=dz)
+        dz[rows, y] -= 1
+        dz *= self.dtype.type(scale)
+
+    def sgd(self, w, g, v, lr, momentum, counters):
+        """v = momentum * v + g; w -= lr * v (PyTorch's SGD, dampening 0)."""
+        v *= self.dtype.type(momentum)
+        v += g
+        w -= self.dtype.type(lr) * v
+
+    def adam(self, w, g, m, v, lr, beta1, beta2, eps, counters):
+        """Adam with bias correction (PyTorch's), t = the step being taken (1-based)."""
+        t = int(counters[STEP]) + 1
+        T = self.dtype.type
+        m *= T(beta1)
+        m += T(1 - beta1) * g
+        v *= T(beta2)
+        v += T(1 - beta2) * g * g
+        mhat = m / T(1 - beta1 ** t)
+        vhat = v / T(1 - beta2 ** t)
+        w -= T(lr) * mhat / (np.sqrt(vhat) + T(eps))
+
+    def advance(self, counters):
+        counters += 1
+
+    def close(self):
+        pass
+
+
+CUDA_SOURCE = r"""
+__device__ __forceinline__ unsigned int mix32(unsigned int x) {
+    x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16;
+    return x;
+}
+
+template <typename T>
+__global__ void gather_rows(const T* xs, const int* ys, const int* idx, const long long* counters,
+                            int per_step, int offset, int rows, int cols, T* xb, int* yb) {
+    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (long long)rows * cols) return;
+    int i = (int)(e / cols), c = (int)(e % cols);
+    long long src = idx[counters[0] * per_step + offset + i];
+    xb[e] = xs[src * cols + c];
+    if (c == 0) yb[i] = ys[src];
+}
+
+template <typename T>
+__global__ void act_forward(T* z, const T* bias, int rows, int cols, float keep, T inv_keep,
+                            unsigned int seed, unsigned int salt, const long long* counters) {
+    int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= rows * cols) return;
+    T v = z[e] + bias[e % cols];
+    v = v > T(0) ? v : T(0);
+    if (keep < 1.0f) {
+        unsigned int key = mix32(seed ^ mix32((unsigned int)counters[1] ^ mix32(salt)));
+        unsigned int h = mix32(key ^ (unsigned int)e);
+        v = ((float)(h >> 8) * 5.9604644775390625e-08f < keep) ? v * inv_keep : T(0);
+    }
+    z[e] = v;
+}
+
+template <typename T>
+__global__ void act_backward(T* d, const T* a, int n, T scale) {
+    int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e < n) d[e] = a[e] > T(0) ? d[e] * scale : T(0);
+}
+
+template <typename T>
+__global__ void softmax_xent(const T* z, const T* bias, const int* y, int rows, int classes, T scale,
+                             T* dz, double* loss_acc, int* correct_acc) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows) return;
+    const T* zi = z + (long long)i * classes;
+    T* di = dz + (long long)i * classes;
+    T top = zi[0] + bias[0];
+    int best = 0;
+    for (int j = 1; j < classes; ++j) {
+        T v = zi[j] + bias[j];
+        if (v > top) { top = v; best = j; }
+    }
+    T total = 0;
+    for (int j = 0; j < classes; ++j) total += exp(zi[j] + bias[j] - top);
+    int label = y[i];
+    loss_acc[i] += (double)(log(total) + top - (zi[label] + bias[label]));
+    correct_acc[i] += best == label;
+    for (int j = 0; j < classes; ++j)
+        di[j] = (exp(zi[j] + bias[j] - top) / total - (j == label ? T(1) : T(0))) * scale;
+}
+
+template <typename T>
+__global__ void sgd(T* w, const T* g, T* v, long long n, T lr, T momentum) {
+    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    T ve = momentum * v[e] + g[e];
+    v[e] = ve;
+    w[e] -= lr * ve;
+}
+
+template <typename T>
+__global__ void adam(T* w, const T* g, T* m, T* v, long long n, T lr, T beta1, T beta2, T eps,
+                     const long long* counters) {
+    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    T t = (T)(counters[1] + 1);
+    T ge = g[e];
+    T me = beta1 * m[e] + (T(1) - beta1) * ge;
+    T ve = beta2 * v[e] + (T(1) - beta2) * ge * ge;
+    m[e] = me;
+    v[e] = ve;
+    T mhat = me / (T(1) - pow(beta1, t));
+    T vhat = ve / (T(1) - pow(beta2, t));
+    w[e] -= lr * mhat / (sqrt(vhat) + eps);
+}
+
+__global__ void advance(long long* counters) {
+    counters[0] += 1;
+    counters[1] += 1;
+}
+"""
+
+KERNELS = ("gather_rows", "act_forward", "act_backward", "softmax_xent", "sgd", "adam")
+BLOCK = 256
+
+
+class DeviceOps:
+    """CuPy primitives: cuBLAS on our own handle, fused CUDA kernels, all on the current stream."""
+
+    def __init__(self, dtype, tf32: bool = False, max_rows: int = 1):
+        from cupy_backends.cuda.libs import cublas
+
+        cupy = xpmod.cupy
+        self.xp = cupy
+        self.dtype = np.dtype(dtype)
+        ctype = "float" if self.dtype == np.float32 else "double"
+        self._blas = cublas
+        self._gemm = cublas.sgemm if self.dtype == np.float32 else cublas.dgemm
+        self._handle = cublas.create()
+        cublas.setPointerMode(self._handle, getattr(cublas, "CUBLAS_POINTER_MODE_HOST", 0))
+        if tf32:
+            cublas.setMathMode(self._handle, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3))
+        self._op = {False: getattr(cublas, "CUBLAS_OP_N", 0), True: getattr(cublas, "CUBLAS_OP_T", 1)}
+        self._scalars = {}  # host scalars cuBLAS reads through pointers: kept alive here
+        names = [f"{k}<{ctype}>" for k in KERNELS]
+        module = cupy.RawModule(code=CUDA_SOURCE, options=("--std=c++17",), name_expressions=names)
+        self._k = {k: module.get_function(n) for k, n in zip(KERNELS, names)}
+        self._k["advance"] = module.get_function("advance")
+        self._ones = cupy.ones(max_rows, self.dtype)  # column sums as a GEMM with a ones row
+        self.T = self.dtype.type
+
+    def _scalar(self, value) -> int:
+        ref = self._scalars.get(value)
+        if ref is None:
+            ref = self._scalars[value] = np.array(value, dtype=self.dtype)
+        return ref.ctypes.data
+
+    @staticmethod
+    def _stream():
+        return xpmod.cupy.cuda.get_current_stream().ptr
+
+    def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0):
+        # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+        m, n = out.shape
+        k = a.shape[0] if trans_a else a.shape[1]
+        self._blas.setStream(self._handle, self._stream())
+        self._gemm(self._handle, self._op[trans_b], self._op[trans_a], n, m, k, self._scalar(1.0),
+                   b.data.ptr, b.shape[1], a.data.ptr, a.shape[1], self._scalar(beta), out.data.ptr, n)
+
+    def column_sums(self, x, out, beta=0.0):
+        self.gemm(self._ones[:x.shape[0]].reshape(1, -1), x, out.reshape(1, -1), beta=beta)
+
+    @staticmethod
+    def _grid(n: int) -> tuple[int]:
+        return (-(-n // BLOCK),)
+
+    def gather(self, xs, ys, idx, counters, per_step, offset, xb, yb):
+        rows, cols = xb.shape
+        self._k["gather_rows"](self._grid(rows * cols), (BLOCK,),
+                               (xs, ys, idx, counters, np.int32(per_step), np.int32(offset), np.int32(rows),
+                                np.int32(cols), xb, yb))
+
+    def act_forward(self, z, bias, keep, seed, salt, counters):
+        rows, cols = z.shape
+        self._k["act_forward"](self._grid(z.size), (BLOCK,),
+                               (z, bias, np.int32(rows), np.int32(cols), np.float32(keep), self.T(1.0 / keep),
+                                np.uint32(seed & 0xFFFFFFFF), np.uint32(salt), counters))
+
+    def act_backward(self, d, a, keep):
+        self._k["act_backward"](self._grid(d.size), (BLOCK,), (d, a, np.int32(d.size), self.T(1.0 / keep)))
+
+    def softmax_xent(self, z, bias, y, scale, dz, loss_acc, correct_acc):
+        rows, classes = z.shape
+        self._k["softmax_xent"](self._grid(rows), (BLOCK,),
+                                (z, bias, y, np.int32(rows), np.int32(classes), self.T(scale), dz, loss_acc,
+                                 correct_acc))
+
+    def sgd(self, w, g, v, lr, momentum, counters):
+        self._k["sgd"](self._grid(w.size), (BLOCK,), (w, g, v, np.int64(w.size), self.T(lr), self.T(momentum)))
+
+    def adam(self, w, g, m, v, lr, beta1, beta2, eps, counters):
+        self._k["adam"](self._grid(w.size), (BLOCK,),
+                        (w, g, m, v, np.int64(w.size), self.T(lr), self.T(beta1), self.T(beta2), self.T(eps),
+                         counters))
+
+    def advance(self, counters):
+        self._k["advance"]((1,), (1,), (counters,))
+
+    def close(self):
+        if self._handle is not None:
+            self._blas.destroy(self._handle)
+            self._handle = None
+
+
+def make_ops(device: str, dtype, tf32: bool = False, max_rows: int = 1):
+    """The primitives for ``device`` ('gpu' or 'cpu'), for batches of up to ``max_rows`` rows."""
+    return (DeviceOps if device == "gpu" else HostOps)(dtype, tf32, max_rows)

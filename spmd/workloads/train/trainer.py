@@ -1,0 +1,195 @@
+"""Data-parallel training steps: k micro-batches, bucketed gradient allreduce, optimizer.
+
+One step: for each micro-batch, gather its rows from the rank's shard (indices from the
+sampler, read through a device-side cursor), forward, backward; on the last micro-batch each
+bucket's allreduce starts as soon as backward has produced it; then the optimizer. On a GPU
+everything runs on one compute stream (plus the exchange's communication stream), nothing
+allocates, and per-step values live in device memory, so a step can be captured once in a
+CUDA graph and replayed: one launch per step instead of dozens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ... import xp as xpmod
+from .buckets import GradientExchange, plan_buckets
+from .marks import make_marks
+from .network import Network
+from .ops import CURSOR, STEP
+
+
+class Optimizer:
+    """SGD with momentum or Adam over the flat parameter buffer: one fused kernel per step.
+
+    Attributes:
+        state: name -> buffer (the flat layout), what a checkpoint stores.
+    """
+
+    def __init__(self, params, ops, size: int):
+        self.p, self.ops = params, ops
+        names = ("momentum",) if params.optimizer == "sgd" else ("m", "v")
+        self.state = {name: ops.xp.zeros(size, ops.dtype) for name in names}
+
+    def step(self, w, g, counters) -> None:
+        p = self.p
+        if p.optimizer == "sgd":
+            self.ops.sgd(w, g, self.state["momentum"], p.lr, p.momentum, counters)
+        else:
+            self.ops.adam(w, g, self.state["m"], self.state["v"], p.lr, p.betas[0], p.betas[1], p.eps, counters)
+
+
+class Trainer:
+    """The model's buffers on this rank and the steps over them.
+
+    Attributes:
+        w, g: flat parameters and gradients; optimizer: its state.
+        counters: device [cursor, step] (see ops); step: the same step count on the host.
+        buckets: the gradient buckets; graph: the captured step, once captured.
+    """
+
+    def __init__(self, ctx, comm, layout, ops, params, xs, ys, window_steps: int, initial: np.ndarray):
+        xp = ops.xp
+        self.layout, self.ops, self.p, self.xs, self.ys = layout, ops, params, xs, ys
+        self.gpu = xp is not np
+        self.micro, self.batch = params.accumulate, params.batch
+        self.per_step = params.batch * params.accumulate
+        self.scale = 1.0 / (params.batch * params.accumulate * ctx.size)
+        self.w = xp.asarray(initial)
+        self.g = xp.zeros(layout.size, ops.dtype)
+        self.optimizer = Optimizer(params, ops, layout.size)
+        self.net = Network(layout, ops, params.batch, 1.0 - params.dropout, params.seed, ctx.rank)
+        self.counters = xp.zeros(2, np.int64)
+        self.step = 0
+        self.idx = xp.zeros(window_steps * self.per_step, np.int32)
+        self.buckets = plan_buckets(layout, int(params.bucket_mb * 2**20), ops.dtype.itemsize)
+        self.exchange = GradientExchange(comm, self.g, self.buckets, params.overlap) if ctx.size > 1 else None
+        nb = len(self.buckets) if self.exchange else 0
+        self.stream = xp.cuda.Stream(non_blocking=True) if self.gpu else None
+        per_slot = window_steps if self.gpu else 1  # events are read after the window; host times at once
+        self.marks = [make_marks("gpu" if self.gpu else "cpu", self.micro, nb) for _ in range(per_slot)] \
+            if params.phases else None
+        self.graph = None
+        self.graph_marks = None
+
+    # -- state ----------------------------------------------------------------------------
+
+    def set_state(self, weights, state: dict, step: int) -> None:
+        """Continue from a checkpoint: parameters, optimizer buffers and step count."""
+        xpmod.copy_into(self.w, weights)
+        for name, buf in self.optimizer.state.items():
+            xpmod.copy_into(buf, state[name])
+        self.step = step
+        self.counters[STEP] = step
+
+    def host_state(self) -> tuple[np.ndarray, dict]:
+        """Parameters and optimizer buffers as host arrays."""
+        self.synchronize()
+        return xpmod.to_host(self.w), {k: xpmod.to_host(v) for k, v in self.optimizer.state.items()}
+
+    def load_window(self, indices: np.ndarray) -> None:
+        """Batch indices of the next window's steps (steps x batch*accumulate, local rows)."""
+        with self._on_stream():
+            self.idx[:indices.size] = self.ops.xp.asarray(indices.reshape(-1))
+            self.counters[CURSOR] = 0
+            self.net.loss_sum.fill(0)
+            self.net.correct.fill(0)
+
+    def take_window_stats(self) -> tuple[float, int]:
+        """Loss summed over this window's samples on this rank, and right answers."""
+        self.synchronize()
+        return float(self.net.loss_sum.sum()), int(self.net.correct.sum())
+
+    def synchronize(self) -> None:
+        if self.gpu:
+            self.stream.synchronize()
+
+    @contextlib.contextmanager
+    def _on_stream(self):
+        if self.stream is None:
+            yield
+        else:
+            with self.stream:
+                yield
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def train_step(self, marks=None, reduce: bool = True, update: bool = True) -> None:
+        """One optimizer step (queued on the compute stream on a GPU)."""
+        net, ops = self.net, self.ops
+        mark = marks.mark if marks is not None else (lambda name: None)
+        exchange = self.exchange if reduce else None
+        mark("s")
+        for j in range(self.micro):
+            ops.gather(self.xs, self.ys, self.idx, self.counters, self.per_step, j * self.batch, net.x, net.y)
+            net.forward(self.w, self.counters, j, self.scale)
+            mark(f"f{j}")
+            done = None
+            if exchange is not None and j == self.micro - 1:
+                def done(layer):
+                    exchange.layer_done(layer, marks)
+            net.backward(self.w, self.g, accumulate=j > 0, layer_done=done)
+            mark(f"b{j}")
+        if exchange is not None:
+            exchange.finish(marks)
+        mark("w")
+        if update:
+            self.optimizer.step(self.w, self.g, self.counters)
+        mark("o")
+        if update:
+            ops.advance(self.counters)
+
+    def run_window(self, steps: int, timer) -> None:
+        """``steps`` optimizer steps (replays of the captured graph, once captured), their
+        phases added to ``timer``."""
+        with self._on_stream():
+            for i in range(steps):
+                if self.graph is not None:
+                    self.graph.launch(self.stream)
+                else:
+                    marks = self.marks[i % len(self.marks)] if self.marks else None
+                    self.train_step(marks)
+                    if marks is not None:
+                        marks.add_to(timer)
+                self.step += 1
+            if self.graph is not None and self.graph_marks is not None:
+                # A graph's events hold its last replay: that step stands for all of them.
+                self.graph_marks.add_to(timer, steps)
+
+    def warm_up(self, indices: np.ndarray) -> None:
+        """One step's work without its update (kernels loaded, cuBLAS and NCCL initialised),
+        leaving the training state as it was: a graph can then be captured from step 0."""
+        self.gradient_step(indices)
+
+    def capture(self) -> None:
+        """Capture one step (with its timing events, when the driver allows) in a CUDA graph."""
+        cupy = xpmod.cupy
+        marks = None
+        if self.marks:
+            marks = make_marks("gpu", self.micro, len(self.buckets) if self.exchange else 0)
+            marks = marks if marks.can_capture else None
+        with self.stream:
+            self.stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
+            try:
+                if marks is not None:
+                    marks.capturing = True
+                self.train_step(marks)
+            finally:
+                graph = self.stream.end_capture()
+                if marks is not None:
+                    marks.capturing = False
+        self.graph, self.graph_marks = graph, marks
+
+    def gradient_step(self, indices: np.ndarray) -> None:
+        """Gradients of one more step (reduced over the ranks), without updating anything:
+        what verification compares against a float64 reference."""
+        self.load_window(indices)
+        with self._on_stream():
+            self.train_step(reduce=True, update=False)
+        self.synchronize()
+
+    def close(self) -> None:
+        self.graph = None
+        self.ops.close()

@@ -1,0 +1,482 @@
+"""Workload ``train``: data-parallel training of an MLP classifier.
+
+Each rank holds its shard of the training set on its device, trains a replica of the
+model on its part of every global batch, and the gradients are summed bucket by bucket
+over the ranks while backward is still running. A repeat is a window of ``params.steps``
+optimizer steps; the run trains (warmup + repeats) x steps steps in all.
+
+Verified at the end: every rank holds bit-identical parameters; one more step's gradient,
+reduced over the ranks by the training path, matches a float64 NumPy reference computed on
+the host and summed with a plain MPI allreduce; all values finite; the held-out accuracy
+reaches ``target_accuracy`` when one is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import statistics
+import threading
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+from mpi4py import MPI
+
+from ... import xp as xpmod
+from ...errors import BackendUnavailable, ConfigError, InputError, Stopped, VerificationError
+from ...io.hdf5 import dataset_info, open_h5
+from ...io.plan import block_range
+from ..base import Workload, require_one_dataset
+from . import data as train_data
+from .checkpoint import load_checkpoint, save_checkpoint
+from .model import Layout, model_widths
+from .network import local_gradient
+from .ops import HostOps, make_ops
+from .trainer import Trainer
+
+STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # SLURM: SIGTERM at the time limit, --signal=USR1@T before it
+GRADIENT_RTOL = {"float64": 1e-10, "float32": 1e-4, "tf32": 1e-2}  # of each layer's gradient norm
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """``params.checkpoint``: where rank 0 writes checkpoints, and every how many steps
+    (0: only at the end and when a stop signal arrives)."""
+
+    path: str
+    every: int = 0
+
+    def __post_init__(self):
+        if self.every < 0:
+            raise ConfigError(f"params.checkpoint.every: must be >= 0, got {self.every}")
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    """``params`` of the train workload (see docs/configs.md)."""
+
+    model: str | tuple[int, ...] = "medium"
+    dtype: Literal["float32", "float64"] = "float32"
+    batch: int = 64
+    accumulate: int = 1
+    steps: int = 50
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    lr: float = 0.05
+    momentum: float = 0.9
+    betas: tuple[float, ...] = (0.9, 0.999)
+    eps: float = 1e-8
+    dropout: float = 0.0
+    seed: int = 0
+    labels: str = "labels"
+    eval: str | None = "eval"
+    eval_rows: int = 4096
+    teacher_width: int = 8
+    data_shards: int | None = None
+    bucket_mb: float = 25.0
+    overlap: bool = True
+    graph: bool | Literal["auto"] = "auto"
+    tf32: bool = False
+    phases: bool = True
+    target_accuracy: float | None = None
+    checkpoint: CheckpointConfig | None = None
+    resume: str | None = None
+
+    def __post_init__(self):
+        model_widths(self.model)
+        for key in ("batch", "accumulate", "steps", "eval_rows", "teacher_width"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"params.{key}: must be >= 1, got {getattr(self, key)}")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"params.dropout: must be in [0, 1), got {self.dropout}")
+        if self.lr <= 0 or self.eps <= 0 or not 0 <= self.momentum < 1:
+            raise ConfigError("params.lr and params.eps must be > 0, params.momentum in [0, 1)")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ConfigError(f"params.betas: two numbers in [0, 1), got {list(self.betas)}")
+        if self.bucket_mb <= 0:
+            raise ConfigError(f"params.bucket_mb: must be > 0, got {self.bucket_mb}")
+        if self.data_shards is not None and self.data_shards < 1:
+            raise ConfigError(f"params.data_shards: must be >= 1, got {self.data_shards}")
+        if self.tf32 and self.dtype != "float32":
+            raise ConfigError("params.tf32: TF32 tensor cores only apply to float32")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise ConfigError(f"params.target_accuracy: a fraction in (0, 1], got {self.target_accuracy}")
+        if self.target_accuracy is not None and self.eval is None:
+            raise ConfigError("params.target_accuracy: needs the held-out set (params.eval)")
+        if self.checkpoint and self.checkpoint.every % self.steps:
+            raise ConfigError(f"params.checkpoint.every: {self.checkpoint.every} is not a multiple of params.steps "
+                              f"({self.steps}); checkpoints are written between timed windows")
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        return model_widths(self.model)
+
+
+class TrainWorkload(Workload):
+    name = "train"
+    Params = TrainParams
+    DTYPES = ("float32", "float64")
+
+    # -- configuration hooks -----------------------------------------------------------
+
+    @classmethod
+    def strong_config(cls, cfg, factor):
+        """Strong scaling keeps the global batch: the per-rank batch shrinks by ``factor``."""
+        batch = Fraction(cfg.params.batch) / factor
+        if batch.denominator != 1:
+            raise ConfigError(f"params.batch: {cfg.params.batch} samples per rank cannot be split over {factor}x "
+                              f"the ranks for strong scaling (use a batch divisible by it, or --mode weak)")
+        return replace(cfg, params=replace(cfg.params, batch=int(batch)))
+
+    @classmethod
+    def weak_config(cls, cfg, factor):
+        """Weak scaling keeps the per-rank batch (the global batch grows); same data."""
+        return cfg
+
+    @classmethod
+    def input_recipe(cls, cfg) -> dict:
+        p = cfg.params
+        return {"classes": p.widths[-1], "teacher_width": p.teacher_width, "eval": p.eval,
+                "eval_rows": p.eval_rows if p.eval else 0, "labels": p.labels}
+
+    @classmethod
+    def finish_input(cls, cfg, dataset) -> dict:
+        """Labels from the teacher network, and the held-out set."""
+        p, g = cfg.params, cfg.generate
+        if dataset.ndim != 2 or dataset.shape[1] != p.widths[0]:
+            raise ConfigError(f"generate.shape: train needs [rows, {p.widths[0]}] (the model's inputs), got "
+                              f"{list(dataset.shape)}")
+        weights = train_data.teacher(g.seed, p.widths[0], p.teacher_width, p.widths[-1])
+        train_data.write_labels(dataset, weights, g.loc, g.scale, name=p.labels)
+        if p.eval:
+            train_data.write_eval_set(dataset.file.require_group(p.eval), p.eval_rows, weights, g)
+        return {}
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def setup(self, ctx, cfg, comm):
+        self.ctx, self.cfg, self.comm, self.p = ctx, cfg, comm, cfg.params
+        p = self.p
+        ctx.agree(require_one_dataset, cfg, "train", "a float64 gradient check")
+        self.layout = Layout(p.widths)
+        self.global_batch = p.batch * p.accumulate * ctx.size
+        self.shards = p.data_shards or ctx.size
+        self.rows = ctx.agree(self._check_inputs)
+        self.sampler = ctx.agree(train_data.Sampler, self.rows, self.shards, ctx.size, ctx.rank,
+                                 self.global_batch, p.seed)
+        self.host_x, self.host_y, self.eval_x, self.eval_y, self.read_seconds = ctx.agree(self._read)
+        self.use_graph = ctx.agree(self._graph_wanted)
+        self.trainer = ctx.agree(self._build)
+        self.start_step = 0
+        if p.resume:
+            weights, state, step = ctx.agree(load_checkpoint, p.resume, self.layout, self._meta(),
+                                             tuple(self.trainer.optimizer.state))
+            ctx.agree(self._check_resume_step, step)
+            self.trainer.set_state(weights, state, step)
+            self.start_step = step
+        self.trainer.warm_up(self.sampler.window(self.start_step, 1))
+        if self.use_graph:
+            self._capture()
+        self.windows_run, self.losses, self.accuracies = 0, [], []
+        self._stop = _StopFlag()
+
+    def _check_inputs(self) -> int:
+        p, path = self.p, self.cfg.input.path
+        rows, row_shape, _ = dataset_info(path, self.cfg.input.dataset, self.DTYPES, (2,))
+        if row_shape[0] != p.widths[0]:
+            raise InputError(f"{path}:{self.cfg.input.dataset}: {row_shape[0]} features per row, the model "
+                             f"{self.layout.describe()} takes {p.widths[0]}")
+        labels, _, _ = dataset_info(path, p.labels, ("int32", "int64", "int16", "uint8"), (1,))
+        if labels != rows:
+            raise InputError(f"{path}:{p.labels}: {labels} labels for {rows} rows")
+        if p.eval:
+            with open_h5(path) as f:
+                if p.eval not in f:
+                    raise InputError(f"{path}: no held-out group {p.eval!r} (set params.eval: null to train "
+                                     f"without one)")
+            eval_rows, eval_shape, _ = dataset_info(path, f"{p.eval}/data", self.DTYPES, (2,))
+            eval_labels, _, _ = dataset_info(path, f"{p.eval}/labels", ("int32", "int64", "int16", "uint8"), (1,))
+            if eval_shape != row_shape or eval_labels != eval_rows:
+                raise InputError(f"{path}:{p.eval}: data {eval_rows} x {eval_shape} and {eval_labels} labels do "
+                                 f"not match the training set's rows of {row_shape[0]} features")
+        return rows
+
+    def _read(self):
+        """This rank's rows of the training set (and of the held-out set), checked."""
+        import time
+
+        p, path, dtype = self.p, self.cfg.input.path, np.dtype(self.p.dtype)
+        start, stop = self.sampler.local_rows
+        t0 = time.perf_counter()
+        with open_h5(path) as f:
+            x = f[self.cfg.input.dataset][start:stop].astype(dtype, copy=False)
+            y = f[p.labels][start:stop].astype(np.int32)
+            ex = ey = None
+            if p.eval:
+                e0, e1 = block_range(f[f"{p.eval}/labels"].shape[0], self.ctx.size, self.ctx.rank)
+                ex = f[f"{p.eval}/data"][e0:e1].astype(dtype, copy=False)
+                ey = f[f"{p.eval}/labels"][e0:e1].astype(np.int32)
+        seconds = time.perf_counter() - t0
+        classes = p.widths[-1]
+        for labels, name, first in ((y, p.labels, start), (ey, f"{p.eval}/labels", e0 if p.eval else 0)):
+            bad = np.flatnonzero((labels < 0) | (labels >= classes)) if labels is not None else ()
+            if len(bad):
+                raise InputError(f"{path}:{name} row {first + int(bad[0])}: label {int(labels[bad[0]])} is "
+                                 f"outside 0..{classes - 1} (the model has {classes} classes)")
+        if not np.isfinite(x).all():
+            bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
+            raise InputError(f"{path}:{self.cfg.input.dataset} row {start + bad}: not finite")
+        return x, y, ex, ey, seconds
+
+    def _graph_wanted(self) -> bool:
+        graph = self.p.graph
+        if graph is True and self.ctx.device != "gpu":
+            raise ConfigError("params.graph: CUDA graphs need device: gpu")
+        if graph is True and self.comm.name not in ("nccl",) and self.ctx.size > 1:
+            raise ConfigError(f"params.graph: a captured step can only hold NCCL calls, not comm: {self.comm.name}")
+        return graph is True or (graph == "auto" and self.ctx.device == "gpu"
+                                 and (self.ctx.size == 1 or self.comm.name == "nccl"))
+
+    def _build(self) -> Trainer:
+        p, xp = self.p, self.ctx.xp
+        if self.ctx.device == "gpu":
+            need = (self.host_x.nbytes + self.host_y.nbytes + 6 * self.layout.size * np.dtype(p.dtype).itemsize)
+            free, _ = xpmod.cupy.cuda.runtime.memGetInfo()
+            if need > free:
+                raise InputError(f"the shard ({self.host_x.nbytes / 2**30:.2f} GiB) and the model's buffers need "
+                                 f"{need / 2**30:.2f} GiB, the GPU has {free / 2**30:.2f} GiB free: use more ranks")
+        xs, ys = xp.asarray(self.host_x), xp.asarray(self.host_y)
+        ops = make_ops(self.ctx.device, p.dtype, p.tf32, max_rows=p.batch)
+        return Trainer(self.ctx, self.comm, self.layout, ops, p, xs, ys, p.steps,
+                       self.layout.initial(p.seed, p.dtype))
+
+    def _capture(self) -> None:
+        """Capture the step in a CUDA graph on every rank, or on none."""
+        failure = None
+        try:
+            self.trainer.capture()
+        except Exception as exc:  # a CUDA, cuBLAS or NCCL refusal to be captured
+            failure = f"{type(exc).__name__}: {exc}"
+            self.trainer.graph = None
+        failures = self.ctx.comm.allgather(failure)
+        bad = [r for r, f in enumerate(failures) if f]
+        if not bad:
+            return
+        if self.p.graph is True:
+            raise self.ctx.collective_error(BackendUnavailable, bad[0], f"params.graph: capture failed: "
+                                            f"{failures[bad[0]]}")
+        self.trainer.graph = None  # auto: run the steps eagerly on every rank
+        self.use_graph = False
+        self.graph_failure = failures[bad[0]]
+
+    def _meta(self) -> dict:
+        p = self.p
+        return {"widths": list(p.widths), "dtype": p.dtype, "optimizer": p.optimizer,
+                "global_batch": self.global_batch, "data_shards": self.shards, "seed": p.seed}
+
+    def _check_resume_step(self, step: int) -> None:
+        total = (self.cfg.warmup + self.cfg.repeats) * self.p.steps
+        if step % self.p.steps:
+            raise ConfigError(f"params.resume: the checkpoint is at step {step}, not at a window boundary of "
+                              f"params.steps = {self.p.steps}")
+        if step >= total:
+            raise ConfigError(f"params.resume: the checkpoint is at step {step}; this config trains "
+                              f"{total} steps in all ((warmup + repeats) x steps): nothing is left to do")
+
+    def schedule(self, warmup, repeats):
+        if not self.start_step:
+            return warmup, repeats
+        left = warmup + repeats - self.start_step // self.p.steps
+        warm = min(warmup, left - 1)
+        return warm, left - warm
+
+    # -- the timed loop ----------------------------------------------------------------
+
+    def prepare(self):
+        ctx, p, trainer = self.ctx, self.p, self.trainer
+        if self.windows_run:
+            self._collect_window()
+        if ctx.comm.allreduce(self._stop.signal, op=MPI.MAX):
+            path = self._checkpoint_path()
+            ctx.agree(self._write_checkpoint, path, root_only=True)
+            raise ctx.collective_error(Stopped, 0, f"{self._stop.name or 'a stop signal'} received: checkpoint "
+                                       f"at step {trainer.step} written to {path}; continue with "
+                                       f"-o params.resume={path}")
+        every = p.checkpoint.every if p.checkpoint else 0
+        if every and trainer.step > self.start_step and trainer.step % every == 0:
+            ctx.agree(self._write_checkpoint, p.checkpoint.path, root_only=True)
+        trainer.load_window(self.sampler.window(trainer.step, p.steps))
+
+    def run(self, timer):
+        self.trainer.run_window(self.p.steps, timer)
+        self.windows_run += 1
+
+    def _collect_window(self) -> None:
+        loss, correct = _sum_over_ranks(self.ctx.comm, *self.trainer.take_window_stats())
+        samples = self.global_batch * self.p.steps
+        self.losses.append(loss / samples)
+        self.accuracies.append(correct / samples)
+
+    def _checkpoint_path(self) -> str:
+        return self.p.checkpoint.path if self.p.checkpoint else f"{self.cfg.output}/checkpoint.h5"
+
+    def _write_checkpoint(self, path: str) -> str:
+        weights, state = self.trainer.host_state()
+        meta = {**self._meta(), "rng": {"kind": "counter-based", "seed": self.p.seed, "step": self.trainer.step}}
+        save_checkpoint(path, self.layout, weights, state, self.trainer.step, meta)
+        return path
+
+    # -- verification ------------------------------------------------------------------
+
+    def verify(self):
+        ctx = self.ctx
+        self._collect_window()
+        weights, state = self.trainer.host_state()
+        digest = _digest(weights, state)
+        digests = ctx.comm.allgather(digest)
+        differ = [r for r, d in enumerate(digests) if d != digests[0]]
+        if differ:
+            raise ctx.collective_error(VerificationError, differ[0], f"parameters or optimizer state differ from "
+                                       f"rank 0's after {self.trainer.step} steps: the replicas diverged")
+        ctx.agree(_finite, weights, self.trainer.step)
+        errors = self._gradient_check(weights)
+        tol = GRADIENT_RTOL["tf32" if self.p.tf32 else self.p.dtype]
+        worst = max(errors)
+
+        def judge():
+            if not worst <= tol:
+                layer = int(np.argmax(errors))
+                raise VerificationError(f"the reduced gradient of layer {layer} is off by {errors[layer]:.3g} "
+                                        f"(relative norm) from the float64 reference (tolerance {tol:g})")
+
+        ctx.agree(judge, root_only=True)
+        self.eval_loss, self.eval_accuracy = self._evaluate()
+        target = self.p.target_accuracy
+        if target is not None and self.eval_accuracy < target:
+            raise ctx.collective_error(VerificationError, 0, f"held-out accuracy {self.eval_accuracy:.4f} after "
+                                       f"{self.trainer.step} steps is below params.target_accuracy {target}")
+        return {"reference": "float64 NumPy gradient of one more step, summed over ranks by MPI",
+                "gradient_relative_error": errors, "tolerance": tol, "replicas_identical": True,
+                "parameters_sha256": digest}
+
+    def _gradient_check(self, weights) -> list[float]:
+        """Each layer's ||g - g_ref|| / ||g_ref|| for the next step's batch."""
+        p, step = self.p, self.trainer.step
+        indices = self.sampler.window(step, 1)
+        self.trainer.gradient_step(indices)
+        got = xpmod.to_host(self.trainer.g).astype(np.float64)
+        rows = indices[0]
+        batches = [(self.host_x[rows[j * p.batch:(j + 1) * p.batch]], self.host_y[rows[j * p.batch:(j + 1) * p.batch]])
+                   for j in range(p.accumulate)]
+        ref, _ = local_gradient(self.layout, HostOps(np.float64), weights.astype(np.float64), batches,
+                                1.0 / self.global_batch, step, 1.0 - p.dropout, p.seed, self.ctx.rank)
+        self.ctx.comm.Allreduce(MPI.IN_PLACE, ref, op=MPI.SUM)
+        errors = []
+        for s in self.layout.segments:
+            want = ref[s.start:s.stop]
+            diff = np.linalg.norm(got[s.start:s.stop] - want)
+            errors.append(float(diff / max(np.linalg.norm(want), np.finfo(np.float64).tiny)))
+        return errors
+
+    def _evaluate(self) -> tuple[float | None, float | None]:
+        """Loss and accuracy on the held-out set (each rank its rows), plain array code."""
+        if self.eval_x is None:
+            return None, None
+        xp, layout = self.ctx.xp, self.layout
+        w = self.trainer.w
+        loss = correct = 0.0
+        for start in range(0, len(self.eval_x), 4096):
+            h = xp.asarray(self.eval_x[start:start + 4096])
+            y = xp.asarray(self.eval_y[start:start + 4096])
+            for layer in range(layout.layers):
+                h = h @ layout.weight(w, layer).T + layout.bias(w, layer)
+                if layer < layout.layers - 1:
+                    h = xp.maximum(h, 0)
+            h = h.astype(xp.float64)
+            top = h.max(axis=1, keepdims=True)
+            logsum = xp.log(xp.exp(h - top).sum(axis=1)) + top[:, 0]
+            loss += float((logsum - h[xp.arange(len(y)), y]).sum())
+            correct += float((h.argmax(axis=1) == y).sum())
+        loss, correct, total = _sum_over_ranks(self.ctx.comm, loss, correct, len(self.eval_x))
+        return loss / total, correct / total
+
+    def save(self):
+        if not self.p.checkpoint:
+            return None
+        return self.ctx.agree(self._write_checkpoint, self.p.checkpoint.path, root_only=True)
+
+    # -- report ------------------------------------------------------------------------
+
+    def result(self):
+        p = self.p
+        return {"model": list(p.widths), "parameters": self.layout.parameters, "dtype": p.dtype,
+                "optimizer": p.optimizer, "batch_per_rank": p.batch, "accumulate": p.accumulate,
+                "global_batch": self.global_batch, "steps": self.trainer.step, "resumed_from_step": self.start_step,
+                "steps_per_repeat": p.steps, "data_shards": self.shards,
+                "buckets": [b.size * np.dtype(p.dtype).itemsize for b in self.trainer.buckets],
+                "overlap": p.overlap and self.ctx.size > 1, "graph": self.use_graph,
+                "graph_failure": getattr(self, "graph_failure", None), "tf32": p.tf32,
+                "loss_per_window": self.losses, "train_accuracy_per_window": self.accuracies,
+                "eval_loss": self.eval_loss, "eval_accuracy": self.eval_accuracy,
+                "read_seconds": self.read_seconds,
+                "checkpoint": p.checkpoint.path if p.checkpoint else None}
+
+    def metrics(self, rank_medians):
+        p = self.p
+        total = max(m["total"] for m in rank_medians)
+        per_step = {phase: statistics.median(m.get(phase, 0.0) for m in rank_medians) / p.steps * 1e3
+                    for phase in ("forward", "backward", "comm", "comm_overlapped", "optimizer")}
+        return {"samples_per_s": self.global_batch * p.steps / total, "step_ms": total / p.steps * 1e3,
+                "phase_ms_per_step": per_step if p.phases else {}}
+
+    def problem(self):
+        p = self.p
+        itemsize = np.dtype(p.dtype).itemsize
+        return {"bytes": self.global_batch * p.widths[0] * itemsize * p.steps,
+                "comm": [{"op": "allreduce", "bytes": b.size * itemsize, "calls": p.steps, "growth": 0.0}
+                         for b in self.trainer.buckets]}
+
+    def close(self):
+        self._stop.restore()
+        self.trainer.close()
+
+
+def _sum_over_ranks(comm, *values: float) -> list[float]:
+    sums = np.array(values, dtype=np.float64)
+    comm.Allreduce(MPI.IN_PLACE, sums, op=MPI.SUM)
+    return sums.tolist()
+
+
+def _digest(weights, state) -> str:
+    h = hashlib.sha256(np.ascontiguousarray(weights).tobytes())
+    for name in sorted(state):
+        h.update(np.ascontiguousarray(state[name]).tobytes())
+    return h.hexdigest()
+
+
+def _finite(weights, step) -> None:
+    if not np.isfinite(weights).all():
+        raise VerificationError(f"parameters are not finite after {step} steps: training diverged (lower "
+                                f"params.lr)")
+
+
+class _StopFlag:
+    """SIGTERM / SIGUSR1 set a flag (and nothing else); the job checks it between windows."""
+
+    def __init__(self):
+        self.signal, self.name, self._old = 0, None, {}
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        for name in STOP_SIGNALS:
+            num = getattr(signal, name, None)
+            if num is not None:
+                self._old[num] = signal.signal(num, self._handle)
+
+    def _handle(self, signum, frame):
+        self.signal, self.name = 1, signal.Signals(signum).name
+
+    def restore(self) -> None:
+        for num, old in self._old.items():
+            signal.signal(num, old)
+        self._old.clear()
