@@ -42,6 +42,7 @@ class Context:
         self.device_name = "cpu"
         self.shared_gpu = False  # True when some GPU serves several ranks (allow_shared_gpu)
         self.xp = np
+        self.blas_threads: int | None = None  # BLAS threads per rank on the CPU (None: not limited)
 
     # -- agreement: the no-hang rule for everything a rank can check --------------------
 
@@ -117,6 +118,8 @@ class Context:
                     f"({self.local_size} ranks on this node) or set allow_shared_gpu: true")
         self.device = device
         self.xp = xpmod.array_module(device)
+        if device == "cpu":
+            self.blas_threads = share_cpu_cores(self.local_size)
 
     def _use_gpu(self) -> str:
         count = xpmod.gpu_count()
@@ -155,6 +158,25 @@ class Context:
 def mpi_library() -> str:
     """The MPI library's first version line (Open MPI's ends in a NUL byte: dropped)."""
     return MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
+
+
+def share_cpu_cores(ranks_on_node: int) -> int | None:
+    """Give each rank's BLAS its share of the node's cores, unless the user chose
+    (OMP_NUM_THREADS and friends). N ranks each starting a BLAS pool as wide as the node
+    oversubscribe it: train on 2 ranks of a 2-core machine took 115 ms a step, 5 ms with one
+    thread each (measured). Returns the threads per rank, or None when left alone."""
+    import os
+
+    if any(os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")):
+        return None
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a dependency; absent only where spmd is not installed
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = max(1, cores // max(1, ranks_on_node))
+    threadpool_limits(limits=threads, user_api="blas")
+    return threads
 
 
 def _choose_device(requested: str) -> str:

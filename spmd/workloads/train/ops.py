@@ -28,11 +28,12 @@ def dropout_salt(layer: int, micro: int, rank: int) -> int:
 
 def _mix32(x: np.ndarray) -> np.ndarray:
     """A 32-bit integer hash (lowbias32), on uint32 arrays; the CUDA code has its twin."""
-    x = x ^ (x >> np.uint32(16))
-    x = x * np.uint32(0x7FEB352D)
-    x = x ^ (x >> np.uint32(15))
-    x = x * np.uint32(0x846CA68B)
-    return x ^ (x >> np.uint32(16))
+    with np.errstate(over="ignore"):  # multiplication modulo 2**32 is the point
+        x = x ^ (x >> np.uint32(16))
+        x = x * np.uint32(0x7FEB352D)
+        x = x ^ (x >> np.uint32(15))
+        x = x * np.uint32(0x846CA68B)
+        return x ^ (x >> np.uint32(16))
 
 
 def keep_mask(shape, keep: float, seed: int, step: int, salt: int) -> np.ndarray:

@@ -158,11 +158,6 @@ class Trainer:
                 # A graph's events hold its last replay: that step stands for all of them.
                 self.graph_marks.add_to(timer, steps)
 
-    def warm_up(self, indices: np.ndarray) -> None:
-        """One step's work without its update (kernels loaded, cuBLAS and NCCL initialised),
-        leaving the training state as it was: a graph can then be captured from step 0."""
-        self.gradient_step(indices)
-
     def capture(self) -> None:
         """Capture one step (with its timing events, when the driver allows) in a CUDA graph."""
         cupy = xpmod.cupy
@@ -183,8 +178,9 @@ class Trainer:
         self.graph, self.graph_marks = graph, marks
 
     def gradient_step(self, indices: np.ndarray) -> None:
-        """Gradients of one more step (reduced over the ranks), without updating anything:
-        what verification compares against a float64 reference."""
+        """One step's gradient, reduced over the ranks, without the update: the warm-up (kernels
+        loaded, cuBLAS and NCCL initialised, so a graph can be captured from the first step on)
+        whose gradient verification compares with a float64 reference."""
         self.load_window(indices)
         with self._on_stream():
             self.train_step(reduce=True, update=False)

@@ -1,0 +1,224 @@
+"""The train workload's pieces on one process: gradients against finite differences, the
+optimizers against their textbook formulas, bucket planning, the sample order, checkpoints."""
+
+import numpy as np
+import pytest
+
+from spmd.config import config_from_dict
+from spmd.errors import ConfigError, InputError
+from spmd.workloads.train.buckets import plan_buckets
+from spmd.workloads.train.checkpoint import load_checkpoint, save_checkpoint
+from spmd.workloads.train.data import Sampler
+from spmd.workloads.train.model import ALIGN, PRESETS, Layout
+from spmd.workloads.train.network import Network, local_gradient
+from spmd.workloads.train.ops import HostOps, keep_mask
+
+WIDTHS = (7, 6, 5, 4)
+
+
+def batches(rows=5, micro=1, seed=0, widths=WIDTHS):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((rows, widths[0])), rng.integers(0, widths[-1], rows)) for _ in range(micro)]
+
+
+def loss(layout, w, data, scale, step, keep, seed=3):
+    """The objective local_gradient differentiates: scale x (sum of the rows' losses)."""
+    net = Network(layout, HostOps(np.float64), data[0][0].shape[0], keep, seed)
+    total = 0.0
+    for micro, (x, y) in enumerate(data):
+        net.loss_sum[...] = 0
+        net.x[...], net.y[...] = x, y
+        net.forward(w, np.array([0, step]), micro, scale)
+        total += net.loss_sum.sum()
+    return scale * total
+
+
+@pytest.mark.parametrize("keep,micro", [(1.0, 1), (0.7, 1), (1.0, 3), (0.6, 2)])
+def test_every_layer_gradient_matches_finite_differences(keep, micro):
+    layout = Layout(WIDTHS)
+    w = layout.initial(1, np.float64)
+    data = batches(micro=micro)
+    scale, step = 1 / 7, 4
+    g, _ = local_gradient(layout, HostOps(np.float64), w, data, scale, step, keep, seed=3)
+    rng = np.random.default_rng(2)
+    for s in layout.segments:
+        # every bias and 12 weights of every layer
+        picks = list(range(s.weight_stop, s.stop)) + list(rng.integers(s.start, s.weight_stop, 12))
+        for i in picks:
+            h = 1e-6
+            up, down = w.copy(), w.copy()
+            up[i] += h
+            down[i] -= h
+            numeric = (loss(layout, up, data, scale, step, keep) - loss(layout, down, data, scale, step, keep)) / (2 * h)
+            assert g[i] == pytest.approx(numeric, rel=1e-5, abs=1e-9), (s.layer, i)
+    padding = np.ones(layout.size, bool)
+    for s in layout.segments:
+        padding[s.start:s.stop] = False
+    assert not g[padding].any()  # padding never gets a gradient
+
+
+def test_dropout_masks_are_deterministic_keep_their_share_and_differ_by_step_and_layer():
+    a = keep_mask((64, 100), 0.8, seed=1, step=5, salt=3)
+    np.testing.assert_array_equal(a, keep_mask((64, 100), 0.8, seed=1, step=5, salt=3))
+    assert 0.77 < a.mean() < 0.83
+    assert (a != keep_mask((64, 100), 0.8, seed=1, step=6, salt=3)).mean() > 0.2
+    assert (a != keep_mask((64, 100), 0.8, seed=1, step=5, salt=4)).mean() > 0.2
+
+
+def test_presets_have_the_studys_parameter_counts_and_aligned_segments():
+    assert Layout(PRESETS["medium"]).parameters == 258_122
+    assert Layout(PRESETS["large"]).parameters == 6_899_466
+    layout = Layout(PRESETS["large"])
+    starts = [s.start for s in layout.segments]
+    assert all(s % ALIGN == 0 for s in starts)
+    assert starts == sorted(starts, reverse=True)  # last layer first: backward fills the buffer in order
+    w = np.arange(layout.size, dtype=np.float64)
+    assert layout.weight(w, 2).shape == (512, 1024) and layout.weight(w, 2).base is w  # views, not copies
+    assert layout.bias(w, 5)[0] == layout.segments[5].weight_stop
+
+
+def test_sgd_and_adam_follow_their_formulas():
+    ops = HostOps(np.float64)
+    rng = np.random.default_rng(0)
+    w0, grads = rng.standard_normal(10), [rng.standard_normal(10) for _ in range(3)]
+    w, v = w0.copy(), np.zeros(10)
+    want, buf = w0.copy(), None
+    for t, g in enumerate(grads):
+        ops.sgd(w, g, v, 0.1, 0.9, np.array([0, t]))
+        buf = g.copy() if buf is None else 0.9 * buf + g  # PyTorch: the first step's buffer is g
+        want = want - 0.1 * buf
+    np.testing.assert_allclose(w, want, rtol=1e-14)
+    w, m, v = w0.copy(), np.zeros(10), np.zeros(10)
+    want, mm, vv = w0.copy(), np.zeros(10), np.zeros(10)
+    for t, g in enumerate(grads, start=1):
+        ops.adam(w, g, m, v, 0.01, 0.9, 0.99, 1e-8, np.array([0, t - 1]))
+        mm, vv = 0.9 * mm + 0.1 * g, 0.99 * vv + 0.01 * g * g
+        want = want - 0.01 * (mm / (1 - 0.9 ** t)) / (np.sqrt(vv / (1 - 0.99 ** t)) + 1e-8)
+    np.testing.assert_allclose(w, want, rtol=1e-13)
+
+
+@pytest.mark.parametrize("widths,cap_bytes", [(PRESETS["large"], 25 << 20), (PRESETS["large"], 1 << 20),
+                                              (PRESETS["medium"], 25 << 20), (PRESETS["medium"], 4096),
+                                              ((10, 300, 3), 1000)])
+def test_buckets_cover_every_parameter_once_within_the_cap(widths, cap_bytes):
+    layout = Layout(widths)
+    buckets = plan_buckets(layout, cap_bytes, 4)
+    assert buckets[0].start == 0 and buckets[-1].stop == layout.size
+    assert all(a.stop == b.start for a, b in zip(buckets, buckets[1:]))  # contiguous, disjoint
+    assert all(0 < b.size * 4 <= max(cap_bytes, ALIGN * 4) for b in buckets)
+    for b in buckets:  # ready once the earliest layer it touches has its gradient
+        touched = [s.layer for s in layout.segments if s.start < b.stop and b.start < s.stop]
+        assert b.ready_after == min(touched)
+
+
+def test_large_model_default_buckets():
+    """25 MiB: layers 5..1 (7.9 MB) fit one bucket; layer 0 (19.7 MB) gets its own."""
+    layout = Layout(PRESETS["large"])
+    buckets = plan_buckets(layout, 25 << 20, 4)
+    assert [b.ready_after for b in buckets] == [1, 0]
+    assert buckets[1].start == layout.segments[0].start
+    small = plan_buckets(layout, 1 << 20, 4)  # smaller than a layer: layer 0 is cut in pieces
+    assert sum(b.ready_after == 0 for b in small) == -(-(layout.size - layout.segments[0].start) // (1 << 18))
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_the_samples_of_a_step_do_not_depend_on_the_rank_count(ranks):
+    rows, shards, g = 1000, 6, 24
+
+    def global_rows(n):
+        steps = []
+        for r in range(n):
+            s = Sampler(rows, shards, n, r, g, seed=9)
+            steps.append(s.window(37, 5) + s.local_rows[0])
+        return np.sort(np.concatenate(steps, axis=1), axis=1)
+
+    np.testing.assert_array_equal(global_rows(ranks), global_rows(1))
+
+
+def test_each_epoch_visits_every_row_of_a_shard_once_and_epochs_differ():
+    s = Sampler(40, 2, 1, 0, global_batch=4, seed=1)  # shards of 20 rows, 2 samples each per step
+    one_epoch = s.window(0, 10)
+    for k in range(2):
+        assert sorted(one_epoch[:, 2 * k:2 * k + 2].ravel()) == list(range(20 * k, 20 * k + 20))
+    assert not np.array_equal(one_epoch, s.window(10, 10))
+
+
+def test_sampler_refuses_impossible_splits():
+    with pytest.raises(ConfigError, match="multiple of 2"):
+        Sampler(100, 3, 2, 0, 12, 0)
+    with pytest.raises(ConfigError, match="divisor of 10"):
+        Sampler(100, 4, 2, 0, 10, 0)
+    with pytest.raises(InputError, match="3 rows cannot make 4 data shards"):
+        Sampler(3, 4, 2, 0, 8, 0)
+
+
+META = {"widths": [7, 6, 5, 4], "dtype": "float64", "optimizer": "adam", "global_batch": 8, "data_shards": 2,
+        "seed": 0}
+
+
+def test_checkpoint_round_trip_and_mismatch(tmp_path):
+    layout = Layout(WIDTHS)
+    w = layout.initial(4, np.float64)
+    state = {"m": w * 2, "v": w * 3}
+    path = str(tmp_path / "c.h5")
+    save_checkpoint(path, layout, w, state, 120, META)
+    w2, s2, step = load_checkpoint(path, layout, META, ("m", "v"))
+    np.testing.assert_array_equal(w2, w)
+    np.testing.assert_array_equal(s2["v"], state["v"])
+    assert step == 120
+    with pytest.raises(ConfigError, match="global_batch = 8, this run has 16"):
+        load_checkpoint(path, layout, {**META, "global_batch": 16}, ("m", "v"))
+    (tmp_path / "junk.h5").write_bytes(b"not hdf5")
+    with pytest.raises(InputError, match="not an HDF5 file"):
+        load_checkpoint(str(tmp_path / "junk.h5"), layout, META, ("m",))
+
+
+def test_a_failed_checkpoint_write_leaves_the_previous_one(tmp_path, monkeypatch):
+    layout = Layout(WIDTHS)
+    w = layout.initial(4, np.float64)
+    path = str(tmp_path / "c.h5")
+    save_checkpoint(path, layout, w, {"momentum": w}, 10, META)
+
+    class Exploding(dict):
+        def items(self):
+            raise OSError("disk full")
+
+    with pytest.raises(InputError, match="disk full"):
+        save_checkpoint(path, layout, w * 0, Exploding(), 20, META)
+    _, _, step = load_checkpoint(path, layout, META, ("momentum",))
+    assert step == 10 and not (tmp_path / "c.h5.tmp").exists()
+
+
+def config(**params):
+    return config_from_dict({"workload": "train", "input": {"path": "x.h5"}, "params": params})
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"model": "huge"}, "unknown preset 'huge'"),
+    ({"model": [10]}, "at least 2 positive widths"),
+    ({"model": [10, 1]}, "number of classes"),
+    ({"batch": 0}, "params.batch: must be >= 1"),
+    ({"dropout": 1.0}, "params.dropout"),
+    ({"betas": [0.9]}, "params.betas"),
+    ({"tf32": True, "dtype": "float64"}, "TF32"),
+    ({"checkpoint": {"path": "c.h5", "every": 30}, "steps": 20}, "not a multiple of params.steps"),
+    ({"target_accuracy": 0.9, "eval": None}, "needs the held-out set"),
+    ({"graph": "sometimes"}, "params.graph"),
+    ({"bucket_mb": 0}, "params.bucket_mb"),
+    ({"optimiser": "sgd"}, "unknown key params.optimiser"),
+])
+def test_config_errors_name_the_key(params, message):
+    with pytest.raises(ConfigError, match=message):
+        config(**params)
+
+
+def test_strong_scaling_divides_the_per_rank_batch():
+    from fractions import Fraction
+
+    from spmd.workloads.train import TrainWorkload
+
+    cfg = config(batch=64)
+    assert TrainWorkload.strong_config(cfg, Fraction(2)).params.batch == 32
+    assert TrainWorkload.weak_config(cfg, Fraction(2)) is cfg
+    with pytest.raises(ConfigError, match="cannot be split over 3x"):
+        TrainWorkload.strong_config(cfg, Fraction(3))
