@@ -68,15 +68,15 @@ def load_checkpoint(path: str, layout, meta: dict, state_names) -> tuple[np.ndar
     with open_h5(path) as f:
         try:
             stored = json.loads(f.attrs["meta"])
+            for key in MATCH:
+                if stored.get(key) != meta.get(key):
+                    raise ConfigError(f"params.resume: {path} was made with {key} = {stored.get(key)}, this run "
+                                      f"has {meta.get(key)}; resuming would not continue the same training")
             step = int(f.attrs["step"])
             weights = f["weights"][...]
             state = {name: f[f"optimizer/{name}"][...] for name in state_names}
         except (KeyError, ValueError, OSError) as exc:
             raise InputError(f"{path}: not a complete spmd training checkpoint ({exc})") from None
-    for key in MATCH:
-        if stored.get(key) != meta.get(key):
-            raise ConfigError(f"params.resume: {path} was made with {key} = {stored.get(key)}, this run has "
-                              f"{meta.get(key)}; resuming would not continue the same training")
     if weights.size != layout.parameters:
         raise InputError(f"{path}: {weights.size} weights, the model has {layout.parameters}")
     dtype = np.dtype(meta["dtype"])

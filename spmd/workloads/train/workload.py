@@ -157,6 +157,8 @@ class TrainWorkload(Workload):
 
     def setup(self, ctx, cfg, comm):
         self.ctx, self.cfg, self.comm, self.p = ctx, cfg, comm, cfg.params
+        self.trainer = None
+        self._stop = _StopFlag()  # from here on a stop signal is noted, and acted on between windows
         p = self.p
         ctx.agree(require_one_dataset, cfg, "train", "a float64 gradient check")
         self.layout = Layout(p.widths)
@@ -181,7 +183,6 @@ class TrainWorkload(Workload):
         if self.use_graph:
             self._capture()
         self.windows_run, self.losses, self.accuracies = 0, [], []
-        self._stop = _StopFlag()
 
     def _check_inputs(self) -> int:
         p, path = self.p, self.cfg.input.path
@@ -299,12 +300,13 @@ class TrainWorkload(Workload):
         ctx, p, trainer = self.ctx, self.p, self.trainer
         if self.windows_run:
             self._collect_window()
-        if ctx.comm.allreduce(self._stop.signal, op=MPI.MAX):
+        received = ctx.comm.allgather(self._stop.name)  # a signal may reach some ranks only
+        got = [r for r, name in enumerate(received) if name]
+        if got:
             path = self._checkpoint_path()
             ctx.agree(self._write_checkpoint, path, root_only=True)
-            raise ctx.collective_error(Stopped, 0, f"{self._stop.name or 'a stop signal'} received: checkpoint "
-                                       f"at step {trainer.step} written to {path}; continue with "
-                                       f"-o params.resume={path}")
+            raise ctx.collective_error(Stopped, got[0], f"{received[got[0]]} received: checkpoint at step "
+                                       f"{trainer.step} written to {path}; continue with -o params.resume={path}")
         every = p.checkpoint.every if p.checkpoint else 0
         if every and trainer.step > self.start_step and trainer.step % every == 0:
             ctx.agree(self._write_checkpoint, p.checkpoint.path, root_only=True)
@@ -444,7 +446,8 @@ class TrainWorkload(Workload):
 
     def close(self):
         self._stop.restore()
-        self.trainer.close()
+        if self.trainer is not None:
+            self.trainer.close()
 
 
 def _sum_over_ranks(comm, *values: float) -> list[float]:
@@ -470,7 +473,7 @@ class _StopFlag:
     """SIGTERM / SIGUSR1 set a flag (and nothing else); the job checks it between windows."""
 
     def __init__(self):
-        self.signal, self.name, self._old = 0, None, {}
+        self.name, self._old = None, {}
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread
         for name in STOP_SIGNALS:
@@ -479,7 +482,7 @@ class _StopFlag:
                 self._old[num] = signal.signal(num, self._handle)
 
     def _handle(self, signum, frame):
-        self.signal, self.name = 1, signal.Signals(signum).name
+        self.name = signal.Signals(signum).name
 
     def restore(self) -> None:
         for num, old in self._old.items():
