@@ -5,6 +5,7 @@
 #   bash bench/gpu_session.sh bench   the reduce kernel and run benchmarks (bench/reduce_gpu.sh)
 #   bash bench/gpu_session.sh comm    spmd bench comm / topo / info + PyTorch reference (bench/comm_gpu.sh)
 #   bash bench/gpu_session.sh workloads  matmul + stencil with their ceilings (bench/workloads_gpu.sh)
+#   bash bench/gpu_session.sh train   the train table, spmd against PyTorch DDP (bench/train_gpu.sh)
 #   bash bench/gpu_session.sh scale+tests   both in one call (the machine is released when idle)
 #   MODE may combine parts with '+': e.g. comm+tests
 # The checkout is the working directory; .wheels (git-ignored, carried) holds pytest-mpi and,
@@ -47,9 +48,16 @@ if [[ "$MODE" == *workloads* ]]; then
   cat /tmp/spmd-wl/results/summary.md
   tail -5 "$OUT/workloads.log"
 fi
+if [[ "$MODE" == *train* ]]; then
+  step train timeout "${TRAIN_TIMEOUT:-560}" bash bench/train_gpu.sh /tmp/spmd-train/results
+  tar -czf "$OUT/train-results.tar.gz" -C /tmp/spmd-train results 2>/dev/null
+  cat /tmp/spmd-train/results/summary.md
+  tail -5 "$OUT/train.log"
+fi
 if [[ "$MODE" == *tests ]]; then
-  step tests-serial timeout "${TESTS_TIMEOUT:-330}" python3 -m pytest -q -p no:cacheprovider tests/unit tests/cli tests/gpu --gpu
-  step tests-mpi2 timeout 200 $MPI -n 2 python3 -m pytest -q -p no:cacheprovider --with-mpi tests/mpi --gpu
+  # SERIAL_TESTS / MPI_TESTS narrow a call to some files (default: all of them)
+  step tests-serial timeout "${TESTS_TIMEOUT:-330}" python3 -m pytest -q -p no:cacheprovider ${SERIAL_TESTS:-tests/unit tests/cli tests/gpu} --gpu
+  step tests-mpi2 timeout 200 $MPI -n 2 python3 -m pytest -q -p no:cacheprovider --with-mpi ${MPI_TESTS:-tests/mpi} --gpu
 fi
 [[ "$MODE" != *bench* ]] && exit 0
 step kernel timeout 200 python3 bench/fused_kernel.py

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The train table on 1 and 2 GPUs into DIR: spmd (graph, eager, no overlap) and PyTorch DDP.
+#   MPI="mpirun --allow-run-as-root -x NCCL_NVLS_ENABLE=0" bash bench/train_gpu.sh DIR
+set -uo pipefail
+DIR=${1:-bench-out/train}
+MPI=${MPI:-mpiexec}
+MODELS=${MODELS:-medium,large}
+mkdir -p "$DIR"
+python3 -m spmd generate inputs/train.yaml
+python3 -m spmd generate inputs/train-large.yaml
+$MPI -n 2 python3 bench/train_sweep.py --models "$MODELS" > "$DIR/train-spmd.jsonl"
+$MPI -n 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29512 python3 bench/train_ddp.py > "$DIR/train-ddp.jsonl"
+python3 bench/summarize_train.py "$DIR" > "$DIR/summary.md"

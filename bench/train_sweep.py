@@ -1,0 +1,50 @@
+"""spmd train at the batch sizes of the study's table, 1 GPU against 2 (per-GPU batch fixed),
+with the step captured in a CUDA graph and without; one JSON line per run on stdout.
+
+    mpirun -n 2 python3 bench/train_sweep.py [--steps 100] [--models medium,large] > train-spmd.jsonl
+"""
+
+import argparse
+import json
+
+from spmd.config import load_config
+from spmd.runtime import Context
+from spmd.scale import run_scale
+
+TABLE = {"medium": ("inputs/train.yaml", (16, 32, 64, 128, 1024)),
+         "large": ("inputs/train-large.yaml", (8, 16, 32, 64, 512))}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--models", default="medium,large")
+    parser.add_argument("--variants", default="graph,eager,no-overlap")
+    args = parser.parse_args()
+    ctx = Context()
+    variants = {"graph": ["params.graph=true"], "eager": ["params.graph=false"],
+                "no-overlap": ["params.graph=true", "params.overlap=false"]}
+    for model in args.models.split(","):
+        config, batches = TABLE[model]
+        for batch in batches:
+            for variant in args.variants.split(","):
+                if variant == "no-overlap" and batch != batches[-1]:
+                    continue  # overlap matters where the gradients are large next to the step
+                overrides = [f"params.batch={batch}", f"params.steps={args.steps}", "params.optimizer=sgd",
+                             "params.lr=0.01", "params.momentum=0.9", "params.checkpoint=null", "warmup=1",
+                             "repeats=5", *variants[variant]]
+                cfg = ctx.agree(load_config, config, overrides)
+                scaling = run_scale(ctx, cfg, [1, 2], ["weak"], probe_max_bytes=0, progress=False)
+                if ctx.rank == 0:
+                    for run in scaling["runs"]:
+                        r = run["report"]
+                        print(json.dumps({"model": model, "batch": batch, "variant": variant, "gpus": run["ranks"],
+                                          **r["metrics"], "graph": r["result"]["graph"],
+                                          "buckets": r["result"]["buckets"],
+                                          "gradient_error": max(r["verification"]["gradient_relative_error"]),
+                                          "loss": r["result"]["loss_per_window"][-1]}), flush=True)
+    ctx.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""train's CUDA side: every device primitive against the NumPy one, a whole gradient against
+NumPy float64, and a captured CUDA graph training to the same weights as eager steps."""
+
+import numpy as np
+import pytest
+
+from spmd.workloads.train.model import Layout
+from spmd.workloads.train.network import local_gradient
+from spmd.workloads.train.ops import DeviceOps, HostOps
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def need_gpu(gpu):
+    if not gpu:
+        pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
+
+
+def pair(dtype):
+    return DeviceOps(dtype, max_rows=64), HostOps(np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_device_primitives_match_numpy(dtype):
+    import cupy
+
+    dev, host = pair(dtype)
+    tol = 2e-6 if dtype == np.float32 else 1e-13
+    rng = np.random.default_rng(1)
+
+    def both(*arrays):
+        return [cupy.asarray(a.astype(dtype)) for a in arrays], [a.astype(np.float64) for a in arrays]
+
+    for ta, tb, beta in [(False, True, 0.0), (True, False, 1.0), (False, False, 0.0)]:
+        a = rng.standard_normal((37, 29) if not ta else (29, 37))
+        b = rng.standard_normal((23, 29) if tb else (29, 23))
+        c = rng.standard_normal((37, 23))
+        (da, db, dc), (ha, hb, hc) = both(a, b, c)
+        dev.gemm(da, db, dc, ta, tb, beta)
+        host.gemm(ha, hb, hc, ta, tb, beta)
+        np.testing.assert_allclose(cupy.asnumpy(dc), hc, rtol=tol, atol=tol * 30)
+    x = rng.standard_normal((50, 31))
+    (dx, dcol), (hx, hcol) = both(x, np.ones(31))
+    dev.column_sums(dx, dcol, 1.0)
+    host.column_sums(hx, hcol, 1.0)
+    np.testing.assert_allclose(cupy.asnumpy(dcol), hcol, rtol=tol, atol=tol * 10)
+    counters = np.array([2, 9], np.int64)
+    for keep in (1.0, 0.6):
+        z, bias = rng.standard_normal((40, 33)), rng.standard_normal(33)
+        (dz, dbias), (hz, hbias) = both(z, bias)
+        dev.act_forward(dz, dbias, keep, 5, 77, cupy.asarray(counters))
+        host.act_forward(hz, hbias, keep, 5, 77, counters)
+        np.testing.assert_array_equal(cupy.asnumpy(dz) == 0, hz == 0)  # the same dropout mask and ReLU
+        np.testing.assert_allclose(cupy.asnumpy(dz), hz, rtol=tol, atol=tol)
+        d = rng.standard_normal((40, 33))
+        (dd,), (hd,) = both(d)
+        dev.act_backward(dd, dz, keep)
+        host.act_backward(hd, hz, keep)
+        np.testing.assert_allclose(cupy.asnumpy(dd), hd, rtol=tol, atol=tol)
+    z, bias, y = rng.standard_normal((45, 7)) * 3, rng.standard_normal(7), rng.integers(0, 7, 45)
+    (dz, dbias, ddz), (hz, hbias, hdz) = both(z, bias, np.zeros((45, 7)))
+    dloss, dcorrect = cupy.zeros(45), cupy.zeros(45, np.int32)
+    hloss, hcorrect = np.zeros(45), np.zeros(45, np.int32)
+    dev.softmax_xent(dz, dbias, cupy.asarray(y.astype(np.int32)), 0.1, ddz, dloss, dcorrect)
+    host.softmax_xent(hz, hbias, y, 0.1, hdz, hloss, hcorrect)
+    np.testing.assert_allclose(cupy.asnumpy(ddz), hdz, rtol=tol * 10, atol=tol)
+    np.testing.assert_allclose(cupy.asnumpy(dloss), hloss, rtol=tol * 10)
+    np.testing.assert_array_equal(cupy.asnumpy(dcorrect), hcorrect)
+    xs, ys = rng.standard_normal((100, 6)), rng.integers(0, 3, 100).astype(np.int32)
+    idx = rng.integers(0, 100, 40).astype(np.int32)
+    (dxs,), (hxs,) = both(xs)
+    dxb, dyb = cupy.zeros((5, 6), dtype), cupy.zeros(5, np.int32)
+    hxb, hyb = np.zeros((5, 6)), np.zeros(5, np.int32)
+    dev.gather(dxs, cupy.asarray(ys), cupy.asarray(idx), cupy.asarray(counters), 10, 3, dxb, dyb)
+    host.gather(hxs, ys, idx, counters, 10, 3, hxb, hyb)
+    np.testing.assert_array_equal(cupy.asnumpy(dxb), hxb.astype(dtype))
+    np.testing.assert_array_equal(cupy.asnumpy(dyb), hyb)
+    for opt in ("sgd", "adam"):
+        w, g, m, v = (rng.standard_normal(1000) for _ in range(4))
+        v = np.abs(v)
+        (dw, dg, dm, dv), (hw, hg, hm, hv) = both(w, g, m, v)
+        if opt == "sgd":
+            dev.sgd(dw, dg, dm, 0.1, 0.9, None)
+            host.sgd(hw, hg, hm, 0.1, 0.9, None)
+        else:
+            dev.adam(dw, dg, dm, dv, 0.01, 0.9, 0.999, 1e-8, cupy.asarray(counters))
+            host.adam(hw, hg, hm, hv, 0.01, 0.9, 0.999, 1e-8, counters)
+        np.testing.assert_allclose(cupy.asnumpy(dw), hw, rtol=tol, atol=tol)
+    dc = cupy.asarray(counters)
+    dev.advance(dc)
+    assert cupy.asnumpy(dc).tolist() == [3, 10]
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_device_gradient_matches_numpy_float64(dtype, tol):
+    import cupy
+
+    layout = Layout((40, 32, 16, 6))
+    w = layout.initial(2, np.float64)
+    rng = np.random.default_rng(3)
+    batches = [(rng.standard_normal((24, 40)), rng.integers(0, 6, 24)) for _ in range(2)]
+    want, want_loss = local_gradient(layout, HostOps(np.float64), w, batches, 1 / 48, 3, keep=0.75, seed=1)
+    dev = DeviceOps(dtype, max_rows=24)
+    got, loss = local_gradient(layout, dev, cupy.asarray(w.astype(dtype)), batches, 1 / 48, 3, keep=0.75, seed=1)
+    got = cupy.asnumpy(got)
+    for s in layout.segments:
+        err = np.linalg.norm(got[s.start:s.stop] - want[s.start:s.stop]) / np.linalg.norm(want[s.start:s.stop])
+        assert err < tol, (s.layer, err)
+    assert loss == pytest.approx(want_loss, rel=tol * 10)
+
+
+def test_captured_graph_trains_to_the_eager_weights(tmp_path):
+    from spmd.config import config_from_dict
+    from spmd.io.generate import generate
+    from spmd.job import run_job
+    from spmd.runtime import Context
+
+    def config(graph):
+        return config_from_dict({
+            "workload": "train", "device": "gpu", "warmup": 1, "repeats": 2,
+            "input": {"path": str(tmp_path / "t.h5")},
+            "generate": {"shape": [3000, 40], "seed": 1, "loc": 0.0, "scale": 1.0},
+            "params": {"model": [40, 64, 32, 6], "batch": 32, "accumulate": 2, "steps": 20, "dropout": 0.1,
+                       "optimizer": "adam", "lr": 0.003, "graph": graph, "eval_rows": 500}})
+
+    generate(config(True))
+    runs = {}
+    for graph in (True, False):
+        ctx = Context()
+        job = run_job(ctx, config(graph), after_run=lambda _, wl: wl.trainer.host_state()[0])
+        ctx.close()
+        runs[graph] = job
+    assert runs[True].report["result"]["graph"] and not runs[False].report["result"]["graph"]
+    np.testing.assert_allclose(runs[True].extra, runs[False].extra, rtol=1e-6, atol=1e-7)
+    phases = runs[True].report["timings"]
+    assert all(phases[p]["median"] > 0 for p in ("forward", "backward", "optimizer")), phases
