@@ -22,8 +22,9 @@ def main():
     parser.add_argument("--variants", default="graph,eager,no-overlap")
     args = parser.parse_args()
     ctx = Context()
-    variants = {"graph": ["params.graph=true"], "eager": ["params.graph=false"],
-                "no-overlap": ["params.graph=true", "params.overlap=false"]}
+    # auto: a graph that cannot be captured falls back to eager steps (the line says "graph": false)
+    variants = {"graph": ["params.graph=auto"], "eager": ["params.graph=false"],
+                "no-overlap": ["params.graph=auto", "params.overlap=false"]}
     for model in args.models.split(","):
         config, batches = TABLE[model]
         for batch in batches:
@@ -47,4 +48,14 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except BaseException:  # never leave the other rank waiting in a collective
+        import sys
+        import traceback
+
+        from mpi4py import MPI
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        MPI.COMM_WORLD.Abort(1)

@@ -215,7 +215,7 @@ __global__ void adam(T* w, const T* g, T* m, T* v, long long n, T lr, T beta1, T
     w[e] -= lr * mhat / (sqrt(vhat) + eps);
 }
 
-__global__ void advance(long long* counters) {
+extern "C" __global__ void advance(long long* counters) {
     counters[0] += 1;
     counters[1] += 1;
 }
