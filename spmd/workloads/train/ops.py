@@ -126,6 +126,9 @@ class HostOps:
     def advance(self, counters):
         counters += 1
 
+    def bind(self, stream):
+        pass
+
     def close(self):
         pass
 
@@ -238,6 +241,7 @@ class DeviceOps:
         self._blas = cublas
         self._gemm = cublas.sgemm if self.dtype == np.float32 else cublas.dgemm
         self._handle = cublas.create()
+        self._on_stream = None  # the stream the handle is bound to
         cublas.setPointerMode(self._handle, getattr(cublas, "CUBLAS_POINTER_MODE_HOST", 0))
         if tf32:
             cublas.setMathMode(self._handle, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3))
@@ -264,9 +268,17 @@ class DeviceOps:
         # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
         m, n = out.shape
         k = a.shape[0] if trans_a else a.shape[1]
-        self._blas.setStream(self._handle, self._stream())
+        stream = self._stream()
+        if stream != self._on_stream:  # CuPy refuses setStream while a stream is being captured:
+            self._blas.setStream(self._handle, stream)  # set it before, then only when it changes
+            self._on_stream = stream
         self._gemm(self._handle, self._op[trans_b], self._op[trans_a], n, m, k, self._scalar(1.0),
                    b.data.ptr, b.shape[1], a.data.ptr, a.shape[1], self._scalar(beta), out.data.ptr, n)
+
+    def bind(self, stream) -> None:
+        """Bind cuBLAS to ``stream`` now (before a capture on it starts)."""
+        self._blas.setStream(self._handle, stream.ptr)
+        self._on_stream = stream.ptr
 
     def column_sums(self, x, out, beta=0.0):
         self.gemm(self._ones[:x.shape[0]].reshape(1, -1), x, out.reshape(1, -1), beta=beta)

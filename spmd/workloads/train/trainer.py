@@ -154,17 +154,29 @@ class Trainer:
                     if marks is not None:
                         marks.add_to(timer)
                 self.step += 1
+            if self.gpu:
+                self.stream.synchronize()  # the window ends when its work does
             if self.graph is not None and self.graph_marks is not None:
                 # A graph's events hold its last replay: that step stands for all of them.
                 self.graph_marks.add_to(timer, steps)
 
     def capture(self) -> None:
-        """Capture one step (with its timing events, when the driver allows) in a CUDA graph."""
-        cupy = xpmod.cupy
+        """Capture one step in a CUDA graph, with its timing events when the driver lets them
+        be captured (else without: the report then has the step's total only)."""
         marks = None
         if self.marks:
             marks = make_marks("gpu", self.micro, len(self.buckets) if self.exchange else 0)
             marks = marks if marks.can_capture else None
+        if marks is not None:
+            try:
+                return self._capture(marks)
+            except Exception:  # e.g. a driver that cannot capture event records: try without
+                pass
+        self._capture(None)
+
+    def _capture(self, marks) -> None:
+        cupy = xpmod.cupy
+        self.ops.bind(self.stream)
         with self.stream:
             self.stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
             try:
