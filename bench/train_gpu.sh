@@ -8,6 +8,6 @@ MODELS=${MODELS:-medium,large}
 mkdir -p "$DIR"
 python3 -m spmd generate inputs/train.yaml
 python3 -m spmd generate inputs/train-large.yaml
-$MPI -n 2 python3 bench/train_sweep.py --models "$MODELS" > "$DIR/train-spmd.jsonl"
+$MPI -n 2 python3 bench/train_sweep.py --models "$MODELS" --steps "${STEPS:-200}" > "$DIR/train-spmd.jsonl"
 $MPI -n 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29512 python3 bench/train_ddp.py > "$DIR/train-ddp.jsonl"
 python3 bench/summarize_train.py "$DIR" > "$DIR/summary.md"

@@ -13,6 +13,8 @@ no mask is stored, and the CPU and GPU draw the same masks.
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from ... import xp as xpmod
@@ -224,6 +226,20 @@ extern "C" __global__ void advance(long long* counters) {
 }
 """
 
+WORKSPACE_BYTES = 32 << 20
+
+
+def _loaded_cublas():
+    """The libcublas CuPy loaded into this process (ctypes), or None."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "libcublas.so" in line}
+        lib = ctypes.CDLL(sorted(paths)[0]) if paths else None
+        return lib if lib is not None and hasattr(lib, "cublasSetWorkspace_v2") else None
+    except OSError:
+        return None
+
+
 KERNELS = ("gather_rows", "act_forward", "act_backward", "softmax_xent", "sgd", "adam")
 BLOCK = 256
 
@@ -242,6 +258,20 @@ class DeviceOps:
         self._gemm = cublas.sgemm if self.dtype == np.float32 else cublas.dgemm
         self._handle = cublas.create()
         self._on_stream = None  # the stream the handle is bound to
+        # CuPy's cuBLAS wrappers refuse to run while a stream is captured; cuBLAS itself does
+        # not: call it through ctypes, on CuPy's own libcublas, with a workspace of our own
+        # (cuBLAS must not allocate one inside a capture).
+        self._lib = _loaded_cublas()
+        if self._lib is not None:
+            self._workspace = cupy.empty(WORKSPACE_BYTES, np.uint8)
+            self._lib.cublasSetWorkspace_v2(ctypes.c_void_p(self._handle), ctypes.c_void_p(self._workspace.data.ptr),
+                                            ctypes.c_size_t(WORKSPACE_BYTES))
+            name = "cublasSgemm_v2" if self.dtype == np.float32 else "cublasDgemm_v2"
+            self._gemm = getattr(self._lib, name)
+            self._gemm.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                   ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                   ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+            self._gemm.restype = ctypes.c_int
         cublas.setPointerMode(self._handle, getattr(cublas, "CUBLAS_POINTER_MODE_HOST", 0))
         if tf32:
             cublas.setMathMode(self._handle, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3))
@@ -269,16 +299,23 @@ class DeviceOps:
         m, n = out.shape
         k = a.shape[0] if trans_a else a.shape[1]
         stream = self._stream()
-        if stream != self._on_stream:  # CuPy refuses setStream while a stream is being captured:
-            self._blas.setStream(self._handle, stream)  # set it before, then only when it changes
-            self._on_stream = stream
-        self._gemm(self._handle, self._op[trans_b], self._op[trans_a], n, m, k, self._scalar(1.0),
-                   b.data.ptr, b.shape[1], a.data.ptr, a.shape[1], self._scalar(beta), out.data.ptr, n)
+        if stream != self._on_stream:
+            self._set_stream(stream)
+        status = self._gemm(self._handle, self._op[trans_b], self._op[trans_a], n, m, k, self._scalar(1.0),
+                            b.data.ptr, b.shape[1], a.data.ptr, a.shape[1], self._scalar(beta), out.data.ptr, n)
+        if status:  # the ctypes path returns the cublasStatus_t (CuPy's raises by itself)
+            raise RuntimeError(f"cuBLAS gemm failed with status {status}")
+
+    def _set_stream(self, stream: int) -> None:
+        if self._lib is not None:
+            self._lib.cublasSetStream_v2(ctypes.c_void_p(self._handle), ctypes.c_void_p(stream))
+        else:
+            self._blas.setStream(self._handle, stream)
+        self._on_stream = stream
 
     def bind(self, stream) -> None:
         """Bind cuBLAS to ``stream`` now (before a capture on it starts)."""
-        self._blas.setStream(self._handle, stream.ptr)
-        self._on_stream = stream.ptr
+        self._set_stream(stream.ptr)
 
     def column_sums(self, x, out, beta=0.0):
         self.gemm(self._ones[:x.shape[0]].reshape(1, -1), x, out.reshape(1, -1), beta=beta)
