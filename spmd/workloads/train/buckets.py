@@ -53,8 +53,8 @@ class GradientExchange:
 
     With ``overlap`` on a GPU (NCCL), a bucket's allreduce is queued on a high-priority
     communication stream as soon as backward has produced it, and the compute stream waits
-    for all of them only before the optimizer. Otherwise (overlap off, or a host-staged MPI
-    that blocks) each allreduce runs where it is launched.
+    for all of them only before the optimizer. Without overlap (or with host-staged MPI on a
+    GPU) every bucket is reduced after backward.
     """
 
     def __init__(self, comm, grads, buckets: list[Bucket], overlap: bool):
@@ -64,10 +64,12 @@ class GradientExchange:
         self.by_layer: dict[int, list[int]] = {}
         for i, b in enumerate(buckets):
             self.by_layer.setdefault(b.ready_after, []).append(i)
-        self.device = xpmod.is_device_array(grads)
-        # Host-staged MPI synchronizes the device in every call: nothing could overlap.
-        self.asynchronous = overlap and self.device and comm.name == "nccl"
-        self.overlap = overlap
+        device = xpmod.is_device_array(grads)
+        # Host-staged MPI synchronizes the device in every call: nothing could overlap, and inside
+        # backward it would only stall it, so on a GPU only NCCL reduces during backward. On the
+        # CPU the blocking calls run where they are launched (their order is then tested there).
+        self.overlap = overlap and (not device or comm.name == "nccl")
+        self.asynchronous = self.overlap and device
         if self.asynchronous:
             cupy = xpmod.cupy
             # High priority: NCCL's kernels need SMs while backward's GEMMs hold them (measured
