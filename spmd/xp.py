@@ -36,9 +36,10 @@ def is_device_array(a) -> bool:
 
 
 def synchronize(xp) -> None:
-    """Wait for all queued device work (no-op on NumPy)."""
+    """Wait for all queued device work, on every stream (no-op on NumPy): workloads that run
+    their own streams (train's compute and communication streams) are done when this returns."""
     if xp is not np:
-        xp.cuda.get_current_stream().synchronize()
+        xp.cuda.Device().synchronize()
 
 
 def to_host(a) -> np.ndarray:

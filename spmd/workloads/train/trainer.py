@@ -154,8 +154,6 @@ class Trainer:
                     if marks is not None:
                         marks.add_to(timer)
                 self.step += 1
-            if self.gpu:
-                self.stream.synchronize()  # the window ends when its work does
             if self.graph is not None and self.graph_marks is not None:
                 # A graph's events hold its last replay: that step stands for all of them.
                 self.graph_marks.add_to(timer, steps)

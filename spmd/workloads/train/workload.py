@@ -236,7 +236,7 @@ class TrainWorkload(Workload):
         graph = self.p.graph
         if graph is True and self.ctx.device != "gpu":
             raise ConfigError("params.graph: CUDA graphs need device: gpu")
-        if graph is True and self.comm.name not in ("nccl",) and self.ctx.size > 1:
+        if graph is True and self.comm.name != "nccl" and self.ctx.size > 1:
             raise ConfigError(f"params.graph: a captured step can only hold NCCL calls, not comm: {self.comm.name}")
         return graph is True or (graph == "auto" and self.ctx.device == "gpu"
                                  and (self.ctx.size == 1 or self.comm.name == "nccl"))
