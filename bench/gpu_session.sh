@@ -6,6 +6,7 @@
 #   bash bench/gpu_session.sh comm    spmd bench comm / topo / info + PyTorch reference (bench/comm_gpu.sh)
 #   bash bench/gpu_session.sh workloads  matmul + stencil with their ceilings (bench/workloads_gpu.sh)
 #   bash bench/gpu_session.sh train   the train table, spmd against PyTorch DDP (bench/train_gpu.sh)
+#   PARTS=comm,reduce bash bench/gpu_session.sh multi   scaling on all 4 or 8 GPUs (bench/multi_gpu.sh)
 #   bash bench/gpu_session.sh scale+tests   both in one call (the machine is released when idle)
 #   MODE may combine parts with '+': e.g. comm+tests
 # The checkout is the working directory; .wheels (git-ignored, carried) holds pytest-mpi and,
@@ -53,6 +54,10 @@ if [[ "$MODE" == *train* ]]; then
   tar -czf "$OUT/train-results.tar.gz" -C /tmp/spmd-train results 2>/dev/null
   cat /tmp/spmd-train/results/summary.md
   tail -5 "$OUT/train.log"
+fi
+if [[ "$MODE" == *multi* ]]; then
+  bash bench/multi_gpu.sh /tmp/spmd-multi/results
+  tar -czf "$OUT/multi-results.tar.gz" -C /tmp/spmd-multi results 2>/dev/null
 fi
 if [[ "$MODE" == *tests ]]; then
   # SERIAL_TESTS / MPI_TESTS narrow a call to some files (default: all of them)

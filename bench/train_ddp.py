@@ -1,6 +1,6 @@
 """PyTorch DDP reference for the train table: the same MLP, per-GPU batch, optimizer (SGD,
 momentum 0.9), data resident on the GPU, 25 MB buckets. 1 GPU runs the plain model (what a
-user runs on one GPU), 2 GPUs DistributedDataParallel. One JSON line per run from rank 0.
+user runs on one GPU), 2, 4, ... GPUs (up to the launch size) DistributedDataParallel. One JSON line per run from rank 0.
 
     mpirun -n 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29512 python3 bench/train_ddp.py > train-ddp.jsonl
 """
@@ -27,11 +27,12 @@ def mlp(widths):
     return nn.Sequential(*layers)
 
 
-def measure(widths, batch, steps, ddp, device, rows=16384):
+def measure(widths, batch, steps, group, device, rows=16384):
     torch.manual_seed(0)
     model = mlp(widths).to(device)
-    if ddp:
-        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index], bucket_cap_mb=25)
+    if group is not None:  # the first gpus ranks, so a smaller DDP runs inside a larger launch
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index], bucket_cap_mb=25,
+                                                    process_group=group)
     x = torch.randn(rows, widths[0], device=device)
     y = torch.randint(0, widths[-1], (rows,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -65,15 +66,15 @@ def main():
     device = torch.device("cuda", local)
     torch.cuda.set_device(device)
     dist.init_process_group("nccl", rank=rank, world_size=size, device_id=device)
+    counts = [1 << k for k in range(size.bit_length()) if 1 << k <= size]
+    groups = {gpus: dist.new_group(list(range(gpus))) for gpus in counts if gpus > 1}  # every rank creates each
     for name, (widths, batches) in MODELS.items():
         for batch in batches:
-            for gpus in (1, 2):
-                if gpus > size:
-                    continue
+            for gpus in counts:
                 seconds = []
                 for _ in range(args.repeats):
                     if rank < gpus:
-                        seconds.append(measure(widths, batch, args.steps, gpus > 1, device))
+                        seconds.append(measure(widths, batch, args.steps, groups.get(gpus), device))
                     dist.barrier()
                 if rank == 0:
                     t = sorted(seconds)[len(seconds) // 2]

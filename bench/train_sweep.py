@@ -1,4 +1,5 @@
-"""spmd train at the batch sizes of the study's table, 1 GPU against 2 (per-GPU batch fixed),
+"""spmd train at the batch sizes of the study's table, 1 GPU against 2, 4, ... up to the launch size
+(per-GPU batch fixed),
 with the step captured in a CUDA graph and without; one JSON line per run on stdout.
 
     mpirun -n 2 python3 bench/train_sweep.py [--steps 100] [--models medium,large] > train-spmd.jsonl
@@ -20,8 +21,11 @@ def main():
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--models", default="medium,large")
     parser.add_argument("--variants", default="graph,eager,no-overlap")
+    parser.add_argument("--ranks", default=None, help="GPU counts (default 1, 2, 4, ... up to the launch size)")
     args = parser.parse_args()
     ctx = Context()
+    ranks = ([int(n) for n in args.ranks.split(",")] if args.ranks
+             else [1 << k for k in range(ctx.size.bit_length()) if 1 << k <= ctx.size])
     # auto: a graph that cannot be captured falls back to eager steps (the line says "graph": false)
     variants = {"graph": ["params.graph=auto"], "eager": ["params.graph=false"],
                 "no-overlap": ["params.graph=auto", "params.overlap=false"]}
@@ -35,7 +39,7 @@ def main():
                              "params.lr=0.01", "params.momentum=0.9", "params.checkpoint=null", "warmup=1",
                              "repeats=5", *variants[variant]]
                 cfg = ctx.agree(load_config, config, overrides)
-                scaling = run_scale(ctx, cfg, [1, 2], ["weak"], probe_max_bytes=0, progress=False)
+                scaling = run_scale(ctx, cfg, ranks, ["weak"], probe_max_bytes=0, progress=False)
                 if ctx.rank == 0:
                     for run in scaling["runs"]:
                         r = run["report"]
