@@ -316,7 +316,9 @@ class MatmulWorkload(Workload):
         rows = check.sample_rows(self.m, [blk["c"] for blk in self.blocks], p.samples, p.seed)
         worst = check.sampled_rows(ctx, xp, rows, self.mine["c"], self.c_local, self.n, self.a_source,
                                    self.b_source, tol)
-        block_sums = ctx.comm.allgather(float(self.c_local.sum(dtype=np.float64)))
+        # both sides sum a contiguous host copy with NumPy, so equal blocks give bit-equal sums
+        # (a device sum or a strided view adds in another order)
+        block_sums = ctx.comm.allgather(float(np.ascontiguousarray(xpmod.to_host(self.c_local)).sum(dtype=np.float64)))
         ctx.agree(self._check_gathered, block_sums)
         sums = [*self.sums, float(self.c_local.sum(dtype=np.float64))]
         ctx.agree(same_every_repeat, sums, "C blocks")
@@ -335,7 +337,7 @@ class MatmulWorkload(Workload):
             return
         for r, blk in enumerate(self.blocks):
             c = blk["c"]
-            got = float(self.c_full[c.r0:c.r1, c.c0:c.c1].sum(dtype=np.float64))
+            got = float(np.ascontiguousarray(self.c_full[c.r0:c.r1, c.c0:c.c1]).sum(dtype=np.float64))
             if got != block_sums[r]:
                 raise VerificationError(f"gathered C: the block of rank {r} ({c.describe()}) sums to {got!r}, "
                                         f"rank {r} computed {block_sums[r]!r}")

@@ -13,7 +13,7 @@ from spmd.runtime import Context
 from spmd.workloads.train.model import Layout
 
 WIDTHS = [12, 10, 8, 3]
-BATCH = 6  # per rank; 6 logical data shards split over 1, 2 and 3 ranks
+BATCH = 12  # per rank; 12 logical data shards split over 1, 2, 3 and 4 ranks
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def train_config(folder, backend, dtype, **params):
         "workload": "train", "device": backend[0], "comm": backend[1], "warmup": 1, "repeats": 2,
         "input": {"path": f"{folder}/train.h5"},
         "generate": {"shape": [600, WIDTHS[0]], "seed": 4, "loc": 0.0, "scale": 1.0},
-        "params": {"model": WIDTHS, "dtype": dtype, "batch": BATCH, "steps": 4, "data_shards": 6, "lr": 0.1,
+        "params": {"model": WIDTHS, "dtype": dtype, "batch": BATCH, "steps": 4, "data_shards": 12, "lr": 0.1,
                    "eval_rows": 200, **params}})
 
 
