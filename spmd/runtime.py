@@ -7,6 +7,7 @@ on one physical GPU are refused unless ``allow_shared_gpu`` is set.
 from __future__ import annotations
 
 import time
+import traceback
 
 import numpy as np
 from mpi4py import MPI
@@ -52,7 +53,8 @@ class Context:
         If ``fn`` raises SpmdError on any rank, every rank raises the same error, naming the
         first failing rank and its host, marked ``collective`` so ranks exit cleanly
         instead of hanging in the next collective. An error that was already collective
-        (agreed inside a sub-communicator) keeps its message, which names its rank.
+        (agreed inside a sub-communicator) keeps its message, which names its rank. Any other
+        exception (a bug) is printed on its rank and agreed as an SpmdError "internal error".
 
         Returns:
             What ``fn`` returned on this rank (rank 0's value on every rank when ``root_only``).
@@ -63,6 +65,9 @@ class Context:
                 value = fn(*args, **kwargs)
             except SpmdError as exc:
                 failure = (type(exc).__name__, str(exc), exc.collective)
+            except Exception as exc:  # a bug on one rank must not leave the others waiting below
+                traceback.print_exc()
+                failure = ("SpmdError", f"internal error: {type(exc).__name__}: {exc}", False)
         if root_only:
             value, failure = self.comm.bcast((value, failure), root=0)
             failures = [failure]

@@ -337,7 +337,7 @@ class MatmulWorkload(Workload):
             return
         for r, blk in enumerate(self.blocks):
             c = blk["c"]
-            got = float(np.ascontiguousarray(self.c_full[c.r0:c.r1, c.c0:c.c1]).sum(dtype=np.float64))
+            got = float(np.ascontiguousarray(xpmod.to_host(self.c_full[c.r0:c.r1, c.c0:c.c1])).sum(dtype=np.float64))
             if got != block_sums[r]:
                 raise VerificationError(f"gathered C: the block of rank {r} ({c.describe()}) sums to {got!r}, "
                                         f"rank {r} computed {block_sums[r]!r}")
