@@ -106,8 +106,11 @@ def cmd_run(args) -> int:
     ctx = Context()
     cfg = ctx.agree(load_config, args.config, args.override)
     job = run_job(ctx, cfg, args.out or cfg.output)
-    if ctx.rank == 0 and not args.quiet:
-        print(format_report(job.report, str(job.path)), flush=True)
+    if ctx.rank == 0:
+        for warning in job.report["warnings"]:
+            print(f"spmd: warning: {warning}", file=sys.stderr, flush=True)
+        if not args.quiet:
+            print(format_report(job.report, str(job.path)), flush=True)
     ctx.close()
     return 0
 

@@ -6,11 +6,7 @@ import os
 import platform
 
 from . import xp as xpmod
-
-SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NTASKS",
-              "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK",
-              "SLURM_CPUS_PER_TASK", "SLURM_PARTITION", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID")
-
+from .launch import compare_views, slurm_environment, slurm_record
 
 def versions() -> dict:
     """Versions of everything spmd runs on (None for what is absent)."""
@@ -73,8 +69,11 @@ def gather_info(ctx) -> dict | None:
         return None
     aware, how = cuda_aware_mpi()
     gpus = xpmod.gpu_count()
+    slurm = slurm_record()
+    nodes = len({r["host"] for r in ranks})
     return {"versions": versions(), "cuda_aware_mpi": aware, "cuda_aware_how": how, "gpus_visible": gpus,
-            "ranks": ranks, "slurm": {k: os.environ[k] for k in SLURM_KEYS if k in os.environ}}
+            "ranks": ranks, "mpi_nodes": nodes, "slurm": slurm_environment(), "slurm_job": slurm,
+            "warnings": compare_views(nodes, len(ranks), slurm)}
 
 
 def format_info(info: dict) -> str:
@@ -93,8 +92,21 @@ def format_info(info: dict) -> str:
         lines.append(f"{r['rank']:>5}  {r['host']:<20} {r['local_rank']:>5}  {gpu:>3}  {r['gpu_name'] or 'cpu':<20} "
                      f"{r['pci_bus_id'] or '-':<14} {r['cuda_visible_devices'] or '-'}")
     lines.append("")
-    if info["slurm"]:
+    per_node: dict[str, int] = {}
+    for r in info["ranks"]:
+        per_node[r["host"]] = per_node.get(r["host"], 0) + 1
+    lines.append(f"MPI view: {len(info['ranks'])} rank(s) on {info['mpi_nodes']} node(s): "
+                 + ", ".join(f"{h} x{n}" for h, n in per_node.items()))
+    job = info.get("slurm_job")
+    if job:
+        lines.append(f"SLURM view: job {job['job_id']}" + (f" ({job['job_name']})" if job.get("job_name") else "")
+                     + f", partition {job.get('partition', '-')}, nodes {job.get('nodelist', '-')}"
+                     + f" ({job.get('nodes', '?')}), tasks {job.get('ntasks', '?')}"
+                     + f", tasks per node {job.get('tasks_per_node', '-')}, GPUs on node {job.get('gpus_on_node', '-')}")
+        lines += [f"  {k}={val}" for k, val in info["slurm"].items()]
+    elif info["slurm"]:
         lines += ["SLURM:"] + [f"  {k}={val}" for k, val in info["slurm"].items()]
     else:
-        lines.append("SLURM: not inside a SLURM job")
+        lines.append("SLURM view: not inside a SLURM job")
+    lines += [f"warning: {w}" for w in info.get("warnings", [])]
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from mpi4py import MPI
 
 from . import xp as xpmod
 from .errors import BackendUnavailable, SpmdError, error_class
+from .launch import check_launch
 
 
 class Context:
@@ -27,9 +28,12 @@ class Context:
         device: 'gpu' or 'cpu' once bound; device_id: the CUDA device index or None.
         shared_gpu: some GPU of the job serves several ranks (only with allow_shared_gpu).
         xp: cupy or numpy, matching ``device``.
+        warnings: what the job should know about its launch (printed by the CLI, kept in the report).
     """
 
     def __init__(self, comm: MPI.Comm | None = None):
+        if comm is None:  # the whole launch: refuse srun tasks that MPI did not connect
+            check_launch(MPI.COMM_WORLD.Get_size())
         self.comm = (comm or MPI.COMM_WORLD).Dup()
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
@@ -44,6 +48,7 @@ class Context:
         self.shared_gpu = False  # True when some GPU serves several ranks (allow_shared_gpu)
         self.xp = np
         self.blas_threads: int | None = None  # BLAS threads per rank on the CPU (None: not limited)
+        self.warnings: list[str] = []
 
     # -- agreement: the no-hang rule for everything a rank can check --------------------
 
@@ -121,6 +126,11 @@ class Context:
                     BackendUnavailable, a,
                     f"ranks {a} and {b} both landed on GPU {dev}: start one rank per GPU "
                     f"({self.local_size} ranks on this node) or set allow_shared_gpu: true")
+            crowded = self.comm.gather((self.host, self.local_size, len({i for _, i in peers})), root=0)
+            if self.rank == 0:
+                self.warnings += [f"{host}: {ranks} ranks on {gpus} GPU(s): ranks share GPUs, so their timings "
+                                  f"measure contention, not scaling (start at most one rank per GPU)"
+                                  for host, ranks, gpus in sorted(set(crowded or [])) if ranks > gpus]
         self.device = device
         self.xp = xpmod.array_module(device)
         if device == "cpu":

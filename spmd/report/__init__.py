@@ -18,6 +18,7 @@ def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verificati
                  result: dict, metrics_fn, problem: dict | None = None) -> dict:
     """Assemble report.json (schema 1; see docs/report.md)."""
     from .. import __version__
+    from ..launch import launch_record
     from ..runtime import mpi_library
 
     timings, medians = summarize(records_by_rank)
@@ -28,6 +29,8 @@ def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verificati
         "workload": cfg.workload,
         "ranks": ctx.size,
         "nodes": nodes,
+        "launch": launch_record(ctx),
+        "warnings": list(ctx.warnings),
         "device": ctx.device,
         "comm": comm_name,
         "mpi_library": mpi_library(),

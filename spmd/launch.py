@@ -1,0 +1,76 @@
+"""What launched this job: the MPI view (nodes and node-local ranks, from MPI itself) beside the
+SLURM view (read from its environment, recorded, never used to place ranks).
+
+Node identity is MPI's processor name and node-local ranks come from
+``MPI_Comm_split_type(SHARED)`` (``Context.node_comm``): SLURM variables describe the allocation
+a job asked for, not necessarily how the MPI library connected the ranks.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .errors import ConfigError
+
+SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NTASKS",
+              "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK",
+              "SLURM_GPUS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_PARTITION", "SLURM_ARRAY_JOB_ID",
+              "SLURM_ARRAY_TASK_ID", "SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID",
+              "SLURM_NODEID")
+# per-task variables differ between ranks: shown by `spmd info`, left out of the job's record
+PER_TASK = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID")
+
+
+def slurm_environment(env=None) -> dict:
+    """The SLURM variables present (empty outside a SLURM job)."""
+    env = os.environ if env is None else env
+    return {k: env[k] for k in SLURM_KEYS if k in env}
+
+
+def slurm_record(env=None) -> dict | None:
+    """The job's SLURM identity for report.json: job id, nodelist, tasks per node, ... (None outside)."""
+    found = slurm_environment(env)
+    if "SLURM_JOB_ID" not in found:
+        return None
+    names = {"SLURM_JOB_ID": "job_id", "SLURM_JOB_NAME": "job_name", "SLURM_JOB_NODELIST": "nodelist",
+             "SLURM_JOB_NUM_NODES": "nodes", "SLURM_NTASKS": "ntasks", "SLURM_TASKS_PER_NODE": "tasks_per_node",
+             "SLURM_GPUS_ON_NODE": "gpus_on_node", "SLURM_GPUS_PER_TASK": "gpus_per_task",
+             "SLURM_PARTITION": "partition", "SLURM_ARRAY_JOB_ID": "array_job_id",
+             "SLURM_ARRAY_TASK_ID": "array_task_id", "SLURM_STEP_ID": "step_id"}
+    return {names[k]: v for k, v in found.items() if k in names}
+
+
+def check_launch(world_size: int, env=None) -> None:
+    """Refuse the classic srun mistake: N tasks started without an MPI plugin each run alone.
+
+    Raises:
+        ConfigError: this process is one of several srun tasks but MPI sees a world of one.
+    """
+    env = os.environ if env is None else env
+    tasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")
+    if "SLURM_PROCID" in env and tasks and int(tasks) > 1 and world_size == 1:
+        raise ConfigError(f"srun started {tasks} tasks, but MPI connected none of them (each is rank 0 of 1): "
+                          f"launch with srun --mpi=pmi2 (MPICH) or --mpi=pmix (Open MPI built with PMIx); "
+                          f"`srun --mpi=list` shows what this cluster offers (see jobscripts/run.sbatch)")
+
+
+def launch_record(ctx) -> dict:
+    """The launch as report.json records it: nodes and ranks per node as MPI sees them, and the
+    SLURM job (None outside one)."""
+    hosts = {}
+    for rank, host in enumerate(ctx.hosts):
+        hosts.setdefault(host, []).append(rank)
+    return {"nodes": len(hosts), "ranks_per_node": {h: len(r) for h, r in hosts.items()},
+            "slurm": slurm_record()}
+
+
+def compare_views(mpi_nodes: int, mpi_ranks: int, slurm: dict | None) -> list[str]:
+    """Where SLURM's allocation and MPI's view of the job disagree (each a warning line)."""
+    if not slurm:
+        return []
+    out = []
+    if slurm.get("ntasks") and int(slurm["ntasks"]) != mpi_ranks:
+        out.append(f"SLURM allocated {slurm['ntasks']} tasks but MPI runs {mpi_ranks} ranks")
+    if slurm.get("nodes") and int(slurm["nodes"]) != mpi_nodes:
+        out.append(f"SLURM allocated {slurm['nodes']} node(s) but MPI's ranks are on {mpi_nodes}")
+    return out
