@@ -1,4 +1,5 @@
-"""The ``spmd`` command: ``run``, ``scale``, ``generate``, ``bench comm``, ``topo``, ``info``, ``report``.
+"""The ``spmd`` command: ``run``, ``scale``, ``generate``, ``bench comm``, ``topo``, ``info``, ``report``,
+``jobscript``.
 
 Failure rule: an error every rank agreed on (``SpmdError.collective``) is printed once by
 rank 0 and every rank exits with its code; an error on some ranks only, or any
@@ -55,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--min-seconds", type=float, default=1e-4, metavar="S",
                      help="phases under S seconds in both reports never fail (noise; default 1e-4)")
     cmp.set_defaults(func=cmd_report_compare)
+    merge = rsub.add_parser("merge", help="combine the report.json of separate jobs (one per node count) into "
+                                           "one scaling report, as spmd scale writes it")
+    merge.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files (or folders holding one)")
+    merge.add_argument("--out", metavar="DIR", required=True, help="output folder")
+    merge.add_argument("-q", "--quiet", action="store_true", help="no summary")
+    merge.set_defaults(func=cmd_report_merge)
     render = rsub.add_parser("render", help="rewrite scaling.md, scaling.html and the plots from scaling.json")
     render.add_argument("scaling")
     render.add_argument("--out", metavar="DIR", help="output folder (default: the folder of SCALING)")
@@ -94,6 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
     gen = with_config(sub.add_parser("generate", help="write the input files a config names"))
     gen.add_argument("--force", action="store_true", help="rewrite files that are already up to date")
     gen.set_defaults(func=cmd_generate)
+
+    job = with_config(sub.add_parser(
+        "jobscript", help="sbatch files of a strong/weak series across node counts, and submit.sh (no MPI)"))
+    job.add_argument("--nodes", required=True, metavar="N,N,...", help="node counts, e.g. 1,2,4")
+    job.add_argument("--gpus-per-node", type=int, required=True, metavar="G", help="GPUs per node (0: a CPU series)")
+    job.add_argument("--tasks-per-node", type=int, metavar="T", help="ranks per node (default: one per GPU)")
+    job.add_argument("--mode", choices=("strong", "weak", "both"), default="both")
+    job.add_argument("--partition")
+    job.add_argument("--account")
+    job.add_argument("--time", default="00:30:00", help="each job's time limit (default 00:30:00)")
+    job.add_argument("--mpi", default="pmi2", help="srun --mpi plugin: pmi2 (MPICH, Open MPI) or pmix (default pmi2)")
+    job.add_argument("--spmd", default="python3 -m spmd", help="how the jobs call spmd (default: python3 -m spmd)")
+    job.add_argument("--out", metavar="DIR", help="output folder (default: <config output>/jobs)")
+    job.set_defaults(func=cmd_jobscript)
     return parser
 
 
@@ -239,6 +260,37 @@ def cmd_report_render(args) -> int:
     return 0
 
 
+def cmd_report_merge(args) -> int:
+    from pathlib import Path
+
+    from .report.scaling import write_scaling
+    from .scale.merge import merge_reports
+
+    paths = [Path(p) / "report.json" if Path(p).is_dir() else Path(p) for p in args.reports]
+    scaling = merge_reports(paths)
+    written = write_scaling(scaling, args.out)
+    if not args.quiet:
+        print("\n".join(["findings:"] + [f"  - {line}" for line in scaling["advice"]]
+                        + ["", f"wrote {len(written)} file(s) to {args.out}: " + ", ".join(p.name for p in written)]),
+              flush=True)
+    return 0
+
+
+def cmd_jobscript(args) -> int:
+    from .config import load_config
+    from .jobscript import parse_nodes, write_jobscripts
+
+    cfg = load_config(args.config, args.override)
+    out = args.out or f"{cfg.output}/jobs"
+    written = write_jobscripts(cfg, args.config, parse_nodes(args.nodes), out, gpus_per_node=args.gpus_per_node,
+                               tasks_per_node=args.tasks_per_node,
+                               modes=("strong", "weak") if args.mode == "both" else (args.mode,),
+                               partition=args.partition, account=args.account, time=args.time, mpi=args.mpi,
+                               spmd=args.spmd)
+    print(f"wrote {len(written)} file(s) to {out}; submit them with: bash {out}/submit.sh", flush=True)
+    return 0
+
+
 def _byte_size(text: str) -> int:
     from .report.units import parse_bytes
 
@@ -273,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except SpmdError as exc:
         # report subcommands run as one plain process: their errors need no rank label
-        return _fail(exc, exc.exit_code, collective=exc.collective or args.command == "report")
+        return _fail(exc, exc.exit_code, collective=exc.collective or args.command in ("report", "jobscript"))
     except Exception as exc:  # a bug or an unexpected library error: name it, end the job
         return _fail(exc, 1, collective=False, trace=traceback.format_exc())
 

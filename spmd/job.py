@@ -9,6 +9,7 @@ from typing import Any, Callable
 from .comm import open_communicator
 from .errors import SpmdError
 from .report import build_report, write_json_atomic
+from .topology import describe_placement
 from .timing import PhaseTimer
 from .workloads import workload_class
 
@@ -54,12 +55,13 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
         extra = after_run(comm, workload) if after_run else None
         records = ctx.comm.gather(timer.records, root=0)
         nodes = ctx.layout()
+        placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
         path = Path(out_dir) / "report.json" if out_dir is not None else None
 
         def build():
             report = build_report(cfg=cfg, ctx=ctx, comm_name=comm.name, records_by_rank=records,
                                   nodes=nodes, verification=verification, result=workload.result(),
-                                  metrics_fn=workload.metrics, problem=workload.problem())
+                                  metrics_fn=workload.metrics, problem=workload.problem(), placement=placement)
             if path is not None:
                 write_json_atomic(path, report)
             return report

@@ -14,7 +14,7 @@ from .errors import ConfigError
 
 SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NTASKS",
               "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK",
-              "SLURM_GPUS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_PARTITION", "SLURM_ARRAY_JOB_ID",
+              "SLURM_GPUS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_JOB_PARTITION", "SLURM_ARRAY_JOB_ID",
               "SLURM_ARRAY_TASK_ID", "SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID",
               "SLURM_NODEID")
 # per-task variables differ between ranks: shown by `spmd info`, left out of the job's record
@@ -35,7 +35,7 @@ def slurm_record(env=None) -> dict | None:
     names = {"SLURM_JOB_ID": "job_id", "SLURM_JOB_NAME": "job_name", "SLURM_JOB_NODELIST": "nodelist",
              "SLURM_JOB_NUM_NODES": "nodes", "SLURM_NTASKS": "ntasks", "SLURM_TASKS_PER_NODE": "tasks_per_node",
              "SLURM_GPUS_ON_NODE": "gpus_on_node", "SLURM_GPUS_PER_TASK": "gpus_per_task",
-             "SLURM_PARTITION": "partition", "SLURM_ARRAY_JOB_ID": "array_job_id",
+             "SLURM_JOB_PARTITION": "partition", "SLURM_ARRAY_JOB_ID": "array_job_id",
              "SLURM_ARRAY_TASK_ID": "array_task_id", "SLURM_STEP_ID": "step_id"}
     return {names[k]: v for k, v in found.items() if k in names}
 

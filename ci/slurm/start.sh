@@ -39,7 +39,8 @@ if [[ $NODES == 2 ]]; then
       ip netns add spmd-node$i && ip link add spmd-veth$i type veth peer name eth0 netns spmd-node$i \
         && ip link set spmd-veth$i master spmd-br0 && ip link set spmd-veth$i up \
         && ip -n spmd-node$i addr add 10.77.0.1$i/24 dev eth0 && ip -n spmd-node$i link set eth0 up \
-        && ip -n spmd-node$i link set lo up 2>>/tmp/spmd-netns.err || TWO=0
+        && ip -n spmd-node$i link set lo up && ip -n spmd-node$i route add default via 10.77.0.1 \
+        2>>/tmp/spmd-netns.err || TWO=0
     done
   fi
   if [[ $TWO == 0 ]]; then

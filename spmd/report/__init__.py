@@ -15,7 +15,7 @@ __all__ = ["SCHEMA", "PHASES", "build_report", "format_report", "summarize", "wr
 
 
 def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verification: dict,
-                 result: dict, metrics_fn, problem: dict | None = None) -> dict:
+                 result: dict, metrics_fn, problem: dict | None = None, placement: dict | None = None) -> dict:
     """Assemble report.json (schema 1; see docs/report.md)."""
     from .. import __version__
     from ..launch import launch_record
@@ -30,6 +30,7 @@ def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verificati
         "ranks": ctx.size,
         "nodes": nodes,
         "launch": launch_record(ctx),
+        "placement": placement,
         "warnings": list(ctx.warnings),
         "device": ctx.device,
         "comm": comm_name,

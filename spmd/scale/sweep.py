@@ -18,7 +18,6 @@ from ..errors import ConfigError, SpmdError, VerificationError
 from ..io.generate import generate
 from ..job import run_job
 from ..runtime import Context
-from ..topology import describe_placement
 from ..workloads import workload_class
 
 MODES = ("strong", "weak")
@@ -112,8 +111,7 @@ def run_step(ctx, step: Step, probe_max_bytes: int) -> dict | None:
         group.Free()
         try:
             job = run_job(sub, step.cfg, after_run=lambda comm, wl: probe(sub, comm, wl, probe_max_bytes))
-            placement = describe_placement(sub)
-            run = {"mode": step.mode, "ranks": step.ranks, "report": job.report, "placement": placement,
+            run = {"mode": step.mode, "ranks": step.ranks, "report": job.report, "placement": job.report["placement"],
                    "probe": job.extra}
         except SpmdError as exc:
             if not exc.collective:

@@ -1,0 +1,192 @@
+"""spmd under a real SLURM (ci/slurm/start.sh): the shipped jobscripts submitted with sbatch as users
+submit them, on one node and on two (two slurmd in their own network namespaces and hostnames), the
+time-limit signal, `spmd jobscript` + `spmd report merge`, the srun mistake spmd refuses, and the
+two-host layout through mpiexec alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from helpers import LAUNCH_ENV, assert_result_close, reference
+from test_workloads_cli import small
+
+SPMD = f"{sys.executable} -m spmd"
+CPU = ["--gpus-per-node=0", "--cpus-per-task=1"]  # the templates ask for GPUs; this cluster has none
+
+
+def sbatch(script, *options, env=None, cwd, wait=True, timeout=240):
+    """Submit ``jobscripts/SCRIPT`` with sbatch (``--wait``: until it ends); (job id, exit code)."""
+    cmd = ["sbatch", "--parsable", *(["--wait"] if wait else []), *CPU, *options, str(ROOT / "jobscripts" / script)]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**LAUNCH_ENV, "SPMD": SPMD, **(env or {})})
+    job = proc.stdout.strip().split(";")[0]
+    return job, proc.returncode, proc.stderr
+
+
+def log(cwd, job) -> str:
+    found = list(Path(cwd).glob(f"spmd-*-{job}*.out"))
+    return "\n".join(p.read_text() for p in found)
+
+
+def reduce_config(folder, rows=30011):
+    return small("reduce.yaml", folder, **{"generate.shape": [rows], "repeats": 2, "input.path": "data/r.h5"})
+
+
+def data(folder, path="data/r.h5"):
+    with h5py.File(Path(folder) / path) as f:
+        return f["x"][...]
+
+
+def test_run_sbatch_three_tasks_on_one_node(slurm, tmp_path):
+    config = reduce_config(tmp_path)
+    job, rc, err = sbatch("run.sbatch", "--partition=local", "--nodes=1", "--ntasks-per-node=3",
+                          env={"CONFIG": str(config), "OUT": "out"}, cwd=tmp_path)
+    assert rc == 0, err + log(tmp_path, job)
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert report["ranks"] == 3 and report["verified"]
+    assert_result_close(report["result"], reference(data(tmp_path)))
+    slurm = report["launch"]["slurm"]
+    assert slurm["job_id"] == job and slurm["tasks_per_node"] == "3" and slurm["partition"] == "local"
+    assert report["launch"]["nodes"] == 1 and list(report["launch"]["ranks_per_node"].values()) == [3]
+    assert f"spmd job {job}: 1 node(s)" in log(tmp_path, job)
+
+
+def test_run_sbatch_across_two_nodes_places_ranks_on_both(two_nodes, tmp_path):
+    config = reduce_config(tmp_path)
+    job, rc, err = sbatch("run.sbatch", "--partition=pair", "--nodes=2", "--ntasks=3", "--ntasks-per-node=2",
+                          env={"CONFIG": str(config), "OUT": "out"}, cwd=tmp_path)
+    assert rc == 0, err + log(tmp_path, job)
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert_result_close(report["result"], reference(data(tmp_path)))
+    assert report["launch"]["ranks_per_node"] == {"spmd-node1": 2, "spmd-node2": 1}
+    assert report["launch"]["slurm"]["nodelist"] == "spmd-node[1-2]"
+    nodes = {n["host"]: [d["local_rank"] for d in n["devices"]] for n in report["nodes"]}
+    assert nodes == {"spmd-node1": [0, 1], "spmd-node2": [0]}  # node-local ranks, from MPI
+    assert report["placement"]["link_class"] == "network"
+
+
+def test_scale_sbatch_sweeps_across_the_nodes_of_one_allocation(two_nodes, tmp_path):
+    config = reduce_config(tmp_path)
+    job, rc, err = sbatch("scale.sbatch", "--partition=pair", "--nodes=2", "--ntasks-per-node=1",
+                          env={"CONFIG": str(config), "OUT": "scaling", "MODE": "both"}, cwd=tmp_path)
+    assert rc == 0, err + log(tmp_path, job)
+    scaling = json.loads((tmp_path / "scaling/scaling.json").read_text())
+    assert [r["ranks"] for r in scaling["series"]["strong"]] == [1, 2]
+    assert [r["ranks"] for r in scaling["series"]["weak"]] == [1, 2]
+    two = next(r for r in scaling["runs"] if r["mode"] == "strong" and r["ranks"] == 2)
+    assert two["placement"]["ranks_per_node"] == {"spmd-node1": 1, "spmd-node2": 1}
+    assert_result_close(two["report"]["result"], reference(data(tmp_path)))
+    assert (tmp_path / "scaling/scaling.html").stat().st_size > 10_000
+
+
+def test_array_sbatch_runs_one_size_per_task(slurm, tmp_path):
+    config = reduce_config(tmp_path)
+    job, rc, err = sbatch("array.sbatch", "--partition=local", "--array=0-1", "--ntasks-per-node=2",
+                          env={"CONFIG": str(config), "OUT": "sizes", "SIZES": "1009 4001", "DATA": "data/sizes"},
+                          cwd=tmp_path)
+    assert rc == 0, err + log(tmp_path, job)
+    for rows in (1009, 4001):
+        report = json.loads((tmp_path / f"sizes/{rows}/report.json").read_text())
+        x = data(tmp_path, f"data/sizes/{rows}.h5")
+        assert x.shape == (rows,) and report["ranks"] == 2
+        assert_result_close(report["result"], reference(x))
+        assert report["launch"]["slurm"]["array_job_id"] == job
+
+
+def wait_for(job, timeout=240):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True).stdout
+        if job not in out:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"job {job} still queued or running after {timeout} s")
+
+
+def test_jobscript_series_submitted_then_merged_across_node_counts(two_nodes, tmp_path):
+    config = reduce_config(tmp_path)
+    out = tmp_path / "jobs"
+    subprocess.run([sys.executable, "-m", "spmd", "jobscript", config, "--nodes", "1,2", "--gpus-per-node", "0",
+                    "--tasks-per-node", "1", "--partition", "pair", "--time", "00:05:00", "--spmd", SPMD,
+                    "--out", out], cwd=tmp_path, check=True, env=LAUNCH_ENV)
+    submitted = subprocess.run(["bash", out / "submit.sh"], capture_output=True, text=True, check=True).stdout
+    merge = re.search(r"merge (\d+)", submitted).group(1)
+    wait_for(merge)
+    logs = "\n".join(p.read_text() for p in (out / "logs").glob("*.out"))
+    scaling = json.loads((out / "scaling/scaling.json").read_text())
+    assert {m: [r["ranks"] for r in rows] for m, rows in scaling["series"].items()} == \
+        {"strong": [1, 2], "weak": [1, 2]}, logs
+    weak2 = next(r for r in scaling["runs"] if r["mode"] == "weak" and r["ranks"] == 2)["report"]
+    assert weak2["launch"]["nodes"] == 2 and weak2["problem"]["bytes"] == 2 * 30011 * 4
+    assert_result_close(weak2["result"], reference(data(tmp_path, "data/weak-x2/r.h5")))
+
+
+def test_time_limit_signal_checkpoints_train_and_a_resubmit_resumes(slurm, tmp_path):
+    from test_train_cli import train_config, weights
+
+    config = train_config(tmp_path, **{"params.checkpoint": {"path": "ckpt.h5", "every": 50}, "repeats": 199})
+    full = train_config(tmp_path, "full.yaml", **{"params.checkpoint": {"path": "full.h5"}, "repeats": 199})
+    env = {"CONFIG": str(config), "OUT": "out"}
+    job, rc, err = sbatch("run.sbatch", "--partition=local", "--ntasks-per-node=2", env=env, cwd=tmp_path, wait=False)
+    assert rc == 0, err
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "ckpt.h5").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    # what --signal=B:USR1@120 does at the time limit: signal the batch shell only
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job], check=True)
+    wait_for(job)
+    state = subprocess.run(["sacct", "-n", "-j", job], capture_output=True, text=True)  # no accounting here
+    text = log(tmp_path, job)
+    assert "time limit near" in text and "spmd: stopped:" in text and "checkpoint at step" in text, text + state.stdout
+    assert not (tmp_path / "out/report.json").exists()
+    with h5py.File(tmp_path / "ckpt.h5") as f:
+        step = int(f.attrs["step"])
+    assert 50 <= step < 1990
+    job, rc, err = sbatch("run.sbatch", "--partition=local", "--ntasks-per-node=2", cwd=tmp_path,
+                          env={**env, "GENERATE": "0",
+                               "OVERRIDES": "-o params.resume=ckpt.h5 -o params.checkpoint.path=end.h5"})
+    assert rc == 0, err + log(tmp_path, job)
+    assert json.loads((tmp_path / "out/report.json").read_text())["result"]["resumed_from_step"] == step
+    rc = subprocess.run([*__import__("launch").mpiexec(), "-n", "2", sys.executable, "-m", "spmd", "run", full],
+                        cwd=tmp_path, env=LAUNCH_ENV, capture_output=True, timeout=300).returncode
+    assert rc == 0
+    np.testing.assert_array_equal(weights(tmp_path / "end.h5"), weights(tmp_path / "full.h5"))
+
+
+def test_srun_without_an_mpi_plugin_is_refused_not_run_n_times(slurm, tmp_path):
+    config = reduce_config(tmp_path)
+    proc = subprocess.run(["srun", "--partition=local", "-n", "2", "--mpi=none", sys.executable, "-m", "spmd",
+                           "run", config], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=LAUNCH_ENV)
+    assert proc.returncode == 2, proc.stderr
+    assert "srun started 2 tasks, but MPI connected none of them" in proc.stderr and "--mpi=pmi2" in proc.stderr
+    assert not (tmp_path / "results/reduce/report.json").exists()
+
+
+def test_two_hosts_through_mpiexec_alone(namespaces, tmp_path):
+    """No SLURM: MPICH's mpiexec starts its proxies on the two hosts through an rsh (here one that
+    enters each namespace; on a cluster, ssh) and MPI crosses the veth link."""
+    from launch import mpiexec
+
+    config = reduce_config(tmp_path)
+    assert subprocess.run([sys.executable, "-m", "spmd", "generate", config], cwd=tmp_path, env=LAUNCH_ENV,
+                          capture_output=True).returncode == 0
+    cmd = [*mpiexec(), "-localhost", "10.77.0.1", "-launcher", "ssh", "-launcher-exec",
+           str(ROOT / "ci/slurm/netns-rsh"), "-hosts", "spmd-node1:2,spmd-node2:1", "-n", "3",
+           sys.executable, "-m", "spmd", "run", str(config), "--out", "out"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in LAUNCH_ENV.items() if not k.startswith("SLURM_")})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert report["launch"] == {"nodes": 2, "ranks_per_node": {"spmd-node1": 2, "spmd-node2": 1}, "slurm": None}
+    assert_result_close(report["result"], reference(data(tmp_path)))
