@@ -22,7 +22,7 @@ else
   GPU_FLAG   :=
 endif
 
-.PHONY: demo test test-unit test-mpi clean
+.PHONY: demo test test-unit test-mpi test-slurm clean
 
 $(VENV)/.installed-%: pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -36,7 +36,11 @@ demo: $(VENV)/.installed-$(EXTRAS)
 	$(MPIEXEC) -n $(NP) $(PY) -m spmd scale inputs/reduce.yaml --mode both
 	@echo "open results/reduce/scaling/scaling.html in a browser"
 
-test: test-unit test-mpi
+test: test-unit test-mpi test-slurm
+
+# Under the SLURM of ci/slurm/start.sh (.ci/run starts it as root); without one these skip, saying why.
+test-slurm: $(VENV)/.installed-test,$(EXTRAS)
+	SPMD_MPIEXEC="$(MPIEXEC)" $(TIMEOUT) $(PY) -m pytest -q -p no:cacheprovider tests/slurm
 
 test-unit: $(VENV)/.installed-test,$(EXTRAS)
 	SPMD_MPIEXEC="$(MPIEXEC)" $(PY) -m pytest -q tests/unit tests/cli $(GPU_FLAG)

@@ -1,0 +1,90 @@
+"""spmd report merge (reports of separate jobs -> one scaling report) and spmd jobscript (no SLURM
+needed: what it writes; tests/slurm submits it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+from helpers import LAUNCH_ENV
+from launch import spmd
+from test_workloads_cli import small
+
+
+def cli(*args, cwd):
+    proc = subprocess.run([sys.executable, "-m", "spmd", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, env=LAUNCH_ENV, timeout=120)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_merge_of_separate_runs_gives_the_sweeps_own_figures(tmp_path):
+    """The reports spmd scale measured, merged from files, give the same series as the sweep."""
+    config = small("reduce.yaml", tmp_path, **{"generate.shape": [20011], "repeats": 2})
+    rc, out, err, _ = spmd("scale", config, "--mode", "both", "--ranks", "1,2", "--out", "sweep",
+                           "--probe-max-bytes", "0", cwd=tmp_path, ranks=2)
+    assert rc == 0, err
+    sweep = json.loads((tmp_path / "sweep/scaling.json").read_text())
+    paths = []
+    for run in sweep["runs"]:
+        if run["mode"] == "strong" or run["ranks"] > 1:  # the base once, as spmd jobscript writes it
+            path = tmp_path / f"{run['mode']}-{run['ranks']}/report.json"
+            path.parent.mkdir()
+            path.write_text(json.dumps(run["report"]))
+            paths.append(path.parent)
+    rc, out, err = cli("report", "merge", *paths, "--out", "merged", cwd=tmp_path)
+    assert rc == 0, err
+    merged = json.loads((tmp_path / "merged/scaling.json").read_text())
+    for mode in ("strong", "weak"):
+        for mine, theirs in zip(merged["series"][mode], sweep["series"][mode], strict=True):
+            for key in ("ranks", "time", "speedup", "efficiency", "comm_share"):
+                assert mine[key] == theirs[key], (mode, key)
+    assert {p.name for p in (tmp_path / "merged").iterdir()} >= {"scaling.html", "scaling.md", "speedup.png"}
+
+    # a report of another config: named, nothing written
+    other = small("reduce.yaml", tmp_path / "merged", **{"generate.shape": [999], "repeats": 2})
+    strange = json.loads((paths[1] / "report.json").read_text())
+    strange["config"] = {**strange["config"], "repeats": 7}
+    (tmp_path / "strange.json").write_text(json.dumps(strange))
+    rc, out, err = cli("report", "merge", paths[0], tmp_path / "strange.json", "--out", "bad", cwd=tmp_path)
+    assert rc == 2 and "strange.json: its config (2 ranks) is neither the strong nor the weak scaling" in err
+    assert not (tmp_path / "bad").exists() and other.exists()
+    rc, out, err = cli("report", "merge", paths[0], "--out", "bad", cwd=tmp_path)
+    assert rc == 2 and "at least two" in err
+    (tmp_path / "junk.json").write_text("{not json")
+    rc, out, err = cli("report", "merge", paths[0], tmp_path / "junk.json", "--out", "bad", cwd=tmp_path)
+    assert rc == 2 and "junk.json: cannot read a report" in err
+
+
+def test_jobscript_writes_one_job_per_series_and_size_with_scaled_configs(tmp_path):
+    config = small("reduce.yaml", tmp_path, **{"generate.shape": [1000]})
+    rc, out, err = cli("jobscript", config, "--nodes", "1,2,4", "--gpus-per-node", "4", "--partition", "gpu",
+                       "--account", "proj", "--time", "01:00:00", "--mpi", "pmix", "--out", "jobs", cwd=tmp_path)
+    assert rc == 0, err
+    jobs = tmp_path / "jobs"
+    assert sorted(p.name for p in jobs.glob("*.sbatch")) == [
+        "generate.sbatch", "merge.sbatch", "strong-1n.sbatch", "strong-2n.sbatch", "strong-4n.sbatch",
+        "weak-2n.sbatch", "weak-4n.sbatch"]
+    text = (jobs / "weak-4n.sbatch").read_text()
+    for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=4", "#SBATCH --gpus-per-node=4",
+                 "#SBATCH --partition=gpu", "#SBATCH --account=proj", "#SBATCH --time=01:00:00",
+                 "#SBATCH --signal=B:USR1@120", f"#SBATCH --chdir={tmp_path}", "srun --mpi=pmix"):
+        assert line in text
+    weak = yaml.safe_load((jobs / "configs/weak-4n.yaml").read_text())
+    strong = yaml.safe_load((jobs / "configs/strong-4n.yaml").read_text())
+    assert weak["generate"]["shape"] == [4000] and strong["generate"]["shape"] == [1000]
+    assert weak["output"] == str(jobs / "results/weak-4n")
+    assert "--dependency=afterok:$gen" in (jobs / "submit.sh").read_text()
+    assert "report merge" in (jobs / "merge.sbatch").read_text()
+    assert "gpus" not in (jobs / "generate.sbatch").read_text()
+    for bad, why in ((["--gpus-per-node", "0"], "give it (>= 1) when --gpus-per-node is 0"),
+                     (["--gpus-per-node", "2", "--tasks-per-node", "4"], "spmd runs one rank per GPU"),
+                     (["--gpus-per-node", "2", "--nodes", "0"], "node counts must be >= 1")):
+        args = ["jobscript", config, "--nodes", "1,2", *bad, "--out", "no"]
+        if "--nodes" in bad:
+            args = ["jobscript", config, *bad, "--out", "no"]
+        rc, out, err = cli(*args, cwd=tmp_path)
+        assert rc == 2 and why in err, err
+    assert not (tmp_path / "no").exists()
