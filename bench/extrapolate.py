@@ -8,8 +8,7 @@ prediction with what the largest size measured, in total and per phase.
 import argparse
 import json
 
-from spmd.config import config_from_dict
-from spmd.scale import analyse
+from spmd.scale import reanalyse
 from spmd.scale.model import measured, predict
 
 
@@ -17,12 +16,9 @@ def extrapolate(path, fit):
     scaling = json.load(open(path))
     top = max(r["ranks"] for r in scaling["runs"])
     fit = fit or max(r["ranks"] for r in scaling["runs"] if r["ranks"] < top)
-    placements = {(row["mode"], row["ranks"]): row["placement"]
-                  for rows in scaling["series"].values() for row in rows}
-    small = [{**r, "placement": r.get("placement") or placements[(r["mode"], r["ranks"])],
-              "probe": [q for q in (r["probe"] or []) if q["ranks"] <= fit] or None}
+    small = [{**r, "probe": [q for q in (r["probe"] or []) if q["ranks"] <= fit] or None}
              for r in scaling["runs"] if r["ranks"] <= fit]
-    model = analyse(config_from_dict(scaling["config"]), small, scaling["world_size"], "")["model"]
+    model = reanalyse({**scaling, "runs": small})["model"]  # the sweep as if it had stopped at ``fit``
     rows = []
     for run in scaling["runs"]:
         if run["ranks"] != top or model is None:

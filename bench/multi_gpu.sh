@@ -45,8 +45,8 @@ if [[ "$PARTS" == *reduce* ]]; then
     --out "$DIR/reduce" --probe-max-bytes 64M
 fi
 if [[ "$PARTS" == *matmul* ]]; then
-  step gemm-ceiling 60 python3 bench/gemm_ceiling.py 16384x16384x16384 8192x16384x16384 4096x16384x16384
-  cp "$DIR/gemm-ceiling.log" "$DIR/gemm_ceiling.json" 2>/dev/null
+  timeout 60 python3 bench/gemm_ceiling.py 16384x16384x16384 8192x16384x16384 4096x16384x16384 \
+    > "$DIR/gemm_ceiling.json" 2> "$DIR/gemm-ceiling.log"
   step matmul 240 $MPI -n "$N" python3 -m spmd scale bench/matmul-scale.yaml --mode both --ranks "$RANKS" \
     --out "$DIR/matmul" --probe-max-bytes 64M
 fi

@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from summarize_workloads import after_read
+from summarize_workloads import after_read, load
 
 # the per-rank rate of each workload, and what to hold it against
 RATE = {"reduce": ("compute_GBps_per_rank", "TB/s", 1e-3, "HBM read"),
@@ -18,19 +18,13 @@ RATE = {"reduce": ("compute_GBps_per_rank", "TB/s", 1e-3, "HBM read"),
         "train": ("samples_per_s", "samples/s", 1.0, "")}
 
 
-def gemm_ceiling(folder, m):
-    for line in (folder / "gemm_ceiling.json").read_text().splitlines() if (folder / "gemm_ceiling.json").exists() else []:
-        if line.startswith("{"):
-            return json.loads(line).get(f"{m}x16384x16384 float32")
-    return None
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folder")
     parser.add_argument("--hbm-TBps", type=float, default=4.49, help="HBM read ceiling (CuPy sum), TB/s")
     args = parser.parse_args()
     d = Path(args.folder)
+    gemm = load(d / "gemm_ceiling.json") or {}  # bench/gemm_ceiling.py, same call
     print("| workload | mode | GPUs | time / repeat | efficiency | total-read-wait | its efficiency | "
           "rate per GPU (min) | ceiling | ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -57,7 +51,7 @@ def main():
                     ceiling = args.hbm_TBps
                 elif name == "matmul":
                     m = 16384 // n if mode == "strong" else 16384
-                    ceiling = gemm_ceiling(d, m)
+                    ceiling = gemm.get(f"{m}x16384x16384 float32")
                 print(f"| {name} | {mode} | {n} | {row['time'] * 1e3:.1f} ms | {row['efficiency']:.1%} | "
                       f"{gpu * 1e3:.1f} ms | {ideal / gpu:.1%} | {rate:,.2f} {unit} | "
                       f"{f'{ceiling:.2f} ({what})' if ceiling else '-'} | {f'{rate / ceiling:.1%}' if ceiling else '-'} |")

@@ -45,7 +45,7 @@ def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, *, gpus
         raise ConfigError(f"--mpi {mpi!r}: one of {', '.join(MPI_PLUGINS)}")
     cls = workload_class(cfg.workload)
     out = Path(out).resolve()
-    header = _header(gpus_per_node, tasks, partition, account, time)
+    header = _header(gpus_per_node, partition, account, time)
     launch = f"srun --mpi={mpi} {spmd}"
     written, jobs, configs = [], [], []
     for mode in modes:
@@ -70,11 +70,10 @@ def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, *, gpus
                     "wait $step; rc=$?", "[[ $rc -gt 128 ]] && { wait $step; rc=$?; }  # wait again after the trap",
                     "exit $rc"]
             jobs.append(_write(out / f"{name}.sbatch", _script(body)))
-    first = sorted({str(c) for c in configs})
     gen = ["#SBATCH --job-name=spmd-generate", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
            *(h for h in header if "gpus" not in h), f"#SBATCH --output={out}/logs/%x-%j.out", "",
            "# every series' input once, before the runs (files already up to date are skipped)"]
-    gen += [f"{spmd} generate {shlex.quote(c)}" for c in first]
+    gen += [f"{spmd} generate {shlex.quote(str(c))}" for c in configs]
     written.append(_write(out / "generate.sbatch", _script(gen)))
     merge = ["#SBATCH --job-name=spmd-merge", "#SBATCH --nodes=1", "#SBATCH --ntasks=1",
              *(h for h in header if "gpus" not in h), f"#SBATCH --output={out}/logs/%x-%j.out", "",
@@ -93,7 +92,7 @@ def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, *, gpus
     return written
 
 
-def _header(gpus: int, tasks: int, partition, account, time) -> list[str]:
+def _header(gpus: int, partition, account, time) -> list[str]:
     # the jobs start where `spmd jobscript` ran, so the config's relative paths mean the same there
     lines = [f"#SBATCH --time={time}", f"#SBATCH --chdir={Path.cwd()}"]
     if gpus:

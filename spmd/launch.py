@@ -9,6 +9,7 @@ a job asked for, not necessarily how the MPI library connected the ranks.
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 from .errors import ConfigError
 
@@ -17,8 +18,6 @@ SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB
               "SLURM_GPUS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_JOB_PARTITION", "SLURM_ARRAY_JOB_ID",
               "SLURM_ARRAY_TASK_ID", "SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID",
               "SLURM_NODEID")
-# per-task variables differ between ranks: shown by `spmd info`, left out of the job's record
-PER_TASK = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID")
 
 
 def slurm_environment(env=None) -> dict:
@@ -57,11 +56,8 @@ def check_launch(world_size: int, env=None) -> None:
 def launch_record(ctx) -> dict:
     """The launch as report.json records it: nodes and ranks per node as MPI sees them, and the
     SLURM job (None outside one)."""
-    hosts = {}
-    for rank, host in enumerate(ctx.hosts):
-        hosts.setdefault(host, []).append(rank)
-    return {"nodes": len(hosts), "ranks_per_node": {h: len(r) for h, r in hosts.items()},
-            "slurm": slurm_record()}
+    per_node = Counter(ctx.hosts)
+    return {"nodes": len(per_node), "ranks_per_node": dict(per_node), "slurm": slurm_record()}
 
 
 def compare_views(mpi_nodes: int, mpi_ranks: int, slurm: dict | None) -> list[str]:

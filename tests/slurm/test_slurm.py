@@ -6,7 +6,6 @@ two-host layout through mpiexec alone."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from conftest import ROOT
 from helpers import LAUNCH_ENV, assert_result_close, reference
+from launch import mpiexec
 from test_workloads_cli import small
 
 SPMD = f"{sys.executable} -m spmd"
@@ -146,9 +146,8 @@ def test_time_limit_signal_checkpoints_train_and_a_resubmit_resumes(slurm, tmp_p
     # what --signal=B:USR1@120 does at the time limit: signal the batch shell only
     subprocess.run(["scancel", "--batch", "--signal=USR1", job], check=True)
     wait_for(job)
-    state = subprocess.run(["sacct", "-n", "-j", job], capture_output=True, text=True)  # no accounting here
     text = log(tmp_path, job)
-    assert "time limit near" in text and "spmd: stopped:" in text and "checkpoint at step" in text, text + state.stdout
+    assert "time limit near" in text and "spmd: stopped:" in text and "checkpoint at step" in text, text
     assert not (tmp_path / "out/report.json").exists()
     with h5py.File(tmp_path / "ckpt.h5") as f:
         step = int(f.attrs["step"])
@@ -158,7 +157,7 @@ def test_time_limit_signal_checkpoints_train_and_a_resubmit_resumes(slurm, tmp_p
                                "OVERRIDES": "-o params.resume=ckpt.h5 -o params.checkpoint.path=end.h5"})
     assert rc == 0, err + log(tmp_path, job)
     assert json.loads((tmp_path / "out/report.json").read_text())["result"]["resumed_from_step"] == step
-    rc = subprocess.run([*__import__("launch").mpiexec(), "-n", "2", sys.executable, "-m", "spmd", "run", full],
+    rc = subprocess.run([*mpiexec(), "-n", "2", sys.executable, "-m", "spmd", "run", full],
                         cwd=tmp_path, env=LAUNCH_ENV, capture_output=True, timeout=300).returncode
     assert rc == 0
     np.testing.assert_array_equal(weights(tmp_path / "end.h5"), weights(tmp_path / "full.h5"))
@@ -176,8 +175,6 @@ def test_srun_without_an_mpi_plugin_is_refused_not_run_n_times(slurm, tmp_path):
 def test_two_hosts_through_mpiexec_alone(namespaces, tmp_path):
     """No SLURM: MPICH's mpiexec starts its proxies on the two hosts through an rsh (here one that
     enters each namespace; on a cluster, ssh) and MPI crosses the veth link."""
-    from launch import mpiexec
-
     config = reduce_config(tmp_path)
     assert subprocess.run([sys.executable, "-m", "spmd", "generate", config], cwd=tmp_path, env=LAUNCH_ENV,
                           capture_output=True).returncode == 0
