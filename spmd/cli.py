@@ -120,12 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args) -> int:
     from .config import load_config
+    from .faults import fault_from, require_rank
     from .job import run_job
     from .report import format_report
     from .runtime import Context
 
-    ctx = Context()
+    ctx = Context(watchdog=True)
     cfg = ctx.agree(load_config, args.config, args.override)
+    ctx.agree(lambda: require_rank(fault_from(cfg.fault), ctx.size))
     job = run_job(ctx, cfg, args.out or cfg.output)
     if ctx.rank == 0:
         for warning in job.report["warnings"]:
@@ -142,7 +144,7 @@ def cmd_scale(args) -> int:
     from .runtime import Context
     from .scale import parse_ranks, run_scale
 
-    ctx = Context()
+    ctx = Context(watchdog=True)
     cfg = ctx.agree(load_config, args.config, args.override)
     ranks = ctx.agree(parse_ranks, args.ranks, ctx.size)
     modes = ["strong", "weak"] if args.mode == "both" else [args.mode]
@@ -163,7 +165,7 @@ def cmd_bench_comm(args) -> int:
     from .report import write_json_atomic
     from .runtime import Context
 
-    ctx = Context()
+    ctx = Context(watchdog=True)
 
     def check():
         if args.iters < 1 or args.warmup < 0:
@@ -196,7 +198,7 @@ def cmd_topo(args) -> int:
     from .report.write import write_bytes_atomic
     from .runtime import Context
 
-    ctx = Context()
+    ctx = Context(watchdog=True)
     # One rank per node measures its node (NVML and CUDA see all of the node's GPUs).
     mine = (ctx.host, measure_topology(args.bytes, args.iters)) if ctx.local_rank == 0 else None
     nodes = [n for n in ctx.comm.gather(mine, root=0) or [] if n]
@@ -220,7 +222,7 @@ def cmd_info(args) -> int:
     from .report import write_json_atomic
     from .runtime import Context
 
-    ctx = Context()
+    ctx = Context(watchdog=True)
     info = gather_info(ctx)
     if ctx.rank == 0:
         print(format_info(info), end="", flush=True)
@@ -305,7 +307,7 @@ def cmd_generate(args) -> int:
     from .io.generate import generate, target_files
     from .runtime import Context
 
-    ctx = Context()
+    ctx = Context(watchdog=True)
     cfg = ctx.agree(load_config, args.config, args.override)
     written = ctx.agree(generate, cfg, ctx.rank, ctx.size, args.force)
     written = [p for part in ctx.comm.gather(written, root=0) or [] for p in part]
@@ -324,6 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SpmdError as exc:
+        if exc.collective:  # every rank is here: the watchdog can stop together
+            from .watchdog import stop
+
+            stop()
         # report subcommands run as one plain process: their errors need no rank label
         return _fail(exc, exc.exit_code, collective=exc.collective or args.command in ("report", "jobscript"))
     except Exception as exc:  # a bug or an unexpected library error: name it, end the job
@@ -344,5 +350,8 @@ def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = N
     print(f"spmd: error: {where}: {type(exc).__name__ + ': ' if trace else ''}{exc}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     if world.Get_size() > 1:
+        from .comm.nccl import abort_all
+
+        abort_all()  # no NCCL kernel left waiting for this rank, no communicator leaked
         world.Abort(code)  # the other ranks may be inside a collective: end them all
     return code

@@ -93,14 +93,23 @@ class Config:
     verify: Literal["auto", "attrs", "full"] = "auto"
     allow_shared_gpu: bool = False
     output: str = "results"
+    timeout_s: float = 300.0
+    check_finite: bool = False
+    fault: str | None = None
     generate: GenerateConfig | None = None
     params: Any = field(default_factory=dict)
 
     def __post_init__(self):
+        from .faults import parse_fault
+
         if self.warmup < 0:
             raise ConfigError(f"warmup: must be >= 0, got {self.warmup}")
         if self.repeats < 1:
             raise ConfigError(f"repeats: must be >= 1, got {self.repeats}")
+        if not self.timeout_s > 0 or self.timeout_s == float("inf"):
+            raise ConfigError(f"timeout_s: must be a positive number of seconds, got {self.timeout_s}")
+        if self.fault is not None:
+            parse_fault(self.fault)
 
     def to_dict(self) -> dict:
         """Plain JSON-ready dict of the resolved configuration."""

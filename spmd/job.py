@@ -6,11 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from . import faults
 from .comm import open_communicator
-from .errors import SpmdError
+from .errors import InputError, SpmdError, VerificationError
 from .report import build_report, write_json_atomic
 from .topology import describe_placement
-from .timing import PhaseTimer
+from .faults import fault_from
+from .timing import PhaseTimer, enter_phase
+from .watchdog import set_timeout
 from .workloads import workload_class
 
 
@@ -38,6 +41,10 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
     ``after_run(communicator, workload)`` runs collectively after verification, while the
     communicator is still open (``spmd scale`` measures its collectives there).
     """
+    set_timeout(cfg.timeout_s)
+    fault = ctx.agree(fault_from, cfg.fault)
+    faults.arm(fault, ctx.rank, ctx.size, ctx.host)
+    enter_phase("setup")
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
     comm = open_communicator(ctx, cfg.comm)
     workload = workload_class(cfg.workload)()
@@ -50,9 +57,11 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
             timer.start_repeat()
             workload.run(timer)
             timer.end_repeat(record=i >= warmup)
-        verification = workload.verify()
+        enter_phase("verify")
+        verification = verify(ctx, workload)
         workload.save()  # only a verified result is written
         extra = after_run(comm, workload) if after_run else None
+        enter_phase("report")
         records = ctx.comm.gather(timer.records, root=0)
         nodes = ctx.layout()
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
@@ -74,9 +83,28 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
     # Any other exception skips the release: peers may be stuck in a collective, and the
     # CLI aborts the whole job anyway.
     _release(workload, comm)
+    faults.disarm()
+    enter_phase("done")
     return JobResult(report, path, extra)
 
 
 def _release(workload, comm) -> None:
     workload.close()
     comm.close()
+
+
+def verify(ctx, workload) -> dict:
+    """The workload's verification; when it fails on every rank, each rank reads its input again,
+    so a rank whose rows hold NaN or infinity is named with the rows (bad data, not bad compute)."""
+    try:
+        return workload.verify()
+    except VerificationError as exc:
+        if not exc.collective:
+            raise
+        try:
+            ctx.agree(workload.check_input_finite)
+        except InputError as found:  # agreed: every rank is here
+            err = VerificationError(f"{exc}; the cause, found by reading the input again: {found}")
+            err.collective = True
+            raise err from None
+        raise

@@ -12,9 +12,13 @@ import traceback
 import numpy as np
 from mpi4py import MPI
 
+from . import waits
 from . import xp as xpmod
 from .errors import BackendUnavailable, SpmdError, error_class
 from .launch import check_launch
+from .watchdog import start as start_watchdog
+from .watchdog import stop as stop_watchdog
+from .watchdog import watched
 
 
 class Context:
@@ -31,15 +35,19 @@ class Context:
         warnings: what the job should know about its launch (printed by the CLI, kept in the report).
     """
 
-    def __init__(self, comm: MPI.Comm | None = None):
+    def __init__(self, comm: MPI.Comm | None = None, watchdog: bool = False):
         if comm is None:  # the whole launch: refuse srun tasks that MPI did not connect
             check_launch(MPI.COMM_WORLD.Get_size())
-        self.comm = (comm or MPI.COMM_WORLD).Dup()
+        self.comm = watched((comm or MPI.COMM_WORLD).Dup())
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self.host = MPI.Get_processor_name()
         self.hosts = self.comm.allgather(self.host)
-        self.node_comm = self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank)
+        # One watchdog per process, over the whole launch (the CLI asks for it; see spmd.watchdog)
+        self.owns_watchdog = watchdog and comm is None and waits.installed() is None
+        if self.owns_watchdog:
+            start_watchdog(MPI.COMM_WORLD, self.hosts)
+        self.node_comm = watched(self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank))
         self.local_rank = self.node_comm.Get_rank()
         self.local_size = self.node_comm.Get_size()
         self.device = "cpu"
@@ -160,12 +168,16 @@ class Context:
     def idle_barrier(self, poll_s: float = 0.002) -> None:
         """A barrier that sleeps while it waits, so idle ranks leave the CPU to busy ones
         (MPI's blocking barrier spins a core per waiting rank)."""
-        request = self.comm.Ibarrier()
-        while not request.Test():
-            time.sleep(poll_s)
+        with waits.Waiting("barrier"):
+            request = self.comm.Ibarrier()
+            while not request.Test():
+                time.sleep(poll_s)
 
     def close(self) -> None:
-        """Release the MPI communicators this context created."""
+        """Release the MPI communicators this context created (and stop its watchdog)."""
+        if self.owns_watchdog:
+            stop_watchdog()
+            self.owns_watchdog = False
         self.node_comm.Free()
         self.comm.Free()
 

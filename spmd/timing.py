@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from . import faults, waits
 from . import xp as xpmod
 
 
@@ -39,6 +40,7 @@ class PhaseTimer:
     @contextmanager
     def phase(self, name: str):
         """Time device work: CUDA events on the current stream on a GPU."""
+        enter_phase(name)
         if not self._gpu:
             with self.host_phase(name):
                 yield
@@ -62,6 +64,7 @@ class PhaseTimer:
     @contextmanager
     def host_phase(self, name: str):
         """Time host work (file reads, Python) with perf_counter."""
+        enter_phase(name)
         t0 = time.perf_counter()
         yield
         self._host[name] += time.perf_counter() - t0
@@ -79,3 +82,10 @@ class PhaseTimer:
         if record:
             self.records.append(times)
         return times
+
+
+def enter_phase(name: str) -> None:
+    """This rank enters phase ``name``: the watchdog's heartbeat says so, and an injected fault
+    armed for it fires (spmd.faults)."""
+    waits.note_phase(name)
+    faults.at(name)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .waits import Waiting
+
 try:  # optional dependency: an ``available`` flag instead of an import error
     import cupy
     import cupyx
@@ -39,12 +41,16 @@ def synchronize(xp) -> None:
     """Wait for all queued device work, on every stream (no-op on NumPy): workloads that run
     their own streams (train's compute and communication streams) are done when this returns."""
     if xp is not np:
-        xp.cuda.Device().synchronize()
+        with Waiting("device synchronize"):  # where NCCL work that waits on a peer blocks the host
+            xp.cuda.Device().synchronize()
 
 
 def to_host(a) -> np.ndarray:
     """A NumPy copy (or the array itself if it is already on the host)."""
-    return cupy.asnumpy(a) if is_device_array(a) else np.asarray(a)
+    if not is_device_array(a):
+        return np.asarray(a)
+    with Waiting("device to host copy"):
+        return cupy.asnumpy(a)
 
 
 def copy_into(dst, src) -> None:

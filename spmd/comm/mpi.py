@@ -9,6 +9,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import xp as xpmod
+from ..watchdog import watched
 from .base import Communicator, check_op, check_out, check_scatter_rows
 
 MPI_OPS = {"sum": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX}
@@ -21,7 +22,7 @@ class MPICommunicator(Communicator):
 
     def __init__(self, mpi_comm):
         super().__init__(mpi_comm)
-        self.mpi = mpi_comm.Dup()
+        self.mpi = watched(mpi_comm.Dup())  # sub-communicators of a grid are plain: watch them too
         self._staging: dict[str, np.ndarray] = {}
 
     # Three hooks decide where MPI's buffers live; mpi_cuda overrides them.

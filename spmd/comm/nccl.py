@@ -6,10 +6,43 @@ Host (NumPy) arrays are accepted for uniformity: uploaded, reduced, brought back
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 
 from .. import xp as xpmod
+from ..waits import Waiting
 from .base import Communicator, check_op, check_out, check_scatter_rows
+
+
+_live: list[weakref.ref] = []  # every open NCCLCommunicator: the watchdog polls and aborts them
+_live_lock = threading.Lock()
+
+
+def check_async_errors() -> None:
+    """Raise the asynchronous error of any open NCCL communicator (a peer died, a network
+    failure). Safe from another thread: close() and abort_all() hold the same lock."""
+    with _live_lock:
+        for ref in _live:
+            owner = ref()
+            if owner is not None and owner.comm is not None:
+                owner.comm.check_async_error()
+
+
+def abort_all() -> None:
+    """Abort every open NCCL communicator: kernels waiting on a dead peer return, and nothing leaks
+    (before the job is ended with an error)."""
+    with _live_lock:
+        for ref in _live:
+            owner = ref()
+            if owner is not None and owner.comm is not None:
+                comm, owner.comm = owner.comm, None
+                try:
+                    comm.abort()
+                except Exception:  # already broken: the process is ending anyway
+                    pass
+        _live.clear()
 
 
 def nccl_module():
@@ -36,6 +69,8 @@ class NCCLCommunicator(Communicator):
         uid = self._nccl.get_unique_id() if self.rank == 0 else None
         uid = mpi_comm.bcast(uid, root=0)
         self.comm = self._nccl.NcclCommunicator(self.size, uid, self.rank)
+        with _live_lock:
+            _live[:] = [ref for ref in _live if ref() is not None] + [weakref.ref(self)]
         self._ops = {"sum": self._nccl.NCCL_SUM, "min": self._nccl.NCCL_MIN, "max": self._nccl.NCCL_MAX}
         self._types = {np.dtype(name): getattr(self._nccl, const) for name, const in (
             ("int8", "NCCL_INT8"), ("uint8", "NCCL_UINT8"), ("int32", "NCCL_INT32"),
@@ -140,10 +175,12 @@ class NCCLCommunicator(Communicator):
         token = xpmod.cupy.ones(1, dtype=np.int32)
         self.comm.allReduce(token.data.ptr, token.data.ptr, 1, self._dtype(token.dtype),
                             self._ops["sum"], self._stream())
-        xpmod.cupy.cuda.get_current_stream().synchronize()
+        with Waiting("nccl barrier"):
+            xpmod.cupy.cuda.get_current_stream().synchronize()
         self.comm.check_async_error()
 
     def close(self):
-        if self.comm is not None:
-            self.comm.destroy()
-            self.comm = None
+        with _live_lock:  # never while the watchdog polls it
+            if self.comm is not None:
+                self.comm.destroy()
+                self.comm = None

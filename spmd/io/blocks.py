@@ -12,18 +12,24 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import faults
 from ..errors import InputError, SpmdError
-from .hdf5 import open_h5
+from .hdf5 import open_h5, require_finite
 
 
-def read_block(path: str, dataset: str, block, out: np.ndarray, out_sel=None) -> None:
+def read_block(path: str, dataset: str, block, out: np.ndarray, out_sel=None, check_finite: bool = False) -> None:
     """Fill ``out`` (or its part ``out_sel``, a tuple of slices) with rows [r0, r1) and columns
-    [c0, c1) of ``path:dataset``: one hyperslab read, straight into place."""
+    [c0, c1) of ``path:dataset``: one hyperslab read, straight into place. With ``check_finite``,
+    refuse a block holding NaN or infinity (InputError naming the rows)."""
     with open_h5(path) as f:
         try:
             f[dataset].read_direct(out, np.s_[block.r0:block.r1, block.c0:block.c1], out_sel)
         except OSError as exc:  # e.g. a corrupt chunk: only this rank sees it
             raise InputError(f"{path}:{dataset} {block.describe()}: read failed ({exc})") from None
+    rows = out[out_sel] if out_sel is not None else out
+    faults.poison_rows(rows)
+    if check_finite:
+        require_finite(rows, f"{path}:{dataset} columns {block.c0}-{block.c1}", block.r0)
 
 
 def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, block, local) -> str:

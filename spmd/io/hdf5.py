@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
+from .. import faults
 from ..errors import InputError
 from .plan import block_range
 
@@ -55,8 +56,9 @@ class RankInput:
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
-    def read_into(self, out: np.ndarray) -> None:
-        """Fill ``out`` (shape ``self.shape``) with one hyperslab read per piece."""
+    def read_into(self, out: np.ndarray, check_finite: bool = False) -> None:
+        """Fill ``out`` (shape ``self.shape``) with one hyperslab read per piece; with
+        ``check_finite``, refuse rows holding NaN or infinity (InputError naming them)."""
         offset = 0
         for piece in self.pieces:
             with open_h5(piece.path) as f:
@@ -66,11 +68,25 @@ class RankInput:
                 except OSError as exc:  # e.g. a corrupt chunk: only this rank sees it
                     raise InputError(f"{piece.path}:{piece.dataset} rows {piece.start}-{piece.stop}: "
                                      f"read failed ({exc})") from None
+            rows = out[offset:offset + piece.rows]
+            faults.poison_rows(rows)
+            if check_finite:
+                require_finite(rows, f"{piece.path}:{piece.dataset}", piece.start)
             offset += piece.rows
 
     def describe(self) -> str:
         """Which files and rows this rank reads, for messages."""
         return "; ".join(f"{p.path}:{p.dataset} rows {p.start}-{p.stop}" for p in self.pieces)
+
+
+def require_finite(rows: np.ndarray, where: str, first_row: int) -> None:
+    """Raise InputError naming the rows of ``rows`` (file rows from ``first_row``) that hold NaN
+    or infinity (``check_finite: true``)."""
+    finite = np.isfinite(rows)
+    if finite.all():
+        return
+    bad = np.flatnonzero(~finite.reshape(len(rows), -1).all(axis=1)) + first_row
+    raise InputError(f"{where} rows {bad[0]}-{bad[-1] + 1}: {len(bad)} row(s) hold NaN or infinity after the read")
 
 
 def open_h5(path: str, mode: str = "r") -> h5py.File:

@@ -87,6 +87,10 @@ class Workload(ABC):
         or None): ``spmd generate`` writes those with a generate section (matmul's B)."""
         return []
 
+    def check_input_finite(self) -> None:
+        """After a failed verification: read this rank's input again and raise InputError naming the
+        rows that hold NaN or infinity, if any (workloads that read per repeat implement it)."""
+
     def save(self) -> str | None:
         """Write the verified result where ``params.save`` says (collective); the path, or None."""
         return None

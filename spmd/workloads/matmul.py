@@ -23,6 +23,7 @@ from ..errors import ConfigError, InputError, VerificationError
 from ..io.blocks import read_block, save_blocks
 from ..io.hdf5 import dataset_info
 from ..io.plan import block_range
+from ..memory import require_memory
 from . import matmul_check as check
 from .base import Workload, require_one_dataset, same_every_repeat
 from .grid import Block, Grid, choose_grid, grid_block
@@ -186,13 +187,12 @@ class MatmulWorkload(Workload):
         if self.params.algorithm == "summa":
             w = min(self.params.panel, self.k)
             need.update({"A panel": (a.shape[0] * w,), "B panel": (w * b.shape[1],), "C panel product": c.shape})
-        if gpu:
-            total = sum(int(np.prod(s)) for s in need.values()) * dt.itemsize
-            free, _ = xpmod.cupy.cuda.runtime.memGetInfo()
-            if total > free:
-                raise InputError(f"matmul needs {total / 2**30:.2f} GiB on this GPU ("
-                                 + ", ".join(f"{k} {list(s)}" for k, s in need.items())
-                                 + f") but {free / 2**30:.2f} GiB are free; use more ranks or summa")
+        total = sum(int(np.prod(s)) for s in need.values()) * dt.itemsize
+        buffers = "matmul's buffers (" + ", ".join(f"{k} {list(s)}" for k, s in need.items()) + ")"
+        require_memory(total, "device", self.ctx, buffers)
+        if gpu:  # the pinned staging of A and B
+            require_memory((a.shape[0] * a.shape[1] + int(np.prod(need["B"]))) * dt.itemsize, "host", self.ctx,
+                           "matmul's host staging of A and B")
         self.host_a = xpmod.empty_host(a.shape, dt, pinned=gpu)
         self.dev_a = xp.empty(a.shape, dt) if gpu else self.host_a
         if self.params.b_source == "allgather":
@@ -229,13 +229,13 @@ class MatmulWorkload(Workload):
 
     def run(self, timer):
         gpu, xp, p = self.ctx.device == "gpu", self.ctx.xp, self.params
-        a, b = self.mine["a"], self.mine["b"]
+        a, b, finite = self.mine["a"], self.mine["b"], self.cfg.check_finite
         with timer.host_phase("read"):
-            read_block(*self.a_source, a, self.host_a)
+            read_block(*self.a_source, a, self.host_a, check_finite=finite)
             if p.b_source == "allgather":
-                read_block(*self.b_source, b, self.host_b[:b.shape[0]])
+                read_block(*self.b_source, b, self.host_b[:b.shape[0]], check_finite=finite)
             elif p.b_source == "read" or self.ctx.rank == 0:
-                read_block(*self.b_source, b, self.host_b)
+                read_block(*self.b_source, b, self.host_b, check_finite=finite)
         with timer.host_phase("wait"):  # ranks finish reading at different times: keep that out of comm
             self.ctx.comm.Barrier()
         if gpu:
@@ -351,6 +351,11 @@ class MatmulWorkload(Workload):
                           float((self.c_local.astype(np.float64) ** 2).sum())])
         self.ctx.comm.Allreduce(MPI.IN_PLACE, stats, op=MPI.SUM)
         return stats
+
+    def check_input_finite(self):
+        a, b = self.mine["a"], self.mine["b"]
+        read_block(*self.a_source, a, np.empty(a.shape, self.host_a.dtype), check_finite=True)
+        read_block(*self.b_source, b, np.empty(b.shape, self.host_b.dtype), check_finite=True)
 
     def result(self):
         stats = self.stats

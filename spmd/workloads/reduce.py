@@ -15,6 +15,7 @@ import numpy as np
 from .. import xp as xpmod
 from ..errors import ConfigError, InputError, VerificationError
 from ..io.hdf5 import expand_shards, open_h5, plan_rank_input
+from ..memory import require_memory
 from . import moments as mom
 from .base import Workload
 
@@ -75,11 +76,10 @@ class ReduceWorkload(Workload):
 
     def _allocate(self):
         gpu = self.ctx.device == "gpu"
+        what = f"{self.input.describe()}: the shard's rows"
+        require_memory(self.input.nbytes, "host", self.ctx, what)
         if gpu:
-            free, _ = xpmod.cupy.cuda.runtime.memGetInfo()
-            if self.input.nbytes > free:
-                raise InputError(f"{self.input.describe()}: {self.input.nbytes / 2**30:.2f} GiB do not fit "
-                                 f"in the free GPU memory ({free / 2**30:.2f} GiB); use more ranks")
+            require_memory(self.input.nbytes, "device", self.ctx, what)
         host = xpmod.empty_host(self.input.shape, self.input.dtype, pinned=gpu)
         device = self.ctx.xp.empty(self.input.shape, self.input.dtype) if gpu else None
         return host, device
@@ -91,7 +91,7 @@ class ReduceWorkload(Workload):
 
     def run(self, timer):
         with timer.host_phase("read"):
-            self.input.read_into(self.host)
+            self.input.read_into(self.host, self.cfg.check_finite)
         with timer.host_phase("wait"):  # ranks finish reading at different times: keep that out of comm
             self.ctx.comm.Barrier()
         data = self.host
@@ -115,6 +115,9 @@ class ReduceWorkload(Workload):
         expected, how = self.ctx.agree(self._reference, root_only=True)
         worst = self.ctx.agree(compare, self.results[-1], expected, root_only=True)
         return {"reference": how, "max_relative_error": worst}
+
+    def check_input_finite(self):
+        self.input.read_into(np.empty(self.input.shape, self.input.dtype), check_finite=True)
 
     def _reference(self):
         mode = self.cfg.verify

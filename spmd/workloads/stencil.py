@@ -26,6 +26,7 @@ from ..config import SaveConfig
 from ..errors import ConfigError, InputError, VerificationError
 from ..io.blocks import read_block, save_blocks
 from ..io.hdf5 import dataset_info, open_h5
+from ..memory import require_memory
 from .base import Workload, require_one_dataset, same_every_repeat
 from .filters import error_bound, reference_filter, stencil_weights
 from .grid import Grid, choose_grid, grid_block
@@ -163,13 +164,10 @@ class StencilWorkload(Workload):
     def _allocate(self):
         xp, r, h, w = self.ctx.xp, self.r, self.h, self.w
         padded, self.c0 = aligned_layout(h, w, r, self.dtype)
+        require_memory(2 * padded[0] * padded[1] * self.dtype.itemsize, "device", self.ctx,
+                       f"stencil: two padded {padded[0]}x{padded[1]} {self.dtype} fields")
         if self.gpu:
-            need = 2 * padded[0] * padded[1] * self.dtype.itemsize
-            free, _ = xpmod.cupy.cuda.runtime.memGetInfo()
-            if need > free:
-                raise InputError(f"stencil: two padded {padded[0]}x{padded[1]} {self.dtype} fields need "
-                                 f"{need / 2**30:.2f} GiB, but {free / 2**30:.2f} GiB of the GPU are free; "
-                                 f"use more ranks")
+            require_memory(h * w * self.dtype.itemsize, "host", self.ctx, f"stencil: the {h}x{w} host staging block")
         self.fields = [xp.empty(padded, self.dtype), xp.empty(padded, self.dtype)]
         self.host = xpmod.empty_host((h, w), self.dtype, pinned=True) if self.gpu else None
         cols = self.grid.cols > 1 and r > 0
@@ -197,9 +195,10 @@ class StencilWorkload(Workload):
         r, h, w, p = self.r, self.h, self.w, self.params
         with timer.host_phase("read"):
             if self.gpu:
-                read_block(*self.source, self.block, self.host)
+                read_block(*self.source, self.block, self.host, check_finite=self.cfg.check_finite)
             else:
-                read_block(*self.source, self.block, self.fields[0], np.s_[r:r + h, self.c0:self.c0 + w])
+                read_block(*self.source, self.block, self.fields[0], np.s_[r:r + h, self.c0:self.c0 + w],
+                           check_finite=self.cfg.check_finite)
         with timer.host_phase("wait"):  # ranks finish reading at different times: keep that out of comm
             self.ctx.comm.Barrier()
         with self._on(self._compute_stream()):
@@ -387,6 +386,9 @@ class StencilWorkload(Workload):
                     f"single-process filter, in rows {_ranges(rows)}; first at ({blk.r0 + i}, {blk.c0 + j}): "
                     f"{got[i, j]!r} instead of {want[i, j]!r} (bound {bound:.3g})"), worst
         return None, max(worst, float(err.max()) if err.size else 0.0)
+
+    def check_input_finite(self):
+        read_block(*self.source, self.block, np.empty((self.h, self.w), self.dtype), check_finite=True)
 
     def result(self):
         p = self.params

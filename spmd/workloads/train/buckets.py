@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ... import faults
 from ... import xp as xpmod
 from .model import ALIGN, Layout
 
@@ -98,6 +99,7 @@ class GradientExchange:
 
     def _reduce(self, i: int, marks) -> None:
         view = self.views[i]
+        faults.at("comm")
         if not self.asynchronous:
             if marks is not None:
                 marks.comm_start(i)

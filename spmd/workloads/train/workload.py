@@ -24,10 +24,12 @@ from typing import Literal
 import numpy as np
 from mpi4py import MPI
 
+from ... import faults
 from ... import xp as xpmod
 from ...errors import BackendUnavailable, ConfigError, InputError, Stopped, VerificationError
 from ...io.hdf5 import dataset_info, open_h5
 from ...io.plan import block_range
+from ...memory import require_memory
 from ..base import Workload, require_one_dataset
 from . import data as train_data
 from .checkpoint import load_checkpoint, save_checkpoint
@@ -211,6 +213,9 @@ class TrainWorkload(Workload):
 
         p, path, dtype = self.p, self.cfg.input.path, np.dtype(self.p.dtype)
         start, stop = self.sampler.local_rows
+        require_memory((stop - start) * (p.widths[0] * dtype.itemsize + 4), "host", self.ctx,
+                       f"rows {start}-{stop} of {path}:{self.cfg.input.dataset}")
+        faults.at("read")
         t0 = time.perf_counter()
         with open_h5(path) as f:
             x = f[self.cfg.input.dataset][start:stop].astype(dtype, copy=False)
@@ -221,6 +226,7 @@ class TrainWorkload(Workload):
                 ex = f[f"{p.eval}/data"][e0:e1].astype(dtype, copy=False)
                 ey = f[f"{p.eval}/labels"][e0:e1].astype(np.int32)
         seconds = time.perf_counter() - t0
+        faults.poison_rows(x)
         classes = p.widths[-1]
         for labels, name, first in ((y, p.labels, start), (ey, f"{p.eval}/labels", e0 if p.eval else 0)):
             bad = np.flatnonzero((labels < 0) | (labels >= classes)) if labels is not None else ()
@@ -229,7 +235,8 @@ class TrainWorkload(Workload):
                                  f"outside 0..{classes - 1} (the model has {classes} classes)")
         if not np.isfinite(x).all():
             bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
-            raise InputError(f"{path}:{self.cfg.input.dataset} row {start + bad}: not finite")
+            raise InputError(f"{path}:{self.cfg.input.dataset} row {start + bad}: not finite (this rank reads "
+                             f"rows {start}-{stop})")
         return x, y, ex, ey, seconds
 
     def _graph_wanted(self) -> bool:
@@ -243,12 +250,10 @@ class TrainWorkload(Workload):
 
     def _build(self) -> Trainer:
         p, xp = self.p, self.ctx.xp
-        if self.ctx.device == "gpu":
-            need = (self.host_x.nbytes + self.host_y.nbytes + 6 * self.layout.size * np.dtype(p.dtype).itemsize)
-            free, _ = xpmod.cupy.cuda.runtime.memGetInfo()
-            if need > free:
-                raise InputError(f"the shard ({self.host_x.nbytes / 2**30:.2f} GiB) and the model's buffers need "
-                                 f"{need / 2**30:.2f} GiB, the GPU has {free / 2**30:.2f} GiB free: use more ranks")
+        faults.at("h2d")
+        need = self.host_x.nbytes + self.host_y.nbytes + 6 * self.layout.size * np.dtype(p.dtype).itemsize
+        require_memory(need, "device", self.ctx, f"the shard ({self.host_x.nbytes / 2**30:.2f} GiB) and the "
+                                                 f"model's buffers")
         xs, ys = xp.asarray(self.host_x), xp.asarray(self.host_y)
         ops = make_ops(self.ctx.device, p.dtype, p.tf32, max_rows=p.batch)
         return Trainer(self.ctx, self.comm, self.layout, ops, p, xs, ys, p.steps,
@@ -313,6 +318,7 @@ class TrainWorkload(Workload):
         trainer.load_window(self.sampler.window(trainer.step, p.steps))
 
     def run(self, timer):
+        faults.at("compute")
         self.trainer.run_window(self.p.steps, timer)
         self.windows_run += 1
 

@@ -1,0 +1,162 @@
+"""Fault injection: make one rank misbehave at one phase, to prove the job still ends cleanly.
+
+``SPMD_FAULT="rank=R,phase=P,kind=K"`` (or the config key ``fault``, same text) arms the fault on
+rank R; the other ranks run normally. Phases: read, h2d, compute, comm, report. Kinds:
+
+- ``raise``: an exception on that rank alone (the bug case);
+- ``exit``: the process dies without a word to its peers (a crash; the launcher must notice);
+- ``hang``: the rank sleeps for ever (a deadlock or a stuck file system; the watchdog must notice);
+- ``nan``: the rank's input rows are poisoned after reading (``phase=read`` only);
+- ``oom``: the rank's memory check sees less free memory than its buffers need (``phase=read``: host
+  buffers, ``phase=h2d``: device buffers; on a CPU run both are host memory).
+
+The fault is per process and set once per job (``arm``); the hooks below cost one global lookup
+when nothing is armed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ConfigError, SpmdError
+
+PHASES = ("read", "h2d", "compute", "comm", "report")
+KINDS = ("raise", "exit", "hang", "nan", "oom")
+ENV = "SPMD_FAULT"
+
+
+class InjectedFault(SpmdError):
+    """The failure a ``kind=raise`` fault throws."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Rank ``rank`` misbehaves (``kind``) when it reaches ``phase``."""
+
+    rank: int
+    phase: str
+    kind: str
+
+    def describe(self) -> str:
+        return f"rank={self.rank},phase={self.phase},kind={self.kind}"
+
+
+def parse_fault(text: str) -> Fault:
+    """``"rank=1,phase=comm,kind=hang"`` -> Fault.
+
+    Raises:
+        ConfigError: a missing, unknown or invalid field.
+    """
+    fields = {}
+    for item in str(text).split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep or key not in ("rank", "phase", "kind"):
+            raise ConfigError(f"fault: {text!r}: expected rank=R,phase=P,kind=K")
+        fields[key] = value.strip()
+    missing = [k for k in ("rank", "phase", "kind") if k not in fields]
+    if missing:
+        raise ConfigError(f"fault: {text!r}: {missing[0]} missing (expected rank=R,phase=P,kind=K)")
+    try:
+        rank = int(fields["rank"])
+    except ValueError:
+        raise ConfigError(f"fault: rank {fields['rank']!r} is not an integer") from None
+    phase, kind = fields["phase"], fields["kind"]
+    if rank < 0:
+        raise ConfigError(f"fault: rank must be >= 0, got {rank}")
+    if phase not in PHASES:
+        raise ConfigError(f"fault: phase {phase!r} is not one of {', '.join(PHASES)}")
+    if kind not in KINDS:
+        raise ConfigError(f"fault: kind {kind!r} is not one of {', '.join(KINDS)}")
+    if kind == "nan" and phase != "read":
+        raise ConfigError("fault: kind=nan poisons the rows a rank reads: use phase=read")
+    if kind == "oom" and phase not in ("read", "h2d"):
+        raise ConfigError("fault: kind=oom acts at the memory check of host (phase=read) or device "
+                          "(phase=h2d) buffers")
+    return Fault(rank, phase, kind)
+
+
+def fault_from(config_value: str | None) -> Fault | None:
+    """The fault to inject: SPMD_FAULT if set, else the config's ``fault`` (None: none)."""
+    text = os.environ.get(ENV)
+    if text:
+        try:
+            return parse_fault(text)
+        except ConfigError as exc:
+            raise ConfigError(f"{ENV}: {exc}") from None
+    return parse_fault(config_value) if config_value else None
+
+
+def require_rank(fault: Fault | None, size: int) -> None:
+    """Refuse a fault aimed at a rank the job does not have."""
+    if fault is not None and fault.rank >= size:
+        raise ConfigError(f"fault: rank {fault.rank}, but the job has {size} ranks")
+
+
+# -- the armed fault of this process ---------------------------------------------------------
+
+_armed: Fault | None = None
+_where = ""
+_told = {"nan": False}
+
+
+def arm(fault: Fault | None, rank: int, size: int, host: str) -> None:
+    """Arm ``fault`` if it targets this rank of ``size`` (every rank calls this with the same fault;
+    one aimed beyond ``size``, as in the smaller runs of a sweep, arms nothing)."""
+    global _armed, _where
+    _armed = fault if fault is not None and fault.rank == rank else None
+    _where = f"rank {rank} on {host}"
+    _told["nan"] = False
+
+
+def disarm() -> None:
+    global _armed
+    _armed = None
+
+
+def at(phase: str) -> None:
+    """This rank enters ``phase``: misbehave if a raise/exit/hang fault is armed for it."""
+    fault = _armed
+    if fault is None or fault.phase != phase or fault.kind not in ("raise", "exit", "hang"):
+        return
+    _say(f"injecting {fault.kind} at phase {phase}")
+    if fault.kind == "raise":
+        raise InjectedFault(f"injected fault (SPMD_FAULT {fault.describe()}) at phase {phase}")
+    if fault.kind == "exit":
+        sys.stdout.flush()
+        os._exit(17)  # no cleanup, no MPI_Finalize: what a crash looks like to the peers
+    while True:  # hang: sleep (the GIL stays free, so this rank's watchdog thread keeps beating)
+        time.sleep(1.0)
+
+
+def poison_rows(rows: np.ndarray) -> None:
+    """A nan fault at read: write NaN over the middle row of what this rank just read."""
+    fault = _armed
+    if fault is None or fault.kind != "nan" or len(rows) == 0:
+        return
+    if not _told["nan"]:  # a rank reads every repeat: say it once
+        _say(f"injecting nan at phase read (row {len(rows) // 2} of each block this rank reads)")
+        _told["nan"] = True
+    rows[len(rows) // 2] = np.nan
+
+
+def visible_free_memory(free: int, need: int, where: str, device: str) -> int:
+    """The free memory a check sees: a quarter of ``need`` when an oom fault is armed for this check
+    (``where`` is 'host' or 'device'; on a CPU run device buffers are host memory too)."""
+    fault = _armed
+    if fault is None or fault.kind != "oom":
+        return free
+    hits = (fault.phase == "read" and where == "host") or \
+           (fault.phase == "h2d" and (where == "device" or device == "cpu"))
+    if not hits:
+        return free
+    _say(f"injecting oom at the {where} memory check (free memory shown as a quarter of the need)")
+    return min(free, need // 4)
+
+
+def _say(what: str) -> None:
+    print(f"spmd: {_where}: SPMD_FAULT: {what}", file=sys.stderr, flush=True)

@@ -1,0 +1,239 @@
+"""The watchdog: no rank waits for ever in a collective, and a hang says where every rank is.
+
+Every blocking call spmd makes on MPI goes through a ``WatchedComm``, and every wait for the GPU
+(where NCCL work completes) through ``waits.Waiting``: each marks "waiting in X since t". A daemon thread
+on each rank sends its marker (phase, what it waits in, for how long) to rank 0 every ``beat_s``
+over a private communicator: the out-of-band heartbeat. When some rank has waited longer than
+``timeout_s``, rank 0 prints where every rank is and aborts the job (exit 4). A rank whose wait
+outlives ``timeout_s`` plus a grace period (rank 0 itself is gone or wedged) ends the job alone.
+The same thread polls NCCL for asynchronous errors; NCCL communicators are aborted, not leaked,
+before the job ends.
+
+It needs MPI_THREAD_MULTIPLE (mpi4py asks for it; MPICH and Open MPI give it); without it each
+rank judges only itself and leaves by ``os._exit``, which the launcher turns into the job's end.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import traceback
+
+from mpi4py import MPI
+
+from . import waits
+from .waits import Waiting
+
+EXIT_CODE = 4
+BEAT_TAG, BYE_TAG = 1, 2
+GRACE_S = 10.0  # how long past timeout_s a rank waits for rank 0 to end the job before it does
+
+
+class Watchdog:
+    """The watchdog of one rank (one per process; see ``start``).
+
+    Attributes:
+        timeout_s: the longest a rank may wait in one collective.
+        phase: the phase this rank is in (what the heartbeat reports).
+    """
+
+    def __init__(self, world: MPI.Intracomm, hosts: list[str], timeout_s: float):
+        self.world = world  # what Abort ends: the whole launch
+        self.beats = world.Dup()  # private: heartbeats never mix with the job's messages
+        self.rank, self.size, self.hosts = world.Get_rank(), world.Get_size(), hosts
+        self.timeout_s = timeout_s
+        self.phase = "start"
+        self.threaded_mpi = MPI.Query_thread() == MPI.THREAD_MULTIPLE
+        self._what: str | None = None
+        self._since = 0.0
+        self._depth = 0
+        self._pending: list[MPI.Request] = []
+        self._heard: dict[int, tuple[tuple, float]] = {}  # rank 0: rank -> (marker, when received)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="spmd-watchdog", daemon=True)
+        self._thread.start()
+
+    @property
+    def beat_s(self) -> float:
+        return min(1.0, self.timeout_s / 10)
+
+    # -- what the main thread marks ----------------------------------------------------------
+
+    def enter(self, what: str) -> None:
+        if self._depth == 0:
+            self._what, self._since = what, time.monotonic()
+        self._depth += 1
+
+    def leave(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._what = None
+
+    def marker(self) -> tuple[str, str | None, float | None]:
+        """(phase, what this rank waits in or None, for how many seconds or None)."""
+        what = self._what
+        return self.phase, what, (time.monotonic() - self._since if what else None)
+
+    # -- the thread ------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.wait(self.beat_s):
+                self._check_nccl()
+                if not self.threaded_mpi:
+                    self._judge_self(grace=0.0)
+                elif self.rank == 0:
+                    self._judge_all()
+                else:
+                    self._beat()
+                    self._judge_self(grace=GRACE_S)
+        except Exception:  # the watchdog must never be what kills a healthy job
+            print(f"spmd: warning: rank {self.rank}: the watchdog stopped:\n{traceback.format_exc()}",
+                  file=sys.stderr, flush=True)
+
+    def _beat(self) -> None:
+        # issend: a beat completes only once rank 0 received it, so shutdown can account for every one
+        self._pending.append(self.beats.issend(self.marker(), dest=0, tag=BEAT_TAG))
+        self._pending = [r for r in self._pending if not r.Test()]
+
+    def _judge_all(self) -> None:
+        status = MPI.Status()
+        while self.beats.iprobe(source=MPI.ANY_SOURCE, tag=BEAT_TAG, status=status):
+            source = status.Get_source()
+            self._heard[source] = (self.beats.recv(source=source, tag=BEAT_TAG), time.monotonic())
+        now = time.monotonic()
+        self._heard[0] = (self.marker(), now)
+        waited = {r: age + (now - t) for r, ((_, what, age), t) in self._heard.items() if what}
+        stuck = [r for r, age in waited.items() if age > self.timeout_s]
+        if stuck:
+            first = max(stuck, key=waited.get)
+            self.end(self._table(first, waited[first], now))
+
+    def _judge_self(self, grace: float) -> None:
+        phase, what, age = self.marker()
+        if what and age > self.timeout_s + grace:
+            why = "" if not grace else f"; rank 0 did not end the job within {grace:.0f} s more"
+            self.end(f"watchdog: rank {self.rank} on {self.hosts[self.rank]} waited {age:.1f} s (timeout_s: "
+                     f"{self.timeout_s:g}) in {what}, phase {phase}{why}: ending the job (exit {EXIT_CODE})")
+
+    def _table(self, first: int, age: float, now: float) -> str:
+        (phase, what, _), _ = self._heard[first]
+        lines = [f"watchdog: rank {first} on {self.hosts[first]} waited {age:.1f} s (timeout_s: "
+                 f"{self.timeout_s:g}) in {what}, phase {phase}. Where every rank is:"]
+        absent = []
+        for r in range(self.size):
+            where = f"rank {r} on {self.hosts[r]}"
+            if r not in self._heard:
+                lines.append(f"  {where}: never heard from (died or never started?)")
+                absent.append(r)
+                continue
+            (p, w, a), t = self._heard[r]
+            silent = now - t
+            state = f"waiting in {w} for {a + silent:.1f} s" if w else "not in a collective"
+            dead = f", silent for {silent:.1f} s (dead or wedged?)" if silent > 3 * self.beat_s + 1 else ""
+            lines.append(f"  {where}: phase {p}, {state}{dead}")
+            if not w or dead:
+                absent.append(r)
+        if absent:
+            lines.append(f"ranks that never reached it: {', '.join(map(str, absent))} (see above)")
+        lines.append(f"ending the job (exit {EXIT_CODE}); raise timeout_s if a phase legitimately waits longer")
+        return "\n".join(lines)
+
+    def _check_nccl(self) -> None:
+        from .comm.nccl import check_async_errors
+
+        try:
+            check_async_errors()
+        except Exception as exc:  # NcclError: a peer died, a network error, an abort elsewhere
+            self.end(f"rank {self.rank} on {self.hosts[self.rank]}: NCCL asynchronous error in phase "
+                     f"{self.phase}: {exc}")
+
+    def end(self, message: str) -> None:
+        """Print ``message``, abort NCCL, end the whole job. Never returns."""
+        from .comm.nccl import abort_all
+
+        print(f"spmd: error: {message}", file=sys.stderr, flush=True)
+        abort_all()
+        if self.threaded_mpi:
+            self.world.Abort(EXIT_CODE)
+        os._exit(EXIT_CODE)
+
+    # -- shutdown --------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop watching; collective over the launch. The thread keeps watching until every rank
+        got here; then every beat sent is received, so no message is left in flight."""
+        self.enter("watchdog shutdown")
+        self.beats.Barrier()
+        self.leave()
+        self._stop.set()
+        self._thread.join()
+        if self.threaded_mpi and self.rank == 0:
+            status = MPI.Status()
+            for source in range(1, self.size):  # each rank's beats arrive in order, then its bye
+                while True:
+                    self.beats.recv(source=source, tag=MPI.ANY_TAG, status=status)
+                    if status.Get_tag() == BYE_TAG:
+                        break
+        elif self.threaded_mpi:
+            self.beats.send(None, dest=0, tag=BYE_TAG)
+            MPI.Request.Waitall(self._pending)
+        self.beats.Free()
+
+
+def start(world: MPI.Intracomm, hosts: list[str], timeout_s: float = 300.0) -> Watchdog:
+    """Start this process's watchdog (collective over ``world``); one per process."""
+    dog = waits.installed()
+    if dog is None:
+        dog = Watchdog(world, hosts, timeout_s)
+        waits.install(dog)
+    return dog
+
+
+def stop() -> None:
+    """Stop this process's watchdog, if one runs (collective over the launch)."""
+    dog = waits.installed()
+    if dog is not None:
+        waits.install(None)
+        dog.stop()
+
+
+def set_timeout(seconds: float) -> None:
+    dog = waits.installed()
+    if dog is not None:
+        dog.timeout_s = seconds
+
+
+# -- a communicator whose blocking calls are watched ---------------------------------------------
+
+COLLECTIVES = ("allgather", "allreduce", "alltoall", "barrier", "bcast", "gather", "reduce", "scatter",
+               "Allgather", "Allgatherv", "Allreduce", "Alltoall", "Barrier", "Bcast", "Gather", "Gatherv",
+               "Reduce", "Reduce_scatter_block", "Scatter", "Sendrecv", "Recv", "Send", "recv", "send",
+               "Dup", "Split", "Split_type")
+
+
+class WatchedComm(MPI.Intracomm):
+    """An Intracomm whose blocking calls mark the rank as waiting (``Dup`` keeps the class)."""
+
+
+def _watched(name: str):
+    base = getattr(MPI.Intracomm, name)
+
+    def method(self, *args, **kwargs):
+        with Waiting(name):
+            return base(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = base.__doc__
+    return method
+
+
+for _name in COLLECTIVES:
+    setattr(WatchedComm, _name, _watched(_name))
+
+
+def watched(comm: MPI.Intracomm) -> WatchedComm:
+    """``comm`` as a WatchedComm (the same MPI communicator; free it through the result)."""
+    return comm if isinstance(comm, WatchedComm) else WatchedComm(comm)
