@@ -102,15 +102,17 @@ def require_rank(fault: Fault | None, size: int) -> None:
 _armed: Fault | None = None
 _where = ""
 _told = {"nan": False}
+_fired = False
 
 
 def arm(fault: Fault | None, rank: int, size: int, host: str) -> None:
     """Arm ``fault`` if it targets this rank of ``size`` (every rank calls this with the same fault;
     one aimed beyond ``size``, as in the smaller runs of a sweep, arms nothing)."""
-    global _armed, _where
+    global _armed, _where, _fired
     _armed = fault if fault is not None and fault.rank == rank else None
     _where = f"rank {rank} on {host}"
     _told["nan"] = False
+    _fired = False
 
 
 def disarm() -> None:
@@ -118,11 +120,21 @@ def disarm() -> None:
     _armed = None
 
 
+def require_fired() -> None:
+    """Before the report: an armed fault that never acted is an error, not a silent pass (a CPU run
+    has no h2d phase; a workload may not enter every phase)."""
+    if _armed is not None and not _fired:
+        raise ConfigError(f"SPMD_FAULT {_armed.describe()} never fired: this run did not reach phase "
+                          f"{_armed.phase}" + (" (a CPU run copies nothing to a device)"
+                                               if _armed.phase == "h2d" else ""))
+
+
 def at(phase: str) -> None:
     """This rank enters ``phase``: misbehave if a raise/exit/hang fault is armed for it."""
     fault = _armed
     if fault is None or fault.phase != phase or fault.kind not in ("raise", "exit", "hang"):
         return
+    _mark_fired()
     _say(f"injecting {fault.kind} at phase {phase}")
     if fault.kind == "raise":
         raise InjectedFault(f"injected fault (SPMD_FAULT {fault.describe()}) at phase {phase}")
@@ -138,6 +150,7 @@ def poison_rows(rows: np.ndarray) -> None:
     fault = _armed
     if fault is None or fault.kind != "nan" or len(rows) == 0:
         return
+    _mark_fired()
     if not _told["nan"]:  # a rank reads every repeat: say it once
         _say(f"injecting nan at phase read (row {len(rows) // 2} of each block this rank reads)")
         _told["nan"] = True
@@ -154,8 +167,14 @@ def visible_free_memory(free: int, need: int, where: str, device: str) -> int:
            (fault.phase == "h2d" and (where == "device" or device == "cpu"))
     if not hits:
         return free
+    _mark_fired()
     _say(f"injecting oom at the {where} memory check (free memory shown as a quarter of the need)")
     return min(free, need // 4)
+
+
+def _mark_fired() -> None:
+    global _fired
+    _fired = True
 
 
 def _say(what: str) -> None:

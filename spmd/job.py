@@ -62,6 +62,7 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
         workload.save()  # only a verified result is written
         extra = after_run(comm, workload) if after_run else None
         enter_phase("report")
+        ctx.agree(faults.require_fired)
         records = ctx.comm.gather(timer.records, root=0)
         nodes = ctx.layout()
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import faults
 from ..errors import InputError, SpmdError
+from ..report.write import fsync_file
 from .hdf5 import open_h5, require_finite
 
 
@@ -50,6 +51,7 @@ def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, blo
 
     def publish():
         try:
+            fsync_file(tmp)
             os.replace(tmp, path)
         except OSError as exc:
             raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None

@@ -97,8 +97,11 @@ def open_h5(path: str, mode: str = "r") -> h5py.File:
         return h5py.File(path, mode)
     except OSError as exc:
         text = str(exc)
-        if "lock" in text.lower():
+        if "unable to lock file" in text.lower() or "file locking" in text.lower():
             raise InputError(f"{path}: {LOCKING_HINT} ({text})") from None
+        if "truncated file" in text:
+            raise InputError(f"{path}: truncated HDF5 file, shorter than its header says: copy it again ({text})") \
+                from None
         if mode == "r":
             raise InputError(f"{path}: not an HDF5 file, or truncated/corrupt ({text})") from None
         raise InputError(f"{path}: cannot open for writing ({text})") from None

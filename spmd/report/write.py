@@ -36,6 +36,16 @@ def write_json_atomic(path: str | Path, data) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
+def fsync_file(path: str | Path) -> None:
+    """Force a finished file to disk before it is renamed into place (a crash of the machine,
+    not only of the process, then leaves the old file or the whole new one)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

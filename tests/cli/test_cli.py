@@ -7,6 +7,7 @@ host and cause, and leave no report behind.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -82,6 +83,17 @@ FAILURES = {
     "wrong rank of array": (lambda d: {"input": {"path": str(d / "cube.h5"), "dataset": "x"}}, "3-D array"),
     "too few rows": (lambda d: {"input": {"path": str(d / "two.h5"), "dataset": "x"}}, "2 rows cannot be split over 3 ranks"),
     "not hdf5": (lambda d: {"input": {"path": str(d / "text.h5"), "dataset": "x"}}, "not an HDF5 file"),
+    "truncated hdf5": (lambda d: {"input": {"path": str(d / "cut.h5"), "dataset": "x"}}, "cut.h5: truncated HDF5 file"),
+    "wrong type": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "repeats": "three"},
+                   "repeats: expected an integer, got 'three'"),
+    "zero repeats": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "repeats": 0},
+                     "repeats: must be >= 1, got 0"),
+    "negative timeout": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "timeout_s": -5},
+                         "timeout_s: must be a positive number of seconds, got -5"),
+    "zero-size shape": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "generate": {"shape": [0]}},
+                        "generate.shape: sizes must be positive, got [0]"),
+    "negative ddof": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "params": {"ddof": -1}},
+                      "params.ddof: must be >= 0, got -1"),
     "unknown key": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "repeatz": 2}, "unknown key repeatz"),
     "bad value": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "comm": "gloo"}, "comm: 'gloo'"),
     "mpi-cuda without proof": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "comm": "mpi-cuda"},
@@ -100,6 +112,8 @@ def test_input_and_config_failures_exit_2_on_every_rank(tmp_path, data, case):
     write_dataset(tmp_path / "cube.h5", np.zeros((4, 2, 2), dtype=np.float32))
     write_dataset(tmp_path / "two.h5", np.zeros(2, dtype=np.float32))
     (tmp_path / "text.h5").write_text("this is not HDF5\n" * 10)
+    write_dataset(tmp_path / "cut.h5", np.arange(100_000, dtype=np.float32))
+    os.truncate(tmp_path / "cut.h5", os.path.getsize(tmp_path / "cut.h5") // 2)  # a copy cut short
     config = write_config(tmp_path, **make_keys(tmp_path))
     rc, out, err, elapsed = spmd("run", config)
     assert rc == 2, (out, err)

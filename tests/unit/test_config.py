@@ -95,7 +95,7 @@ values = st.recursive(st.none() | st.booleans() | st.integers(-3, 10) | st.float
                       | st.text(max_size=5), lambda inner: st.lists(inner, max_size=3)
                       | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
 keys = st.sampled_from(["workload", "input", "device", "comm", "warmup", "repeats", "verify", "params",
-                        "generate", "output", "allow_shared_gpu", "bogus"])
+                        "generate", "output", "allow_shared_gpu", "timeout_s", "check_finite", "fault", "bogus"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -107,3 +107,75 @@ def test_fuzz_validator_returns_config_or_config_error(raw, add_valid_core):
         assert isinstance(config_from_dict(raw), Config)
     except ConfigError:
         pass
+
+
+def _param_keys(workload: str) -> list[str]:
+    import dataclasses
+
+    from spmd.workloads import params_class
+
+    return [f.name for f in dataclasses.fields(params_class(workload))] + ["bogus"]
+
+
+@st.composite
+def workload_configs(draw):
+    """A known workload with random values under its own params keys (and the new top-level keys)."""
+    from spmd.workloads import REGISTRY
+
+    workload = draw(st.sampled_from(sorted(REGISTRY)))
+    params = draw(st.dictionaries(st.sampled_from(_param_keys(workload)), values, max_size=4))
+    extra = draw(st.dictionaries(st.sampled_from(["timeout_s", "check_finite", "fault", "repeats"]), values,
+                                 max_size=2))
+    return {**BASE, "workload": workload, "params": params, **extra}
+
+
+@settings(max_examples=300, deadline=None)
+@given(workload_configs())
+def test_fuzz_every_workloads_params(raw):
+    try:
+        assert isinstance(config_from_dict(raw), Config)
+    except ConfigError:
+        pass
+
+
+fault_parts = st.one_of(st.sampled_from(["rank=0", "rank=2", "rank=-1", "rank=x", "phase=read", "phase=h2d",
+                                         "phase=comm", "phase=report", "phase=nope", "kind=raise", "kind=hang",
+                                         "kind=nan", "kind=oom", "kind=exit", "kind=boom", "", "=", "rank"]),
+                        st.text(max_size=8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(fault_parts, max_size=5))
+def test_fuzz_fault_text_gives_a_fault_or_config_error(parts):
+    from spmd.faults import KINDS, PHASES, Fault, parse_fault
+
+    try:
+        fault = parse_fault(",".join(parts))
+    except ConfigError:
+        return
+    assert isinstance(fault, Fault) and fault.rank >= 0 and fault.phase in PHASES and fault.kind in KINDS
+
+
+@pytest.mark.parametrize("raw, key", [
+    ({**BASE, "timeout_s": 0}, "timeout_s: must be a positive number of seconds"),
+    ({**BASE, "timeout_s": float("nan")}, "timeout_s: must be a positive number of seconds"),
+    ({**BASE, "timeout_s": "long"}, "timeout_s: expected a number"),
+    ({**BASE, "check_finite": 1}, "check_finite: expected true or false"),
+    ({**BASE, "fault": "rank=1"}, "fault: 'rank=1': phase missing"),
+    ({**BASE, "fault": "rank=1,phase=compute,kind=oom"}, "kind=oom acts at the memory check"),
+    ({**BASE, "fault": 3}, "fault: expected a string"),
+])
+def test_reliability_keys_are_checked(raw, key):
+    with pytest.raises(ConfigError, match=key.replace("(", r"\(").replace("[", r"\[")):
+        config_from_dict(raw)
+
+
+def test_the_fault_variable_wins_over_the_config(monkeypatch):
+    from spmd.faults import Fault, fault_from
+
+    assert fault_from("rank=1,phase=comm,kind=hang") == Fault(1, "comm", "hang")
+    monkeypatch.setenv("SPMD_FAULT", "rank=0,phase=read,kind=nan")
+    assert fault_from("rank=1,phase=comm,kind=hang") == Fault(0, "read", "nan")
+    monkeypatch.setenv("SPMD_FAULT", "rank=0")
+    with pytest.raises(ConfigError, match="SPMD_FAULT: fault: 'rank=0': phase missing"):
+        fault_from(None)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...errors import ConfigError, InputError
 from ...io.hdf5 import open_h5
+from ...report.write import fsync_file
 
 FORMAT = 1
 MATCH = ("widths", "dtype", "optimizer", "global_batch", "data_shards", "seed")
@@ -52,6 +53,7 @@ def save_checkpoint(path: str, layout, weights: np.ndarray, state: dict, step: i
             f.attrs["format"] = FORMAT
             f.attrs["step"] = step
             f.attrs["meta"] = json.dumps(meta, sort_keys=True)
+        fsync_file(tmp)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -250,7 +250,8 @@ class TrainWorkload(Workload):
 
     def _build(self) -> Trainer:
         p, xp = self.p, self.ctx.xp
-        faults.at("h2d")
+        if self.ctx.device == "gpu":
+            faults.at("h2d")
         need = self.host_x.nbytes + self.host_y.nbytes + 6 * self.layout.size * np.dtype(p.dtype).itemsize
         require_memory(need, "device", self.ctx, f"the shard ({self.host_x.nbytes / 2**30:.2f} GiB) and the "
                                                  f"model's buffers")
