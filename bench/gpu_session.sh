@@ -61,7 +61,7 @@ if [[ "$MODE" == *multi* ]]; then
 fi
 if [[ "$MODE" == *tests ]]; then
   # SERIAL_TESTS / MPI_TESTS narrow a call to some files (default: all of them)
-  step tests-serial timeout "${TESTS_TIMEOUT:-330}" python3 -m pytest -q -p no:cacheprovider ${SERIAL_TESTS:-tests/unit tests/cli tests/gpu} --gpu
+  step tests-serial timeout "${TESTS_TIMEOUT:-480}" python3 -m pytest -q -p no:cacheprovider ${SERIAL_TESTS:-tests/unit tests/cli tests/gpu} --gpu
   step tests-mpi2 timeout 200 $MPI -n 2 python3 -m pytest -q -p no:cacheprovider --with-mpi ${MPI_TESTS:-tests/mpi} --gpu
 fi
 [[ "$MODE" != *bench* ]] && exit 0

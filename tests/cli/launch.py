@@ -44,3 +44,20 @@ def spmd(*args, ranks=RANKS, cwd=None, env=None, timeout=None):
         out, err = proc.communicate()
         pytest.fail(f"spmd hung: {' '.join(cmd)}\n{out}\n{err}")
     return proc.returncode, out, err, time.monotonic() - start
+
+
+def spmd_script(folder: Path, source: str, *args, ranks=RANKS, timeout=None):
+    """Run a Python script (``source``) under ``mpiexec -n ranks``, like ``spmd``."""
+    script = folder / "driver.py"
+    script.write_text(source)
+    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, str(script), *map(str, args)]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=LAUNCH_ENV,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout or DEADLINE_S * 2)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"hung: {' '.join(cmd)}\n{out}\n{err}")
+    return proc.returncode, out, err, time.monotonic() - start

@@ -1,0 +1,63 @@
+"""The watchdog on its own, under a real ``mpiexec``: an NCCL asynchronous error polled from its
+thread ends the job naming the rank and phase after aborting the communicator, and a clean run
+shuts it down without leaving a message in flight.
+
+NCCL itself needs GPUs; here a stand-in registered where spmd keeps its NCCL communicators
+raises the error NCCL's ncclCommGetAsyncError would report (tests/gpu runs the real thing).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import textwrap
+
+from launch import spmd_script
+
+DRIVER = textwrap.dedent("""
+    import sys, time
+    from spmd.comm import nccl
+    from spmd.runtime import Context
+    from spmd.waits import note_phase
+    from spmd.watchdog import set_timeout
+
+    class Broken:  # what cupy's NcclCommunicator does once NCCL has seen a peer fail
+        def check_async_error(self):
+            raise RuntimeError("NCCL_ERROR_REMOTE_ERROR: remote process exited or there was a network error")
+        def abort(self):
+            print("stand-in communicator aborted", file=sys.stderr, flush=True)
+
+    class Owner:
+        comm = None
+
+    ctx = Context(watchdog=True)
+    set_timeout(float(sys.argv[2]))
+    note_phase("comm")
+    if sys.argv[1] == "nccl-error" and ctx.rank == 1:
+        owner = Owner()
+        owner.comm = Broken()
+        nccl._live.append(__import__("weakref").ref(owner))
+    for _ in range(int(sys.argv[3])):
+        ctx.comm.allgather(ctx.rank)
+        time.sleep(0.05)
+    ctx.close()
+    print(f"rank {ctx.rank} done", flush=True)
+""")
+
+
+def test_an_nccl_async_error_ends_the_job_after_aborting_the_communicator(tmp_path):
+    rc, out, err, elapsed = spmd_script(tmp_path, DRIVER, "nccl-error", "30", "400", ranks=2)
+    assert rc == 4, (out, err)
+    assert f"rank 1 on {socket.gethostname()}: NCCL asynchronous error in phase comm: " \
+           "NCCL_ERROR_REMOTE_ERROR" in err, err
+    assert "stand-in communicator aborted" in err
+    assert elapsed < 20  # polled every beat (1 s), not after timeout_s (30 s)
+
+
+def test_a_clean_run_stops_the_watchdog_on_every_rank(tmp_path):
+    """More beats than the run has collectives, a short timeout that is never reached: every rank
+    finishes, exit 0, and MPI_Finalize finds no beat left unreceived (it would hang or complain)."""
+    rc, out, err, _ = spmd_script(tmp_path, DRIVER, "clean", "2", "30", ranks=3)
+    assert rc == 0, err
+    assert sorted(re.findall(r"rank \d done", out)) == ["rank 0 done", "rank 1 done", "rank 2 done"], out
+    assert "watchdog" not in err, err
