@@ -2,6 +2,8 @@
 
 The NCCL unique id travels over MPI from rank 0; after that MPI carries no data.
 Host (NumPy) arrays are accepted for uniformity: uploaded, reduced, brought back.
+Every NCCL call is marked for the watchdog: enqueueing is asynchronous, except that NCCL connects
+peers lazily, so the first call on a pair of ranks blocks on the host until the peer joins.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ class NCCLCommunicator(Communicator):
         self._nccl = nccl_module()
         uid = self._nccl.get_unique_id() if self.rank == 0 else None
         uid = mpi_comm.bcast(uid, root=0)
-        self.comm = self._nccl.NcclCommunicator(self.size, uid, self.rank)
+        with Waiting("nccl init"):
+            self.comm = self._nccl.NcclCommunicator(self.size, uid, self.rank)
         with _live_lock:
             _live[:] = [ref for ref in _live if ref() is not None] + [weakref.ref(self)]
         self._ops = {"sum": self._nccl.NCCL_SUM, "min": self._nccl.NCCL_MIN, "max": self._nccl.NCCL_MAX}
@@ -113,14 +116,16 @@ class NCCLCommunicator(Communicator):
     def allreduce(self, x, op="sum", out=None):
         src = self._on_device(x)
         buf = self._result(out, src.shape, src.dtype, x)
-        self.comm.allReduce(src.data.ptr, buf.data.ptr, src.size, self._dtype(src.dtype),
-                            self._ops[check_op(op)], self._stream())
+        with Waiting("nccl allreduce"):
+            self.comm.allReduce(src.data.ptr, buf.data.ptr, src.size, self._dtype(src.dtype),
+                                self._ops[check_op(op)], self._stream())
         return self._deliver(buf, x, out)
 
     def allgather(self, x, out=None):
         src = self._on_device(x)
         buf = self._result(out, (self.size, *src.shape), src.dtype, x)
-        self.comm.allGather(src.data.ptr, buf.data.ptr, src.size, self._dtype(src.dtype), self._stream())
+        with Waiting("nccl allgather"):
+            self.comm.allGather(src.data.ptr, buf.data.ptr, src.size, self._dtype(src.dtype), self._stream())
         return self._deliver(buf, x, out)
 
     def gather(self, x, root=0, out=None):
@@ -128,16 +133,18 @@ class NCCLCommunicator(Communicator):
         src = self._on_device(x)
         stream = self._stream()
         if self.rank != root:
-            self._nccl.groupStart()
-            self.comm.send(src.data.ptr, src.size, self._dtype(src.dtype), root, stream)
-            self._nccl.groupEnd()
+            with Waiting("nccl gather"):
+                self._nccl.groupStart()
+                self.comm.send(src.data.ptr, src.size, self._dtype(src.dtype), root, stream)
+                self._nccl.groupEnd()
             return None
         buf = self._result(out, (self.size, *src.shape), src.dtype, x)
-        self._nccl.groupStart()
-        for peer in range(self.size):
-            if peer != root:
-                self.comm.recv(buf[peer].data.ptr, src.size, self._dtype(src.dtype), peer, stream)
-        self._nccl.groupEnd()
+        with Waiting("nccl gather"):
+            self._nccl.groupStart()
+            for peer in range(self.size):
+                if peer != root:
+                    self.comm.recv(buf[peer].data.ptr, src.size, self._dtype(src.dtype), peer, stream)
+            self._nccl.groupEnd()
         buf[root] = src
         return self._deliver(buf, x, out)
 
@@ -145,15 +152,17 @@ class NCCLCommunicator(Communicator):
         rows = check_scatter_rows(x, self.size)
         src = self._on_device(x)
         buf = self._result(out, (rows, *src.shape[1:]), src.dtype, x)
-        self.comm.reduceScatter(src.data.ptr, buf.data.ptr, buf.size, self._dtype(src.dtype),
-                                self._ops[check_op(op)], self._stream())
+        with Waiting("nccl reduce_scatter"):
+            self.comm.reduceScatter(src.data.ptr, buf.data.ptr, buf.size, self._dtype(src.dtype),
+                                    self._ops[check_op(op)], self._stream())
         return self._deliver(buf, x, out)
 
     def bcast(self, x, root=0, out=None):
         src = self._on_device(x)
         buf = self._result(out, src.shape, src.dtype, x)
-        self.comm.broadcast(src.data.ptr, buf.data.ptr, buf.size, self._dtype(buf.dtype), root,
-                            self._stream())
+        with Waiting("nccl bcast"):
+            self.comm.broadcast(src.data.ptr, buf.data.ptr, buf.size, self._dtype(buf.dtype), root,
+                                self._stream())
         return self._deliver(buf, x, out)
 
     def sendrecv(self, send, dest, recv, source):
@@ -161,21 +170,22 @@ class NCCLCommunicator(Communicator):
         rbuf = recv if xpmod.is_device_array(recv) and recv.flags.c_contiguous else \
             xpmod.cupy.empty(recv.shape, dtype=recv.dtype)
         stream = self._stream()
-        self._nccl.groupStart()
-        if dest is not None:
-            self.comm.send(sbuf.data.ptr, sbuf.size, self._dtype(sbuf.dtype), dest, stream)
-        if source is not None:
-            self.comm.recv(rbuf.data.ptr, rbuf.size, self._dtype(rbuf.dtype), source, stream)
-        self._nccl.groupEnd()
+        with Waiting("nccl sendrecv"):
+            self._nccl.groupStart()
+            if dest is not None:
+                self.comm.send(sbuf.data.ptr, sbuf.size, self._dtype(sbuf.dtype), dest, stream)
+            if source is not None:
+                self.comm.recv(rbuf.data.ptr, rbuf.size, self._dtype(rbuf.dtype), source, stream)
+            self._nccl.groupEnd()
         if source is not None and rbuf is not recv:
             xpmod.copy_into(recv, rbuf)
         return recv
 
     def barrier(self):
         token = xpmod.cupy.ones(1, dtype=np.int32)
-        self.comm.allReduce(token.data.ptr, token.data.ptr, 1, self._dtype(token.dtype),
-                            self._ops["sum"], self._stream())
         with Waiting("nccl barrier"):
+            self.comm.allReduce(token.data.ptr, token.data.ptr, 1, self._dtype(token.dtype),
+                                self._ops["sum"], self._stream())
             xpmod.cupy.cuda.get_current_stream().synchronize()
         self.comm.check_async_error()
 
