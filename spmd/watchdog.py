@@ -155,7 +155,9 @@ class Watchdog:
         from .comm.nccl import abort_all
 
         print(f"spmd: error: {message}", file=sys.stderr, flush=True)
-        abort_all()
+        if not abort_all():
+            print(f"spmd: rank {self.rank}: ncclCommAbort did not return within 5 s; ending the job anyway",
+                  file=sys.stderr, flush=True)
         if self.threaded_mpi:
             self.world.Abort(EXIT_CODE)
         os._exit(EXIT_CODE)

@@ -32,19 +32,29 @@ def check_async_errors() -> None:
                 owner.comm.check_async_error()
 
 
-def abort_all() -> None:
-    """Abort every open NCCL communicator: kernels waiting on a dead peer return, and nothing leaks
-    (before the job is ended with an error)."""
-    with _live_lock:
-        for ref in _live:
-            owner = ref()
-            if owner is not None and owner.comm is not None:
-                comm, owner.comm = owner.comm, None
-                try:
-                    comm.abort()
-                except Exception:  # already broken: the process is ending anyway
-                    pass
-        _live.clear()
+def abort_all(deadline_s: float = 5.0) -> bool:
+    """Abort every open NCCL communicator, so kernels waiting on a dead peer return and nothing
+    leaks, before the job is ended with an error. ncclCommAbort can itself block (measured on
+    H200, NCCL 2.28, beside a wedged peer), so it runs in a thread given ``deadline_s``: the job
+    ends either way. Returns True when every abort returned."""
+    def abort():
+        with _live_lock:
+            for ref in _live:
+                owner = ref()
+                if owner is not None and owner.comm is not None:
+                    comm, owner.comm = owner.comm, None
+                    try:
+                        comm.abort()
+                    except Exception:  # already broken: the process is ending anyway
+                        pass
+            _live.clear()
+
+    if not any(ref() is not None for ref in _live):
+        return True
+    worker = threading.Thread(target=abort, name="spmd-nccl-abort", daemon=True)
+    worker.start()
+    worker.join(deadline_s)
+    return not worker.is_alive()
 
 
 def nccl_module():

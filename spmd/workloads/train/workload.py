@@ -30,6 +30,7 @@ from ...errors import BackendUnavailable, ConfigError, InputError, Stopped, Veri
 from ...io.hdf5 import dataset_info, open_h5
 from ...io.plan import block_range
 from ...memory import require_memory
+from ...timing import enter_phase
 from ..base import Workload, require_one_dataset
 from . import data as train_data
 from .checkpoint import load_checkpoint, save_checkpoint
@@ -215,7 +216,7 @@ class TrainWorkload(Workload):
         start, stop = self.sampler.local_rows
         require_memory((stop - start) * (p.widths[0] * dtype.itemsize + 4), "host", self.ctx,
                        f"rows {start}-{stop} of {path}:{self.cfg.input.dataset}")
-        faults.at("read")
+        enter_phase("read")
         t0 = time.perf_counter()
         with open_h5(path) as f:
             x = f[self.cfg.input.dataset][start:stop].astype(dtype, copy=False)
@@ -251,7 +252,7 @@ class TrainWorkload(Workload):
     def _build(self) -> Trainer:
         p, xp = self.p, self.ctx.xp
         if self.ctx.device == "gpu":
-            faults.at("h2d")
+            enter_phase("h2d")
         need = self.host_x.nbytes + self.host_y.nbytes + 6 * self.layout.size * np.dtype(p.dtype).itemsize
         require_memory(need, "device", self.ctx, f"the shard ({self.host_x.nbytes / 2**30:.2f} GiB) and the "
                                                  f"model's buffers")
@@ -319,7 +320,7 @@ class TrainWorkload(Workload):
         trainer.load_window(self.sampler.window(trainer.step, p.steps))
 
     def run(self, timer):
-        faults.at("compute")
+        enter_phase("compute")
         self.trainer.run_window(self.p.steps, timer)
         self.windows_run += 1
 
