@@ -337,8 +337,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = None) -> int:
+    import time
+
     from mpi4py import MPI
 
+    from .watchdog import ending
+
+    while ending():  # the watchdog is ending the job (exit 4): this error is its echo
+        time.sleep(1.0)
     world = MPI.COMM_WORLD
     if collective:
         if world.Get_rank() == 0:

@@ -45,6 +45,7 @@ class Watchdog:
         self.rank, self.size, self.hosts = world.Get_rank(), world.Get_size(), hosts
         self.timeout_s = timeout_s
         self.phase = "start"
+        self.ending = False  # set once the watchdog has decided to end the job
         self.threaded_mpi = MPI.Query_thread() == MPI.THREAD_MULTIPLE
         self._what: str | None = None
         self._since = 0.0
@@ -154,6 +155,7 @@ class Watchdog:
         """Print ``message``, abort NCCL, end the whole job. Never returns."""
         from .comm.nccl import abort_all
 
+        self.ending = True  # the main thread's errors from here on (an aborted NCCL call) are echoes
         print(f"spmd: error: {message}", file=sys.stderr, flush=True)
         if not abort_all():
             print(f"spmd: rank {self.rank}: ncclCommAbort did not return within 5 s; ending the job anyway",
@@ -200,6 +202,13 @@ def stop() -> None:
     if dog is not None:
         waits.install(None)
         dog.stop()
+
+
+def ending() -> bool:
+    """True once this rank's watchdog is ending the job: an error the main thread meets now (NCCL
+    calls fail once aborted) is a consequence, and the watchdog's exit code and message stand."""
+    dog = waits.installed()
+    return dog is not None and dog.ending
 
 
 def set_timeout(seconds: float) -> None:
