@@ -6,6 +6,7 @@ on one physical GPU are refused unless ``allow_shared_gpu`` is set.
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 
@@ -44,7 +45,8 @@ class Context:
         self.host = MPI.Get_processor_name()
         self.hosts = self.comm.allgather(self.host)
         # One watchdog per process, over the whole launch (the CLI asks for it; see spmd.watchdog)
-        self.owns_watchdog = watchdog and comm is None and waits.installed() is None
+        self.owns_watchdog = (watchdog and comm is None and waits.installed() is None
+                              and os.environ.get("SPMD_WATCHDOG", "on") != "off")
         if self.owns_watchdog:
             start_watchdog(MPI.COMM_WORLD, self.hosts)
         self.node_comm = watched(self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank))

@@ -6,6 +6,8 @@ receives the marks. Without one every mark is a global lookup and nothing more.
 
 from __future__ import annotations
 
+import contextlib
+
 _dog = None  # the running spmd.watchdog.Watchdog of this process, if any
 
 
@@ -18,24 +20,29 @@ def installed():
     return _dog
 
 
-class Waiting:
-    """``with Waiting('allgather'):`` marks this rank as waiting on its peers (or on the GPU)."""
-
+class _Marked:
     __slots__ = ("what", "dog")
 
-    def __init__(self, what: str):
-        self.what = what
-        self.dog = _dog
+    def __init__(self, dog, what: str):
+        self.dog, self.what = dog, what
 
     def __enter__(self):
-        if self.dog is not None:
-            self.dog.enter(self.what)
+        self.dog.enter(self.what)
         return self
 
     def __exit__(self, *exc):
-        if self.dog is not None:
-            self.dog.leave()
+        self.dog.leave()
         return False
+
+
+_UNWATCHED = contextlib.nullcontext()
+
+
+def Waiting(what: str):  # noqa: N802 - used as a context manager, named like one
+    """``with Waiting('allgather'):`` marks this rank as waiting on its peers (or on the GPU);
+    without a watchdog it is a shared no-op (spmd calls it on every collective)."""
+    dog = _dog
+    return _UNWATCHED if dog is None else _Marked(dog, what)
 
 
 def note_phase(phase: str) -> None:
