@@ -357,7 +357,8 @@ def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = N
     sys.stdout.flush()
     if world.Get_size() > 1:
         from .comm.nccl import abort_all
+        from .watchdog import abort_job
 
         abort_all()  # no NCCL kernel left waiting for this rank, no communicator leaked
-        world.Abort(code)  # the other ranks may be inside a collective: end them all
+        abort_job(world, code)  # the other ranks may be inside a collective: end them all
     return code

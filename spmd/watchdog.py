@@ -29,6 +29,7 @@ from .waits import Waiting
 EXIT_CODE = 4
 BEAT_TAG, BYE_TAG = 1, 2
 GRACE_S = 10.0  # how long past timeout_s a rank waits for rank 0 to end the job before it does
+FORWARD_S = 0.5  # time for the launcher to forward the last message before MPI_Abort kills the job
 
 
 class Watchdog:
@@ -160,9 +161,7 @@ class Watchdog:
         if not abort_all():
             print(f"spmd: rank {self.rank}: ncclCommAbort did not return within 5 s; ending the job anyway",
                   file=sys.stderr, flush=True)
-        if self.threaded_mpi:
-            self.world.Abort(EXIT_CODE)
-        os._exit(EXIT_CODE)
+        abort_job(self.world if self.threaded_mpi else None, EXIT_CODE)
 
     # -- shutdown --------------------------------------------------------------------------------
 
@@ -185,6 +184,18 @@ class Watchdog:
             self.beats.send(None, dest=0, tag=BYE_TAG)
             MPI.Request.Waitall(self._pending)
         self.beats.Free()
+
+
+def abort_job(world: MPI.Intracomm | None, code: int) -> None:
+    """End every rank of the launch with ``code`` (MPI_Abort; without ``world``, this process alone,
+    which the launcher turns into the job's end). The launcher forwards each rank's output
+    asynchronously and stops forwarding when it kills: the pause lets the last message through."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(FORWARD_S)
+    if world is not None:
+        world.Abort(code)
+    os._exit(code)
 
 
 def start(world: MPI.Intracomm, hosts: list[str], timeout_s: float = 300.0) -> Watchdog:
