@@ -167,10 +167,11 @@ class Context:
                                     "device_id": dev_id, "name": dev_name})
         return list(nodes.values())
 
-    def idle_barrier(self, poll_s: float = 0.002) -> None:
+    def idle_barrier(self, poll_s: float = 0.002, timed: bool = True) -> None:
         """A barrier that sleeps while it waits, so idle ranks leave the CPU to busy ones
-        (MPI's blocking barrier spins a core per waiting rank)."""
-        with waits.Waiting("barrier"):
+        (MPI's blocking barrier spins a core per waiting rank). ``timed=False``: the watchdog shows
+        the wait but does not time it (ranks outside a sweep's run wait as long as the run takes)."""
+        with waits.Waiting("idle barrier", timed):
             request = self.comm.Ibarrier()
             while not request.Test():
                 time.sleep(poll_s)

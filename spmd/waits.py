@@ -21,13 +21,13 @@ def installed():
 
 
 class _Marked:
-    __slots__ = ("what", "dog")
+    __slots__ = ("what", "dog", "timed")
 
-    def __init__(self, dog, what: str):
-        self.dog, self.what = dog, what
+    def __init__(self, dog, what: str, timed: bool):
+        self.dog, self.what, self.timed = dog, what, timed
 
     def __enter__(self):
-        self.dog.enter(self.what)
+        self.dog.enter(self.what, self.timed)
         return self
 
     def __exit__(self, *exc):
@@ -38,11 +38,12 @@ class _Marked:
 _UNWATCHED = contextlib.nullcontext()
 
 
-def Waiting(what: str):  # noqa: N802 - used as a context manager, named like one
+def Waiting(what: str, timed: bool = True):  # noqa: N802 - used as a context manager, named like one
     """``with Waiting('allgather'):`` marks this rank as waiting on its peers (or on the GPU);
-    without a watchdog it is a shared no-op (spmd calls it on every collective)."""
+    without a watchdog it is a shared no-op (spmd calls it on every collective). ``timed=False``:
+    a wait with no bound, shown but never timed out (ranks idle while a sweep runs a smaller size)."""
     dog = _dog
-    return _UNWATCHED if dog is None else _Marked(dog, what)
+    return _UNWATCHED if dog is None else _Marked(dog, what, timed)
 
 
 def note_phase(phase: str) -> None:

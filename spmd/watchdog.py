@@ -50,6 +50,7 @@ class Watchdog:
         self.threaded_mpi = MPI.Query_thread() == MPI.THREAD_MULTIPLE
         self._what: str | None = None
         self._since = 0.0
+        self._timed = True
         self._depth = 0
         self._pending: list[MPI.Request] = []
         self._heard: dict[int, tuple[tuple, float]] = {}  # rank 0: rank -> (marker, when received)
@@ -63,9 +64,9 @@ class Watchdog:
 
     # -- what the main thread marks ----------------------------------------------------------
 
-    def enter(self, what: str) -> None:
+    def enter(self, what: str, timed: bool = True) -> None:
         if self._depth == 0:
-            self._what, self._since = what, time.monotonic()
+            self._what, self._since, self._timed = what, time.monotonic(), timed
         self._depth += 1
 
     def leave(self) -> None:
@@ -73,10 +74,11 @@ class Watchdog:
         if self._depth == 0:
             self._what = None
 
-    def marker(self) -> tuple[str, str | None, float | None]:
-        """(phase, what this rank waits in or None, for how many seconds or None)."""
+    def marker(self) -> tuple[str, str | None, float | None, bool]:
+        """(phase, what this rank waits in or None, for how many seconds or None, whether the wait
+        is timed)."""
         what = self._what
-        return self.phase, what, (time.monotonic() - self._since if what else None)
+        return self.phase, what, (time.monotonic() - self._since if what else None), self._timed
 
     # -- the thread ------------------------------------------------------------------------------
 
@@ -107,21 +109,21 @@ class Watchdog:
             self._heard[source] = (self.beats.recv(source=source, tag=BEAT_TAG), time.monotonic())
         now = time.monotonic()
         self._heard[0] = (self.marker(), now)
-        waited = {r: age + (now - t) for r, ((_, what, age), t) in self._heard.items() if what}
+        waited = {r: age + (now - t) for r, ((_, what, age, timed), t) in self._heard.items() if what and timed}
         stuck = [r for r, age in waited.items() if age > self.timeout_s]
         if stuck:
             first = max(stuck, key=waited.get)
             self.end(self._table(first, waited[first], now))
 
     def _judge_self(self, grace: float) -> None:
-        phase, what, age = self.marker()
-        if what and age > self.timeout_s + grace:
+        phase, what, age, timed = self.marker()
+        if what and timed and age > self.timeout_s + grace:
             why = "" if not grace else f"; rank 0 did not end the job within {grace:.0f} s more"
             self.end(f"watchdog: rank {self.rank} on {self.hosts[self.rank]} waited {age:.1f} s (timeout_s: "
                      f"{self.timeout_s:g}) in {what}, phase {phase}{why}: ending the job (exit {EXIT_CODE})")
 
     def _table(self, first: int, age: float, now: float) -> str:
-        (phase, what, _), _ = self._heard[first]
+        (phase, what, _, _), _ = self._heard[first]
         lines = [f"watchdog: rank {first} on {self.hosts[first]} waited {age:.1f} s (timeout_s: "
                  f"{self.timeout_s:g}) in {what}, phase {phase}. Where every rank is:"]
         absent = []
@@ -131,9 +133,11 @@ class Watchdog:
                 lines.append(f"  {where}: never heard from (died or never started?)")
                 absent.append(r)
                 continue
-            (p, w, a), t = self._heard[r]
+            (p, w, a, timed), t = self._heard[r]
             silent = now - t
             state = f"waiting in {w} for {a + silent:.1f} s" if w else "not in a collective"
+            if w and not timed:
+                state += " (idle: not in this run)"
             dead = f", silent for {silent:.1f} s (dead or wedged?)" if silent > 3 * self.beat_s + 1 else ""
             lines.append(f"  {where}: phase {p}, {state}{dead}")
             if not w or dead:

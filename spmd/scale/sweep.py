@@ -119,7 +119,7 @@ def run_step(ctx, step: Step, probe_max_bytes: int) -> dict | None:
             failure = exc
         sub.close()
         xpmod.release_memory()
-    ctx.idle_barrier()
+    ctx.idle_barrier(timed=member)  # a rank outside this run may wait longer than any one collective
 
     def check():
         if failure is not None:
