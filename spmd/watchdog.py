@@ -48,9 +48,7 @@ class Watchdog:
         self.phase = "start"
         self.ending = False  # set once the watchdog has decided to end the job
         self.threaded_mpi = MPI.Query_thread() == MPI.THREAD_MULTIPLE
-        self._what: str | None = None
-        self._since = 0.0
-        self._timed = True
+        self._wait: tuple[str, float, bool] | None = None  # (what, since, timed): one reference, read whole
         self._depth = 0
         self._pending: list[MPI.Request] = []
         self._heard: dict[int, tuple[tuple, float]] = {}  # rank 0: rank -> (marker, when received)
@@ -66,19 +64,22 @@ class Watchdog:
 
     def enter(self, what: str, timed: bool = True) -> None:
         if self._depth == 0:
-            self._what, self._since, self._timed = what, time.monotonic(), timed
+            self._wait = (what, time.monotonic(), timed)
         self._depth += 1
 
     def leave(self) -> None:
         self._depth -= 1
         if self._depth == 0:
-            self._what = None
+            self._wait = None
 
     def marker(self) -> tuple[str, str | None, float | None, bool]:
         """(phase, what this rank waits in or None, for how many seconds or None, whether the wait
         is timed)."""
-        what = self._what
-        return self.phase, what, (time.monotonic() - self._since if what else None), self._timed
+        wait = self._wait  # the main thread replaces it whole: never a new name with an old start
+        if wait is None:
+            return self.phase, None, None, True
+        what, since, timed = wait
+        return self.phase, what, time.monotonic() - since, timed
 
     # -- the thread ------------------------------------------------------------------------------
 
