@@ -33,7 +33,20 @@ def mpiexec() -> list[str]:
 def spmd(*args, ranks=RANKS, cwd=None, env=None, timeout=None):
     """Run ``mpiexec -n ranks python -m spmd ARGS`` (``env``: extra variables); kill the whole
     process group on timeout."""
-    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, "-m", "spmd", *map(str, args)]
+    return launch(["-m", "spmd", *map(str, args)], ranks, cwd, env, timeout)
+
+
+def spmd_script(folder: Path, source: str, *args, ranks=RANKS, timeout=None):
+    """Run a Python script (``source``) under ``mpiexec -n ranks``, like ``spmd``."""
+    script = folder / "driver.py"
+    script.write_text(source)
+    return launch([str(script), *map(str, args)], ranks, None, None, timeout)
+
+
+def launch(python_args: list[str], ranks: int, cwd, env, timeout):
+    """``mpiexec -n ranks python PYTHON_ARGS``: (exit code, stdout, stderr, seconds); a run past
+    ``timeout`` is killed with its whole process group and fails the test as a hang."""
+    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, *python_args]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**LAUNCH_ENV, **(env or {})}, start_new_session=True)
@@ -43,21 +56,4 @@ def spmd(*args, ranks=RANKS, cwd=None, env=None, timeout=None):
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         pytest.fail(f"spmd hung: {' '.join(cmd)}\n{out}\n{err}")
-    return proc.returncode, out, err, time.monotonic() - start
-
-
-def spmd_script(folder: Path, source: str, *args, ranks=RANKS, timeout=None):
-    """Run a Python script (``source``) under ``mpiexec -n ranks``, like ``spmd``."""
-    script = folder / "driver.py"
-    script.write_text(source)
-    cmd = [*mpiexec(), "-n", str(ranks), sys.executable, str(script), *map(str, args)]
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=LAUNCH_ENV,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout or DEADLINE_S * 2)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"hung: {' '.join(cmd)}\n{out}\n{err}")
     return proc.returncode, out, err, time.monotonic() - start
