@@ -101,17 +101,17 @@ def require_rank(fault: Fault | None, size: int) -> None:
 
 _armed: Fault | None = None
 _where = ""
-_told = {"nan": False}
+_said_nan = False  # a rank reads every repeat: the nan notice is printed once
 _fired = False
 
 
-def arm(fault: Fault | None, rank: int, size: int, host: str) -> None:
-    """Arm ``fault`` if it targets this rank of ``size`` (every rank calls this with the same fault;
-    one aimed beyond ``size``, as in the smaller runs of a sweep, arms nothing)."""
-    global _armed, _where, _fired
+def arm(fault: Fault | None, rank: int, host: str) -> None:
+    """Arm ``fault`` if it targets this rank (every rank calls this with the same fault; one aimed
+    beyond the job's ranks, as in the smaller runs of a sweep, arms nothing)."""
+    global _armed, _where, _fired, _said_nan
     _armed = fault if fault is not None and fault.rank == rank else None
     _where = f"rank {rank} on {host}"
-    _told["nan"] = False
+    _said_nan = False
     _fired = False
 
 
@@ -147,13 +147,14 @@ def at(phase: str) -> None:
 
 def poison_rows(rows: np.ndarray) -> None:
     """A nan fault at read: write NaN over the middle row of what this rank just read."""
+    global _said_nan
     fault = _armed
     if fault is None or fault.kind != "nan" or len(rows) == 0:
         return
     _mark_fired()
-    if not _told["nan"]:  # a rank reads every repeat: say it once
+    if not _said_nan:
         _say(f"injecting nan at phase read (row {len(rows) // 2} of each block this rank reads)")
-        _told["nan"] = True
+        _said_nan = True
     rows[len(rows) // 2] = np.nan
 
 

@@ -43,7 +43,7 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
     """
     set_timeout(cfg.timeout_s)
     fault = ctx.agree(fault_from, cfg.fault)
-    faults.arm(fault, ctx.rank, ctx.size, ctx.host)
+    faults.arm(fault, ctx.rank, ctx.host)
     enter_phase("setup")
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
     comm = open_communicator(ctx, cfg.comm)

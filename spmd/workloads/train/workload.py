@@ -27,9 +27,10 @@ from mpi4py import MPI
 from ... import faults
 from ... import xp as xpmod
 from ...errors import BackendUnavailable, ConfigError, InputError, Stopped, VerificationError
-from ...io.hdf5 import dataset_info, open_h5
+from ...io.hdf5 import dataset_info, open_h5, require_finite
 from ...io.plan import block_range
 from ...memory import require_memory
+from ...report.units import fmt_bytes
 from ...timing import enter_phase
 from ..base import Workload, require_one_dataset
 from . import data as train_data
@@ -234,10 +235,7 @@ class TrainWorkload(Workload):
             if len(bad):
                 raise InputError(f"{path}:{name} row {first + int(bad[0])}: label {int(labels[bad[0]])} is "
                                  f"outside 0..{classes - 1} (the model has {classes} classes)")
-        if not np.isfinite(x).all():
-            bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
-            raise InputError(f"{path}:{self.cfg.input.dataset} row {start + bad}: not finite (this rank reads "
-                             f"rows {start}-{stop})")
+        require_finite(x, f"{path}:{self.cfg.input.dataset}", start)  # always: a NaN would poison every weight
         return x, y, ex, ey, seconds
 
     def _graph_wanted(self) -> bool:
@@ -254,8 +252,7 @@ class TrainWorkload(Workload):
         if self.ctx.device == "gpu":
             enter_phase("h2d")
         need = self.host_x.nbytes + self.host_y.nbytes + 6 * self.layout.size * np.dtype(p.dtype).itemsize
-        require_memory(need, "device", self.ctx, f"the shard ({self.host_x.nbytes / 2**30:.2f} GiB) and the "
-                                                 f"model's buffers")
+        require_memory(need, "device", self.ctx, f"the shard ({fmt_bytes(self.host_x.nbytes)}) and the model's buffers")
         xs, ys = xp.asarray(self.host_x), xp.asarray(self.host_y)
         ops = make_ops(self.ctx.device, p.dtype, p.tf32, max_rows=p.batch)
         return Trainer(self.ctx, self.comm, self.layout, ops, p, xs, ys, p.steps,
