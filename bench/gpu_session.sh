@@ -8,6 +8,8 @@
 #   bash bench/gpu_session.sh train   the train table, spmd against PyTorch DDP (bench/train_gpu.sh)
 #   PARTS=comm,reduce bash bench/gpu_session.sh multi   scaling on all 4 or 8 GPUs (bench/multi_gpu.sh)
 #   bash bench/gpu_session.sh scale+tests   both in one call (the machine is released when idle)
+#   bash bench/gpu_session.sh cudampi  build a CUDA-aware Open MPI, then mpi-cuda's tests and benchmarks
+#                                      (bench/cuda-mpi/build.sh, bench/cuda_mpi_gpu.sh; carry .cuda-mpi too)
 #   MODE may combine parts with '+': e.g. comm+tests
 # The checkout is the working directory; .wheels (git-ignored, carried) holds pytest-mpi and,
 # for machines without them, matplotlib and nvidia-ml-py wheels. Results go under $OUT.
@@ -58,6 +60,21 @@ fi
 if [[ "$MODE" == *multi* ]]; then
   bash bench/multi_gpu.sh /tmp/spmd-multi/results
   tar -czf "$OUT/multi-results.tar.gz" -C /tmp/spmd-multi results 2>/dev/null
+fi
+if [[ "$MODE" == *cudampi* ]]; then
+  # A CUDA-aware Open MPI built here from Debian's source (.cuda-mpi, carried; fetch.sh made it),
+  # then mpi-cuda against it. A warm machine keeps the build of the previous call (env.sh is
+  # written last), so a second call goes straight to the tests; CUDA_MPI_PARTS picks the parts.
+  PREFIX=${CUDA_MPI_PREFIX:-/tmp/cuda-mpi}
+  if [[ ! -f $PREFIX/env.sh ]]; then
+    step cuda-mpi-build timeout "${BUILD_TIMEOUT:-570}" bash bench/cuda-mpi/build.sh .cuda-mpi "$PREFIX"
+    cat "$OUT/cuda-mpi-build.log"
+  fi
+  if [[ -f $PREFIX/env.sh ]]; then
+    bash bench/cuda_mpi_gpu.sh "$PREFIX" /tmp/spmd-cudampi/results
+    cp "$PREFIX"/build-times.txt /tmp/spmd-cudampi/results/ 2>/dev/null
+    tar --exclude "*.h5" -czf "$OUT/cudampi-results-${CUDA_MPI_PARTS:-all}.tar.gz" -C /tmp/spmd-cudampi results 2>/dev/null
+  fi
 fi
 if [[ "$MODE" == *tests ]]; then
   # SERIAL_TESTS / MPI_TESTS narrow a call to some files (default: all of them)

@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--probe-max-bytes", type=_byte_size, default=16 << 20, metavar="SIZE",
                        help="time the workload's collectives up to SIZE per rank for the comm model "
                             "(default 16M; 0 = fit to the workload's own comm phases)")
+    scale.add_argument("--compare-comm", choices=("all", "none"), default="all",
+                       help="on GPUs, also time the workload's own collectives on every backend that can run "
+                            "(nccl, mpi, mpi-cuda), so the findings name the fastest (default all)")
     scale.add_argument("-q", "--quiet", action="store_true", help="no progress lines or summary")
     scale.set_defaults(func=cmd_scale)
 
@@ -148,7 +151,8 @@ def cmd_scale(args) -> int:
     cfg = ctx.agree(load_config, args.config, args.override)
     ranks = ctx.agree(parse_ranks, args.ranks, ctx.size)
     modes = ["strong", "weak"] if args.mode == "both" else [args.mode]
-    scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet)
+    scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet,
+                        compare_comm=args.compare_comm == "all")
     out = args.out or f"{cfg.output}/scaling"
     paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
     if ctx.rank == 0 and not args.quiet:

@@ -97,8 +97,8 @@ class MPICommunicator(Communicator):
         check_out(out, x.shape, x.dtype, x)
         buf = self._outgoing(x, "send")
         if buf is x:  # never overwrite the caller's array on a non-root rank
-            buf = buf.copy() if out is None else out
-            if self.rank == root and buf is out:
+            buf = out if out is not None else (xpmod.cupy if xpmod.is_device_array(x) else np).empty_like(x)
+            if self.rank == root:
                 buf[...] = x
                 if xpmod.is_device_array(buf):  # MPI reads it next: the copy must be done
                     xpmod.synchronize(xpmod.cupy)
@@ -107,10 +107,11 @@ class MPICommunicator(Communicator):
 
     def sendrecv(self, send, dest, recv, source):
         sbuf = self._outgoing(send, "send")
-        rbuf = self._incoming(recv.shape, recv.dtype, recv, "recv")
+        # straight into recv where MPI can write it (a contiguous array it can address)
+        rbuf = self._incoming(recv.shape, recv.dtype, recv, "recv", recv if recv.flags.c_contiguous else None)
         self.mpi.Sendrecv(sbuf, MPI.PROC_NULL if dest is None else dest, 0,
                           rbuf, MPI.PROC_NULL if source is None else source, 0)
-        if source is not None:
+        if source is not None and rbuf is not recv:
             xpmod.copy_into(recv, rbuf)
         return recv
 

@@ -27,9 +27,10 @@ class CudaAwareMPICommunicator(MPICommunicator):
     def _outgoing(self, x, slot):
         if not xpmod.is_device_array(x):
             return super()._outgoing(x, slot)
+        x = xpmod.cupy.ascontiguousarray(x)  # may queue a copy: synchronize after it
         # MPI is not stream-aware: the data must be complete before MPI reads it.
         xpmod.cupy.cuda.get_current_stream().synchronize()
-        return xpmod.cupy.ascontiguousarray(x)
+        return x
 
     def _incoming(self, shape, dtype, like, slot, out=None):
         if xpmod.is_device_array(like):
@@ -80,5 +81,5 @@ def cuda_aware_mpi() -> tuple[bool, str]:
             answers.append((path, "MPIX_GPU_query_support(CUDA)", value.value if rc == 0 else 0))
     if not answers:
         return False, f"{', '.join(libraries)} has no CUDA-support query (MPIX_Query_cuda_support)"
-    how = "; ".join(f"{path.rsplit('/', 1)[-1]}: {call} = {value}" for path, call, value in answers)
+    how = "; ".join(f"{path}: {call} = {value}" for path, call, value in answers)
     return all(value == 1 for _, _, value in answers), how

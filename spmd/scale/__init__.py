@@ -7,7 +7,7 @@ import datetime
 from .. import __version__
 from ..report.units import fmt_seconds
 from ..workloads import workload_class
-from .advice import model_advice, oversubscription_advice, series_advice
+from .advice import backend_advice, model_advice, oversubscription_advice, series_advice
 from .figures import series_figures
 from .model import best_ranks, break_even, fit_model
 from .sweep import MODES, default_ranks, parse_ranks, plan, prepare_inputs, run_steps
@@ -18,7 +18,7 @@ __all__ = ["SCHEMA", "MODES", "default_ranks", "parse_ranks", "run_scale", "anal
 
 
 def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int,
-              progress: bool = True) -> dict | None:
+              progress: bool = True, compare_comm: bool = True) -> dict | None:
     """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0."""
     steps = ctx.agree(plan, cfg, modes, ranks)
     written = prepare_inputs(ctx, steps)
@@ -34,7 +34,7 @@ def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int
                   f"per repeat, speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}, verified",
                   flush=True)
 
-    runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress)
+    runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress, compare_comm=compare_comm)
     if ctx.rank != 0:
         return None
     from ..runtime import mpi_library
@@ -89,6 +89,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     advice = oversubscription_advice(runs)
     advice += [line for mode in modes for line in series_advice(series[mode])]
     advice += model_advice(model, best, even, measured_max)
+    advice += backend_advice(_unique(runs), backend)
     first = runs[0]["report"]
     return {
         "schema": SCHEMA,
@@ -107,7 +108,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         "advice": advice,
         "config": cfg.to_dict(),
         "runs": [{"mode": r["mode"], "ranks": r["ranks"], "placement": r["placement"], "probe": r["probe"],
-                  "report": r["report"]} for r in runs],
+                  "backends": r.get("backends"), "report": r["report"]} for r in runs],
     }
 
 

@@ -166,3 +166,47 @@ def _furthest_from_ideal(base: dict, cur: dict) -> tuple[str, float]:
               for p in cur["timings"] if p != "total"}
     phase = max(excess, key=excess.get)
     return phase, excess[phase]
+
+
+def backend_advice(runs: list[dict], used: str) -> list[str]:
+    """Which communicator moved this workload's own messages fastest at the measured sizes
+    (``runs[i]['backends']``, timed by ``sweep.compare_backends``), and whether the sweep used it."""
+    rows = [(r, r["backends"]["seconds"]) for r in runs
+            if r.get("backends") and len(r["backends"]["seconds"]) > 1]
+    out = []
+    winners = [min(seconds, key=seconds.get) for _, seconds in rows]
+    if rows and len(set(winners)) == 1:
+        best = winners[0]
+        sizes = [o["bytes"] for r, _ in rows for o in r["backends"]["ops"]]
+        ops = sorted({o["op"] for r, _ in rows for o in r["backends"]["ops"]})
+        where = "at every measured size" if len(rows) > 1 else f"at {rows[0][0]['ranks']} ranks"
+        out.append(f"Communicator: {best} was fastest for this workload's own collectives {where} "
+                   f"({', '.join(ops)} of {_span(sizes, fmt_bytes)} per rank; per repeat "
+                   f"{_comparison(best, [s for _, s in rows])}); "
+                   + (f"the sweep used {used}." if best == used else f"the sweep used {used}: set comm: {best}."))
+    elif rows:
+        for (run, seconds), best in zip(rows, winners):
+            ops = ", ".join(f"{o['op']} of {fmt_bytes(o['bytes'])}" for o in run["backends"]["ops"])
+            out.append(f"Communicator at {run['mode']} {run['ranks']} ranks ({ops} per rank): {best} was fastest "
+                       f"(per repeat {_comparison(best, [seconds])}).")
+        out.append(f"The fastest communicator depends on the size; the sweep used {used}.")
+    skipped = {}
+    for r in runs:
+        skipped.update((r.get("backends") or {}).get("skipped", {}))
+    out += [f"Communicator {name} not compared: {why}" for name, why in sorted(skipped.items())]
+    return out
+
+
+def _comparison(best: str, timings: list[dict]) -> str:
+    """'nccl 18-25 us, mpi 3.1-4x as long, ...' over the timed runs."""
+    names = [best] + sorted({n for t in timings for n in t} - {best})
+    parts = [f"{best} {_span([t[best] for t in timings], fmt_seconds)}"]
+    for name in names[1:]:
+        ratios = [t[name] / t[best] for t in timings if name in t and t[best] > 0]
+        parts.append(f"{name} {_span(ratios, lambda x: f'{x:.3g}')}x as long")
+    return ", ".join(parts)
+
+
+def _span(values: list[float], fmt) -> str:
+    lo, hi = min(values), max(values)
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)} to {fmt(hi)}"

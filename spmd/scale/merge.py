@@ -63,7 +63,7 @@ def merge_reports(paths: list) -> dict:
                                  f"{report['ranks']} ranks")
             seen[(mode, report["ranks"])] = path
             runs.append({"mode": mode, "ranks": report["ranks"], "placement": _placement(report),
-                         "probe": None, "report": report})
+                         "probe": None, "backends": None, "report": report})
     series_sizes = {m: sorted(n for mm, n in seen if mm == m) for m in MODES}
     if not any(len(sizes) > 1 for sizes in series_sizes.values()):
         raise InputError("the reports make no series of two sizes or more (one size per mode)")

@@ -14,7 +14,8 @@ from mpi4py import MPI
 
 from .. import xp as xpmod
 from ..bench.collectives import COLLECTIVES, measure, probe_sizes
-from ..errors import ConfigError, SpmdError, VerificationError
+from ..comm import open_communicator
+from ..errors import BackendUnavailable, ConfigError, SpmdError, VerificationError
 from ..io.generate import generate
 from ..job import run_job
 from ..runtime import Context
@@ -79,8 +80,12 @@ def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> list[str]:
     return written
 
 
-def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None) -> list[dict] | None:
-    """Run every step; returns on rank 0 the runs [{mode, ranks, report, placement, probe}].
+GPU_BACKENDS = ("nccl", "mpi", "mpi-cuda")  # what --compare-comm all times on a GPU (the CPU has only mpi)
+
+
+def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
+              compare_comm: bool = True) -> list[dict] | None:
+    """Run every step; returns on rank 0 the runs [{mode, ranks, report, placement, probe, backends}].
 
     A weak run whose config equals the strong run of the same size reuses that run.
     ``on_done(run)`` is called on rank 0 after each size (progress lines).
@@ -92,7 +97,7 @@ def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None) -> lis
         if key in done:
             run = done[key] and {**done[key], "mode": step.mode}  # None on ranks outside the group
         else:
-            run = run_step(ctx, step, probe_max_bytes)
+            run = run_step(ctx, step, probe_max_bytes, compare_comm)
             done[key] = run
         if ctx.rank == 0:
             runs.append(run)
@@ -101,7 +106,7 @@ def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None) -> lis
     return runs if ctx.rank == 0 else None
 
 
-def run_step(ctx, step: Step, probe_max_bytes: int) -> dict | None:
+def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True) -> dict | None:
     """Run one size on the first ``step.ranks`` ranks while the others wait; agree on failure."""
     member = ctx.rank < step.ranks
     group = ctx.comm.Split(0 if member else MPI.UNDEFINED, key=ctx.rank)
@@ -110,9 +115,10 @@ def run_step(ctx, step: Step, probe_max_bytes: int) -> dict | None:
         sub = Context(group)
         group.Free()
         try:
-            job = run_job(sub, step.cfg, after_run=lambda comm, wl: probe(sub, comm, wl, probe_max_bytes))
+            job = run_job(sub, step.cfg, after_run=lambda comm, wl: (
+                probe(sub, comm, wl, probe_max_bytes), compare_backends(sub, comm, wl) if compare_comm else None))
             run = {"mode": step.mode, "ranks": step.ranks, "report": job.report, "placement": job.report["placement"],
-                   "probe": job.extra}
+                   "probe": job.extra[0], "backends": job.extra[1]}
         except SpmdError as exc:
             if not exc.collective:
                 raise
@@ -146,3 +152,37 @@ def probe(ctx, comm, workload, max_bytes: int) -> list[dict]:
                                            f"gave {r['wrong']} wrong element(s)")
             points.append({"op": op, "ranks": comm.size, "bytes": m, "seconds": r["seconds"]})
     return points
+
+
+def compare_backends(ctx, comm, workload) -> dict | None:
+    """Time this run's own collectives (its ops, at its message sizes, its calls per repeat)
+    on every communicator that can run here, so the advice can name the fastest.
+
+    Each op is timed on this group (SUMMA's row and column broadcasts too: an approximation).
+    Returns {'ranks', 'ops', 'seconds': {backend: per repeat}, 'skipped': {backend: why}},
+    or None on the CPU (only host MPI exists there) and on one rank.
+    """
+    ops = workload.problem().get("comm", [])
+    if comm.size < 2 or not ops or ctx.device != "gpu":
+        return None
+    seconds, skipped = {}, {}
+    for name in GPU_BACKENDS:
+        try:
+            other = comm if name == comm.name else open_communicator(ctx, name)
+        except BackendUnavailable as exc:
+            skipped[name] = str(exc)
+            continue
+        try:
+            total = 0.0
+            for item in ops:
+                r = measure(other, ctx.xp, item["op"], COLLECTIVES[item["op"]].size(comm.size, item["bytes"]))
+                if r["wrong"]:  # summed over ranks: every rank raises together
+                    raise ctx.collective_error(VerificationError, 0, f"comm comparison: {item['op']} over {name} "
+                                               f"gave {r['wrong']} wrong element(s)")
+                total += item.get("calls", 1) * r["seconds"]
+            seconds[name] = total
+        finally:
+            if other is not comm:
+                other.close()
+    return {"ranks": comm.size, "ops": [{k: o[k] for k in ("op", "bytes", "calls") if k in o} for o in ops],
+            "seconds": seconds, "skipped": skipped}

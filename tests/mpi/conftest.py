@@ -14,6 +14,8 @@ def backends(config) -> list[tuple[str, str]]:
     cases = [("cpu", "mpi")]
     if config.getoption("--gpu"):
         cases += [("gpu", "nccl"), ("gpu", "mpi")]
+    if config.getoption("--cuda-mpi"):
+        cases += [("gpu", "mpi-cuda")]
     return cases
 
 

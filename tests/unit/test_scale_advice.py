@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spmd.scale.advice import oversubscription_advice, series_advice
+from spmd.scale.advice import backend_advice, oversubscription_advice, series_advice
 
 
 def row(mode, ranks, time, bytes_per_rank, **phases):
@@ -65,3 +65,37 @@ def test_oversubscription_is_reported_once_per_size():
     lines = oversubscription_advice(runs)
     assert lines == ["At 3 ranks, host vm runs 3 ranks on 2 CPUs: they compete for cores, so this size measures "
                      "contention, not scaling (the model is fitted without it)."]
+
+
+def compared(mode, ranks, nbytes, skipped=None, **seconds):
+    return {"mode": mode, "ranks": ranks, "backends": {
+        "ranks": ranks, "ops": [{"op": "allreduce", "bytes": nbytes}],
+        "seconds": {k.replace("_", "-"): v for k, v in seconds.items()}, "skipped": skipped or {}}}
+
+
+def test_one_fastest_backend_at_every_size_is_one_sentence_with_the_spread():
+    runs = [compared("strong", 2, 1024, nccl=20e-6, mpi=80e-6, mpi_cuda=700e-6),
+            compared("strong", 4, 512, nccl=30e-6, mpi=150e-6, mpi_cuda=900e-6)]
+    lines = backend_advice(runs, "nccl")
+    assert lines == ["Communicator: nccl was fastest for this workload's own collectives at every measured size "
+                     "(allreduce of 512 B to 1 KiB per rank; per repeat nccl 20.0 us to 30.0 us, mpi 4 to 5x as long, "
+                     "mpi-cuda 30 to 35x as long); the sweep used nccl."]
+    assert backend_advice(runs, "mpi")[0].endswith("the sweep used mpi: set comm: nccl.")
+
+
+def test_a_winner_that_changes_with_size_is_named_per_run():
+    runs = [compared("strong", 2, 8, nccl=20e-6, mpi=10e-6), compared("weak", 2, 1 << 26, nccl=1e-3, mpi=90e-3)]
+    lines = backend_advice(runs, "nccl")
+    assert lines[0] == ("Communicator at strong 2 ranks (allreduce of 8 B per rank): mpi was fastest "
+                        "(per repeat mpi 10.0 us, nccl 2x as long).")
+    assert lines[1].startswith("Communicator at weak 2 ranks (allreduce of 64 MiB per rank): nccl was fastest")
+    assert lines[2] == "The fastest communicator depends on the size; the sweep used nccl."
+
+
+def test_backends_that_could_not_run_are_named_with_the_reason_and_cpu_runs_say_nothing():
+    why = "comm: mpi-cuda needs a CUDA-aware MPI, and this one is not (x: MPIX_Query_cuda_support() = 0)"
+    lines = backend_advice([compared("strong", 2, 64, skipped={"mpi-cuda": why}, nccl=1e-5, mpi=2e-5)], "nccl")
+    assert lines[0].startswith("Communicator: nccl was fastest for this workload's own collectives at 2 ranks")
+    assert lines[1] == f"Communicator mpi-cuda not compared: {why}"
+    assert backend_advice([{"mode": "strong", "ranks": 2, "backends": None}, {"mode": "strong", "ranks": 1}],
+                          "mpi") == []
