@@ -13,6 +13,20 @@ if [[ -z "${CUDA_HOME:-}" ]]; then
   CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
 fi
 [[ -f "$CUDA_HOME/include/cuda.h" ]] || { echo "build.sh: $CUDA_HOME/include/cuda.h not found" >&2; exit 1; }
+# mpi4py is built without isolation (nothing can be downloaded): check its build tools before
+# spending minutes on Open MPI.
+python3 - <<'PY' || exit 1
+import importlib.util, sys
+missing = [name for name in ("setuptools", "Cython") if importlib.util.find_spec(name) is None]
+if "setuptools" not in missing:
+    try:
+        from setuptools.command.bdist_wheel import bdist_wheel  # noqa: F401  (setuptools >= 70.1)
+    except ImportError:
+        if importlib.util.find_spec("wheel") is None:
+            missing.append("wheel")
+if missing:
+    sys.exit(f"build.sh: building mpi4py needs {', '.join(missing)} for {sys.executable} (pip install them)")
+PY
 mkdir -p "$PREFIX"
 PREFIX=$(cd "$PREFIX" && pwd)
 LOG=$PREFIX/build.log
@@ -50,7 +64,7 @@ timed configure ./configure --prefix="$PREFIX" --with-cuda="$CUDA_HOME" \
 timed make make -j "$JOBS" install
 
 # mpi4py from its sdist, compiled by this MPI's mpicc (its rpath points at PREFIX/lib).
-# No build isolation: nothing can be downloaded; setuptools and Cython must be installed.
+# No build isolation: nothing can be downloaded (the check at the top found its build tools).
 timed mpi4py env MPICC="$PREFIX/bin/mpicc" python3 -m pip install -q --no-build-isolation --no-deps --no-index \
   --no-cache-dir --target "$PREFIX/python" "$SRC"/mpi4py-*.tar.gz
 

@@ -89,7 +89,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     advice = oversubscription_advice(runs)
     advice += [line for mode in modes for line in series_advice(series[mode])]
     advice += model_advice(model, best, even, measured_max)
-    advice += backend_advice(_unique(runs), backend)
+    advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in _unique(runs)], backend)
     first = runs[0]["report"]
     return {
         "schema": SCHEMA,

@@ -9,6 +9,7 @@ CONTENTION = 0.8    # a phase's per-rank throughput falling below 80% of the bas
 SLOWER = 1.02       # a larger group taking 2% longer than a smaller one counts as slower
 LOW_EFFICIENCY = 0.9  # below this, name the phase furthest above ideal scaling
 MODEL_ERROR_NOTE = 0.25
+WORTH_SWITCHING = 0.05  # another communicator saving 5% of a repeat is worth naming as the one to use
 
 
 def series_advice(rows: list[dict]) -> list[str]:
@@ -170,7 +171,8 @@ def _furthest_from_ideal(base: dict, cur: dict) -> tuple[str, float]:
 
 def backend_advice(runs: list[dict], used: str) -> list[str]:
     """Which communicator moved this workload's own messages fastest at the measured sizes
-    (``runs[i]['backends']``, timed by ``sweep.compare_backends``), and whether the sweep used it."""
+    (``runs[i]['backends']``, timed by ``sweep.compare_backends``; ``runs[i]['time']`` is the
+    run's repeat), and what switching from the one the sweep ``used`` would save."""
     rows = [(r, r["backends"]["seconds"]) for r in runs
             if r.get("backends") and len(r["backends"]["seconds"]) > 1]
     out = []
@@ -182,19 +184,32 @@ def backend_advice(runs: list[dict], used: str) -> list[str]:
         where = "at every measured size" if len(rows) > 1 else f"at {rows[0][0]['ranks']} ranks"
         out.append(f"Communicator: {best} was fastest for this workload's own collectives {where} "
                    f"({', '.join(ops)} of {_span(sizes, fmt_bytes)} per rank; per repeat "
-                   f"{_comparison(best, [s for _, s in rows])}); "
-                   + (f"the sweep used {used}." if best == used else f"the sweep used {used}: set comm: {best}."))
+                   f"{_comparison(best, [s for _, s in rows])}); {_switch(rows, best, used)}")
     elif rows:
         for (run, seconds), best in zip(rows, winners):
             ops = ", ".join(f"{o['op']} of {fmt_bytes(o['bytes'])}" for o in run["backends"]["ops"])
             out.append(f"Communicator at {run['mode']} {run['ranks']} ranks ({ops} per rank): {best} was fastest "
-                       f"(per repeat {_comparison(best, [seconds])}).")
-        out.append(f"The fastest communicator depends on the size; the sweep used {used}.")
+                       f"(per repeat {_comparison(best, [seconds])}); {_switch([(run, seconds)], best, used)}")
     skipped = {}
     for r in runs:
         skipped.update((r.get("backends") or {}).get("skipped", {}))
     out += [f"Communicator {name} not compared: {why}" for name, why in sorted(skipped.items())]
     return out
+
+
+def _switch(rows: list[tuple[dict, dict]], best: str, used: str) -> str:
+    """What the sweep's communicator cost against the fastest: worth a change from WORTH_SWITCHING
+    of a repeat on."""
+    if best == used:
+        return f"the sweep used {used}."
+    saved = [seconds[used] - seconds[best] for _, seconds in rows if used in seconds]
+    if not saved:
+        return f"the sweep used {used}."
+    share = max(s / r["time"] for (r, _), s in zip(rows, saved) if r.get("time"))
+    cost = f"{_span(saved, fmt_seconds)} more per repeat ({share:.1%} of a repeat at most)"
+    if share >= WORTH_SWITCHING:
+        return f"the sweep used {used}, which took {cost}: set comm: {best}."
+    return f"the sweep used {used}, which took {cost}: not worth a change."
 
 
 def _comparison(best: str, timings: list[dict]) -> str:

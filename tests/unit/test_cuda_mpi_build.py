@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -40,10 +41,22 @@ def cuda(folder: Path, header: bool = True) -> Path:
     return home
 
 
-def build(src: Path, prefix: Path, **env):
+def python3(folder: Path, script: str) -> str:
+    """A folder for PATH whose python3 is ``script`` (a stand-in for the build's Python)."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python3").write_text(f"#!/bin/sh\n{script}\n")
+    (bin_dir / "python3").chmod(0o755)
+    return str(bin_dir)
+
+
+def build(src: Path, prefix: Path, python: str = "exit 0", **env):
+    """build.sh with only the system's tools on PATH, and a python3 that runs ``python``
+    (default: one that has mpi4py's build tools, as far as the check can tell)."""
     clean = {k: v for k, v in os.environ.items() if k != "CUDA_HOME"}
+    path = f"{python3(src.parent, python)}:/usr/bin:/bin"
     return subprocess.run(["bash", str(BUILD), str(src), str(prefix)], capture_output=True, text=True,
-                          env={**clean, "PATH": "/usr/bin:/bin", **env}, timeout=60)
+                          env={**clean, "PATH": path, **env}, timeout=60)
 
 
 def test_without_nvcc_or_cuda_home_it_says_what_is_missing(tmp_path):
@@ -55,6 +68,14 @@ def test_a_toolkit_without_cuda_h_is_refused(tmp_path):
     home = cuda(tmp_path, header=False)
     result = build(sources(tmp_path), tmp_path / "prefix", CUDA_HOME=str(home))
     assert result.returncode == 1 and f"{home}/include/cuda.h not found" in result.stderr
+
+
+def test_missing_build_tools_for_mpi4py_are_named_before_open_mpi_is_built(tmp_path):
+    no_site = f'exec {sys.executable} -S "$@"'  # no site-packages: neither setuptools nor Cython
+    result = build(sources(tmp_path), tmp_path / "prefix", python=no_site, CUDA_HOME=str(cuda(tmp_path)))
+    assert result.returncode == 1, result.stderr
+    assert "build.sh: building mpi4py needs setuptools, Cython for" in result.stderr
+    assert "configure ran" not in result.stderr
 
 
 def test_a_tarball_that_is_not_the_one_the_dsc_names_is_never_built(tmp_path):

@@ -67,8 +67,8 @@ def test_oversubscription_is_reported_once_per_size():
                      "contention, not scaling (the model is fitted without it)."]
 
 
-def compared(mode, ranks, nbytes, skipped=None, **seconds):
-    return {"mode": mode, "ranks": ranks, "backends": {
+def compared(mode, ranks, nbytes, time=1e-3, skipped=None, **seconds):
+    return {"mode": mode, "ranks": ranks, "time": time, "backends": {
         "ranks": ranks, "ops": [{"op": "allreduce", "bytes": nbytes}],
         "seconds": {k.replace("_", "-"): v for k, v in seconds.items()}, "skipped": skipped or {}}}
 
@@ -78,18 +78,30 @@ def test_one_fastest_backend_at_every_size_is_one_sentence_with_the_spread():
             compared("strong", 4, 512, nccl=30e-6, mpi=150e-6, mpi_cuda=900e-6)]
     lines = backend_advice(runs, "nccl")
     assert lines == ["Communicator: nccl was fastest for this workload's own collectives at every measured size "
-                     "(allreduce of 512 B to 1 KiB per rank; per repeat nccl 20.0 us to 30.0 us, mpi 4 to 5x as long, "
-                     "mpi-cuda 30 to 35x as long); the sweep used nccl."]
-    assert backend_advice(runs, "mpi")[0].endswith("the sweep used mpi: set comm: nccl.")
+                     "(allreduce of 512 B to 1 KiB per rank; per repeat nccl 20.0 us to 30.0 us, mpi 4 to 5x as "
+                     "long, mpi-cuda 30 to 35x as long); the sweep used nccl."]
+
+
+def test_switching_is_advised_only_when_it_saves_a_real_share_of_a_repeat():
+    runs = [compared("strong", 2, 1024, time=1e-3, nccl=20e-6, mpi=80e-6),
+            compared("strong", 4, 512, time=1e-3, nccl=30e-6, mpi=150e-6)]
+    assert backend_advice(runs, "mpi")[0].endswith(
+        "the sweep used mpi, which took 60.0 us to 120.0 us more per repeat (12.0% of a repeat at most): "
+        "set comm: nccl.")
+    slow_job = [{**r, "time": 10.0} for r in runs]
+    assert backend_advice(slow_job, "mpi")[0].endswith(
+        "the sweep used mpi, which took 60.0 us to 120.0 us more per repeat (0.0% of a repeat at most): "
+        "not worth a change.")
 
 
 def test_a_winner_that_changes_with_size_is_named_per_run():
     runs = [compared("strong", 2, 8, nccl=20e-6, mpi=10e-6), compared("weak", 2, 1 << 26, nccl=1e-3, mpi=90e-3)]
     lines = backend_advice(runs, "nccl")
     assert lines[0] == ("Communicator at strong 2 ranks (allreduce of 8 B per rank): mpi was fastest "
-                        "(per repeat mpi 10.0 us, nccl 2x as long).")
+                        "(per repeat mpi 10.0 us, nccl 2x as long); the sweep used nccl, which took 10.0 us more "
+                        "per repeat (1.0% of a repeat at most): not worth a change.")
     assert lines[1].startswith("Communicator at weak 2 ranks (allreduce of 64 MiB per rank): nccl was fastest")
-    assert lines[2] == "The fastest communicator depends on the size; the sweep used nccl."
+    assert lines[1].endswith("the sweep used nccl.") and len(lines) == 2
 
 
 def test_backends_that_could_not_run_are_named_with_the_reason_and_cpu_runs_say_nothing():
