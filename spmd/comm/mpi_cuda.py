@@ -39,11 +39,12 @@ class CudaAwareMPICommunicator(MPICommunicator):
         return super()._incoming(shape, dtype, like, slot, out)
 
 
-def loaded_mpi_libraries() -> list[str]:
-    """Paths of the libmpi shared objects mapped into this process (the MPI mpi4py uses)."""
+def loaded_mpi_libraries(name: str = "libmpi") -> list[str]:
+    """Paths of the ``name`` shared objects mapped into this process (the MPI mpi4py uses;
+    ``libopen-pal`` is Open MPI's portability layer, which holds its run-time CUDA switch)."""
     try:
         with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "/libmpi" in line}
+            paths = {line.split()[-1] for line in maps if f"/{name}" in line}
     except OSError:
         return []
     return sorted(p for p in paths if p.startswith("/") and ".so" in p)
@@ -61,6 +62,9 @@ def cuda_aware_mpi() -> tuple[bool, str]:
 
     Open MPI answers ``MPIX_Query_cuda_support()``, MPICH ``MPIX_GPU_query_support``
     (MPICH also exports the Open MPI call). Every query the library has must say yes.
+    Open MPI 4.1's query only says how it was built, so its run-time switch is read too:
+    ``opal_cuda_support`` in libopen-pal, which Open MPI clears when it cannot load libcuda
+    and which ``--mca opal_cuda_support 0`` clears. Either way device buffers would crash it.
 
     Returns:
         (is CUDA-aware, how that was established: the library and each answer).
@@ -70,16 +74,33 @@ def cuda_aware_mpi() -> tuple[bool, str]:
     libraries = loaded_mpi_libraries()
     if not libraries:
         return False, "no libmpi is mapped into this process, so it cannot be asked"
-    answers = []
-    for path in libraries:
-        lib = ctypes.CDLL(path)
-        if hasattr(lib, "MPIX_Query_cuda_support"):
-            answers.append((path, "MPIX_Query_cuda_support()", int(lib.MPIX_Query_cuda_support())))
-        if hasattr(lib, "MPIX_GPU_query_support"):
-            value = ctypes.c_int(0)
-            rc = lib.MPIX_GPU_query_support(0, ctypes.byref(value))  # 0 = MPIX_GPU_SUPPORT_CUDA
-            answers.append((path, "MPIX_GPU_query_support(CUDA)", value.value if rc == 0 else 0))
+    answers = [answer for path in libraries for answer in queries(path)]
     if not answers:
         return False, f"{', '.join(libraries)} has no CUDA-support query (MPIX_Query_cuda_support)"
+    for path in loaded_mpi_libraries("libopen-pal"):
+        switch = run_time_switch(path)
+        if switch is not None:
+            answers.append((path, "opal_cuda_support (at run time)", switch))
     how = "; ".join(f"{path}: {call} = {value}" for path, call, value in answers)
     return all(value == 1 for _, _, value in answers), how
+
+
+def queries(path: str) -> list[tuple[str, str, int]]:
+    """(path, call, answer) of each CUDA-support query the library at ``path`` exports."""
+    lib = ctypes.CDLL(path)
+    answers = []
+    if hasattr(lib, "MPIX_Query_cuda_support"):
+        answers.append((path, "MPIX_Query_cuda_support()", int(lib.MPIX_Query_cuda_support())))
+    if hasattr(lib, "MPIX_GPU_query_support"):
+        value = ctypes.c_int(0)
+        rc = lib.MPIX_GPU_query_support(0, ctypes.byref(value))  # 0 = MPIX_GPU_SUPPORT_CUDA
+        answers.append((path, "MPIX_GPU_query_support(CUDA)", value.value if rc == 0 else 0))
+    return answers
+
+
+def run_time_switch(path: str) -> int | None:
+    """Open MPI's ``opal_cuda_support`` in the libopen-pal at ``path`` (None: no such symbol)."""
+    try:
+        return int(ctypes.c_bool.in_dll(ctypes.CDLL(path), "opal_cuda_support").value)
+    except ValueError:
+        return None

@@ -27,10 +27,10 @@ def need_gpu(gpu):
         pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
 
 
-def refused(rc, out, err):
+def refused(rc, out, err, answer="MPIX_Query_cuda_support() = 0"):
     text = out + err
     assert rc == 2, text
-    assert "mpi-cuda needs a CUDA-aware MPI" in text and "MPIX_Query_cuda_support() = 0" in text, text
+    assert "mpi-cuda needs a CUDA-aware MPI" in text and answer in text, text
     assert "rank 0" in text and "Segmentation" not in text and "SIGSEGV" not in text, text
 
 
@@ -61,6 +61,21 @@ def test_reduce_over_mpi_cuda_matches_numpy_float64(tmp_path, cuda_mpi, shape):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["comm"] == "mpi-cuda" and report["device"] == "gpu" and report["verified"]
     assert_result_close(report["result"], reference(data))
+
+
+def test_cuda_support_switched_off_at_run_time_is_refused_not_crashed(tmp_path, cuda_mpi):
+    """``--mca opal_cuda_support 0``: Open MPI built with CUDA still answers MPIX_Query_cuda_support() = 1,
+    but would treat device pointers as host memory. spmd reads the run-time switch and refuses."""
+    write_dataset(tmp_path / "x.h5", np.random.default_rng(8).standard_normal(10_000))
+    config = tmp_path / "job.yaml"
+    config.write_text(yaml.safe_dump({"workload": "reduce", "device": "gpu", "comm": "mpi-cuda",
+                                      "output": str(tmp_path / "out"),
+                                      "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"}}))
+    rc, out, err, _ = spmd("run", config, ranks=RANKS, env={"OMPI_MCA_opal_cuda_support": "0"}, timeout=180)
+    refused(rc, out, err, "opal_cuda_support (at run time) = 0")
+    if cuda_mpi:  # built with CUDA: only the switch says no
+        assert "MPIX_Query_cuda_support() = 1" in out + err
+    assert not (tmp_path / "out" / "report.json").exists()
 
 
 @pytest.mark.parametrize("op", ["allreduce", "allgather", "bcast", "sendrecv"])

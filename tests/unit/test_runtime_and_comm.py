@@ -36,6 +36,26 @@ def test_cuda_awareness_is_asked_of_the_loaded_library():
             CudaAwareMPICommunicator(MPI.COMM_SELF)
 
 
+@pytest.mark.parametrize("built, at_run_time, aware", [(1, 1, True), (1, 0, False), (0, 1, False), (1, None, True)])
+def test_open_mpi_is_cuda_aware_only_when_built_so_and_switched_on_at_run_time(monkeypatch, built, at_run_time,
+                                                                               aware):
+    """Open MPI 4.1's MPIX_Query_cuda_support() only says how it was built: a build with CUDA on a
+    node where libcuda does not load (or under --mca opal_cuda_support 0) says 1 there, and its
+    run-time switch opal_cuda_support says 0. Both must say yes (seen: tests/gpu/test_cuda_mpi.py)."""
+    from spmd.comm import mpi_cuda
+
+    libraries = {"libmpi": ["/p/lib/libmpi.so.40"], "libopen-pal": ["/p/lib/libopen-pal.so.40"]}
+    monkeypatch.setattr(mpi_cuda, "loaded_mpi_libraries", lambda name="libmpi": libraries[name])
+    monkeypatch.setattr(mpi_cuda, "queries", lambda path: [(path, "MPIX_Query_cuda_support()", built)])
+    monkeypatch.setattr(mpi_cuda, "run_time_switch", lambda path: at_run_time)
+    got, how = mpi_cuda.cuda_aware_mpi()
+    assert got is aware
+    assert f"/p/lib/libmpi.so.40: MPIX_Query_cuda_support() = {built}" in how
+    assert ("opal_cuda_support (at run time)" in how) is (at_run_time is not None)
+    if at_run_time is not None:
+        assert how.endswith(f"/p/lib/libopen-pal.so.40: opal_cuda_support (at run time) = {at_run_time}")
+
+
 def test_nccl_with_shared_gpus_is_refused_by_name():
     with pytest.raises(BackendUnavailable, match="nccl cannot run several ranks on one GPU"):
         check_backend("nccl", "gpu", shared_gpu=True)
