@@ -202,10 +202,11 @@ def _switch(rows: list[tuple[dict, dict]], best: str, used: str) -> str:
     of a repeat on."""
     if best == used:
         return f"the sweep used {used}."
-    saved = [seconds[used] - seconds[best] for _, seconds in rows if used in seconds]
-    if not saved:
+    pairs = [(run, seconds[used] - seconds[best]) for run, seconds in rows if used in seconds]
+    if not pairs:
         return f"the sweep used {used}."
-    share = max(s / r["time"] for (r, _), s in zip(rows, saved) if r.get("time"))
+    saved = [s for _, s in pairs]
+    share = max([s / run["time"] for run, s in pairs if run.get("time")], default=0.0)
     cost = f"{_span(saved, fmt_seconds)} more per repeat ({share:.1%} of a repeat at most)"
     if share >= WORTH_SWITCHING:
         return f"the sweep used {used}, which took {cost}: set comm: {best}."
