@@ -14,6 +14,7 @@ from mpi4py import MPI
 
 from .. import xp as xpmod
 from ..bench.collectives import COLLECTIVES, measure, probe_sizes
+from ..bench.comm import ALL_BACKENDS
 from ..comm import open_communicator
 from ..errors import BackendUnavailable, ConfigError, SpmdError, VerificationError
 from ..io.generate import generate
@@ -80,9 +81,6 @@ def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> list[str]:
     return written
 
 
-GPU_BACKENDS = ("nccl", "mpi", "mpi-cuda")  # what --compare-comm all times on a GPU (the CPU has only mpi)
-
-
 def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
               compare_comm: bool = True) -> list[dict] | None:
     """Run every step; returns on rank 0 the runs [{mode, ranks, report, placement, probe, backends}].
@@ -143,15 +141,17 @@ def probe(ctx, comm, workload, max_bytes: int) -> list[dict]:
     ops = sorted({item["op"] for item in workload.problem().get("comm", [])})
     if comm.size < 2 or max_bytes <= 0:
         return []
-    points = []
-    for op in ops:
-        for m in probe_sizes(max_bytes):
-            r = measure(comm, ctx.xp, op, COLLECTIVES[op].size(comm.size, m))
-            if r["wrong"]:  # summed over ranks: every rank raises together
-                raise ctx.collective_error(VerificationError, 0, f"comm probe: {op} with {m} bytes per rank "
-                                           f"gave {r['wrong']} wrong element(s)")
-            points.append({"op": op, "ranks": comm.size, "bytes": m, "seconds": r["seconds"]})
-    return points
+    return [{"op": op, "ranks": comm.size, "bytes": m, "seconds": checked_seconds(ctx, comm, op, m, "comm probe")}
+            for op in ops for m in probe_sizes(max_bytes)]
+
+
+def checked_seconds(ctx, comm, op: str, nbytes: int, what: str) -> float:
+    """Seconds per call of ``op`` with ``nbytes`` per rank on ``comm``; a wrong result fails the sweep."""
+    r = measure(comm, ctx.xp, op, COLLECTIVES[op].size(comm.size, nbytes))
+    if r["wrong"]:  # summed over ranks: every rank raises together
+        raise ctx.collective_error(VerificationError, 0, f"{what}: {op} with {nbytes} bytes per rank "
+                                   f"gave {r['wrong']} wrong element(s)")
+    return r["seconds"]
 
 
 def compare_backends(ctx, comm, workload) -> dict | None:
@@ -166,21 +166,15 @@ def compare_backends(ctx, comm, workload) -> dict | None:
     if comm.size < 2 or not ops or ctx.device != "gpu":
         return None
     seconds, skipped = {}, {}
-    for name in GPU_BACKENDS:
+    for name in ALL_BACKENDS:  # on a GPU every one may run; the CPU has only mpi
         try:
             other = comm if name == comm.name else open_communicator(ctx, name)
         except BackendUnavailable as exc:
             skipped[name] = str(exc)
             continue
         try:
-            total = 0.0
-            for item in ops:
-                r = measure(other, ctx.xp, item["op"], COLLECTIVES[item["op"]].size(comm.size, item["bytes"]))
-                if r["wrong"]:  # summed over ranks: every rank raises together
-                    raise ctx.collective_error(VerificationError, 0, f"comm comparison: {item['op']} over {name} "
-                                               f"gave {r['wrong']} wrong element(s)")
-                total += item.get("calls", 1) * r["seconds"]
-            seconds[name] = total
+            seconds[name] = sum(item.get("calls", 1) * checked_seconds(ctx, other, item["op"], item["bytes"],
+                                                                       f"comm comparison over {name}") for item in ops)
         finally:
             if other is not comm:
                 other.close()

@@ -34,6 +34,16 @@ def refused(rc, out, err, answer="MPIX_Query_cuda_support() = 0"):
     assert "rank 0" in text and "Segmentation" not in text and "SIGSEGV" not in text, text
 
 
+def reduce_job(tmp_path, data, **keys):
+    """A reduce job over ``data`` with comm: mpi-cuda on the GPU: the config's path."""
+    write_dataset(tmp_path / "x.h5", data)
+    config = tmp_path / "job.yaml"
+    config.write_text(yaml.safe_dump({"workload": "reduce", "device": "gpu", "comm": "mpi-cuda",
+                                      "output": str(tmp_path / "out"),
+                                      "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"}, **keys}))
+    return config
+
+
 def test_info_says_whether_the_loaded_mpi_is_cuda_aware_and_how_it_knows(tmp_path, cuda_mpi):
     rc, out, err, _ = spmd("info", "--json", tmp_path / "info.json", ranks=RANKS, timeout=120)
     assert rc == 0, out + err
@@ -47,12 +57,7 @@ def test_info_says_whether_the_loaded_mpi_is_cuda_aware_and_how_it_knows(tmp_pat
 @pytest.mark.parametrize("shape", [(1_000_003,), (4099, 3)])
 def test_reduce_over_mpi_cuda_matches_numpy_float64(tmp_path, cuda_mpi, shape):
     data = np.random.default_rng(7).standard_normal(shape)
-    write_dataset(tmp_path / "x.h5", data)
-    config = tmp_path / "job.yaml"
-    config.write_text(yaml.safe_dump({"workload": "reduce", "device": "gpu", "comm": "mpi-cuda", "repeats": 3,
-                                      "output": str(tmp_path / "out"),
-                                      "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"}}))
-    rc, out, err, _ = spmd("run", config, ranks=RANKS, timeout=180)
+    rc, out, err, _ = spmd("run", reduce_job(tmp_path, data, repeats=3), ranks=RANKS, timeout=180)
     if not cuda_mpi:
         refused(rc, out, err)
         assert not (tmp_path / "out" / "report.json").exists()
@@ -66,11 +71,7 @@ def test_reduce_over_mpi_cuda_matches_numpy_float64(tmp_path, cuda_mpi, shape):
 def test_cuda_support_switched_off_at_run_time_is_refused_not_crashed(tmp_path, cuda_mpi):
     """``--mca opal_cuda_support 0``: Open MPI built with CUDA still answers MPIX_Query_cuda_support() = 1,
     but would treat device pointers as host memory. spmd reads the run-time switch and refuses."""
-    write_dataset(tmp_path / "x.h5", np.random.default_rng(8).standard_normal(10_000))
-    config = tmp_path / "job.yaml"
-    config.write_text(yaml.safe_dump({"workload": "reduce", "device": "gpu", "comm": "mpi-cuda",
-                                      "output": str(tmp_path / "out"),
-                                      "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"}}))
+    config = reduce_job(tmp_path, np.random.default_rng(8).standard_normal(10_000))
     rc, out, err, _ = spmd("run", config, ranks=RANKS, env={"OMPI_MCA_opal_cuda_support": "0"}, timeout=180)
     refused(rc, out, err, "opal_cuda_support (at run time) = 0")
     if cuda_mpi:  # built with CUDA: only the switch says no
