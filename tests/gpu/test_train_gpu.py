@@ -100,9 +100,9 @@ def test_device_gradient_matches_numpy_float64(dtype, tol):
     w = layout.initial(2, np.float64)
     rng = np.random.default_rng(3)
     batches = [(rng.standard_normal((24, 40)), rng.integers(0, 6, 24)) for _ in range(2)]
-    want, want_loss = local_gradient(layout, HostOps(np.float64), w, batches, 1 / 48, 3, keep=0.75, seed=1)
+    want, want_loss, _ = local_gradient(layout, HostOps(np.float64), w, batches, 1 / 48, 3, keep=0.75, seed=1)
     dev = DeviceOps(dtype, max_rows=24)
-    got, loss = local_gradient(layout, dev, cupy.asarray(w.astype(dtype)), batches, 1 / 48, 3, keep=0.75, seed=1)
+    got, loss, _ = local_gradient(layout, dev, cupy.asarray(w.astype(dtype)), batches, 1 / 48, 3, keep=0.75, seed=1)
     got = cupy.asnumpy(got)
     for s in layout.segments:
         err = np.linalg.norm(got[s.start:s.stop] - want[s.start:s.stop]) / np.linalg.norm(want[s.start:s.stop])

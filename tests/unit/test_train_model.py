@@ -39,7 +39,7 @@ def test_every_layer_gradient_matches_finite_differences(keep, micro):
     w = layout.initial(1, np.float64)
     data = batches(micro=micro)
     scale, step = 1 / 7, 4
-    g, _ = local_gradient(layout, HostOps(np.float64), w, data, scale, step, keep, seed=3)
+    g, _, _ = local_gradient(layout, HostOps(np.float64), w, data, scale, step, keep, seed=3)
     rng = np.random.default_rng(2)
     for s in layout.segments:
         # every bias and 12 weights of every layer

@@ -6,12 +6,19 @@ gradient of the logits, already divided by the global batch: summing over micro-
 (GEMMs with beta = 1) and over ranks (the allreduce) then gives the mean gradient, so no
 separate averaging pass runs. Backward per layer: dW = dZ^T X, db = column sums of dZ,
 dX = dZ W, then the ReLU/dropout mask in place (a kept unit is one whose output is > 0).
+
+A gradient is defined piece by piece: a unit whose pre-activation is within rounding of 0 can
+be on in float32 and off in float64. One such unit of one sample moves layer 0's gradient of a
+4096-sample batch by 5e-4 of its norm (the `large` model), past any fair float32 tolerance. So a
+float64 reference of a float32 run takes the run's own sides of the kinks (``relu_sides``) and
+differentiates the same piece in float64.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ... import xp as xpmod
 from .ops import dropout_salt
 
 
@@ -53,9 +60,10 @@ class Network:
         ops.softmax_xent(self.acts[last], layout.bias(w, last), self.y, scale, self.dlogits, self.loss_sum,
                          self.correct)
 
-    def backward(self, w, g, accumulate: bool, layer_done=None) -> None:
+    def backward(self, w, g, accumulate: bool, layer_done=None, sides=None) -> None:
         """Gradients into ``g`` (added to it when ``accumulate``); ``layer_done(layer)`` is
-        called as soon as each layer's gradient is complete (last layer first)."""
+        called as soon as each layer's gradient is complete (last layer first). ``sides``: each
+        hidden layer's units to treat as on (nonzero = on), in place of this pass's own outputs."""
         ops, layout = self.ops, self.layout
         beta = 1.0 if accumulate else 0.0
         delta = self.dlogits
@@ -68,26 +76,51 @@ class Network:
             if layer > 0:
                 below = self.deltas[layer - 1]
                 ops.gemm(delta, layout.weight(w, layer), below)
-                ops.act_backward(below, self.acts[layer - 1], self.keep)
+                on = self.acts[layer - 1] if sides is None else sides[layer - 1]
+                ops.act_backward(below, on, self.keep)
                 delta = below
 
 
 def local_gradient(layout, ops, w, batches, scale: float, step: int, keep: float = 1.0, seed: int = 0,
-                   rank: int = 0):
+                   rank: int = 0, sides=None):
     """This rank's gradient (summed over its micro-batches, each scaled by ``scale``) for
     host batches [(x, y), ...] at optimizer step ``step``: the reference and the tests' entry.
+    ``sides`` (``relu_sides`` of another run) makes the backward pass take that run's sides of
+    the ReLU kinks.
 
     Returns:
-        (gradient in the flat layout, loss summed over the rows).
+        (gradient in the flat layout, loss summed over the rows, hidden units whose own side
+        differs from ``sides``: 0 without them).
     """
     xp = ops.xp
     rows = batches[0][0].shape[0]
     net = Network(layout, ops, rows, keep, seed, rank)
     g = xp.zeros(layout.size, ops.dtype)
     counters = xp.asarray(np.array([0, step], dtype=np.int64))
+    differ = 0
     for micro, (x, y) in enumerate(batches):
         net.x[...] = xp.asarray(x, dtype=ops.dtype)
         net.y[...] = xp.asarray(y, dtype=np.int32)
         net.forward(w, counters, micro, scale)
-        net.backward(w, g, accumulate=micro > 0)
-    return g, float(net.loss_sum.sum())
+        on = None
+        if sides is not None:
+            on = [xp.asarray(side, dtype=ops.dtype) for side in sides[micro]]
+            differ += sum(int(((a > 0) != (side > 0)).sum()) for a, side in zip(net.acts[:-1], on))
+        net.backward(w, g, accumulate=micro > 0, sides=on)
+    return g, float(net.loss_sum.sum()), differ
+
+
+def relu_sides(layout, ops, w, batches, step: int, keep: float = 1.0, seed: int = 0, rank: int = 0):
+    """Which hidden units the forward pass of ``ops`` leaves on (output > 0), per micro-batch:
+    [[host bool array per hidden layer], ...]. With the trainer's own ops and parameters this is
+    the side of every ReLU kink that the run's rounding took (the same GEMMs, shapes, kernels)."""
+    xp = ops.xp
+    net = Network(layout, ops, batches[0][0].shape[0], keep, seed, rank)
+    counters = xp.asarray(np.array([0, step], dtype=np.int64))
+    sides = []
+    for micro, (x, y) in enumerate(batches):
+        net.x[...] = xp.asarray(x, dtype=ops.dtype)
+        net.y[...] = xp.asarray(y, dtype=np.int32)
+        net.forward(w, counters, micro, 1.0)
+        sides.append([xpmod.to_host(a > 0) for a in net.acts[:-1]])
+    return sides
