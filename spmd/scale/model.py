@@ -90,10 +90,13 @@ def collectives_time(comm_model: dict, ranks: int, ops: list[dict]) -> float:
 
 def scaled_ops(model: dict, ranks: int, problem_bytes: float) -> list[dict]:
     """The reference run's collectives, message bytes scaled by (share / reference share)**growth
-    (an op's own ``growth`` overrides the workload's)."""
+    (an op's own ``growth`` overrides the workload's) and by (ranks / reference ranks)**ranks_power
+    (an op's ``ranks_power``, default 0: e.g. -1 for slices of a fixed operand)."""
     comm = model["comm"]
     ratio = (problem_bytes / ranks) / comm["reference_share_bytes"]
-    return [{**o, "bytes": max(1, int(round(o["bytes"] * ratio ** o.get("growth", comm["growth"]))))}
+    more = ranks / comm.get("reference_ranks", ranks)
+    return [{**o, "bytes": max(1, int(round(o["bytes"] * ratio ** o.get("growth", comm["growth"])
+                                            * more ** o.get("ranks_power", 0.0))))}
             for o in comm["ops"]]
 
 
@@ -133,7 +136,7 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
 
     ref = runs[0]
     comm = {"backend": backend, "ops": ref["problem"].get("comm", []), "growth": growth,
-            "reference_share_bytes": ref["problem"]["bytes"] / ref["ranks"]}
+            "reference_share_bytes": ref["problem"]["bytes"] / ref["ranks"], "reference_ranks": ref["ranks"]}
     if probe:  # alpha, beta from the timed collectives; overhead = what the comm phase adds
         alpha, beta = fit_alpha_beta([(*model_terms(q["op"], q["ranks"], q["bytes"]), q["seconds"])
                                       for q in probe])

@@ -57,7 +57,9 @@ class Workload(ABC):
     def problem(self) -> dict:
         """The size of this run, for the scaling model: ``bytes`` (the global problem) and
         ``comm``, the collectives of one repeat as [{'op', 'bytes' per rank}], each with
-        optional ``calls`` (times per repeat, default 1) and ``growth`` (overrides COMM_GROWTH)."""
+        optional ``calls`` (times per repeat, default 1), ``growth`` (overrides COMM_GROWTH) and
+        ``ranks_power`` (bytes also scale as ranks**ranks_power: -1 for slices of an operand whose
+        size does not follow the problem, such as matmul's B)."""
         return {}
 
     def schedule(self, warmup: int, repeats: int) -> tuple[int, int]:

@@ -76,7 +76,7 @@ class MatmulParams:
 class MatmulWorkload(Workload):
     name = "matmul"
     Params = MatmulParams
-    COMM_GROWTH = 1.0  # C's blocks (and B's slices) shrink with each rank's share
+    COMM_GROWTH = 1.0  # C's blocks shrink with each rank's share (B's slices say their own)
     DTYPES = ("float32", "float64")
 
     @classmethod
@@ -388,7 +388,8 @@ class MatmulWorkload(Workload):
         if p.algorithm == "rows" and p.b_source == "bcast":
             comm.append({"op": "bcast", "bytes": self.k * self.n * isz, "growth": 0.0})
         if p.algorithm == "rows" and p.b_source == "allgather":
-            comm.append({"op": "allgather", "bytes": self.dev_b_slice.nbytes})
+            # B is k x n whatever the problem (A's rows): each rank's slice follows 1/ranks only
+            comm.append({"op": "allgather", "bytes": self.dev_b_slice.nbytes, "growth": 0.0, "ranks_power": -1.0})
         if p.algorithm == "summa":
             a, b = self.mine["a"], self.mine["b"]
             w = min(p.panel, self.k)

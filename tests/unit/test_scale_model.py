@@ -164,3 +164,44 @@ def test_advice_names_the_phase_that_makes_more_ranks_slower():
     rise = [line for line in lines if line.startswith(f"Beyond {n} ranks the predicted time rises")]
     assert len(rise) == 1 and ": comm grows by" in rise[0]
     assert not any(line.startswith("Beyond") for line in model_advice(model, best_ranks(model, S, [1, 2]), [], 4))
+
+
+def test_slices_of_a_fixed_operand_shrink_with_the_ranks_in_weak_scaling():
+    """matmul's allgather of B: B is fixed (k x n) while weak scaling grows A, so each rank's
+    slice is B / n whatever the share. ``growth: 0, ranks_power: -1`` says so; the share-only
+    scaling predicted the whole of B at every rank count."""
+    from spmd.scale.model import scaled_ops
+
+    b = 1 << 30
+    runs = [synthetic_run("weak", n, S * n) for n in (1, 2, 4)]
+    for r in runs:
+        r["problem"]["comm"] = [{"op": "allgather", "bytes": b // r["ranks"], "growth": 0.0, "ranks_power": -1.0}]
+    model = fit_model(runs, synthetic_probe(), "mpi", growth=1.0)
+    for n in (2, 4, 8):
+        assert scaled_ops(model, n, S * n)[0]["bytes"] == b // n  # weak: the share stays, the slice shrinks
+        assert scaled_ops(model, n, S)[0]["bytes"] == b // n  # strong: the same slices
+    shared_only = {**model, "comm": {**model["comm"], "ops": [{"op": "allgather", "bytes": b}]}}
+    assert scaled_ops(shared_only, 8, S * 8)[0]["bytes"] == b  # what the model said before
+
+
+def test_matmul_states_that_its_b_slices_follow_the_ranks(tmp_path):
+    from mpi4py import MPI
+
+    from spmd.config import config_from_dict
+    from spmd.io.generate import generate
+    from spmd.job import run_job
+    from spmd.runtime import Context
+
+    cfg = config_from_dict({
+        "workload": "matmul", "device": "cpu", "comm": "mpi", "warmup": 0, "repeats": 1,
+        "input": {"path": str(tmp_path / "A.h5"), "dataset": "A"}, "output": str(tmp_path / "out"),
+        "generate": {"shape": [8, 6], "dtype": "float64", "seed": 1},
+        "params": {"b": {"path": str(tmp_path / "B.h5"), "dataset": "B",
+                         "generate": {"shape": [6, 4], "dtype": "float64", "seed": 2}},
+                   "b_source": "allgather", "gather": "none"}})
+    generate(cfg)
+    ctx = Context(MPI.COMM_SELF)
+    report = run_job(ctx, cfg).report
+    ctx.close()
+    [op] = report["problem"]["comm"]
+    assert op == {"op": "allgather", "bytes": 6 * 4 * 8, "growth": 0.0, "ranks_power": -1.0}
