@@ -5,6 +5,7 @@ correct gradient; a wrong gradient must still fail."""
 
 import h5py
 import numpy as np
+import pytest
 from mpi4py import MPI
 
 from spmd.config import config_from_dict
@@ -82,8 +83,6 @@ def test_a_float32_run_with_a_unit_on_the_kink_verifies(tmp_path):
 def test_a_forward_pass_on_other_sides_than_rounding_explains_fails(tmp_path, monkeypatch):
     """Sides that disagree with float64 on many units are a wrong forward pass, not rounding:
     the job stops and names it (here: every unit reported on)."""
-    import pytest
-
     from spmd.errors import VerificationError
     from spmd.workloads.train import workload
 
@@ -104,6 +103,30 @@ def test_a_forward_pass_on_other_sides_than_rounding_explains_fails(tmp_path, mo
                    "eval": None}})
     ctx = Context(MPI.COMM_SELF)
     with pytest.raises(VerificationError, match=r"of 2048 hidden units on the other side of the ReLU"):
+        run_job(ctx, cfg)
+    ctx.close()
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_a_diverging_run_fails_naming_batch_and_lr(tmp_path):
+    """A learning rate far too high: the weights overflow; the job fails with the global batch
+    and lr in the message (weak scaling grows the batch at a fixed lr) and writes no report."""
+    from spmd.errors import VerificationError
+
+    rng = np.random.default_rng(2)
+    data, rows = tmp_path / "d.h5", 64
+    with h5py.File(data, "w") as f:
+        f["data"] = rng.standard_normal((rows, 4)).astype(np.float32)
+        f["labels"] = rng.integers(0, 2, rows).astype(np.int32)
+    cfg = config_from_dict({
+        "workload": "train", "device": "cpu", "comm": "mpi", "warmup": 0, "repeats": 1,
+        "input": {"path": str(data)}, "output": str(tmp_path / "out"),
+        "params": {"model": [4, 32, 2], "dtype": "float32", "batch": 16, "steps": 40, "data_shards": 1,
+                   "eval": None, "lr": 1e30}})
+    ctx = Context(MPI.COMM_SELF)
+    with pytest.raises(VerificationError, match=r"not finite after 40 steps at global batch 16 and lr 1e\+30: "
+                                                r"training diverged"):
         run_job(ctx, cfg)
     ctx.close()
     assert not (tmp_path / "out" / "report.json").exists()

@@ -352,7 +352,7 @@ class TrainWorkload(Workload):
         if differ:
             raise ctx.collective_error(VerificationError, differ[0], f"parameters or optimizer state differ from "
                                        f"rank 0's after {self.trainer.step} steps: the replicas diverged")
-        ctx.agree(_finite, weights, self.trainer.step)
+        ctx.agree(_finite, weights, self.trainer.step, self.global_batch, self.p.lr)
         errors = self.gradient_errors
         tol = GRADIENT_RTOL["tf32" if self.p.tf32 else self.p.dtype]
         worst = max(errors)
@@ -484,10 +484,11 @@ def _digest(weights, state) -> str:
     return h.hexdigest()
 
 
-def _finite(weights, step) -> None:
+def _finite(weights, step, global_batch, lr) -> None:
     if not np.isfinite(weights).all():
-        raise VerificationError(f"parameters are not finite after {step} steps: training diverged (lower "
-                                f"params.lr)")
+        raise VerificationError(f"parameters are not finite after {step} steps at global batch {global_batch} and "
+                                f"lr {lr:g}: training diverged (lower params.lr; weak scaling keeps lr while the "
+                                f"global batch grows with the ranks)")
 
 
 class _StopFlag:
