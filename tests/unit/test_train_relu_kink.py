@@ -84,12 +84,12 @@ def test_a_forward_pass_on_other_sides_than_rounding_explains_fails(tmp_path, mo
     """Sides that disagree with float64 on many units are a wrong forward pass, not rounding:
     the job stops and names it (here: every unit reported on)."""
     from spmd.errors import VerificationError
-    from spmd.workloads.train import workload
+    from spmd.workloads.train import gradcheck
 
     def all_on(layout, ops, w, batches, *args):
         return [[np.ones((len(x), width), bool) for width in layout.widths[1:-1]] for x, _ in batches]
 
-    monkeypatch.setattr(workload, "relu_sides", all_on)
+    monkeypatch.setattr(gradcheck, "relu_sides", all_on)
     rng = np.random.default_rng(1)
     data = tmp_path / "d.h5"
     rows = 64

@@ -25,7 +25,6 @@ import numpy as np
 from mpi4py import MPI
 
 from ... import faults
-from ... import xp as xpmod
 from ...errors import BackendUnavailable, ConfigError, InputError, Stopped, VerificationError
 from ...io.hdf5 import dataset_info, open_h5, require_finite
 from ...io.plan import block_range
@@ -36,16 +35,11 @@ from ..base import Workload, require_one_dataset
 from . import data as train_data
 from .checkpoint import load_checkpoint, save_checkpoint
 from .model import Layout, model_widths
-from .network import local_gradient, relu_sides
-from .ops import HostOps, make_ops
+from .gradcheck import GRADIENT_RTOL, check_first_gradient
+from .ops import make_ops
 from .trainer import Trainer
 
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # SLURM: SIGTERM at the time limit, --signal=USR1@T before it
-GRADIENT_RTOL = {"float64": 1e-10, "float32": 1e-3, "tf32": 3e-2}  # of each layer's gradient norm
-# How many hidden units may be on the other side of the ReLU in the float64 reference than in
-# the run: rounding puts a handful there (2 of 13.6 million in a 4096-sample batch of `large` in
-# float32), a forward pass that computes something else about half of them.
-RELU_SIDES_ALLOWED = (16, 1e-3)  # units, and share of the units where that is more
 
 
 @dataclass(frozen=True)
@@ -187,7 +181,11 @@ class TrainWorkload(Workload):
             self.start_step = step
         first = self.sampler.window(self.start_step, 1)
         self.trainer.gradient_step(first)
-        self.gradient_errors = self._gradient_check(first)
+        rows = first[0]
+        batches = [(self.host_x[rows[j * p.batch:(j + 1) * p.batch]], self.host_y[rows[j * p.batch:(j + 1) * p.batch]])
+                   for j in range(p.accumulate)]
+        self.gradient_check = check_first_gradient(ctx.comm, self.trainer, self.layout, p, batches,
+                                                   self.global_batch, ctx.rank)
         if self.use_graph:
             self._capture()
         self.windows_run, self.losses, self.accuracies = 0, [], []
@@ -353,59 +351,19 @@ class TrainWorkload(Workload):
             raise ctx.collective_error(VerificationError, differ[0], f"parameters or optimizer state differ from "
                                        f"rank 0's after {self.trainer.step} steps: the replicas diverged")
         ctx.agree(_finite, weights, self.trainer.step, self.global_batch, self.p.lr)
-        errors = self.gradient_errors
+        check = self.gradient_check
         tol = GRADIENT_RTOL["tf32" if self.p.tf32 else self.p.dtype]
-        worst = max(errors)
-
-        def judge():
-            if self.relu_sides_differing > max(RELU_SIDES_ALLOWED[0], RELU_SIDES_ALLOWED[1] * self.hidden_units):
-                raise VerificationError(f"the forward pass at step {self.start_step} has {self.relu_sides_differing} "
-                                        f"of {self.hidden_units} hidden units on the other side of the ReLU from "
-                                        f"the float64 reference: more than rounding explains")
-            if not worst <= tol:
-                layer = int(np.argmax(errors))
-                raise VerificationError(f"the reduced gradient of layer {layer} at step {self.start_step} is off "
-                                        f"by {errors[layer]:.3g} (relative norm) from the float64 reference "
-                                        f"(tolerance {tol:g})")
-
-        ctx.agree(judge, root_only=True)
+        ctx.agree(check.judge, tol, root_only=True)
         self.eval_loss, self.eval_accuracy = self._evaluate()
         target = self.p.target_accuracy
         if target is not None and self.eval_accuracy < target:
             raise ctx.collective_error(VerificationError, 0, f"held-out accuracy {self.eval_accuracy:.4f} after "
                                        f"{self.trainer.step} steps is below params.target_accuracy {target}")
         return {"reference": "float64 NumPy gradient of the first step, summed over ranks by MPI",
-                "gradient_relative_error": errors, "tolerance": tol,
-                "relu_sides_from_run": self.relu_sides_differing, "hidden_units": self.hidden_units,
+                "gradient_relative_error": check.errors, "tolerance": tol,
+                "relu_sides_from_run": check.sides_from_run, "hidden_units": check.hidden_units,
                 "replicas_identical": True,
                 "parameters_sha256": digest}
-
-    def _gradient_check(self, indices: np.ndarray) -> list[float]:
-        """Each layer's ||g - g_ref|| / ||g_ref|| for the gradient the warm-up step left in the
-        trainer (the first step's batch, reduced over the ranks by the training path). Checked
-        there, before training: near convergence the softmax gradient p - 1 is a difference of
-        nearly equal numbers, and float32 rounding alone would reach the tolerance. The float64
-        reference takes the run's own sides of the ReLU kinks (network.relu_sides): a unit within
-        rounding of 0 may fall either way, and one such unit can move layer 0 by 5e-4."""
-        p, step = self.p, self.trainer.step
-        weights, _ = self.trainer.host_state()
-        got = xpmod.to_host(self.trainer.g).astype(np.float64)
-        rows = indices[0]
-        batches = [(self.host_x[rows[j * p.batch:(j + 1) * p.batch]], self.host_y[rows[j * p.batch:(j + 1) * p.batch]])
-                   for j in range(p.accumulate)]
-        keep, rank = 1.0 - p.dropout, self.ctx.rank
-        sides = relu_sides(self.layout, self.trainer.ops, self.trainer.w, batches, step, keep, p.seed, rank)
-        ref, _, differ = local_gradient(self.layout, HostOps(np.float64), weights.astype(np.float64), batches,
-                                        1.0 / self.global_batch, step, keep, p.seed, rank, sides=sides)
-        self.ctx.comm.Allreduce(MPI.IN_PLACE, ref, op=MPI.SUM)
-        self.relu_sides_differing = self.ctx.comm.allreduce(differ)
-        self.hidden_units = self.ctx.comm.allreduce(p.batch * p.accumulate * sum(p.widths[1:-1]))
-        errors = []
-        for s in self.layout.segments:
-            want = ref[s.start:s.stop]
-            diff = np.linalg.norm(got[s.start:s.stop] - want)
-            errors.append(float(diff / max(np.linalg.norm(want), np.finfo(np.float64).tiny)))
-        return errors
 
     def _evaluate(self) -> tuple[float | None, float | None]:
         """Loss and accuracy on the held-out set (each rank its rows), plain array code."""
