@@ -81,6 +81,19 @@ class Network:
                 delta = below
 
 
+def _forward_passes(layout, ops, w, batches, scale: float, step: int, keep: float, seed: int, rank: int):
+    """One Network over host batches [(x, y), ...] at optimizer step ``step``: yields (micro, net)
+    after each micro-batch's forward pass."""
+    xp = ops.xp
+    net = Network(layout, ops, batches[0][0].shape[0], keep, seed, rank)
+    counters = xp.asarray(np.array([0, step], dtype=np.int64))
+    for micro, (x, y) in enumerate(batches):
+        net.x[...] = xp.asarray(x, dtype=ops.dtype)
+        net.y[...] = xp.asarray(y, dtype=np.int32)
+        net.forward(w, counters, micro, scale)
+        yield micro, net
+
+
 def local_gradient(layout, ops, w, batches, scale: float, step: int, keep: float = 1.0, seed: int = 0,
                    rank: int = 0, sides=None):
     """This rank's gradient (summed over its micro-batches, each scaled by ``scale``) for
@@ -93,15 +106,9 @@ def local_gradient(layout, ops, w, batches, scale: float, step: int, keep: float
         differs from ``sides``: 0 without them).
     """
     xp = ops.xp
-    rows = batches[0][0].shape[0]
-    net = Network(layout, ops, rows, keep, seed, rank)
     g = xp.zeros(layout.size, ops.dtype)
-    counters = xp.asarray(np.array([0, step], dtype=np.int64))
     differ = 0
-    for micro, (x, y) in enumerate(batches):
-        net.x[...] = xp.asarray(x, dtype=ops.dtype)
-        net.y[...] = xp.asarray(y, dtype=np.int32)
-        net.forward(w, counters, micro, scale)
+    for micro, net in _forward_passes(layout, ops, w, batches, scale, step, keep, seed, rank):
         on = None
         if sides is not None:
             on = [xp.asarray(side, dtype=ops.dtype) for side in sides[micro]]
@@ -114,13 +121,5 @@ def relu_sides(layout, ops, w, batches, step: int, keep: float = 1.0, seed: int 
     """Which hidden units the forward pass of ``ops`` leaves on (output > 0), per micro-batch:
     [[host bool array per hidden layer], ...]. With the trainer's own ops and parameters this is
     the side of every ReLU kink that the run's rounding took (the same GEMMs, shapes, kernels)."""
-    xp = ops.xp
-    net = Network(layout, ops, batches[0][0].shape[0], keep, seed, rank)
-    counters = xp.asarray(np.array([0, step], dtype=np.int64))
-    sides = []
-    for micro, (x, y) in enumerate(batches):
-        net.x[...] = xp.asarray(x, dtype=ops.dtype)
-        net.y[...] = xp.asarray(y, dtype=np.int32)
-        net.forward(w, counters, micro, 1.0)
-        sides.append([xpmod.to_host(a > 0) for a in net.acts[:-1]])
-    return sides
+    return [[xpmod.to_host(a > 0) for a in net.acts[:-1]]
+            for _, net in _forward_passes(layout, ops, w, batches, 1.0, step, keep, seed, rank)]
