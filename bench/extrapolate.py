@@ -8,7 +8,7 @@ prediction with what the largest size measured, in total and per phase.
 import argparse
 import json
 
-from spmd.scale import reanalyse
+from spmd.scale.analysis import reanalyse
 from spmd.scale.model import measured, predict
 
 

@@ -9,7 +9,7 @@ import cupy
 import numpy as np
 from hbm_ceiling import hbm_read_TBps, median_seconds  # bench/ is this script's folder
 
-from spmd.workloads.moments import FusedMoments
+from spmd.workloads.reduce.moments import FusedMoments
 
 
 def main():

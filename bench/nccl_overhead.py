@@ -12,8 +12,8 @@ import cupy
 import numpy as np
 from cupy.cuda import nccl
 
-from spmd.bench.collectives import call
-from spmd.comm import open_communicator
+from spmd.comm.factory import open_communicator
+from spmd.measure.collectives import call
 from spmd.runtime import Context
 
 ITERS = 5000

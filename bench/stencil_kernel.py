@@ -11,8 +11,8 @@ import cupy
 import numpy as np
 
 from hbm_ceiling import hbm_read_TBps, median_seconds
-from spmd.workloads.filters import reference_filter
-from spmd.workloads.stencil_kernel import BLOCK, ROWS_PER_THREAD, FusedStencil, aligned_layout
+from spmd.workloads.stencil.filters import reference_filter
+from spmd.workloads.stencil.kernel import BLOCK, ROWS_PER_THREAD, FusedStencil, aligned_layout
 
 N = 16384
 JACOBI = np.array([[0, .25, 0], [.25, 0, .25], [0, .25, 0]])

@@ -8,9 +8,9 @@ with the step captured in a CUDA graph and without; one JSON line per run on std
 import argparse
 import json
 
-from spmd.config import load_config
 from spmd.runtime import Context
-from spmd.scale import run_scale
+from spmd.scale.sweep import run_scale
+from spmd.workloads.registry import load_job_config
 
 TABLE = {"medium": ("inputs/train.yaml", (16, 32, 64, 128, 1024)),
          "large": ("inputs/train-large.yaml", (8, 16, 32, 64, 512))}
@@ -38,7 +38,7 @@ def main():
                 overrides = [f"params.batch={batch}", f"params.steps={args.steps}", "params.optimizer=sgd",
                              "params.lr=0.01", "params.momentum=0.9", "params.checkpoint=null", "warmup=1",
                              "repeats=5", *variants[variant]]
-                cfg = ctx.agree(load_config, config, overrides)
+                cfg = ctx.agree(load_job_config, config, overrides)
                 scaling = run_scale(ctx, cfg, ranks, ["weak"], probe_max_bytes=0, progress=False)
                 if ctx.rank == 0:
                     for run in scaling["runs"]:

@@ -14,6 +14,7 @@ import sys
 import traceback
 
 from . import __version__
+from .config import COMM_BACKENDS
 from .errors import SpmdError
 
 
@@ -77,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     comm = bsub.add_parser("comm", help="collectives over nccl / mpi / mpi-cuda, checked, in nccl-tests' units")
     comm.add_argument("--op", choices=("allreduce", "allgather", "gather", "reduce_scatter", "bcast", "sendrecv"),
                       default="allreduce")
-    comm.add_argument("--backend", choices=("nccl", "mpi", "mpi-cuda", "all", "auto"), default="auto",
+    comm.add_argument("--backend", choices=(*COMM_BACKENDS, "all", "auto"), default="auto",
                       help="all: every backend that can run here, side by side (default auto)")
     comm.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
     comm.add_argument("--min-bytes", type=_byte_size, default=8, metavar="SIZE")
@@ -122,54 +123,51 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args) -> int:
-    from .config import load_config
     from .faults import fault_from, require_rank
     from .job import run_job
-    from .report import format_report
+    from .report.table import format_report
     from .runtime import Context
+    from .workloads.registry import load_job_config
 
-    ctx = Context(watchdog=True)
-    cfg = ctx.agree(load_config, args.config, args.override)
-    ctx.agree(lambda: require_rank(fault_from(cfg.fault), ctx.size))
-    job = run_job(ctx, cfg, args.out or cfg.output)
-    if ctx.rank == 0:
-        for warning in job.report["warnings"]:
-            print(f"spmd: warning: {warning}", file=sys.stderr, flush=True)
-        if not args.quiet:
-            print(format_report(job.report, str(job.path)), flush=True)
-    ctx.close()
+    with Context(watchdog=True) as ctx:
+        cfg = ctx.agree(load_job_config, args.config, args.override)
+        ctx.agree(lambda: require_rank(fault_from(cfg.fault), ctx.size))
+        job = run_job(ctx, cfg, args.out or cfg.output)
+        if ctx.rank == 0:
+            for warning in job.report["warnings"]:
+                print(f"spmd: warning: {warning}", file=sys.stderr, flush=True)
+            if not args.quiet:
+                print(format_report(job.report, str(job.path)), flush=True)
     return 0
 
 
 def cmd_scale(args) -> int:
-    from .config import load_config
-    from .report.scaling import write_scaling
     from .runtime import Context
-    from .scale import parse_ranks, run_scale
+    from .scale.render import write_scaling
+    from .scale.sweep import parse_ranks, run_scale
+    from .workloads.base import SCALING_MODES
+    from .workloads.registry import load_job_config
 
-    ctx = Context(watchdog=True)
-    cfg = ctx.agree(load_config, args.config, args.override)
-    ranks = ctx.agree(parse_ranks, args.ranks, ctx.size)
-    modes = ["strong", "weak"] if args.mode == "both" else [args.mode]
-    scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet,
-                        compare_comm=args.compare_comm == "all")
-    out = args.out or f"{cfg.output}/scaling"
-    paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
-    if ctx.rank == 0 and not args.quiet:
-        print("\n".join(["", "findings:"] + [f"  - {line}" for line in scaling["advice"]]
-                        + ["", f"wrote {len(paths)} file(s) to {out}: " + ", ".join(p.name for p in paths)]),
-              flush=True)
-    ctx.close()
+    with Context(watchdog=True) as ctx:
+        cfg = ctx.agree(load_job_config, args.config, args.override)
+        ranks = ctx.agree(parse_ranks, args.ranks, ctx.size)
+        modes = list(SCALING_MODES) if args.mode == "both" else [args.mode]
+        scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet,
+                            compare_comm=args.compare_comm == "all")
+        out = args.out or f"{cfg.output}/scaling"
+        paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
+        if ctx.rank == 0 and not args.quiet:
+            print("\n".join(["", "findings:"] + [f"  - {line}" for line in scaling["advice"]]
+                            + ["", f"wrote {len(paths)} file(s) to {out}: " + ", ".join(p.name for p in paths)]),
+                  flush=True)
     return 0
 
 
 def cmd_bench_comm(args) -> int:
-    from .bench.comm import ALL_BACKENDS, bench_comm, format_tables, size_series
     from .errors import ConfigError, VerificationError
-    from .report import write_json_atomic
+    from .files import write_json_atomic
+    from .measure.comm import bench_comm, format_tables, size_series
     from .runtime import Context
-
-    ctx = Context(watchdog=True)
 
     def check():
         if args.iters < 1 or args.warmup < 0:
@@ -179,60 +177,58 @@ def cmd_bench_comm(args) -> int:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
-    size_list = ctx.agree(check)
-    ctx.bind_device(args.device)
-    backends = list(ALL_BACKENDS) if args.backend == "all" else [args.backend]
-    result = bench_comm(ctx, args.op, backends, size_list, args.dtype, args.iters, args.warmup,
-                        explicit=args.backend != "all")
-    result["nodes"] = ctx.layout()
-    if ctx.rank == 0:
-        print(format_tables(result), end="", flush=True)
-    if args.json:
-        ctx.agree(lambda: write_json_atomic(args.json, result), root_only=True)
-    if result["wrong"]:
-        raise ctx.collective_error(VerificationError, 0, f"{result['wrong']} element(s) wrong in "
-                                   f"{args.op} results (see #wrong)")
-    ctx.close()
+    with Context(watchdog=True) as ctx:
+        size_list = ctx.agree(check)
+        ctx.bind_device(args.device)
+        backends = list(COMM_BACKENDS) if args.backend == "all" else [args.backend]
+        result = bench_comm(ctx, args.op, backends, size_list, args.dtype, args.iters, args.warmup,
+                            explicit=args.backend != "all")
+        result["nodes"] = ctx.layout()
+        if ctx.rank == 0:
+            print(format_tables(result), end="", flush=True)
+        if args.json:
+            ctx.agree(lambda: write_json_atomic(args.json, result), root_only=True)
+        if result["wrong"]:
+            raise ctx.collective_error(VerificationError, 0, f"{result['wrong']} element(s) wrong in "
+                                       f"{args.op} results (see #wrong)")
     return 0
 
 
 def cmd_topo(args) -> int:
-    from .bench.topo import format_topology, heatmap_png, measure_topology
-    from .report import write_json_atomic
-    from .report.write import write_bytes_atomic
+    from .files import write_bytes_atomic, write_json_atomic
+    from .measure.copies import format_topology, measure_topology
     from .runtime import Context
+    from .scale.plots import heatmap_png
 
-    ctx = Context(watchdog=True)
-    # One rank per node measures its node (NVML and CUDA see all of the node's GPUs).
-    mine = (ctx.host, measure_topology(args.bytes, args.iters)) if ctx.local_rank == 0 else None
-    nodes = [n for n in ctx.comm.gather(mine, root=0) or [] if n]
-    if ctx.rank == 0:
-        print("\n".join(format_topology(host, topo) for host, topo in nodes), end="", flush=True)
+    with Context(watchdog=True) as ctx:
+        # One rank per node measures its node (NVML and CUDA see all of the node's GPUs).
+        mine = (ctx.host, measure_topology(args.bytes, args.iters)) if ctx.local_rank == 0 else None
+        nodes = [n for n in ctx.comm.gather(mine, root=0) or [] if n]
+        if ctx.rank == 0:
+            print("\n".join(format_topology(host, topo) for host, topo in nodes), end="", flush=True)
 
-    def write():
-        if args.json:
-            write_json_atomic(args.json, {host: topo for host, topo in nodes})
-        png = heatmap_png(*nodes[0]) if args.png else None
-        if png:
-            write_bytes_atomic(args.png, png)
+        def write():
+            if args.json:
+                write_json_atomic(args.json, {host: topo for host, topo in nodes})
+            png = heatmap_png(*nodes[0]) if args.png else None
+            if png:
+                write_bytes_atomic(args.png, png)
 
-    ctx.agree(write, root_only=True)
-    ctx.close()
+        ctx.agree(write, root_only=True)
     return 0
 
 
 def cmd_info(args) -> int:
+    from .files import write_json_atomic
     from .info import format_info, gather_info
-    from .report import write_json_atomic
     from .runtime import Context
 
-    ctx = Context(watchdog=True)
-    info = gather_info(ctx)
-    if ctx.rank == 0:
-        print(format_info(info), end="", flush=True)
-    if args.json:
-        ctx.agree(lambda: write_json_atomic(args.json, info), root_only=True)
-    ctx.close()
+    with Context(watchdog=True) as ctx:
+        info = gather_info(ctx)
+        if ctx.rank == 0:
+            print(format_info(info), end="", flush=True)
+        if args.json:
+            ctx.agree(lambda: write_json_atomic(args.json, info), root_only=True)
     return 0
 
 
@@ -249,7 +245,7 @@ def cmd_report_render(args) -> int:
     from pathlib import Path
 
     from .errors import InputError
-    from .report.scaling import write_scaling
+    from .scale.render import write_scaling
 
     try:
         scaling = json.loads(Path(args.scaling).read_text())
@@ -258,7 +254,7 @@ def cmd_report_render(args) -> int:
     if not isinstance(scaling, dict) or scaling.get("kind") != "scaling":
         raise InputError(f"{args.scaling}: not a scaling.json")
     if args.reanalyse:
-        from .scale import reanalyse
+        from .scale.analysis import reanalyse
 
         scaling = reanalyse(scaling)
     paths = write_scaling(scaling, args.out or Path(args.scaling).parent)
@@ -269,8 +265,8 @@ def cmd_report_render(args) -> int:
 def cmd_report_merge(args) -> int:
     from pathlib import Path
 
-    from .report.scaling import write_scaling
     from .scale.merge import merge_reports
+    from .scale.render import write_scaling
 
     paths = [Path(p) / "report.json" if Path(p).is_dir() else Path(p) for p in args.reports]
     scaling = merge_reports(paths)
@@ -283,10 +279,10 @@ def cmd_report_merge(args) -> int:
 
 
 def cmd_jobscript(args) -> int:
-    from .config import load_config
     from .jobscript import parse_nodes, write_jobscripts
+    from .workloads.registry import load_job_config
 
-    cfg = load_config(args.config, args.override)
+    cfg = load_job_config(args.config, args.override)
     out = args.out or f"{cfg.output}/jobs"
     written = write_jobscripts(cfg, args.config, parse_nodes(args.nodes), out, gpus_per_node=args.gpus_per_node,
                                tasks_per_node=args.tasks_per_node,
@@ -298,7 +294,7 @@ def cmd_jobscript(args) -> int:
 
 
 def _byte_size(text: str) -> int:
-    from .report.units import parse_bytes
+    from .units import parse_bytes
 
     try:
         return parse_bytes(text)
@@ -307,21 +303,21 @@ def _byte_size(text: str) -> int:
 
 
 def cmd_generate(args) -> int:
-    from .config import load_config
     from .io.generate import generate, target_files
     from .runtime import Context
+    from .workloads.registry import load_job_config, workload_class
 
-    ctx = Context(watchdog=True)
-    cfg = ctx.agree(load_config, args.config, args.override)
-    written = ctx.agree(generate, cfg, ctx.rank, ctx.size, args.force)
-    written = [p for part in ctx.comm.gather(written, root=0) or [] for p in part]
-    if ctx.rank == 0:
-        total = len(target_files(cfg))
-        print(f"spmd generate: wrote {len(written)} of {total} file(s)"
-              + (f", {total - len(written)} already up to date" if len(written) < total else ""), flush=True)
-        for path in written:
-            print(f"  {path}")
-    ctx.close()
+    with Context(watchdog=True) as ctx:
+        cfg = ctx.agree(load_job_config, args.config, args.override)
+        workload = workload_class(cfg.workload)
+        written = ctx.agree(generate, cfg, workload, ctx.rank, ctx.size, args.force)
+        written = [p for part in ctx.comm.gather(written, root=0) or [] for p in part]
+        if ctx.rank == 0:
+            total = len(target_files(cfg, workload))
+            print(f"spmd generate: wrote {len(written)} of {total} file(s)"
+                  + (f", {total - len(written)} already up to date" if len(written) < total else ""), flush=True)
+            for path in written:
+                print(f"  {path}")
     return 0
 
 
@@ -330,10 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SpmdError as exc:
-        if exc.collective:  # every rank is here: the watchdog can stop together
-            from .watchdog import stop
-
-            stop()
+        # a collective error has closed the command's Context (and stopped its watchdog) on every rank;
         # report subcommands run as one plain process: their errors need no rank label
         return _fail(exc, exc.exit_code, collective=exc.collective or args.command in ("report", "jobscript"))
     except Exception as exc:  # a bug or an unexpected library error: name it, end the job
@@ -360,9 +353,7 @@ def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = N
     print(f"spmd: error: {where}: {type(exc).__name__ + ': ' if trace else ''}{exc}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     if world.Get_size() > 1:
-        from .comm.nccl import abort_all
-        from .watchdog import abort_job
+        from .watchdog import end_job
 
-        abort_all()  # no NCCL kernel left waiting for this rank, no communicator leaked
-        abort_job(world, code)  # the other ranks may be inside a collective: end them all
+        end_job(world, code)  # the other ranks may be inside a collective: end them all
     return code

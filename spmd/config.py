@@ -3,6 +3,10 @@
 Every key is checked: an unknown key, a wrong type or a bad value raises ConfigError
 naming the key (``params.ddof``), so a typo never silently falls back to a default.
 Paths in a config are taken relative to the working directory.
+
+This module parses the top level only and imports no workload: ``params`` stays the mapping
+the YAML gave until the workload registry builds it into the workload's own dataclass
+(``spmd.workloads.registry.resolve_params``), with the same checks.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import yaml
 
 from .errors import ConfigError
 
+# The communicator backends ``comm:`` names besides ``auto`` (spmd.comm.factory builds them), in the
+# order side-by-side tables list them.
+COMM_BACKENDS = ("nccl", "mpi", "mpi-cuda")
 
 @dataclass(frozen=True)
 class InputConfig:
@@ -87,7 +94,7 @@ class Config:
     workload: str
     input: InputConfig
     device: Literal["auto", "gpu", "cpu"] = "auto"
-    comm: Literal["auto", "nccl", "mpi", "mpi-cuda"] = "auto"
+    comm: Literal[("auto", *COMM_BACKENDS)] = "auto"
     warmup: int = 1
     repeats: int = 5
     verify: Literal["auto", "attrs", "full"] = "auto"
@@ -97,7 +104,7 @@ class Config:
     check_finite: bool = False
     fault: str | None = None
     generate: GenerateConfig | None = None
-    params: Any = field(default_factory=dict)
+    params: Any = field(default_factory=dict)  # a mapping until resolve_params builds the workload's
 
     def __post_init__(self):
         from .faults import parse_fault
@@ -117,7 +124,8 @@ class Config:
 
 
 def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read a YAML config, apply ``key=value`` overrides and validate everything.
+    """Read a YAML config, apply ``key=value`` overrides and validate the top level
+    (``params`` stays a mapping: see the module's docstring).
 
     Raises:
         ConfigError: unreadable file, invalid YAML, unknown key, wrong type or value.
@@ -138,16 +146,22 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 
 def config_from_dict(raw: dict) -> Config:
-    """Validate a plain dict (already parsed YAML) into a Config."""
-    from .workloads import params_class  # the registry knows each workload's params
-
+    """Validate a plain dict (already parsed YAML) into a Config whose ``params`` is a mapping."""
     raw = dict(raw)
     if "workload" not in raw:
         raise ConfigError("workload: missing")
-    params_cls = params_class(raw["workload"])
-    params_raw = raw.pop("params", None) or {}
-    cfg = build(Config, raw, "")
-    return dataclasses.replace(cfg, params=build(params_cls, params_raw, "params"))
+    params = raw.pop("params", None) or {}
+    if not isinstance(params, dict):
+        raise ConfigError(f"params: expected a mapping, got {_kind(params)}")
+    return dataclasses.replace(build(Config, raw, ""), params=params)
+
+
+def with_params(cfg: Config, params_cls: type) -> Config:
+    """``cfg`` with its ``params`` mapping built into ``params_cls`` (checked key by key); a config
+    whose params already are a ``params_cls`` comes back as it is."""
+    if isinstance(cfg.params, params_cls):
+        return cfg
+    return dataclasses.replace(cfg, params=build(params_cls, cfg.params, "params"))
 
 
 def apply_override(raw: dict, item: str) -> None:

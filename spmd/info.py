@@ -5,20 +5,21 @@ from __future__ import annotations
 import os
 import platform
 
+import h5py
+import mpi4py
+import numpy
+import yaml
+from mpi4py import MPI
+
+from . import __version__
 from . import xp as xpmod
-from .launch import compare_views, slurm_environment, slurm_record
+from .comm.mpi_cuda import cuda_aware_mpi
+from .comm.nccl import nccl_module
+from .launch import compare_views, mpi_library, slurm_environment, slurm_record
+
 
 def versions() -> dict:
     """Versions of everything spmd runs on (None for what is absent)."""
-    import h5py
-    import mpi4py
-    import numpy
-    import yaml
-    from mpi4py import MPI
-
-    from . import __version__
-    from .comm.nccl import nccl_module
-    from .runtime import mpi_library
 
     out = {"spmd": __version__, "python": platform.python_version(), "numpy": numpy.__version__,
            "h5py": h5py.__version__, "hdf5": h5py.version.hdf5_version, "pyyaml": yaml.__version__,
@@ -62,8 +63,6 @@ def rank_entry(ctx) -> dict:
 
 def gather_info(ctx) -> dict | None:
     """Everything ``spmd info`` shows, on rank 0 (None elsewhere). Collective."""
-    from .comm.mpi_cuda import cuda_aware_mpi
-
     ranks = ctx.comm.gather(rank_entry(ctx), root=0)
     if ctx.rank != 0:
         return None

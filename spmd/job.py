@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import faults
-from .comm import open_communicator
+from .comm.factory import open_communicator
 from .errors import InputError, SpmdError, VerificationError
-from .report import build_report, write_json_atomic
-from .topology import describe_placement
-from .faults import fault_from
+from .files import write_json_atomic
+from .report.build import build_report
 from .timing import PhaseTimer, enter_phase
+from .topology import describe_placement
 from .watchdog import set_timeout
-from .workloads import workload_class
+from .workloads.registry import workload_class
 
 
 @dataclass
@@ -34,7 +34,8 @@ class JobResult:
 
 def run_job(ctx, cfg, out_dir: str | Path | None = None,
             after_run: Callable[[Any, Any], Any] | None = None) -> JobResult:
-    """Run ``cfg`` on every rank of ``ctx``; write ``out_dir/report.json`` on rank 0 if given.
+    """Run ``cfg`` (its params resolved: ``workloads.registry``) on every rank of ``ctx``; write
+    ``out_dir/report.json`` on rank 0 if given.
 
     The report is built only after the result is verified (and saved, when the workload's
     ``params.save`` asks), so a failed run leaves none.
@@ -42,7 +43,7 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
     communicator is still open (``spmd scale`` measures its collectives there).
     """
     set_timeout(cfg.timeout_s)
-    fault = ctx.agree(fault_from, cfg.fault)
+    fault = ctx.agree(faults.fault_from, cfg.fault)
     faults.arm(fault, ctx.rank, ctx.host)
     enter_phase("setup")
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)

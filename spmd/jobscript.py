@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 
 from .errors import ConfigError
-from .report.write import write_bytes_atomic
-from .workloads import workload_class
+from .files import write_bytes_atomic
+from .workloads.registry import workload_class
 
 MPI_PLUGINS = ("pmi2", "pmix")
 
@@ -53,7 +53,7 @@ def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, *, gpus
             if mode == "weak" and "strong" in modes and n == nodes[0]:
                 continue  # the same run as strong at the base: spmd report merge puts it in both series
             factor = Fraction(n, nodes[0])
-            scaled = cls.strong_config(cfg, factor) if mode == "strong" else cls.weak_config(cfg, factor)
+            scaled = cls.scaled_config(cfg, mode, factor)
             name = f"{mode}-{n}n"
             conf = out / "configs" / f"{name}.yaml"
             data = {**scaled.to_dict(), "output": str(out / "results" / name)}

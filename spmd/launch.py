@@ -39,6 +39,13 @@ def slurm_record(env=None) -> dict | None:
     return {names[k]: v for k, v in found.items() if k in names}
 
 
+def mpi_library() -> str:
+    """The MPI library's first version line (Open MPI's ends in a NUL byte: dropped)."""
+    from mpi4py import MPI
+
+    return MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
+
+
 def check_launch(world_size: int, env=None) -> None:
     """Refuse the classic srun mistake: N tasks started without an MPI plugin each run alone.
 

@@ -8,7 +8,7 @@ import os
 from . import faults
 from . import xp as xpmod
 from .errors import InputError
-from .report.units import fmt_bytes
+from .units import fmt_bytes
 
 
 def free_device_memory() -> int:

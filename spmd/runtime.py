@@ -2,6 +2,11 @@
 
 One rank drives one GPU, chosen by *node-local* rank (never global rank), and two ranks
 on one physical GPU are refused unless ``allow_shared_gpu`` is set.
+
+A Context is used as a context manager: it is closed (communicators freed, its watchdog stopped,
+both collective) when the block ends normally or on an error every rank agreed on, and left open
+on an error of some ranks only, which ends the job by MPI_Abort (closing would wait for the
+others in a collective they never reach).
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ from mpi4py import MPI
 
 from . import waits
 from . import xp as xpmod
+from .comm.watched import watched
 from .errors import BackendUnavailable, SpmdError, error_class
 from .launch import check_launch
 from .watchdog import start as start_watchdog
 from .watchdog import stop as stop_watchdog
-from .watchdog import watched
+
+MPI_OPS = {"sum": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX}
 
 
 class Context:
@@ -59,6 +66,14 @@ class Context:
         self.xp = np
         self.blas_threads: int | None = None  # BLAS threads per rank on the CPU (None: not limited)
         self.warnings: list[str] = []
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None or (isinstance(exc, SpmdError) and exc.collective):
+            self.close()
+        return False
 
     # -- agreement: the no-hang rule for everything a rank can check --------------------
 
@@ -176,18 +191,21 @@ class Context:
             while not request.Test():
                 time.sleep(poll_s)
 
+    def allreduce_host(self, *arrays: np.ndarray, op: str = "sum") -> None:
+        """Reduce host (NumPy) arrays over every rank, in place: one MPI allreduce each (the
+        small sums that verification and statistics need, outside the measured communicator)."""
+        for array in arrays:
+            self.comm.Allreduce(MPI.IN_PLACE, array, op=MPI_OPS[op])
+
     def close(self) -> None:
-        """Release the MPI communicators this context created (and stop its watchdog)."""
+        """Release the MPI communicators this context created (and stop its watchdog); collective.
+        Closing a closed context does nothing."""
         if self.owns_watchdog:
             stop_watchdog()
             self.owns_watchdog = False
-        self.node_comm.Free()
-        self.comm.Free()
-
-
-def mpi_library() -> str:
-    """The MPI library's first version line (Open MPI's ends in a NUL byte: dropped)."""
-    return MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
+        for comm in (self.node_comm, self.comm):
+            if comm != MPI.COMM_NULL:
+                comm.Free()
 
 
 def share_cpu_cores(ranks_on_node: int) -> int | None:
@@ -195,8 +213,6 @@ def share_cpu_cores(ranks_on_node: int) -> int | None:
     (OMP_NUM_THREADS and friends). N ranks each starting a BLAS pool as wide as the node
     oversubscribe it: train on 2 ranks of a 2-core machine took 115 ms a step, 5 ms with one
     thread each (measured). Returns the threads per rank, or None when left alone."""
-    import os
-
     if any(os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")):
         return None
     try:

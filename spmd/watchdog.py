@@ -1,13 +1,16 @@
 """The watchdog: no rank waits for ever in a collective, and a hang says where every rank is.
 
-Every blocking call spmd makes on MPI goes through a ``WatchedComm``, and every wait for the GPU
-(where NCCL work completes) through ``waits.Waiting``: each marks "waiting in X since t". A daemon thread
-on each rank sends its marker (phase, what it waits in, for how long) to rank 0 every ``beat_s``
-over a private communicator: the out-of-band heartbeat. When some rank has waited longer than
-``timeout_s``, rank 0 prints where every rank is and aborts the job (exit 4). A rank whose wait
+Every blocking call spmd makes on MPI goes through a ``comm.watched.WatchedComm``, and every wait for
+the GPU (where NCCL work completes) through ``waits.Waiting``: each marks "waiting in X since t". A
+daemon thread on each rank sends its marker (phase, what it waits in, for how long) to rank 0 every
+``beat_s`` over a private communicator: the out-of-band heartbeat. When some rank has waited longer
+than ``timeout_s``, rank 0 prints where every rank is and aborts the job (exit 4). A rank whose wait
 outlives ``timeout_s`` plus a grace period (rank 0 itself is gone or wedged) ends the job alone.
-The same thread polls NCCL for asynchronous errors; NCCL communicators are aborted, not leaked,
-before the job ends.
+
+Libraries with state of their own register hooks here instead of being imported by it: ``on_poll``
+(called every beat: NCCL's asynchronous errors) and ``on_abort`` (run by ``end_job``, the one way a
+job is ended on an error, by the watchdog or by a failing rank: NCCL communicators are aborted, not
+leaked).
 
 It needs MPI_THREAD_MULTIPLE (mpi4py asks for it; MPICH and Open MPI give it); without it each
 rank judges only itself and leaves by ``os._exit``, which the launcher turns into the job's end.
@@ -20,6 +23,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import Callable
 
 from mpi4py import MPI
 
@@ -30,6 +34,23 @@ EXIT_CODE = 4
 BEAT_TAG, BYE_TAG = 1, 2
 GRACE_S = 10.0  # how long past timeout_s a rank waits for rank 0 to end the job before it does
 FORWARD_S = 0.5  # time for the launcher to forward the last message before MPI_Abort kills the job
+
+_poll_hooks: list[tuple[str, Callable[[], None]]] = []
+_abort_hooks: list[tuple[str, Callable[[], bool]]] = []
+
+
+def on_poll(what: str, hook: Callable[[], None]) -> None:
+    """Call ``hook`` on every heartbeat of a running watchdog (from its thread); an exception it
+    raises ends the job as ``what`` (e.g. 'NCCL asynchronous error'). Registering twice is a no-op."""
+    if (what, hook) not in _poll_hooks:
+        _poll_hooks.append((what, hook))
+
+
+def on_abort(what: str, hook: Callable[[], bool]) -> None:
+    """Call ``hook`` before ``end_job`` aborts the job; it returns False when ``what`` (e.g.
+    'ncclCommAbort') did not finish in time. Registering twice is a no-op."""
+    if (what, hook) not in _abort_hooks:
+        _abort_hooks.append((what, hook))
 
 
 class Watchdog:
@@ -86,7 +107,7 @@ class Watchdog:
     def _loop(self) -> None:
         try:
             while not self._stop.wait(self.beat_s):
-                self._check_nccl()
+                self._poll()
                 if not self.threaded_mpi:
                     self._judge_self(grace=0.0)
                 elif self.rank == 0:
@@ -148,25 +169,18 @@ class Watchdog:
         lines.append(f"ending the job (exit {EXIT_CODE}); raise timeout_s if a phase legitimately waits longer")
         return "\n".join(lines)
 
-    def _check_nccl(self) -> None:
-        from .comm.nccl import check_async_errors
-
-        try:
-            check_async_errors()
-        except Exception as exc:  # NcclError: a peer died, a network error, an abort elsewhere
-            self.end(f"rank {self.rank} on {self.hosts[self.rank]}: NCCL asynchronous error in phase "
-                     f"{self.phase}: {exc}")
+    def _poll(self) -> None:
+        for what, hook in list(_poll_hooks):
+            try:
+                hook()
+            except Exception as exc:  # NcclError: a peer died, a network error, an abort elsewhere
+                self.end(f"rank {self.rank} on {self.hosts[self.rank]}: {what} in phase {self.phase}: {exc}")
 
     def end(self, message: str) -> None:
-        """Print ``message``, abort NCCL, end the whole job. Never returns."""
-        from .comm.nccl import abort_all
-
+        """Print ``message``, end the whole job (``end_job``). Never returns."""
         self.ending = True  # the main thread's errors from here on (an aborted NCCL call) are echoes
         print(f"spmd: error: {message}", file=sys.stderr, flush=True)
-        if not abort_all():
-            print(f"spmd: rank {self.rank}: ncclCommAbort did not return within 5 s; ending the job anyway",
-                  file=sys.stderr, flush=True)
-        abort_job(self.world if self.threaded_mpi else None, EXIT_CODE)
+        end_job(self.world if self.threaded_mpi else None, EXIT_CODE)
 
     # -- shutdown --------------------------------------------------------------------------------
 
@@ -191,10 +205,21 @@ class Watchdog:
         self.beats.Free()
 
 
-def abort_job(world: MPI.Intracomm | None, code: int) -> None:
-    """End every rank of the launch with ``code`` (MPI_Abort; without ``world``, this process alone,
-    which the launcher turns into the job's end). The launcher forwards each rank's output
-    asynchronously and stops forwarding when it kills: the pause lets the last message through."""
+def end_job(world: MPI.Intracomm | None, code: int) -> None:
+    """End every rank of the launch with ``code``: the abort hooks first (no NCCL kernel left waiting
+    for a dead peer, no communicator leaked), then MPI_Abort (without ``world``, this process alone,
+    which the launcher turns into the job's end). Never returns. The launcher forwards each rank's
+    output asynchronously and stops forwarding when it kills: the pause lets the last message through."""
+    rank = MPI.COMM_WORLD.Get_rank()
+    for what, hook in list(_abort_hooks):
+        try:
+            finished = hook()
+        except Exception as exc:  # the job ends either way
+            print(f"spmd: rank {rank}: {what} failed ({exc}); ending the job anyway", file=sys.stderr, flush=True)
+            continue
+        if not finished:
+            print(f"spmd: rank {rank}: {what} did not return in time; ending the job anyway",
+                  file=sys.stderr, flush=True)
     sys.stdout.flush()
     sys.stderr.flush()
     time.sleep(FORWARD_S)
@@ -231,36 +256,3 @@ def set_timeout(seconds: float) -> None:
     dog = waits.installed()
     if dog is not None:
         dog.timeout_s = seconds
-
-
-# -- a communicator whose blocking calls are watched ---------------------------------------------
-
-COLLECTIVES = ("allgather", "allreduce", "alltoall", "barrier", "bcast", "gather", "reduce", "scatter",
-               "Allgather", "Allgatherv", "Allreduce", "Alltoall", "Barrier", "Bcast", "Gather", "Gatherv",
-               "Reduce", "Reduce_scatter_block", "Scatter", "Sendrecv", "Recv", "Send", "recv", "send",
-               "Dup", "Split", "Split_type")
-
-
-class WatchedComm(MPI.Intracomm):
-    """An Intracomm whose blocking calls mark the rank as waiting (``Dup`` keeps the class)."""
-
-
-def _watched(name: str):
-    base = getattr(MPI.Intracomm, name)
-
-    def method(self, *args, **kwargs):
-        with Waiting(name):
-            return base(self, *args, **kwargs)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = base.__doc__
-    return method
-
-
-for _name in COLLECTIVES:
-    setattr(WatchedComm, _name, _watched(_name))
-
-
-def watched(comm: MPI.Intracomm) -> WatchedComm:
-    """``comm`` as a WatchedComm (the same MPI communicator; free it through the result)."""
-    return comm if isinstance(comm, WatchedComm) else WatchedComm(comm)

@@ -22,7 +22,7 @@ def pytest_configure(config):
         if xp.gpu_count() == 0:
             raise pytest.UsageError("--gpu given, but CuPy sees no GPU")
     if config.getoption("--cuda-mpi"):
-        from spmd.comm import cuda_aware_mpi
+        from spmd.comm.mpi_cuda import cuda_aware_mpi
 
         if not config.getoption("--gpu"):
             raise pytest.UsageError("--cuda-mpi tests device buffers: give --gpu too")

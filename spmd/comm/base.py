@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from .. import xp as xpmod
+
 OPS = ("sum", "min", "max")
 
 
@@ -20,9 +22,15 @@ class Communicator(ABC):
     Attributes:
         name: backend name as reported ('nccl', 'mpi', 'mpi-cuda').
         rank, size: position in and size of the group.
+        queues_on_stream: device collectives are queued on the current CUDA stream and return at once,
+            so they can overlap with compute on other streams (host-staged MPI waits for the device in
+            every call, and a CUDA-aware MPI for the stream).
+        capturable: calls on device arrays can be recorded into a CUDA graph.
     """
 
     name = "base"
+    queues_on_stream = False
+    capturable = False
 
     def __init__(self, mpi_comm):
         self.rank = mpi_comm.Get_rank()
@@ -72,8 +80,6 @@ def check_op(op: str) -> str:
 
 def check_out(out, shape, dtype, like) -> None:
     """Raise ValueError unless ``out`` can hold a result of ``shape``/``dtype`` where ``like`` lives."""
-    from .. import xp as xpmod
-
     if out is None:
         return
     if tuple(out.shape) != tuple(shape) or out.dtype != dtype:

@@ -11,6 +11,7 @@ import ctypes
 
 from .. import xp as xpmod
 from ..errors import BackendUnavailable
+from ..libraries import loaded_libraries
 from .base import check_out
 from .mpi import MPICommunicator
 
@@ -39,17 +40,6 @@ class CudaAwareMPICommunicator(MPICommunicator):
         return super()._incoming(shape, dtype, like, slot, out)
 
 
-def loaded_mpi_libraries(name: str = "libmpi") -> list[str]:
-    """Paths of the ``name`` shared objects mapped into this process (the MPI mpi4py uses;
-    ``libopen-pal`` is Open MPI's portability layer, which holds its run-time CUDA switch)."""
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if f"/{name}" in line}
-    except OSError:
-        return []
-    return sorted(p for p in paths if p.startswith("/") and ".so" in p)
-
-
 def require_cuda_aware_mpi() -> None:
     """Raise BackendUnavailable unless the loaded MPI proves it is CUDA-aware."""
     aware, how = cuda_aware_mpi()
@@ -71,13 +61,13 @@ def cuda_aware_mpi() -> tuple[bool, str]:
     """
     from mpi4py import MPI  # noqa: F401  (make sure MPI is loaded and initialized)
 
-    libraries = loaded_mpi_libraries()
+    libraries = loaded_libraries("/libmpi")  # the MPI mpi4py loaded, whatever else is installed
     if not libraries:
         return False, "no libmpi is mapped into this process, so it cannot be asked"
     answers = [answer for path in libraries for answer in queries(path)]
     if not answers:
         return False, f"{', '.join(libraries)} has no CUDA-support query (MPIX_Query_cuda_support)"
-    for path in loaded_mpi_libraries("libopen-pal"):
+    for path in loaded_libraries("/libopen-pal"):  # Open MPI's portability layer: the run-time switch
         switch = run_time_switch(path)
         if switch is not None:
             answers.append((path, "opal_cuda_support (at run time)", switch))

@@ -3,7 +3,9 @@
 The NCCL unique id travels over MPI from rank 0; after that MPI carries no data.
 Host (NumPy) arrays are accepted for uniformity: uploaded, reduced, brought back.
 Every NCCL call is marked for the watchdog: enqueueing is asynchronous, except that NCCL connects
-peers lazily, so the first call on a pair of ranks blocks on the host until the peer joins.
+peers lazily, so the first call on a pair of ranks blocks on the host until the peer joins. The
+watchdog polls the open communicators for asynchronous errors and, when the job ends on an error,
+aborts them: this module registers both hooks with it on import (no communicator, nothing to do).
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import weakref
 
 import numpy as np
 
+from .. import watchdog
 from .. import xp as xpmod
 from ..waits import Waiting
 from .base import Communicator, check_op, check_out, check_scatter_rows
-
 
 _live: list[weakref.ref] = []  # every open NCCLCommunicator: the watchdog polls and aborts them
 _live_lock = threading.Lock()
@@ -57,6 +59,10 @@ def abort_all(deadline_s: float = 5.0) -> bool:
     return not worker.is_alive()
 
 
+watchdog.on_poll("NCCL asynchronous error", check_async_errors)
+watchdog.on_abort("ncclCommAbort", abort_all)
+
+
 def nccl_module():
     """``cupy.cuda.nccl`` if CuPy was built with NCCL and the library loads, else None."""
     if xpmod.cupy is None:
@@ -74,6 +80,8 @@ class NCCLCommunicator(Communicator):
     """Collectives and send/recv over an NCCL communicator spanning the MPI group."""
 
     name = "nccl"
+    queues_on_stream = True
+    capturable = True
 
     def __init__(self, mpi_comm):
         super().__init__(mpi_comm)

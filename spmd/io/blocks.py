@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import faults
 from ..errors import InputError, SpmdError
-from ..report.write import fsync_file
+from ..files import fsync_file
 from .hdf5 import open_h5, require_finite
 
 

@@ -24,20 +24,19 @@ from .plan import block_ranges
 CHUNK_BYTES = 4 << 20  # HDF5 chunk and generation block: 4 MiB
 
 
-def target_files(cfg) -> list[tuple[str, int]]:
-    """(path, rows) of every file ``spmd generate`` writes for the config, in order."""
-    return [(path, rows) for path, rows, *_ in _targets(cfg)]
+def target_files(cfg, workload) -> list[tuple[str, int]]:
+    """(path, rows) of every file ``spmd generate`` writes for the config, in order (``workload``:
+    the config's Workload class)."""
+    return [(path, rows) for path, rows, *_ in _targets(cfg, workload)]
 
 
-def _targets(cfg) -> list[tuple]:
+def _targets(cfg, workload) -> list[tuple]:
     """(path, rows, shard index, input section, generate section, is the main input) per file:
     the config's input, then the extra datasets its workload names (matmul's B)."""
-    from ..workloads import workload_class
-
     if cfg.generate is None:
         raise ConfigError("generate: missing; spmd generate needs a generate section (shape, dtype, seed)")
     sources = [(cfg.input, cfg.generate, True)]
-    sources += [(inp, g, False) for inp, g in workload_class(cfg.workload).extra_inputs(cfg) if g is not None]
+    sources += [(inp, g, False) for inp, g in workload.extra_inputs(cfg) if g is not None]
     return [(path, rows, index, inp, g, main) for inp, g, main in sources
             for index, (path, rows) in enumerate(_input_files(inp, g))]
 
@@ -62,7 +61,7 @@ def _input_files(inp, g) -> list[tuple[str, int]]:
     return [(p, stop - start) for p, (start, stop) in zip(paths, block_ranges(g.shape[0], len(paths)))]
 
 
-def generate(cfg, rank: int = 0, size: int = 1, force: bool = False) -> list[str]:
+def generate(cfg, workload, rank: int = 0, size: int = 1, force: bool = False) -> list[str]:
     """Write this rank's share of the config's input files (and its workload's extra datasets).
 
     The workload finishes its main input (``Workload.finish_input``: reference answers as
@@ -70,23 +69,22 @@ def generate(cfg, rank: int = 0, size: int = 1, force: bool = False) -> list[str
 
     Args:
         cfg: the job Config (its ``input`` and ``generate`` sections).
+        workload: the config's Workload class: its ``extra_inputs``, ``input_recipe`` and
+            ``finish_input`` say what else to write (this module imports no workload).
         rank, size: this process's share of the files (a single file is rank 0's).
         force: rewrite files that already hold data generated with the same settings.
 
     Returns:
         The paths written by this rank (existing up-to-date files are skipped).
     """
-    from ..workloads import workload_class
-
-    cls = workload_class(cfg.workload)
     written = []
-    targets = _targets(cfg)
+    targets = _targets(cfg, workload)
     for index in range(rank, len(targets), size):  # round-robin: a single file is rank 0's
         path, rows, shard, inp, g, main = targets[index]
-        recipe = _recipe(g, shard, rows, cls.input_recipe(cfg) if main else {})
+        recipe = _recipe(g, shard, rows, workload.input_recipe(cfg) if main else {})
         if not force and _up_to_date(path, inp.dataset, recipe):
             continue
-        finish = (lambda dset: cls.finish_input(cfg, dset)) if main else (lambda _: {})
+        finish = (lambda dset: workload.finish_input(cfg, dset)) if main else (lambda _: {})
         _write(path, inp.dataset, rows, shard, g, recipe, finish)
         written.append(path)
     return written

@@ -9,15 +9,14 @@ import json
 from pathlib import Path
 
 from ..errors import InputError
-from .units import fmt_seconds
+from ..units import fmt_seconds
+from .summary import job_time
 
 Entries = dict[tuple[str, int], dict[str, float]]
 
 
 def load_entries(path: str | Path) -> Entries:
     """{(series, ranks): {phase: median seconds, 'time': seconds per repeat}} of a report."""
-    from ..scale.figures import job_time
-
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:

@@ -1,4 +1,4 @@
-"""Per-rank phase timings -> min / median / max across ranks, plus imbalance."""
+"""Per-rank phase timings -> min / median / max across ranks, plus imbalance; a report's time per repeat."""
 
 from __future__ import annotations
 
@@ -39,3 +39,11 @@ def summarize(records_by_rank: list[list[dict[str, float]]]) -> tuple[dict, list
         timings[phase] = {"min": min(values), "median": mid, "max": max(values),
                           "imbalance": max(values) / mid if mid > 0 else 1.0}
     return timings, medians
+
+
+def job_time(report: dict) -> float:
+    """Median over recorded repeats of the slowest rank's total (seconds): a repeat ends when its
+    last rank does."""
+    per_rank = [r["repeats"] for r in report["per_rank"]]
+    return statistics.median(max(repeats[i]["total"] for repeats in per_rank)
+                             for i in range(len(per_rank[0])))

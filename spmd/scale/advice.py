@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..report.units import fmt_bytes, fmt_seconds
+from ..units import fmt_bytes, fmt_seconds
 from .figures import NOT_LOCAL
+from .model import predict
 
 CONTENTION = 0.8    # a phase's per-rank throughput falling below 80% of the base size's
 SLOWER = 1.02       # a larger group taking 2% longer than a smaller one counts as slower
@@ -138,8 +139,6 @@ def _contention(base: dict, cur: dict) -> tuple[str, float, float] | None:
 
 def _beyond_best(model: dict, best: dict) -> str | None:
     """When more ranks than the best are predicted slower: by how much, and which phase grows."""
-    from .model import predict
-
     larger = [r for r in best["by_ranks"] if r["ranks"] > best["best_ranks"]]
     if not larger:
         return None

@@ -11,15 +11,10 @@ from __future__ import annotations
 
 import statistics
 
+from ..report.summary import job_time
+
 # Phases that are not a rank's own work (comm_overlapped: communication hidden behind compute).
 NOT_LOCAL = ("wait", "comm", "comm_overlapped", "total")
-
-
-def job_time(report: dict) -> float:
-    """Median over recorded repeats of the slowest rank's total (seconds)."""
-    per_rank = [r["repeats"] for r in report["per_rank"]]
-    return statistics.median(max(repeats[i]["total"] for repeats in per_rank)
-                             for i in range(len(per_rank[0])))
 
 
 def local_phases(report: dict) -> list[str]:

@@ -13,12 +13,11 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
-from ..config import config_from_dict
 from ..errors import InputError
 from ..topology import summarize_placement
-from ..workloads import workload_class
-from . import analyse
-from .sweep import MODES
+from ..workloads.base import SCALING_MODES
+from ..workloads.registry import job_config_from_dict, workload_class
+from .analysis import analyse
 
 IGNORED = ("output",)  # where a job wrote is not what it ran
 
@@ -47,13 +46,13 @@ def merge_reports(paths: list) -> dict:
         raise InputError(f"{len(bases)} different configs at the smallest size ({base_ranks} ranks): "
                          f"merge one series at a time")
     base_path, base = next((p, r) for p, r in reports if r["ranks"] == base_ranks)
-    cfg = config_from_dict(base["config"])
+    cfg = job_config_from_dict(base["config"])
     cls = workload_class(cfg.workload)
     runs, seen = [], {}
     for path, report in reports:
         factor = Fraction(report["ranks"], base_ranks)
         mine = _key(report["config"])
-        modes = [m for m in MODES if _key(_scaled(cls, cfg, m, factor)) == mine]
+        modes = [m for m in SCALING_MODES if _key(cls.scaled_config(cfg, m, factor).to_dict()) == mine]
         if not modes:
             raise InputError(f"{path}: its config ({report['ranks']} ranks) is neither the strong nor the weak "
                              f"scaling of {base_path}'s ({base_ranks} ranks)")
@@ -64,17 +63,13 @@ def merge_reports(paths: list) -> dict:
             seen[(mode, report["ranks"])] = path
             runs.append({"mode": mode, "ranks": report["ranks"], "placement": _placement(report),
                          "probe": None, "backends": None, "report": report})
-    series_sizes = {m: sorted(n for mm, n in seen if mm == m) for m in MODES}
+    series_sizes = {m: sorted(n for mm, n in seen if mm == m) for m in SCALING_MODES}
     if not any(len(sizes) > 1 for sizes in series_sizes.values()):
         raise InputError("the reports make no series of two sizes or more (one size per mode)")
-    runs.sort(key=lambda r: (MODES.index(r["mode"]), r["ranks"]))
+    runs.sort(key=lambda r: (SCALING_MODES.index(r["mode"]), r["ranks"]))
     runs = [r for r in runs if len(series_sizes[r["mode"]]) > 1]
     return analyse(cfg, runs, world_size=max(r["ranks"] for r in runs),
                    mpi_library=base.get("mpi_library", "?"))
-
-
-def _scaled(cls, cfg, mode, factor):
-    return (cls.strong_config if mode == "strong" else cls.weak_config)(cfg, factor).to_dict()
 
 
 def _key(config: dict) -> str:

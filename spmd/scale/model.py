@@ -4,7 +4,7 @@ Fitted to a sweep, never assumed:
 - each local phase (read, h2d, compute, ...): time against bytes per rank S/n, affine
   when three or more distinct shares were measured, proportional otherwise;
 - comm: an alpha-beta model ``alpha x steps + beta x bytes on the busiest link`` (the
-  terms of ``bench.collectives``) fitted to the collectives timed on each group (or to
+  terms of ``measure.collectives``) fitted to the collectives timed on each group (or to
   the workload's own comm phases), plus the comm phase's fixed overhead;
 - gap: what a repeat costs beyond its timed phases (Python, synchronisation).
 A repeat ends when its slowest rank does, so local phases are fitted to their maximum
@@ -18,7 +18,7 @@ import statistics
 
 import numpy as np
 
-from ..bench.collectives import model_terms
+from ..measure.collectives import model_terms
 from .figures import NOT_LOCAL
 
 MAX_SHARE_BYTES = 1 << 50  # break-even search: up to 1 PiB per rank

@@ -1,4 +1,4 @@
-"""Run one workload on groups of 1, 2, 4, ... ranks of one launch.
+"""``spmd scale``: one workload on groups of 1, 2, 4, ... ranks of one launch, then the analysis.
 
 Each size gets a sub-communicator of the first n ranks (so every rank keeps its node-local
 rank and GPU); the other ranks wait in a sleeping barrier. Every size is a full
@@ -13,16 +13,16 @@ from fractions import Fraction
 from mpi4py import MPI
 
 from .. import xp as xpmod
-from ..bench.collectives import COLLECTIVES, measure, probe_sizes
-from ..bench.comm import ALL_BACKENDS
-from ..comm import open_communicator
-from ..errors import BackendUnavailable, ConfigError, SpmdError, VerificationError
+from ..errors import ConfigError, SpmdError
 from ..io.generate import generate
 from ..job import run_job
+from ..launch import mpi_library
 from ..runtime import Context
-from ..workloads import workload_class
-
-MODES = ("strong", "weak")
+from ..units import fmt_seconds
+from ..workloads.registry import workload_class
+from .analysis import analyse
+from .figures import series_figures
+from .probe import compare_backends, probe
 
 
 @dataclass(frozen=True)
@@ -57,16 +57,33 @@ def parse_ranks(text: str | None, world: int) -> list[int]:
     return sizes
 
 
+def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int,
+              progress: bool = True, compare_comm: bool = True) -> dict | None:
+    """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0."""
+    steps = ctx.agree(plan, cfg, modes, ranks)
+    written = prepare_inputs(ctx, steps)
+    if ctx.rank == 0 and progress and written:
+        print(f"spmd scale: generated {len(written)} input file(s)", flush=True)
+    first: dict[str, dict] = {}  # each series' first report: the base of its figures
+
+    def report_progress(run):
+        base = first.setdefault(run["mode"], run["report"])
+        row = series_figures(run["mode"], [base] if base is run["report"] else [base, run["report"]])[-1]
+        if progress:
+            print(f"spmd scale: {run['mode']:<6} {run['ranks']:>4} rank(s): {fmt_seconds(row['time']):>10} "
+                  f"per repeat, speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}, verified",
+                  flush=True)
+
+    runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress, compare_comm=compare_comm)
+    if ctx.rank != 0:
+        return None
+    return analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library())
+
+
 def plan(cfg, modes: list[str], ranks: list[int]) -> list[Step]:
     """The runs of a sweep; weak configs grow the problem by n / smallest n."""
     cls = workload_class(cfg.workload)
-    steps = []
-    for mode in modes:
-        for n in ranks:
-            factor = Fraction(n, ranks[0])
-            step_cfg = cls.strong_config(cfg, factor) if mode == "strong" else cls.weak_config(cfg, factor)
-            steps.append(Step(mode, n, step_cfg))
-    return steps
+    return [Step(mode, n, cls.scaled_config(cfg, mode, Fraction(n, ranks[0]))) for mode in modes for n in ranks]
 
 
 def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> list[str]:
@@ -77,7 +94,7 @@ def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> list[str]:
         if step.cfg.generate is None or key in seen:
             continue
         seen.add(key)
-        written += ctx.agree(generate, step.cfg, ctx.rank, ctx.size, force)
+        written += ctx.agree(generate, step.cfg, workload_class(step.cfg.workload), ctx.rank, ctx.size, force)
     return written
 
 
@@ -113,15 +130,16 @@ def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True) -
         sub = Context(group)
         group.Free()
         try:
-            job = run_job(sub, step.cfg, after_run=lambda comm, wl: (
-                probe(sub, comm, wl, probe_max_bytes), compare_backends(sub, comm, wl) if compare_comm else None))
+            with sub:
+                job = run_job(sub, step.cfg, after_run=lambda comm, wl: (
+                    probe(sub, comm, wl, probe_max_bytes),
+                    compare_backends(sub, comm, wl) if compare_comm else None))
             run = {"mode": step.mode, "ranks": step.ranks, "report": job.report, "placement": job.report["placement"],
                    "probe": job.extra[0], "backends": job.extra[1]}
         except SpmdError as exc:
             if not exc.collective:
                 raise
-            failure = exc
-        sub.close()
+            failure = exc  # the group agreed on it: the world learns it below, with the size named
         xpmod.release_memory()
     ctx.idle_barrier(timed=member)  # a rank outside this run may wait longer than any one collective
 
@@ -133,50 +151,3 @@ def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True) -
 
     ctx.agree(check)
     return run
-
-
-def probe(ctx, comm, workload, max_bytes: int) -> list[dict]:
-    """Time the workload's collectives on this group at sizes 8 B .. ``max_bytes`` per rank,
-    so the model's bandwidth is identified even when the workload's messages are tiny."""
-    ops = sorted({item["op"] for item in workload.problem().get("comm", [])})
-    if comm.size < 2 or max_bytes <= 0:
-        return []
-    return [{"op": op, "ranks": comm.size, "bytes": m, "seconds": checked_seconds(ctx, comm, op, m, "comm probe")}
-            for op in ops for m in probe_sizes(max_bytes)]
-
-
-def checked_seconds(ctx, comm, op: str, nbytes: int, what: str) -> float:
-    """Seconds per call of ``op`` with ``nbytes`` per rank on ``comm``; a wrong result fails the sweep."""
-    r = measure(comm, ctx.xp, op, COLLECTIVES[op].size(comm.size, nbytes))
-    if r["wrong"]:  # summed over ranks: every rank raises together
-        raise ctx.collective_error(VerificationError, 0, f"{what}: {op} with {nbytes} bytes per rank "
-                                   f"gave {r['wrong']} wrong element(s)")
-    return r["seconds"]
-
-
-def compare_backends(ctx, comm, workload) -> dict | None:
-    """Time this run's own collectives (its ops, at its message sizes, its calls per repeat)
-    on every communicator that can run here, so the advice can name the fastest.
-
-    Each op is timed on this group (SUMMA's row and column broadcasts too: an approximation).
-    Returns {'ranks', 'ops', 'seconds': {backend: per repeat}, 'skipped': {backend: why}},
-    or None on the CPU (only host MPI exists there) and on one rank.
-    """
-    ops = workload.problem().get("comm", [])
-    if comm.size < 2 or not ops or ctx.device != "gpu":
-        return None
-    seconds, skipped = {}, {}
-    for name in ALL_BACKENDS:  # on a GPU every one may run; the CPU has only mpi
-        try:
-            other = comm if name == comm.name else open_communicator(ctx, name)
-        except BackendUnavailable as exc:
-            skipped[name] = str(exc)
-            continue
-        try:
-            seconds[name] = sum(item.get("calls", 1) * checked_seconds(ctx, other, item["op"], item["bytes"],
-                                                                       f"comm comparison over {name}") for item in ops)
-        finally:
-            if other is not comm:
-                other.close()
-    return {"ranks": comm.size, "ops": [{k: o[k] for k in ("op", "bytes", "calls") if k in o} for o in ops],
-            "seconds": seconds, "skipped": skipped}

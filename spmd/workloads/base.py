@@ -11,6 +11,9 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ConfigError, VerificationError
+from ..io.generate import scaled_input
+
+SCALING_MODES = ("strong", "weak")
 
 
 class Workload(ABC):
@@ -79,9 +82,14 @@ class Workload(ABC):
 
         By default the generated input grows by rows (see ``io.generate.scaled_input``).
         """
-        from ..io.generate import scaled_input
-
         return scaled_input(cfg, factor)
+
+    @classmethod
+    def scaled_config(cls, cfg, mode: str, factor):
+        """``strong_config`` or ``weak_config`` (``mode``, one of SCALING_MODES) at ``factor``."""
+        if mode not in SCALING_MODES:
+            raise ValueError(f"scaling mode {mode!r} is not one of {', '.join(SCALING_MODES)}")
+        return cls.strong_config(cfg, factor) if mode == "strong" else cls.weak_config(cfg, factor)
 
     @classmethod
     def extra_inputs(cls, cfg) -> list:
@@ -116,6 +124,15 @@ class Workload(ABC):
 
     def close(self) -> None:
         """Release buffers."""
+
+
+def read_then_wait(ctx, timer, read) -> None:
+    """The ``read`` phase (``read()``: file to host memory), then ``wait``: a barrier, so ranks that
+    finish reading at different times show as input imbalance instead of inflating ``comm``."""
+    with timer.host_phase("read"):
+        read()
+    with timer.host_phase("wait"):
+        ctx.comm.Barrier()
 
 
 def same_every_repeat(sums: list[float], what: str) -> None:

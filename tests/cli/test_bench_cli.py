@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from helpers import LAUNCH_ENV
-from launch import mpiexec, spmd
+from mpi_job import mpiexec, spmd
 from spmd import xp as xpmod
 
 
@@ -55,7 +55,7 @@ def test_backend_all_skips_what_cannot_run_and_named_backends_fail(tmp_path):
 
 def test_wrong_results_exit_non_zero(tmp_path):
     """A collective that returns a wrong element is reported in #wrong and fails the run."""
-    code = ("import spmd.bench.collectives as c; real = c.expected; "
+    code = ("import spmd.measure.collectives as c; real = c.expected; "
             "c.expected = lambda *a: real(*a) + 1; "
             "from spmd.cli import main; raise SystemExit(main(sys.argv[1:]))")
     cmd = [*mpiexec(), "-n", "2", sys.executable, "-c", f"import sys; {code}",

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from helpers import assert_result_close, reference, write_dataset
-from launch import DEADLINE_S, RANKS, spmd
+from mpi_job import DEADLINE_S, RANKS, spmd
 from spmd import xp as xpmod
 
 

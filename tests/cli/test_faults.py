@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from helpers import write_dataset
-from launch import spmd
+from mpi_job import spmd
 from test_train_cli import train_config
 from test_workloads_cli import small
 

@@ -10,7 +10,7 @@ import sys
 import yaml
 
 from helpers import LAUNCH_ENV
-from launch import spmd
+from mpi_job import spmd
 from test_workloads_cli import small
 
 

@@ -19,7 +19,7 @@ import h5py
 import pytest
 import yaml
 
-from launch import spmd
+from mpi_job import spmd
 
 ROWS = 600_000
 
@@ -206,12 +206,13 @@ def test_quiet_sweep_prints_nothing(tmp_path):
 
 def test_failed_verification_at_one_size_fails_the_sweep(tmp_path):
     """The 2-rank weak input carries a wrong stored answer: exit 3, naming the size, no output."""
-    from spmd.config import load_config
     from spmd.io.generate import generate, scaled_input
+    from spmd.workloads.reduce.workload import ReduceWorkload
+    from spmd.workloads.registry import load_job_config
 
     config = write_config(tmp_path)
-    weak2 = scaled_input(load_config(config), 2)
-    generate(weak2)
+    weak2 = scaled_input(load_job_config(config), 2)
+    generate(weak2, ReduceWorkload)
     with h5py.File(weak2.input.path, "r+") as f:
         f["x"].attrs["sum"] = f["x"].attrs["sum"] + 1.0
     rc, out, err, _ = spmd("scale", config, "--mode", "weak", "--ranks", "1,2", "--probe-max-bytes", "0")

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from helpers import LAUNCH_ENV
-from launch import mpiexec, spmd
+from mpi_job import mpiexec, spmd
 from test_workloads_cli import small
 
 TINY = {"generate.shape": [2048, 24], "params.model": [24, 32, 16, 5], "params.batch": 16, "params.steps": 10,

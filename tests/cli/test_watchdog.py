@@ -12,7 +12,7 @@ import re
 import socket
 import textwrap
 
-from launch import spmd_script
+from mpi_job import spmd_script
 
 DRIVER = textwrap.dedent("""
     import sys, time

@@ -15,7 +15,7 @@ import yaml
 from scipy import ndimage
 
 from helpers import write_dataset
-from launch import DEADLINE_S, spmd
+from mpi_job import DEADLINE_S, spmd
 
 INPUTS = Path(__file__).resolve().parents[2] / "inputs"
 
@@ -75,7 +75,7 @@ def test_stencil_configs_generate_run_and_match_scipy(tmp_path, config):
     assert rc == 0, err
     cfg = yaml.safe_load(path.read_text())
     p = cfg["params"]
-    from spmd.workloads.filters import stencil_weights
+    from spmd.workloads.stencil.filters import stencil_weights
 
     weights = stencil_weights(p["kernel"], p.get("size", 3), p.get("sigma", 1.0))
     want = h5py.File(tmp_path / cfg["input"]["path"])[cfg["input"]["dataset"]][...].astype(np.float64)

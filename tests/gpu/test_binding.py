@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from helpers import write_dataset
-from test_cli import spmd  # noqa: E402  (same launcher and timeouts as the CLI tests)
+from mpi_job import spmd
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from helpers import assert_result_close, reference, write_dataset
-from launch import spmd
+from mpi_job import spmd
 
 pytestmark = pytest.mark.gpu
 RANKS = 2

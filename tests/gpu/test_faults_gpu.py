@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from helpers import write_dataset
-from launch import spmd
+from mpi_job import spmd
 from test_faults import watchdog_lines
 from test_train_cli import train_config
 

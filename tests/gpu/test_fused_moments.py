@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from spmd import xp as xpmod
-from spmd.workloads import moments as mom
-from spmd.workloads.reduce import finalize
+from spmd.workloads.reduce import moments as mom
+from spmd.workloads.reduce.workload import finalize
 from helpers import reference
 
 

@@ -111,20 +111,21 @@ def test_device_gradient_matches_numpy_float64(dtype, tol):
 
 
 def test_captured_graph_trains_to_the_eager_weights(tmp_path):
-    from spmd.config import config_from_dict
     from spmd.io.generate import generate
     from spmd.job import run_job
     from spmd.runtime import Context
+    from spmd.workloads.registry import job_config_from_dict
+    from spmd.workloads.train.workload import TrainWorkload
 
     def config(graph):
-        return config_from_dict({
+        return job_config_from_dict({
             "workload": "train", "device": "gpu", "warmup": 1, "repeats": 2,
             "input": {"path": str(tmp_path / "t.h5")},
             "generate": {"shape": [3000, 40], "seed": 1, "loc": 0.0, "scale": 1.0},
             "params": {"model": [40, 64, 32, 6], "batch": 32, "accumulate": 2, "steps": 20, "dropout": 0.1,
                        "optimizer": "adam", "lr": 0.003, "graph": graph, "eval_rows": 500}})
 
-    generate(config(True))
+    generate(config(True), TrainWorkload)
     runs = {}
     for graph in (True, False):
         ctx = Context()

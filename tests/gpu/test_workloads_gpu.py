@@ -4,8 +4,8 @@
 import numpy as np
 import pytest
 
-from spmd.workloads.filters import reference_filter
-from spmd.workloads.stencil_kernel import FusedStencil, aligned_layout
+from spmd.workloads.stencil.filters import reference_filter
+from spmd.workloads.stencil.kernel import FusedStencil, aligned_layout
 
 pytestmark = pytest.mark.gpu
 

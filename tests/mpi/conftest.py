@@ -46,7 +46,7 @@ def shared_tmp(world):
 @pytest.fixture(scope="module")
 def context(backend):
     """A Context bound to the backend's device, with its communicator open."""
-    from spmd.comm import open_communicator
+    from spmd.comm.factory import open_communicator
     from spmd.runtime import Context
 
     device, comm_name = backend

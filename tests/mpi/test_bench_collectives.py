@@ -4,7 +4,7 @@ three dtypes, results checked, and a corrupted result counted as wrong."""
 import numpy as np
 import pytest
 
-from spmd.bench import collectives as col
+from spmd.measure import collectives as col
 
 OPS = list(col.COLLECTIVES)
 DTYPES = ["float32", "float64", "int32"]
@@ -72,7 +72,7 @@ def test_a_wrong_element_is_counted(context):
 @pytest.mark.mpi(min_size=2)
 def test_scale_probe_times_the_workloads_collective_and_fails_on_a_wrong_result(context):
     from spmd.errors import VerificationError
-    from spmd.scale.sweep import probe
+    from spmd.scale.probe import probe
 
     ctx, comm = context
 

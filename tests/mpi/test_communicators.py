@@ -153,7 +153,7 @@ def test_gather_to_the_last_rank_into_out(context, dtype):
 @pytest.mark.mpi(min_size=2)
 def test_subcommunicators_of_a_grid_talk_only_within_their_group(context):
     """open_subcommunicator: the rows of a 2-column grid, same backend as the parent."""
-    from spmd.comm import open_subcommunicator
+    from spmd.comm.factory import open_subcommunicator
 
     ctx, comm = context
     row, col = divmod(ctx.rank, 2)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from helpers import write_dataset
-from spmd.config import config_from_dict
 from spmd.errors import VerificationError
 from spmd.job import run_job
 from spmd.runtime import Context
-from spmd.workloads.matmul import MatmulWorkload
+from spmd.workloads.matmul.workload import MatmulWorkload
+from spmd.workloads.registry import job_config_from_dict
 
 M, K, N = 53, 37, 29  # odd sizes: every split over 2, 3 and 4 ranks is uneven
 
@@ -30,7 +30,7 @@ def matrices(world, shared_tmp):
 
 
 def matmul_config(folder, backend, dtype, **params):
-    return config_from_dict({
+    return job_config_from_dict({
         "workload": "matmul", "device": backend[0], "comm": backend[1], "warmup": 1, "repeats": 2,
         "input": {"path": f"{folder}/A-{dtype}.h5", "dataset": "A"},
         "params": {"b": {"path": f"{folder}/B-{dtype}.h5", "dataset": "B"}, **params}})
@@ -39,7 +39,7 @@ def matmul_config(folder, backend, dtype, **params):
 def run_and_load(world, folder, cfg, tag):
     """Run the job with C saved; every rank gets the report and the saved C."""
     save = f"{folder}/C-{tag}.h5"
-    cfg = config_from_dict({**cfg.to_dict(), "params": {**cfg.to_dict()["params"], "save": {"path": save, "dataset": "C"}}})
+    cfg = job_config_from_dict({**cfg.to_dict(), "params": {**cfg.to_dict()["params"], "save": {"path": save, "dataset": "C"}}})
     ctx = Context()
     report = run_job(ctx, cfg).report
     ctx.close()

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from helpers import assert_result_close, reference, write_dataset
-from spmd.config import config_from_dict
 from spmd.io.hdf5 import plan_rank_input
 from spmd.job import run_job
 from spmd.runtime import Context
+from spmd.workloads.registry import job_config_from_dict
 
 CASES = {
     # name: (shape, dtype, number of shard files or None for one file)
@@ -47,7 +47,7 @@ def make_input(world, folder, name, shape, dtype, shards):
 def test_reduce_matches_numpy(backend, world, shared_tmp, case, ddof):
     shape, dtype, shards = CASES[case]
     data, spec = make_input(world, shared_tmp, f"{case}-{backend[0]}-{backend[1]}", shape, dtype, shards)
-    cfg = config_from_dict({"workload": "reduce", "device": backend[0], "comm": backend[1], "input": spec,
+    cfg = job_config_from_dict({"workload": "reduce", "device": backend[0], "comm": backend[1], "input": spec,
                             "warmup": 1, "repeats": 2, "params": {"ddof": ddof}})
     out = os.path.join(shared_tmp, f"out-{case}-{ddof}-{backend[0]}-{backend[1]}")
     ctx = Context()
@@ -75,7 +75,7 @@ def test_each_rank_reads_exactly_its_block(world, shared_tmp, rows):
     if world.rank == 0:
         write_dataset(path, data)
     world.Barrier()
-    cfg = config_from_dict({"workload": "reduce", "input": {"path": path, "dataset": "x"}})
+    cfg = job_config_from_dict({"workload": "reduce", "input": {"path": path, "dataset": "x"}})
     part = plan_rank_input(cfg.input, None, world.rank, world.size, ("float64",), (1, 2))
     buf = np.full(part.shape, np.nan)  # poison: unwritten rows stay NaN
     part.read_into(buf)

@@ -12,13 +12,13 @@ except ImportError:
     ndimage = None
 
 from helpers import write_dataset
-from spmd.comm import open_communicator
-from spmd.config import config_from_dict
+from spmd.comm.factory import open_communicator
 from spmd.job import run_job
 from spmd.runtime import Context
 from spmd.timing import PhaseTimer
-from spmd.workloads.filters import reference_filter, stencil_weights
-from spmd.workloads.stencil import StencilWorkload
+from spmd.workloads.registry import job_config_from_dict
+from spmd.workloads.stencil.filters import reference_filter, stencil_weights
+from spmd.workloads.stencil.workload import StencilWorkload
 
 H, W = 41, 23
 ASYMMETRIC = [[0.0, 0.1, 0.05], [0.2, 0.3, 0.0], [0.1, 0.0, 0.25]]  # shows a flipped (convolved) filter
@@ -35,7 +35,7 @@ def field(world, shared_tmp):
 
 
 def stencil_config(folder, backend, dtype="float64", **params):
-    return config_from_dict({
+    return job_config_from_dict({
         "workload": "stencil", "device": backend[0], "comm": backend[1], "warmup": 1, "repeats": 2,
         "input": {"path": f"{folder}/field-{dtype}.h5", "dataset": "f"}, "params": params})
 

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from spmd.config import config_from_dict
 from spmd.io.generate import generate
 from spmd.job import run_job
 from spmd.runtime import Context
+from spmd.workloads.registry import job_config_from_dict
 from spmd.workloads.train.model import Layout
+from spmd.workloads.train.workload import TrainWorkload
 
 WIDTHS = [12, 10, 8, 3]
 BATCH = 12  # per rank; 12 logical data shards split over 1, 2, 3 and 4 ranks
@@ -20,13 +21,13 @@ BATCH = 12  # per rank; 12 logical data shards split over 1, 2, 3 and 4 ranks
 def data_path(world, shared_tmp):
     cfg = train_config(shared_tmp, ("cpu", "mpi"), "float64")
     if world.rank == 0:
-        generate(cfg)
+        generate(cfg, TrainWorkload)
     world.Barrier()
     return cfg.input.path
 
 
 def train_config(folder, backend, dtype, **params):
-    return config_from_dict({
+    return job_config_from_dict({
         "workload": "train", "device": backend[0], "comm": backend[1], "warmup": 1, "repeats": 2,
         "input": {"path": f"{folder}/train.h5"},
         "generate": {"shape": [600, WIDTHS[0]], "seed": 4, "loc": 0.0, "scale": 1.0},

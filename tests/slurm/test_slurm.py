@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT
 from helpers import LAUNCH_ENV, assert_result_close, reference
-from launch import mpiexec
+from mpi_job import mpiexec
 from test_workloads_cli import small
 
 SPMD = f"{sys.executable} -m spmd"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from spmd.bench.collectives import algbw_busbw, counts
-from spmd.bench.comm import format_tables, size_series
+from spmd.measure.collectives import algbw_busbw, counts
+from spmd.measure.comm import format_tables, size_series
 
 
 def test_sizes_are_geometric_like_nccl_tests():
@@ -55,7 +55,8 @@ def fake_topology():
 
 
 def test_topology_text_and_heat_map():
-    from spmd.bench.topo import format_topology, heatmap_png
+    from spmd.measure.copies import format_topology
+    from spmd.scale.plots import heatmap_png
 
     text = format_topology("node1", fake_topology())
     assert "GPU 0 - GPU 1: PCIe, through the CPU's host bridge" in text

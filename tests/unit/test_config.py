@@ -3,15 +3,16 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spmd.config import Config, apply_override, config_from_dict, load_config
+from spmd.config import Config, apply_override
 from spmd.errors import ConfigError
+from spmd.workloads.registry import job_config_from_dict, load_job_config
 
 BASE = {"workload": "reduce", "input": {"path": "data/x.h5", "dataset": "x"}}
 
 
 def make(**changes):
     raw = {**BASE, **changes}
-    return config_from_dict(raw)
+    return job_config_from_dict(raw)
 
 
 def test_defaults_and_params():
@@ -27,7 +28,7 @@ def test_every_example_config_loads():
     configs = sorted(Path(__file__).parents[2].joinpath("inputs").glob("*.yaml"))
     assert configs
     for path in configs:
-        assert isinstance(load_config(path), Config)
+        assert isinstance(load_job_config(path), Config)
 
 
 @pytest.mark.parametrize("raw, key", [
@@ -56,7 +57,7 @@ def test_every_example_config_loads():
 ])
 def test_invalid_configs_name_the_key(raw, key):
     with pytest.raises(ConfigError, match=key.replace("(", r"\(").replace("[", r"\[")):
-        config_from_dict(raw)
+        job_config_from_dict(raw)
 
 
 def test_shards_accept_one_glob_or_a_list():
@@ -67,12 +68,12 @@ def test_shards_accept_one_glob_or_a_list():
 def test_overrides_parse_yaml_values(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(BASE))
-    cfg = load_config(path, ["repeats=3", "params.ddof=1", "input.path=other.h5", "device=cpu"])
+    cfg = load_job_config(path, ["repeats=3", "params.ddof=1", "input.path=other.h5", "device=cpu"])
     assert (cfg.repeats, cfg.params.ddof, cfg.input.path, cfg.device) == (3, 1, "other.h5", "cpu")
     with pytest.raises(ConfigError, match="expected key=value"):
-        load_config(path, ["repeats"])
+        load_job_config(path, ["repeats"])
     with pytest.raises(ConfigError, match="unknown key bogus"):
-        load_config(path, ["bogus=1"])
+        load_job_config(path, ["bogus=1"])
     raw = {"input": "x"}
     with pytest.raises(ConfigError, match="not a mapping"):
         apply_override(raw, "input.path=y")
@@ -80,15 +81,15 @@ def test_overrides_parse_yaml_values(tmp_path):
 
 def test_unreadable_and_non_yaml_files(tmp_path):
     with pytest.raises(ConfigError, match="cannot read"):
-        load_config(tmp_path / "missing.yaml")
+        load_job_config(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("workload: [reduce\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
-        load_config(bad)
+        load_job_config(bad)
     listy = tmp_path / "list.yaml"
     listy.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="mapping of keys"):
-        load_config(listy)
+        load_job_config(listy)
 
 
 values = st.recursive(st.none() | st.booleans() | st.integers(-3, 10) | st.floats(allow_nan=False)
@@ -104,7 +105,7 @@ def test_fuzz_validator_returns_config_or_config_error(raw, add_valid_core):
     if add_valid_core:
         raw = {**BASE, **{k: v for k, v in raw.items() if k not in ("workload", "input")}}
     try:
-        assert isinstance(config_from_dict(raw), Config)
+        assert isinstance(job_config_from_dict(raw), Config)
     except ConfigError:
         pass
 
@@ -112,7 +113,7 @@ def test_fuzz_validator_returns_config_or_config_error(raw, add_valid_core):
 def _param_keys(workload: str) -> list[str]:
     import dataclasses
 
-    from spmd.workloads import params_class
+    from spmd.workloads.registry import params_class
 
     return [f.name for f in dataclasses.fields(params_class(workload))] + ["bogus"]
 
@@ -120,7 +121,7 @@ def _param_keys(workload: str) -> list[str]:
 @st.composite
 def workload_configs(draw):
     """A known workload with random values under its own params keys (and the new top-level keys)."""
-    from spmd.workloads import REGISTRY
+    from spmd.workloads.registry import REGISTRY
 
     workload = draw(st.sampled_from(sorted(REGISTRY)))
     params = draw(st.dictionaries(st.sampled_from(_param_keys(workload)), values, max_size=4))
@@ -133,7 +134,7 @@ def workload_configs(draw):
 @given(workload_configs())
 def test_fuzz_every_workloads_params(raw):
     try:
-        assert isinstance(config_from_dict(raw), Config)
+        assert isinstance(job_config_from_dict(raw), Config)
     except ConfigError:
         pass
 
@@ -167,7 +168,7 @@ def test_fuzz_fault_text_gives_a_fault_or_config_error(parts):
 ])
 def test_reliability_keys_are_checked(raw, key):
     with pytest.raises(ConfigError, match=key.replace("(", r"\(").replace("[", r"\[")):
-        config_from_dict(raw)
+        job_config_from_dict(raw)
 
 
 def test_the_fault_variable_wins_over_the_config(monkeypatch):

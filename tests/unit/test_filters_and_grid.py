@@ -5,9 +5,9 @@ import pytest
 from scipy import ndimage
 
 from spmd.errors import ConfigError
-from spmd.workloads.filters import error_bound, reference_filter, stencil_weights
-from spmd.workloads.grid import Grid, choose_grid, grid_block
-from spmd.workloads.matmul_check import sample_rows, tau
+from spmd.io.plan import Grid, choose_grid, grid_block
+from spmd.workloads.matmul.check import sample_rows, tau
+from spmd.workloads.stencil.filters import error_bound, reference_filter, stencil_weights
 
 
 def test_named_weights():

@@ -1,17 +1,19 @@
 import h5py
 import numpy as np
-from spmd.config import config_from_dict
+
 from spmd.io.generate import generate, target_files
+from spmd.workloads.reduce.workload import ReduceWorkload
+from spmd.workloads.registry import job_config_from_dict
 
 
 def cfg_for(tmp_path, **generate_keys):
-    return config_from_dict({"workload": "reduce", "input": {"path": str(tmp_path / "d.h5"), "dataset": "x"},
+    return job_config_from_dict({"workload": "reduce", "input": {"path": str(tmp_path / "d.h5"), "dataset": "x"},
                              "generate": {"shape": [1001], "seed": 5, **generate_keys}})
 
 
 def test_single_file_with_reference_attributes(tmp_path):
     cfg = cfg_for(tmp_path, shape=[1001, 3], dtype="float64", chunk_rows=100)
-    assert generate(cfg) == [cfg.input.path]
+    assert generate(cfg, ReduceWorkload) == [cfg.input.path]
     with h5py.File(cfg.input.path) as f:
         d = f["x"]
         assert d.shape == (1001, 3) and d.dtype == np.float64 and d.chunks == (100, 3)
@@ -20,27 +22,27 @@ def test_single_file_with_reference_attributes(tmp_path):
         np.testing.assert_allclose(d.attrs["m2"], ((x - x.mean(0)) ** 2).sum(0), rtol=1e-12)
         np.testing.assert_array_equal(d.attrs["max"], x.max(0))
         assert abs(x.mean() - 1.0) < 0.2 and 1.8 < x.std() < 2.2  # normal(loc=1, scale=2)
-    assert generate(cfg) == []  # up to date: skipped
-    assert generate(cfg, force=True) == [cfg.input.path]
+    assert generate(cfg, ReduceWorkload) == []  # up to date: skipped
+    assert generate(cfg, ReduceWorkload, force=True) == [cfg.input.path]
 
 
 def test_same_seed_same_data_other_seed_other_data(tmp_path):
     a, b, c = (cfg_for(tmp_path / n, seed=s) for n, s in (("a", 1), ("b", 1), ("c", 2)))
     for cfg in (a, b, c):
         (tmp_path / cfg.input.path).parent.mkdir(exist_ok=True)
-        generate(cfg)
+        generate(cfg, ReduceWorkload)
     data = [h5py.File(cfg.input.path)["x"][...] for cfg in (a, b, c)]
     np.testing.assert_array_equal(data[0], data[1])
     assert not np.array_equal(data[0], data[2])
 
 
 def test_glob_shards_are_numbered_and_split_over_ranks(tmp_path):
-    cfg = config_from_dict({"workload": "reduce", "input": {"shards": str(tmp_path / "s" / "p-*.h5")},
+    cfg = job_config_from_dict({"workload": "reduce", "input": {"shards": str(tmp_path / "s" / "p-*.h5")},
                             "generate": {"shape": [103], "shards": 4, "distribution": "uniform"}})
-    targets = target_files(cfg)
+    targets = target_files(cfg, ReduceWorkload)
     assert [r for _, r in targets] == [26, 26, 26, 25]
     assert targets[3][0].endswith("p-003.h5")
-    mine = [generate(cfg, rank=r, size=3) for r in range(3)]
+    mine = [generate(cfg, ReduceWorkload, rank=r, size=3) for r in range(3)]
     assert mine == [[targets[0][0], targets[3][0]], [targets[1][0]], [targets[2][0]]]
     x = h5py.File(targets[1][0])["data"][...]
     assert x.min() >= -1.0 and x.max() < 3.0 and x.min() < 0.0  # uniform on [loc - scale, loc + scale)

@@ -33,7 +33,7 @@ WRITER = textwrap.dedent("""
     def write(step):
         n = 200_000 + step % 7  # a few MB, a size that differs from one step to the next
         if kind == "report":
-            from spmd.report import write_json_atomic
+            from spmd.files import write_json_atomic
             write_json_atomic(path, {"step": step, "payload": [step] * n})
         elif kind == "checkpoint":
             from spmd.workloads.train.checkpoint import save_checkpoint
@@ -43,8 +43,8 @@ WRITER = textwrap.dedent("""
             save_checkpoint(path, layout, flat, {"m": flat}, step, {"widths": [64, 512, 512, 10], "dtype": "float32"})
         else:  # a result saved by save_blocks, on a one-rank MPI job
             from spmd.io.blocks import save_blocks
+            from spmd.io.plan import Block
             from spmd.runtime import Context
-            from spmd.workloads.grid import Block
             ctx = Context()
             save_blocks(ctx, path, "C", (1000, 300), np.float64, Block(0, 1000, 0, 300),
                         np.full((1000, 300), step, dtype=np.float64))

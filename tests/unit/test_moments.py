@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from spmd.errors import VerificationError
-from spmd.workloads import moments as mom
-from spmd.workloads.reduce import compare, finalize, merge_stats, reference_stats
+from spmd.workloads.reduce import moments as mom
+from spmd.workloads.reduce.workload import compare, finalize, merge_stats, reference_stats
 from helpers import reference
 
 

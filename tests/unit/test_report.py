@@ -3,7 +3,9 @@ import os
 
 import pytest
 
-from spmd.report import format_report, summarize, write_json_atomic
+from spmd.files import write_json_atomic
+from spmd.report.summary import summarize
+from spmd.report.table import format_report
 
 
 def test_summary_is_min_median_max_of_rank_medians():

@@ -1,7 +1,8 @@
 import pytest
 
-from spmd.comm import BACKENDS, check_backend, cuda_aware_mpi, resolve_backend
-from spmd.comm.mpi_cuda import CudaAwareMPICommunicator, loaded_mpi_libraries
+from spmd.comm.factory import BACKENDS, check_backend, resolve_backend
+from spmd.comm.mpi_cuda import CudaAwareMPICommunicator, cuda_aware_mpi
+from spmd.libraries import loaded_libraries
 from spmd.errors import BackendUnavailable
 from spmd.runtime import find_shared_devices
 
@@ -24,7 +25,7 @@ def test_auto_backend_choice():
 
 def test_cuda_awareness_is_asked_of_the_loaded_library():
     aware, how = cuda_aware_mpi()
-    libraries = loaded_mpi_libraries()
+    libraries = loaded_libraries("/libmpi")
     assert libraries, "mpi4py should have mapped a libmpi"
     assert "MPIX_" in how and libraries[0].rsplit("/", 1)[-1] in how
     # The PyPI MPICH wheel (CI) is built without CUDA; it must say so, and spmd must refuse.
@@ -44,8 +45,8 @@ def test_open_mpi_is_cuda_aware_only_when_built_so_and_switched_on_at_run_time(m
     run-time switch opal_cuda_support says 0. Both must say yes (seen: tests/gpu/test_cuda_mpi.py)."""
     from spmd.comm import mpi_cuda
 
-    libraries = {"libmpi": ["/p/lib/libmpi.so.40"], "libopen-pal": ["/p/lib/libopen-pal.so.40"]}
-    monkeypatch.setattr(mpi_cuda, "loaded_mpi_libraries", lambda name="libmpi": libraries[name])
+    libraries = {"/libmpi": ["/p/lib/libmpi.so.40"], "/libopen-pal": ["/p/lib/libopen-pal.so.40"]}
+    monkeypatch.setattr(mpi_cuda, "loaded_libraries", lambda fragment: libraries[fragment])
     monkeypatch.setattr(mpi_cuda, "queries", lambda path: [(path, "MPIX_Query_cuda_support()", built)])
     monkeypatch.setattr(mpi_cuda, "run_time_switch", lambda path: at_run_time)
     got, how = mpi_cuda.cuda_aware_mpi()

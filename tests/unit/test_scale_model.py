@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from spmd.bench.collectives import COLLECTIVES, model_terms
+from spmd.measure.collectives import COLLECTIVES, model_terms
 from spmd.scale.model import best_ranks, break_even, fit_alpha_beta, fit_local, fit_model, predict
 
 # The "true" machine behind the synthetic sweep.
@@ -187,21 +187,21 @@ def test_slices_of_a_fixed_operand_shrink_with_the_ranks_in_weak_scaling():
 def test_matmul_states_that_its_b_slices_follow_the_ranks(tmp_path):
     from mpi4py import MPI
 
-    from spmd.config import config_from_dict
     from spmd.io.generate import generate
     from spmd.job import run_job
     from spmd.runtime import Context
+    from spmd.workloads.matmul.workload import MatmulWorkload
+    from spmd.workloads.registry import job_config_from_dict
 
-    cfg = config_from_dict({
+    cfg = job_config_from_dict({
         "workload": "matmul", "device": "cpu", "comm": "mpi", "warmup": 0, "repeats": 1,
         "input": {"path": str(tmp_path / "A.h5"), "dataset": "A"}, "output": str(tmp_path / "out"),
         "generate": {"shape": [8, 6], "dtype": "float64", "seed": 1},
         "params": {"b": {"path": str(tmp_path / "B.h5"), "dataset": "B",
                          "generate": {"shape": [6, 4], "dtype": "float64", "seed": 2}},
                    "b_source": "allgather", "gather": "none"}})
-    generate(cfg)
-    ctx = Context(MPI.COMM_SELF)
-    report = run_job(ctx, cfg).report
-    ctx.close()
+    generate(cfg, MatmulWorkload)
+    with Context(MPI.COMM_SELF) as ctx:
+        report = run_job(ctx, cfg).report
     [op] = report["problem"]["comm"]
     assert op == {"op": "allgather", "bytes": 6 * 4 * 8, "growth": 0.0, "ranks_power": -1.0}

@@ -7,14 +7,14 @@ from fractions import Fraction
 
 import pytest
 
-from spmd.config import config_from_dict
 from spmd.errors import ConfigError, InputError
 from spmd.io.generate import scaled_input
 from spmd.report.compare import compare, load_entries
-from spmd.report.units import fmt_bytes, fmt_seconds, parse_bytes
 from spmd.scale.figures import imbalance, job_time, karp_flatt, series_figures
 from spmd.scale.sweep import default_ranks, parse_ranks, plan
 from spmd.topology import gpu_pair_link, normalize_bus_id, summarize_placement
+from spmd.units import fmt_bytes, fmt_seconds, parse_bytes
+from spmd.workloads.registry import job_config_from_dict
 
 
 def test_default_ranks_are_powers_of_two_plus_the_launch():
@@ -31,7 +31,7 @@ def test_default_ranks_are_powers_of_two_plus_the_launch():
 def config(**keys):
     raw = {"workload": "reduce", "input": {"path": "d/x.h5"},
            "generate": {"shape": [100, 3], "dtype": "float32"}, **keys}
-    return config_from_dict(raw)
+    return job_config_from_dict(raw)
 
 
 def test_weak_config_grows_rows_into_its_own_files():

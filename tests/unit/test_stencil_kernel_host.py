@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from spmd.workloads.filters import stencil_weights
-from spmd.workloads.stencil_kernel import aligned_layout, kernel_source
+from spmd.workloads.stencil.filters import stencil_weights
+from spmd.workloads.stencil.kernel import aligned_layout, kernel_source
 
 PRELUDE = """
 struct spmd_dim3 { unsigned x, y; };

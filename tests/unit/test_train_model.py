@@ -4,8 +4,8 @@ optimizers against their textbook formulas, bucket planning, the sample order, c
 import numpy as np
 import pytest
 
-from spmd.config import config_from_dict
 from spmd.errors import ConfigError, InputError
+from spmd.workloads.registry import job_config_from_dict
 from spmd.workloads.train.buckets import plan_buckets
 from spmd.workloads.train.checkpoint import load_checkpoint, save_checkpoint
 from spmd.workloads.train.data import Sampler
@@ -190,7 +190,7 @@ def test_a_failed_checkpoint_write_leaves_the_previous_one(tmp_path, monkeypatch
 
 
 def config(**params):
-    return config_from_dict({"workload": "train", "input": {"path": "x.h5"}, "params": params})
+    return job_config_from_dict({"workload": "train", "input": {"path": "x.h5"}, "params": params})
 
 
 @pytest.mark.parametrize("params,message", [
@@ -215,7 +215,7 @@ def test_config_errors_name_the_key(params, message):
 def test_strong_scaling_divides_the_per_rank_batch():
     from fractions import Fraction
 
-    from spmd.workloads.train import TrainWorkload
+    from spmd.workloads.train.workload import TrainWorkload
 
     cfg = config(batch=64)
     assert TrainWorkload.strong_config(cfg, Fraction(2)).params.batch == 32

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from spmd.config import config_from_dict
 from spmd.job import run_job
 from spmd.runtime import Context
+from spmd.workloads.registry import job_config_from_dict
 from spmd.workloads.train.checkpoint import save_checkpoint
 from spmd.workloads.train.model import Layout
 from spmd.workloads.train.network import local_gradient, relu_sides
@@ -67,7 +67,7 @@ def test_a_float32_run_with_a_unit_on_the_kink_verifies(tmp_path):
     meta = {"widths": list(WIDTHS), "dtype": "float32", "optimizer": "sgd", "global_batch": ROWS,
             "data_shards": 1, "seed": 0}
     save_checkpoint(str(ckpt), layout, w32, {"momentum": np.zeros_like(w32)}, 0, meta)
-    cfg = config_from_dict({
+    cfg = job_config_from_dict({
         "workload": "train", "device": "cpu", "comm": "mpi", "warmup": 0, "repeats": 1,
         "input": {"path": str(data)}, "output": str(tmp_path / "out"),
         "params": {"model": list(WIDTHS), "dtype": "float32", "batch": ROWS, "steps": 1, "data_shards": 1,
@@ -96,7 +96,7 @@ def test_a_forward_pass_on_other_sides_than_rounding_explains_fails(tmp_path, mo
     with h5py.File(data, "w") as f:
         f["data"] = rng.standard_normal((rows, 4)).astype(np.float32)
         f["labels"] = rng.integers(0, 2, rows).astype(np.int32)
-    cfg = config_from_dict({
+    cfg = job_config_from_dict({
         "workload": "train", "device": "cpu", "comm": "mpi", "warmup": 0, "repeats": 1,
         "input": {"path": str(data)}, "output": str(tmp_path / "out"),
         "params": {"model": [4, 32, 2], "dtype": "float32", "batch": rows, "steps": 1, "data_shards": 1,
@@ -119,7 +119,7 @@ def test_a_diverging_run_fails_naming_batch_and_lr(tmp_path):
     with h5py.File(data, "w") as f:
         f["data"] = rng.standard_normal((rows, 4)).astype(np.float32)
         f["labels"] = rng.integers(0, 2, rows).astype(np.int32)
-    cfg = config_from_dict({
+    cfg = job_config_from_dict({
         "workload": "train", "device": "cpu", "comm": "mpi", "warmup": 0, "repeats": 1,
         "input": {"path": str(data)}, "output": str(tmp_path / "out"),
         "params": {"model": [4, 32, 2], "dtype": "float32", "batch": 16, "steps": 40, "data_shards": 1,

@@ -67,9 +67,10 @@ class GradientExchange:
             self.by_layer.setdefault(b.ready_after, []).append(i)
         device = xpmod.is_device_array(grads)
         # Host-staged MPI synchronizes the device in every call: nothing could overlap, and inside
-        # backward it would only stall it, so on a GPU only NCCL reduces during backward. On the
-        # CPU the blocking calls run where they are launched (their order is then tested there).
-        self.overlap = overlap and (not device or comm.name == "nccl")
+        # backward it would only stall it, so on a GPU only a communicator that queues its calls on
+        # a stream (NCCL) reduces during backward. On the CPU the blocking calls run where they are
+        # launched (their order is then tested there).
+        self.overlap = overlap and (not device or comm.queues_on_stream)
         self.asynchronous = self.overlap and device
         if self.asynchronous:
             cupy = xpmod.cupy

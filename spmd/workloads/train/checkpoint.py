@@ -18,8 +18,8 @@ import h5py
 import numpy as np
 
 from ...errors import ConfigError, InputError
+from ...files import fsync_file
 from ...io.hdf5 import open_h5
-from ...report.write import fsync_file
 
 FORMAT = 1
 MATCH = ("widths", "dtype", "optimizer", "global_batch", "data_shards", "seed")

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from mpi4py import MPI
 
 from ... import xp as xpmod
 from ...errors import VerificationError
@@ -53,20 +52,22 @@ class GradientCheck:
                                     f"(tolerance {tolerance:g})")
 
 
-def check_first_gradient(comm, trainer, layout, p, batches, global_batch: int, rank: int) -> GradientCheck:
+def check_first_gradient(ctx, trainer, layout, p, batches, global_batch: int) -> GradientCheck:
     """Compare the gradient ``trainer`` holds (its warm-up step on ``batches``, this rank's
-    micro-batches, reduced over the ranks, no update) with the float64 reference."""
-    step, keep = trainer.step, 1.0 - p.dropout
+    micro-batches, reduced over the ranks of ``ctx``, no update) with the float64 reference."""
+    step, keep, rank = trainer.step, 1.0 - p.dropout, ctx.rank
     weights, _ = trainer.host_state()
     got = xpmod.to_host(trainer.g).astype(np.float64)
     sides = relu_sides(layout, trainer.ops, trainer.w, batches, step, keep, p.seed, rank)
     ref, _, differ = local_gradient(layout, HostOps(np.float64), weights.astype(np.float64), batches,
                                     1.0 / global_batch, step, keep, p.seed, rank, sides=sides)
-    comm.Allreduce(MPI.IN_PLACE, ref, op=MPI.SUM)
+    ctx.allreduce_host(ref)
     errors = []
     for s in layout.segments:
         want = ref[s.start:s.stop]
         diff = np.linalg.norm(got[s.start:s.stop] - want)
         errors.append(float(diff / max(np.linalg.norm(want), np.finfo(np.float64).tiny)))
     units = len(batches) * len(batches[0][0]) * sum(layout.widths[1:-1])
-    return GradientCheck(errors, comm.allreduce(differ), comm.allreduce(units), step)
+    counts = np.array([differ, units], dtype=np.int64)
+    ctx.allreduce_host(counts)
+    return GradientCheck(errors, int(counts[0]), int(counts[1]), step)

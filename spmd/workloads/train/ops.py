@@ -3,7 +3,7 @@
 Both run the same arithmetic in the same order of steps, so a GPU result can be checked
 against a NumPy float64 one. On the GPU every primitive is one launch on the current stream:
 cuBLAS GEMMs called directly on a handle of our own (CuPy's matmul costs ~20 us of Python per
-call, and a step has dozens), and small fused CUDA kernels. Nothing allocates, and per-step
+call, and a step has dozens), and small fused CUDA kernels (kernels.cu). Nothing allocates, and per-step
 values (the step counter for dropout and Adam, the batch cursor) are read from device memory,
 so a whole step can be captured in a CUDA graph and replayed.
 
@@ -14,10 +14,12 @@ no mask is stored, and the CPU and GPU draw the same masks.
 from __future__ import annotations
 
 import ctypes
+from importlib import resources
 
 import numpy as np
 
 from ... import xp as xpmod
+from ...libraries import loaded_libraries
 
 # counters[0]: steps into the current window's batch indices; counters[1]: optimizer steps so far.
 CURSOR, STEP = 0, 1
@@ -29,7 +31,7 @@ def dropout_salt(layer: int, micro: int, rank: int) -> int:
 
 
 def _mix32(x: np.ndarray) -> np.ndarray:
-    """A 32-bit integer hash (lowbias32), on uint32 arrays; the CUDA code has its twin."""
+    """A 32-bit integer hash (lowbias32), on uint32 arrays; kernels.cu has its twin (mix32)."""
     with np.errstate(over="ignore"):  # multiplication modulo 2**32 is the point
         x = x ^ (x >> np.uint32(16))
         x = x * np.uint32(0x7FEB352D)
@@ -135,109 +137,17 @@ class HostOps:
         pass
 
 
-CUDA_SOURCE = r"""
-__device__ __forceinline__ unsigned int mix32(unsigned int x) {
-    x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16;
-    return x;
-}
-
-template <typename T>
-__global__ void gather_rows(const T* xs, const int* ys, const int* idx, const long long* counters,
-                            int per_step, int offset, int rows, int cols, T* xb, int* yb) {
-    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= (long long)rows * cols) return;
-    int i = (int)(e / cols), c = (int)(e % cols);
-    long long src = idx[counters[0] * per_step + offset + i];
-    xb[e] = xs[src * cols + c];
-    if (c == 0) yb[i] = ys[src];
-}
-
-template <typename T>
-__global__ void act_forward(T* z, const T* bias, int rows, int cols, float keep, T inv_keep,
-                            unsigned int seed, unsigned int salt, const long long* counters) {
-    int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= rows * cols) return;
-    T v = z[e] + bias[e % cols];
-    v = v > T(0) ? v : T(0);
-    if (keep < 1.0f) {
-        unsigned int key = mix32(seed ^ mix32((unsigned int)counters[1] ^ mix32(salt)));
-        unsigned int h = mix32(key ^ (unsigned int)e);
-        v = ((float)(h >> 8) * 5.9604644775390625e-08f < keep) ? v * inv_keep : T(0);
-    }
-    z[e] = v;
-}
-
-template <typename T>
-__global__ void act_backward(T* d, const T* a, int n, T scale) {
-    int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e < n) d[e] = a[e] > T(0) ? d[e] * scale : T(0);
-}
-
-template <typename T>
-__global__ void softmax_xent(const T* z, const T* bias, const int* y, int rows, int classes, T scale,
-                             T* dz, double* loss_acc, int* correct_acc) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= rows) return;
-    const T* zi = z + (long long)i * classes;
-    T* di = dz + (long long)i * classes;
-    T top = zi[0] + bias[0];
-    int best = 0;
-    for (int j = 1; j < classes; ++j) {
-        T v = zi[j] + bias[j];
-        if (v > top) { top = v; best = j; }
-    }
-    T total = 0;
-    for (int j = 0; j < classes; ++j) total += exp(zi[j] + bias[j] - top);
-    int label = y[i];
-    loss_acc[i] += (double)(log(total) + top - (zi[label] + bias[label]));
-    correct_acc[i] += best == label;
-    for (int j = 0; j < classes; ++j)
-        di[j] = (exp(zi[j] + bias[j] - top) / total - (j == label ? T(1) : T(0))) * scale;
-}
-
-template <typename T>
-__global__ void sgd(T* w, const T* g, T* v, long long n, T lr, T momentum) {
-    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= n) return;
-    T ve = momentum * v[e] + g[e];
-    v[e] = ve;
-    w[e] -= lr * ve;
-}
-
-template <typename T>
-__global__ void adam(T* w, const T* g, T* m, T* v, long long n, T lr, T beta1, T beta2, T eps,
-                     const long long* counters) {
-    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= n) return;
-    T t = (T)(counters[1] + 1);
-    T ge = g[e];
-    T me = beta1 * m[e] + (T(1) - beta1) * ge;
-    T ve = beta2 * v[e] + (T(1) - beta2) * ge * ge;
-    m[e] = me;
-    v[e] = ve;
-    T mhat = me / (T(1) - pow(beta1, t));
-    T vhat = ve / (T(1) - pow(beta2, t));
-    w[e] -= lr * mhat / (sqrt(vhat) + eps);
-}
-
-extern "C" __global__ void advance(long long* counters) {
-    counters[0] += 1;
-    counters[1] += 1;
-}
-"""
-
 WORKSPACE_BYTES = 32 << 20
 
 
 def _loaded_cublas():
     """The libcublas CuPy loaded into this process (ctypes), or None."""
+    paths = loaded_libraries("libcublas.so")
     try:
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "libcublas.so" in line}
-        lib = ctypes.CDLL(sorted(paths)[0]) if paths else None
-        return lib if lib is not None and hasattr(lib, "cublasSetWorkspace_v2") else None
+        lib = ctypes.CDLL(paths[0]) if paths else None
     except OSError:
         return None
+    return lib if lib is not None and hasattr(lib, "cublasSetWorkspace_v2") else None
 
 
 KERNELS = ("gather_rows", "act_forward", "act_backward", "softmax_xent", "sgd", "adam")
@@ -278,7 +188,8 @@ class DeviceOps:
         self._op = {False: getattr(cublas, "CUBLAS_OP_N", 0), True: getattr(cublas, "CUBLAS_OP_T", 1)}
         self._scalars = {}  # host scalars cuBLAS reads through pointers: kept alive here
         names = [f"{k}<{ctype}>" for k in KERNELS]
-        module = cupy.RawModule(code=CUDA_SOURCE, options=("--std=c++17",), name_expressions=names)
+        source = resources.files(__package__).joinpath("kernels.cu").read_text()
+        module = cupy.RawModule(code=source, options=("--std=c++17",), name_expressions=names)
         self._k = {k: module.get_function(n) for k, n in zip(KERNELS, names)}
         self._k["advance"] = module.get_function("advance")
         self._ones = cupy.ones(max_rows, self.dtype)  # column sums as a GEMM with a ones row

@@ -29,12 +29,12 @@ class Optimizer:
     """
 
     def __init__(self, params, ops, size: int):
-        self.p, self.ops = params, ops
+        self.params, self.ops = params, ops
         names = ("momentum",) if params.optimizer == "sgd" else ("m", "v")
         self.state = {name: ops.xp.zeros(size, ops.dtype) for name in names}
 
     def step(self, w, g, counters) -> None:
-        p = self.p
+        p = self.params
         if p.optimizer == "sgd":
             self.ops.sgd(w, g, self.state["momentum"], p.lr, p.momentum, counters)
         else:
@@ -52,7 +52,7 @@ class Trainer:
 
     def __init__(self, ctx, comm, layout, ops, params, xs, ys, window_steps: int, initial: np.ndarray):
         xp = ops.xp
-        self.layout, self.ops, self.p, self.xs, self.ys = layout, ops, params, xs, ys
+        self.layout, self.ops, self.params, self.xs, self.ys = layout, ops, params, xs, ys
         self.gpu = xp is not np
         self.micro, self.batch = params.accumulate, params.batch
         self.per_step = params.batch * params.accumulate

@@ -22,20 +22,19 @@ from fractions import Fraction
 from typing import Literal
 
 import numpy as np
-from mpi4py import MPI
 
 from ... import faults
 from ...errors import BackendUnavailable, ConfigError, InputError, Stopped, VerificationError
 from ...io.hdf5 import dataset_info, open_h5, require_finite
 from ...io.plan import block_range
 from ...memory import require_memory
-from ...report.units import fmt_bytes
 from ...timing import enter_phase
+from ...units import fmt_bytes
 from ..base import Workload, require_one_dataset
 from . import data as train_data
 from .checkpoint import load_checkpoint, save_checkpoint
-from .model import Layout, model_widths
 from .gradcheck import GRADIENT_RTOL, check_first_gradient
+from .model import Layout, model_widths
 from .ops import make_ops
 from .trainer import Trainer
 
@@ -158,10 +157,10 @@ class TrainWorkload(Workload):
     # -- set-up ------------------------------------------------------------------------
 
     def setup(self, ctx, cfg, comm):
-        self.ctx, self.cfg, self.comm, self.p = ctx, cfg, comm, cfg.params
+        self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
         self.trainer = None
         self._stop = _StopFlag()  # from here on a stop signal is noted, and acted on between windows
-        p = self.p
+        p = self.params
         ctx.agree(require_one_dataset, cfg, "train", "a float64 gradient check")
         self.layout = Layout(p.widths)
         self.global_batch = p.batch * p.accumulate * ctx.size
@@ -184,14 +183,13 @@ class TrainWorkload(Workload):
         rows = first[0]
         batches = [(self.host_x[rows[j * p.batch:(j + 1) * p.batch]], self.host_y[rows[j * p.batch:(j + 1) * p.batch]])
                    for j in range(p.accumulate)]
-        self.gradient_check = check_first_gradient(ctx.comm, self.trainer, self.layout, p, batches,
-                                                   self.global_batch, ctx.rank)
+        self.gradient_check = check_first_gradient(ctx, self.trainer, self.layout, p, batches, self.global_batch)
         if self.use_graph:
             self._capture()
         self.windows_run, self.losses, self.accuracies = 0, [], []
 
     def _check_inputs(self) -> int:
-        p, path = self.p, self.cfg.input.path
+        p, path = self.params, self.cfg.input.path
         rows, row_shape, _ = dataset_info(path, self.cfg.input.dataset, self.DTYPES, (2,))
         if row_shape[0] != p.widths[0]:
             raise InputError(f"{path}:{self.cfg.input.dataset}: {row_shape[0]} features per row, the model "
@@ -215,7 +213,7 @@ class TrainWorkload(Workload):
         """This rank's rows of the training set (and of the held-out set), checked."""
         import time
 
-        p, path, dtype = self.p, self.cfg.input.path, np.dtype(self.p.dtype)
+        p, path, dtype = self.params, self.cfg.input.path, np.dtype(self.params.dtype)
         start, stop = self.sampler.local_rows
         require_memory((stop - start) * (p.widths[0] * dtype.itemsize + 4), "host", self.ctx,
                        f"rows {start}-{stop} of {path}:{self.cfg.input.dataset}")
@@ -241,16 +239,16 @@ class TrainWorkload(Workload):
         return x, y, ex, ey, seconds
 
     def _graph_wanted(self) -> bool:
-        graph = self.p.graph
+        graph = self.params.graph
         if graph is True and self.ctx.device != "gpu":
             raise ConfigError("params.graph: CUDA graphs need device: gpu")
-        if graph is True and self.comm.name != "nccl" and self.ctx.size > 1:
+        if graph is True and not self.comm.capturable and self.ctx.size > 1:
             raise ConfigError(f"params.graph: a captured step can only hold NCCL calls, not comm: {self.comm.name}")
         return graph is True or (graph == "auto" and self.ctx.device == "gpu"
-                                 and (self.ctx.size == 1 or self.comm.name == "nccl"))
+                                 and (self.ctx.size == 1 or self.comm.capturable))
 
     def _build(self) -> Trainer:
-        p, xp = self.p, self.ctx.xp
+        p, xp = self.params, self.ctx.xp
         if self.ctx.device == "gpu":
             enter_phase("h2d")
         need = self.host_x.nbytes + self.host_y.nbytes + 6 * self.layout.size * np.dtype(p.dtype).itemsize
@@ -272,7 +270,7 @@ class TrainWorkload(Workload):
         bad = [r for r, f in enumerate(failures) if f]
         if not bad:
             return
-        if self.p.graph is True:
+        if self.params.graph is True:
             raise self.ctx.collective_error(BackendUnavailable, bad[0], f"params.graph: capture failed: "
                                             f"{failures[bad[0]]}")
         self.trainer.graph = None  # auto: run the steps eagerly on every rank
@@ -280,15 +278,15 @@ class TrainWorkload(Workload):
         self.graph_failure = failures[bad[0]]
 
     def _meta(self) -> dict:
-        p = self.p
+        p = self.params
         return {"widths": list(p.widths), "dtype": p.dtype, "optimizer": p.optimizer,
                 "global_batch": self.global_batch, "data_shards": self.shards, "seed": p.seed}
 
     def _check_resume_step(self, step: int) -> None:
-        total = (self.cfg.warmup + self.cfg.repeats) * self.p.steps
-        if step % self.p.steps:
+        total = (self.cfg.warmup + self.cfg.repeats) * self.params.steps
+        if step % self.params.steps:
             raise ConfigError(f"params.resume: the checkpoint is at step {step}, not at a window boundary of "
-                              f"params.steps = {self.p.steps}")
+                              f"params.steps = {self.params.steps}")
         if step >= total:
             raise ConfigError(f"params.resume: the checkpoint is at step {step}; this config trains "
                               f"{total} steps in all ((warmup + repeats) x steps): nothing is left to do")
@@ -296,14 +294,14 @@ class TrainWorkload(Workload):
     def schedule(self, warmup, repeats):
         if not self.start_step:
             return warmup, repeats
-        left = warmup + repeats - self.start_step // self.p.steps
+        left = warmup + repeats - self.start_step // self.params.steps
         warm = min(warmup, left - 1)
         return warm, left - warm
 
     # -- the timed loop ----------------------------------------------------------------
 
     def prepare(self):
-        ctx, p, trainer = self.ctx, self.p, self.trainer
+        ctx, p, trainer = self.ctx, self.params, self.trainer
         if self.windows_run:
             self._collect_window()
         received = ctx.comm.allgather(self._stop.name)  # a signal may reach some ranks only
@@ -320,21 +318,21 @@ class TrainWorkload(Workload):
 
     def run(self, timer):
         enter_phase("compute")
-        self.trainer.run_window(self.p.steps, timer)
+        self.trainer.run_window(self.params.steps, timer)
         self.windows_run += 1
 
     def _collect_window(self) -> None:
-        loss, correct = _sum_over_ranks(self.ctx.comm, *self.trainer.take_window_stats())
-        samples = self.global_batch * self.p.steps
+        loss, correct = _sum_over_ranks(self.ctx, *self.trainer.take_window_stats())
+        samples = self.global_batch * self.params.steps
         self.losses.append(loss / samples)
         self.accuracies.append(correct / samples)
 
     def _checkpoint_path(self) -> str:
-        return self.p.checkpoint.path if self.p.checkpoint else f"{self.cfg.output}/checkpoint.h5"
+        return self.params.checkpoint.path if self.params.checkpoint else f"{self.cfg.output}/checkpoint.h5"
 
     def _write_checkpoint(self, path: str) -> str:
         weights, state = self.trainer.host_state()
-        meta = {**self._meta(), "rng": {"kind": "counter-based", "seed": self.p.seed, "step": self.trainer.step}}
+        meta = {**self._meta(), "rng": {"kind": "counter-based", "seed": self.params.seed, "step": self.trainer.step}}
         save_checkpoint(path, self.layout, weights, state, self.trainer.step, meta)
         return path
 
@@ -350,12 +348,12 @@ class TrainWorkload(Workload):
         if differ:
             raise ctx.collective_error(VerificationError, differ[0], f"parameters or optimizer state differ from "
                                        f"rank 0's after {self.trainer.step} steps: the replicas diverged")
-        ctx.agree(_finite, weights, self.trainer.step, self.global_batch, self.p.lr)
+        ctx.agree(_finite, weights, self.trainer.step, self.global_batch, self.params.lr)
         check = self.gradient_check
-        tol = GRADIENT_RTOL["tf32" if self.p.tf32 else self.p.dtype]
+        tol = GRADIENT_RTOL["tf32" if self.params.tf32 else self.params.dtype]
         ctx.agree(check.judge, tol, root_only=True)
         self.eval_loss, self.eval_accuracy = self._evaluate()
-        target = self.p.target_accuracy
+        target = self.params.target_accuracy
         if target is not None and self.eval_accuracy < target:
             raise ctx.collective_error(VerificationError, 0, f"held-out accuracy {self.eval_accuracy:.4f} after "
                                        f"{self.trainer.step} steps is below params.target_accuracy {target}")
@@ -384,18 +382,18 @@ class TrainWorkload(Workload):
             logsum = xp.log(xp.exp(h - top).sum(axis=1)) + top[:, 0]
             loss += float((logsum - h[xp.arange(len(y)), y]).sum())
             correct += float((h.argmax(axis=1) == y).sum())
-        loss, correct, total = _sum_over_ranks(self.ctx.comm, loss, correct, len(self.eval_x))
+        loss, correct, total = _sum_over_ranks(self.ctx, loss, correct, len(self.eval_x))
         return loss / total, correct / total
 
     def save(self):
-        if not self.p.checkpoint:
+        if not self.params.checkpoint:
             return None
-        return self.ctx.agree(self._write_checkpoint, self.p.checkpoint.path, root_only=True)
+        return self.ctx.agree(self._write_checkpoint, self.params.checkpoint.path, root_only=True)
 
     # -- report ------------------------------------------------------------------------
 
     def result(self):
-        p = self.p
+        p = self.params
         return {"model": list(p.widths), "parameters": self.layout.parameters, "dtype": p.dtype,
                 "optimizer": p.optimizer, "batch_per_rank": p.batch, "accumulate": p.accumulate,
                 "global_batch": self.global_batch, "steps": self.trainer.step, "resumed_from_step": self.start_step,
@@ -409,7 +407,7 @@ class TrainWorkload(Workload):
                 "checkpoint": p.checkpoint.path if p.checkpoint else None}
 
     def metrics(self, rank_medians):
-        p = self.p
+        p = self.params
         total = max(m["total"] for m in rank_medians)
         per_step = {phase: statistics.median(m.get(phase, 0.0) for m in rank_medians) / p.steps * 1e3
                     for phase in ("forward", "backward", "comm", "comm_overlapped", "optimizer")}
@@ -417,7 +415,7 @@ class TrainWorkload(Workload):
                 "phase_ms_per_step": per_step if p.phases else {}}
 
     def problem(self):
-        p = self.p
+        p = self.params
         itemsize = np.dtype(p.dtype).itemsize
         return {"bytes": self.global_batch * p.widths[0] * itemsize * p.steps,
                 "comm": [{"op": "allreduce", "bytes": b.size * itemsize, "calls": p.steps, "growth": 0.0}
@@ -429,9 +427,9 @@ class TrainWorkload(Workload):
             self.trainer.close()
 
 
-def _sum_over_ranks(comm, *values: float) -> list[float]:
+def _sum_over_ranks(ctx, *values: float) -> list[float]:
     sums = np.array(values, dtype=np.float64)
-    comm.Allreduce(MPI.IN_PLACE, sums, op=MPI.SUM)
+    ctx.allreduce_host(sums)
     return sums.tolist()
 
 

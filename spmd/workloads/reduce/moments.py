@@ -12,7 +12,7 @@ from importlib import resources
 
 import numpy as np
 
-from .. import xp as xpmod
+from ... import xp as xpmod
 
 FIELDS = ("count", "mean", "m2", "min", "max")
 COUNT, MEAN, M2, MIN, MAX = range(5)
@@ -63,13 +63,13 @@ def moments_xp(x, xp):
 
 
 class FusedMoments:
-    """One-pass moments of a 1-D CuPy array with the kernel in ``spmd/kernels/moments.cu``."""
+    """One-pass moments of a 1-D CuPy array with the kernel in ``moments.cu`` beside this file."""
 
     THREADS = 256
 
     def __init__(self, loads: int = 8, blocks_per_sm: int = 4):
         cupy = xpmod.cupy
-        source = resources.files("spmd").joinpath("kernels/moments.cu").read_text()
+        source = resources.files(__package__).joinpath("moments.cu").read_text()
         self._module = cupy.RawModule(code=source, options=("--std=c++14", f"-DLOADS={loads}"),
                                       name_expressions=("moments_partial<float>", "moments_partial<double>",
                                                         "moments_final"))

@@ -1,4 +1,5 @@
-"""``spmd topo``: the GPUs of this node, their links, peer access, and measured copy speeds.
+"""``spmd topo``: the GPUs of this node, their links, peer access, and measured copy speeds (the heat
+map of them is drawn by ``scale.plots.heatmap_png``).
 
 Copies are timed with perf_counter around ``iters`` copies, with both devices synchronized
 before and after: P2P bandwidth and latency between every ordered pair (cudaMemcpyPeer,
@@ -143,35 +144,3 @@ def format_topology(host: str, topo: dict) -> str:
                      f"{h['h2d_pageable']:>14.1f}{h['d2h_pageable']:>14.1f}")
     lines += [""] + [f"warning: {w}" for w in topo["warnings"]]
     return "\n".join(lines).rstrip() + "\n"
-
-
-def heatmap_png(host: str, topo: dict) -> bytes | None:
-    """P2P bandwidth matrix as a heat map (None without GPUs or matplotlib)."""
-    from ..report.plots import available
-
-    if not topo["gpus"] or not available():
-        return None
-    import io
-
-    from matplotlib.figure import Figure
-
-    n = len(topo["gpus"])
-    grid = np.array([[np.nan if c is None else c["GBps"] for c in row] for row in topo["p2p"]])
-    fig = Figure(figsize=(1.2 * n + 3, 1.0 * n + 2.2), dpi=100, layout="constrained")
-    ax = fig.subplots()
-    top = float(np.nanmax(grid)) if n > 1 else 1.0
-    image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=top)  # from zero: small gaps stay small
-    fig.colorbar(image, ax=ax, label="copy bandwidth (GB/s)")
-    for i in range(n):
-        for j in range(n):
-            if i != j:
-                ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center",
-                        color="k" if grid[i, j] > 0.6 * top else "w")
-    ax.set_xticks(range(n), [f"GPU {j}" for j in range(n)])
-    ax.set_yticks(range(n), [f"GPU {i}" for i in range(n)])
-    ax.set_xlabel("destination")
-    ax.set_ylabel("source")
-    ax.set_title(f"P2P copy bandwidth on {host}")
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()

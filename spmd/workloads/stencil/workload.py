@@ -7,7 +7,7 @@ rows/columns next to each neighbour through the communicator's ``sendrecv`` (col
 first, then rows over the full padded width, which also fills the corners); a global edge
 is handled by the boundary mode instead.
 
-On a GPU the filter is one fused kernel (``stencil_kernel``). With ``overlap`` the
+On a GPU the filter is one fused kernel (``kernel.py``). With ``overlap`` the
 interior, which needs no halo, is computed on one stream while the halos travel on
 another; the strips next to neighbours follow once they have arrived. ``comm`` is then
 the exchange time left exposed, ``comm_overlapped`` the part hidden behind the interior.
@@ -21,16 +21,16 @@ from typing import Literal
 
 import numpy as np
 
-from .. import xp as xpmod
-from ..config import SaveConfig
-from ..errors import ConfigError, InputError, VerificationError
-from ..io.blocks import read_block, save_blocks
-from ..io.hdf5 import dataset_info, open_h5
-from ..memory import require_memory
-from .base import Workload, require_one_dataset, same_every_repeat
+from ... import xp as xpmod
+from ...config import SaveConfig
+from ...errors import ConfigError, InputError, VerificationError
+from ...io.blocks import read_block, save_blocks
+from ...io.hdf5 import dataset_info, open_h5
+from ...io.plan import Grid, choose_grid, grid_block
+from ...memory import require_memory
+from ..base import Workload, read_then_wait, require_one_dataset, same_every_repeat
 from .filters import error_bound, reference_filter, stencil_weights
-from .grid import Grid, choose_grid, grid_block
-from .stencil_kernel import aligned_layout
+from .kernel import FusedStencil, aligned_layout
 
 SIDES = ("top", "bottom", "left", "right")
 
@@ -98,7 +98,7 @@ class StencilWorkload(Workload):
         ctx.agree(self._check_sizes)
         self.block = self.blocks[ctx.rank]
         self.h, self.w = self.block.shape
-        self.neighbours = self._neighbours()
+        self.neighbours = self.grid.neighbours(ctx.rank, periodic=p.boundary == "wrap")
         self.gpu = ctx.device == "gpu"
         self.fused = ctx.agree(self._choose_method)
         self.regions = self._regions() if p.overlap else [(0, self.h, 0, self.w)]
@@ -119,30 +119,12 @@ class StencilWorkload(Workload):
                                  f"block; each block needs at least {need} row(s) and column(s) (the filter "
                                  f"radius) — use fewer ranks or a larger field")
 
-    def _neighbours(self) -> dict:
-        """Rank of the neighbour on each side, or None on a global edge handled by the boundary
-        mode (``wrap`` makes the grid periodic when that dimension has several ranks)."""
-        g, wrap = self.grid, self.params.boundary == "wrap"
-        row, col = g.position(self.ctx.rank)
-
-        def at(r, c, count, index):
-            if 0 <= index < count:
-                return g.rank(r, c)
-            if wrap and count > 1:
-                return g.rank(r % g.rows, c % g.cols)
-            return None
-
-        return {"top": at(row - 1, col, g.rows, row - 1), "bottom": at(row + 1, col, g.rows, row + 1),
-                "left": at(row, col - 1, g.cols, col - 1), "right": at(row, col + 1, g.cols, col + 1)}
-
     def _choose_method(self):
         method = self.params.method
         if method == "fused" and not self.gpu:
             raise ConfigError("params.method: fused is a CUDA kernel and needs device: gpu; use auto or xp")
         if method == "xp" or not self.gpu:
             return None
-        from .stencil_kernel import FusedStencil
-
         return FusedStencil(self.weights, self.params.boundary, self.dtype, self.params.cval)
 
     def _regions(self) -> list[tuple[int, int, int, int]]:
@@ -193,14 +175,14 @@ class StencilWorkload(Workload):
 
     def run(self, timer):
         r, h, w, p = self.r, self.h, self.w, self.params
-        with timer.host_phase("read"):
+        def read():
             if self.gpu:
                 read_block(*self.source, self.block, self.host, check_finite=self.cfg.check_finite)
             else:
                 read_block(*self.source, self.block, self.fields[0], np.s_[r:r + h, self.c0:self.c0 + w],
                            check_finite=self.cfg.check_finite)
-        with timer.host_phase("wait"):  # ranks finish reading at different times: keep that out of comm
-            self.ctx.comm.Barrier()
+
+        read_then_wait(self.ctx, timer, read)
         with self._on(self._compute_stream()):
             if self.gpu:
                 with timer.phase("h2d"):
@@ -355,10 +337,8 @@ class StencilWorkload(Workload):
         worst = ctx.agree(outcome, root_only=True)
         stats = np.array([float(mine.sum(dtype=np.float64)), float(np.abs(mine).sum(dtype=np.float64))])
         lo_hi = np.array([float(mine.min()), -float(mine.max())])
-        from mpi4py import MPI
-
-        ctx.comm.Allreduce(MPI.IN_PLACE, stats, op=MPI.SUM)
-        ctx.comm.Allreduce(MPI.IN_PLACE, lo_hi, op=MPI.MIN)
+        ctx.allreduce_host(stats)
+        ctx.allreduce_host(lo_hi, op="min")
         self.stats = {"sum": stats[0], "abs_sum": stats[1], "min": lo_hi[0], "max": -lo_hi[1]}
         return {"reference": "single-process float64 filter of the whole field (padding + shifted sums)",
                 "compared": "every element, block edges included", "error_bound": bound,

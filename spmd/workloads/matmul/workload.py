@@ -16,17 +16,16 @@ from typing import Literal
 
 import numpy as np
 
-from .. import xp as xpmod
-from ..comm import open_subcommunicator
-from ..config import DatasetConfig, SaveConfig
-from ..errors import ConfigError, InputError, VerificationError
-from ..io.blocks import read_block, save_blocks
-from ..io.hdf5 import dataset_info
-from ..io.plan import block_range
-from ..memory import require_memory
-from . import matmul_check as check
-from .base import Workload, require_one_dataset, same_every_repeat
-from .grid import Block, Grid, choose_grid, grid_block
+from ... import xp as xpmod
+from ...comm.factory import open_subcommunicator
+from ...config import DatasetConfig, SaveConfig
+from ...errors import ConfigError, InputError, VerificationError
+from ...io.blocks import read_block, save_blocks
+from ...io.hdf5 import dataset_info
+from ...io.plan import Block, Grid, block_range, choose_grid, grid_block
+from ...memory import require_memory
+from ..base import Workload, read_then_wait, require_one_dataset, same_every_repeat
+from . import check
 
 
 @dataclass(frozen=True)
@@ -230,14 +229,14 @@ class MatmulWorkload(Workload):
     def run(self, timer):
         gpu, xp, p = self.ctx.device == "gpu", self.ctx.xp, self.params
         a, b, finite = self.mine["a"], self.mine["b"], self.cfg.check_finite
-        with timer.host_phase("read"):
+        def read():
             read_block(*self.a_source, a, self.host_a, check_finite=finite)
             if p.b_source == "allgather":
                 read_block(*self.b_source, b, self.host_b[:b.shape[0]], check_finite=finite)
             elif p.b_source == "read" or self.ctx.rank == 0:
                 read_block(*self.b_source, b, self.host_b, check_finite=finite)
-        with timer.host_phase("wait"):  # ranks finish reading at different times: keep that out of comm
-            self.ctx.comm.Barrier()
+
+        read_then_wait(self.ctx, timer, read)
         if gpu:
             with timer.phase("h2d"):
                 self.dev_a.set(self.host_a)
@@ -344,12 +343,10 @@ class MatmulWorkload(Workload):
 
     def _checksums(self) -> np.ndarray:
         """sum, sum of |C|, sum of C^2 over the whole C (collective)."""
-        from mpi4py import MPI
-
         stats = np.array([float(self.c_local.sum(dtype=np.float64)),
                           float(abs(self.c_local).sum(dtype=np.float64)),
                           float((self.c_local.astype(np.float64) ** 2).sum())])
-        self.ctx.comm.Allreduce(MPI.IN_PLACE, stats, op=MPI.SUM)
+        self.ctx.allreduce_host(stats)
         return stats
 
     def check_input_finite(self):

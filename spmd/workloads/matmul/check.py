@@ -20,9 +20,9 @@ import math
 
 import numpy as np
 
-from .. import xp as xpmod
-from ..errors import VerificationError
-from ..io.hdf5 import open_h5
+from ... import xp as xpmod
+from ...errors import VerificationError
+from ...io.hdf5 import open_h5
 
 CHUNK_ROWS = 2048  # float64 copies of this many rows at a time bound verification memory
 FREIVALDS_VECTORS = 2
@@ -77,14 +77,14 @@ def freivalds(ctx, xp, shapes, blocks, local, seed: int, tol_scale: float) -> fl
     col_sq = np.zeros(n)
     bx[b.r0:b.r1] = matvec64(xp, local["b"], x[b.c0:b.c1])
     col_sq[b.c0:b.c1] = squares64(xp, local["b"], axis=0)
-    _sum_in_place(ctx, bx, col_sq)
+    ctx.allreduce_host(bx, col_sq)
     abx = np.zeros((m, FREIVALDS_VECTORS))
     row_sq = np.zeros(m)
     cx = np.zeros((m, FREIVALDS_VECTORS))
     abx[a.r0:a.r1] = matvec64(xp, local["a"], bx[a.c0:a.c1])
     row_sq[a.r0:a.r1] = squares64(xp, local["a"], axis=1)
     cx[c.r0:c.r1] = matvec64(xp, local["c"], x[c.c0:c.c1])
-    _sum_in_place(ctx, abx, row_sq, cx)
+    ctx.allreduce_host(abx, row_sq, cx)
 
     def check():
         scaled_b = np.sqrt((x ** 2 * col_sq[:, None]).sum(axis=0))  # ||B diag(x)||_F per vector
@@ -158,11 +158,3 @@ def _reference_rows(rows: list[int], a_source, b_source):
             out += a_rows[:, start:start + part.shape[0]] @ part
             col_sq += (part ** 2).sum(axis=0)
     return out, np.sqrt((a_rows ** 2).sum(axis=1)), np.sqrt(col_sq)
-
-
-def _sum_in_place(ctx, *arrays: np.ndarray) -> None:
-    """Sum float64 host arrays over every rank, in place (one MPI allreduce each)."""
-    from mpi4py import MPI
-
-    for arr in arrays:
-        ctx.comm.Allreduce(MPI.IN_PLACE, arr, op=MPI.SUM)

@@ -12,9 +12,9 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from ..units import fmt_bytes, fmt_seconds
 from .plots import render_plots
-from .units import fmt_bytes, fmt_seconds
-from .write import write_bytes_atomic, write_json_atomic, write_text_atomic
 
 
 @dataclass

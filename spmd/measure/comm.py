@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from ..comm import open_communicator
+from ..comm.factory import open_communicator
 from ..errors import BackendUnavailable
-from ..report.units import fmt_bytes
+from ..units import fmt_bytes
 from .collectives import COLLECTIVES, algbw_busbw, measure
 
-ALL_BACKENDS = ("nccl", "mpi", "mpi-cuda")  # --backend all, in the order of the side-by-side table
 REDUCING = ("allreduce", "reduce_scatter")
 WARM_BYTES = 1 << 20   # before the first size: this op at 1 MiB for about WARM_SECONDS, so connection
 WARM_SECONDS = 0.2     # set-up and GPU clocks ramping up do not land in the smallest sizes' times

@@ -12,12 +12,12 @@ from typing import Literal
 
 import numpy as np
 
-from .. import xp as xpmod
-from ..errors import ConfigError, InputError, VerificationError
-from ..io.hdf5 import expand_shards, open_h5, plan_rank_input
-from ..memory import require_memory
+from ... import xp as xpmod
+from ...errors import ConfigError, InputError, VerificationError
+from ...io.hdf5 import expand_shards, open_h5, plan_rank_input
+from ...memory import require_memory
+from ..base import Workload, read_then_wait
 from . import moments as mom
-from .base import Workload
 
 STAT_ATTRS = ("count", "sum", "abs_sum", "min", "max", "m2")
 READ_CHUNK_ELEMENTS = 1 << 23
@@ -90,10 +90,7 @@ class ReduceWorkload(Workload):
             self.device_buf.fill(np.nan)
 
     def run(self, timer):
-        with timer.host_phase("read"):
-            self.input.read_into(self.host, self.cfg.check_finite)
-        with timer.host_phase("wait"):  # ranks finish reading at different times: keep that out of comm
-            self.ctx.comm.Barrier()
+        read_then_wait(self.ctx, timer, lambda: self.input.read_into(self.host, self.cfg.check_finite))
         data = self.host
         if self.device_buf is not None:
             with timer.phase("h2d"):

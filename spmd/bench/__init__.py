@@ -1,1 +1,0 @@
-"""Measurement code shared by the benchmarks and by ``spmd scale``'s model."""

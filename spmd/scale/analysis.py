@@ -1,0 +1,95 @@
+"""The analysis of a sweep: its runs -> scaling.json (figures per series, the fitted model, advice)."""
+
+from __future__ import annotations
+
+import datetime
+
+from .. import __version__
+from ..workloads.base import SCALING_MODES
+from ..workloads.registry import job_config_from_dict, workload_class
+from .advice import backend_advice, model_advice, oversubscription_advice, series_advice
+from .figures import series_figures
+from .model import best_ranks, break_even, fit_model
+
+SCHEMA = 1
+
+
+def reanalyse(scaling: dict) -> dict:
+    """``analyse`` again over the runs stored in a scaling.json (after the analysis changed)."""
+    cfg = job_config_from_dict(scaling["config"])
+    placements = {(row["mode"], row["ranks"]): row["placement"]
+                  for rows in scaling["series"].values() for row in rows}
+    runs = [{**r, "placement": r.get("placement") or placements[(r["mode"], r["ranks"])]}
+            for r in scaling["runs"]]
+    again = analyse(cfg, runs, scaling["world_size"], scaling["mpi_library"].replace("\x00", ""))
+    again["created"] = scaling["created"]  # when it was measured
+    return again
+
+
+def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
+    """The scaling dict (scaling.json, schema 1) from the runs of a sweep."""
+    modes = [m for m in SCALING_MODES if any(r["mode"] == m for r in runs)]
+    series = {}
+    for mode in modes:
+        mine = sorted((r for r in runs if r["mode"] == mode), key=lambda r: r["ranks"])
+        rows = series_figures(mode, [r["report"] for r in mine])
+        for row, run in zip(rows, mine):
+            row.update(placement=run["placement"], verification=run["report"]["verification"],
+                       verified=run["report"]["verified"], result=run["report"]["result"],
+                       comm=run["report"]["comm"], device=run["report"]["device"])
+        series[mode] = rows
+
+    growth = workload_class(cfg.workload).COMM_GROWTH
+    model_runs = [{"mode": r["mode"], "ranks": r["ranks"], "problem": r["report"].get("problem", {}),
+                   "timings": r["report"]["timings"], "time": row["time"],
+                   "oversubscribed": bool(r["placement"]["oversubscribed"])}
+                  for r in _unique(runs) for row in [_row(series, r)]]
+    probe = [p for r in _unique(runs) for p in (r["probe"] or [])]
+    backend = runs[0]["report"]["comm"]
+    model = fit_model(model_runs, probe, backend, growth)
+    measured_max = max(r["ranks"] for r in runs)
+    best, even = None, []
+    strong_bytes = next((r["problem"].get("bytes") for r in model_runs if r["mode"] == "strong"), None) \
+        or (model_runs[0]["problem"].get("bytes") if model_runs else None)
+    if model is not None:
+        candidates = sorted(set(range(1, measured_max + 1)) | {2 ** k for k in range(11) if 2 ** k <= 4 * measured_max})
+        best = best_ranks(model, strong_bytes, candidates)
+        even = [break_even(model, n) for n in candidates if n > 1 and (n & (n - 1) == 0 or n == measured_max)]
+        model["predictions"] = {"best": best, "break_even": even, "measured_max_ranks": measured_max}
+    advice = oversubscription_advice(runs)
+    advice += [line for mode in modes for line in series_advice(series[mode])]
+    advice += model_advice(model, best, even, measured_max)
+    advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in _unique(runs)], backend)
+    first = runs[0]["report"]
+    return {
+        "schema": SCHEMA,
+        "kind": "scaling",
+        "spmd_version": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "workload": cfg.workload,
+        "world_size": world_size,
+        "modes": modes,
+        "ranks": sorted({r["ranks"] for r in runs}),
+        "device": first["device"],
+        "comm": backend,
+        "mpi_library": mpi_library,
+        "series": series,
+        "model": model,
+        "advice": advice,
+        "config": cfg.to_dict(),
+        "runs": [{"mode": r["mode"], "ranks": r["ranks"], "placement": r["placement"], "probe": r["probe"],
+                  "backends": r.get("backends"), "report": r["report"]} for r in runs],
+    }
+
+
+def _unique(runs: list[dict]) -> list[dict]:
+    """Runs measured once (a weak run reusing the strong run of its size counts once)."""
+    out: list[dict] = []
+    for r in runs:
+        if not any(r["ranks"] == o["ranks"] and r["report"] == o["report"] for o in out):
+            out.append(r)
+    return out
+
+
+def _row(series: dict, run: dict) -> dict:
+    return next(row for row in series[run["mode"]] if row["ranks"] == run["ranks"])

@@ -1,0 +1,57 @@
+"""What ``spmd scale`` measures on each group besides the workload: its collectives at sizes up to
+``--probe-max-bytes`` (the model's bandwidth), and at its own sizes on every GPU backend (the advice
+on which communicator to use)."""
+
+from __future__ import annotations
+
+from ..comm.factory import open_communicator
+from ..config import COMM_BACKENDS
+from ..errors import BackendUnavailable, VerificationError
+from ..measure.collectives import COLLECTIVES, measure, probe_sizes
+
+
+def probe(ctx, comm, workload, max_bytes: int) -> list[dict]:
+    """Time the workload's collectives on this group at sizes 8 B .. ``max_bytes`` per rank,
+    so the model's bandwidth is identified even when the workload's messages are tiny."""
+    ops = sorted({item["op"] for item in workload.problem().get("comm", [])})
+    if comm.size < 2 or max_bytes <= 0:
+        return []
+    return [{"op": op, "ranks": comm.size, "bytes": m, "seconds": checked_seconds(ctx, comm, op, m, "comm probe")}
+            for op in ops for m in probe_sizes(max_bytes)]
+
+
+def checked_seconds(ctx, comm, op: str, nbytes: int, what: str) -> float:
+    """Seconds per call of ``op`` with ``nbytes`` per rank on ``comm``; a wrong result fails the sweep."""
+    r = measure(comm, ctx.xp, op, COLLECTIVES[op].size(comm.size, nbytes))
+    if r["wrong"]:  # summed over ranks: every rank raises together
+        raise ctx.collective_error(VerificationError, 0, f"{what}: {op} with {nbytes} bytes per rank "
+                                   f"gave {r['wrong']} wrong element(s)")
+    return r["seconds"]
+
+
+def compare_backends(ctx, comm, workload) -> dict | None:
+    """Time this run's own collectives (its ops, at its message sizes, its calls per repeat)
+    on every communicator that can run here, so the advice can name the fastest.
+
+    Each op is timed on this group (SUMMA's row and column broadcasts too: an approximation).
+    Returns {'ranks', 'ops', 'seconds': {backend: per repeat}, 'skipped': {backend: why}},
+    or None on the CPU (only host MPI exists there) and on one rank.
+    """
+    ops = workload.problem().get("comm", [])
+    if comm.size < 2 or not ops or ctx.device != "gpu":
+        return None
+    seconds, skipped = {}, {}
+    for name in COMM_BACKENDS:  # on a GPU every one may run; the CPU has only mpi
+        try:
+            other = comm if name == comm.name else open_communicator(ctx, name)
+        except BackendUnavailable as exc:
+            skipped[name] = str(exc)
+            continue
+        try:
+            seconds[name] = sum(item.get("calls", 1) * checked_seconds(ctx, other, item["op"], item["bytes"],
+                                                                       f"comm comparison over {name}") for item in ops)
+        finally:
+            if other is not comm:
+                other.close()
+    return {"ranks": comm.size, "ops": [{k: o[k] for k in ("op", "bytes", "calls") if k in o} for o in ops],
+            "seconds": seconds, "skipped": skipped}

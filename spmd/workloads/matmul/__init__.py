@@ -1,0 +1,1 @@
+"""Workload ``matmul``: C = A @ B, rows or SUMMA, verified without forming A @ B again."""
