@@ -14,12 +14,14 @@ ifeq ($(HAS_GPU),yes)
   MPIEXEC    ?= mpiexec
   NP         ?= $(shell nvidia-smi -L | wc -l)
   GPU_FLAG   := --gpu
+  GPU_TESTS  := tests/gpu
 else
   EXTRAS     ?= mpich,plot
   VENV_FLAGS ?=
   MPIEXEC    ?= $(VENV)/bin/mpiexec
   NP         ?= 2
   GPU_FLAG   :=
+  GPU_TESTS  :=
 endif
 
 .PHONY: demo test test-unit test-mpi test-slurm clean
@@ -42,8 +44,9 @@ test: test-unit test-mpi test-slurm
 test-slurm: $(VENV)/.installed-test,$(EXTRAS)
 	SPMD_MPIEXEC="$(MPIEXEC)" $(TIMEOUT) $(PY) -m pytest -q -p no:cacheprovider tests/slurm
 
+# With a GPU, tests/gpu too (a test needing more GPUs than the machine has skips, saying how many it found).
 test-unit: $(VENV)/.installed-test,$(EXTRAS)
-	SPMD_MPIEXEC="$(MPIEXEC)" $(PY) -m pytest -q tests/unit tests/cli $(GPU_FLAG)
+	SPMD_MPIEXEC="$(MPIEXEC)" $(PY) -m pytest -q tests/unit tests/cli $(GPU_TESTS) $(GPU_FLAG)
 
 # pytest-mpi: every rank runs the session; 3 ranks give uneven splits, 4 a 2x2 process grid.
 test-mpi: $(VENV)/.installed-test,$(EXTRAS)

@@ -61,3 +61,34 @@ def test_a_clean_run_stops_the_watchdog_on_every_rank(tmp_path):
     assert rc == 0, err
     assert sorted(re.findall(r"rank \d done", out)) == ["rank 0 done", "rank 1 done", "rank 2 done"], out
     assert "watchdog" not in err, err
+
+
+HOOKS = textwrap.dedent("""
+    import sys
+    from mpi4py import MPI
+    from spmd import watchdog
+
+    def finished():
+        print(f"rank {MPI.COMM_WORLD.rank}: first hook ran", file=sys.stderr, flush=True)
+        return True
+
+    watchdog.on_abort("first hook", finished)
+    watchdog.on_abort("slow hook", lambda: False)
+    watchdog.on_abort("first hook", finished)  # registered twice: runs once
+    watchdog.on_abort("broken hook", lambda: 1 / 0)
+    if MPI.COMM_WORLD.rank == 1:
+        watchdog.end_job(MPI.COMM_WORLD, 7)
+    MPI.COMM_WORLD.Barrier()  # the other ranks wait here until the abort ends them
+""")
+
+
+def test_end_job_runs_every_abort_hook_once_then_ends_every_rank(tmp_path):
+    """The one way a job ends on an error (the watchdog's, or a rank failing alone in the CLI): the hooks
+    libraries registered (NCCL's ncclCommAbort), each once, a hook that fails or overruns named, then
+    MPI_Abort with the code."""
+    rc, out, err, elapsed = spmd_script(tmp_path, HOOKS, ranks=3)
+    assert rc == 7, (out, err)
+    assert err.count("first hook ran") == 1 and "rank 1: first hook ran" in err, err
+    assert "rank 1: slow hook did not return in time; ending the job anyway" in err, err
+    assert "rank 1: broken hook failed (division by zero); ending the job anyway" in err, err
+    assert elapsed < 20

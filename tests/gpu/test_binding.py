@@ -9,11 +9,11 @@ import yaml
 from helpers import write_dataset
 from mpi_job import spmd
 
+pytestmark = pytest.mark.gpu
+
 
 @pytest.fixture
-def config(tmp_path, gpu):
-    if not gpu:
-        pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
+def config(tmp_path):
     write_dataset(tmp_path / "x.h5", np.arange(1000, dtype=np.float32))
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump({"workload": "reduce", "device": "gpu", "repeats": 1,
@@ -22,7 +22,6 @@ def config(tmp_path, gpu):
     return path
 
 
-@pytest.mark.gpu
 def test_two_ranks_on_one_gpu_are_refused_unless_allowed(config):
     one_gpu = {"CUDA_VISIBLE_DEVICES": "0"}
     rc, _, err, _ = spmd("run", config, ranks=2, env=one_gpu)
@@ -35,7 +34,6 @@ def test_two_ranks_on_one_gpu_are_refused_unless_allowed(config):
     assert report["comm"] == "mpi" and [d["device_id"] for d in report["nodes"][0]["devices"]] == [0, 0]
 
 
-@pytest.mark.gpu
 def test_ranks_bind_by_local_rank(config):
     from spmd import xp as xpmod
 

@@ -21,12 +21,6 @@ pytestmark = pytest.mark.gpu
 RANKS = 2
 
 
-@pytest.fixture(autouse=True)
-def need_gpu(gpu):
-    if not gpu:
-        pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
-
-
 def refused(rc, out, err, answer="MPIX_Query_cuda_support() = 0"):
     text = out + err
     assert rc == 2, text
@@ -54,6 +48,7 @@ def test_info_says_whether_the_loaded_mpi_is_cuda_aware_and_how_it_knows(tmp_pat
     assert f"CUDA-aware MPI: {'yes' if cuda_mpi else 'no'}" in out
 
 
+@pytest.mark.gpus(RANKS)
 @pytest.mark.parametrize("shape", [(1_000_003,), (4099, 3)])
 def test_reduce_over_mpi_cuda_matches_numpy_float64(tmp_path, cuda_mpi, shape):
     data = np.random.default_rng(7).standard_normal(shape)
@@ -68,6 +63,7 @@ def test_reduce_over_mpi_cuda_matches_numpy_float64(tmp_path, cuda_mpi, shape):
     assert_result_close(report["result"], reference(data))
 
 
+@pytest.mark.gpus(RANKS)
 def test_cuda_support_switched_off_at_run_time_is_refused_not_crashed(tmp_path, cuda_mpi):
     """``--mca opal_cuda_support 0``: Open MPI built with CUDA still answers MPIX_Query_cuda_support() = 1,
     but would treat device pointers as host memory. spmd reads the run-time switch and refuses."""
@@ -79,6 +75,7 @@ def test_cuda_support_switched_off_at_run_time_is_refused_not_crashed(tmp_path, 
     assert not (tmp_path / "out" / "report.json").exists()
 
 
+@pytest.mark.gpus(RANKS)
 @pytest.mark.parametrize("op", ["allreduce", "allgather", "bcast", "sendrecv"])
 def test_bench_comm_puts_all_three_backends_side_by_side(tmp_path, cuda_mpi, op):
     rc, out, err, _ = spmd("bench", "comm", "--op", op, "--backend", "all", "--min-bytes", "8",
@@ -102,6 +99,7 @@ def test_bench_comm_puts_all_three_backends_side_by_side(tmp_path, cuda_mpi, op)
         refused(rc, out, err)
 
 
+@pytest.mark.gpus(RANKS)
 def test_scale_findings_name_the_fastest_communicator_for_the_measured_sizes(tmp_path, cuda_mpi):
     config = tmp_path / "scale.yaml"
     config.write_text(yaml.safe_dump({

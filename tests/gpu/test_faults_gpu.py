@@ -20,11 +20,11 @@ HOST = socket.gethostname()
 TIMEOUT_S = 5
 LIMIT_S = TIMEOUT_S + 30
 
+pytestmark = [pytest.mark.gpu, pytest.mark.gpus(2)]  # a rank misbehaves beside a peer on its own GPU
+
 
 @pytest.fixture
-def config(tmp_path, gpu):
-    if not gpu:
-        pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
+def config(tmp_path):
     write_dataset(tmp_path / "x.h5", np.random.default_rng(2).standard_normal(1 << 20).astype(np.float32))
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump({"workload": "reduce", "device": "gpu", "comm": "nccl", "repeats": 2,
@@ -37,7 +37,6 @@ def run(config, fault, *args, cwd=None):
     return spmd("run", config, *args, ranks=2, cwd=cwd, env={"SPMD_FAULT": fault}, timeout=LIMIT_S + 60)
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("fault", [
     "rank=1,phase=comm,kind=hang",
     "rank=0,phase=compute,kind=hang",  # rank 0 is stuck: its watchdog thread still judges
@@ -55,14 +54,12 @@ def test_a_hang_beside_an_nccl_collective_is_ended(config, fault):
     assert elapsed < LIMIT_S and not (config.parent / "out").exists()
 
 
-@pytest.mark.gpu
 def test_a_raise_on_one_rank_aborts_nccl_and_the_job(config):
     rc, _, err, elapsed = run(config, "rank=1,phase=comm,kind=raise")
     assert rc == 1 and f"rank 1 on {HOST}: injected fault" in err and "phase comm" in err, err
     assert elapsed < LIMIT_S and not (config.parent / "out").exists()
 
 
-@pytest.mark.gpu
 def test_oom_on_the_gpu_is_refused_with_the_numbers(config):
     rc, _, err, _ = run(config, "rank=1,phase=h2d,kind=oom")
     assert rc == 2, err
@@ -70,18 +67,14 @@ def test_oom_on_the_gpu_is_refused_with_the_numbers(config):
                      "allocating", err), err
 
 
-@pytest.mark.gpu
 def test_nan_on_the_gpu_is_named_by_the_verification(config):
     rc, _, err, _ = run(config, "rank=0,phase=read,kind=nan")
     assert rc == 3 and f"rank 0 on {HOST}: " in err and "rows 262144-262145: 1 row(s) hold NaN" in err, err
 
 
-@pytest.mark.gpu
-def test_a_hang_in_captured_training_steps_is_ended(tmp_path, gpu):
+def test_a_hang_in_captured_training_steps_is_ended(tmp_path):
     """train captures its steps in a CUDA graph: the peer of a stuck rank waits on the graph's NCCL
     allreduce at the device synchronisation that ends a window."""
-    if not gpu:
-        pytest.fail("tests/gpu need a GPU")
     config = train_config(tmp_path, timeout_s=TIMEOUT_S, device="gpu")
     assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
     rc, _, err, elapsed = run(config, "rank=1,phase=compute,kind=hang", cwd=tmp_path)

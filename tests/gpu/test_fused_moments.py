@@ -9,10 +9,11 @@ from spmd.workloads.reduce.workload import finalize
 from helpers import reference
 
 
+pytestmark = pytest.mark.gpu
+
+
 @pytest.fixture(scope="module")
-def fused(gpu):
-    if not gpu:
-        pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
+def fused():
     return mom.FusedMoments()
 
 
@@ -20,7 +21,6 @@ def fused(gpu):
 SIZES = [1, 3, 4, 5, 15, 16, 17, 255, 4095, 4096, 4097, 65536 * 16 + 7, 10_000_019]
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("size", SIZES)
 def test_fused_matches_numpy(fused, dtype, size):
@@ -35,7 +35,6 @@ def test_fused_matches_numpy(fused, dtype, size):
         assert got[key] == pytest.approx(want[key], rel=1e-11, abs=1e-11 * np.abs(host).sum()), key
 
 
-@pytest.mark.gpu
 def test_fused_is_deterministic_and_sees_nan(fused):
     cupy = xpmod.cupy
     x = cupy.random.standard_normal(5_000_001, dtype=np.float32)
@@ -47,7 +46,6 @@ def test_fused_is_deterministic_and_sees_nan(fused):
     assert np.isnan(m[mom.MEAN]).all() and np.isnan(m[mom.MIN]).all() and np.isnan(m[mom.MAX]).all()
 
 
-@pytest.mark.gpu
 def test_unaligned_or_2d_input_goes_to_the_array_path(fused):
     cupy = xpmod.cupy
     x = cupy.arange(101, dtype=np.float32)

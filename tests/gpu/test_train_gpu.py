@@ -11,12 +11,6 @@ from spmd.workloads.train.ops import DeviceOps, HostOps
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(autouse=True)
-def need_gpu(gpu):
-    if not gpu:
-        pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
-
-
 def pair(dtype):
     return DeviceOps(dtype, max_rows=64), HostOps(np.float64)
 

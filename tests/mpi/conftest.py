@@ -25,6 +25,29 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("backend", cases, ids=[f"{d}-{c}" for d, c in cases], scope="module")
 
 
+@pytest.fixture(scope="session")
+def gpus_per_node():
+    """(GPUs a node needs: one per rank on it, GPUs it has) for the node that is shortest of them."""
+    from mpi4py import MPI
+
+    from spmd import xp
+
+    node = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    pairs = MPI.COMM_WORLD.allgather((node.Get_size(), xp.gpu_count()))
+    node.Free()
+    return max(pairs, key=lambda pair: pair[0] - pair[1])
+
+
+@pytest.fixture(autouse=True)
+def enough_gpus(request, gpus_per_node):
+    """A GPU case needs a GPU per rank: with fewer it is skipped on every rank, saying how many were found."""
+    params = getattr(request.node, "callspec", None)
+    if params and params.params.get("backend", ("cpu",))[0] == "gpu":
+        need, found = gpus_per_node
+        if need > found:
+            pytest.skip(f"needs {need} GPUs on a node (one per rank), found {found}")
+
+
 @pytest.fixture(scope="module")
 def world():
     from mpi4py import MPI

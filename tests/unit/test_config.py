@@ -180,3 +180,25 @@ def test_the_fault_variable_wins_over_the_config(monkeypatch):
     monkeypatch.setenv("SPMD_FAULT", "rank=0")
     with pytest.raises(ConfigError, match="SPMD_FAULT: fault: 'rank=0': phase missing"):
         fault_from(None)
+
+
+def test_the_top_level_parses_without_its_workload_and_the_registry_builds_params():
+    import subprocess
+    import sys
+
+    from spmd.config import config_from_dict
+    from spmd.workloads.registry import resolve_params
+
+    cfg = config_from_dict({**BASE, "params": {"ddof": 1, "bogus": 2}})
+    assert cfg.params == {"ddof": 1, "bogus": 2}  # a mapping: its workload has not been asked yet
+    with pytest.raises(ConfigError, match="unknown key params.bogus"):
+        resolve_params(cfg)
+    good = resolve_params(config_from_dict({**BASE, "params": {"ddof": 1}}))
+    assert good.params.ddof == 1 and resolve_params(good) is good
+    with pytest.raises(ConfigError, match="params: expected a mapping, got list"):
+        config_from_dict({**BASE, "params": [1]})
+    code = ("import sys; from spmd.config import config_from_dict; "
+            "config_from_dict({'workload': 'matmul', 'input': {'path': 'a.h5'}, 'params': {'b': {'path': 'b.h5'}}}); "
+            "print(sorted(m for m in sys.modules if m.startswith('spmd.workloads')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -3,7 +3,7 @@ import pytest
 from spmd.comm.factory import BACKENDS, check_backend, resolve_backend
 from spmd.comm.mpi_cuda import CudaAwareMPICommunicator, cuda_aware_mpi
 from spmd.libraries import loaded_libraries
-from spmd.errors import BackendUnavailable
+from spmd.errors import BackendUnavailable, ConfigError
 from spmd.runtime import find_shared_devices
 
 
@@ -62,3 +62,33 @@ def test_nccl_with_shared_gpus_is_refused_by_name():
         check_backend("nccl", "gpu", shared_gpu=True)
     with pytest.raises(BackendUnavailable, match="needs device: gpu"):
         check_backend("nccl", "cpu")
+
+
+def test_what_a_workload_asks_of_a_backend_is_a_capability_not_its_name():
+    from spmd.comm.mpi import MPICommunicator
+    from spmd.comm.nccl import NCCLCommunicator
+
+    assert NCCLCommunicator.queues_on_stream and NCCLCommunicator.capturable
+    for cls in (MPICommunicator, CudaAwareMPICommunicator):
+        assert not cls.queues_on_stream and not cls.capturable
+    assert tuple(BACKENDS) == ("nccl", "mpi", "mpi-cuda")  # config.COMM_BACKENDS' order: tables list them so
+
+
+@pytest.mark.parametrize("capturable, ranks, graph, wanted", [
+    (True, 2, "auto", True), (False, 2, "auto", False), (False, 1, "auto", True), (True, 2, False, False),
+])
+def test_train_captures_a_step_only_on_a_capturable_communicator(capturable, ranks, graph, wanted):
+    """A communicator called 'custom' that can be captured gets a graph; one that cannot, none."""
+    from types import SimpleNamespace
+
+    from spmd.workloads.train.workload import TrainParams, TrainWorkload
+
+    workload = TrainWorkload()
+    workload.params = TrainParams(graph=graph)
+    workload.ctx = SimpleNamespace(device="gpu", size=ranks)
+    workload.comm = SimpleNamespace(name="custom", capturable=capturable)
+    assert workload._graph_wanted() is wanted
+    workload.params = TrainParams(graph=True)
+    if ranks > 1 and not capturable:
+        with pytest.raises(ConfigError, match="a captured step can only hold NCCL calls, not comm: custom"):
+            workload._graph_wanted()

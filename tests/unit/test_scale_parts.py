@@ -10,7 +10,8 @@ import pytest
 from spmd.errors import ConfigError, InputError
 from spmd.io.generate import scaled_input
 from spmd.report.compare import compare, load_entries
-from spmd.scale.figures import imbalance, job_time, karp_flatt, series_figures
+from spmd.report.summary import job_time
+from spmd.scale.figures import imbalance, karp_flatt, series_figures
 from spmd.scale.sweep import default_ranks, parse_ranks, plan
 from spmd.topology import gpu_pair_link, normalize_bus_id, summarize_placement
 from spmd.units import fmt_bytes, fmt_seconds, parse_bytes
@@ -60,6 +61,22 @@ def test_weak_config_grows_rows_into_its_own_files():
 def test_weak_config_errors(keys, factor, message):
     with pytest.raises(ConfigError, match=message):
         scaled_input(config(**keys), factor)
+
+
+def test_scaled_config_is_the_workloads_own_rule_for_each_mode():
+    """sweeps, job scripts and merge all ask the workload through one classmethod."""
+    from spmd.workloads.registry import workload_class
+
+    cfg = config()
+    reduce = workload_class("reduce")
+    assert reduce.scaled_config(cfg, "strong", Fraction(2)) is cfg
+    assert reduce.scaled_config(cfg, "weak", Fraction(2)) == scaled_input(cfg, 2)
+    train = job_config_from_dict({"workload": "train", "input": {"path": "t.h5"}, "params": {"batch": 64}})
+    trainer = workload_class("train")
+    assert trainer.scaled_config(train, "strong", Fraction(4)).params.batch == 16  # the global batch stays
+    assert trainer.scaled_config(train, "weak", Fraction(4)) is train  # the per-rank batch stays
+    with pytest.raises(ValueError, match="scaling mode 'both'"):
+        reduce.scaled_config(cfg, "both", Fraction(2))
 
 
 def report(ranks: int, totals_by_rank: list[list[float]], busy_by_rank=None) -> dict:
