@@ -326,8 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SpmdError as exc:
-        # a collective error has closed the command's Context (and stopped its watchdog) on every rank;
-        # report subcommands run as one plain process: their errors need no rank label
+        # A collective error has closed the command's Context (and stopped its watchdog) on every rank.
+        # report and jobscript run as one plain process: their errors need no rank label.
         return _fail(exc, exc.exit_code, collective=exc.collective or args.command in ("report", "jobscript"))
     except Exception as exc:  # a bug or an unexpected library error: name it, end the job
         return _fail(exc, 1, collective=False, trace=traceback.format_exc())

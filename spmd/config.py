@@ -26,6 +26,7 @@ from .errors import ConfigError
 # order side-by-side tables list them.
 COMM_BACKENDS = ("nccl", "mpi", "mpi-cuda")
 
+
 @dataclass(frozen=True)
 class InputConfig:
     """Where the data comes from: one dataset split by rows, or shard files split by file."""
@@ -104,7 +105,7 @@ class Config:
     check_finite: bool = False
     fault: str | None = None
     generate: GenerateConfig | None = None
-    params: Any = field(default_factory=dict)  # a mapping until resolve_params builds the workload's
+    params: Any = field(default_factory=dict)  # a mapping until workloads.registry.resolve_params builds it
 
     def __post_init__(self):
         from .faults import parse_fault
