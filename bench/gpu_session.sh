@@ -22,6 +22,7 @@ WHEELS=(.wheels/pytest_mpi-*.whl)
 python3 -c "import matplotlib" 2>/dev/null || WHEELS+=($(ls .wheels/plot/*.whl | grep -v nvidia_ml))
 python3 -c "import pynvml" 2>/dev/null || WHEELS+=(.wheels/plot/nvidia_ml_py-*.whl)
 python3 -c "import scipy" 2>/dev/null || WHEELS+=(.wheels/scipy-*.whl)  # the stencil tests' reference
+python3 -c "import hypothesis" 2>/dev/null || WHEELS+=(.wheels/hypothesis-*.whl .wheels/sortedcontainers-*.whl)
 python3 -m pip install -q --no-deps --target /tmp/site "${WHEELS[@]}"
 export PYTHONPATH=/tmp/site:$PWD
 export MPI="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE=0 -x TORCH_SYMM_MEM_DISABLE_MULTICAST=1 -x NVSHMEM_DISABLE_NVLS=1 -x PYTHONPATH -x PYTHONUNBUFFERED"
@@ -77,9 +78,12 @@ if [[ "$MODE" == *cudampi* ]]; then
   fi
 fi
 if [[ "$MODE" == *tests ]]; then
-  # SERIAL_TESTS / MPI_TESTS narrow a call to some files (default: all of them)
-  step tests-serial timeout "${TESTS_TIMEOUT:-480}" python3 -m pytest -q -p no:cacheprovider ${SERIAL_TESTS:-tests/unit tests/cli tests/gpu} --gpu
-  step tests-mpi2 timeout 200 $MPI -n 2 python3 -m pytest -q -p no:cacheprovider --with-mpi ${MPI_TESTS:-tests/mpi} --gpu
+  # SERIAL_TESTS / MPI_TESTS narrow a call to some files (default: all of them); MPI_RANKS the rank
+  # counts of the MPI tests (default 2; on one GPU, 1 runs the GPU cases, which skip at 2 ranks)
+  step tests-serial timeout "${TESTS_TIMEOUT:-480}" python3 -m pytest -q -rs -p no:cacheprovider ${SERIAL_TESTS:-tests/unit tests/cli tests/gpu} --gpu
+  for n in ${MPI_RANKS:-2}; do
+    step tests-mpi$n timeout "${MPI_TIMEOUT:-200}" $MPI -n $n python3 -m pytest -q -rs -p no:cacheprovider --with-mpi ${MPI_TESTS:-tests/mpi} --gpu
+  done
 fi
 [[ "$MODE" != *bench* ]] && exit 0
 step kernel timeout 200 python3 bench/fused_kernel.py
