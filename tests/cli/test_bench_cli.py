@@ -59,7 +59,7 @@ def test_wrong_results_exit_non_zero(tmp_path):
             "c.expected = lambda *a: real(*a) + 1; "
             "from spmd.cli import main; raise SystemExit(main(sys.argv[1:]))")
     cmd = [*mpiexec(), "-n", "2", sys.executable, "-c", f"import sys; {code}",
-           "bench", "comm", "--max-bytes", "64", "--iters", "2"]
+           "bench", "comm", "--device", "cpu", "--max-bytes", "64", "--iters", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=LAUNCH_ENV, timeout=60)
     assert proc.returncode == 3, proc.stderr
     rows = table_rows(proc.stdout)

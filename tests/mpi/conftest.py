@@ -22,7 +22,18 @@ def backends(config) -> list[tuple[str, str]]:
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
         cases = backends(metafunc.config)
-        metafunc.parametrize("backend", cases, ids=[f"{d}-{c}" for d, c in cases], scope="module")
+        metafunc.parametrize("backend", cases, ids=[f"{d}-{c}" for d, c in cases], scope="module", indirect=True)
+
+
+@pytest.fixture(scope="module")
+def backend(request, gpus_per_node):
+    """(device, comm) of the case. A GPU case needs a GPU per rank: with fewer it is skipped on every rank,
+    saying how many were found."""
+    device, _ = request.param
+    need, found = gpus_per_node
+    if device == "gpu" and need > found:
+        pytest.skip(f"needs {need} GPUs on a node (one per rank), found {found}")
+    return request.param
 
 
 @pytest.fixture(scope="session")
@@ -36,16 +47,6 @@ def gpus_per_node():
     pairs = MPI.COMM_WORLD.allgather((node.Get_size(), xp.gpu_count()))
     node.Free()
     return max(pairs, key=lambda pair: pair[0] - pair[1])
-
-
-@pytest.fixture(autouse=True)
-def enough_gpus(request, gpus_per_node):
-    """A GPU case needs a GPU per rank: with fewer it is skipped on every rank, saying how many were found."""
-    params = getattr(request.node, "callspec", None)
-    if params and params.params.get("backend", ("cpu",))[0] == "gpu":
-        need, found = gpus_per_node
-        if need > found:
-            pytest.skip(f"needs {need} GPUs on a node (one per rank), found {found}")
 
 
 @pytest.fixture(scope="module")
