@@ -28,7 +28,6 @@ from typing import Callable
 from mpi4py import MPI
 
 from . import waits
-from .waits import Waiting
 
 EXIT_CODE = 4
 BEAT_TAG, BYE_TAG = 1, 2

@@ -15,7 +15,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-import yaml
 
 from helpers import LAUNCH_ENV
 from mpi_job import mpiexec, spmd

@@ -4,7 +4,6 @@ ranks, a 2x2 SUMMA grid at 4, both under spmd scale, and every failure a user ca
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 from pathlib import Path
 

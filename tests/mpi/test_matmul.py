@@ -1,7 +1,6 @@
 """matmul end to end in-process on 2 and 3 ranks (and 4 when launched so): every algorithm,
 source of B, gather mode and dtype, the saved C against NumPy float64 A @ B."""
 
-import os
 
 import h5py
 import numpy as np
