@@ -15,7 +15,7 @@ ROOT = Path(spmd.__file__).parent
 # Top to bottom (docs/architecture.md): a module may import its own layer or a lower one, never a higher.
 LAYERS = [
     ("commands", ["cli", "__main__"]),
-    ("sweeps and job scripts", ["scale", "jobscript", "info"]),
+    ("sweeps, jobs", ["scale", "jobscript", "info"]),
     ("one run", ["job"]),
     ("workloads", ["workloads"]),
     ("context", ["runtime"]),
