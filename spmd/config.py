@@ -4,6 +4,11 @@ Every key is checked: an unknown key, a wrong type or a bad value raises ConfigE
 naming the key (``params.ddof``), so a typo never silently falls back to a default.
 Paths in a config are taken relative to the working directory.
 
+A config is data from a user: it is read only from a regular file of at most ``MAX_CONFIG_BYTES``
+of UTF-8, a key given twice is refused, aliases may not expand it beyond ``MAX_NODES`` nodes (nor
+nest deeper than ``MAX_DEPTH``, nor refer to themselves), and no message formats more than a few
+dozen characters of a value (``errors.brief``).
+
 This module parses the top level only and imports no workload: ``params`` stays the mapping
 the YAML gave until the workload registry builds it into the workload's own dataclass
 (``spmd.workloads.registry.resolve_params``), with the same checks.
@@ -12,6 +17,9 @@ the YAML gave until the workload registry builds it into the workload's own data
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
+import stat
 import types
 import typing
 from dataclasses import dataclass, field
@@ -20,11 +28,15 @@ from typing import Any, Literal
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, brief
 
 # The communicator backends ``comm:`` names besides ``auto`` (spmd.comm.factory builds them), in the
 # order side-by-side tables list them.
 COMM_BACKENDS = ("nccl", "mpi", "mpi-cuda")
+MAX_CONFIG_BYTES = 1 << 20  # a config is a page of settings; 1 MiB is far beyond any real one
+MAX_OVERRIDE_BYTES = 64 << 10
+MAX_NODES = 100_000  # YAML nodes after expanding aliases
+MAX_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -131,19 +143,105 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     Raises:
         ConfigError: unreadable file, invalid YAML, unknown key, wrong type or value.
     """
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"config {path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config {path}: not valid YAML: {exc}") from None
+    raw = parse_yaml(read_config_text(path), f"config {path}")
     if not isinstance(raw, dict):
         raise ConfigError(f"config {path}: expected a mapping of keys at the top level")
     for item in overrides:
         apply_override(raw, item)
     return config_from_dict(raw)
+
+
+def read_config_text(path: str | Path) -> str:
+    """The text of the config file at ``path``: a regular file (a FIFO would block every rank), at most
+    MAX_CONFIG_BYTES, UTF-8."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"config {path}: not a regular file")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config {path}: {info.st_size} bytes, more than a config may have "
+                              f"({MAX_CONFIG_BYTES} bytes)")
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"config {path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config {path}: more than a config may have ({MAX_CONFIG_BYTES} bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config {path}: not UTF-8 text (byte {exc.start}: {brief(data[exc.start:exc.start + 4])})") \
+            from None
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that gives one key twice (YAML forbids it; PyYAML
+    would keep the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                repeated = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base class refuses it with its own message
+                break
+            if repeated:
+                raise ConfigError(f"key {brief(key)} appears twice in one mapping (line {key_node.start_mark.line + 1})")
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str, what: str):
+    """``yaml.safe_load`` of ``text``, refusing duplicate keys and documents that aliases blow up."""
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_size(node, what)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what}: not valid YAML: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{what}: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{what}: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _check_size(root, what: str) -> None:
+    """Refuse a YAML node graph deeper than MAX_DEPTH, referring to itself, or larger than MAX_NODES
+    once every alias is expanded (what building the config would do)."""
+    sizes: dict[int, int] = {}
+    path: set[int] = set()
+
+    def size(node, depth: int) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in path:
+            raise ConfigError("an alias refers to the node that holds it (a recursive config)")
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"nested more than {MAX_DEPTH} levels deep")
+        path.add(key)
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = []
+        total = 1
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_NODES:
+                raise ConfigError(f"more than {MAX_NODES} values once its aliases are expanded")
+        path.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root, 0)
 
 
 def config_from_dict(raw: dict) -> Config:
@@ -169,17 +267,16 @@ def apply_override(raw: dict, item: str) -> None:
     """Apply one ``dotted.key=value`` override; the value is parsed as YAML."""
     key, sep, value = item.partition("=")
     if not sep or not key:
-        raise ConfigError(f"override {item!r}: expected key=value")
+        raise ConfigError(f"override {brief(item)}: expected key=value")
+    if len(item) > MAX_OVERRIDE_BYTES:
+        raise ConfigError(f"override {brief(item)}: longer than {MAX_OVERRIDE_BYTES} characters")
     parts = key.split(".")
     node = raw
     for part in parts[:-1]:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise ConfigError(f"override {item!r}: {part} is not a mapping")
-    try:
-        node[parts[-1]] = yaml.safe_load(value)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"override {item!r}: value is not valid YAML: {exc}") from None
+            raise ConfigError(f"override {brief(item)}: {part} is not a mapping")
+    node[parts[-1]] = parse_yaml(value, f"override {brief(item)}: value")
 
 
 def build(cls: type, data: Any, where: str):
@@ -188,9 +285,10 @@ def build(cls: type, data: Any, where: str):
         raise ConfigError(f"{where or 'config'}: expected a mapping, got {_kind(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted((k for k in data if k not in fields), key=str)
     if unknown:
-        raise ConfigError(f"unknown key {_join(where, unknown[0])} (known: {', '.join(fields)})")
+        name = unknown[0] if isinstance(unknown[0], str) and len(unknown[0]) <= 60 else brief(unknown[0])
+        raise ConfigError(f"unknown key {_join(where, name)} (known: {', '.join(fields)})")
     values = {}
     for name, f in fields.items():
         key = _join(where, name)
@@ -198,7 +296,21 @@ def build(cls: type, data: Any, where: str):
             values[name] = _convert(hints[name], data[name], key)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(f"{key}: missing")
-    return cls(**values)
+    built = cls(**values)  # its own checks first (they name what a value means)
+    for name, value in values.items():
+        if hints[name] is not Any and not _finite(value):
+            raise ConfigError(f"{_join(where, name)}: expected finite numbers, got {brief(value)}")
+    return built
+
+
+def _finite(value) -> bool:
+    """No NaN or infinity in a float, or in the floats of a tuple (a NaN learning rate passes every
+    comparison)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, tuple):
+        return all(_finite(v) for v in value)
+    return True
 
 
 def _convert(hint, value, key: str):
@@ -218,11 +330,11 @@ def _convert(hint, value, key: str):
                 return _convert(option, value, key)
             except ConfigError as exc:
                 errors.append(str(exc))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: invalid value {value!r}")
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: invalid value {brief(value)}")
     if origin is Literal:
         choices = typing.get_args(hint)
         if value not in choices:
-            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(str, choices))}")
+            raise ConfigError(f"{key}: {brief(value)} is not one of {', '.join(map(str, choices))}")
         return value
     if origin is tuple:
         item_type = typing.get_args(hint)[0]
@@ -235,19 +347,19 @@ def _convert(hint, value, key: str):
         return build(hint, value, key)
     if hint is bool:
         if not isinstance(value, bool):
-            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+            raise ConfigError(f"{key}: expected true or false, got {brief(value)}")
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+            raise ConfigError(f"{key}: expected an integer, got {brief(value)}")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
+            raise ConfigError(f"{key}: expected a number, got {brief(value)}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
+            raise ConfigError(f"{key}: expected a string, got {brief(value)}")
         return value
     raise TypeError(f"config field {key}: unsupported type {hint!r}")  # a bug in spmd, not the user
 

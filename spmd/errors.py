@@ -1,5 +1,18 @@
 """Error hierarchy. Each error carries the process exit code the CLI uses for it."""
 
+import reprlib
+
+_BRIEF = reprlib.Repr()
+_BRIEF.maxstring = _BRIEF.maxother = 60
+_BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = 6
+_BRIEF.maxlevel = 3
+
+
+def brief(value) -> str:
+    """``repr(value)``, cut to a few dozen characters: a message never formats an unbounded (or
+    recursive) value a user supplied."""
+    return _BRIEF.repr(value)
+
 
 class SpmdError(Exception):
     """Base of every error spmd raises on purpose.

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ConfigError, SpmdError
+from .errors import ConfigError, SpmdError, brief
 
 PHASES = ("read", "h2d", "compute", "comm", "report")
 KINDS = ("raise", "exit", "hang", "nan", "oom")
@@ -56,22 +56,22 @@ def parse_fault(text: str) -> Fault:
     for item in str(text).split(","):
         key, sep, value = item.strip().partition("=")
         if not sep or key not in ("rank", "phase", "kind"):
-            raise ConfigError(f"fault: {text!r}: expected rank=R,phase=P,kind=K")
+            raise ConfigError(f"fault: {brief(text)}: expected rank=R,phase=P,kind=K")
         fields[key] = value.strip()
     missing = [k for k in ("rank", "phase", "kind") if k not in fields]
     if missing:
-        raise ConfigError(f"fault: {text!r}: {missing[0]} missing (expected rank=R,phase=P,kind=K)")
+        raise ConfigError(f"fault: {brief(text)}: {missing[0]} missing (expected rank=R,phase=P,kind=K)")
     try:
         rank = int(fields["rank"])
     except ValueError:
-        raise ConfigError(f"fault: rank {fields['rank']!r} is not an integer") from None
+        raise ConfigError(f"fault: rank {brief(fields['rank'])} is not an integer") from None
     phase, kind = fields["phase"], fields["kind"]
     if rank < 0:
         raise ConfigError(f"fault: rank must be >= 0, got {rank}")
     if phase not in PHASES:
-        raise ConfigError(f"fault: phase {phase!r} is not one of {', '.join(PHASES)}")
+        raise ConfigError(f"fault: phase {brief(phase)} is not one of {', '.join(PHASES)}")
     if kind not in KINDS:
-        raise ConfigError(f"fault: kind {kind!r} is not one of {', '.join(KINDS)}")
+        raise ConfigError(f"fault: kind {brief(kind)} is not one of {', '.join(KINDS)}")
     if kind == "nan" and phase != "read":
         raise ConfigError("fault: kind=nan poisons the rows a rank reads: use phase=read")
     if kind == "oom" and phase not in ("read", "h2d"):

@@ -1,9 +1,11 @@
+import re
+
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spmd.config import Config, apply_override
+from spmd.config import Config, apply_override, parse_yaml
 from spmd.errors import ConfigError
 from spmd.workloads.registry import job_config_from_dict, load_job_config
 
@@ -202,3 +204,86 @@ def test_the_top_level_parses_without_its_workload_and_the_registry_builds_param
             "print(sorted(m for m in sys.modules if m.startswith('spmd.workloads')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+BOMB = """
+a: &a [x, x, x, x, x, x, x, x, x, x]
+b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]
+e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
+f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
+g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]
+h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]
+i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]
+j: &j [*i, *i, *i, *i, *i, *i, *i, *i, *i, *i]
+workload: reduce
+input: {path: x.h5}
+output: *j
+"""
+
+
+@pytest.mark.parametrize("text, message", [
+    (BOMB, "more than 100000 values once its aliases are expanded"),
+    ("workload: &w [reduce, *w]\ninput: {path: x.h5}\n", "an alias refers to the node that holds it"),
+    ("a: " + "[" * 200 + "]" * 200 + "\n", "nested more than 64 levels deep"),
+    ("workload: reduce\nworkload: matmul\ninput: {path: x.h5}\n", "key 'workload' appears twice in one mapping (line 2)"),
+    ("workload: reduce\ninput: {path: x.h5}\nparams: {method: xp, method: fused}\n", "key 'method' appears twice"),
+])
+def test_hostile_yaml_is_refused_fast_with_a_short_message(tmp_path, text, message):
+    import time
+
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        load_job_config(path)
+    assert time.perf_counter() - start < 2 and len(str(info.value)) < 300
+
+
+def test_config_files_are_small_regular_utf8(tmp_path):
+    import os
+
+    big = tmp_path / "big.yaml"
+    big.write_text("workload: reduce\ninput: {path: x.h5}\n" + "# padding\n" * 200_000)
+    with pytest.raises(ConfigError, match=r"big.yaml: \d+ bytes, more than a config may have \(1048576 bytes\)"):
+        load_job_config(big)
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)  # reading it would block every rank until someone writes
+    with pytest.raises(ConfigError, match="fifo.yaml: not a regular file"):
+        load_job_config(fifo)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("workload: reduce\ninput: {path: caf\xe9.h5}\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin.yaml: not UTF-8 text \(byte 34: b'\\xe9\.h5'\)"):
+        load_job_config(latin)
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(BASE))
+    with pytest.raises(ConfigError, match=r"override 'x=\[\[\[.*: value: nested more than 64 levels"):
+        load_job_config(good, ["x=" + "[" * 100 + "]" * 100])
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({**BASE, "params": {"ddof": 1, "method": "x" * 100_000}}, "params.method: 'xxx"),
+    ({**BASE, "repeats": "y" * 100_000}, "repeats: expected an integer, got 'yyy"),
+    ({**BASE, "fault": "rank=" + "x" * 100_000 + ",phase=read,kind=raise"}, "fault: rank 'xxx"),
+    ({**BASE, 7: 1, "zz": 2}, "unknown key 7"),  # keys of mixed types: sorted as text, not a TypeError
+    ({**BASE, "k" * 1000: 1}, "unknown key 'kkk"),
+])
+def test_messages_never_carry_an_unbounded_value(raw, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        job_config_from_dict(raw)
+    assert len(str(info.value)) < 400
+
+
+@pytest.mark.parametrize("raw, key", [
+    ({"workload": "train", "input": BASE["input"], "params": {"lr": float("nan")}}, "params.lr"),
+    ({"workload": "stencil", "input": BASE["input"], "params": {"kernel": "gaussian", "sigma": float("nan")}},
+     "params.sigma"),
+    ({"workload": "stencil", "input": BASE["input"], "params": {"kernel": [[0, float("nan"), 0]] * 3}}, None),
+    ({**BASE, "generate": {"shape": [4], "loc": float("-inf")}}, "generate.loc"),
+])
+def test_numbers_are_finite(raw, key):
+    with pytest.raises(ConfigError, match=rf"{key}: expected finite numbers" if key else "finite"):
+        job_config_from_dict(raw)
+    with pytest.raises(ConfigError, match="params.lr: expected finite numbers"):  # as YAML spells NaN
+        job_config_from_dict(parse_yaml("{workload: train, input: {path: x.h5}, params: {lr: .nan}}", "config"))
