@@ -5,7 +5,9 @@ setup (agreed on every rank) -> [prepare -> run] x (warmup + repeats) -> verify 
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -29,6 +31,9 @@ class Workload(ABC):
     #: How each rank's message bytes grow with its share S/n of the problem: m ~ (S/n)**COMM_GROWTH
     #: (0: fixed-size messages such as reduce's moments; 1: messages proportional to the share).
     COMM_GROWTH: ClassVar[float] = 0.0
+    #: The ``params`` fields that name a file the run writes (a section with a ``path``: matmul's and
+    #: stencil's ``save``, train's ``checkpoint``).
+    OUTPUT_FILES: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def setup(self, ctx, cfg, comm) -> None:
@@ -90,6 +95,24 @@ class Workload(ABC):
         if mode not in SCALING_MODES:
             raise ValueError(f"scaling mode {mode!r} is not one of {', '.join(SCALING_MODES)}")
         return cls.strong_config(cfg, factor) if mode == "strong" else cls.weak_config(cfg, factor)
+
+    @classmethod
+    def output_files(cls, cfg) -> list[str]:
+        """The paths of the files a run of ``cfg`` writes besides its report (``OUTPUT_FILES``)."""
+        sections = (getattr(cfg.params, name) for name in cls.OUTPUT_FILES)
+        return [section.path for section in sections if section is not None]
+
+    @classmethod
+    def with_output_tag(cls, cfg, tag: str):
+        """``cfg`` with every file of ``output_files`` named ``stem-TAG.suffix``: jobs of a series that
+        may run at once each write their own."""
+        changes = {}
+        for name in cls.OUTPUT_FILES:
+            section = getattr(cfg.params, name)
+            if section is not None:
+                path = Path(section.path)
+                changes[name] = dataclasses.replace(section, path=str(path.with_name(f"{path.stem}-{tag}{path.suffix}")))
+        return dataclasses.replace(cfg, params=dataclasses.replace(cfg.params, **changes)) if changes else cfg
 
     @classmethod
     def extra_inputs(cls, cfg) -> list:

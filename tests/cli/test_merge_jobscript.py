@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from helpers import LAUNCH_ENV
@@ -88,3 +89,80 @@ def test_jobscript_writes_one_job_per_series_and_size_with_scaled_configs(tmp_pa
         rc, out, err = cli(*args, cwd=tmp_path)
         assert rc == 2 and why in err, err
     assert not (tmp_path / "no").exists()
+
+
+STUB = """#!/bin/bash
+# a stand-in for {name}: records its arguments, one per line, and answers like the real one
+{{ echo "{name}"; printf '%s\\n' "$@"; }} >> "$STUB_LOG"
+[[ "{name}" == sbatch ]] && echo $((RANDOM + 1000))
+exit 0
+"""
+
+
+def stubs(folder):
+    """A bin folder whose sbatch, srun and fake-spmd only record what they were given."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    for name in ("sbatch", "srun", "fake-spmd"):
+        (bin_dir / name).write_text(STUB.format(name=name))
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def test_generated_scripts_run_nothing_a_value_smuggles_in(tmp_path):
+    """What reaches a shell line is quoted: run submit.sh and every sbatch file with stand-ins for sbatch,
+    srun and spmd, and nothing injected runs (the marker files never appear); every job of the series
+    saves to its own file."""
+    import os
+
+    hostile = "$(touch INJECTED-1); touch INJECTED-2 `touch INJECTED-3`"
+    config = small("matmul.yaml", tmp_path, **{"params.save.path": f"results/C {hostile}.h5"})
+    rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", "--out", "jobs",
+                       "--spmd", f"fake-spmd --note {hostile}", cwd=tmp_path)  # unquoted: words of a command
+    assert rc == 0, err
+    jobs = tmp_path / "jobs"
+    env = {**os.environ, "PATH": f"{stubs(tmp_path)}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "calls.log")}
+    for script in ["submit.sh", *sorted(p.name for p in jobs.glob("*.sbatch"))]:
+        proc = subprocess.run(["bash", str(jobs / script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0, (script, proc.stdout, proc.stderr)
+    assert not [p for p in tmp_path.rglob("INJECTED*")], "a value ran as a command"
+    calls = (tmp_path / "calls.log").read_text()
+    lines = calls.splitlines()  # 5 jobs submitted; 3 runs (srun's first word: fake-spmd); 3 generated, 1 merge
+    assert (lines.count("sbatch"), lines.count("srun"), lines.count("fake-spmd")) == (5, 3, 3 + 4), calls
+    assert "--note\n$(touch\nINJECTED-1);\ntouch\nINJECTED-2\n`touch\nINJECTED-3`\n" in calls  # words, never evaluated
+    saves = {yaml.safe_load(p.read_text())["params"]["save"]["path"] for p in (jobs / "configs").glob("*.yaml")}
+    assert saves == {f"results/C {hostile}-{name}.h5" for name in ("strong-1n", "strong-2n", "weak-2n")}
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--partition", "gpu\ntouch pwned"], "--partition 'gpu\\ntouch pwned': a SLURM name"),
+    (["--account", "proj x"], "--account 'proj x': a SLURM name"),
+    (["--time", "01:00:00\nrm -rf ~"], "--time '01:00:00\\nrm -rf ~': a SLURM time limit"),
+    (["--time", "soon"], "--time 'soon'"),
+    (["--out", "jobs$(touch pwned)"], "an #SBATCH line cannot carry it safely"),
+    (["--out", "my jobs"], "an #SBATCH line cannot carry it safely"),
+    (["--spmd", "python3 -m spmd\ntouch pwned"], "--spmd"),
+    (["--spmd", "python3 'unbalanced"], "--spmd \"python3 'unbalanced\": No closing quotation"),
+])
+def test_jobscript_refuses_what_a_script_cannot_carry_and_writes_nothing(tmp_path, args, why):
+    config = small("reduce.yaml", tmp_path, **{"generate.shape": [1000]})
+    rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", *args, cwd=tmp_path)
+    assert rc == 2 and why in err, err
+    assert not (tmp_path / "results").exists() and not list(tmp_path.rglob("*.sbatch"))
+    assert not list(tmp_path.rglob("pwned"))
+
+
+def test_a_series_refused_half_way_writes_nothing(tmp_path):
+    """train's strong series cannot split a batch of 6 over 4x the ranks: found before any file is written."""
+    config = small("train.yaml", tmp_path, **{"params.batch": 6})
+    rc, out, err = cli("jobscript", config, "--nodes", "1,2,4", "--gpus-per-node", "1", "--out", "jobs", cwd=tmp_path)
+    assert rc == 2 and "params.batch: 6 samples per rank cannot be split over 4x" in err, err
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_the_config_output_folder_is_checked_too(tmp_path):
+    config = small("reduce.yaml", tmp_path, **{"output": "res$(touch pwned)"})
+    rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", cwd=tmp_path)
+    assert rc == 2 and "an #SBATCH line cannot carry it safely" in err and "res$(touch pwned)/jobs" in err, err
+    assert not list(tmp_path.rglob("pwned")) and not list(tmp_path.rglob("*.sbatch"))

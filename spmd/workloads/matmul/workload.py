@@ -76,6 +76,7 @@ class MatmulWorkload(Workload):
     name = "matmul"
     Params = MatmulParams
     COMM_GROWTH = 1.0  # C's blocks shrink with each rank's share (B's slices say their own)
+    OUTPUT_FILES = ("save",)
     DTYPES = ("float32", "float64")
 
     @classmethod

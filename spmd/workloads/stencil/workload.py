@@ -81,6 +81,7 @@ class StencilWorkload(Workload):
     name = "stencil"
     Params = StencilParams
     COMM_GROWTH = 0.0  # a halo's size does not depend on how many rows a rank holds
+    OUTPUT_FILES = ("save",)
     DTYPES = ("float32", "float64")
 
     # -- setup ---------------------------------------------------------------------------

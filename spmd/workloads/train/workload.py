@@ -117,6 +117,7 @@ class TrainParams:
 class TrainWorkload(Workload):
     name = "train"
     Params = TrainParams
+    OUTPUT_FILES = ("checkpoint",)
     DTYPES = ("float32", "float64")
 
     # -- configuration hooks -----------------------------------------------------------
