@@ -1,4 +1,6 @@
-"""Atomic file output: write a temporary file in the same folder, then rename over the target."""
+"""Atomic file output: write a temporary file of a unique name in the same folder, then rename it over
+the target, so a reader sees the old file or the whole new one, and two jobs writing one path at once
+never share a temporary file."""
 
 from __future__ import annotations
 
@@ -7,23 +9,40 @@ import os
 import tempfile
 from pathlib import Path
 
+RESERVE_SLACK = 64 << 10  # room for an HDF5 file's metadata beyond its data
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+
+def temp_beside(path: str | Path) -> Path:
+    """A new empty file of a unique name in ``path``'s folder (made if missing), as readable as any
+    file the user makes: where ``path`` is written before ``publish`` renames it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a report is as readable as any file
-        with os.fdopen(fd, "wb") as f:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600
+    finally:
+        os.close(fd)
+    return Path(tmp)
+
+
+def publish(tmp: str | Path, path: str | Path) -> None:
+    """Force the finished ``tmp`` to disk and rename it over ``path`` (a crash of the machine, not only
+    of the process, then leaves the old file or the whole new one)."""
+    fsync_file(tmp)
+    os.replace(tmp, path)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    tmp = temp_beside(path)
+    try:
+        with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
-    return path
+    return Path(path)
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -36,9 +55,19 @@ def write_json_atomic(path: str | Path, data) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
+def reserve(path: str | Path, extra_bytes: int) -> None:
+    """Allocate disk blocks for ``extra_bytes`` more (plus room for metadata) at the end of ``path`` now,
+    so a full disk or a quota is an OSError here, before anything is written (HDF5 meeting a full disk
+    while it closes a file crashes the process: seen, exit 11)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, os.fstat(fd).st_size + extra_bytes + RESERVE_SLACK)
+    finally:
+        os.close(fd)
+
+
 def fsync_file(path: str | Path) -> None:
-    """Force a finished file to disk before it is renamed into place (a crash of the machine,
-    not only of the process, then leaves the old file or the whole new one)."""
+    """Force a finished file to disk before it is renamed into place."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -1,20 +1,20 @@
 """Reading a 2-D block of a dataset, and writing a distributed result back to HDF5.
 
-A result is written with serial h5py: rank 0 creates the file under a temporary name,
-the ranks take turns writing their blocks, rank 0 renames it into place. Each turn is
-agreed, so a rank that cannot write ends the job instead of leaving the next one waiting.
+A result is written with serial h5py: rank 0 creates the file under a unique temporary name and
+reserves its space, the ranks take turns writing their blocks, rank 0 renames it into place. Each
+turn is agreed, so a rank that cannot write ends the job instead of leaving the next one waiting.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 
 from .. import faults
 from ..errors import InputError, SpmdError
-from ..files import fsync_file
+from ..files import publish, reserve, temp_beside
+from ..units import fmt_bytes
 from .hdf5 import open_h5, require_finite
 
 
@@ -35,34 +35,53 @@ def read_block(path: str, dataset: str, block, out: np.ndarray, out_sel=None, ch
 
 def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, block, local) -> str:
     """Write every rank's ``local`` array (a host array, or None for a rank holding no part)
-    into ``block`` of a new ``shape`` dataset; collective. Returns the path written."""
-    tmp = f"{path}.tmp"
+    into ``block`` of a new ``shape`` dataset; collective. Returns the path written.
 
-    def create():
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        with open_h5(tmp, "w") as f:
-            f.create_dataset(dataset, shape=shape, dtype=dtype)
+    Rank 0 makes a temporary file of a unique name beside ``path`` and reserves the disk space the
+    dataset needs (a full disk is refused before any write); the ranks write their blocks in turn;
+    rank 0 renames the file into place. Any failure removes the temporary file on every path.
+    """
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
-    def write_mine():
+    def create() -> str:
+        tmp = None
+        try:
+            tmp = temp_beside(path)
+            with open_h5(str(tmp), "w") as f:
+                f.create_dataset(dataset, shape=shape, dtype=dtype)
+            reserve(tmp, nbytes)
+        except (OSError, InputError) as exc:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            raise InputError(f"{path}: cannot write the result ({fmt_bytes(nbytes)}): {_cause(exc)}") from None
+        return str(tmp)
+
+    def write_mine(tmp: str) -> None:
         if local is None:
             return
-        with open_h5(tmp, "a") as f:
-            f[dataset][block.r0:block.r1, block.c0:block.c1] = local
-
-    def publish():
         try:
-            fsync_file(tmp)
-            os.replace(tmp, path)
-        except OSError as exc:
-            raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
+            with open_h5(tmp, "a") as f:
+                f[dataset][block.r0:block.r1, block.c0:block.c1] = local
+        except (OSError, InputError) as exc:
+            raise InputError(f"{path}: cannot write rank {ctx.rank}'s block: {_cause(exc)}") from None
 
+    def finish(tmp: str) -> None:
+        try:
+            publish(tmp, path)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write the result: {_cause(exc)}") from None
+
+    tmp = ctx.agree(create, root_only=True)
     try:
-        ctx.agree(create, root_only=True)
         for turn in range(ctx.size):
-            ctx.agree(lambda: write_mine() if ctx.rank == turn else None)
-        ctx.agree(publish, root_only=True)
+            ctx.agree(lambda: write_mine(tmp) if ctx.rank == turn else None)
+        ctx.agree(finish, tmp, root_only=True)
     except SpmdError:  # agreed on every rank: nothing half-written stays behind
         if ctx.rank == 0 and os.path.exists(tmp):
             os.remove(tmp)
         raise
     return path
+
+
+def _cause(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)

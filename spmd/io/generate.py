@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError
+from ..files import temp_beside
 from .hdf5 import open_h5
 from .plan import block_ranges
 
@@ -110,18 +111,21 @@ def _write(path, dataset, rows, shard, g, recipe, finish) -> None:
     shape = (rows, *g.shape[1:])
     row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * np.dtype(g.dtype).itemsize
     chunk_rows = g.chunk_rows or max(1, min(rows, CHUNK_BYTES // row_bytes))
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open_h5(tmp, "w") as f:
-        dset = f.create_dataset(dataset, shape=shape, dtype=g.dtype, chunks=(min(chunk_rows, rows), *shape[1:]))
-        for k, start in enumerate(range(0, rows, chunk_rows)):
-            stop = min(rows, start + chunk_rows)
-            rng = np.random.default_rng([g.seed, shard, k])
-            dset[start:stop] = _draw(rng, (stop - start, *shape[1:]), g)
-        for key, value in finish(dset).items():
-            dset.attrs[key] = value
-        dset.attrs["spmd_generate"] = recipe
-    os.replace(tmp, path)
+    tmp = temp_beside(path)  # unique: two jobs generating one file never share it
+    try:
+        with open_h5(str(tmp), "w") as f:
+            dset = f.create_dataset(dataset, shape=shape, dtype=g.dtype, chunks=(min(chunk_rows, rows), *shape[1:]))
+            for k, start in enumerate(range(0, rows, chunk_rows)):
+                stop = min(rows, start + chunk_rows)
+                rng = np.random.default_rng([g.seed, shard, k])
+                dset[start:stop] = _draw(rng, (stop - start, *shape[1:]), g)
+            for key, value in finish(dset).items():
+                dset.attrs[key] = value
+            dset.attrs["spmd_generate"] = recipe
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _draw(rng, shape, g) -> np.ndarray:

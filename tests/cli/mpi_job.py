@@ -37,10 +37,10 @@ def spmd(*args, ranks=RANKS, cwd=None, env=None, timeout=None):
 
 
 def spmd_script(folder: Path, source: str, *args, ranks=RANKS, timeout=None):
-    """Run a Python script (``source``) under ``mpiexec -n ranks``, like ``spmd``."""
+    """Run a Python script (``source``) in ``folder`` under ``mpiexec -n ranks``, like ``spmd``."""
     script = folder / "driver.py"
     script.write_text(source)
-    return launch([str(script), *map(str, args)], ranks, None, None, timeout)
+    return launch([str(script), *map(str, args)], ranks, folder, None, timeout)
 
 
 def launch(python_args: list[str], ranks: int, cwd, env, timeout):

@@ -1,27 +1,31 @@
-"""Training checkpoints in HDF5, written atomically (temporary name, then rename).
+"""Training checkpoints in HDF5, written atomically (unique temporary name, then rename), verified when read.
 
 A checkpoint holds the parameters (``weights``, real values only, layer by layer in forward
 order), the optimizer's buffers (``optimizer/<name>``), and as attributes the step, the RNG
 state and what must match to continue: model widths, dtype, optimizer, global batch, data
 shards. spmd's randomness is counter-based (dropout: a hash of seed, step, layer, element;
 sample order: permutations seeded by seed, shard, epoch), so the RNG state is the seed and
-the step.
+the step. Every dataset carries the SHA-256 of its bytes, and the attributes one of theirs: a
+checkpoint damaged on disk is refused, naming what changed, instead of resuming from it.
+
+The file is built in memory and written whole by ``files.write_bytes_atomic``: a full disk is an
+error naming the path, never a half-closed HDF5 file (which crashes h5py).
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
-import os
-from pathlib import Path
 
 import h5py
 import numpy as np
 
 from ...errors import ConfigError, InputError
-from ...files import fsync_file
+from ...files import write_bytes_atomic
 from ...io.hdf5 import open_h5
 
-FORMAT = 1
+FORMAT = 2  # 1: without checksums
 MATCH = ("widths", "dtype", "optimizer", "global_batch", "data_shards", "seed")
 
 
@@ -40,46 +44,65 @@ def _unflatten(layout, values: np.ndarray, dtype) -> np.ndarray:
     return flat
 
 
+def _sha256(data) -> str:
+    return hashlib.sha256(np.ascontiguousarray(data).tobytes()).hexdigest()
+
+
+def _attrs_sha256(step: int, meta: str) -> str:
+    return hashlib.sha256(f"{FORMAT}\n{step}\n{meta}".encode()).hexdigest()
+
+
 def save_checkpoint(path: str, layout, weights: np.ndarray, state: dict, step: int, meta: dict) -> None:
     """Write a checkpoint; the previous file at ``path`` stays intact until the new one is complete."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = f"{path}.tmp"
     try:
-        with h5py.File(tmp, "w") as f:
-            f.create_dataset("weights", data=_flatten(layout, weights))
-            for name, buf in state.items():
-                f.create_dataset(f"optimizer/{name}", data=_flatten(layout, buf))
-            f.attrs["format"] = FORMAT
-            f.attrs["step"] = step
-            f.attrs["meta"] = json.dumps(meta, sort_keys=True)
-        fsync_file(tmp)
-        os.replace(tmp, path)
+        image = io.BytesIO()
+        with h5py.File(image, "w") as f:
+            for name, buf in {"weights": weights, **{f"optimizer/{k}": v for k, v in state.items()}}.items():
+                data = _flatten(layout, buf)
+                f.create_dataset(name, data=data).attrs["sha256"] = _sha256(data)
+            text = json.dumps(meta, sort_keys=True)
+            f.attrs.update(format=FORMAT, step=step, meta=text, sha256=_attrs_sha256(step, text))
+        write_bytes_atomic(path, image.getvalue())
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"{path}: cannot write the checkpoint ({exc})") from None
+        raise InputError(f"{path}: cannot write the checkpoint ({exc.strerror or exc})") from None
 
 
 def load_checkpoint(path: str, layout, meta: dict, state_names) -> tuple[np.ndarray, dict, int]:
     """Parameters, optimizer buffers and step of a checkpoint made by a compatible run.
 
     Raises:
-        InputError: missing or unreadable file, or not a spmd checkpoint.
+        InputError: missing, unreadable or damaged file, or not a spmd checkpoint.
         ConfigError: made by a run whose model, optimizer, batch or data order differ.
     """
     with open_h5(path) as f:
         try:
-            stored = json.loads(f.attrs["meta"])
+            if int(f.attrs["format"]) != FORMAT:
+                raise InputError(f"{path}: a checkpoint of format {int(f.attrs['format'])}, which carries no "
+                                 f"checksums and cannot be verified; this spmd reads format {FORMAT}")
+            text, step = str(f.attrs["meta"]), int(f.attrs["step"])
+            if f.attrs["sha256"] != _attrs_sha256(step, text):
+                raise InputError(f"{path}: damaged: its attributes (step, meta) do not match their checksum")
+            stored = json.loads(text)
             for key in MATCH:
                 if stored.get(key) != meta.get(key):
                     raise ConfigError(f"params.resume: {path} was made with {key} = {stored.get(key)}, this run "
                                       f"has {meta.get(key)}; resuming would not continue the same training")
-            step = int(f.attrs["step"])
-            weights = f["weights"][...]
-            state = {name: f[f"optimizer/{name}"][...] for name in state_names}
+            data = {name: _verified(f, path, name) for name in ["weights", *(f"optimizer/{n}" for n in state_names)]}
         except (KeyError, ValueError, OSError) as exc:
             raise InputError(f"{path}: not a complete spmd training checkpoint ({exc})") from None
+    weights = data["weights"]
     if weights.size != layout.parameters:
         raise InputError(f"{path}: {weights.size} weights, the model has {layout.parameters}")
     dtype = np.dtype(meta["dtype"])
-    return (_unflatten(layout, weights, dtype), {k: _unflatten(layout, v, dtype) for k, v in state.items()}, step)
+    return (_unflatten(layout, weights, dtype),
+            {k: _unflatten(layout, data[f"optimizer/{k}"], dtype) for k in state_names}, step)
+
+
+def _verified(f, path: str, name: str) -> np.ndarray:
+    """Dataset ``name`` of an open checkpoint, its bytes checked against the checksum stored with it."""
+    dataset = f[name]
+    values = dataset[...]
+    if dataset.attrs["sha256"] != _sha256(values):
+        raise InputError(f"{path}: damaged: dataset {name} does not match its checksum (written at step "
+                         f"{int(f.attrs['step'])}); resume from another checkpoint")
+    return values

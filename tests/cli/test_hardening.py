@@ -1,0 +1,107 @@
+"""What a hostile or unlucky user meets, under a real mpiexec: saves and checkpoints that cannot be
+written (a full disk, simulated by a file size limit set after MPI started), jobs saving to one path
+at once, damaged checkpoints. Each ends with exit 2 naming the path and the cause, nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import h5py
+import numpy as np
+
+from helpers import LAUNCH_ENV
+from mpi_job import spmd, spmd_script
+from test_train_cli import train_config
+from test_workloads_cli import small
+
+# spmd run with every file this process writes limited to LIMIT bytes (EFBIG: what a full disk or a quota
+# gives); the limit is set after mpi4py started MPI, whose shared-memory files it would otherwise refuse.
+LIMITED = textwrap.dedent("""
+    import resource, sys
+    from mpi4py import MPI
+    limit = int(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    from spmd.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def leftovers(folder) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*.tmp"))
+
+
+def test_a_save_that_does_not_fit_is_refused_before_writing(tmp_path):
+    """matmul's C (float64 256 x 256 = 512 KiB) where a file may grow to 200 KB: space is reserved before
+    HDF5 writes anything, so the job ends with a message instead of HDF5 crashing while it closes."""
+    config = small("matmul.yaml", tmp_path, **{"generate.shape": [256, 64], "generate.dtype": "float64",
+                                                "params.b.generate.shape": [64, 256],
+                                                "params.b.generate.dtype": "float64", "repeats": 1})
+    assert spmd("generate", config, cwd=tmp_path)[0] == 0
+    rc, out, err, _ = spmd_script(tmp_path, LIMITED, 200_000, "run", config, ranks=2)
+    assert rc == 2, (out, err)
+    assert "results/matmul/C.h5: cannot write the result (512 KiB): File too large" in err, err
+    assert "Traceback" not in err and "Segmentation" not in err
+    assert not (tmp_path / "results/matmul/C.h5").exists() and not (tmp_path / "results/matmul/report.json").exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_a_checkpoint_that_does_not_fit_is_an_error_naming_it(tmp_path):
+    config = train_config(tmp_path, **{"params.checkpoint": {"path": "ckpt.h5"}, "repeats": 1})
+    assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
+    rc, out, err, _ = spmd_script(tmp_path, LIMITED, 20_000, "run", config, ranks=2)
+    assert rc == 2, (out, err)
+    assert "ckpt.h5: cannot write the checkpoint (File too large)" in err, err
+    assert not (tmp_path / "ckpt.h5").exists() and leftovers(tmp_path) == []
+
+
+SAVER = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from mpi4py import MPI
+    from spmd.io.blocks import save_blocks
+    from spmd.io.plan import Block
+    from spmd.runtime import Context
+
+    path, value = sys.argv[1], float(sys.argv[2])
+    with Context(MPI.COMM_SELF) as ctx:
+        for _ in range(25):
+            save_blocks(ctx, path, "C", (300, 200), np.float64, Block(0, 300, 0, 200), np.full((300, 200), value))
+""")
+
+
+def test_jobs_saving_to_one_path_at_once_never_collide(tmp_path):
+    """Two jobs write the same params.save path 25 times each, at the same time: every write succeeds
+    (each has its own temporary file) and the file always holds one job's whole result."""
+    target = tmp_path / "C.h5"
+    procs = [subprocess.Popen([sys.executable, "-c", SAVER, str(target), str(v)], env=LAUNCH_ENV,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for v in (1.0, 2.0)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    with h5py.File(target) as f:
+        assert len(np.unique(f["C"][...])) == 1
+    assert leftovers(tmp_path) == []
+
+
+def test_a_damaged_checkpoint_is_refused_naming_the_dataset(tmp_path):
+    """200 KB zeroed in the middle of a checkpoint, the file size unchanged: resuming from it ends with
+    exit 2 instead of training on and reporting 'verified'."""
+    config = train_config(tmp_path, **{"params.checkpoint": {"path": "ckpt.h5"}, "params.model": "medium",
+                                       "generate.shape": [2048, 844], "repeats": 1})
+    assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
+    assert spmd("run", config, cwd=tmp_path, ranks=2)[0] == 0
+    path = tmp_path / "ckpt.h5"
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.seek(size // 2)
+        f.write(bytes(200_000))
+    assert path.stat().st_size == size
+    rc, out, err, _ = spmd("run", config, "-o", "params.resume=ckpt.h5", "-o", "repeats=2", "--out", "again",
+                           cwd=tmp_path, ranks=2)
+    assert rc == 2 and "ckpt.h5: damaged: dataset" in err and "does not match its checksum" in err, err
+    assert not (tmp_path / "again").exists()
+    report = json.loads((tmp_path / "results/train/report.json").read_text())
+    assert report["verified"]  # the first run's report, untouched
