@@ -142,6 +142,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_scale(args) -> int:
+    from .files import require_writable_folder
     from .runtime import Context
     from .scale.render import write_scaling
     from .scale.sweep import parse_ranks, run_scale
@@ -151,10 +152,11 @@ def cmd_scale(args) -> int:
     with Context(watchdog=True) as ctx:
         cfg = ctx.agree(load_job_config, args.config, args.override)
         ranks = ctx.agree(parse_ranks, args.ranks, ctx.size)
+        out = args.out or f"{cfg.output}/scaling"
+        ctx.agree(require_writable_folder, out, "output folder")  # before the sweep, not after it
         modes = list(SCALING_MODES) if args.mode == "both" else [args.mode]
         scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet,
                             compare_comm=args.compare_comm == "all")
-        out = args.out or f"{cfg.output}/scaling"
         paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
         if ctx.rank == 0 and not args.quiet:
             print("\n".join(["", "findings:"] + [f"  - {line}" for line in scaling["advice"]]

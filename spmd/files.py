@@ -9,6 +9,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from .errors import InputError
+
 RESERVE_SLACK = 64 << 10  # room for an HDF5 file's metadata beyond its data
 
 
@@ -64,6 +66,28 @@ def reserve(path: str | Path, extra_bytes: int) -> None:
         os.posix_fallocate(fd, 0, os.fstat(fd).st_size + extra_bytes + RESERVE_SLACK)
     finally:
         os.close(fd)
+
+
+def require_writable_folder(folder: str | Path, what: str) -> None:
+    """Refuse (InputError) a folder that cannot take this process's output, before the work: a path
+    through a regular file, a read-only or full file system. Nothing is left behind: a folder that does
+    not exist yet is judged by its nearest existing parent, probed with a small synced file, removed."""
+    folder = Path(folder)
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path(p.anchor))
+    if not existing.is_dir():
+        raise InputError(f"{what} {folder}: {existing} exists and is not a folder")
+    probe = None
+    try:
+        probe = temp_beside(existing / ".spmd-write-probe")
+        with open(probe, "wb") as f:
+            f.write(bytes(4096))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise InputError(f"{what} {folder}: cannot write there ({exc.strerror or exc})") from None
+    finally:
+        if probe is not None:
+            probe.unlink(missing_ok=True)
 
 
 def fsync_file(path: str | Path) -> None:

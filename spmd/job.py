@@ -9,7 +9,7 @@ from typing import Any, Callable
 from . import faults
 from .comm.factory import open_communicator
 from .errors import InputError, SpmdError, VerificationError
-from .files import write_json_atomic
+from .files import require_writable_folder, write_json_atomic
 from .report.build import build_report
 from .timing import PhaseTimer, enter_phase
 from .topology import describe_placement
@@ -46,9 +46,11 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
     fault = ctx.agree(faults.fault_from, cfg.fault)
     faults.arm(fault, ctx.rank, ctx.host)
     enter_phase("setup")
+    cls = workload_class(cfg.workload)
+    ctx.agree(require_outputs, out_dir, cls.output_files(cfg))  # before the work, not after it
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
     comm = open_communicator(ctx, cfg.comm)
-    workload = workload_class(cfg.workload)()
+    workload = cls()
     try:
         workload.setup(ctx, cfg, comm)
         timer = PhaseTimer(ctx.xp)
@@ -88,6 +90,14 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
     faults.disarm()
     enter_phase("done")
     return JobResult(report, path, extra)
+
+
+def require_outputs(out_dir, files: list[str]) -> None:
+    """Refuse, on this rank, a report folder or a folder of the workload's output files that it cannot write."""
+    if out_dir is not None:
+        require_writable_folder(out_dir, "output folder")
+    for path in files:
+        require_writable_folder(Path(path).parent, f"the folder of {path}:")
 
 
 def _release(workload, comm) -> None:

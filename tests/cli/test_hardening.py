@@ -105,3 +105,24 @@ def test_a_damaged_checkpoint_is_refused_naming_the_dataset(tmp_path):
     assert not (tmp_path / "again").exists()
     report = json.loads((tmp_path / "results/train/report.json").read_text())
     assert report["verified"]  # the first run's report, untouched
+
+
+def test_an_unusable_output_is_refused_before_the_work(tmp_path):
+    """An existing file as --out, a save under a file, a file system that takes no more bytes: exit 2
+    within seconds, before a 300-window training run or a matmul even starts."""
+    import time
+
+    config = train_config(tmp_path, **{"repeats": 300})
+    assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
+    (tmp_path / "taken").write_text("a file, not a folder")
+    start = time.monotonic()
+    rc, out, err, _ = spmd("run", config, "--out", "taken", cwd=tmp_path, ranks=2)
+    assert rc == 2 and "output folder taken: taken exists and is not a folder" in err, err
+    rc, out, err, _ = spmd_script(tmp_path, LIMITED, 1000, "run", config, "--out", "fresh/out", ranks=2)
+    assert rc == 2 and "output folder fresh/out: cannot write there (File too large)" in err, err
+    assert time.monotonic() - start < 30 and not (tmp_path / "fresh").exists()
+    matmul = small("matmul.yaml", tmp_path, **{"params.save.path": "taken/C.h5"})
+    rc, out, err, _ = spmd("run", matmul, cwd=tmp_path, ranks=2)
+    assert rc == 2 and "the folder of taken/C.h5: taken: taken exists and is not a folder" in err, err
+    rc, out, err, _ = spmd("scale", config, "--ranks", "1,2", "--out", "taken/scaling", cwd=tmp_path, ranks=2)
+    assert rc == 2 and "output folder taken/scaling: taken exists and is not a folder" in err, err
