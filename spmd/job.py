@@ -88,7 +88,7 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
     # CLI aborts the whole job anyway.
     _release(workload, comm)
     faults.disarm()
-    enter_phase("done")
+    enter_phase("done", timed=False)  # between runs (a sweep's ranks wait here): no phase to time
     return JobResult(report, path, extra)
 
 

@@ -84,8 +84,8 @@ class PhaseTimer:
         return times
 
 
-def enter_phase(name: str) -> None:
-    """This rank enters phase ``name``: the watchdog's heartbeat says so, and an injected fault
-    armed for it fires (spmd.faults)."""
-    waits.note_phase(name)
+def enter_phase(name: str, timed: bool = True) -> None:
+    """This rank enters phase ``name``: the watchdog's heartbeat says so (``timed``: a phase of a run,
+    bounded by timeout_s), and an injected fault armed for it fires (spmd.faults)."""
+    waits.note_phase(name, timed)
     faults.at(name)

@@ -46,7 +46,8 @@ def Waiting(what: str, timed: bool = True):  # noqa: N802 - used as a context ma
     return _UNWATCHED if dog is None else _Marked(dog, what, timed)
 
 
-def note_phase(phase: str) -> None:
-    """This rank entered ``phase`` (what its heartbeat reports)."""
+def note_phase(phase: str, timed: bool = True) -> None:
+    """This rank entered ``phase`` (what its heartbeat reports); ``timed``: a phase of a run, which the
+    watchdog does not let outlast timeout_s."""
     if _dog is not None:
-        _dog.phase = phase
+        _dog.note_phase(phase, timed)

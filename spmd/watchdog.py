@@ -4,8 +4,13 @@ Every blocking call spmd makes on MPI goes through a ``comm.watched.WatchedComm`
 the GPU (where NCCL work completes) through ``waits.Waiting``: each marks "waiting in X since t". A
 daemon thread on each rank sends its marker (phase, what it waits in, for how long) to rank 0 every
 ``beat_s`` over a private communicator: the out-of-band heartbeat. When some rank has waited longer
-than ``timeout_s``, rank 0 prints where every rank is and aborts the job (exit 4). A rank whose wait
-outlives ``timeout_s`` plus a grace period (rank 0 itself is gone or wedged) ends the job alone.
+than ``timeout_s``, rank 0 prints where every rank is and aborts the job (exit 4). A phase of a run (read,
+compute, ...) is timed too: when no rank waits in a collective, which would have caught it, a rank in one
+phase for longer than ``timeout_s`` (a read or a compute step that never returns on every rank) ends
+the job the same way. A rank whose wait or phase outlives ``timeout_s`` plus a grace period (rank 0
+itself is gone or wedged) ends the job alone. Last, for a hang in C code that holds the GIL (HDF5 in a
+read that never returns), when this thread itself cannot run: ``faulthandler``, re-armed on every beat,
+prints every thread's stack and ends the process ``timeout_s + BACKSTOP_S`` after the last beat.
 
 Libraries with state of their own register hooks here instead of being imported by it: ``on_poll``
 (called every beat: NCCL's asynchronous errors) and ``on_abort`` (run by ``end_job``, the one way a
@@ -18,6 +23,7 @@ rank judges only itself and leaves by ``os._exit``, which the launcher turns int
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import threading
@@ -33,6 +39,7 @@ EXIT_CODE = 4
 BEAT_TAG, BYE_TAG = 1, 2
 GRACE_S = 10.0  # how long past timeout_s a rank waits for rank 0 to end the job before it does
 FORWARD_S = 0.5  # time for the launcher to forward the last message before MPI_Abort kills the job
+BACKSTOP_S = 2 * GRACE_S  # past timeout_s without a beat (the GIL held by a stuck C call): faulthandler ends it
 
 _poll_hooks: list[tuple[str, Callable[[], None]]] = []
 _abort_hooks: list[tuple[str, Callable[[], bool]]] = []
@@ -56,7 +63,7 @@ class Watchdog:
     """The watchdog of one rank (one per process; see ``start``).
 
     Attributes:
-        timeout_s: the longest a rank may wait in one collective.
+        timeout_s: the longest a rank may wait in one collective, or stay in one phase of a run.
         phase: the phase this rank is in (what the heartbeat reports).
     """
 
@@ -65,7 +72,7 @@ class Watchdog:
         self.beats = world.Dup()  # private: heartbeats never mix with the job's messages
         self.rank, self.size, self.hosts = world.Get_rank(), world.Get_size(), hosts
         self.timeout_s = timeout_s
-        self.phase = "start"
+        self._phase: tuple[str, float, bool] = ("start", time.monotonic(), False)  # (name, since, timed)
         self.ending = False  # set once the watchdog has decided to end the job
         self.threaded_mpi = MPI.Query_thread() == MPI.THREAD_MULTIPLE
         self._wait: tuple[str, float, bool] | None = None  # (what, since, timed): one reference, read whole
@@ -82,6 +89,14 @@ class Watchdog:
 
     # -- what the main thread marks ----------------------------------------------------------
 
+    @property
+    def phase(self) -> str:
+        return self._phase[0]
+
+    def note_phase(self, name: str, timed: bool = True) -> None:
+        """This rank entered phase ``name``; ``timed``: a phase of a run, which may not outlast timeout_s."""
+        self._phase = (name, time.monotonic(), timed)  # replaced whole, like a wait
+
     def enter(self, what: str, timed: bool = True) -> None:
         if self._depth == 0:
             self._wait = (what, time.monotonic(), timed)
@@ -92,20 +107,23 @@ class Watchdog:
         if self._depth == 0:
             self._wait = None
 
-    def marker(self) -> tuple[str, str | None, float | None, bool]:
+    def marker(self) -> tuple[str, str | None, float | None, bool, float | None]:
         """(phase, what this rank waits in or None, for how many seconds or None, whether the wait
-        is timed)."""
-        wait = self._wait  # the main thread replaces it whole: never a new name with an old start
+        is timed, for how many seconds this rank has been in a timed phase or None)."""
+        wait, (phase, entered, phase_timed) = self._wait, self._phase  # each replaced whole by the main thread
+        now = time.monotonic()
+        in_phase = now - entered if phase_timed else None
         if wait is None:
-            return self.phase, None, None, True
+            return phase, None, None, True, in_phase
         what, since, timed = wait
-        return self.phase, what, time.monotonic() - since, timed
+        return phase, what, now - since, timed, in_phase
 
     # -- the thread ------------------------------------------------------------------------------
 
     def _loop(self) -> None:
         try:
             while not self._stop.wait(self.beat_s):
+                self.arm_backstop()
                 self._poll()
                 if not self.threaded_mpi:
                     self._judge_self(grace=0.0)
@@ -115,8 +133,14 @@ class Watchdog:
                     self._beat()
                     self._judge_self(grace=GRACE_S)
         except Exception:  # the watchdog must never be what kills a healthy job
+            faulthandler.cancel_dump_traceback_later()
             print(f"spmd: warning: rank {self.rank}: the watchdog stopped:\n{traceback.format_exc()}",
                   file=sys.stderr, flush=True)
+
+    def arm_backstop(self) -> None:
+        """(Re)start faulthandler's countdown (its own C thread, which needs no GIL): if no beat re-arms it
+        within timeout_s + BACKSTOP_S, every thread's stack is printed and the process exits (1)."""
+        faulthandler.dump_traceback_later(self.timeout_s + BACKSTOP_S, exit=True)  # replaces the last one
 
     def _beat(self) -> None:
         # issend: a beat completes only once rank 0 received it, so shutdown can account for every one
@@ -130,23 +154,40 @@ class Watchdog:
             self._heard[source] = (self.beats.recv(source=source, tag=BEAT_TAG), time.monotonic())
         now = time.monotonic()
         self._heard[0] = (self.marker(), now)
-        waited = {r: age + (now - t) for r, ((_, what, age, timed), t) in self._heard.items() if what and timed}
+        waited = {r: age + (now - t) for r, ((_, what, age, timed, _), t) in self._heard.items() if what and timed}
         stuck = [r for r, age in waited.items() if age > self.timeout_s]
         if stuck:
             first = max(stuck, key=waited.get)
-            self.end(self._table(first, waited[first], now))
+            (phase, what, *_), _ = self._heard[first]
+            self.end(self._table(f"rank {first} on {self.hosts[first]} waited {waited[first]:.1f} s (timeout_s: "
+                                 f"{self.timeout_s:g}) in {what}, phase {phase}", now, waiting=True))
+        if waited:
+            return  # a phase that does not end shows as a peer's wait: that rule names it
+        in_phase = {r: age + (now - t) for r, ((_, what, _, _, age), t) in self._heard.items()
+                    if age is not None and not what}
+        over = [r for r, age in in_phase.items() if age > self.timeout_s]
+        if over:
+            first = max(over, key=in_phase.get)
+            (phase, *_), _ = self._heard[first]
+            self.end(self._table(f"rank {first} on {self.hosts[first]} has been in phase {phase} for "
+                                 f"{in_phase[first]:.1f} s (timeout_s: {self.timeout_s:g}) and no rank waits in a "
+                                 f"collective: a step that never returns", now, waiting=False))
 
     def _judge_self(self, grace: float) -> None:
-        phase, what, age, timed = self.marker()
+        phase, what, age, timed, in_phase = self.marker()
+        why = "" if not grace else f"; rank 0 did not end the job within {grace:.0f} s more"
+        where = f"watchdog: rank {self.rank} on {self.hosts[self.rank]}"
         if what and timed and age > self.timeout_s + grace:
-            why = "" if not grace else f"; rank 0 did not end the job within {grace:.0f} s more"
-            self.end(f"watchdog: rank {self.rank} on {self.hosts[self.rank]} waited {age:.1f} s (timeout_s: "
-                     f"{self.timeout_s:g}) in {what}, phase {phase}{why}: ending the job (exit {EXIT_CODE})")
+            self.end(f"{where} waited {age:.1f} s (timeout_s: {self.timeout_s:g}) in {what}, phase {phase}{why}: "
+                     f"ending the job (exit {EXIT_CODE})")
+        if not what and in_phase is not None and in_phase > self.timeout_s + grace:
+            self.end(f"{where} has been in phase {phase} for {in_phase:.1f} s (timeout_s: {self.timeout_s:g}) "
+                     f"without finishing it{why}: ending the job (exit {EXIT_CODE})")
 
-    def _table(self, first: int, age: float, now: float) -> str:
-        (phase, what, _, _), _ = self._heard[first]
-        lines = [f"watchdog: rank {first} on {self.hosts[first]} waited {age:.1f} s (timeout_s: "
-                 f"{self.timeout_s:g}) in {what}, phase {phase}. Where every rank is:"]
+    def _table(self, headline: str, now: float, waiting: bool) -> str:
+        """``headline``, then where every rank is; ``waiting``: the headline is a rank's wait in a
+        collective (then the ranks that never reached it are named)."""
+        lines = [f"watchdog: {headline}. Where every rank is:"]
         absent = []
         for r in range(self.size):
             where = f"rank {r} on {self.hosts[r]}"
@@ -154,7 +195,7 @@ class Watchdog:
                 lines.append(f"  {where}: never heard from (died or never started?)")
                 absent.append(r)
                 continue
-            (p, w, a, timed), t = self._heard[r]
+            (p, w, a, timed, _), t = self._heard[r]
             silent = now - t
             state = f"waiting in {w} for {a + silent:.1f} s" if w else "not in a collective"
             if w and not timed:
@@ -163,9 +204,9 @@ class Watchdog:
             lines.append(f"  {where}: phase {p}, {state}{dead}")
             if not w or dead:
                 absent.append(r)
-        if absent:
+        if absent and waiting:
             lines.append(f"ranks that never reached it: {', '.join(map(str, absent))} (see above)")
-        lines.append(f"ending the job (exit {EXIT_CODE}); raise timeout_s if a phase legitimately waits longer")
+        lines.append(f"ending the job (exit {EXIT_CODE}); raise timeout_s if a phase legitimately takes longer")
         return "\n".join(lines)
 
     def _poll(self) -> None:
@@ -191,6 +232,7 @@ class Watchdog:
         self.leave()
         self._stop.set()
         self._thread.join()
+        faulthandler.cancel_dump_traceback_later()
         if self.threaded_mpi and self.rank == 0:
             status = MPI.Status()
             for source in range(1, self.size):  # each rank's beats arrive in order, then its bye
@@ -233,6 +275,7 @@ def start(world: MPI.Intracomm, hosts: list[str], timeout_s: float = 300.0) -> W
     if dog is None:
         dog = Watchdog(world, hosts, timeout_s)
         waits.install(dog)
+        dog.arm_backstop()  # now: the main thread may hold the GIL before the first beat
     return dog
 
 
@@ -255,3 +298,4 @@ def set_timeout(seconds: float) -> None:
     dog = waits.installed()
     if dog is not None:
         dog.timeout_s = seconds
+        dog.arm_backstop()

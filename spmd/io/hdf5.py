@@ -7,8 +7,10 @@ Every problem a rank can see becomes an InputError naming the file and dataset.
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
+import stat
 from dataclasses import dataclass
 
 import h5py
@@ -89,10 +91,21 @@ def require_finite(rows: np.ndarray, where: str, first_row: int) -> None:
     raise InputError(f"{where} rows {bad[0]}-{bad[-1] + 1}: {len(bad)} row(s) hold NaN or infinity after the read")
 
 
+FILE_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+              stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+
+
 def open_h5(path: str, mode: str = "r") -> h5py.File:
-    """Open an HDF5 file, turning every failure into an InputError that says what to do."""
-    if mode == "r" and not os.path.exists(path):
-        raise InputError(f"{path}: no such file")
+    """Open an HDF5 file, turning every failure into an InputError that says what to do. Only a
+    regular file is read: HDF5 opening a FIFO blocks in C, holding the GIL, until a writer comes."""
+    if mode == "r":
+        try:
+            info = os.stat(path)
+        except OSError as exc:  # missing, a loop of symbolic links, no permission
+            raise InputError(f"{path}: {'no such file' if exc.errno == errno.ENOENT else exc.strerror}") from None
+        if not stat.S_ISREG(info.st_mode):
+            kind = FILE_KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+            raise InputError(f"{path}: {kind}, not an HDF5 file")
     try:
         return h5py.File(path, mode)
     except OSError as exc:

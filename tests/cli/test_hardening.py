@@ -126,3 +126,22 @@ def test_an_unusable_output_is_refused_before_the_work(tmp_path):
     assert rc == 2 and "the folder of taken/C.h5: taken: taken exists and is not a folder" in err, err
     rc, out, err, _ = spmd("scale", config, "--ranks", "1,2", "--out", "taken/scaling", cwd=tmp_path, ranks=2)
     assert rc == 2 and "output folder taken/scaling: taken exists and is not a folder" in err, err
+
+
+def test_a_fifo_as_input_is_refused_not_waited_on(tmp_path):
+    """HDF5 opening a FIFO blocks in C, holding the GIL, until something writes to it: every rank would
+    hang where no watchdog thread can run. A path that is not a regular file is refused up front."""
+    import os
+    import time
+
+    os.mkfifo(tmp_path / "x.h5")
+    config = tmp_path / "job.yaml"
+    config.write_text(json.dumps({"workload": "reduce", "device": "cpu", "timeout_s": 5, "output": "out",
+                                  "input": {"path": "x.h5", "dataset": "x"}}))
+    start = time.monotonic()
+    rc, out, err, _ = spmd("run", config, cwd=tmp_path, ranks=2)
+    assert rc == 2 and "x.h5: a FIFO, not an HDF5 file" in err, err
+    assert time.monotonic() - start < 15
+    (tmp_path / "loop.h5").symlink_to(tmp_path / "loop.h5")
+    rc, out, err, _ = spmd("run", config, "-o", "input.path=loop.h5", cwd=tmp_path, ranks=2)
+    assert rc == 2 and "loop.h5: Too many levels of symbolic links" in err, err

@@ -92,3 +92,36 @@ def test_end_job_runs_every_abort_hook_once_then_ends_every_rank(tmp_path):
     assert "rank 1: slow hook did not return in time; ending the job anyway" in err, err
     assert "rank 1: broken hook failed (division by zero); ending the job anyway" in err, err
     assert elapsed < 20
+
+
+STUCK = textwrap.dedent("""
+    import ctypes, sys, time
+    from spmd.runtime import Context
+    from spmd.timing import enter_phase
+    from spmd.watchdog import set_timeout
+
+    ctx = Context(watchdog=True)
+    set_timeout(float(sys.argv[2]))
+    enter_phase("read")  # a phase of a run, on every rank, that never ends
+    if sys.argv[1] == "sleep":
+        time.sleep(120)  # outside any collective: no peer waits for anyone
+    else:
+        ctypes.PyDLL(None).sleep(120)  # in C, holding the GIL (as HDF5 reading a FIFO does): no thread runs
+""")
+
+
+def test_a_phase_that_never_ends_on_every_rank_ends_the_job(tmp_path):
+    rc, out, err, elapsed = spmd_script(tmp_path, STUCK, "sleep", "2", ranks=3)
+    assert rc == 4, (out, err)
+    assert re.search(r"watchdog: rank \d on .* has been in phase read for 2\.\d s \(timeout_s: 2\) and no rank "
+                     r"waits in a collective: a step that never returns", err), err
+    assert elapsed < 15
+
+
+def test_a_hang_that_holds_the_gil_is_ended_by_the_backstop(tmp_path):
+    """No Python thread runs, the watchdog's included: faulthandler, re-armed on every beat, prints each
+    rank's stack (where it hangs) and ends the process timeout_s + 20 s after the last beat."""
+    rc, out, err, elapsed = spmd_script(tmp_path, STUCK, "gil", "1", ranks=2, timeout=90)
+    assert rc != 0, (out, err)
+    assert "Timeout (0:00:21)!" in err and 'driver.py", line 13 in <module>' in err, err
+    assert 20 < elapsed < 45
