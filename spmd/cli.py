@@ -324,15 +324,39 @@ def cmd_generate(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .stops import handling_interrupts
+
     args = build_parser().parse_args(argv)
+    with handling_interrupts():
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
         return args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C where no watchdog runs (see spmd.stops)
+        return _interrupted()
     except SpmdError as exc:
         # A collective error has closed the command's Context (and stopped its watchdog) on every rank.
         # report and jobscript run as one plain process: their errors need no rank label.
         return _fail(exc, exc.exit_code, collective=exc.collective or args.command in ("report", "jobscript"))
     except Exception as exc:  # a bug or an unexpected library error: name it, end the job
         return _fail(exc, 1, collective=False, trace=traceback.format_exc())
+
+
+def _interrupted() -> int:
+    from mpi4py import MPI
+
+    from .stops import EXIT_CODE
+
+    world = MPI.COMM_WORLD
+    if world.Get_rank() == 0:
+        print(f"spmd: interrupted (SIGINT): ending the job (exit {EXIT_CODE})", file=sys.stderr, flush=True)
+    if world.Get_size() > 1:
+        from .watchdog import end_job
+
+        end_job(world, EXIT_CODE)  # the other ranks may be inside a collective
+    return EXIT_CODE
 
 
 def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = None) -> int:
@@ -347,7 +371,8 @@ def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = N
     world = MPI.COMM_WORLD
     if collective:
         if world.Get_rank() == 0:
-            print(f"spmd: {'stopped' if code == 0 else 'error'}: {exc}", file=sys.stderr, flush=True)
+            label = {0: "stopped", 130: "interrupted"}.get(code, "error")
+            print(f"spmd: {label}: {exc}", file=sys.stderr, flush=True)
         return code
     where = f"rank {world.Get_rank()} on {MPI.Get_processor_name()}"
     if trace:

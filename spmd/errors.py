@@ -60,8 +60,14 @@ class Stopped(SpmdError):
     exit_code = 0
 
 
+class Interrupted(SpmdError):
+    """The user pressed Ctrl-C (SIGINT); what could be saved was saved."""
+
+    exit_code = 130
+
+
 _BY_NAME = {cls.__name__: cls for cls in (SpmdError, ConfigError, InputError, BackendUnavailable,
-                                          VerificationError, Stopped)}
+                                          VerificationError, Stopped, Interrupted)}
 
 
 def error_class(name: str) -> type[SpmdError]:

@@ -33,7 +33,7 @@ from typing import Callable
 
 from mpi4py import MPI
 
-from . import waits
+from . import stops, waits
 
 EXIT_CODE = 4
 BEAT_TAG, BYE_TAG = 1, 2
@@ -125,6 +125,8 @@ class Watchdog:
             while not self._stop.wait(self.beat_s):
                 self.arm_backstop()
                 self._poll()
+                if stops.end_now(grace_s=self.timeout_s):
+                    self.interrupt()
                 if not self.threaded_mpi:
                     self._judge_self(grace=0.0)
                 elif self.rank == 0:
@@ -215,6 +217,16 @@ class Watchdog:
                 hook()
             except Exception as exc:  # NcclError: a peer died, a network error, an abort elsewhere
                 self.end(f"rank {self.rank} on {self.hosts[self.rank]}: {what} in phase {self.phase}: {exc}")
+
+    def interrupt(self) -> None:
+        """Ctrl-C: one line, rank 0's, then the job ends with exit 130 on every rank. The other ranks
+        leave the ending to rank 0 (whose line would be lost if they aborted first), for a grace period."""
+        self.ending = True
+        if self.rank == 0:
+            print(f"spmd: interrupted (SIGINT): ending the job (exit {stops.EXIT_CODE})", file=sys.stderr, flush=True)
+        elif self.threaded_mpi:
+            time.sleep(GRACE_S)
+        end_job(self.world if self.threaded_mpi else None, stops.EXIT_CODE)
 
     def end(self, message: str) -> None:
         """Print ``message``, end the whole job (``end_job``). Never returns."""

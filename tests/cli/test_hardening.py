@@ -11,6 +11,7 @@ import textwrap
 
 import h5py
 import numpy as np
+import pytest
 
 from helpers import LAUNCH_ENV
 from mpi_job import spmd, spmd_script
@@ -145,3 +146,62 @@ def test_a_fifo_as_input_is_refused_not_waited_on(tmp_path):
     (tmp_path / "loop.h5").symlink_to(tmp_path / "loop.h5")
     rc, out, err, _ = spmd("run", config, "-o", "input.path=loop.h5", cwd=tmp_path, ranks=2)
     assert rc == 2 and "loop.h5: Too many levels of symbolic links" in err, err
+
+
+def start_job(tmp_path, *args, ranks=3, env=None):
+    """``mpiexec -n ranks python -m spmd ARGS`` in the background, in its own process group."""
+    from mpi_job import mpiexec
+
+    return subprocess.Popen([*mpiexec(), "-n", str(ranks), sys.executable, "-m", "spmd", *map(str, args)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**LAUNCH_ENV, **(env or {})}, start_new_session=True)
+
+
+def interrupt(proc, when, timeout=60):
+    """Wait until ``when()`` holds, send SIGINT to mpiexec (what Ctrl-C in its terminal does), collect."""
+    import os
+    import signal
+    import time
+
+    try:
+        deadline = time.monotonic() + 60
+        while not when() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        start = time.monotonic()
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err, time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("watchdog", ["on", "off"])
+def test_ctrl_c_ends_the_job_with_130_and_one_line(tmp_path, watchdog):
+    """The watchdog's thread ends the job on its next beat; without one, the main thread's
+    KeyboardInterrupt does (SPMD_WATCHDOG=off)."""
+    import time
+
+    config = small("reduce.yaml", tmp_path, **{"repeats": 100_000, "generate.shape": [100_000], "output": "out"})
+    assert spmd("generate", config, cwd=tmp_path)[0] == 0
+    proc = start_job(tmp_path, "run", config, "-o", "timeout_s=60", env={"SPMD_WATCHDOG": watchdog})
+    started = time.monotonic()
+    rc, out, err, seconds = interrupt(proc, lambda: time.monotonic() > started + 4)  # repeats are running
+    assert rc == 130, err
+    assert err.count("spmd: interrupted (SIGINT): ending the job (exit 130)") == 1, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert seconds < 15 and not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_during_training_writes_the_checkpoint_first(tmp_path):
+    config = train_config(tmp_path, **{"params.checkpoint": {"path": "ckpt.h5", "every": 50}, "repeats": 199})
+    assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
+    proc = start_job(tmp_path, "run", config, "--out", "stopped", ranks=2)
+    rc, out, err, seconds = interrupt(proc, (tmp_path / "ckpt.h5").exists)  # training is under way
+    assert rc == 130, err
+    assert "spmd: interrupted: rank 0 on" in err and "SIGINT received: checkpoint at step" in err, err
+    assert "continue with -o params.resume=ckpt.h5" in err and "Traceback" not in err
+    with h5py.File(tmp_path / "ckpt.h5") as f:
+        assert int(f.attrs["step"]) > 50  # the window the Ctrl-C came in, not the last periodic one
+    assert not (tmp_path / "stopped/report.json").exists() and seconds < 30

@@ -20,7 +20,7 @@ LAYERS = [
     ("workloads", ["workloads"]),
     ("context", ["runtime"]),
     ("services", ["io", "comm", "measure", "report", "timing", "topology", "memory"]),
-    ("foundations", ["watchdog", "waits", "faults", "config", "launch", "xp", "errors", "files", "units",
+    ("foundations", ["watchdog", "waits", "stops", "faults", "config", "launch", "xp", "errors", "files", "units",
                      "libraries", "__init__"]),
 ]
 MAX_LINES = 500

@@ -13,6 +13,7 @@ reaches ``target_accuracy`` when one is set.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import signal
 import statistics
@@ -23,8 +24,8 @@ from typing import Literal
 
 import numpy as np
 
-from ... import faults
-from ...errors import BackendUnavailable, ConfigError, InputError, Stopped, VerificationError
+from ... import faults, stops
+from ...errors import BackendUnavailable, ConfigError, InputError, Interrupted, Stopped, VerificationError
 from ...io.hdf5 import dataset_info, open_h5, require_finite
 from ...io.plan import block_range
 from ...memory import require_memory
@@ -305,13 +306,16 @@ class TrainWorkload(Workload):
         ctx, p, trainer = self.ctx, self.params, self.trainer
         if self.windows_run:
             self._collect_window()
-        received = ctx.comm.allgather(self._stop.name)  # a signal may reach some ranks only
-        got = [r for r, name in enumerate(received) if name]
+        mine = "SIGINT" if stops.interrupted() else self._stop.name
+        received = ctx.comm.allgather(mine)  # a signal may reach some ranks only
+        got = sorted((name != "SIGINT", r) for r, name in enumerate(received) if name)  # Ctrl-C first
         if got:
+            rank = got[0][1]
             path = self._checkpoint_path()
             ctx.agree(self._write_checkpoint, path, root_only=True)
-            raise ctx.collective_error(Stopped, got[0], f"{received[got[0]]} received: checkpoint at step "
-                                       f"{trainer.step} written to {path}; continue with -o params.resume={path}")
+            raise ctx.collective_error(Interrupted if received[rank] == "SIGINT" else Stopped, rank,
+                                       f"{received[rank]} received: checkpoint at step {trainer.step} written "
+                                       f"to {path}; continue with -o params.resume={path}")
         every = p.checkpoint.every if p.checkpoint else 0
         if every and trainer.step > self.start_step and trainer.step % every == 0:
             ctx.agree(self._write_checkpoint, p.checkpoint.path, root_only=True)
@@ -449,10 +453,13 @@ def _finite(weights, step, global_batch, lr) -> None:
 
 
 class _StopFlag:
-    """SIGTERM / SIGUSR1 set a flag (and nothing else); the job checks it between windows."""
+    """SIGTERM / SIGUSR1 set a flag (and nothing else); the job checks it, and Ctrl-C
+    (``spmd.stops``), between windows, writing a checkpoint before it stops."""
 
     def __init__(self):
         self.name, self._old = None, {}
+        self._clean = contextlib.ExitStack()
+        self._clean.enter_context(stops.clean_stop())  # the watchdog gives Ctrl-C time to reach a window's end
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set from the main thread
         for name in STOP_SIGNALS:
@@ -467,3 +474,4 @@ class _StopFlag:
         for num, old in self._old.items():
             signal.signal(num, old)
         self._old.clear()
+        self._clean.close()
