@@ -81,3 +81,25 @@ def test_compare_accepts_right_and_rejects_wrong_answers():
     poisoned = mom.moments_xp(np.where(np.arange(x.size) == 7, np.nan, x), np)
     with pytest.raises(VerificationError):
         compare(poisoned, expected)
+
+
+def test_ddof_of_as_many_rows_as_the_input_has_is_refused(tmp_path):
+    """var = M2 / (n - ddof) is undefined for n <= ddof: it used to divide by 1 and report 'verified'."""
+    from mpi4py import MPI
+
+    from helpers import write_dataset
+    from spmd.errors import ConfigError
+    from spmd.job import run_job
+    from spmd.runtime import Context
+    from spmd.workloads.registry import job_config_from_dict
+
+    write_dataset(tmp_path / "x.h5", np.arange(3.0))
+    for ddof, ok in ((2, True), (3, False)):
+        cfg = job_config_from_dict({"workload": "reduce", "device": "cpu", "params": {"ddof": ddof},
+                                    "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"}})
+        with Context(MPI.COMM_SELF) as ctx:
+            if ok:
+                assert run_job(ctx, cfg).report["result"]["var"] == pytest.approx(2.0)  # 2 / (3 - 2)
+            else:
+                with pytest.raises(ConfigError, match="params.ddof: 3, but the input has 3 rows"):
+                    run_job(ctx, cfg)

@@ -62,6 +62,9 @@ class ReduceWorkload(Workload):
                 raise ctx.collective_error(InputError, rank, f"{self.input.describe()}: rows of shape "
                                            f"{row_shape} {dtype} differ from rank 0's {layouts[0][:2]}")
         self.global_rows = sum(rows for _, _, rows in layouts)
+        if self.params.ddof >= self.global_rows:  # var = M2 / (n - ddof) would divide by max(0, 1) and pass
+            raise ctx.collective_error(ConfigError, 0, f"params.ddof: {self.params.ddof}, but the input has "
+                                       f"{self.global_rows} rows: var and std need more rows than ddof")
         self.rank_bytes = [rows * self.input.nbytes // max(self.input.rows, 1) for _, _, rows in layouts]
         self._fused = ctx.agree(self._choose_method)
         self.host, self.device_buf = ctx.agree(self._allocate)
