@@ -235,26 +235,20 @@ def cmd_info(args) -> int:
 
 
 def cmd_report_compare(args) -> int:
-    from .report.compare import compare, format_compare, load_entries
+    from .report.compare import compare_files, format_compare
 
-    rows, slower = compare(load_entries(args.old), load_entries(args.new), args.fail_above, args.min_seconds)
+    rows, slower = compare_files(args.old, args.new, args.fail_above, args.min_seconds)
     print(format_compare(rows, slower, args.fail_above), flush=True)
     return 1 if slower else 0
 
 
 def cmd_report_render(args) -> int:
-    import json
     from pathlib import Path
 
-    from .errors import InputError
+    from .report.schema import check_scaling, read_json
     from .scale.render import write_scaling
 
-    try:
-        scaling = json.loads(Path(args.scaling).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{args.scaling}: cannot read: {exc}") from None
-    if not isinstance(scaling, dict) or scaling.get("kind") != "scaling":
-        raise InputError(f"{args.scaling}: not a scaling.json")
+    scaling = check_scaling(read_json(args.scaling, "a scaling.json"), args.scaling)
     if args.reanalyse:
         from .scale.analysis import reanalyse
 

@@ -139,8 +139,8 @@ def dataset_info(path: str, name: str, dtypes: tuple[str, ...], ndims: tuple[int
         if obj.ndim not in ndims:
             raise InputError(f"{path}:{name}: {obj.ndim}-D array of shape {obj.shape}; "
                              f"expected {' or '.join(f'{d}-D' for d in ndims)}")
-        if obj.shape[0] == 0:
-            raise InputError(f"{path}:{name}: empty dataset")
+        if 0 in obj.shape:
+            raise InputError(f"{path}:{name}: empty dataset (shape {obj.shape})")
         return obj.shape[0], tuple(obj.shape[1:]), dtype
 
 
@@ -151,6 +151,12 @@ def expand_shards(patterns: tuple[str, ...]) -> list[str]:
         if not paths:
             raise InputError(f"input.shards: no file matches {patterns[0]!r}")
         return paths
+    seen: dict[str, str] = {}
+    for path in patterns:  # one file listed twice would be counted twice, and verified
+        real = os.path.realpath(path)
+        if real in seen:
+            raise InputError(f"input.shards: {path} and {seen[real]} are the same file")
+        seen[real] = path
     return list(patterns)
 
 

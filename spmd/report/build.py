@@ -6,9 +6,8 @@ import datetime
 
 from .. import __version__
 from ..launch import launch_record, mpi_library
+from .schema import REPORT_SCHEMA
 from .summary import summarize
-
-SCHEMA = 1
 
 
 def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verification: dict,
@@ -16,7 +15,7 @@ def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verificati
     """Assemble report.json (schema 1; see docs/report.md)."""
     timings, medians = summarize(records_by_rank)
     return {
-        "schema": SCHEMA,
+        "schema": REPORT_SCHEMA,
         "spmd_version": __version__,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "workload": cfg.workload,

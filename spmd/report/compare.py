@@ -5,11 +5,11 @@ Works on report.json (one size, counted as a strong-scaling point) and scaling.j
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import InputError
 from ..units import fmt_seconds
+from .schema import check_report, check_scaling, read_json
 from .summary import job_time
 
 Entries = dict[tuple[str, int], dict[str, float]]
@@ -17,19 +17,34 @@ Entries = dict[tuple[str, int], dict[str, float]]
 
 def load_entries(path: str | Path) -> Entries:
     """{(series, ranks): {phase: median seconds, 'time': seconds per repeat}} of a report."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read a JSON report: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: not an spmd report")
+    return _entries(_load(path))
+
+
+def compare_files(old: str | Path, new: str | Path, fail_above: float | None,
+                  min_seconds: float) -> tuple[list[dict], list[dict]]:
+    """``compare`` of two reports of one workload (InputError for reports of different ones)."""
+    a, b = _load(old), _load(new)
+    if a["workload"] != b["workload"]:
+        raise InputError(f"{old} is a report of {a['workload']}, {new} of {b['workload']}: nothing to compare")
+    return compare(_entries(a), _entries(b), fail_above, min_seconds)
+
+
+def _load(path) -> dict:
+    """A report.json or a scaling.json, checked (spmd.report.schema)."""
+    data = read_json(path, "a JSON report")
+    if isinstance(data, dict) and data.get("kind") == "scaling":
+        return check_scaling(data, path)
+    if not isinstance(data, dict) or "timings" not in data:
+        raise InputError(f"{path}: neither a report.json nor a scaling.json (no timings)")
+    return check_report(data, path)
+
+
+def _entries(data: dict) -> Entries:
     if data.get("kind") == "scaling":
         return {(mode, row["ranks"]): {**{p: t["median"] for p, t in row["timings"].items()}, "time": row["time"]}
                 for mode, rows in data["series"].items() for row in rows}
-    if "timings" in data and "ranks" in data and "per_rank" in data:
-        return {("strong", data["ranks"]): {**{p: t["median"] for p, t in data["timings"].items()},
-                                            "time": job_time(data)}}
-    raise InputError(f"{path}: neither a report.json nor a scaling.json (no timings)")
+    return {("strong", data["ranks"]): {**{p: t["median"] for p, t in data["timings"].items()},
+                                        "time": job_time(data)}}
 
 
 def compare(old: Entries, new: Entries, fail_above: float | None, min_seconds: float) -> tuple[list[dict], list[dict]]:

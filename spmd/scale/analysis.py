@@ -5,14 +5,12 @@ from __future__ import annotations
 import datetime
 
 from .. import __version__
+from ..report.schema import SCALING_SCHEMA
 from ..workloads.base import SCALING_MODES
 from ..workloads.registry import job_config_from_dict, workload_class
 from .advice import backend_advice, model_advice, oversubscription_advice, series_advice
 from .figures import series_figures
 from .model import best_ranks, break_even, fit_model
-
-SCHEMA = 1
-
 
 def reanalyse(scaling: dict) -> dict:
     """``analyse`` again over the runs stored in a scaling.json (after the analysis changed)."""
@@ -62,7 +60,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in _unique(runs)], backend)
     first = runs[0]["report"]
     return {
-        "schema": SCHEMA,
+        "schema": SCALING_SCHEMA,
         "kind": "scaling",
         "spmd_version": __version__,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

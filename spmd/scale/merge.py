@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
-from pathlib import Path
 
 from ..errors import InputError
+from ..report.schema import check_report, read_json
 from ..topology import summarize_placement
 from ..workloads.base import SCALING_MODES
 from ..workloads.registry import job_config_from_dict, workload_class
@@ -23,13 +23,7 @@ IGNORED = ("output",)  # where a job wrote is not what it ran
 
 
 def load_report(path) -> dict:
-    try:
-        report = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read a report: {exc}") from None
-    if not isinstance(report, dict) or "timings" not in report or "config" not in report:
-        raise InputError(f"{path}: not a report.json of spmd run")
-    return report
+    return check_report(read_json(path, "a report"), path)
 
 
 def merge_reports(paths: list) -> dict:

@@ -94,14 +94,20 @@ def _summary(scaling: dict) -> list[str]:
             f"MPI: {scaling['mpi_library']}; spmd {scaling['spmd_version']}; {scaling['created']}"]
 
 
+def _md(text: str) -> str:
+    """Text as Markdown shows it, whatever it holds: a path or host name with <, > or & is not HTML to a
+    Markdown renderer, and a newline would end a list item or a table row."""
+    return html.escape(" ".join(str(text).splitlines()), quote=False)
+
+
 def to_markdown(scaling: dict, images: list[str]) -> str:
-    lines = [f"# Scaling report: {scaling['workload']}", ""]
-    lines += [f"- {line}" for line in _summary(scaling)] + ["", "## Findings", ""]
-    lines += [f"- {line}" for line in scaling["advice"]] + [""]
+    lines = [f"# Scaling report: {_md(scaling['workload'])}", ""]
+    lines += [f"- {_md(line)}" for line in _summary(scaling)] + ["", "## Findings", ""]
+    lines += [f"- {_md(line)}" for line in scaling["advice"]] + [""]
     for t in tables(scaling):
-        lines += [f"## {t.title}", "", "| " + " | ".join(t.header) + " |",
+        lines += [f"## {_md(t.title)}", "", "| " + " | ".join(t.header) + " |",
                   "|" + "|".join("---" for _ in t.header) + "|"]
-        lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in t.rows]
+        lines += ["| " + " | ".join(_md(cell).replace("|", "/") for cell in row) + " |" for row in t.rows]
         lines.append("")
     if images:
         lines += ["## Plots", ""] + [f"![{Path(name).stem}]({name})" for name in images] + [""]

@@ -166,3 +166,17 @@ def test_the_config_output_folder_is_checked_too(tmp_path):
     rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", cwd=tmp_path)
     assert rc == 2 and "an #SBATCH line cannot carry it safely" in err and "res$(touch pwned)/jobs" in err, err
     assert not list(tmp_path.rglob("pwned")) and not list(tmp_path.rglob("*.sbatch"))
+
+
+def test_report_commands_name_a_malformed_file_and_exit_2(tmp_path):
+    """Files that parse but are not what they claim: a message and exit 2, no traceback (they exited 1)."""
+    (tmp_path / "scaling.json").write_text(json.dumps({"kind": "scaling", "schema": 1, "workload": "reduce"}))
+    rc, out, err = cli("report", "render", "scaling.json", cwd=tmp_path)
+    assert rc == 2 and "scaling.json: not a scaling.json of spmd scale (missing or malformed: series)" in err, err
+    (tmp_path / "a.json").write_text(json.dumps({"schema": 1, "timings": {}, "config": {}}))
+    rc, out, err = cli("report", "merge", "a.json", "a.json", "--out", "m", cwd=tmp_path)
+    assert rc == 2 and "a.json: not a report.json of spmd run (missing or malformed: workload)" in err, err
+    (tmp_path / "latin.json").write_bytes(b'{"kind": "scaling", "workload": "caf\xe9"}')
+    rc, out, err = cli("report", "compare", "latin.json", "a.json", cwd=tmp_path)
+    assert rc == 2 and "latin.json: cannot read a JSON report" in err, err
+    assert "Traceback" not in err and not (tmp_path / "m").exists()

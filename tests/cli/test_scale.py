@@ -163,6 +163,21 @@ def test_every_output_file_exists_and_parses(sweep):
     assert not list(out.glob(".*.tmp"))
 
 
+def test_markdown_shows_user_text_as_text(sweep, tmp_path):
+    """An input path (or host name) holding HTML or a newline: scaling.md shows it escaped, on one line."""
+    folder, _, scaling = sweep
+    hostile = copy.deepcopy(scaling)
+    hostile["config"]["input"]["path"] = "<img src=x onerror=alert(1)>\n# a heading"
+    path = tmp_path / "scaling.json"
+    path.write_text(json.dumps(hostile))
+    rc, out, err, _ = spmd("report", "render", path, "--out", tmp_path / "r", ranks=1)
+    assert rc == 0, err
+    markdown = (tmp_path / "r/scaling.md").read_text()
+    assert "&lt;img src=x onerror=alert(1)&gt; # a heading" in markdown and "<img" not in markdown
+    assert "\n# a heading" not in markdown
+    assert "&lt;img" in (tmp_path / "r/scaling.html").read_text()
+
+
 def test_report_compare_flags_a_planted_regression(sweep, tmp_path):
     folder, _, scaling = sweep
     old = folder / "sc" / "scaling.json"

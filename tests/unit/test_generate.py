@@ -63,3 +63,23 @@ def test_hdf5_lock_failure_says_how_to_fix_it(tmp_path, monkeypatch):
     monkeypatch.setattr(hdf5.h5py, "File", locked)
     with pytest.raises(InputError, match="HDF5_USE_FILE_LOCKING=FALSE"):
         hdf5.open_h5(str(path))
+
+
+def test_an_input_with_no_values_and_a_shard_listed_twice_are_refused(tmp_path):
+    """A (10, 0) dataset ended in a traceback (exit 1); a shard listed twice was counted twice and verified."""
+    import h5py
+    import pytest
+
+    from spmd.errors import InputError
+    from spmd.io.hdf5 import dataset_info, expand_shards
+
+    with h5py.File(tmp_path / "e.h5", "w") as f:
+        f.create_dataset("x", shape=(10, 0), dtype="float32")
+    with pytest.raises(InputError, match=r"e.h5:x: empty dataset \(shape \(10, 0\)\)"):
+        dataset_info(str(tmp_path / "e.h5"), "x", ("float32",), (1, 2))
+    (tmp_path / "a.h5").write_bytes(b"")
+    (tmp_path / "b.h5").symlink_to(tmp_path / "a.h5")
+    assert expand_shards((str(tmp_path / "a.h5"),)) == [str(tmp_path / "a.h5")]
+    for twice in ([tmp_path / "a.h5", tmp_path / "." / "a.h5"], [tmp_path / "a.h5", tmp_path / "b.h5"]):
+        with pytest.raises(InputError, match="are the same file"):
+            expand_shards(tuple(map(str, twice)))

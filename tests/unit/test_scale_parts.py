@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 
 import pytest
@@ -86,9 +87,10 @@ def report(ranks: int, totals_by_rank: list[list[float]], busy_by_rank=None) -> 
                  "repeats": [{"total": t} for t in totals]}
                 for r, (totals, b) in enumerate(zip(totals_by_rank, busy_by_rank))]
     med = {"median": 1.0, "min": 1.0, "max": 1.0}
-    return {"ranks": ranks, "per_rank": per_rank, "problem": {"bytes": 1000},
+    return {"schema": 1, "workload": "reduce", "ranks": ranks, "per_rank": per_rank, "problem": {"bytes": 1000},
             "timings": {"read": med, "wait": med, "h2d": med, "compute": med,
-                        "comm": {"median": 0.25, "min": 0.2, "max": 0.3}, "total": med}}
+                        "comm": {"median": 0.25, "min": 0.2, "max": 0.3}, "total": med},
+            "config": {}, "result": {}, "nodes": [], "device": "cpu", "comm": "mpi", "verified": True}
 
 
 def test_job_time_is_the_median_of_the_slowest_rank_per_repeat():
@@ -174,11 +176,15 @@ def test_placement_summary_worst_link_and_oversubscription():
     assert summarize_placement(ranks[:1], [])["link_class"] == "single"
 
 
-def scaling_file(tmp_path, name, compute_s):
-    rows = [{"ranks": n, "time": 1.0 / n, "timings": {"compute": {"median": compute_s / n},
-                                                      "wait": {"median": 1e-6}}} for n in (1, 2)]
+def scaling_file(tmp_path, name, compute_s, **changes):
+    def t(s):
+        return {"median": s, "min": s, "max": s}
+
+    rows = [{"ranks": n, "time": 1.0 / n, "timings": {"compute": t(compute_s / n), "wait": t(1e-6), "total": t(1.0 / n)}}
+            for n in (1, 2)]
     path = tmp_path / name
-    path.write_text(json.dumps({"kind": "scaling", "series": {"strong": rows}}))
+    path.write_text(json.dumps({"kind": "scaling", "schema": 1, "workload": "reduce", "series": {"strong": rows},
+                                **changes}))
     return path
 
 
@@ -209,6 +215,39 @@ def test_compare_reads_report_json_and_rejects_strangers(tmp_path):
     other = {("weak", 7): {"time": 1.0}}
     with pytest.raises(InputError, match="nothing in common|no series"):
         compare(entries, other, 5, 0)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"schema": 2}, "report schema 2; this spmd reads schema 1"),
+    ({"per_rank": [{"median": {}}]}, "missing or malformed: per_rank (one entry per rank)"),
+    ({"per_rank": [{"median": {}, "repeats": [{"total": "1"}]}] * 2}, "per_rank[].repeats[].total"),
+    ({"timings": {"total": {"median": None}}}, "timings.'total'"),
+    ({"ranks": True}, "missing or malformed: ranks"),
+    ({"verified": False}, "verified"),
+])
+def test_a_report_that_parses_but_is_malformed_is_named_not_a_traceback(tmp_path, change, message):
+    """What compare and merge read is checked first: exit 2 naming the file and the field."""
+    from spmd.report.compare import compare_files
+
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(report(2, [[3.0], [2.0]])))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**report(2, [[3.0], [2.0]]), **change}))
+    with pytest.raises(InputError, match=re.escape(message)) as info:
+        compare_files(good, bad, None, 0)
+    assert str(info.value).startswith(f"{bad}: ")
+
+
+def test_compare_refuses_reports_of_different_workloads_and_unknown_scalings(tmp_path):
+    from spmd.report.compare import compare_files
+
+    reduce = scaling_file(tmp_path, "reduce.json", 0.01)
+    matmul = scaling_file(tmp_path, "matmul.json", 0.01, workload="matmul")
+    with pytest.raises(InputError, match="is a report of reduce, .*matmul.json of matmul: nothing to compare"):
+        compare_files(reduce, matmul, None, 0)
+    with pytest.raises(InputError, match="scaling schema 3"):
+        compare_files(reduce, scaling_file(tmp_path, "new.json", 0.01, schema=3), None, 0)
+    assert compare_files(reduce, scaling_file(tmp_path, "same.json", 0.02), 10, 0)[1]  # slower: flagged
 
 
 def test_units():
