@@ -1,7 +1,8 @@
 """Fault injection: make one rank misbehave at one phase, to prove the job still ends cleanly.
 
 ``SPMD_FAULT="rank=R,phase=P,kind=K"`` (or the config key ``fault``, same text) arms the fault on
-rank R; the other ranks run normally. Phases: read, h2d, compute, comm, report. Kinds:
+rank R (``rank=all``: on every rank); the other ranks run normally. Phases: read, h2d, compute, comm,
+report. Kinds:
 
 - ``raise``: an exception on that rank alone (the bug case);
 - ``exit``: the process dies without a word to its peers (a crash; the launcher must notice);
@@ -36,14 +37,14 @@ class InjectedFault(SpmdError):
 
 @dataclass(frozen=True)
 class Fault:
-    """Rank ``rank`` misbehaves (``kind``) when it reaches ``phase``."""
+    """Rank ``rank`` (every rank: None) misbehaves (``kind``) when it reaches ``phase``."""
 
-    rank: int
+    rank: int | None
     phase: str
     kind: str
 
     def describe(self) -> str:
-        return f"rank={self.rank},phase={self.phase},kind={self.kind}"
+        return f"rank={'all' if self.rank is None else self.rank},phase={self.phase},kind={self.kind}"
 
 
 def parse_fault(text: str) -> Fault:
@@ -62,11 +63,11 @@ def parse_fault(text: str) -> Fault:
     if missing:
         raise ConfigError(f"fault: {brief(text)}: {missing[0]} missing (expected rank=R,phase=P,kind=K)")
     try:
-        rank = int(fields["rank"])
+        rank = None if fields["rank"] == "all" else int(fields["rank"])
     except ValueError:
-        raise ConfigError(f"fault: rank {brief(fields['rank'])} is not an integer") from None
+        raise ConfigError(f"fault: rank {brief(fields['rank'])} is not an integer or all") from None
     phase, kind = fields["phase"], fields["kind"]
-    if rank < 0:
+    if rank is not None and rank < 0:
         raise ConfigError(f"fault: rank must be >= 0, got {rank}")
     if phase not in PHASES:
         raise ConfigError(f"fault: phase {brief(phase)} is not one of {', '.join(PHASES)}")
@@ -93,7 +94,7 @@ def fault_from(config_value: str | None) -> Fault | None:
 
 def require_rank(fault: Fault | None, size: int) -> None:
     """Refuse a fault aimed at a rank the job does not have."""
-    if fault is not None and fault.rank >= size:
+    if fault is not None and fault.rank is not None and fault.rank >= size:
         raise ConfigError(f"fault: rank {fault.rank}, but the job has {size} ranks")
 
 
@@ -109,7 +110,7 @@ def arm(fault: Fault | None, rank: int, host: str) -> None:
     """Arm ``fault`` if it targets this rank (every rank calls this with the same fault; one aimed
     beyond the job's ranks, as in the smaller runs of a sweep, arms nothing)."""
     global _armed, _where, _fired, _said_nan
-    _armed = fault if fault is not None and fault.rank == rank else None
+    _armed = fault if fault is not None and fault.rank in (None, rank) else None
     _where = f"rank {rank} on {host}"
     _said_nan = False
     _fired = False

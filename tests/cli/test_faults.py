@@ -90,6 +90,17 @@ def test_a_hang_on_one_rank_is_ended_by_the_watchdog(config, fault):
     assert not (config.parent / "out").exists()
 
 
+@pytest.mark.parametrize("phase", ["read", "compute"])
+def test_a_phase_that_never_ends_on_every_rank_is_ended_by_the_watchdog(config, phase):
+    """No rank waits in a collective, so none times out there: the phase itself is timed."""
+    rc, _, err, elapsed = run_with_fault(config, f"rank=all,phase={phase},kind=hang")
+    assert rc == 4, err
+    assert re.search(rf"watchdog: rank \d on {re.escape(HOST)} has been in phase {phase} for \d+\.\d s "
+                     rf"\(timeout_s: {TIMEOUT_S}\) and no rank waits in a collective", err), err
+    assert all(line == f"phase {phase}, not in a collective" for line in watchdog_lines(err).values()), err
+    assert TIMEOUT_S <= elapsed < LIMIT_S and not (config.parent / "out").exists()
+
+
 def test_nan_on_one_rank_is_named_by_the_verification(config):
     rc, _, err, elapsed = run_with_fault(config, "rank=1,phase=read,kind=nan")
     assert rc == 3, err

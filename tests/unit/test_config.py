@@ -156,7 +156,8 @@ def test_fuzz_fault_text_gives_a_fault_or_config_error(parts):
         fault = parse_fault(",".join(parts))
     except ConfigError:
         return
-    assert isinstance(fault, Fault) and fault.rank >= 0 and fault.phase in PHASES and fault.kind in KINDS
+    assert isinstance(fault, Fault) and (fault.rank is None or fault.rank >= 0)
+    assert fault.phase in PHASES and fault.kind in KINDS
 
 
 @pytest.mark.parametrize("raw, key", [
@@ -171,6 +172,16 @@ def test_fuzz_fault_text_gives_a_fault_or_config_error(parts):
 def test_reliability_keys_are_checked(raw, key):
     with pytest.raises(ConfigError, match=key.replace("(", r"\(").replace("[", r"\[")):
         job_config_from_dict(raw)
+
+
+def test_a_fault_on_every_rank():
+    from spmd.faults import Fault, parse_fault, require_rank
+
+    fault = parse_fault("rank=all,phase=read,kind=hang")
+    assert fault == Fault(None, "read", "hang") and fault.describe() == "rank=all,phase=read,kind=hang"
+    require_rank(fault, 1)  # any job has every rank
+    with pytest.raises(ConfigError, match="rank 'al' is not an integer or all"):
+        parse_fault("rank=al,phase=read,kind=hang")
 
 
 def test_the_fault_variable_wins_over_the_config(monkeypatch):
