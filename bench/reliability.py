@@ -1,11 +1,13 @@
-"""The table of docs/reliability.md: every injected fault and bad input, run as a user would
-(``mpiexec -n N python -m spmd run``), with its exit code, time to exit and final message.
+"""The tables of docs/reliability.md: every injected fault, bad input and hostile or unlucky use, run as a
+user would (``mpiexec -n N python -m spmd run``, or the command the case names), with its exit code, time
+to exit and final message.
 
     python bench/reliability.py --ranks 3 --device cpu --out docs/results/reliability-cpu
     python bench/reliability.py --ranks 2 --device gpu --mpiexec "$MPI" --out /tmp/rel-gpu
 
-Writes reliability.json and reliability.md in --out. Each case must exit non-zero and leave no
-report; a case that does not is marked FAIL (and the script exits 1).
+Writes reliability.json and reliability.md in --out. Each case must end with its exit code (a fault: any
+non-zero one), within timeout_s + 30 s, leave no report and pass its own check; one that does not is
+marked FAIL (and the script exits 1).
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import h5py
 import numpy as np
@@ -27,8 +33,34 @@ import yaml
 TIMEOUT_S = 5  # the watchdog's timeout_s in these runs
 
 
-def cases(ranks: int, gpu: bool):
-    """(name, SPMD_FAULT or None, config changes, how to prepare the folder or None)."""
+@dataclass
+class Case:
+    """One row of the table.
+
+    Attributes:
+        config: changes to the base config (a reduce of x.h5), or the whole config's text (str or bytes).
+        argv: spmd's arguments, ``{config}`` standing for the config (default: run it).
+        driver: a Python script run in place of ``-m spmd``, given ``driver_args`` then ``argv``.
+        ranks: None: the script's --ranks under mpiexec; 0: a plain command, no mpiexec.
+        interrupt: SIGINT goes to mpiexec once this holds (given the case's folder); time counts from it.
+        expect: the exit code it must end with (None: any non-zero).
+        check: given the folder afterwards, what is wrong, or None.
+    """
+
+    name: str
+    fault: str | None = None
+    config: dict | str | bytes = field(default_factory=dict)
+    prepare: Callable[[Path], object] | None = None
+    argv: list[str] | None = None
+    driver: str | None = None
+    driver_args: list[str] = field(default_factory=list)
+    ranks: int | None = None
+    interrupt: Callable[[Path], bool] | None = None
+    expect: int | None = None
+    check: Callable[[Path], str | None] | None = None
+
+
+def fault_cases(ranks: int, gpu: bool) -> list[Case]:
     last = ranks - 1
     faults = [(f"raise at {phase} on rank {r}", f"rank={r},phase={phase},kind=raise")
               for phase, r in (("read", last), ("h2d", 1), ("compute", 1), ("comm", 0), ("report", 1))
@@ -36,36 +68,150 @@ def cases(ranks: int, gpu: bool):
     faults += [("exit at compute on rank 1", "rank=1,phase=compute,kind=exit")]
     faults += [(f"hang at {phase} on rank {r}", f"rank={r},phase={phase},kind=hang")
                for phase, r in (("read", 0), ("compute", 1), ("comm", last), ("report", 1))]
-    faults += [("nan at read on rank 1 (verification)", "rank=1,phase=read,kind=nan"),
+    faults += [("hang at read on every rank", "rank=all,phase=read,kind=hang"),
+               ("nan at read on rank 1 (verification)", "rank=1,phase=read,kind=nan"),
                ("oom at read on rank 1 (host buffers)", "rank=1,phase=read,kind=oom"),
                ("oom at h2d on rank 1 (device buffers)", "rank=1,phase=h2d,kind=oom")]
-    out = [(name, fault, {}, None) for name, fault in faults]
-    out.append(("nan at read on rank 1, check_finite: true", "rank=1,phase=read,kind=nan", {"check_finite": True}, None))
+    out = [Case(name, fault) for name, fault in faults]
+    out.append(Case("nan at read on rank 1, check_finite: true", "rank=1,phase=read,kind=nan", {"check_finite": True}))
+    return out
 
-    def write(name, maker):
+
+def input_cases(ranks: int) -> list[Case]:
+    def writes(name, maker):
         return lambda d: maker(d / name)
 
-    out += [
-        ("missing file", None, {"input": {"path": "nope.h5", "dataset": "x"}}, None),
-        ("not an HDF5 file", None, {"input": {"path": "text.h5", "dataset": "x"}},
-         write("text.h5", lambda p: p.write_text("not HDF5\n" * 100))),
-        ("truncated HDF5 file", None, {"input": {"path": "cut.h5", "dataset": "x"}},
-         write("cut.h5", lambda p: (_dataset(p, np.arange(100_000, dtype=np.float32)),
-                                    os.truncate(p, os.path.getsize(p) // 2)))),
-        ("wrong dtype (int32)", None, {"input": {"path": "int.h5", "dataset": "x"}},
-         write("int.h5", lambda p: _dataset(p, np.arange(100, dtype=np.int32)))),
-        ("wrong rank of array (3-D)", None, {"input": {"path": "cube.h5", "dataset": "x"}},
-         write("cube.h5", lambda p: _dataset(p, np.zeros((4, 2, 2), np.float32)))),
-        ("more ranks than rows", None, {"input": {"path": "two.h5", "dataset": "x"}},
-         write("two.h5", lambda p: _dataset(p, np.zeros(ranks - 1, np.float32)))),
-        ("config that is not YAML", None, "workload: [reduce\n", None),
-        ("unknown key", None, {"repeatz": 2}, None),
-        ("wrong type", None, {"repeats": "three"}, None),
-        ("zero repeats", None, {"repeats": 0}, None),
-        ("negative timeout_s", None, {"timeout_s": -5}, None),
-        ("zero-size generate.shape", None, {"generate": {"shape": [0]}}, None),
+    def reads(name):
+        return {"input": {"path": name, "dataset": "x"}}
+
+    loop = writes("loop.h5", lambda p: p.symlink_to(p))
+    return [
+        Case("missing file", config=reads("nope.h5")),
+        Case("not an HDF5 file", config=reads("text.h5"), prepare=writes("text.h5", lambda p: p.write_text("no\n" * 99))),
+        Case("truncated HDF5 file", config=reads("cut.h5"),
+             prepare=writes("cut.h5", lambda p: (_dataset(p, np.arange(100_000, dtype=np.float32)),
+                                                 os.truncate(p, os.path.getsize(p) // 2)))),
+        Case("wrong dtype (int32)", config=reads("int.h5"),
+             prepare=writes("int.h5", lambda p: _dataset(p, np.arange(100, dtype=np.int32)))),
+        Case("wrong rank of array (3-D)", config=reads("cube.h5"),
+             prepare=writes("cube.h5", lambda p: _dataset(p, np.zeros((4, 2, 2), np.float32)))),
+        Case("an input of shape (10, 0)", config=reads("empty.h5"),
+             prepare=writes("empty.h5", lambda p: _dataset(p, np.zeros((10, 0), np.float32)))),
+        Case("more ranks than rows", config=reads("two.h5"),
+             prepare=writes("two.h5", lambda p: _dataset(p, np.zeros(ranks - 1, np.float32)))),
+        Case("a FIFO as input.path", config=reads("fifo.h5"), prepare=writes("fifo.h5", os.mkfifo)),
+        Case("a symbolic link loop as input.path", config=reads("loop.h5"), prepare=loop),
+        Case("one shard listed twice", config={"input": {"shards": ["x.h5", "./x.h5"], "dataset": "x"}}),
+        Case("params.ddof >= the rows", config={"params": {"ddof": 10 ** 9}}),
     ]
-    return out
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 10)}]\n" for a, b in zip("abcdefghi", "bcdefghij")) + \
+    "workload: reduce\ninput: {path: x.h5, dataset: x}\noutput: *j\n"
+
+
+def config_cases() -> list[Case]:
+    base = "workload: reduce\ninput: {path: x.h5, dataset: x}\n"
+    return [
+        Case("config that is not YAML", config="workload: [reduce\n"),
+        Case("config that is not UTF-8", config=(base + "output: caf\xe9\n").encode("latin-1")),
+        Case("a key given twice", config=base + "repeats: 2\nrepeats: 3\n"),
+        Case("a YAML alias bomb (10^10 values)", config=BOMB),
+        Case("a 50 MB config", config=base + "# padding\n" * 5_000_000),
+        Case("unknown key", config={"repeatz": 2}),
+        Case("wrong type", config={"repeats": "three"}),
+        Case("zero repeats", config={"repeats": 0}),
+        Case("negative timeout_s", config={"timeout_s": -5}),
+        Case("params.lr: .nan (train)", config=base.replace("reduce", "train") + "params: {lr: .nan}\n"),
+        Case("zero-size generate.shape", config={"generate": {"shape": [0]}}),
+    ]
+
+
+MATMUL = {"workload": "matmul", "repeats": 1, "input": {"path": "A.h5", "dataset": "A"},
+          "generate": {"shape": [256, 64], "dtype": "float64", "seed": 1},
+          "params": {"b": {"path": "B.h5", "dataset": "B", "generate": {"shape": [64, 256], "dtype": "float64",
+                                                                       "seed": 2}},
+                     "gather": "root", "save": {"path": "C.h5", "dataset": "C"}}}
+TRAIN = {"workload": "train", "repeats": 199, "input": {"path": "t.h5"},
+         "generate": {"shape": [2048, 24], "seed": 1, "loc": 0.0, "scale": 1.0},
+         "params": {"model": [24, 32, 16, 5], "batch": 16, "steps": 10, "eval_rows": 512,
+                    "checkpoint": {"path": "ckpt.h5", "every": 50}}}
+
+# spmd with every file the process writes limited to argv[1] bytes (EFBIG, what a full disk or a quota gives),
+# set after mpi4py started MPI (whose shared-memory files it would refuse)
+LIMITED = textwrap.dedent("""
+    import resource, sys
+    from mpi4py import MPI
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+    from spmd.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+# two jobs of one config at once (both save C.h5): argv = mpiexec words, then the config
+TWO_JOBS = textwrap.dedent("""
+    import subprocess, sys
+    *mpiexec, config = sys.argv[1:]
+    jobs = [subprocess.Popen([*mpiexec, "-n", "2", sys.executable, "-m", "spmd", "run", config, "-q", "--out", f"out{i}"])
+            for i in range(2)]
+    codes = [job.wait() for job in jobs]
+    print(f"two jobs saving C.h5 at once: exit codes {codes}", file=sys.stderr)
+    sys.exit(max(codes))
+""")
+
+
+def use_cases(mpiexec: list[str]) -> list[Case]:
+    def spmd(work: Path, *args: str) -> None:
+        subprocess.run([*mpiexec, "-n", "2", sys.executable, "-m", "spmd", *args], cwd=work, check=True,
+                       capture_output=True)
+
+    def generate(work):
+        spmd(work, "generate", "job.yaml")
+
+    def damaged_checkpoint(work):
+        generate(work)
+        spmd(work, "run", "job.yaml", "-o", "repeats=5", "-o", "params.checkpoint.every=0", "--out", "first")
+        path = work / "ckpt.h5"
+        with open(path, "r+b") as f:
+            f.seek(path.stat().st_size // 4)  # inside the weights, the first dataset
+            f.write(bytes(200_000))
+
+    def whole_c(work):
+        with h5py.File(work / "C.h5") as f:
+            c = f["C"][...]
+        return None if c.shape == (256, 256) and np.isfinite(c).all() and not list(work.glob(".*.tmp")) \
+            else "C.h5 not whole, or a temporary file left"
+
+    def no(*names):
+        return lambda work: next((f"{n} exists" for n in names if list(work.rglob(n))), None)
+
+    def after(seconds):
+        start = []
+        return lambda work: start.append(time.monotonic()) or time.monotonic() > start[0] + seconds
+
+    jobscript = ["jobscript", "{config}", "--nodes", "1,2", "--gpus-per-node", "1"]
+    return [
+        Case("jobscript: a newline in --partition", argv=[*jobscript, "--partition", "gpu\ntouch pwned"], ranks=0,
+             expect=2, check=no("pwned", "*.sbatch")),
+        Case("jobscript: $(...) in the output folder", argv=[*jobscript, "--out", "jobs$(touch pwned)"], ranks=0,
+             expect=2, check=no("pwned", "*.sbatch")),
+        Case("a save larger than the disk allows", config=MATMUL, prepare=generate, driver=LIMITED,
+             driver_args=["200000"], expect=2, check=no("C.h5", "*.tmp")),
+        Case("two jobs saving one path at once", config=MATMUL, prepare=generate, driver=TWO_JOBS,
+             driver_args=mpiexec, argv=["{config}"], ranks=0, expect=0, check=whole_c),
+        Case("an existing file as --out", argv=["run", "{config}", "--out", "taken"],
+             prepare=lambda w: (w / "taken").write_text("a file"), expect=2),
+        Case("the output folder on a full disk", driver=LIMITED, driver_args=["1000"], expect=2, check=no("*.tmp")),
+        Case("a damaged checkpoint (200 KB zeroed)", prepare=damaged_checkpoint,
+             config={**TRAIN, "repeats": 10, "generate": {**TRAIN["generate"], "shape": [2048, 844]},
+                     "params": {**TRAIN["params"], "model": "medium"}},
+             argv=["run", "{config}", "-o", "params.resume=ckpt.h5", "-q"], ranks=2, expect=2),
+        Case("Ctrl-C (SIGINT to mpiexec)", config={"repeats": 1_000_000, "timeout_s": 60}, interrupt=after(4),
+             expect=130),
+        Case("Ctrl-C during training", config={**TRAIN, "timeout_s": 60}, prepare=generate,
+             interrupt=lambda w: (w / "ckpt.h5").exists(), expect=130,
+             check=lambda w: None if (w / "ckpt.h5").exists() else "no checkpoint"),
+    ]
 
 
 def _dataset(path, data):
@@ -74,9 +220,9 @@ def _dataset(path, data):
 
 
 def message(err: str) -> str:
-    """The lines a user reads: the error (and, for the watchdog, where every rank is)."""
+    """The lines a user reads: spmd's (and, for the watchdog, where every rank is), else the last ones."""
     lines = err.splitlines()
-    keep = [i for i, line in enumerate(lines) if line.startswith("spmd: error:")]
+    keep = [i for i, line in enumerate(lines) if line.startswith("spmd: ") and "SPMD_FAULT:" not in line]
     if not keep:
         tail = [line for line in lines if line.strip() and "=====" not in line]
         return " / ".join(tail[-3:])
@@ -85,39 +231,59 @@ def message(err: str) -> str:
     return " / ".join(block)
 
 
-def run_case(folder: Path, mpiexec: list[str], ranks: int, device: str, case) -> dict:
-    name, fault, changes, prepare = case
-    work = folder / name.replace(" ", "_").replace(":", "").replace(",", "")
+def run_case(folder: Path, mpiexec: list[str], ranks: int, device: str, case: Case) -> dict:
+    work = folder / "".join(c if c.isalnum() else "_" for c in case.name)
     work.mkdir()
     (work / "x.h5").symlink_to(folder / "x.h5")
-    if prepare:
-        prepare(work)
     config = work / "job.yaml"
-    if isinstance(changes, str):
-        config.write_text(changes)
+    if isinstance(case.config, bytes):
+        config.write_bytes(case.config)
+    elif isinstance(case.config, str):
+        config.write_text(case.config)
     else:
-        cfg = {"workload": "reduce", "device": device, "repeats": 2, "timeout_s": TIMEOUT_S,
-               "input": {"path": "x.h5", "dataset": "x"}, "output": "out", **changes}
-        config.write_text(yaml.safe_dump(cfg))
-    env = dict(os.environ)
-    env.pop("SPMD_FAULT", None)
-    if fault:
-        env["SPMD_FAULT"] = fault
+        config.write_text(yaml.safe_dump({"workload": "reduce", "device": device, "repeats": 2,
+                                          "timeout_s": TIMEOUT_S, "input": {"path": "x.h5", "dataset": "x"},
+                                          "output": "out", **case.config}))
+    if case.prepare:
+        case.prepare(work)
+    argv = [a.replace("{config}", str(config)) for a in (case.argv or ["run", "{config}", "-q"])]
+    command = [sys.executable, "-m", "spmd", *argv]
+    if case.driver:
+        (work / "driver.py").write_text(case.driver)
+        command = [sys.executable, str(work / "driver.py"), *case.driver_args, *argv]
+    n = ranks if case.ranks is None else case.ranks
+    if n:
+        command = [*mpiexec, "-n", str(n), *command]
+    env = {k: v for k, v in os.environ.items() if k != "SPMD_FAULT"}
+    if case.fault:
+        env["SPMD_FAULT"] = case.fault
     start = time.monotonic()
-    proc = subprocess.run([*mpiexec, "-n", str(ranks), sys.executable, "-m", "spmd", "run", str(config), "-q"],
-                          cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S + 120)
+    proc = subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        if case.interrupt:
+            while not case.interrupt(work) and proc.poll() is None and time.monotonic() < start + 120:
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            start = time.monotonic()
+        _, err = proc.communicate(timeout=TIMEOUT_S + 120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
     seconds = time.monotonic() - start
-    report_left = (work / "out" / "report.json").exists()
-    ok = proc.returncode != 0 and not report_left and seconds < TIMEOUT_S + 30
-    return {"case": name, "fault": fault, "exit": proc.returncode, "seconds": round(seconds, 1),
-            "report_left": report_left, "ok": ok, "message": message(proc.stderr)}
+    report_left = any((work / d / "report.json").exists() for d in ("out", "taken"))
+    problem = case.check(work) if case.check else None
+    right_code = proc.returncode != 0 if case.expect is None else proc.returncode == case.expect
+    ok = right_code and not report_left and seconds < TIMEOUT_S + 30 and problem is None
+    return {"case": case.name, "fault": case.fault, "exit": proc.returncode, "seconds": round(seconds, 1),
+            "report_left": report_left, "problem": problem, "ok": ok, "message": message(err)}
 
 
 def markdown(rows: list[dict], header: str) -> str:
     out = [header, "", "| case | SPMD_FAULT | exit | time to exit | message |", "|---|---|---|---|---|"]
     for r in rows:
-        text = r["message"].replace("|", "\\|")
-        flag = "" if r["ok"] else " **FAIL**"
+        text = r["message"].replace("|", "\\|").replace("\n", " ")
+        flag = "" if r["ok"] else f" **FAIL** {r.get('problem') or ''}"
         out.append(f"| {r['case']}{flag} | {r['fault'] or '-'} | {r['exit']} | {r['seconds']} s | {text} |")
     return "\n".join(out) + "\n"
 
@@ -128,6 +294,7 @@ def main() -> int:
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--mpiexec", default=os.environ.get("SPMD_MPIEXEC", "mpiexec"))
     parser.add_argument("--rows", type=int, default=30_000)
+    parser.add_argument("--only", help="run the cases whose name holds this text")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     mpiexec = shlex.split(args.mpiexec)
@@ -135,13 +302,18 @@ def main() -> int:
         mpiexec[0] = os.path.abspath(mpiexec[0])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    cases = [*fault_cases(args.ranks, args.device == "gpu"), *input_cases(args.ranks), *config_cases(),
+             *use_cases(mpiexec)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         _dataset(folder / "x.h5", np.random.default_rng(0).standard_normal(args.rows).astype(np.float32))
-        for case in cases(args.ranks, args.device == "gpu"):
+        for case in cases:
+            if args.only and args.only not in case.name:
+                continue
             rows.append(run_case(folder, mpiexec, args.ranks, args.device, case))
-            print(f"{rows[-1]['case']}: exit {rows[-1]['exit']} in {rows[-1]['seconds']} s", flush=True)
+            print(f"{rows[-1]['case']}: exit {rows[-1]['exit']} in {rows[-1]['seconds']} s"
+                  + ("" if rows[-1]["ok"] else f" FAIL {rows[-1]['problem'] or ''}"), flush=True)
     header = (f"{args.ranks} ranks, device {args.device}, reduce of {args.rows} float32 rows, timeout_s: {TIMEOUT_S}, "
               f"{' '.join(mpiexec[:1])}")
     (out / "reliability.json").write_text(json.dumps({"setup": header, "rows": rows}, indent=2) + "\n")
