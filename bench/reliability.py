@@ -189,8 +189,21 @@ def use_cases(mpiexec: list[str]) -> list[Case]:
         start = []
         return lambda work: start.append(time.monotonic()) or time.monotonic() > start[0] + seconds
 
+    def scalings(work):
+        t = {"median": 1.0, "min": 1.0, "max": 1.0}
+        for name, workload in (("reduce.json", "reduce"), ("matmul.json", "matmul")):
+            (work / name).write_text(json.dumps({"kind": "scaling", "schema": 1, "workload": workload, "series": {
+                "strong": [{"ranks": 1, "time": 1.0, "timings": {"total": t}}]}}))
+        (work / "bad.json").write_text(json.dumps({"schema": 1, "timings": {"total": t}, "config": {}}))
+
     jobscript = ["jobscript", "{config}", "--nodes", "1,2", "--gpus-per-node", "1"]
     return [
+        Case("report compare of a reduce and a matmul report", argv=["report", "compare", "reduce.json", "matmul.json"],
+             prepare=scalings, ranks=0, expect=2),
+        Case("report merge of a malformed report.json", argv=["report", "merge", "bad.json", "bad.json", "--out", "m"],
+             prepare=scalings, ranks=0, expect=2, check=no("m")),
+        Case("report render of a report.json (not a scaling.json)", argv=["report", "render", "bad.json"],
+             prepare=scalings, ranks=0, expect=2),
         Case("jobscript: a newline in --partition", argv=[*jobscript, "--partition", "gpu\ntouch pwned"], ranks=0,
              expect=2, check=no("pwned", "*.sbatch")),
         Case("jobscript: $(...) in the output folder", argv=[*jobscript, "--out", "jobs$(touch pwned)"], ranks=0,
