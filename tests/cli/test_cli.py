@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -100,9 +101,16 @@ FAILURES = {
                                "mpi-cuda needs a CUDA-aware MPI"),
     "verify attrs without answers": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "verify": "attrs"},
                                      "has no expected-answer attributes"),
-    "fewer shards than ranks": (lambda d: {"input": {"shards": [str(d / "x.h5"), str(d / "x.h5")], "dataset": "x"}},
+    "fewer shards than ranks": (lambda d: {"input": {"shards": copies(d / "x.h5", 2), "dataset": "x"}},
                                 "2 shard files for 3 ranks"),
 }
+
+
+def copies(path, n: int) -> list[str]:
+    """``path`` and n - 1 copies of it beside it: n distinct shard files (one file listed twice is refused)."""
+    for i in range(1, n):
+        shutil.copy(path, path.with_name(f"copy{i}-{path.name}"))
+    return [str(path)] + [str(path.with_name(f"copy{i}-{path.name}")) for i in range(1, n)]
 
 
 @pytest.mark.parametrize("case", FAILURES)
@@ -131,7 +139,7 @@ def test_config_that_is_not_yaml(tmp_path):
 
 def test_one_shard_missing_for_one_rank_only(tmp_path, data):
     _, path = data
-    shards = [str(path), str(path), str(path), str(tmp_path / "gone.h5")]  # rank 2 owns the last
+    shards = [*copies(path, 3), str(tmp_path / "gone.h5")]  # rank 2 owns the last
     config = write_config(tmp_path, input={"shards": shards, "dataset": "x"})
     rc, _, err, elapsed = spmd("run", config)
     assert rc == 2 and elapsed < DEADLINE_S
@@ -144,7 +152,7 @@ def test_one_rank_failing_mid_run_aborts_the_job(tmp_path, data):
     _, path = data
     corrupt_chunk_file(tmp_path / "bad.h5")
     write_dataset(tmp_path / "good.h5", np.arange(4000, dtype=np.float64))
-    shards = [str(tmp_path / "good.h5")] * 2 + [str(tmp_path / "bad.h5")]
+    shards = [*copies(tmp_path / "good.h5", 2), str(tmp_path / "bad.h5")]
     config = write_config(tmp_path, input={"shards": shards, "dataset": "x"})
     rc, _, err, elapsed = spmd("run", config)
     assert rc != 0 and elapsed < DEADLINE_S
