@@ -13,7 +13,7 @@ import argparse
 import sys
 import traceback
 
-from . import __version__
+from .version import __version__
 from .config import COMM_BACKENDS
 from .errors import SpmdError
 

@@ -110,7 +110,7 @@ class Config:
     comm: Literal[("auto", *COMM_BACKENDS)] = "auto"
     warmup: int = 1
     repeats: int = 5
-    verify: Literal["auto", "attrs", "full"] = "auto"
+    verify: Literal["auto", "attrs", "full", "none"] = "auto"  # none: plug-ins only, recorded as not checked
     allow_shared_gpu: bool = False
     output: str = "results"
     timeout_s: float = 300.0
@@ -255,10 +255,10 @@ def config_from_dict(raw: dict) -> Config:
     return dataclasses.replace(build(Config, raw, ""), params=params)
 
 
-def with_params(cfg: Config, params_cls: type) -> Config:
+def with_params(cfg: Config, params_cls: type | None) -> Config:
     """``cfg`` with its ``params`` mapping built into ``params_cls`` (checked key by key); a config
-    whose params already are a ``params_cls`` comes back as it is."""
-    if isinstance(cfg.params, params_cls):
+    whose params already are a ``params_cls``, or whose workload takes the mapping (None), comes back as it is."""
+    if params_cls is None or isinstance(cfg.params, params_cls):
         return cfg
     return dataclasses.replace(cfg, params=build(params_cls, cfg.params, "params"))
 

@@ -11,7 +11,7 @@ import numpy
 import yaml
 from mpi4py import MPI
 
-from . import __version__
+from .version import __version__
 from . import xp as xpmod
 from .comm.mpi_cuda import cuda_aware_mpi
 from .comm.nccl import nccl_module

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from .. import __version__
+from ..version import __version__
 from ..launch import launch_record, mpi_library
 from .schema import REPORT_SCHEMA
 from .summary import summarize

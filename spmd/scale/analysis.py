@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 
-from .. import __version__
+from ..version import __version__
 from ..report.schema import SCALING_SCHEMA
 from ..workloads.base import SCALING_MODES
 from ..workloads.registry import job_config_from_dict, workload_class

@@ -26,8 +26,9 @@ class Workload(ABC):
         Params: frozen dataclass of the workload's ``params`` keys.
     """
 
-    name: ClassVar[str]
-    Params: ClassVar[type]
+    name: ClassVar[str] = "plug-in"
+    #: the dataclass ``params`` is built into (None: the config's mapping as it is)
+    Params: ClassVar[type | None] = None
     #: How each rank's message bytes grow with its share S/n of the problem: m ~ (S/n)**COMM_GROWTH
     #: (0: fixed-size messages such as reduce's moments; 1: messages proportional to the share).
     COMM_GROWTH: ClassVar[float] = 0.0

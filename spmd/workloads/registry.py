@@ -1,7 +1,9 @@
-"""Workload registry: config name -> Workload class, and the step that completes a parsed config.
+"""Workload registry: config name -> Workload class (a built-in, or a plug-in: ``spmd.workloads.plugins``),
+and the step that completes a parsed config.
 
 ``spmd.config`` parses a config's top level and leaves ``params`` a mapping; ``resolve_params`` builds
-it into the workload's own ``Params`` dataclass, checked key by key like every other key.
+it into the workload's own ``Params`` dataclass, checked key by key like every other key (a plug-in
+without one gets the mapping).
 """
 
 from __future__ import annotations
@@ -9,32 +11,41 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Config, config_from_dict, load_config, with_params
-from ..errors import ConfigError
+from ..errors import ConfigError, brief
 from .base import Workload
 from .matmul.workload import MatmulWorkload
+from .plugins import FORMS, is_plugin, load_plugin
 from .reduce.workload import ReduceWorkload
 from .stencil.workload import StencilWorkload
 from .train.workload import TrainWorkload
 
 REGISTRY: dict[str, type[Workload]] = {cls.name: cls for cls in (ReduceWorkload, MatmulWorkload, StencilWorkload,
                                                              TrainWorkload)}
+_PLUGINS: dict[str, type[Workload]] = {}  # loaded in this process, by the config's name for them
 
 
 def workload_class(name) -> type[Workload]:
-    """The Workload class registered as ``name``."""
+    """The Workload class the config's ``workload`` names: a built-in, or a plug-in (loaded once)."""
+    if is_plugin(name):
+        if name not in _PLUGINS:
+            _PLUGINS[name] = load_plugin(name)
+        return _PLUGINS[name]
     try:
         return REGISTRY[name]
     except (KeyError, TypeError):
-        raise ConfigError(f"workload: unknown workload {name!r} (one of: {', '.join(REGISTRY)})") from None
+        raise ConfigError(f"workload: unknown workload {brief(name)} (one of: {', '.join(REGISTRY)}; or a plug-in, "
+                          f"{FORMS})") from None
 
 
-def params_class(name) -> type:
-    """The params dataclass of workload ``name``."""
+def params_class(name) -> type | None:
+    """The params dataclass of workload ``name`` (None: a plug-in that takes the mapping as it is)."""
     return workload_class(name).Params
 
 
 def resolve_params(cfg: Config) -> Config:
     """``cfg`` with ``params`` built into its workload's Params (ConfigError naming the key)."""
+    if cfg.verify == "none" and not is_plugin(cfg.workload):
+        raise ConfigError(f"verify: none is for plug-ins only; the built-in {cfg.workload} always verifies")
     return with_params(cfg, params_class(cfg.workload))
 
 

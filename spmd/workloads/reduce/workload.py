@@ -14,9 +14,9 @@ import numpy as np
 
 from ... import xp as xpmod
 from ...errors import ConfigError, InputError, VerificationError
-from ...io.hdf5 import expand_shards, open_h5, plan_rank_input
-from ...memory import require_memory
-from ..base import Workload, read_then_wait
+from ...io.hdf5 import open_h5
+from ..base import Workload
+from ..rows import InputRows
 from . import moments as mom
 
 STAT_ATTRS = ("count", "sum", "abs_sum", "min", "max", "m2")
@@ -50,55 +50,25 @@ class ReduceWorkload(Workload):
 
     def setup(self, ctx, cfg, comm):
         self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
-        shards = None
-        if cfg.input.shards is not None:
-            shards = ctx.agree(expand_shards, cfg.input.shards, root_only=True)
-        self.sources = [(p, cfg.input.dataset) for p in (shards or [cfg.input.path])]
-        self.input = ctx.agree(plan_rank_input, cfg.input, shards, ctx.rank, ctx.size,
-                               self.DTYPES, self.NDIMS)
-        layouts = ctx.comm.allgather((self.input.row_shape, self.input.dtype.str, self.input.rows))
-        for rank, (row_shape, dtype, _) in enumerate(layouts):
-            if (row_shape, dtype) != layouts[0][:2]:
-                raise ctx.collective_error(InputError, rank, f"{self.input.describe()}: rows of shape "
-                                           f"{row_shape} {dtype} differ from rank 0's {layouts[0][:2]}")
-        self.global_rows = sum(rows for _, _, rows in layouts)
-        if self.params.ddof >= self.global_rows:  # var = M2 / (n - ddof) would divide by max(0, 1) and pass
+        self.rows = InputRows(ctx, cfg, self.DTYPES, self.NDIMS)
+        if self.params.ddof >= self.rows.global_rows:  # var = M2 / (n - ddof) would divide by max(0, 1) and pass
             raise ctx.collective_error(ConfigError, 0, f"params.ddof: {self.params.ddof}, but the input has "
-                                       f"{self.global_rows} rows: var and std need more rows than ddof")
-        self.rank_bytes = [rows * self.input.nbytes // max(self.input.rows, 1) for _, _, rows in layouts]
+                                       f"{self.rows.global_rows} rows: var and std need more rows than ddof")
         self._fused = ctx.agree(self._choose_method)
-        self.host, self.device_buf = ctx.agree(self._allocate)
         self.results: list[np.ndarray] = []
 
     def _choose_method(self):
         method = self.params.method
-        gpu_1d = self.ctx.device == "gpu" and len(self.input.row_shape) == 0
+        gpu_1d = self.ctx.device == "gpu" and len(self.rows.plan.row_shape) == 0
         if method == "fused" and not gpu_1d:
             raise ConfigError("params.method: fused needs device gpu and 1-D data; use auto or xp")
         return mom.FusedMoments() if method in ("auto", "fused") and gpu_1d else None
 
-    def _allocate(self):
-        gpu = self.ctx.device == "gpu"
-        what = f"{self.input.describe()}: the shard's rows"
-        require_memory(self.input.nbytes, "host", self.ctx, what)
-        if gpu:
-            require_memory(self.input.nbytes, "device", self.ctx, what)
-        host = xpmod.empty_host(self.input.shape, self.input.dtype, pinned=gpu)
-        device = self.ctx.xp.empty(self.input.shape, self.input.dtype) if gpu else None
-        return host, device
-
     def prepare(self):
-        self.host.fill(np.nan)  # poison: rows the read misses show up as NaN
-        if self.device_buf is not None:
-            self.device_buf.fill(np.nan)
+        self.rows.poison()  # rows the read misses show up as NaN
 
     def run(self, timer):
-        read_then_wait(self.ctx, timer, lambda: self.input.read_into(self.host, self.cfg.check_finite))
-        data = self.host
-        if self.device_buf is not None:
-            with timer.phase("h2d"):
-                self.device_buf.set(self.host)
-            data = self.device_buf
+        data = self.rows.read(timer)
         with timer.phase("compute"):
             local = self._fused(data) if self._fused else mom.moments_xp(data, self.ctx.xp)
         with timer.phase("comm"):
@@ -117,44 +87,46 @@ class ReduceWorkload(Workload):
         return {"reference": how, "max_relative_error": worst}
 
     def check_input_finite(self):
-        self.input.read_into(np.empty(self.input.shape, self.input.dtype), check_finite=True)
+        self.rows.check_input_finite()
 
     def _reference(self):
         mode = self.cfg.verify
+        sources = self.rows.sources
         if mode in ("auto", "attrs"):
-            found = [read_stat_attrs(path, name) for path, name in self.sources]
+            found = [read_stat_attrs(path, name) for path, name in sources]
             if all(s is not None for s in found):
                 return merge_stats(found), "attrs"
             if mode == "attrs":
-                missing = [p for (p, _), s in zip(self.sources, found) if s is None]
+                missing = [p for (p, _), s in zip(sources, found) if s is None]
                 raise InputError(f"verify: attrs, but {missing[0]} has no expected-answer attributes "
                                  f"(make it with spmd generate, or use verify: full)")
         stats = []
-        for path, name in self.sources:
+        for path, name in sources:
             with open_h5(path) as f:
                 stats.append(reference_stats(f[name]))
         return merge_stats(stats), "full"
 
     def result(self):
-        return finalize(self.results[-1], self.params.ddof, scalar=len(self.input.row_shape) == 0)
+        return finalize(self.results[-1], self.params.ddof, scalar=len(self.rows.plan.row_shape) == 0)
 
     def metrics(self, rank_medians):
         compute = [m.get("compute", 0.0) for m in rank_medians]
-        rates = [b / t / 1e9 if t > 0 else None for b, t in zip(self.rank_bytes, compute)]
-        return {"bytes_total": int(sum(self.rank_bytes)), "bytes_per_rank": self.rank_bytes,
-                "compute_GBps_per_rank": rates}
+        rank_bytes = self.rows.rank_bytes
+        rates = [b / t / 1e9 if t > 0 else None for b, t in zip(rank_bytes, compute)]
+        return {"bytes_total": int(sum(rank_bytes)), "bytes_per_rank": rank_bytes, "compute_GBps_per_rank": rates}
 
     def problem(self):
-        columns = int(np.prod(self.input.row_shape, dtype=np.int64))
+        columns = int(np.prod(self.rows.plan.row_shape, dtype=np.int64))
         moments_bytes = len(mom.FIELDS) * columns * 8  # float64 moments of every column
-        return {"bytes": int(sum(self.rank_bytes)), "comm": [{"op": "allgather", "bytes": moments_bytes}]}
+        return {"bytes": int(sum(self.rows.rank_bytes)), "comm": [{"op": "allgather", "bytes": moments_bytes}]}
 
     @classmethod
     def expected_attrs(cls, dataset):
         return reference_stats(dataset)
 
     def close(self):
-        self.host = self.device_buf = None
+        if getattr(self, "rows", None) is not None:  # set up, or failed before its rows were
+            self.rows.close()
 
 
 def finalize(m: np.ndarray, ddof: int, scalar: bool) -> dict:

@@ -1,0 +1,86 @@
+"""Loading a plug-in workload named by the config: ``workload: path/to/file.py:NAME`` (a file, relative to
+the working directory) or ``workload: package.module:NAME`` (importable from PYTHONPATH).
+
+NAME is a subclass of ``spmd.Workload`` or a function decorated with ``@spmd.map_reduce``. Every rank
+loads it (the CLI does so inside ``Context.agree``): a missing file or module, one that fails to import,
+or a missing or unusable NAME is a ConfigError naming the path and the name. A file is loaded once per
+process, under a module name of its own, so its dataclasses and type hints resolve as in any module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+
+from ..errors import ConfigError, brief
+from .base import Workload
+
+FORMS = "path/to/file.py:NAME or package.module:NAME"
+
+
+def is_plugin(name) -> bool:
+    """Whether the config's ``workload`` names a plug-in rather than a built-in."""
+    return isinstance(name, str) and ":" in name
+
+
+def load_plugin(spec: str) -> type[Workload]:
+    """The Workload class that ``spec`` names (a @map_reduce function gives the class it made)."""
+    where, _, attr = spec.rpartition(":")
+    if not where or not attr.isidentifier():
+        raise ConfigError(f"workload: {brief(spec)}: expected {FORMS}")
+    from_file = where.endswith(".py") or "/" in where
+    module = _from_file(where) if from_file else _from_module(where)
+    if not hasattr(module, attr):
+        names = sorted(n for n in vars(module) if not n.startswith("_"))
+        raise ConfigError(f"workload: {where} has no {attr} (it has: {', '.join(names[:12]) or 'nothing'})")
+    found = getattr(module, attr)
+    cls = getattr(found, "__spmd_workload__", found)
+    if not (isinstance(cls, type) and issubclass(cls, Workload)):
+        raise ConfigError(f"workload: {where}:{attr} is a {type(found).__name__}, not a subclass of spmd.Workload "
+                          f"or a function decorated with @spmd.map_reduce")
+    return cls
+
+
+def _from_file(where: str):
+    path = Path(where)
+    if not path.is_file():
+        raise ConfigError(f"workload: {where}: no such file (paths are taken from the working directory)")
+    name = "spmd_plugin_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before running it: its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise ConfigError(f"workload: importing {where} failed: {_located(exc, path)}") from None
+    return module
+
+
+def _from_module(where: str):
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as exc:
+        if exc.name and where.startswith(exc.name):
+            raise ConfigError(f"workload: no module {where} on the Python path (PYTHONPATH)") from None
+        raise ConfigError(f"workload: importing {where} failed: {_located(exc, None)}") from None
+    except Exception as exc:
+        raise ConfigError(f"workload: importing {where} failed: {_located(exc, None)}") from None
+
+
+def _located(exc: BaseException, path: Path | None) -> str:
+    """'TypeError: message (file.py:12)': the error, where in the plug-in's code it happened."""
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc.msg} ({exc.filename}:{exc.lineno})"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if path is not None:
+        mine = [f for f in frames if Path(f.filename).resolve() == path.resolve()]
+        frames = mine or frames
+    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {brief(str(exc))[1:-1]}{where}"

@@ -1,0 +1,95 @@
+"""A rank's rows of the config's ``input``, read each repeat in the timed phases: public as ``spmd.InputRows``.
+
+One dataset split by rows over the ranks (``input.path``) or shard files split by file (``input.shards``);
+1-D or 2-D. Set up collectively (every failure agreed, the memory checked before allocating); each repeat
+``read`` fills a host buffer (page-locked on a GPU) in the ``read`` phase, waits for every rank (``wait``)
+and copies it to the device (``h2d``), returning the array the rank computes on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import xp as xpmod
+from ..errors import InputError
+from ..io.hdf5 import expand_shards, open_h5, plan_rank_input
+from ..memory import require_memory
+from .base import read_then_wait
+
+FLOATS = ("float32", "float64")
+NUMBERS = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+           "uint64")
+
+
+class InputRows:
+    """This rank's rows of ``cfg.input``, and what the others hold.
+
+    Attributes:
+        plan: the pieces this rank reads (``io.hdf5.RankInput``): ``rows``, ``row_shape``, ``dtype``, ``nbytes``.
+        sources: every (file, dataset) of the input, in order.
+        global_rows: rows over all ranks; rank_bytes: bytes each rank holds, by rank.
+    """
+
+    def __init__(self, ctx, cfg, dtypes: tuple[str, ...] = FLOATS, ndims: tuple[int, ...] = (1, 2)):
+        self.ctx, self.check_finite = ctx, cfg.check_finite
+        shards = ctx.agree(expand_shards, cfg.input.shards, root_only=True) if cfg.input.shards is not None else None
+        self.sources = [(p, cfg.input.dataset) for p in (shards or [cfg.input.path])]
+        self._plan_args = (cfg.input, shards, dtypes, ndims)
+        self.plan = ctx.agree(plan_rank_input, cfg.input, shards, ctx.rank, ctx.size, dtypes, ndims)
+        layouts = ctx.comm.allgather((self.plan.row_shape, self.plan.dtype.str, self.plan.rows))
+        for rank, (row_shape, dtype, _) in enumerate(layouts):
+            if (row_shape, dtype) != layouts[0][:2]:
+                raise ctx.collective_error(InputError, rank, f"{self.plan.describe()}: rows of shape {row_shape} "
+                                           f"{dtype} differ from rank 0's {layouts[0][:2]}")
+        self.global_rows = sum(rows for _, _, rows in layouts)
+        self.rank_bytes = [rows * self.plan.nbytes // max(self.plan.rows, 1) for _, _, rows in layouts]
+        self.host, self.device = ctx.agree(self._allocate)
+
+    def _allocate(self):
+        gpu = self.ctx.device == "gpu"
+        what = f"{self.plan.describe()}: the shard's rows"
+        require_memory(self.plan.nbytes, "host", self.ctx, what)
+        if gpu:
+            require_memory(self.plan.nbytes, "device", self.ctx, what)
+        host = xpmod.empty_host(self.plan.shape, self.plan.dtype, pinned=gpu)
+        device = self.ctx.xp.empty(self.plan.shape, self.plan.dtype) if gpu else None
+        return host, device
+
+    def poison(self) -> None:
+        """Fill the buffers with what no read writes (NaN, or an integer type's largest value): rows the read
+        misses show."""
+        value = np.nan if self.plan.dtype.kind == "f" else np.iinfo(self.plan.dtype).max
+        for buf in (self.host, self.device):
+            if buf is not None:
+                buf.fill(value)
+
+    def read(self, timer):
+        """Phases read, wait (and h2d on a GPU): this rank's rows, on its device."""
+        read_then_wait(self.ctx, timer, lambda: self.plan.read_into(self.host, self.check_finite))
+        if self.device is None:
+            return self.host
+        with timer.phase("h2d"):
+            self.device.set(self.host)
+        return self.device
+
+    def check_input_finite(self) -> None:
+        """Read this rank's rows again; InputError naming the rows that hold NaN or infinity."""
+        self.plan.read_into(np.empty(self.plan.shape, self.plan.dtype), check_finite=True)
+
+    def rank_rows(self, rank: int) -> np.ndarray:
+        """The rows rank ``rank`` holds, read on this rank into host memory (references, verification)."""
+        rows = plan_rank_input(*self._plan_args[:2], rank, self.ctx.size, *self._plan_args[2:])
+        out = np.empty(rows.shape, rows.dtype)
+        rows.read_into(out)
+        return out
+
+    def whole(self) -> np.ndarray:
+        """Every row of the input, in order, in host memory (a reference over the whole input)."""
+        parts = []
+        for path, dataset in self.sources:
+            with open_h5(path) as f:
+                parts.append(f[dataset][...])
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def close(self) -> None:
+        self.host = self.device = None
