@@ -60,6 +60,12 @@ class Stopped(SpmdError):
     exit_code = 0
 
 
+class UserCodeError(SpmdError):
+    """A plug-in's own code raised: named with its function, file and line."""
+
+    exit_code = 1
+
+
 class Interrupted(SpmdError):
     """The user pressed Ctrl-C (SIGINT); what could be saved was saved."""
 
@@ -67,7 +73,7 @@ class Interrupted(SpmdError):
 
 
 _BY_NAME = {cls.__name__: cls for cls in (SpmdError, ConfigError, InputError, BackendUnavailable,
-                                          VerificationError, Stopped, Interrupted)}
+                                          VerificationError, Stopped, Interrupted, UserCodeError)}
 
 
 def error_class(name: str) -> type[SpmdError]:

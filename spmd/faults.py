@@ -156,7 +156,7 @@ def poison_rows(rows: np.ndarray) -> None:
     if not _said_nan:
         _say(f"injecting nan at phase read (row {len(rows) // 2} of each block this rank reads)")
         _said_nan = True
-    rows[len(rows) // 2] = np.nan
+    rows[len(rows) // 2] = np.nan if rows.dtype.kind == "f" else np.iinfo(rows.dtype).max
 
 
 def visible_free_memory(free: int, need: int, where: str, device: str) -> int:

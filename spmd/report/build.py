@@ -10,7 +10,7 @@ from .schema import REPORT_SCHEMA
 from .summary import summarize
 
 
-def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verification: dict,
+def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verification: dict, verified: bool,
                  result: dict, metrics_fn, problem: dict | None = None, placement: dict | None = None) -> dict:
     """Assemble report.json (schema 1; see docs/report.md)."""
     timings, medians = summarize(records_by_rank)
@@ -27,7 +27,7 @@ def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verificati
         "device": ctx.device,
         "comm": comm_name,
         "mpi_library": mpi_library(),
-        "verified": True,
+        "verified": verified,
         "verification": verification,
         "result": result,
         "timings": timings,

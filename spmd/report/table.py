@@ -24,10 +24,13 @@ def format_report(report: dict, path: str) -> str:
     return "\n".join(lines)
 
 
-def _shown(value) -> str:
+def _shown(value, depth: int = 0) -> str:
+    """A value of the result in a line or so: floats to 10 (in lists 6) digits, lists to 8 items, 2 levels."""
     if isinstance(value, float):
-        return f"{value:.10g}"
+        return f"{value:.10g}" if depth == 0 else f"{value:.6g}"
     if isinstance(value, list):
-        items = [f"{v:.6g}" if isinstance(v, float) else str(v) for v in value[:8]]
+        if depth >= 2:
+            return "[...]"
+        items = [_shown(v, depth + 1) for v in value[:8]]
         return "[" + ", ".join(items) + (", ...]" if len(value) > 8 else "]")
     return str(value)

@@ -83,6 +83,17 @@ class InputRows:
         rows.read_into(out)
         return out
 
+    def head(self, n: int) -> np.ndarray:
+        """The first ``n`` rows of the input (all of it when shorter), in host memory."""
+        parts, left = [], n
+        for path, dataset in self.sources:
+            with open_h5(path) as f:
+                parts.append(f[dataset][:left])
+            left -= len(parts[-1])
+            if left <= 0:
+                break
+        return np.concatenate(parts)
+
     def whole(self) -> np.ndarray:
         """Every row of the input, in order, in host memory (a reference over the whole input)."""
         parts = []

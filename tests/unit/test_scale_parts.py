@@ -223,7 +223,7 @@ def test_compare_reads_report_json_and_rejects_strangers(tmp_path):
     ({"per_rank": [{"median": {}, "repeats": [{"total": "1"}]}] * 2}, "per_rank[].repeats[].total"),
     ({"timings": {"total": {"median": None}}}, "timings.'total'"),
     ({"ranks": True}, "missing or malformed: ranks"),
-    ({"verified": False}, "verified"),
+    ({"verified": "yes"}, "verified"),
 ])
 def test_a_report_that_parses_but_is_malformed_is_named_not_a_traceback(tmp_path, change, message):
     """What compare and merge read is checked first: exit 2 naming the file and the field."""
