@@ -7,6 +7,7 @@ rank and GPU); the other ranks wait in a sleeping barrier. Every size is a full
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -108,7 +109,7 @@ def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
     runs: list[dict] = []
     done: dict[tuple, dict] = {}
     for step in steps:
-        key = (step.ranks, step.cfg)
+        key = (step.ranks, json.dumps(step.cfg.to_dict(), sort_keys=True))  # a plug-in's params are a dict
         if key in done:
             run = done[key] and {**done[key], "mode": step.mode}  # None on ranks outside the group
         else:

@@ -164,9 +164,9 @@ class MapReduce(Workload):
             bound = f"rtol {rtol:g} of the partial results' magnitude"
         if np.any(bad):
             index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape)) if bad.ndim else ()
-            raise VerificationError(f"{name}: result{list(index)} = {value[index]!r}, the reference gives "
-                                    f"{expected[index]!r} ({bound}); {int(np.count_nonzero(bad))} of {bad.size} "
-                                    f"element(s) differ")
+            raise VerificationError(f"{name}: result{list(index)} = {value[index].item()!r}, the reference gives "
+                                    f"{expected[index].item()!r} ({bound}); {int(np.count_nonzero(bad))} of "
+                                    f"{bad.size} element(s) differ")
         return float(err.max()) if err.size else 0.0
 
     def check_input_finite(self):
