@@ -105,7 +105,8 @@ class MapReduce(Workload):
         """``fn(*args)`` as a contiguous array of ``xp``; an exception in it is a UserCodeError naming the
         function, its file and line, and the message (a bug in the plug-in, not in spmd)."""
         try:
-            return xp.ascontiguousarray(xp.asarray(fn(*args)))
+            out = xp.asarray(fn(*args))
+            return out if out.flags.c_contiguous else xp.ascontiguousarray(out)  # a 0-d result stays 0-d
         except Exception as exc:
             raise UserCodeError(f"{fn.__qualname__}, {_where(exc, fn)}: {type(exc).__name__}: "
                                 f"{brief(str(exc))[1:-1]}") from None

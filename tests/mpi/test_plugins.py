@@ -32,6 +32,14 @@ COMBINES = textwrap.dedent("""
     def rows_and_sums(block, xp, params):
         return xp.stack([xp.asarray(float(block.shape[0])), block.astype(xp.float64).sum()])
 
+    @spmd.map_reduce(combine="sum")
+    def grand_total(block, xp, params):
+        return xp.sum(block, dtype=xp.float64)
+
+    @spmd.map_reduce(combine="gather")
+    def row_counts(block, xp, params):
+        return xp.asarray(block.shape[0], dtype=xp.int64)
+
     @spmd.map_reduce(combine="sum", reference=lambda data, params: data.astype("float64").sum(axis=0) * 2)
     def doubled_sums(block, xp, params):
         return block.astype(xp.float64).sum(axis=0) * 2
@@ -109,10 +117,13 @@ def test_pca_example_equals_numpy_covariance(backend, data, shared_tmp):
     ("doubled_sums", lambda x, n: x.astype(np.float64).sum(axis=0) * 2),
     ("rows_and_sums", lambda x, n: np.array([[b.shape[0], b.astype(np.float64).sum()]
                                              for b in np.array_split(x, n)])),
+    ("grand_total", lambda x, n: np.sum(x, dtype=np.float64)),  # a 0-d result stays 0-d
+    ("row_counts", lambda x, n: np.array([len(b) for b in np.array_split(x, n)])),
 ])
 def test_every_combine_against_numpy(backend, data, shared_tmp, world, name, want):
     report = run(backend, f"{shared_tmp}/combines.py:{name}", "points", shared_tmp)
-    np.testing.assert_allclose(report["result"]["value"], want(data["points"], world.size), rtol=1e-12)
-    assert report["verified"]
-    expected_op = "allgather" if name == "rows_and_sums" else "allreduce"
+    expected = want(data["points"], world.size)
+    np.testing.assert_allclose(report["result"]["value"], expected, rtol=1e-12)
+    assert report["verified"] and report["result"]["shape"] == list(expected.shape)
+    expected_op = "allgather" if name in ("rows_and_sums", "row_counts") else "allreduce"
     assert report["problem"]["comm"][0]["op"] == expected_op
