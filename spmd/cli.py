@@ -334,8 +334,11 @@ def _run(args) -> int:
         # A collective error has closed the command's Context (and stopped its watchdog) on every rank.
         # report and jobscript run as one plain process: their errors need no rank label.
         return _fail(exc, exc.exit_code, collective=exc.collective or args.command in ("report", "jobscript"))
-    except Exception as exc:  # a bug or an unexpected library error: name it, end the job
-        return _fail(exc, 1, collective=False, trace=traceback.format_exc())
+    except Exception as exc:  # a bug in a plug-in or spmd, or an unexpected library error: name it, end the job
+        from .workloads.plugins import plugin_frame
+
+        where = plugin_frame(exc)  # a plug-in's code: say where in it, as map_reduce does
+        return _fail(exc, 1, collective=False, trace=traceback.format_exc(), where=where)
 
 
 def _interrupted() -> int:
@@ -353,7 +356,7 @@ def _interrupted() -> int:
     return EXIT_CODE
 
 
-def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = None) -> int:
+def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = None, where: str | None = None) -> int:
     import time
 
     from mpi4py import MPI
@@ -368,10 +371,12 @@ def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = N
             label = {0: "stopped", 130: "interrupted"}.get(code, "error")
             print(f"spmd: {label}: {exc}", file=sys.stderr, flush=True)
         return code
-    where = f"rank {world.Get_rank()} on {MPI.Get_processor_name()}"
+    where_rank = f"rank {world.Get_rank()} on {MPI.Get_processor_name()}"
     if trace:
-        sys.stderr.write("".join(f"[{where}] {line}\n" for line in trace.rstrip().splitlines()))
-    print(f"spmd: error: {where}: {type(exc).__name__ + ': ' if trace else ''}{exc}", file=sys.stderr, flush=True)
+        sys.stderr.write("".join(f"[{where_rank}] {line}\n" for line in trace.rstrip().splitlines()))
+    named = f"{where}: " if where else ""
+    print(f"spmd: error: {where_rank}: {named}{type(exc).__name__ + ': ' if trace else ''}{exc}", file=sys.stderr,
+          flush=True)
     sys.stdout.flush()
     if world.Get_size() > 1:
         from .watchdog import end_job

@@ -14,6 +14,7 @@ from .report.build import build_report
 from .timing import PhaseTimer, enter_phase
 from .topology import describe_placement
 from .watchdog import set_timeout
+from .workloads.base import checked_problem
 from .workloads.registry import workload_class
 
 
@@ -75,7 +76,8 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
             report = build_report(cfg=cfg, ctx=ctx, comm_name=comm.name, records_by_rank=records,
                                   verified=verification is not NOT_CHECKED,
                                   nodes=nodes, verification=verification, result=workload.result(),
-                                  metrics_fn=workload.metrics, problem=workload.problem(), placement=placement)
+                                  metrics_fn=workload.metrics, placement=placement,
+                                  problem=checked_problem(workload.problem(), type(workload).__qualname__))
             if path is not None:
                 write_json_atomic(path, report)
             return report

@@ -12,8 +12,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..errors import ConfigError, VerificationError
+from ..errors import ConfigError, UserCodeError, VerificationError
 from ..io.generate import scaled_input
+from ..measure.collectives import COLLECTIVES
 
 SCALING_MODES = ("strong", "weak")
 
@@ -157,6 +158,36 @@ def read_then_wait(ctx, timer, read) -> None:
         read()
     with timer.host_phase("wait"):
         ctx.comm.Barrier()
+
+
+def checked_problem(problem, who: str) -> dict:
+    """``problem()``'s answer, checked as the scaling model reads it; UserCodeError naming ``who`` (the
+    workload's class) and what is wrong. A plug-in's mistake shows here, not as a crash of ``spmd scale``."""
+    def wrong(what: str):
+        return UserCodeError(f"{who}.problem() returned {what} (see docs/plugins.md, 'The scaling model')")
+
+    if not isinstance(problem, dict) or set(problem) - {"bytes", "comm"}:
+        return_what = f"keys {sorted(map(str, problem))}" if isinstance(problem, dict) else type(problem).__name__
+        raise wrong(f"{return_what}: expected a dict with 'bytes' and 'comm'")
+    if "bytes" in problem and not (_number(problem["bytes"]) and problem["bytes"] >= 0):
+        raise wrong(f"bytes = {problem['bytes']!r}: expected a number >= 0")
+    items = problem.get("comm", [])
+    if not isinstance(items, list):
+        raise wrong(f"comm = {type(items).__name__}: expected a list of {{'op', 'bytes'}}")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or item.get("op") not in COLLECTIVES or not _number(item.get("bytes")) \
+                or item["bytes"] < 0:
+            raise wrong(f"comm[{i}] = {item!r}: expected {{'op': one of {', '.join(COLLECTIVES)}, 'bytes': >= 0}}")
+        extra = set(item) - {"op", "bytes", "calls", "growth", "ranks_power"}
+        if extra or not all(_number(item.get(k, 1)) for k in ("calls", "growth", "ranks_power")) \
+                or item.get("calls", 1) < 0:
+            raise wrong(f"comm[{i}] = {item!r}: optional keys are calls (>= 0), growth and ranks_power (numbers)")
+    return problem
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+        and bool(np.isfinite(value))
 
 
 def same_every_repeat(sums: list[float], what: str) -> None:

@@ -20,6 +20,7 @@ from ..errors import ConfigError, brief
 from .base import Workload
 
 FORMS = "path/to/file.py:NAME or package.module:NAME"
+_USER_CODE: set[Path] = set()  # the files and package folders of the plug-ins loaded in this process
 
 
 def is_plugin(name) -> bool:
@@ -37,6 +38,11 @@ def load_plugin(spec: str) -> type[Workload]:
     if not hasattr(module, attr):
         names = sorted(n for n in vars(module) if not n.startswith("_"))
         raise ConfigError(f"workload: {where} has no {attr} (it has: {', '.join(names[:12]) or 'nothing'})")
+    origin = Path(module.__file__).resolve() if getattr(module, "__file__", None) else None
+    if origin is not None:  # a module's whole top-level package is the user's code
+        top = sys.modules.get(module.__name__.partition(".")[0])
+        package = getattr(top, "__path__", None) if not from_file else None
+        _USER_CODE.add(Path(list(package)[0]).resolve() if package else origin)
     found = getattr(module, attr)
     cls = getattr(found, "__spmd_workload__", found)
     if not (isinstance(cls, type) and issubclass(cls, Workload)):
@@ -84,3 +90,14 @@ def _located(exc: BaseException, path: Path | None) -> str:
         frames = mine or frames
     where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{type(exc).__name__}: {brief(str(exc))[1:-1]}{where}"
+
+
+def plugin_frame(exc: BaseException) -> str | None:
+    """'Class.method, file.py:12': the innermost frame of ``exc``'s traceback in a loaded plug-in's code
+    (where the user's code went wrong), or None when the exception did not pass through it."""
+    found = None
+    for frame, line in traceback.walk_tb(exc.__traceback__):
+        path = Path(frame.f_code.co_filename)
+        if any(path == p or p in path.parents for p in _USER_CODE):
+            found = f"{frame.f_code.co_qualname}, {frame.f_code.co_filename}:{line}"
+    return found

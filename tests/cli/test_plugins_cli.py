@@ -148,6 +148,51 @@ def test_an_exception_in_the_plugin_on_one_rank_names_function_file_and_line(tmp
     assert "Traceback" not in err and elapsed < DEADLINE_S and not (tmp_path / "out").exists()
 
 
+CLASS_PLUGIN = """
+    import spmd
+
+    class Step(spmd.Workload):
+        def setup(self, ctx, cfg, comm):
+            self.ctx, self.rows = ctx, spmd.InputRows(ctx, cfg)
+
+        def run(self, timer):
+            block = self.rows.read(timer)
+            if self.ctx.rank == 1:
+                raise KeyError("no detector geometry for this run")
+
+        def verify(self):
+            return {}
+
+        def result(self):
+            return {}
+
+    class Modelled(Step):
+        def run(self, timer):
+            self.rows.read(timer)
+
+        def problem(self):
+            return {"bytes": 80056, "comm": [{"op": "alltoall", "bytes": 8}]}
+"""
+
+
+def test_an_exception_in_a_class_plugin_names_the_method_file_and_line(tmp_path):
+    path = plugin(tmp_path, CLASS_PLUGIN)
+    rc, out, err, elapsed = spmd("run", config(tmp_path, f"{path}:Step"))
+    assert rc == 1, err
+    assert (f"spmd: error: rank 1 on {HOST}: Step.run, {path}:11: KeyError: 'no detector geometry for this run'"
+            in err), err
+    assert elapsed < DEADLINE_S and not (tmp_path / "out").exists()
+
+
+def test_a_problem_the_scaling_model_cannot_read_is_refused_naming_it(tmp_path):
+    path = plugin(tmp_path, CLASS_PLUGIN)
+    rc, out, err, elapsed = spmd("run", config(tmp_path, f"{path}:Modelled"))
+    assert rc == 1, err
+    assert "Modelled.problem() returned comm[0] = {'op': 'alltoall', 'bytes': 8}: expected {'op': one of allreduce" \
+        in err, err
+    assert elapsed < DEADLINE_S and not (tmp_path / "out").exists()
+
+
 def test_a_hang_in_the_plugin_is_ended_by_the_watchdog(tmp_path):
     path = plugin(tmp_path, """
         import time
