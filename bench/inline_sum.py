@@ -32,7 +32,6 @@ def main(config_path: str) -> int:
     with h5py.File(cfg["input"]["path"], "r") as f:
         rows = f[cfg["input"]["dataset"]].shape[0]
     start, stop = rank * rows // size, (rank + 1) * rows // size
-    xp = cupy if GPU else np
     if GPU:
         cupy.cuda.Device(0).use()
         uid = comm.bcast(nccl.get_unique_id() if rank == 0 else None)
@@ -45,7 +44,7 @@ def main(config_path: str) -> int:
         host = np.empty(stop - start, np.float32)
     kept = []
     for repeat in range(cfg.get("warmup", 1) + cfg.get("repeats", 5)):
-        times, events = {}, []
+        times = {}
         if GPU:
             cupy.cuda.Device().synchronize()
         t0 = time.perf_counter()

@@ -146,7 +146,7 @@ class MapReduce(Workload):
         combined = {"sum": lambda s: s.astype(np.float64).sum(axis=0), "min": lambda s: s.min(axis=0),
                     "max": lambda s: s.max(axis=0)}[self.combine](np.stack(parts))
         return combined, "the function over each rank's rows (the whole input does not fit rank 0's memory), " \
-            f"combined with NumPy (float64 for a sum) on rank 0"
+            "combined with NumPy (float64 for a sum) on rank 0"
 
     def _compare(self, value: np.ndarray, expected: np.ndarray, partials: list[np.ndarray]) -> float:
         name = self.function.__qualname__
