@@ -17,6 +17,8 @@ from .version import __version__
 from .config import COMM_BACKENDS
 from .errors import SpmdError
 
+INTERRUPT_GRACE_S = 2.0  # after Ctrl-C (no watchdog), rank r leaves r times this to the ranks below it
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spmd", description="SPMD work on GPUs/CPUs under MPI, measured.")
@@ -347,8 +349,14 @@ def _interrupted() -> int:
     from .stops import EXIT_CODE
 
     world = MPI.COMM_WORLD
-    if world.Get_rank() == 0:
-        print(f"spmd: interrupted (SIGINT): ending the job (exit {EXIT_CODE})", file=sys.stderr, flush=True)
+    if world.Get_rank() > 0:
+        import time
+
+        # The launcher signals every rank, but a rank blocked in a collective (waiting for the ranks that
+        # already stopped) never sees it. Rank r waits r steps before it speaks and ends the job, so one
+        # rank, the lowest that can, does: the first abort ends the others' waits.
+        time.sleep(INTERRUPT_GRACE_S * min(world.Get_rank(), 5))
+    print(f"spmd: interrupted (SIGINT): ending the job (exit {EXIT_CODE})", file=sys.stderr, flush=True)
     if world.Get_size() > 1:
         from .watchdog import end_job
 

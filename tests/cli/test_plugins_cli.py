@@ -116,6 +116,48 @@ def test_a_plugin_from_a_package_on_the_python_path(tmp_path):
         assert report["result"]["value"] == [float(f["x"][...].max())]
 
 
+PARAMS_PLUGIN = """
+    from dataclasses import dataclass
+
+    import spmd
+    from spmd.errors import ConfigError
+
+    @dataclass(frozen=True)
+    class Bins:
+        bins: int = 8
+        hi: float = 1.0
+
+        def __post_init__(self):
+            if self.bins < 1:
+                raise ConfigError("params.bins: must be >= 1")
+
+    @spmd.map_reduce(combine="sum", params=Bins)
+    def counts(block, xp, params):
+        return xp.histogram(block, bins=params.bins, range=(-params.hi, params.hi))[0]
+"""
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"bnis": 4}, "unknown key params.bnis"),
+    ({"bins": "many"}, "params.bins: expected an integer, got 'many'"),
+    ({"bins": 0}, "params.bins: must be >= 1"),
+])
+def test_a_plugins_params_dataclass_checks_the_config_like_the_builtins(tmp_path, params, message):
+    path = plugin(tmp_path, PARAMS_PLUGIN)
+    rc, out, err, _ = spmd("run", config(tmp_path, f"{path}:counts", params=params))
+    assert rc == 2 and message in err, err
+
+
+def test_a_plugins_params_dataclass_reaches_the_function(tmp_path):
+    path = plugin(tmp_path, PARAMS_PLUGIN)
+    rc, out, err, _ = spmd("run", config(tmp_path, f"{path}:counts", params={"bins": 5, "hi": 2.0}))
+    assert rc == 0, err
+    with h5py.File(tmp_path / "x.h5") as f:
+        want, _ = np.histogram(f["x"][...], bins=5, range=(-2.0, 2.0))
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert report["result"]["value"] == want.tolist() and report["result"]["dtype"] == "int64" and report["verified"]
+
+
 def test_results_of_different_shapes_are_refused_before_the_collective(tmp_path):
     plugin(tmp_path, """
         import spmd
