@@ -52,7 +52,7 @@ test-unit: $(VENV)/.installed-test,$(EXTRAS)
 test-mpi: $(VENV)/.installed-test,$(EXTRAS)
 	$(TIMEOUT) $(MPIEXEC) -n 2 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
 	$(TIMEOUT) $(MPIEXEC) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
-	$(TIMEOUT) $(MPIEXEC) -n 4 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi/test_matmul.py tests/mpi/test_stencil.py tests/mpi/test_train.py $(GPU_FLAG)
+	$(TIMEOUT) $(MPIEXEC) -n 4 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi/test_matmul.py tests/mpi/test_stencil.py tests/mpi/test_train.py tests/mpi/test_plugins.py $(GPU_FLAG)
 
 clean:
 	rm -rf $(VENV) data results .pytest_cache .hypothesis

@@ -5,26 +5,19 @@ after 2 warm-ups, in ms; every way of the sums is checked against the first. Pri
 """
 
 import json
-import statistics
 import sys
+from pathlib import Path
 
 import cupy as cp
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hbm_ceiling import median_seconds  # noqa: E402  (bench/ is not a package)
 
 N, D, K = 4 << 20, 2, 8
 
 
-def ms(fn, repeats=10, warmup=2):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b))
-    return statistics.median(times)
+def ms(fn):
+    return median_seconds(fn, repeats=10, warmup=2) * 1e3
 
 
 def main():
