@@ -42,17 +42,17 @@ test: test-unit test-mpi test-slurm
 
 # Under the SLURM of ci/slurm/start.sh (.ci/run starts it as root); without one these skip, saying why.
 test-slurm: $(VENV)/.installed-test,$(EXTRAS)
-	SPMD_MPIEXEC="$(MPIEXEC)" $(TIMEOUT) $(PY) -m pytest -q -p no:cacheprovider tests/slurm
+	SPMD_MPIEXEC="$(MPIEXEC)" $(TIMEOUT) $(PY) -m pytest -q -rs -p no:cacheprovider tests/slurm
 
 # With a GPU, tests/gpu too (a test needing more GPUs than the machine has skips, saying how many it found).
 test-unit: $(VENV)/.installed-test,$(EXTRAS)
-	SPMD_MPIEXEC="$(MPIEXEC)" $(PY) -m pytest -q tests/unit tests/cli $(GPU_TESTS) $(GPU_FLAG)
+	SPMD_MPIEXEC="$(MPIEXEC)" $(PY) -m pytest -q -rs tests/unit tests/cli $(GPU_TESTS) $(GPU_FLAG)
 
 # pytest-mpi: every rank runs the session; 3 ranks give uneven splits, 4 a 2x2 process grid.
 test-mpi: $(VENV)/.installed-test,$(EXTRAS)
-	$(TIMEOUT) $(MPIEXEC) -n 2 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
-	$(TIMEOUT) $(MPIEXEC) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
-	$(TIMEOUT) $(MPIEXEC) -n 4 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi/test_matmul.py tests/mpi/test_stencil.py tests/mpi/test_train.py tests/mpi/test_plugins.py $(GPU_FLAG)
+	$(TIMEOUT) $(MPIEXEC) -n 2 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
+	$(TIMEOUT) $(MPIEXEC) -n 3 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
+	$(TIMEOUT) $(MPIEXEC) -n 4 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi/test_matmul.py tests/mpi/test_stencil.py tests/mpi/test_train.py tests/mpi/test_plugins.py $(GPU_FLAG)
 
 clean:
 	rm -rf $(VENV) data results .pytest_cache .hypothesis

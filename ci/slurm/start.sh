@@ -14,12 +14,18 @@ NODES=${NODES:-2}
 CPUS=${SLURM_CPUS:-4}  # declared per node (SlurmdParameters=config_overrides): 3 tasks fit on a 2-core machine
 : > "$STATE"
 note() { echo "$*" >> "$STATE"; echo "ci/slurm: $*" >&2; }
+# Under CI (CI=true) the tests this cluster serves must run: a piece that does not start fails the run.
+skip() {  # skip KEY REASON: record why, then exit (1 under CI, 0 elsewhere: the tests skip saying why)
+  note "$1='$2'"
+  if [[ ${CI:-} == true ]]; then echo "ci/slurm: CI=true and SLURM did not start: failing" >&2; exit 1; fi
+  [[ $1 == SPMD_SLURM_SKIP ]] && exit 0
+}
 
-if [[ $(id -u) != 0 ]]; then note "SPMD_SLURM_SKIP='not root: cannot install or start slurmctld/slurmd'"; exit 0; fi
+if [[ $(id -u) != 0 ]]; then skip SPMD_SLURM_SKIP "not root: cannot install or start slurmctld/slurmd"; fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   (apt-get update -qq && apt-get install -y -qq --no-install-recommends slurm-wlm munge) > /tmp/spmd-slurm-apt.log 2>&1 \
-    || { note "SPMD_SLURM_SKIP='apt-get install slurm-wlm munge failed (see /tmp/spmd-slurm-apt.log)'"; exit 0; }
+    || { skip SPMD_SLURM_SKIP "apt-get install slurm-wlm munge failed (see /tmp/spmd-slurm-apt.log)"; }
 fi
 bash "$HERE/stop.sh" >/dev/null 2>&1
 
@@ -27,7 +33,7 @@ bash "$HERE/stop.sh" >/dev/null 2>&1
 mkdir -p /etc/munge /var/lib/munge /var/log/munge /run/munge
 [[ -s /etc/munge/munge.key ]] || dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
 chmod 400 /etc/munge/munge.key
-munged --force 2>/dev/null || { note "SPMD_SLURM_SKIP='munged did not start'"; exit 0; }
+munged --force 2>/dev/null || { skip SPMD_SLURM_SKIP "munged did not start"; }
 
 # the two-node layout: a bridge here, a namespace + veth + hostname per node
 TWO=0
@@ -44,7 +50,7 @@ if [[ $NODES == 2 ]]; then
     done
   fi
   if [[ $TWO == 0 ]]; then
-    note "SPMD_SLURM_TWO_SKIP='network namespaces unavailable: $(tr '\n' ' ' < /tmp/spmd-netns.err)'"
+    skip SPMD_SLURM_TWO_SKIP "network namespaces unavailable: $(tr '\n' ' ' < /tmp/spmd-netns.err)"
   else
     sed -i '/spmd-node[12]$/d' /etc/hosts
     printf '10.77.0.11 spmd-node1\n10.77.0.12 spmd-node2\n' >> /etc/hosts
@@ -90,8 +96,8 @@ PartitionName=pair Nodes=spmd-node[1-2] MaxTime=60 State=UP OverSubscribe=YES
 CONF
 fi
 mkdir -p /var/spool/slurmd/$HOST
-slurmctld -i 2>>/var/log/slurm/start.err || { note "SPMD_SLURM_SKIP='slurmctld did not start'"; exit 0; }
-slurmd -N "$HOST" 2>>/var/log/slurm/start.err || { note "SPMD_SLURM_SKIP='slurmd did not start'"; exit 0; }
+slurmctld -i 2>>/var/log/slurm/start.err || { skip SPMD_SLURM_SKIP "slurmctld did not start"; }
+slurmd -N "$HOST" 2>>/var/log/slurm/start.err || { skip SPMD_SLURM_SKIP "slurmd did not start"; }
 if [[ $TWO == 1 ]]; then
   for i in 1 2; do
     mkdir -p /var/spool/slurmd/spmd-node$i
@@ -109,7 +115,7 @@ for _ in $(seq 60); do
   sleep 0.5
 done
 sinfo -N -o '%N %P %t %c' >&2
-if (( idle < 1 )); then note "SPMD_SLURM_SKIP='no node became idle (see /var/log/slurm)'"; exit 0; fi
+if (( idle < 1 )); then skip SPMD_SLURM_SKIP "no node became idle (see /var/log/slurm)"; fi
 note "SPMD_SLURM=1"
 if [[ $TWO == 1 && $idle -ge 3 ]]; then note "SPMD_SLURM_NODES=2"
-elif [[ $NODES == 2 && $TWO == 1 ]]; then note "SPMD_SLURM_TWO_SKIP='the namespaced slurmds did not become idle (see /var/log/slurm)'"; fi
+elif [[ $NODES == 2 && $TWO == 1 ]]; then skip SPMD_SLURM_TWO_SKIP "the namespaced slurmds did not become idle (see /var/log/slurm)"; fi

@@ -16,6 +16,13 @@ STATE = ROOT / "ci/slurm/state.env"
 sys.path.insert(0, str(ROOT / "tests/cli"))
 
 
+def skip_or_fail(why: str) -> None:
+    """Skip saying why; under CI (CI=true), where this SLURM is part of the test environment, fail instead."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{why} (CI=true: the SLURM tests must run, not skip)", pytrace=False)
+    pytest.skip(why)
+
+
 def state() -> dict:
     if not STATE.exists():
         return {}
@@ -42,18 +49,18 @@ def slurm_up() -> str | None:
 def slurm():
     why = slurm_up()
     if why:
-        pytest.skip(f"SLURM unavailable: {why}")
+        skip_or_fail(f"SLURM unavailable: {why}")
 
 
 @pytest.fixture(scope="session")
 def two_nodes(slurm):
     s = state()
     if s.get("SPMD_SLURM_NODES") != "2":
-        pytest.skip(f"two SLURM nodes unavailable: {s.get('SPMD_SLURM_TWO_SKIP', 'ci/slurm/start.sh did not start them')}")
+        skip_or_fail(f"two SLURM nodes unavailable: {s.get('SPMD_SLURM_TWO_SKIP', 'ci/slurm/start.sh did not start them')}")
 
 
 @pytest.fixture(scope="session")
 def namespaces():
     missing = [h for h in ("spmd-node1", "spmd-node2") if not os.path.exists(f"/run/netns/{h}")]
     if missing:
-        pytest.skip(f"network namespaces {missing} absent: {state().get('SPMD_SLURM_TWO_SKIP', 'run ci/slurm/start.sh as root')}")
+        skip_or_fail(f"network namespaces {missing} absent: {state().get('SPMD_SLURM_TWO_SKIP', 'run ci/slurm/start.sh as root')}")
