@@ -93,7 +93,7 @@ def describe_placement(ctx) -> dict | None:
     bus_id = xpmod.device_pci_bus_id(ctx.device_id) if ctx.device == "gpu" else None
     mine = {"rank": ctx.rank, "host": ctx.host, "local_rank": ctx.local_rank, "device": ctx.device,
             "device_id": ctx.device_id, "name": ctx.device_name, "pci_bus_id": bus_id,
-            "cpus": os.cpu_count()}
+            "cpus": os.cpu_count(), "gpus": xpmod.gpu_count() if ctx.device == "gpu" else 0}
     everyone = ctx.comm.allgather(mine)
     pairs = node_pairs(everyone, ctx.host) if ctx.local_rank == 0 else []
     gathered = ctx.comm.gather(pairs, root=0)
@@ -121,9 +121,11 @@ def summarize_placement(ranks: list[dict], pairs: list[dict]) -> dict:
     and the hosts running more ranks than they have CPUs (their timings measure contention)."""
     hosts: dict[str, list[int]] = {}
     cpus: dict[str, int] = {}
+    gpus: dict[str, int] = {}
     for r in ranks:
         hosts.setdefault(r["host"], []).append(r["rank"])
         cpus[r["host"]] = r.get("cpus") or 0
+        gpus[r["host"]] = r.get("gpus") or 0
     counts: dict[str, int] = {}
     for p in pairs:
         counts[p["class"]] = counts.get(p["class"], 0) + 1
@@ -136,6 +138,7 @@ def summarize_placement(ranks: list[dict], pairs: list[dict]) -> dict:
         "hosts": hosts,
         "ranks_per_node": {h: len(rs) for h, rs in hosts.items()},
         "cpus_per_node": cpus,
+        "gpus_per_node": gpus,
         "oversubscribed": sorted(h for h, rs in hosts.items() if 0 < cpus[h] < len(rs)),
         "ranks": ranks,
         "devices": sorted({r["name"] for r in ranks}),

@@ -25,9 +25,11 @@ def series_advice(rows: list[dict]) -> list[str]:
         fixed = _fixed_cost(base, last)
         if fixed:
             phase, before, after = fixed
+            costs = "kernel launches or file opens" if base.get("device") == "gpu" else \
+                "Python and MPI call overhead or file opens"
             out.append(f"{phase} took {fmt_seconds(before)} at {base['ranks']} rank(s) and {fmt_seconds(after)} "
                        f"at {last['ranks']}: it does not shrink with each rank's share (a fixed cost per repeat "
-                       f"such as kernel launches or file opens, or a resource the ranks share).")
+                       f"such as {costs}, or a resource the ranks share).")
     else:
         out.append(f"Weak scaling {base['ranks']} -> {last['ranks']} ranks: efficiency "
                    f"{last['efficiency']:.0%} (each rank's share took {last['time'] / base['time']:.2f}x as long).")
@@ -67,8 +69,18 @@ def oversubscription_advice(runs: list[dict]) -> list[str]:
     return out
 
 
-def model_advice(model: dict | None, best: dict | None, even: list[dict], measured_max: int) -> list[str]:
-    """Sentences from the fitted model: best rank count, break-even sizes, model error."""
+def suspect_advice(series: dict) -> list[str]:
+    """One sentence per run whose figures a careful reader would doubt (its ``suspect`` reasons)."""
+    return [f"Suspect: {row['mode']} at {row['ranks']} ranks ({'; '.join(row['suspect'])}): read its figures "
+            f"with care." for rows in series.values() for row in rows if row.get("suspect")]
+
+
+def model_advice(model: dict | None, best: dict | None, even: list[dict], measured_max: int,
+                 hardware: dict | None = None) -> list[str]:
+    """Sentences from the fitted model: best rank count, break-even sizes, model error.
+
+    ``hardware``: what the sweep's hosts hold ({'count', 'what', 'nodes'}), to label a predicted best beyond
+    it as an extrapolation past the hardware present."""
     if model is None:
         return ["No model: it needs runs at two or more sizes with a known problem size."]
     out = []
@@ -80,8 +92,13 @@ def model_advice(model: dict | None, best: dict | None, even: list[dict], measur
     if best:
         n = best["best_ranks"]
         row = next(r for r in best["by_ranks"] if r["ranks"] == n)
-        where = (f" (extrapolated beyond the {measured_max} measured, assuming each added rank gets its own "
-                 f"core or GPU and the same links)") if n > measured_max else ""
+        where = ""
+        if hardware and n > hardware["count"]:
+            where = (f" (an extrapolation: only {hardware['count']} {hardware['what']} are present on "
+                     f"{hardware['nodes']} node(s); it assumes each added rank gets its own and the same links)")
+        elif n > measured_max:
+            where = (f" (extrapolated beyond the {measured_max} measured, assuming each added rank gets its own "
+                     f"core or GPU and the same links)")
         if n == 1:
             out.append(f"For this problem ({fmt_bytes(best['problem_bytes'])}) one rank is predicted fastest "
                        f"({fmt_seconds(row['predicted_s'])}): more ranks cost more in comm and overhead "
@@ -103,6 +120,12 @@ def model_advice(model: dict | None, best: dict | None, even: list[dict], measur
     if parts:
         out.append("Break-even (more ranks beat one): " + "; ".join(parts) + ".")
     worst = max((p for p in model["points"] if p["fitted"]), key=lambda p: abs(p["error"]))
+    if not model.get("validated", True):
+        out.append(f"The model is not validated: it was fitted on {model['points_fitted']} measured point(s), no "
+                   f"more than its {model['parameters']} parameters per phase, so it meets them by construction "
+                   f"(largest error {worst['error']:+.1%}); measure more rank counts, or strong and weak, to "
+                   f"test its predictions.")
+        return out
     verdict = "fits" if abs(worst["error"]) <= MODEL_ERROR_NOTE else "misses"
     out.append(f"The model {verdict} the measurements: largest error {worst['error']:+.1%} "
                f"({worst['mode']} at {worst['ranks']} ranks)"

@@ -8,8 +8,8 @@ from ..version import __version__
 from ..report.schema import SCALING_SCHEMA
 from ..workloads.base import SCALING_MODES
 from ..workloads.registry import job_config_from_dict, workload_class
-from .advice import backend_advice, model_advice, oversubscription_advice, series_advice
-from .figures import series_figures
+from .advice import backend_advice, model_advice, oversubscription_advice, series_advice, suspect_advice
+from .figures import series_figures, suspect_reasons
 from .model import best_ranks, break_even, fit_model
 
 def reanalyse(scaling: dict) -> dict:
@@ -35,6 +35,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
             row.update(placement=run["placement"], verification=run["report"]["verification"],
                        verified=run["report"]["verified"], result=run["report"]["result"],
                        comm=run["report"]["comm"], device=run["report"]["device"])
+            row["suspect"] = suspect_reasons(row, run["placement"], run["report"])
         series[mode] = rows
 
     growth = workload_class(cfg.workload).COMM_GROWTH
@@ -55,8 +56,9 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         even = [break_even(model, n) for n in candidates if n > 1 and (n & (n - 1) == 0 or n == measured_max)]
         model["predictions"] = {"best": best, "break_even": even, "measured_max_ranks": measured_max}
     advice = oversubscription_advice(runs)
+    advice += suspect_advice(series)
     advice += [line for mode in modes for line in series_advice(series[mode])]
-    advice += model_advice(model, best, even, measured_max)
+    advice += model_advice(model, best, even, measured_max, hardware_present(runs))
     advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in _unique(runs)], backend)
     first = runs[0]["report"]
     return {
@@ -75,9 +77,21 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         "model": model,
         "advice": advice,
         "config": cfg.to_dict(),
-        "runs": [{"mode": r["mode"], "ranks": r["ranks"], "placement": r["placement"], "probe": r["probe"],
-                  "backends": r.get("backends"), "report": r["report"]} for r in runs],
+        "runs": [{"mode": r["mode"], "ranks": r["ranks"], "suspect": _row(series, r)["suspect"],
+                  "placement": r["placement"], "probe": r["probe"], "backends": r.get("backends"),
+                  "report": r["report"]} for r in runs],
     }
+
+
+def hardware_present(runs: list[dict]) -> dict | None:
+    """What the sweep's hosts hold: {'count', 'what' ('GPUs' or 'CPU cores'), 'nodes'}, from the largest
+    run's placement; None where it was not recorded (GPUs per node, before spmd recorded them)."""
+    place = max(runs, key=lambda r: r["ranks"])["placement"]
+    gpu = runs[0]["report"]["device"] == "gpu"
+    per_node = place.get("gpus_per_node") if gpu else place.get("cpus_per_node")
+    if not per_node or not all(per_node.values()):
+        return None
+    return {"count": sum(per_node.values()), "what": "GPUs" if gpu else "CPU cores", "nodes": len(per_node)}
 
 
 def _unique(runs: list[dict]) -> list[dict]:

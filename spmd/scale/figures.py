@@ -15,6 +15,8 @@ from ..report.summary import job_time
 
 # Phases that are not a rank's own work (comm_overlapped: communication hidden behind compute).
 NOT_LOCAL = ("wait", "comm", "comm_overlapped", "total")
+SUPERLINEAR = 1.05   # efficiency above this: suspect (a cache effect, or a base run slowed by something else)
+SPREAD_LIMIT = 0.20  # repeats whose times span more than this share of their median: suspect (noise, contention)
 
 
 def local_phases(report: dict) -> list[str]:
@@ -35,6 +37,29 @@ def karp_flatt(speedup: float, p: float) -> float | None:
     if p <= 1 or speedup <= 0:
         return None
     return (1 / speedup - 1 / p) / (1 - 1 / p)
+
+
+def repeat_spread(report: dict) -> float | None:
+    """(max - min) / median of the repeat times (each the slowest rank's total); None below 2 repeats."""
+    per_rank = [r["repeats"] for r in report["per_rank"]]
+    times = [max(repeats[i]["total"] for repeats in per_rank) for i in range(len(per_rank[0]))]
+    if len(times) < 2 or statistics.median(times) <= 0:
+        return None
+    return (max(times) - min(times)) / statistics.median(times)
+
+
+def suspect_reasons(row: dict, placement: dict, report: dict) -> list[str]:
+    """Short reasons a careful reader would doubt this run's figures; empty when none."""
+    reasons = [f"oversubscribed: {host} ran {placement['ranks_per_node'][host]} ranks on "
+               f"{placement['cpus_per_node'][host]} CPUs" for host in placement["oversubscribed"]]
+    if row["efficiency"] > SUPERLINEAR:
+        reasons.append(f"superlinear: efficiency {row['efficiency']:.0%} (above {SUPERLINEAR:.0%})")
+    if row["karp_flatt"] is not None and row["karp_flatt"] < 0:
+        reasons.append(f"negative Karp-Flatt serial fraction ({row['karp_flatt']:.3f})")
+    spread = repeat_spread(report)
+    if spread is not None and spread > SPREAD_LIMIT:
+        reasons.append(f"noisy: repeats spread {spread:.0%} of their median (above {SPREAD_LIMIT:.0%})")
+    return reasons
 
 
 def series_figures(mode: str, reports: list[dict]) -> list[dict]:

@@ -152,8 +152,13 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
         comm.update(alpha_s=alpha, beta_s_per_B=beta, overhead_s=overhead, source="the workload's comm phases")
     comm["busbw_Bps"] = 1 / comm["beta_s_per_B"] if comm["beta_s_per_B"] > 0 else None
     gap = statistics.median(r["time"] - sum(measured(r, p) for p in [*phases, "comm"]) for r in runs)
+    # A model with as many parameters as the points it was fitted to meets them by construction: only
+    # points beyond its parameters test it (each phase's fit has 2 at most; comm 1 with a probe, else 3).
+    points = len({(r["ranks"], r["problem"]["bytes"]) for r in runs})
+    parameters = max([2 if f["fit"] == "affine" else 1 for f in local.values()] + [1 if probe else 3])
     model = {"local": local, "comm": comm, "gap_s": gap,
-             "fitted_to": [[r.get("mode"), r["ranks"]] for r in runs]}
+             "fitted_to": [[r.get("mode"), r["ranks"]] for r in runs],
+             "points_fitted": points, "parameters": parameters, "validated": points > parameters}
     model["points"] = [_point(model, r) for r in all_runs]
     return model
 

@@ -46,6 +46,18 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
+SUSPECT = "suspect (see the Runs table)"
+
+
+def _mark_suspect(ax, rows: list[dict], x, y) -> None:
+    """Ring the points of suspect runs (the Runs table says why), labelled once per plot."""
+    marked = [r for r in rows if r.get("suspect")]
+    if marked:
+        label = SUSPECT if SUSPECT not in ax.get_legend_handles_labels()[1] else "_nolegend_"
+        ax.plot([x(r) for r in marked], [y(r) for r in marked], "o", markersize=13, markerfacecolor="none",
+                markeredgecolor="red", label=label)
+
+
 def _ranks_axis(ax, ranks):
     ax.set_xlabel("ranks (one per GPU or CPU process)")
     ax.set_xticks(ranks)
@@ -59,6 +71,7 @@ def _speedup(series: dict) -> bytes:
     for mode, rows in series.items():
         label = "strong (fixed problem)" if mode == "strong" else "weak (scaled speedup)"
         ax.plot([r["ranks"] for r in rows], [r["speedup"] for r in rows], "o-", label=label)
+        _mark_suspect(ax, rows, lambda r: r["ranks"], lambda r: r["speedup"])
     _ranks_axis(ax, ranks)
     ax.set_ylabel(f"speedup over {n0} rank(s) (x)")
     ax.legend()
@@ -71,6 +84,7 @@ def _efficiency(series: dict) -> bytes:
     ax.axhline(100, color="k", linestyle="--", label="ideal")
     for mode, rows in series.items():
         ax.plot([r["ranks"] for r in rows], [100 * r["efficiency"] for r in rows], "o-", label=mode)
+        _mark_suspect(ax, rows, lambda r: r["ranks"], lambda r: 100 * r["efficiency"])
     _ranks_axis(ax, ranks)
     ax.set_ylabel("efficiency (%)")
     ax.set_ylim(bottom=0)
@@ -90,6 +104,7 @@ def _phases(series: dict) -> bytes:
         ax.bar(labels, heights, bottom=bottom, label=phase)
         bottom = [b + h for b, h in zip(bottom, heights)]
     ax.plot(labels, [1e3 * row["time"] for row in rows], "k_", markersize=20, label="measured repeat")
+    _mark_suspect(ax, rows, lambda r: f"{r['mode']}\n{r['ranks']}", lambda r: 1e3 * r["time"])
     ax.set_xlabel("series / ranks")
     ax.set_ylabel("time per repeat (ms)")
     ax.legend(fontsize="small")
@@ -111,6 +126,7 @@ def _model(scaling: dict) -> bytes:
                         label=f"{mode}: model")
         ax.plot([r["ranks"] for r in rows], [1e3 * r["time"] for r in rows], "o", color=line.get_color(),
                 label=f"{mode}: measured")
+        _mark_suspect(ax, rows, lambda r: r["ranks"], lambda r: 1e3 * r["time"])
     ax.set_xlabel("ranks (one per GPU or CPU process)")
     ax.set_ylabel("time per repeat (ms)")
     ax.set_ylim(bottom=0)

@@ -31,11 +31,12 @@ def _pct(x: float | None) -> str:
 def tables(scaling: dict) -> list[Table]:
     """Every table of the report, in order."""
     out = [Table("Runs", ["series", "ranks", "nodes", "link", "time / repeat", "speedup", "efficiency",
-                          "Karp-Flatt", "comm share", "imbalance", "verified"],
+                          "Karp-Flatt", "comm share", "imbalance", "verified", "suspect"],
                  [[row["mode"], str(row["ranks"]), str(len(row["placement"]["hosts"])), row["placement"]["link"],
                    fmt_seconds(row["time"]), f"{row['speedup']:.2f}x", _pct(row["efficiency"]),
                    "-" if row["karp_flatt"] is None else f"{row['karp_flatt']:.3f}", _pct(row["comm_share"]),
-                   f"{row['imbalance']:.3f}", "yes" if row["verified"] else "NO"]
+                   f"{row['imbalance']:.3f}", "yes" if row["verified"] else "NO",
+                   "; ".join(row.get("suspect", [])) or "-"]
                   for rows in scaling["series"].values() for row in rows])]
     for mode, rows in scaling["series"].items():
         phases = [p for p in rows[0]["timings"] if any(row["timings"][p]["max"] > 0 for row in rows)]
@@ -59,7 +60,9 @@ def tables(scaling: dict) -> list[Table]:
                          [[c["backend"], fmt_seconds(c["alpha_s"]),
                            "-" if not c["busbw_Bps"] else f"{c['busbw_Bps'] / 1e9:.3g} GB/s",
                            fmt_seconds(c["overhead_s"]), c["source"]]]))
-        out.append(Table("Model against each measured point", ["series", "ranks", "problem", "measured",
+        validated = "" if model.get("validated", True) else \
+            f" (NOT VALIDATED: {model['points_fitted']} point(s) for {model['parameters']} parameters)"
+        out.append(Table("Model against each measured point" + validated, ["series", "ranks", "problem", "measured",
                                                                 "predicted", "error", "in fit"],
                          [[str(p["mode"]), str(p["ranks"]), fmt_bytes(p["problem_bytes"]),
                            fmt_seconds(p["measured_s"]), fmt_seconds(p["predicted_s"]), f"{p['error']:+.1%}",
@@ -147,12 +150,13 @@ def to_csv(scaling: dict) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["series", "ranks", "nodes", "link_class", "time_s", "speedup", "efficiency", "karp_flatt",
-                     "comm_share", "imbalance", "problem_bytes", *(f"{p}_median_s" for p in phases)])
+                     "comm_share", "imbalance", "problem_bytes", *(f"{p}_median_s" for p in phases), "suspect"])
     for row in rows:
         writer.writerow([row["mode"], row["ranks"], len(row["placement"]["hosts"]), row["placement"]["link_class"],
                          row["time"], row["speedup"], row["efficiency"],
                          "" if row["karp_flatt"] is None else row["karp_flatt"], row["comm_share"], row["imbalance"],
-                         row["problem_bytes"] or "", *(row["timings"][p]["median"] for p in phases)])
+                         row["problem_bytes"] or "", *(row["timings"][p]["median"] for p in phases),
+                         "; ".join(row.get("suspect", []))])
     return buffer.getvalue()
 
 

@@ -1,0 +1,97 @@
+"""What a careful reader would doubt is marked: suspect runs, a model with no points to spare, a best rank
+count past the hardware present, and no GPU words in a CPU run's findings."""
+
+from __future__ import annotations
+
+import pytest
+
+from spmd.scale.advice import model_advice, series_advice, suspect_advice
+from spmd.scale.figures import SPREAD_LIMIT, repeat_spread, series_figures, suspect_reasons
+from spmd.scale.model import best_ranks, fit_model
+from spmd.scale.render import tables
+
+from test_scale_model import RUNS, S, synthetic_probe, synthetic_run
+
+FAIR = {"oversubscribed": [], "ranks_per_node": {"vm": 2}, "cpus_per_node": {"vm": 4}}
+
+
+def report(ranks: int, totals: list[float]) -> dict:
+    """A report whose every rank took ``totals`` (seconds per repeat)."""
+    med = {"median": totals[0], "min": totals[0], "max": totals[0]}
+    return {"ranks": ranks, "problem": {"bytes": 1000},
+            "per_rank": [{"rank": r, "median": {"compute": min(totals)}, "repeats": [{"total": t} for t in totals]}
+                         for r in range(ranks)],
+            "timings": {"compute": med, "comm": {"median": 0.0, "min": 0.0, "max": 0.0}, "total": med}}
+
+
+def test_a_sound_run_has_no_reasons():
+    rows = series_figures("strong", [report(1, [8.0, 8.1, 8.0]), report(2, [4.4, 4.5, 4.4])])
+    assert [suspect_reasons(r, FAIR, rep) for r, rep in zip(rows, [report(1, [8.0] * 3), report(2, [4.4] * 3)])] \
+        == [[], []]
+
+
+def test_superlinear_and_negative_karp_flatt_are_named():
+    reports = [report(1, [8.0] * 3), report(2, [3.0] * 3)]  # 2.67x on 2 ranks: 133%
+    row = series_figures("strong", reports)[1]
+    assert suspect_reasons(row, FAIR, reports[1]) == [
+        "superlinear: efficiency 133% (above 105%)", "negative Karp-Flatt serial fraction (-0.250)"]
+
+
+def test_oversubscribed_and_noisy_runs_are_named():
+    reports = [report(1, [8.0] * 3), report(3, [4.0, 6.0, 4.2])]
+    row = series_figures("strong", reports)[1]
+    crowded = {"oversubscribed": ["vm"], "ranks_per_node": {"vm": 3}, "cpus_per_node": {"vm": 2}}
+    assert repeat_spread(reports[1]) == pytest.approx(0.5 / 1.05, rel=1e-9)
+    assert suspect_reasons(row, crowded, reports[1]) == [
+        "oversubscribed: vm ran 3 ranks on 2 CPUs", f"noisy: repeats spread 48% of their median (above {SPREAD_LIMIT:.0%})"]
+    assert repeat_spread(report(1, [8.0])) is None
+
+
+def test_the_findings_and_the_runs_table_show_them():
+    rows = series_figures("strong", [report(1, [8.0] * 3), report(2, [3.0] * 3)])
+    for row in rows:
+        row.update(placement={**FAIR, "hosts": {"vm": [0, 1]}, "link": "one rank", "devices": ["cpu"]}, verified=True,
+                   suspect=suspect_reasons(row, FAIR, report(row["ranks"], [row["time"]] * 3)))
+    assert suspect_advice({"strong": rows}) == [
+        "Suspect: strong at 2 ranks (superlinear: efficiency 133% (above 105%); negative Karp-Flatt serial fraction "
+        "(-0.250)): read its figures with care."]
+    runs = tables({"series": {"strong": rows}, "model": None})[0]
+    assert runs.header[-1] == "suspect" and runs.rows[0][-1] == "-" and runs.rows[1][-1].startswith("superlinear")
+
+
+def test_a_model_fitted_on_no_more_points_than_parameters_is_not_validated():
+    two = [synthetic_run("strong", n, S) for n in (1, 2)]
+    model = fit_model(two, synthetic_probe(), "mpi", growth=0.0)
+    assert (model["points_fitted"], model["parameters"], model["validated"]) == (2, 2, False)
+    lines = model_advice(model, best_ranks(model, S, [1, 2]), [], 2)
+    assert lines[-1].startswith("The model is not validated: it was fitted on 2 measured point(s), no more than its 2")
+    assert not any("fits the measurements" in line for line in lines)
+    again = fit_model(RUNS, synthetic_probe(), "mpi", growth=0.0)
+    assert again["validated"] and again["points_fitted"] == 6
+    without_probe = fit_model(RUNS[:3], [], "mpi", growth=0.0)  # 3 points for overhead, alpha and beta
+    assert without_probe["parameters"] == 3 and not without_probe["validated"]
+
+
+@pytest.mark.parametrize("hardware, says", [
+    ({"count": 2, "what": "CPU cores", "nodes": 1}, "(an extrapolation: only 2 CPU cores are present on 1 node(s)"),
+    ({"count": 64, "what": "GPUs", "nodes": 8}, "(extrapolated beyond the 4 measured"),
+    (None, "(extrapolated beyond the 4 measured"),
+])
+def test_a_best_rank_count_beyond_the_hardware_is_labelled_with_its_count(hardware, says):
+    model = fit_model(RUNS, synthetic_probe(), "mpi", growth=0.0)
+    best = best_ranks(model, S, [1, 2, 4, 8, 16, 32])
+    assert best["best_ranks"] > 4
+    line = next(line for line in model_advice(model, best, [], 4, hardware) if "predicted best" in line)
+    assert says in line
+
+
+def test_cpu_findings_never_blame_kernel_launches():
+    def row(ranks, time, device):
+        t = {"min": time, "median": time, "max": time}
+        return {"mode": "strong", "ranks": ranks, "time": time, "device": device, "bytes_per_rank": 1e6 / ranks,
+                "timings": {"compute": t, "comm": {"min": 0, "median": 0, "max": 0}, "total": t},
+                "speedup": 1.0 / time, "efficiency": 1.0 / time / ranks}
+    cpu = series_advice([row(1, 1.0, "cpu"), row(2, 0.95, "cpu")])
+    gpu = series_advice([row(1, 1.0, "gpu"), row(2, 0.95, "gpu")])
+    assert any("does not shrink" in line for line in cpu) and not any("kernel" in line for line in cpu)
+    assert any("kernel launches" in line for line in gpu)
