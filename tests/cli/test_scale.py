@@ -96,6 +96,15 @@ def test_figures_follow_their_definitions(sweep):
             assert row["imbalance"] == pytest.approx(max(busy) / statistics.fmean(busy))
             for phase in ("read", "wait", "compute", "comm", "total"):
                 assert timings[phase]["min"] <= timings[phase]["median"] <= timings[phase]["max"]
+            # suspect: recomputed from the same figures (CI's 2 cores oversubscribe 3 ranks)
+            place = row["placement"]
+            want = [bool(place["oversubscribed"]), row["efficiency"] > 1.05,
+                    row["karp_flatt"] is not None and row["karp_flatt"] < 0]
+            got = [any(r.startswith(k) for r in row["suspect"]) for k in ("oversubscribed", "superlinear", "negative")]
+            assert got == want, row["suspect"]
+    for run in scaling["runs"]:
+        row = next(r for r in scaling["series"][run["mode"]] if r["ranks"] == run["ranks"])
+        assert run["suspect"] == row["suspect"]
 
 
 def test_placement_names_hosts_ranks_and_links(sweep):
@@ -122,6 +131,11 @@ def test_model_and_advice_are_reported(sweep):
     assert best["problem_bytes"] == 4 * ROWS
     assert [e["ranks"] for e in model["predictions"]["break_even"]] == [2, 3, 4, 8]
     assert any(line.startswith("Strong scaling 1 -> 3 ranks") for line in scaling["advice"])
+    assert model["validated"] == (model["points_fitted"] > model["parameters"])
+    suspects = [row for rows in scaling["series"].values() for row in rows if row["suspect"]]
+    assert len([line for line in scaling["advice"] if line.startswith("Suspect: ")]) == len(suspects)
+    if scaling["device"] == "cpu":
+        assert not any("kernel" in line for line in scaling["advice"])
     assert any("Break-even" in line for line in scaling["advice"])
 
 
