@@ -9,7 +9,10 @@ report. Kinds:
 - ``hang``: the rank sleeps for ever (a deadlock or a stuck file system; the watchdog must notice);
 - ``nan``: the rank's input rows are poisoned after reading (``phase=read`` only);
 - ``oom``: the rank's memory check sees less free memory than its buffers need (``phase=read``: host
-  buffers, ``phase=h2d``: device buffers; on a CPU run both are host memory).
+  buffers, ``phase=h2d``: device buffers; on a CPU run both are host memory);
+- ``corrupt``: silent data corruption: one element of the rank's computed output, chosen uniformly at random
+  (``SPMD_FAULT_SEED``, default 0) among its non-zero ones, is multiplied by 1.01 (``phase=compute`` only).
+  Verification must catch it: the job exits 3.
 
 The fault is per process and set once per job (``arm``); the hooks below cost one global lookup
 when nothing is armed.
@@ -27,8 +30,10 @@ import numpy as np
 from .errors import ConfigError, SpmdError, brief
 
 PHASES = ("read", "h2d", "compute", "comm", "report")
-KINDS = ("raise", "exit", "hang", "nan", "oom")
+KINDS = ("raise", "exit", "hang", "nan", "oom", "corrupt")
 ENV = "SPMD_FAULT"
+SEED_ENV = "SPMD_FAULT_SEED"
+CORRUPTION = 1.01
 
 
 class InjectedFault(SpmdError):
@@ -75,6 +80,8 @@ def parse_fault(text: str) -> Fault:
         raise ConfigError(f"fault: kind {brief(kind)} is not one of {', '.join(KINDS)}")
     if kind == "nan" and phase != "read":
         raise ConfigError("fault: kind=nan poisons the rows a rank reads: use phase=read")
+    if kind == "corrupt" and phase != "compute":
+        raise ConfigError("fault: kind=corrupt changes what a rank computed: use phase=compute")
     if kind == "oom" and phase not in ("read", "h2d"):
         raise ConfigError("fault: kind=oom acts at the memory check of host (phase=read) or device "
                           "(phase=h2d) buffers")
@@ -103,16 +110,17 @@ def require_rank(fault: Fault | None, size: int) -> None:
 _armed: Fault | None = None
 _where = ""
 _said_nan = False  # a rank reads every repeat: the nan notice is printed once
+_said_corrupt = False
 _fired = False
 
 
 def arm(fault: Fault | None, rank: int, host: str) -> None:
     """Arm ``fault`` if it targets this rank (every rank calls this with the same fault; one aimed
     beyond the job's ranks, as in the smaller runs of a sweep, arms nothing)."""
-    global _armed, _where, _fired, _said_nan
+    global _armed, _where, _fired, _said_nan, _said_corrupt
     _armed = fault if fault is not None and fault.rank in (None, rank) else None
     _where = f"rank {rank} on {host}"
-    _said_nan = False
+    _said_nan = _said_corrupt = False
     _fired = False
 
 
@@ -157,6 +165,40 @@ def poison_rows(rows: np.ndarray) -> None:
         _say(f"injecting nan at phase read (row {len(rows) // 2} of each block this rank reads)")
         _said_nan = True
     rows[len(rows) // 2] = np.nan if rows.dtype.kind == "f" else np.iinfo(rows.dtype).max
+
+
+def corrupting() -> bool:
+    """Whether a corrupt fault is armed on this rank (workloads with their own streams wait for them first)."""
+    return _armed is not None and _armed.kind == "corrupt"
+
+
+def corrupt(output, what: str = "output") -> None:
+    """A corrupt fault at compute: multiply one element of ``output`` (this rank's computed result, a
+    NumPy or CuPy array or a view of one, changed in place) by CORRUPTION. The element is drawn uniformly among the non-zero
+    ones by ``SPMD_FAULT_SEED`` (a zero times 1.01 would change nothing), the same one every repeat."""
+    global _said_corrupt
+    fault = _armed
+    if fault is None or fault.kind != "corrupt":
+        return
+    on_gpu = hasattr(output, "get")
+    if on_gpu:  # the work that wrote it may still run on another stream
+        output.device.synchronize()
+    host = np.ascontiguousarray(output.get() if on_gpu else output)
+    nonzero = np.flatnonzero(host != 0)
+    if nonzero.size == 0:
+        return
+    seed = os.environ.get(SEED_ENV, "0")
+    try:
+        index = int(np.random.default_rng(int(seed)).choice(nonzero))
+    except ValueError:
+        raise ConfigError(f"{SEED_ENV}: {brief(seed)} is not an integer") from None
+    output[np.unravel_index(index, host.shape)] = host.reshape(-1)[index] * CORRUPTION  # in place, views too
+    if on_gpu:  # before the next work, on whatever stream, reads it
+        output.device.synchronize()
+    _mark_fired()
+    if not _said_corrupt:
+        _say(f"injecting corrupt at phase compute ({what} element {index} of {host.size} times {CORRUPTION})")
+        _said_corrupt = True
 
 
 def visible_free_memory(free: int, need: int, where: str, device: str) -> int:

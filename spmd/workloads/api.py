@@ -22,6 +22,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import faults
 from .. import xp as xpmod
 from ..errors import ConfigError, UserCodeError, VerificationError, brief
 from ..memory import available_host_memory
@@ -90,6 +91,7 @@ class MapReduce(Workload):
         block = self.rows.read(timer)
         with timer.phase("compute"):
             local = self.call(self.function, self.ctx.xp, block, self.ctx.xp, self.params)
+            faults.corrupt(local, f"{self.function.__qualname__}'s result")
         if self.local is None:  # the first repeat: one shape and dtype everywhere, before any collective
             self.ctx.agree(_numeric, local, self.function)
             self._same_everywhere(local)
@@ -125,10 +127,21 @@ class MapReduce(Workload):
     def verify(self):
         ctx = self.ctx
         value = xpmod.to_host(self.value)
+        if self.combine != "gather":  # a wrong partial min or max that another rank's hides shows only here
+            ctx.agree(self._check_own)
         partials = ctx.comm.gather(np.abs(xpmod.to_host(self.local)).astype(np.float64), root=0)
         expected, how = ctx.agree(self._reference, root_only=True)
         worst = ctx.agree(self._compare, value, expected, partials, root_only=True)
         return {"reference": how, "combine": self.combine, "max_abs_error": worst}
+
+    def _check_own(self) -> None:
+        """This rank's result against the function over the rows it read, with NumPy (host copy)."""
+        mine = xpmod.to_host(self.local)
+        want = self.call(self.function, np, self.rows.host, np, self.params)
+        try:
+            self._compare(mine, want, [np.abs(mine.astype(np.float64))])
+        except VerificationError as exc:
+            raise VerificationError(f"this rank's own result ({self.rows.plan.describe()}): {exc}") from None
 
     def _reference(self) -> tuple[np.ndarray, str]:
         """Rank 0: the answer for the whole input, computed with NumPy, and how it was made."""

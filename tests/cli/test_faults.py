@@ -180,3 +180,58 @@ def test_every_workload_names_the_rank_whose_input_is_poisoned(tmp_path, workloa
     assert re.search(rf"rank 2 on {re.escape(HOST)}: data/{workload}/\S+ .*rows? \d+", err), err
     assert "NaN" in err or "not finite" in err, err
     assert not (tmp_path / "results").exists()
+
+
+# Silent data corruption: one element of one rank's computed output times 1.01 must end the job with exit 3,
+# named by the verification, and no report. Several seeds: a different element each time.
+CORRUPTED = {
+    "reduce attrs": (lambda d: small("reduce.yaml", d, **{"generate.shape": [30_000], "verify": "attrs"}),
+                     "this rank's own moments"),
+    "reduce full": (lambda d: small("reduce.yaml", d, **{"generate.shape": [30_000], "verify": "full"}),
+                    "this rank's own moments"),
+    "stencil": (WORKLOADS["stencil"], "element(s) differ from the single-process filter"),
+    "matmul float32 full": (lambda d: small("matmul.yaml", d, **{
+        "generate.shape": [301, 203], "params.b.generate.shape": [203, 97], "verify": "full"}),
+        "float64 recomputation gives"),
+    "matmul float64 full": (lambda d: small("matmul.yaml", d, **{
+        "generate.shape": [301, 203], "generate.dtype": "float64", "params.b.generate.shape": [203, 97],
+        "params.b.generate.dtype": "float64", "verify": "full"}), "float64 recomputation gives"),
+    "train": (WORKLOADS["train"], "the replicas diverged"),
+    "histogram plug-in": (lambda d: small_plugin("histogram", d), "differ"),
+}
+
+
+def small_plugin(name, folder):
+    from test_plugins_cli import example
+
+    return example(name, folder)
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+@pytest.mark.parametrize("case", CORRUPTED)
+def test_silent_corruption_on_one_rank_fails_verification(tmp_path, case, seed):
+    make, message = CORRUPTED[case]
+    config = make(tmp_path)
+    assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
+    rc, _, err, _ = spmd("run", config, cwd=tmp_path, env={"SPMD_FAULT": "rank=1,phase=compute,kind=corrupt",
+                                                           "SPMD_FAULT_SEED": str(seed)})
+    assert rc == 3, err
+    assert f"rank 1 on {HOST}: SPMD_FAULT: injecting corrupt at phase compute" in err and message in err, err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "out").exists()
+
+
+def test_silent_corruption_of_a_single_rank_training_run_is_caught_by_stepping_again(tmp_path):
+    config = WORKLOADS["train"](tmp_path)
+    assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
+    rc, _, err, _ = spmd("run", config, cwd=tmp_path, ranks=1,
+                         env={"SPMD_FAULT": "rank=0,phase=compute,kind=corrupt"})
+    assert rc == 3 and "run again eagerly from its starting state, end on other parameters" in err, err
+    assert spmd("run", config, cwd=tmp_path, ranks=1)[0] == 0  # and without the fault it passes
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("rank=1,phase=read,kind=corrupt", "kind=corrupt changes what a rank computed: use phase=compute"),
+])
+def test_corrupt_is_a_compute_fault(config, fault, message):
+    rc, _, err, _ = run_with_fault(config, fault)
+    assert rc == 2 and message in err, err

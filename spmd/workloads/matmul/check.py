@@ -5,6 +5,9 @@ Two independent checks, both in float64:
   row or block of C shows in C x with overwhelming probability.
 - Sampled rows: a few rows of C (the first and last of every block among them) recomputed
   exactly on rank 0 from A's rows and B as stored in the files.
+- ``verify: full`` adds every element: each rank recomputes its block of C in float64 on its device from A's
+  rows and B's columns as stored in the files, element by element against the bound below. Freivalds' bound
+  sums n element errors, so for float32 at large k it can let one element that is 1% off through; this cannot.
 
 Tolerances follow from the dtype and k. With u_in the unit roundoff of the inputs as the
 GEMM sees them (float32 2^-24, TF32 2^-11, float64 2^-53) and u_acc that of the
@@ -95,7 +98,7 @@ def freivalds(ctx, xp, shapes, blocks, local, seed: int, tol_scale: float) -> fl
             i, v = np.unravel_index(int(np.argmax(bad)), bad.shape)
             rows = np.flatnonzero(bad.any(axis=1))
             raise VerificationError(f"Freivalds check failed in {len(rows)} row(s) of C, first row {i}: "
-                                    f"(C x)[{i}] = {cx[i, v]!r}, A (B x)[{i}] = {abx[i, v]!r} "
+                                    f"(C x)[{i}] = {float(cx[i, v])!r}, A (B x)[{i}] = {float(abx[i, v])!r} "
                                     f"(bound {bound[i, v]:.3g})")
         return float((err / bound).max())
 
@@ -137,8 +140,8 @@ def sampled_rows(ctx, xp, rows: list[int], c_block, c_local, n: int, a_source, b
         bad = ~np.isfinite(got) | (err > tol_scale * scale)
         if bad.any():
             j, col = np.unravel_index(int(np.argmax(bad)), bad.shape)
-            raise VerificationError(f"C[{rows[j]}, {col}] = {got[j, col]!r}, float64 recomputation gives "
-                                    f"{want[j, col]!r} (tolerance {tol_scale * scale[j, col]:.3g}); "
+            raise VerificationError(f"C[{rows[j]}, {col}] = {float(got[j, col])!r}, float64 recomputation gives "
+                                    f"{float(want[j, col])!r} (tolerance {tol_scale * scale[j, col]:.3g}); "
                                     f"{int(bad.sum())} of {bad.size} sampled elements wrong")
         return float((err / scale).max())
 
@@ -158,3 +161,36 @@ def _reference_rows(rows: list[int], a_source, b_source):
             out += a_rows[:, start:start + part.shape[0]] @ part
             col_sq += (part ** 2).sum(axis=0)
     return out, np.sqrt((a_rows ** 2).sum(axis=1)), np.sqrt(col_sq)
+
+
+def every_element(xp, c_block, c_local, a_source, b_source, tol_scale: float) -> float:
+    """Every element of this rank's block of C against float64 A @ B from the files, on its device.
+
+    Returns:
+        The largest |C_ij - (A B)_ij| / (||a_i|| ||b_j||) (VerificationError naming the first element above
+        ``tol_scale``).
+    """
+    tiny = np.finfo(np.float64).tiny
+    with open_h5(b_source[0]) as f:
+        b = xp.asarray(f[b_source[1]][:, c_block.c0:c_block.c1].astype(np.float64))
+    b_norm = xp.sqrt((b * b).sum(axis=0))
+    worst = 0.0
+    with open_h5(a_source[0]) as f:
+        a_rows = f[a_source[1]]
+        for start in range(c_block.r0, c_block.r1, CHUNK_ROWS):
+            stop = min(start + CHUNK_ROWS, c_block.r1)
+            a = xp.asarray(a_rows[start:stop, :].astype(np.float64))
+            want = a @ b
+            got = c_local[start - c_block.r0:stop - c_block.r0].astype(xp.float64)
+            scale = xp.sqrt((a * a).sum(axis=1))[:, None] * b_norm[None, :] + tiny
+            err = xp.abs(got - want)
+            bad = ~xp.isfinite(got) | (err > tol_scale * scale)
+            count = int(bad.sum())
+            if count:
+                i, j = (int(v) for v in np.unravel_index(int(bad.argmax()), bad.shape))
+                raise VerificationError(
+                    f"C[{start + i}, {c_block.c0 + j}] = {float(got[i, j])!r}, float64 recomputation gives "
+                    f"{float(want[i, j])!r} (tolerance {tol_scale * float(scale[i, j]):.3g}); {count} element(s) "
+                    f"of rows {start}-{stop} wrong")
+            worst = max(worst, float((err / scale).max()))
+    return worst

@@ -12,6 +12,7 @@ from typing import Literal
 
 import numpy as np
 
+from ... import faults
 from ... import xp as xpmod
 from ...errors import ConfigError, InputError, VerificationError
 from ...io.hdf5 import open_h5
@@ -71,10 +72,12 @@ class ReduceWorkload(Workload):
         data = self.rows.read(timer)
         with timer.phase("compute"):
             local = self._fused(data) if self._fused else mom.moments_xp(data, self.ctx.xp)
+            faults.corrupt(local, "moments")
         with timer.phase("comm"):
             stacked = self.comm.allgather(local)
             merged = mom.combine_all(xpmod.to_host(stacked))
         self.results.append(merged)
+        self.local = local
 
     def verify(self):
         for i, m in enumerate(self.results[1:], start=1):
@@ -82,9 +85,20 @@ class ReduceWorkload(Workload):
                 raise self.ctx.collective_error(
                     VerificationError, self.ctx.rank,
                     f"repeat {i} gave different moments than repeat 0 (a race or unwritten memory)")
+        # Each rank's own moments first: a wrong partial min or max that another rank's hides from the
+        # merged answer (silent corruption on one rank) shows only here.
+        own = self.ctx.agree(self._check_own_moments)
         expected, how = self.ctx.agree(self._reference, root_only=True)
         worst = self.ctx.agree(compare, self.results[-1], expected, root_only=True)
-        return {"reference": how, "max_relative_error": worst}
+        return {"reference": how, "each_rank": "its moments against plain float64 NumPy over its rows",
+                "max_relative_error": max(worst, own)}
+
+    def _check_own_moments(self) -> float:
+        """This rank's last moments against plain float64 NumPy over the rows it read (still in host memory)."""
+        try:
+            return compare(xpmod.to_host(self.local), reference_stats(self.rows.host))
+        except VerificationError as exc:
+            raise VerificationError(f"this rank's own moments ({self.rows.plan.describe()}): {exc}") from None
 
     def check_input_finite(self):
         self.rows.check_input_finite()
@@ -206,7 +220,7 @@ def compare(moments: np.ndarray, expected: dict) -> float:
             c = int(np.argmax(bad))
             column = f" (column {c})" if g.size > 1 else ""
             bound = "exact" if tol is None else f"tolerance {tol[c]:.3g}"
-            raise VerificationError(f"{key}{column} = {g[c]!r}, expected {e[c]!r} ({bound})")
+            raise VerificationError(f"{key}{column} = {float(g[c])!r}, expected {float(e[c])!r} ({bound})")
         denominator = np.maximum(np.abs(e), np.finfo(np.float64).tiny)
         worst = max(worst, float(np.max(err / denominator)))
     return worst

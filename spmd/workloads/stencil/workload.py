@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from ... import faults
 from ... import xp as xpmod
 from ...config import SaveConfig
 from ...errors import ConfigError, InputError, VerificationError
@@ -200,6 +201,7 @@ class StencilWorkload(Workload):
                             self._apply(src, dst, region)
         if self.gpu:
             self.compute_stream.synchronize()  # the timer waits on the default stream only
+        faults.corrupt(self.result_block(), "field block")
 
     def _compute_stream(self):
         return self.compute_stream if self.gpu else None
@@ -365,7 +367,7 @@ class StencilWorkload(Workload):
             rows = np.flatnonzero(bad.any(axis=1)) + blk.r0
             return (f"rank {rank}'s block ({blk.describe()}): {int(bad.sum())} element(s) differ from the "
                     f"single-process filter, in rows {_ranges(rows)}; first at ({blk.r0 + i}, {blk.c0 + j}): "
-                    f"{got[i, j]!r} instead of {want[i, j]!r} (bound {bound:.3g})"), worst
+                    f"{float(got[i, j])!r} instead of {float(want[i, j])!r} (bound {bound:.3g})"), worst
         return None, max(worst, float(err.max()) if err.size else 0.0)
 
     def check_input_finite(self):

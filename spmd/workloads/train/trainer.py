@@ -15,6 +15,7 @@ import contextlib
 import numpy as np
 
 from ... import xp as xpmod
+from ...errors import VerificationError
 from .buckets import GradientExchange, plan_buckets
 from .marks import make_marks
 from .network import Network
@@ -158,6 +159,27 @@ class Trainer:
                 # A graph's events hold its last replay: that step stands for all of them.
                 self.graph_marks.add_to(timer, steps)
 
+    def eager_window(self, steps: int) -> None:
+        """``steps`` steps launched one by one, never the captured graph: the reference a window of graph
+        replays (or of any steps) is compared with, from the same state."""
+        with self._on_stream():
+            for _ in range(steps):
+                self.train_step()
+        self.synchronize()
+
+    def replay_window(self, start: tuple, indices: np.ndarray, steps: int) -> np.ndarray:
+        """The parameters after ``steps`` eager steps over ``indices`` from ``start`` = (step, weights,
+        optimizer state); the trainer's own state is put back afterwards."""
+        end_step = self.step
+        weights, state = self.host_state()
+        weights, state = weights.copy(), {k: v.copy() for k, v in state.items()}  # may be the live buffers
+        self.set_state(start[1], start[2], start[0])
+        self.load_window(indices)
+        self.eager_window(steps)
+        again = self.host_state()[0].copy()
+        self.set_state(weights, state, end_step)
+        return again
+
     def capture(self) -> None:
         """Capture one step in a CUDA graph, with its timing events when the driver lets them
         be captured (else without: the report then has the step's total only)."""
@@ -199,3 +221,20 @@ class Trainer:
     def close(self) -> None:
         self.graph = None
         self.ops.close()
+
+
+# The same steps eagerly and as graph replays run the same kernels: equal but for rounding that a library
+# may order differently; a parameter 1% off (a corrupt fault) is far above this.
+EAGER_RTOL = 1e-5
+
+
+def require_same_parameters(run: np.ndarray, again: np.ndarray, what: str) -> None:
+    """VerificationError unless ``again`` matches the run's parameters within EAGER_RTOL (of each element
+    plus the parameters' root mean square)."""
+    diff = np.abs(again.astype(np.float64) - run)
+    bound = EAGER_RTOL * (np.abs(run) + np.sqrt(np.mean(run.astype(np.float64) ** 2)))
+    bad = ~np.isfinite(run) | (diff > bound)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise VerificationError(f"{what} end on other parameters: element {i} is {float(run[i])!r} in the run, "
+                                f"{float(again[i])!r} again ({int(bad.sum())} of {bad.size} differ)")

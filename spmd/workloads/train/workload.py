@@ -37,7 +37,7 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .gradcheck import GRADIENT_RTOL, check_first_gradient
 from .model import Layout, model_widths
 from .ops import make_ops
-from .trainer import Trainer
+from .trainer import Trainer, require_same_parameters
 
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # SLURM: SIGTERM at the time limit, --signal=USR1@T before it
 
@@ -320,11 +320,17 @@ class TrainWorkload(Workload):
         if every and trainer.step > self.start_step and trainer.step % every == 0:
             ctx.agree(self._write_checkpoint, p.checkpoint.path, root_only=True)
         trainer.load_window(self.sampler.window(trainer.step, p.steps))
+        if ctx.size == 1:  # no replicas to compare: keep the window's starting state to step again in verify
+            w0, s0 = trainer.host_state()  # on a CPU these are the live buffers: copy
+            self.window_start = (trainer.step, w0.copy(), {k: v.copy() for k, v in s0.items()})
 
     def run(self, timer):
         enter_phase("compute")
         self.trainer.run_window(self.params.steps, timer)
         self.windows_run += 1
+        if faults.corrupting():
+            self.trainer.synchronize()
+            faults.corrupt(self.trainer.w, "parameters")
 
     def _collect_window(self) -> None:
         loss, correct = _sum_over_ranks(self.ctx, *self.trainer.take_window_stats())
@@ -354,6 +360,8 @@ class TrainWorkload(Workload):
             raise ctx.collective_error(VerificationError, differ[0], f"parameters or optimizer state differ from "
                                        f"rank 0's after {self.trainer.step} steps: the replicas diverged")
         ctx.agree(_finite, weights, self.trainer.step, self.global_batch, self.params.lr)
+        if ctx.size == 1 and self.windows_run:
+            ctx.agree(self._same_as_eager, weights)
         check = self.gradient_check
         tol = GRADIENT_RTOL["tf32" if self.params.tf32 else self.params.dtype]
         ctx.agree(check.judge, tol, root_only=True)
@@ -367,6 +375,15 @@ class TrainWorkload(Workload):
                 "relu_sides_from_run": check.sides_from_run, "hidden_units": check.hidden_units,
                 "replicas_identical": True,
                 "parameters_sha256": digest}
+
+    def _same_as_eager(self, weights: np.ndarray) -> None:
+        """One rank: the last window stepped again from its starting state, eagerly (never the graph), must
+        end on the run's parameters: what replicas would show, a silently wrong step shows here."""
+        step = self.window_start[0]
+        again = self.trainer.replay_window(self.window_start, self.sampler.window(step, self.params.steps),
+                                           self.params.steps)
+        require_same_parameters(weights, again, f"the last window's {self.params.steps} step(s), run again "
+                                                f"eagerly from its starting state,")
 
     def _evaluate(self) -> tuple[float | None, float | None]:
         """Loss and accuracy on the held-out set (each rank its rows), plain array code."""
