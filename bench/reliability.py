@@ -74,6 +74,8 @@ def fault_cases(ranks: int, gpu: bool) -> list[Case]:
                ("oom at h2d on rank 1 (device buffers)", "rank=1,phase=h2d,kind=oom")]
     out = [Case(name, fault) for name, fault in faults]
     out.append(Case("nan at read on rank 1, check_finite: true", "rank=1,phase=read,kind=nan", {"check_finite": True}))
+    out.append(Case("corrupt at compute on rank 1 (silent: one moment times 1.01)", "rank=1,phase=compute,kind=corrupt",
+                    expect=3))
     return out
 
 
