@@ -24,7 +24,7 @@ else
   GPU_TESTS  :=
 endif
 
-.PHONY: demo test test-unit test-mpi test-slurm clean
+.PHONY: demo test test-unit test-mpi test-slurm claims clean
 
 $(VENV)/.installed-%: pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -53,6 +53,10 @@ test-mpi: $(VENV)/.installed-test,$(EXTRAS)
 	$(TIMEOUT) $(MPIEXEC) -n 2 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
 	$(TIMEOUT) $(MPIEXEC) -n 3 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
 	$(TIMEOUT) $(MPIEXEC) -n 4 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi/test_matmul.py tests/mpi/test_stencil.py tests/mpi/test_train.py tests/mpi/test_plugins.py $(GPU_FLAG)
+
+# Every figure README.md and docs/ quote that bench/claims.py covers, recomputed from its raw file (exit 1 on a mismatch).
+claims:
+	$(PYTHON) bench/claims.py
 
 clean:
 	rm -rf $(VENV) data results .pytest_cache .hypothesis

@@ -1,0 +1,269 @@
+"""Every figure a document quotes, recomputed from the committed raw file it comes from (`make claims`).
+
+Each claim is a sentence fragment of README.md or docs/ with its numbers left as format fields, and a function
+that computes those numbers from raw results under docs/results/. The check formats the fragment with the
+computed numbers and looks for it in the document (line breaks and runs of spaces count as one space). A
+document that says anything else, or a raw file that is gone, is a failure: exit 1, each one named.
+
+    python3 bench/claims.py            # check
+    python3 bench/claims.py --list     # every claim with its value and source
+
+Covered so far: README.md, docs/plugins.md and the plug-in section of docs/benchmarks.md. The older sections
+of docs/benchmarks.md predate this script (issue 23 lists what remains).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs/results"
+
+
+@dataclass(frozen=True)
+class Claim:
+    doc: str                      # the document, relative to the repository
+    text: str                     # the fragment, numbers as format fields
+    values: Callable[[], dict]    # the numbers, from raw files
+    source: str                   # where they come from (for people)
+
+
+# -- reading raw results ---------------------------------------------------------------------------------
+
+def load(path: str):
+    return json.loads((RESULTS / path).read_text())
+
+
+def jsonl(path: str) -> list[dict]:
+    return [json.loads(line) for line in (RESULTS / path).read_text().splitlines() if line.strip()]
+
+
+def comm_tables(path: str) -> dict[str, dict[int, dict]]:
+    """``spmd bench comm`` text output (one table per backend): backend -> size -> {time_us, busbw_GBps}."""
+    tables: dict[str, dict[int, dict]] = {}
+    current = None
+    for line in (RESULTS / path).read_text().splitlines():
+        head = re.match(r"# spmd bench comm: \w+ over ([\w-]+),", line)
+        if head:
+            current = tables.setdefault(head[1], {})
+        elif line.startswith("#"):
+            current = None if not line.startswith("#  ") else current  # a table's own header lines start "#  "
+        elif current is not None:
+            cells = line.split()  # size count type redop root time algbw busbw #wrong
+            if len(cells) == 9 and cells[0].isdigit() and cells[1].isdigit():
+                current[int(cells[0])] = {"time_us": float(cells[5]), "busbw_GBps": float(cells[7])}
+    return tables
+
+
+def series(path: str, mode: str, ranks: int) -> dict:
+    return next(r for r in load(path)["series"][mode] if r["ranks"] == ranks)
+
+
+def median_of_runs(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "lo": min(values), "hi": max(values)}
+
+
+# -- the figures -----------------------------------------------------------------------------------------
+
+def reduce_h200x2() -> dict:
+    big, small = "reduce-h200x2/nccl-4GiB/scaling.json", "reduce-h200x2/nccl-1MiB/scaling.json"
+    strong, weak, strong_small = series(big, "strong", 2), series(big, "weak", 2), series(small, "strong", 2)
+    even = load(small)["model"]["predictions"]["break_even"][0]["bytes_per_rank"]
+    return {"s": strong["speedup"], "e": strong["efficiency"], "w": weak["efficiency"],
+            "s1": strong_small["speedup"], "e1": strong_small["efficiency"], "kib": even / 1024}
+
+
+def fused_reduce() -> dict:
+    rates = [g for run in load("reduce-h200x2/nccl-4GiB/scaling.json")["runs"]
+             for g in run["report"]["metrics"]["compute_GBps_per_rank"]]
+    return {"lo": min(rates) / 1e3, "hi": max(rates) / 1e3}
+
+
+def train_speedups() -> dict:
+    def two_over_one(rows):
+        by = {r["gpus"]: r["samples_per_s"] for r in rows if r["model"] == "large" and r["batch"] == 512}
+        return by[2] / by[1]
+    spmd = [r for r in jsonl("train-h200x2/train-spmd.jsonl") if r.get("variant", "graph") == "graph"]
+    return {"spmd": two_over_one(spmd), "ddp": two_over_one(jsonl("train-h200x2/train-ddp.jsonl"))}
+
+
+def cuda_mpi_build() -> dict:
+    """Minutes of each build (configure + make + mpi4py) in build-times.txt."""
+    text = (RESULTS / "cuda-mpi-h200x2/build-times.txt").read_text()
+    builds = [sum(int(x) for x in re.findall(r": (\d+) s", part)) / 60 for part in re.split(r"\n(?=\S.*build)", text)
+              if re.search(r": \d+ s", part)]
+    return {"lo": min(builds), "hi": max(builds)}
+
+
+def eight_h200() -> dict:
+    allreduce = load("multi-h200x8/allreduce-nccl-8.json")["results"]["nccl"]
+    train = {r["gpus"]: r["samples_per_s"] for r in jsonl("multi-h200x8/train-spmd.jsonl")
+             if r["model"] == "large" and r["batch"] == 512 and r["variant"] == "graph"}
+    return {"busbw": next(r for r in allreduce if r["size"] == 1 << 30)["busbw_GBps"],
+            "matmul": series("multi-h200x8/matmul/scaling.json", "strong", 8)["speedup"],
+            "train": train[8] / train[1]}
+
+
+def comm_h200x2() -> dict:
+    spmd = comm_tables("comm-h200x2/spmd-allreduce-nccl.txt")["nccl"]
+    torch = {r["size"]: r for r in load("comm-h200x2/torch-allreduce.json")["results"]}
+    small, large = [], []
+    tiny = [spmd[8]["time_us"]]
+    for op in ("allreduce", "allgather", "reduce_scatter", "bcast", "sendrecv"):
+        t = comm_tables(f"comm-h200x2/all-{op}.txt")
+        small += [t["mpi"][s]["time_us"] / t["nccl"][s]["time_us"] for s in (8, 1024)]
+        large += [t["mpi"][s]["time_us"] / t["nccl"][s]["time_us"] for s in t["nccl"] if s >= 16 << 20]
+        if op == "allreduce":
+            tiny.append(t["nccl"][8]["time_us"])
+    p2p = [float(x) for x in re.findall(r"\d+\.\d+", _section(RESULTS / "comm-h200x2/topo.txt", "P2P copy bandwidth"))]
+    return {"t8_lo": min(tiny), "t8_hi": max(tiny), "busbw": spmd[1 << 30]["busbw_GBps"],
+            "torch": spmd[1 << 30]["busbw_GBps"] / torch[1 << 30]["busbw_GBps"],
+            "small_lo": min(small), "small_hi": max(small), "large_lo": min(large), "large_hi": max(large),
+            "p2p": max(p2p)}
+
+
+def _section(path: Path, title: str) -> str:
+    """The lines of ``path`` after the line holding ``title`` up to the next blank line."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if title in line) + 1
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def cuda_mpi() -> dict:
+    sendrecv = load("cuda-mpi-h200x2/comm-sendrecv.json")["results"]
+    allreduce = load("cuda-mpi-h200x2/comm-allreduce.json")["results"]
+    at = lambda rows, size: next(r for r in rows if r["size"] == size)  # noqa: E731
+    ratios = [at(allreduce["mpi-cuda"], r["size"])["time_us"] / r["time_us"] for r in allreduce["nccl"]]
+    return {"mine": at(sendrecv["mpi-cuda"], 128 << 20)["busbw_GBps"], "nccl": at(sendrecv["nccl"], 128 << 20)["busbw_GBps"],
+            "worst": max(ratios)}
+
+
+def stencil_kernel() -> dict:
+    k = load("workloads-h200x2/stencil_kernel.json")
+    return {"tb": k["fused_TBps"], "share": k["fused_TBps"] / k["hbm_read_TBps"], "sliced": k["slicing_TBps"],
+            "ceiling": k["hbm_read_TBps"]}
+
+
+def train_ddp_h200x2() -> dict:
+    spmd = {(r["model"], r["batch"]): r["samples_per_s"] for r in jsonl("train-h200x2/train-spmd.jsonl")
+            if r["gpus"] == 2 and r.get("variant", "graph") == "graph"}
+    ddp = {(r["model"], r["batch"]): r["samples_per_s"] for r in jsonl("train-h200x2/train-ddp.jsonl") if r["gpus"] == 2}
+    ratios = [spmd[key] / ddp[key] for key in ddp if key in spmd]
+    return {"lo": min(ratios), "hi": max(ratios)}
+
+
+def plugin_example(name: str) -> Callable[[], dict]:
+    def values() -> dict:
+        folder = RESULTS / "plugins-h100x1"
+        reports = [json.loads((p / "report.json").read_text()) for p in sorted(folder.glob(f"{name}-[0-9]"))]
+        if len(reports) < 3:
+            raise ValueError(f"{folder}: fewer than 3 runs of {name}")
+        compute = [r["timings"]["compute"]["median"] for r in reports]
+        ceiling = json.loads((folder / "hbm_ceiling.json").read_text())["sum_read_TBps"] * 1e12
+        rate = reports[0]["problem"]["bytes"] / statistics.median(compute)
+        return {"ms": statistics.median(compute) * 1e3, "lo": min(compute) * 1e3, "hi": max(compute) * 1e3,
+                "gbps": rate / 1e9, "share": rate / ceiling}
+    return values
+
+
+def plugin_overhead() -> dict:
+    folder = RESULTS / "plugins-h100x1"
+    plugin = [json.loads((p / "report.json").read_text()) for p in sorted(folder.glob("plugin-sum-[0-9]"))]
+    inline = [json.loads(p.read_text()) for p in sorted(folder.glob("inline-sum-[0-9].json"))]
+    a = [r["timings"]["compute"]["median"] + r["timings"]["comm"]["median"] for r in plugin]
+    b = [r["median_s"]["compute"] + r["median_s"]["comm"] for r in inline]
+    ta = [r["timings"]["total"]["median"] for r in plugin]
+    tb = [r["median_s"]["total"] for r in inline]
+    if len(a) < 3 or len(b) < 3:
+        raise ValueError(f"{folder}: fewer than 3 runs of each")
+    return {"a": statistics.median(a) * 1e3, "b": statistics.median(b) * 1e3,
+            "ratio": statistics.median(a) / statistics.median(b),
+            "ta": statistics.median(ta) * 1e3, "tb": statistics.median(tb) * 1e3,
+            "tratio": statistics.median(ta) / statistics.median(tb)}
+
+
+CLAIMS = [
+    Claim("README.md", "`reduce`: 4 GiB strong {s:.2f}x ({e:.0%}), weak {w:.0%}; 1 MiB strong only {s1:.2f}x ({e1:.0%}",
+          reduce_h200x2, "reduce-h200x2/nccl-4GiB, nccl-1MiB: scaling.json (one sweep each)"),
+    Claim("README.md", "model break-even {kib:.0f} KiB per GPU", reduce_h200x2, "reduce-h200x2/nccl-1MiB/scaling.json"),
+    Claim("README.md", "NCCL allreduce {busbw:.0f} GB/s busbw at 1 GiB", eight_h200, "multi-h200x8/allreduce-nccl-8.json"),
+    Claim("README.md", "matmul 16384^3 strong {matmul:.2f}x", eight_h200, "multi-h200x8/matmul/scaling.json"),
+    Claim("README.md", "train weak (`large`, 512 per GPU) {train:.2f}x", eight_h200, "multi-h200x8/train-spmd.jsonl"),
+    Claim("README.md", "NCCL allreduce {t8_lo:.1f}-{t8_hi:.1f} us at 8 B", comm_h200x2,
+          "comm-h200x2/spmd-allreduce-nccl.txt, all-allreduce.txt (two sweeps of one call)"),
+    Claim("README.md", "{busbw:.0f} GB/s busbw at 1 GiB ({torch:.3f}x PyTorch's in the same call)", comm_h200x2,
+          "comm-h200x2/spmd-allreduce-nccl.txt, torch-allreduce.json"),
+    Claim("README.md", "host-staged MPI {small_lo:.1f}-{small_hi:.1f}x slower up to 1 KiB and {large_lo:.0f}-{large_hi:.0f}x "
+          "from 16 MiB on", comm_h200x2, "comm-h200x2/all-*.txt (5 collectives)"),
+    Claim("README.md", "P2P copies at {p2p:.0f} GB/s over NVLink", comm_h200x2, "comm-h200x2/topo.txt"),
+    Claim("README.md", "mpi4py against it: {lo:.0f}-{hi:.0f} minutes on 32 cores", cuda_mpi_build,
+          "cuda-mpi-h200x2/build-times.txt (two builds)"),
+    Claim("README.md", "({mine:.0f} against {nccl:.0f} GB/s at 128 MiB, CUDA IPC) and lost up to {worst:.0f}x on allreduce",
+          cuda_mpi, "cuda-mpi-h200x2/comm-sendrecv.json, comm-allreduce.json"),
+    Claim("README.md", "one fused CUDA kernel per filter ({tb:.2f} TB/s, {share:.1%} of the HBM read ceiling measured "
+          "beside it, for the 5-point step that array slicing does at {sliced:.2f} TB/s)", stencil_kernel,
+          "workloads-h200x2/stencil_kernel.json"),
+    Claim("README.md", "at {lo:.1f}x-{hi:.1f}x eager PyTorch DDP's samples/s on 2 GPUs", train_ddp_h200x2,
+          "train-h200x2/train-spmd.jsonl, train-ddp.jsonl"),
+    Claim("README.md", "{lo:.2f}-{hi:.2f} TB/s per H200 in the 4 GiB sweep", fused_reduce,
+          "reduce-h200x2/nccl-4GiB/scaling.json (every run's per-rank compute rate)"),
+    Claim("README.md", "2-GPU speedup of {spmd:.2f}x for `large` at batch 512 (DDP {ddp:.2f}x in the same call)",
+          train_speedups, "train-h200x2/train-spmd.jsonl, train-ddp.jsonl"),
+    Claim("README.md", "ran its compute + comm at {ratio:.3f}x the same calls written by hand", plugin_overhead,
+          "plugins-h100x1: plugin-sum-*/report.json, inline-sum-*.json (medians of 3 runs)"),
+    Claim("docs/plugins.md", "compute + comm took {a:.3f} ms against {b:.3f} ms by hand ({ratio:.3f}x", plugin_overhead,
+          "plugins-h100x1 (medians of 3 runs)"),
+    Claim("docs/plugins.md", "its whole repeat {ta:.1f} against {tb:.1f} ms ({tratio:.3f}x", plugin_overhead,
+          "plugins-h100x1 (medians of 3 runs)"),
+    Claim("docs/benchmarks.md", "**compute + comm** | **{a:.3f} (", plugin_overhead, "plugins-h100x1 (medians of 3 runs)"),
+    *(Claim("docs/benchmarks.md", "{ms:.3f} ({lo:.3f}-{hi:.3f}) | {gbps:.1f} | {share:.1%}", plugin_example(name),
+            f"plugins-h100x1/{name}-*/report.json, hbm_ceiling.json (medians of 3 runs)")
+      for name in ("histogram", "kmeans", "pca")),
+]
+
+
+def normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def check(claims: list[Claim], show: bool) -> list[str]:
+    """The failures: each claim whose document does not hold its fragment as the raw files make it."""
+    failures, docs = [], {}
+    for claim in claims:
+        try:
+            expected = claim.text.format(**claim.values())
+        except (OSError, KeyError, StopIteration, ValueError) as exc:
+            failures.append(f"{claim.doc}: {claim.text!r}: its source ({claim.source}) cannot be read: "
+                            f"{type(exc).__name__}: {exc}")
+            continue
+        if claim.doc not in docs:
+            docs[claim.doc] = normalise((ROOT / claim.doc).read_text())
+        found = normalise(expected) in docs[claim.doc]
+        if show:
+            print(f"{'ok  ' if found else 'DIFF'} {claim.doc}: {expected}   [{claim.source}]")
+        if not found:
+            failures.append(f"{claim.doc} should say {expected!r} (from {claim.source})")
+    return failures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="print every claim with its value and source")
+    args = parser.parse_args()
+    failures = check(CLAIMS, args.list)
+    for line in failures:
+        print(f"claims: {line}", file=sys.stderr)
+    print(f"claims: {len(CLAIMS) - len(failures)} of {len(CLAIMS)} figures match their raw files")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
