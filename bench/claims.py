@@ -8,8 +8,8 @@ document that says anything else, or a raw file that is gone, is a failure: exit
     python3 bench/claims.py            # check
     python3 bench/claims.py --list     # every claim with its value and source
 
-Covered so far: README.md, docs/plugins.md and the plug-in section of docs/benchmarks.md. The older sections
-of docs/benchmarks.md predate this script (issue 23 lists what remains).
+Covered so far: README.md, docs/plugins.md, docs/reliability.md's CPU table, docs/cuda-mpi.md's bandwidths and
+the plug-in section of docs/benchmarks.md. The older sections of docs/benchmarks.md predate this script.
 """
 
 from __future__ import annotations
@@ -142,8 +142,17 @@ def cuda_mpi() -> dict:
     allreduce = load("cuda-mpi-h200x2/comm-allreduce.json")["results"]
     at = lambda rows, size: next(r for r in rows if r["size"] == size)  # noqa: E731
     ratios = [at(allreduce["mpi-cuda"], r["size"])["time_us"] / r["time_us"] for r in allreduce["nccl"]]
-    return {"mine": at(sendrecv["mpi-cuda"], 128 << 20)["busbw_GBps"], "nccl": at(sendrecv["nccl"], 128 << 20)["busbw_GBps"],
-            "worst": max(ratios)}
+    big = 128 << 20
+    return {"mine": at(sendrecv["mpi-cuda"], big)["busbw_GBps"], "nccl": at(sendrecv["nccl"], big)["busbw_GBps"],
+            "worst": max(ratios), "ar_busbw": at(allreduce["mpi-cuda"], big)["busbw_GBps"],
+            "ar_ratio": at(allreduce["mpi-cuda"], big)["time_us"] / at(allreduce["nccl"], big)["time_us"]}
+
+
+def reliability_rows() -> dict:
+    """The CPU table of docs/reliability.md is bench/reliability.py's own output, row for row."""
+    rows = [line for line in (RESULTS / "reliability-cpu/reliability.md").read_text().splitlines()
+            if line.startswith("| ")]
+    return {"rows": "\n".join(rows)}
 
 
 def stencil_kernel() -> dict:
@@ -208,6 +217,11 @@ CLAIMS = [
           "cuda-mpi-h200x2/build-times.txt (two builds)"),
     Claim("README.md", "({mine:.0f} against {nccl:.0f} GB/s at 128 MiB, CUDA IPC) and lost up to {worst:.0f}x on allreduce",
           cuda_mpi, "cuda-mpi-h200x2/comm-sendrecv.json, comm-allreduce.json"),
+    Claim("docs/cuda-mpi.md", "sendrecv from 8 MiB on beats NCCL: {mine:.0f} GB/s against NCCL's {nccl:.0f} at 128 MiB",
+          cuda_mpi, "cuda-mpi-h200x2/comm-sendrecv.json"),
+    Claim("docs/cuda-mpi.md", "It reached {ar_busbw:.2f} GB/s at 128 MiB: {ar_ratio:.0f}x NCCL's time", cuda_mpi,
+          "cuda-mpi-h200x2/comm-allreduce.json"),
+    Claim("docs/reliability.md", "{rows}", reliability_rows, "reliability-cpu/reliability.md (bench/reliability.py)"),
     Claim("README.md", "one fused CUDA kernel per filter ({tb:.2f} TB/s, {share:.1%} of the HBM read ceiling measured "
           "beside it, for the 5-point step that array slicing does at {sliced:.2f} TB/s)", stencil_kernel,
           "workloads-h200x2/stencil_kernel.json"),
