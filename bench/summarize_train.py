@@ -1,5 +1,6 @@
 """The train table (markdown) from train-spmd.jsonl and train-ddp.jsonl in DIR, for every GPU count
-the runs hold (1, 2, 4, ...)."""
+the runs hold (1, 2, 4, ...); with train-torch.jsonl (bench/train_torch.py), spmd on one GPU against every
+PyTorch setup and the margin against the strongest."""
 
 import json
 import sys
@@ -47,6 +48,23 @@ def main(folder):
             e = [at.get((model, batch, "eager", n)) for n in counts]
             if any(e):
                 print(f"| {model} | {batch} | " + " | ".join(rate(r) for r in e) + " |")
+    torch_runs = load(Path(folder) / "train-torch.jsonl")
+    if torch_runs:
+        variants = sorted({r["variant"] for r in torch_runs})
+        print("\nOne GPU: spmd (graph) against PyTorch's setups (samples/s; median of the runs), and the margin "
+              "against the strongest that ran:\n")
+        print("| model | batch | spmd | " + " | ".join(variants) + " | spmd / strongest |")
+        print("|---" * (4 + len(variants)) + "|")
+        by = {(r["model"], r["batch"], r["variant"]): r for r in torch_runs}
+        for model in ("medium", "large"):
+            for batch in sorted({r["batch"] for r in torch_runs if r["model"] == model}):
+                mine = at.get((model, batch, "graph", 1))
+                cells = [by.get((model, batch, v)) for v in variants]
+                ran = [c["samples_per_s"] for c in cells if c and "samples_per_s" in c]
+                margin = f"{mine['samples_per_s'] / max(ran):.2f}x" if mine and ran else "-"
+                print(f"| {model} | {batch} | {rate(mine)} | "
+                      + " | ".join(rate(c) if c and "samples_per_s" in c else ("failed" if c else "-") for c in cells)
+                      + f" | {margin} |")
     top = counts[-1]
     print(f"\nPhases per step at {top} GPUs (ms; graph: the last replayed step of each window, eager: every step):\n")
     print("| model | batch/GPU | variant | step | forward | backward | exposed comm | overlapped comm | optimizer |")

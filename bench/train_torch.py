@@ -1,0 +1,119 @@
+"""PyTorch on one GPU at every batch of the train table, in its standard setups, for spmd to be compared with
+the strongest of them (issue 23): eager; the whole step (batch gather, forward, loss, backward, SGD update)
+captured in one CUDA graph as PyTorch's documentation shows ("whole network capture"); torch.compile of the
+model (default mode); and torch.compile with mode="reduce-overhead" (its own CUDA graphs).
+
+Same MLPs, batch, SGD with momentum 0.9 and data resident on the GPU as bench/train_ddp.py. One JSON line per
+(model, batch, variant): the median of ``--runs`` timed runs of ``--steps`` steps, with every run's samples/s; a
+setup that fails on this machine is a line with its error instead.
+
+    python3 bench/train_torch.py [--steps 200] [--runs 3] > train-torch.jsonl
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+from torch import nn
+
+from train_ddp import MODELS, mlp
+
+
+def setup(widths, batch, steps, device, rows=16384):
+    torch.manual_seed(0)
+    model = mlp(widths).to(device)
+    x = torch.randn(rows, widths[0], device=device)
+    y = torch.randint(0, widths[-1], (rows,), device=device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    idx = torch.randint(0, rows, (steps + 20, batch), device=device)
+    return model, x, y, opt, idx
+
+
+def eager_step(model, x, y, opt, loss_fn):
+    def step(i_batch):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x[i_batch]), y[i_batch])
+        loss.backward()
+        opt.step()
+    return step
+
+
+def graphed_step(model, x, y, opt, loss_fn, idx):
+    """The whole step in one CUDA graph: warm-up on a side stream, then capture with a static index tensor
+    (the batch gather is in the graph, as spmd's is); each step copies its indices in and replays."""
+    static_idx = idx[0].clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(3):
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model(x[idx[i]]), y[idx[i]]).backward()
+            opt.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        loss = loss_fn(model(x[static_idx]), y[static_idx])
+        loss.backward()
+        opt.step()
+
+    def step(i_batch):
+        static_idx.copy_(i_batch)
+        graph.replay()
+    return step
+
+
+def variant_step(variant, widths, batch, steps, device):
+    model, x, y, opt, idx = setup(widths, batch, steps, device)
+    loss_fn = nn.CrossEntropyLoss()
+    if variant == "torch-eager":
+        return eager_step(model, x, y, opt, loss_fn), idx
+    if variant == "torch-graph":
+        return graphed_step(model, x, y, opt, loss_fn, idx), idx
+    if variant == "torch-compile":
+        return eager_step(torch.compile(model), x, y, opt, loss_fn), idx
+    if variant == "torch-compile-graphs":
+        return eager_step(torch.compile(model, mode="reduce-overhead"), x, y, opt, loss_fn), idx
+    raise ValueError(variant)
+
+
+def timed(step, idx, steps) -> float:
+    for i in range(20):  # warm-up: compilation, autotuning, cuBLAS handles
+        step(idx[i])
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        step(idx[20 + i])
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--variants", default="torch-eager,torch-graph,torch-compile,torch-compile-graphs")
+    args = parser.parse_args()
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    for name, (widths, batches) in MODELS.items():
+        for batch in batches:
+            for variant in args.variants.split(","):
+                line = {"model": name, "batch": batch, "gpus": 1, "variant": variant, "torch": torch.__version__}
+                try:
+                    seconds = []
+                    for _ in range(args.runs):
+                        step, idx = variant_step(variant, widths, batch, args.steps, device)
+                        seconds.append(timed(step, idx, args.steps))
+                    t = statistics.median(seconds)
+                    line.update(samples_per_s=batch * args.steps / t, step_ms=t / args.steps * 1e3,
+                                runs_samples_per_s=[batch * args.steps / s for s in seconds])
+                except Exception as exc:  # a setup this machine cannot run: said, not hidden
+                    line.update(error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
