@@ -66,10 +66,6 @@ def series(path: str, mode: str, ranks: int) -> dict:
     return next(r for r in load(path)["series"][mode] if r["ranks"] == ranks)
 
 
-def median_of_runs(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "lo": min(values), "hi": max(values)}
-
-
 # -- the figures -----------------------------------------------------------------------------------------
 
 def reduce_h200x2() -> dict:

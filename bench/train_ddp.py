@@ -39,18 +39,24 @@ def measure(widths, batch, steps, group, device, rows=16384):
     loss_fn = nn.CrossEntropyLoss()
     idx = torch.randint(0, rows, (steps + 20, batch), device=device)
 
-    def step(i):
+    def step(batch_idx):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x[idx[i]]), y[idx[i]])
+        loss = loss_fn(model(x[batch_idx]), y[batch_idx])
         loss.backward()
         opt.step()
 
+    return timed(step, idx, steps)
+
+
+def timed(step, idx, steps: int) -> float:
+    """Seconds of ``steps`` calls of ``step(batch indices)`` after 20 untimed warm-up calls (compilation,
+    autotuning, cuBLAS handles, NCCL connections); ``idx`` holds steps + 20 rows of indices."""
     for i in range(20):
-        step(i)
+        step(idx[i])
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for i in range(steps):
-        step(20 + i)
+        step(idx[20 + i])
     torch.cuda.synchronize()
     return time.perf_counter() - t0
 

@@ -13,12 +13,11 @@ setup that fails on this machine is a line with its error instead.
 import argparse
 import json
 import statistics
-import time
 
 import torch
 from torch import nn
 
-from train_ddp import MODELS, mlp
+from train_ddp import MODELS, mlp, timed
 
 
 def setup(widths, batch, steps, device, rows=16384):
@@ -77,17 +76,6 @@ def variant_step(variant, widths, batch, steps, device):
     if variant == "torch-compile-graphs":
         return eager_step(torch.compile(model, mode="reduce-overhead"), x, y, opt, loss_fn), idx
     raise ValueError(variant)
-
-
-def timed(step, idx, steps) -> float:
-    for i in range(20):  # warm-up: compilation, autotuning, cuBLAS handles
-        step(idx[i])
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for i in range(steps):
-        step(idx[20 + i])
-    torch.cuda.synchronize()
-    return time.perf_counter() - t0
 
 
 def main():
