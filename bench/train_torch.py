@@ -4,7 +4,8 @@ captured in one CUDA graph as PyTorch's documentation shows ("whole network capt
 model (default mode); and torch.compile with mode="reduce-overhead" (its own CUDA graphs).
 
 Same MLPs, batch, SGD with momentum 0.9 and data resident on the GPU as bench/train_ddp.py. One JSON line per
-(model, batch, variant): the median of ``--runs`` timed runs of ``--steps`` steps, with every run's samples/s; a
+(model, batch, variant): the median of ``--runs`` timed runs of ``--steps`` steps (each after 20 warm-up steps,
+on one compiled or captured setup), with every run's samples/s; a
 setup that fails on this machine is a line with its error instead.
 
     python3 bench/train_torch.py [--steps 200] [--runs 3] > train-torch.jsonl
@@ -91,10 +92,9 @@ def main():
             for variant in args.variants.split(","):
                 line = {"model": name, "batch": batch, "gpus": 1, "variant": variant, "torch": torch.__version__}
                 try:
-                    seconds = []
-                    for _ in range(args.runs):
-                        step, idx = variant_step(variant, widths, batch, args.steps, device)
-                        seconds.append(timed(step, idx, args.steps))
+                    # built once (compiled, captured), then timed --runs times, each after its own warm-up
+                    step, idx = variant_step(variant, widths, batch, args.steps, device)
+                    seconds = [timed(step, idx, args.steps) for _ in range(args.runs)]
                     t = statistics.median(seconds)
                     line.update(samples_per_s=batch * args.steps / t, step_ms=t / args.steps * 1e3,
                                 runs_samples_per_s=[batch * args.steps / s for s in seconds])

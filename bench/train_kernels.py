@@ -1,0 +1,82 @@
+"""Which CUDA kernels one training step runs, spmd's and PyTorch's, and how long each takes: the step run
+eagerly ``--steps`` times under torch.profiler (CUPTI sees CuPy's kernels too). A table per (side, model,
+batch) on stdout.
+
+    python3 bench/train_kernels.py [--models medium] [--batches 16,32]
+"""
+
+import argparse
+
+import cupy
+import numpy as np
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+from train_ddp import MODELS, mlp
+from train_ops import step_ops
+
+from spmd.workloads.train.model import Layout, model_widths
+from spmd.workloads.train.network import Network
+from spmd.workloads.train.ops import make_ops
+
+
+def spmd_step(model, batch):
+    layout = Layout(model_widths(model))
+    ops = make_ops("gpu", np.float32, False, max_rows=batch)
+    net = Network(layout, ops, batch)
+    rng = np.random.default_rng(0)
+    w = cupy.asarray(layout.initial(0, np.float32))
+    g = cupy.zeros_like(w)
+    xs = cupy.asarray(rng.standard_normal((4096, layout.widths[0]), dtype=np.float32))
+    ys = cupy.asarray(rng.integers(0, layout.widths[-1], 4096).astype(np.int32))
+    idx = cupy.asarray(rng.integers(0, 4096, 64 * batch).astype(np.int32))
+    named = step_ops(layout, ops, net, w, g, cupy.zeros(2, np.int64), xs, ys, idx, batch)
+
+    def step():
+        for _, fn in named:
+            fn()
+    return step
+
+
+def torch_step(model, batch):
+    widths = MODELS[model][0]
+    net = mlp(widths).cuda()
+    x = torch.randn(4096, widths[0], device="cuda")
+    y = torch.randint(0, widths[-1], (4096,), device="cuda")
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    idx = torch.randint(0, 4096, (batch,), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss_fn(net(x[idx]), y[idx]).backward()
+        opt.step()
+    return step
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="medium")
+    parser.add_argument("--batches", default="16,32")
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args()
+    for model in args.models.split(","):
+        for batch in map(int, args.batches.split(",")):
+            for side, make in (("spmd", spmd_step), ("torch", torch_step)):
+                step = make(model, batch)
+                for _ in range(5):
+                    step()
+                torch.cuda.synchronize()
+                cupy.cuda.Device().synchronize()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(args.steps):
+                        step()
+                    torch.cuda.synchronize()
+                    cupy.cuda.Device().synchronize()
+                print(f"\n## {side} {model} batch {batch}: kernels of {args.steps} eager steps")
+                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=90))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Where one spmd training step spends its time on the GPU: each primitive of the step (gather, every GEMM,
+the fused kernels, the optimizer) timed alone, as ``--reps`` copies of it captured in one CUDA graph and
+replayed (the way the step itself runs), at each batch given. One JSON line per (model, batch, op).
+
+    python3 bench/train_ops.py [--models medium,large] [--batches 16,32] > train-ops.jsonl
+"""
+
+import argparse
+import json
+
+import cupy
+import numpy as np
+
+from spmd.workloads.train.model import Layout, model_widths
+from spmd.workloads.train.network import Network
+from spmd.workloads.train.ops import make_ops
+
+
+def graph_time(fn, reps: int, stream, ops) -> float:
+    """Microseconds per call of ``fn`` replayed ``reps`` times in one graph (median of 5 replays)."""
+    ops.bind(stream)
+    with stream:
+        fn()  # kernels loaded before the capture
+        stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
+        for _ in range(reps):
+            fn()
+        graph = stream.end_capture()
+        graph.launch(stream)
+        times = []
+        for _ in range(5):
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(stream)
+            graph.launch(stream)
+            stop.record(stream)
+            stop.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, stop) * 1e3 / reps)
+    return float(np.median(times))
+
+
+def step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch):
+    """(name, callable) for every primitive of one SGD step, in step order."""
+    last = layout.layers - 1
+    out = [("gather", lambda: ops.gather(xs, ys, idx, counters, batch, 0, net.x, net.y))]
+    inp = net.x
+    for layer in range(layout.layers):
+        s = layout.segments[layer]
+        out.append((f"fwd gemm L{layer} {batch}x{s.fan_in}x{s.fan_out}",
+                    lambda i=inp, layer=layer: ops.gemm(i, layout.weight(w, layer), net.acts[layer], trans_b=True)))
+        if layer < last:
+            out.append((f"act L{layer}", lambda layer=layer: ops.act_forward(
+                net.acts[layer], layout.bias(w, layer), 1.0, 0, 0, counters)))
+        inp = net.acts[layer]
+    out.append(("softmax_xent", lambda: ops.softmax_xent(net.acts[last], layout.bias(w, last), net.y, 1.0,
+                                                           net.dlogits, net.loss_sum, net.correct)))
+    delta = net.dlogits
+    for layer in reversed(range(layout.layers)):
+        inp = net.x if layer == 0 else net.acts[layer - 1]
+        out.append((f"dW gemm L{layer}", lambda d=delta, i=inp, layer=layer: ops.gemm(
+            d, i, layout.weight(g, layer), trans_a=True)))
+        out.append((f"db colsum L{layer}", lambda d=delta, layer=layer: ops.column_sums(d, layout.bias(g, layer))))
+        if layer > 0:
+            below = net.deltas[layer - 1]
+            out.append((f"dX gemm L{layer}", lambda d=delta, b=below, layer=layer: ops.gemm(
+                d, layout.weight(w, layer), b)))
+            out.append((f"act_back L{layer - 1}", lambda b=below, a=net.acts[layer - 1]: ops.act_backward(b, a, 1.0)))
+            delta = below
+    out.append(("sgd", lambda: ops.sgd(w, g, g.copy(), 0.01, 0.9, counters)))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="medium,large")
+    parser.add_argument("--batches", default="8,16,32,64")
+    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--tf32", action="store_true")
+    args = parser.parse_args()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    rng = np.random.default_rng(0)
+    for model in args.models.split(","):
+        layout = Layout(model_widths(model))
+        for batch in map(int, args.batches.split(",")):
+            ops = make_ops("gpu", np.float32, args.tf32, max_rows=batch)
+            net = Network(layout, ops, batch)
+            w = cupy.asarray(layout.initial(0, np.float32))
+            g = cupy.zeros_like(w)
+            xs = cupy.asarray(rng.standard_normal((4096, layout.widths[0]), dtype=np.float32))
+            ys = cupy.asarray(rng.integers(0, layout.widths[-1], 4096).astype(np.int32))
+            idx = cupy.asarray(rng.integers(0, 4096, 64 * batch).astype(np.int32))
+            counters = cupy.zeros(2, np.int64)
+            named = step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch)
+            total = 0.0
+            for name, fn in named:
+                us = graph_time(fn, args.reps, stream, ops)
+                total += us
+                print(json.dumps({"model": model, "batch": batch, "op": name, "us": round(us, 3)}), flush=True)
+
+            def whole():
+                for _, fn in named:
+                    fn()
+            step_us = graph_time(whole, 20, stream, ops)
+            print(json.dumps({"model": model, "batch": batch, "op": "SUM of ops", "us": round(total, 3),
+                              "whole_step_us": round(step_us, 3),
+                              "samples_per_s": round(batch / step_us * 1e6)}), flush=True)
+            ops.close()
+
+
+if __name__ == "__main__":
+    main()
