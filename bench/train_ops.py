@@ -44,27 +44,29 @@ def step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch):
     inp = net.x
     for layer in range(layout.layers):
         s = layout.segments[layer]
-        out.append((f"fwd gemm L{layer} {batch}x{s.fan_in}x{s.fan_out}",
-                    lambda i=inp, layer=layer: ops.gemm(i, layout.weight(w, layer), net.acts[layer], trans_b=True)))
-        if layer < last:
-            out.append((f"act L{layer}", lambda layer=layer: ops.act_forward(
-                net.acts[layer], layout.bias(w, layer), 1.0, 0, 0, counters)))
+        shape = f"{batch}x{s.fan_in}x{s.fan_out}"
+        if layer < last:  # what Network.forward runs without dropout
+            out.append((f"fwd linear_relu L{layer} {shape}", lambda i=inp, layer=layer: ops.linear_relu(
+                i, layout.weight(w, layer), layout.bias(w, layer), net.acts[layer])))
+        else:
+            out.append((f"fwd gemm L{layer} {shape}", lambda i=inp, layer=layer: ops.gemm(
+                i, layout.weight(w, layer), net.acts[layer], trans_b=True)))
         inp = net.acts[layer]
     out.append(("softmax_xent", lambda: ops.softmax_xent(net.acts[last], layout.bias(w, last), net.y, 1.0,
                                                            net.dlogits, net.loss_sum, net.correct)))
     delta = net.dlogits
     for layer in reversed(range(layout.layers)):
         inp = net.x if layer == 0 else net.acts[layer - 1]
-        out.append((f"dW gemm L{layer}", lambda d=delta, i=inp, layer=layer: ops.gemm(
-            d, i, layout.weight(g, layer), trans_a=True)))
-        out.append((f"db colsum L{layer}", lambda d=delta, layer=layer: ops.column_sums(d, layout.bias(g, layer))))
+        out.append((f"dW+db L{layer}", lambda d=delta, i=inp, layer=layer: ops.weight_gradient(
+            d, i, layout.weight(g, layer), layout.bias(g, layer), False)))
         if layer > 0:
             below = net.deltas[layer - 1]
             out.append((f"dX gemm L{layer}", lambda d=delta, b=below, layer=layer: ops.gemm(
                 d, layout.weight(w, layer), b)))
             out.append((f"act_back L{layer - 1}", lambda b=below, a=net.acts[layer - 1]: ops.act_backward(b, a, 1.0)))
             delta = below
-    out.append(("sgd", lambda: ops.sgd(w, g, g.copy(), 0.01, 0.9, counters)))
+    momentum = g.copy()
+    out.append(("sgd", lambda: ops.sgd(w, g, momentum, 0.01, 0.9, counters)))
     return out
 
 
@@ -102,6 +104,12 @@ def main():
             print(json.dumps({"model": model, "batch": batch, "op": "SUM of ops", "us": round(total, 3),
                               "whole_step_us": round(step_us, 3),
                               "samples_per_s": round(batch / step_us * 1e6)}), flush=True)
+            lt = getattr(ops, "_lt", None)
+            for key, plan in (lt.plans.items() if lt else ()):
+                if plan is not None:  # (m, n, k, op_a, op_b, ...) column-major, as cuBLASLt sees it
+                    print(json.dumps({"model": model, "batch": batch, "gemm": list(key[:5]), "epilogue": plan.epilogue,
+                                      "candidates_us": [round(t, 2) for t in plan.timings],
+                                      "chosen_us": plan.tuned_us}), flush=True)
             ops.close()
 
 

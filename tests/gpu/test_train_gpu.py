@@ -86,6 +86,38 @@ def test_device_primitives_match_numpy(dtype):
     assert cupy.asnumpy(dc).tolist() == [3, 10]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [8, 16, 64])
+def test_fused_layers_match_numpy_and_are_tuned(dtype, rows):
+    """cuBLASLt's fused bias + ReLU and bias gradient, on the algorithm the tuner chose, against NumPy float64;
+    the accumulate path (no fused bias gradient) too. Outputs are poisoned first, so an unwritten element shows."""
+    import cupy
+
+    dev, host = pair(dtype)
+    assert dev._lt is not None, "cuBLASLt did not load: train would run on cuBLAS's own heuristic"
+    tol = 2e-6 if dtype == np.float32 else 1e-13
+    rng = np.random.default_rng(rows)
+    x, w, b = rng.standard_normal((rows, 256)), rng.standard_normal((128, 256)) / 16, rng.standard_normal(128)
+    dx, dw_, db_ = (cupy.asarray(a.astype(dtype)) for a in (x, w, b))
+    out = cupy.full((rows, 128), np.nan, dtype)
+    dev.linear_relu(dx, dw_, db_, out)
+    want = np.maximum(x @ w.T + b, 0)
+    np.testing.assert_allclose(cupy.asnumpy(out), want, rtol=tol * 10, atol=tol * 30)
+    delta = rng.standard_normal((rows, 128))
+    ddelta = cupy.asarray(delta.astype(dtype))
+    gw, gb = cupy.full((128, 256), np.nan, dtype), cupy.full(128, np.nan, dtype)
+    dev.weight_gradient(ddelta, dx, gw, gb, accumulate=False)
+    np.testing.assert_allclose(cupy.asnumpy(gw), delta.T @ x, rtol=tol * 10, atol=tol * 30)
+    np.testing.assert_allclose(cupy.asnumpy(gb), delta.sum(axis=0), rtol=tol * 10, atol=tol * 30)
+    dev.weight_gradient(ddelta, dx, gw, gb, accumulate=True)  # a second micro-batch adds
+    np.testing.assert_allclose(cupy.asnumpy(gw), 2 * delta.T @ x, rtol=tol * 10, atol=tol * 60)
+    np.testing.assert_allclose(cupy.asnumpy(gb), 2 * delta.sum(axis=0), rtol=tol * 10, atol=tol * 60)
+    plans = [p for p in dev._lt.plans.values() if p is not None]
+    assert {p.epilogue for p in plans} >= {"bias_relu", "bias_grad", "none"}
+    assert any(p.tuned_us is not None for p in plans), "no GEMM was timed: the tuner did not run"
+    dev.close()
+
+
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
 def test_device_gradient_matches_numpy_float64(dtype, tol):
     import cupy

@@ -6,6 +6,7 @@ gradient of the logits, already divided by the global batch: summing over micro-
 (GEMMs with beta = 1) and over ranks (the allreduce) then gives the mean gradient, so no
 separate averaging pass runs. Backward per layer: dW = dZ^T X, db = column sums of dZ,
 dX = dZ W, then the ReLU/dropout mask in place (a kept unit is one whose output is > 0).
+Without dropout the ops may fuse: bias + ReLU into the forward GEMM, db into the dW GEMM (lt.py).
 
 A gradient is defined piece by piece: a unit whose pre-activation is within rounding of 0 can
 be on in float32 and off in float64. One such unit of one sample moves layer 0's gradient of a
@@ -52,10 +53,13 @@ class Network:
         last = layout.layers - 1
         inp = self.x
         for layer in range(layout.layers):
-            ops.gemm(inp, layout.weight(w, layer), self.acts[layer], trans_b=True)
-            if layer < last:
-                ops.act_forward(self.acts[layer], layout.bias(w, layer), self.keep, self.seed,
-                                dropout_salt(layer, micro, self.rank), counters)
+            if layer < last and self.keep == 1:  # bias + ReLU in the GEMM's epilogue where the ops can
+                ops.linear_relu(inp, layout.weight(w, layer), layout.bias(w, layer), self.acts[layer])
+            else:
+                ops.gemm(inp, layout.weight(w, layer), self.acts[layer], trans_b=True)
+                if layer < last:
+                    ops.act_forward(self.acts[layer], layout.bias(w, layer), self.keep, self.seed,
+                                    dropout_salt(layer, micro, self.rank), counters)
             inp = self.acts[layer]
         ops.softmax_xent(self.acts[last], layout.bias(w, last), self.y, scale, self.dlogits, self.loss_sum,
                          self.correct)
@@ -65,12 +69,10 @@ class Network:
         called as soon as each layer's gradient is complete (last layer first). ``sides``: each
         hidden layer's units to treat as on (nonzero = on), in place of this pass's own outputs."""
         ops, layout = self.ops, self.layout
-        beta = 1.0 if accumulate else 0.0
         delta = self.dlogits
         for layer in reversed(range(layout.layers)):
             inp = self.x if layer == 0 else self.acts[layer - 1]
-            ops.gemm(delta, inp, layout.weight(g, layer), trans_a=True, beta=beta)
-            ops.column_sums(delta, layout.bias(g, layer), beta=beta)
+            ops.weight_gradient(delta, inp, layout.weight(g, layer), layout.bias(g, layer), accumulate)
             if layer_done is not None:
                 layer_done(layer)
             if layer > 0:

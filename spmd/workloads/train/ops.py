@@ -20,6 +20,7 @@ import numpy as np
 
 from ... import xp as xpmod
 from ...libraries import loaded_libraries
+from .lt import LtGemms, load_cublaslt
 
 # counters[0]: steps into the current window's batch indices; counters[1]: optimizer steps so far.
 CURSOR, STEP = 0, 1
@@ -72,6 +73,18 @@ class HostOps:
         else:
             out *= beta
             out += x.sum(axis=0)
+
+    def linear_relu(self, x, w, bias, out):
+        """out = relu(x w^T + bias): a hidden layer's forward without dropout."""
+        self.gemm(x, w, out, trans_b=True)
+        out += bias
+        np.maximum(out, 0, out=out)
+
+    def weight_gradient(self, delta, x, dw, db, accumulate: bool):
+        """dw (+)= delta^T x and db (+)= the column sums of delta (added when ``accumulate``)."""
+        beta = 1.0 if accumulate else 0.0
+        self.gemm(delta, x, dw, trans_a=True, beta=beta)
+        self.column_sums(delta, db, beta=beta)
 
     def gather(self, xs, ys, idx, counters, per_step, offset, xb, yb):
         """Rows of this micro-batch: xb, yb = xs[rows], ys[rows] for the cursor's step."""
@@ -193,7 +206,11 @@ class DeviceOps:
         self._k = {k: module.get_function(n) for k, n in zip(KERNELS, names)}
         self._k["advance"] = module.get_function("advance")
         self._ones = cupy.ones(max_rows, self.dtype)  # column sums as a GEMM with a ones row
+        self._no_counters = cupy.zeros(2, np.int64)  # act_forward without dropout never reads them
         self.T = self.dtype.type
+        # cuBLASLt where it loads: each GEMM on its measured-fastest algorithm, bias/ReLU/bias-gradient fused
+        lib = load_cublaslt() if self._lib is not None else None
+        self._lt = LtGemms(lib, self.dtype, tf32, self._workspace) if lib is not None else None
 
     def _scalar(self, value) -> int:
         ref = self._scalars.get(value)
@@ -205,17 +222,26 @@ class DeviceOps:
     def _stream():
         return xpmod.cupy.cuda.get_current_stream().ptr
 
-    def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0):
+    def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0, epilogue="none", bias=None) -> bool:
+        """out = op(a) op(b) + beta out, with cuBLASLt's ``epilogue`` (lt.EPILOGUES) on ``bias``; False when
+        an epilogue asked for is not available (nothing was run)."""
         # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
         m, n = out.shape
         k = a.shape[0] if trans_a else a.shape[1]
         stream = self._stream()
+        if self._lt is not None and beta in (0.0, 1.0) and self._lt.matmul(
+                n, m, k, self._op[trans_b], self._op[trans_a], b, b.shape[1], a, a.shape[1], out, n, beta, stream,
+                epilogue, bias):
+            return True
+        if epilogue != "none":
+            return False
         if stream != self._on_stream:
             self._set_stream(stream)
         status = self._gemm(self._handle, self._op[trans_b], self._op[trans_a], n, m, k, self._scalar(1.0),
                             b.data.ptr, b.shape[1], a.data.ptr, a.shape[1], self._scalar(beta), out.data.ptr, n)
         if status:  # the ctypes path returns the cublasStatus_t (CuPy's raises by itself)
             raise RuntimeError(f"cuBLAS gemm failed with status {status}")
+        return True
 
     def _set_stream(self, stream: int) -> None:
         if self._lib is not None:
@@ -230,6 +256,18 @@ class DeviceOps:
 
     def column_sums(self, x, out, beta=0.0):
         self.gemm(self._ones[:x.shape[0]].reshape(1, -1), x, out.reshape(1, -1), beta=beta)
+
+    def linear_relu(self, x, w, bias, out):
+        if not self.gemm(x, w, out, trans_b=True, epilogue="bias_relu", bias=bias):
+            self.gemm(x, w, out, trans_b=True)
+            self.act_forward(out, bias, 1.0, 0, 0, self._no_counters)
+
+    def weight_gradient(self, delta, x, dw, db, accumulate: bool):
+        # cuBLASLt's bias gradient overwrites: fused on the first micro-batch only
+        if accumulate or not self.gemm(delta, x, dw, trans_a=True, epilogue="bias_grad", bias=db):
+            beta = 1.0 if accumulate else 0.0
+            self.gemm(delta, x, dw, trans_a=True, beta=beta)
+            self.column_sums(delta, db, beta=beta)
 
     @staticmethod
     def _grid(n: int) -> tuple[int]:
@@ -268,6 +306,9 @@ class DeviceOps:
         self._k["advance"]((1,), (1,), (counters,))
 
     def close(self):
+        if self._lt is not None:
+            self._lt.close()
+            self._lt = None
         if self._handle is not None:
             self._blas.destroy(self._handle)
             self._handle = None

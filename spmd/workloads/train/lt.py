@@ -1,0 +1,206 @@
+"""train's GEMMs through cuBLASLt: each distinct GEMM on the algorithm measured fastest for it, with the
+bias + ReLU of a hidden layer and the bias gradient fused into the GEMM's epilogue.
+
+Why: cuBLAS's own heuristic picks badly for some of train's tiny shapes. On one H100 the medium model's second
+layer at batch 16 (16 x 256 x 128) ran a kernel of 51 us where its neighbours take 2-8 us, a third of the whole
+step (bench/train_ops.py, docs/results/train-h100x1). So each distinct GEMM (shapes, transposes, epilogue,
+alignment) asks cuBLASLt's heuristic for its candidates once, times each on scratch output, and keeps the
+fastest. The fused epilogues remove one kernel per layer and pass.
+
+Called through ctypes on the libcublasLt that CuPy's libcublas loaded (CuPy wraps no cuBLASLt). Capture-safe:
+a workspace of our own, nothing allocated per call, the stream passed on every call, tuning only outside a
+capture (inside one the heuristic's first choice is used).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ... import xp as xpmod
+from ...libraries import loaded_libraries
+
+# cublasLt.h / library_types.h values
+_COMPUTE = {"float32": 68, "tf32": 77, "float64": 70}  # CUBLAS_COMPUTE_32F, _32F_FAST_TF32, _64F
+_DATA = {"float32": 0, "float64": 1}  # CUDA_R_32F, CUDA_R_64F
+_DESC_TRANSA, _DESC_TRANSB, _DESC_EPILOGUE, _DESC_BIAS_POINTER = 3, 4, 7, 8
+_PREF_MAX_WORKSPACE = 1
+EPILOGUES = {"none": 1, "bias_relu": 6, "bias_grad": 512}  # DEFAULT, RELU_BIAS, BGRADB
+CANDIDATES = 8  # heuristic results timed per GEMM
+TUNE_REPS = 10
+
+
+class _Heuristic(ctypes.Structure):
+    _fields_ = [("algo", ctypes.c_uint64 * 8), ("workspace_size", ctypes.c_size_t), ("state", ctypes.c_int),
+                ("waves", ctypes.c_float), ("reserved", ctypes.c_int * 4)]
+
+
+def load_cublaslt():
+    """The libcublasLt loaded into this process (by CuPy's cuBLAS), or None."""
+    for path in loaded_libraries("libcublasLt.so"):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        if hasattr(lib, "cublasLtMatmul"):
+            lib.cublasLtMatmul.argtypes = [ctypes.c_void_p] * 14 + [ctypes.c_size_t, ctypes.c_void_p]
+            lib.cublasLtMatmul.restype = ctypes.c_int
+            return lib
+    return None
+
+
+def _alignment(ptr: int) -> int:
+    """The largest power of two up to 256 dividing ``ptr``: algorithms depend on it."""
+    return min(256, ptr & -ptr) if ptr else 256
+
+
+class _Plan:
+    """One GEMM's descriptors and chosen algorithm (a heuristic result, as bytes)."""
+
+    def __init__(self, lt, m, n, k, op_a, op_b, lda, ldb, ldc, epilogue):
+        self.lt, self.epilogue = lt, epilogue
+        self.desc = lt.call_create("cublasLtMatmulDescCreate", ctypes.c_int(lt.compute), ctypes.c_int(lt.data))
+        self.set(_DESC_TRANSA, ctypes.c_int32(op_a))
+        self.set(_DESC_TRANSB, ctypes.c_int32(op_b))
+        self.set(_DESC_EPILOGUE, ctypes.c_uint32(EPILOGUES[epilogue]))
+        rows_a, cols_a = (m, k) if op_a == 0 else (k, m)
+        rows_b, cols_b = (k, n) if op_b == 0 else (n, k)
+        self.layouts = [lt.layout(rows_a, cols_a, lda), lt.layout(rows_b, cols_b, ldb), lt.layout(m, n, ldc)]
+        self.algo = None
+        self.candidates = []
+        self.tuned_us = None  # the chosen algorithm's time, once measured
+        self.timings: list[float] = []  # every candidate's, in the heuristic's order (inf: did not run)
+
+    def set(self, attr: int, value) -> None:
+        self.lt.check(self.lt.lib.cublasLtMatmulDescSetAttribute(self.desc, attr, ctypes.byref(value),
+                                                                  ctypes.c_size_t(ctypes.sizeof(value))),
+                      "cublasLtMatmulDescSetAttribute")
+
+    def heuristics(self) -> list:
+        lt = self.lt
+        results = (_Heuristic * CANDIDATES)()
+        count = ctypes.c_int(0)
+        a, b, c = self.layouts
+        status = lt.lib.cublasLtMatmulAlgoGetHeuristic(lt.handle, self.desc, a, b, c, c, lt.pref, CANDIDATES,
+                                                       results, ctypes.byref(count))
+        if status:
+            return []
+        return [r for r in results[:count.value] if r.state == 0 and r.workspace_size <= lt.workspace_bytes]
+
+    def run(self, algo, a_ptr, b_ptr, out_ptr, beta_ptr, stream) -> int:
+        lt = self.lt
+        la, lb, lc = self.layouts
+        return lt.lib.cublasLtMatmul(lt.handle, self.desc, lt.one, a_ptr, la, b_ptr, lb, beta_ptr, out_ptr, lc,
+                                     out_ptr, lc, ctypes.byref(algo), lt.workspace_ptr,
+                                     ctypes.c_size_t(lt.workspace_bytes), stream)
+
+
+class LtGemms:
+    """Column-major cuBLASLt matmuls D = op(A) op(B) (+ beta D), planned and tuned per distinct GEMM."""
+
+    def __init__(self, lib, dtype, tf32: bool, workspace):
+        self.lib = lib
+        name = np.dtype(dtype).name
+        self.compute = _COMPUTE["tf32" if tf32 else name]
+        self.data = _DATA[name]
+        self.scalar = np.dtype(dtype).type
+        self._one, self._zero = np.array(1, dtype), np.array(0, dtype)
+        self.one = ctypes.c_void_p(self._one.ctypes.data)
+        self.betas = {0.0: ctypes.c_void_p(self._zero.ctypes.data), 1.0: self.one}
+        self.workspace = workspace
+        self.workspace_ptr = ctypes.c_void_p(workspace.data.ptr)
+        self.workspace_bytes = workspace.nbytes
+        self.handle = self.call_create("cublasLtCreate")
+        self.pref = self.call_create("cublasLtMatmulPreferenceCreate")
+        size = ctypes.c_uint64(self.workspace_bytes)
+        self.check(lib.cublasLtMatmulPreferenceSetAttribute(self.pref, _PREF_MAX_WORKSPACE, ctypes.byref(size),
+                                                            ctypes.c_size_t(8)), "cublasLtMatmulPreferenceSetAttribute")
+        self.plans: dict[tuple, _Plan | None] = {}
+
+    @staticmethod
+    def check(status: int, what: str) -> None:
+        if status:
+            raise RuntimeError(f"{what} failed with cuBLAS status {status}")
+
+    def call_create(self, name: str, *args) -> ctypes.c_void_p:
+        out = ctypes.c_void_p()
+        self.check(getattr(self.lib, name)(ctypes.byref(out), *args), name)
+        return out
+
+    def layout(self, rows: int, cols: int, ld: int) -> ctypes.c_void_p:
+        return self.call_create("cublasLtMatrixLayoutCreate", ctypes.c_int(self.data), ctypes.c_uint64(rows),
+                                ctypes.c_uint64(cols), ctypes.c_int64(ld))
+
+    def matmul(self, m, n, k, op_a, op_b, a, lda, b, ldb, out, ldc, beta: float, stream: int,
+               epilogue: str = "none", bias=None) -> bool:
+        """D = op(A) op(B) + beta D (column-major, pointers of CuPy arrays), with ``epilogue`` on ``bias``;
+        False (nothing run) when cuBLASLt has no algorithm for it, so the caller runs it another way."""
+        ptrs = (a.data.ptr, b.data.ptr, out.data.ptr, bias.data.ptr if bias is not None else 256)
+        key = (m, n, k, op_a, op_b, lda, ldb, ldc, beta != 0, epilogue, tuple(map(_alignment, ptrs)))
+        plan = self.plans.get(key, False)
+        if plan is False:
+            plan = self.plans[key] = self._plan(key, a, b, out, bias, beta, stream)
+        if plan is None:
+            return False
+        if bias is not None:
+            plan.set(_DESC_BIAS_POINTER, ctypes.c_void_p(bias.data.ptr))
+        self.check(plan.run(plan.algo, ctypes.c_void_p(a.data.ptr), ctypes.c_void_p(b.data.ptr),
+                            ctypes.c_void_p(out.data.ptr), self.betas[float(beta)], ctypes.c_void_p(stream)),
+                   "cublasLtMatmul")
+        return True
+
+    def _plan(self, key, a, b, out, bias, beta, stream):
+        m, n, k, op_a, op_b, lda, ldb, ldc, _, epilogue, _ = key
+        plan = _Plan(self, m, n, k, op_a, op_b, lda, ldb, ldc, epilogue)
+        if bias is not None:
+            plan.set(_DESC_BIAS_POINTER, ctypes.c_void_p(bias.data.ptr))
+        plan.candidates = plan.heuristics()
+        if not plan.candidates:
+            return None
+        plan.algo = plan.candidates[0].algo
+        cupy = xpmod.cupy
+        if len(plan.candidates) > 1 and not cupy.cuda.runtime.streamIsCapturing(stream):
+            self._tune(plan, a, b, out, bias, beta, stream)
+        return plan
+
+    def _tune(self, plan, a, b, out, bias, beta, stream) -> None:
+        """Time every candidate on scratch output (the real one may be accumulated into) and keep the fastest."""
+        cupy = xpmod.cupy
+        scratch = cupy.zeros_like(out)
+        scratch_bias = cupy.zeros_like(bias) if bias is not None else None
+        if scratch_bias is not None:
+            plan.set(_DESC_BIAS_POINTER, ctypes.c_void_p(scratch_bias.data.ptr))
+        ptrs = [ctypes.c_void_p(p) for p in (a.data.ptr, b.data.ptr, scratch.data.ptr)]
+        on = cupy.cuda.ExternalStream(stream)
+        best = None
+        for result in plan.candidates:
+            if plan.run(result.algo, *ptrs, self.betas[float(beta)], ctypes.c_void_p(stream)):
+                plan.timings.append(float("inf"))  # a candidate that does not run here is no candidate
+                continue
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(on)
+            for _ in range(TUNE_REPS):
+                plan.run(result.algo, *ptrs, self.betas[float(beta)], ctypes.c_void_p(stream))
+            stop.record(on)
+            stop.synchronize()
+            us = cupy.cuda.get_elapsed_time(start, stop) * 1e3 / TUNE_REPS
+            plan.timings.append(us)
+            if best is None or us < best[0]:
+                best = (us, result.algo)
+        if best is not None:
+            plan.tuned_us, plan.algo = best
+        if bias is not None:
+            plan.set(_DESC_BIAS_POINTER, ctypes.c_void_p(bias.data.ptr))
+
+    def close(self) -> None:
+        for plan in self.plans.values():
+            if plan is not None:
+                for layout in plan.layouts:
+                    self.lib.cublasLtMatrixLayoutDestroy(layout)
+                self.lib.cublasLtMatmulDescDestroy(plan.desc)
+        self.plans = {}
+        if self.handle is not None:
+            self.lib.cublasLtMatmulPreferenceDestroy(self.pref)
+            self.lib.cublasLtDestroy(self.handle)
+            self.handle = None
