@@ -7,6 +7,7 @@ replayed (the way the step itself runs), at each batch given. One JSON line per 
 
 import argparse
 import json
+import sys
 
 import cupy
 import numpy as np
@@ -93,6 +94,7 @@ def main():
             named = step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch)
             total = 0.0
             for name, fn in named:
+                print(model, batch, name, file=sys.stderr, flush=True)  # where a failure happened
                 us = graph_time(fn, args.reps, stream, ops)
                 total += us
                 print(json.dumps({"model": model, "batch": batch, "op": name, "us": round(us, 3)}), flush=True)

@@ -70,8 +70,8 @@ def test_device_primitives_match_numpy(dtype):
     host.gather(hxs, ys, idx, counters, 10, 3, hxb, hyb)
     np.testing.assert_array_equal(cupy.asnumpy(dxb), hxb.astype(dtype))
     np.testing.assert_array_equal(cupy.asnumpy(dyb), hyb)
-    for opt in ("sgd", "adam"):
-        w, g, m, v = (rng.standard_normal(1000) for _ in range(4))
+    for opt, n in (("sgd", 1000), ("sgd", 1001), ("adam", 1000)):  # float32 sgd: float4s, then one a thread
+        w, g, m, v = (rng.standard_normal(n) for _ in range(4))
         v = np.abs(v)
         (dw, dg, dm, dv), (hw, hg, hm, hv) = both(w, g, m, v)
         if opt == "sgd":
@@ -81,6 +81,7 @@ def test_device_primitives_match_numpy(dtype):
             dev.adam(dw, dg, dm, dv, 0.01, 0.9, 0.999, 1e-8, cupy.asarray(counters))
             host.adam(hw, hg, hm, hv, 0.01, 0.9, 0.999, 1e-8, counters)
         np.testing.assert_allclose(cupy.asnumpy(dw), hw, rtol=tol, atol=tol)
+        np.testing.assert_allclose(cupy.asnumpy(dm), hm, rtol=tol, atol=tol)
     dc = cupy.asarray(counters)
     dev.advance(dc)
     assert cupy.asnumpy(dc).tolist() == [3, 10]

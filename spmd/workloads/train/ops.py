@@ -205,6 +205,7 @@ class DeviceOps:
         module = cupy.RawModule(code=source, options=("--std=c++17",), name_expressions=names)
         self._k = {k: module.get_function(n) for k, n in zip(KERNELS, names)}
         self._k["advance"] = module.get_function("advance")
+        self._k["sgd_float4"] = module.get_function("sgd_float4")
         self._ones = cupy.ones(max_rows, self.dtype)  # column sums as a GEMM with a ones row
         self._no_counters = cupy.zeros(2, np.int64)  # act_forward without dropout never reads them
         self.T = self.dtype.type
@@ -295,6 +296,10 @@ class DeviceOps:
                                  correct_acc))
 
     def sgd(self, w, g, v, lr, momentum, counters):
+        if self.dtype == np.float32 and w.size % 4 == 0 and all(a.data.ptr % 16 == 0 for a in (w, g, v)):
+            n4 = w.size // 4
+            self._k["sgd_float4"](self._grid(n4), (BLOCK,), (w, g, v, np.int64(n4), self.T(lr), self.T(momentum)))
+            return
         self._k["sgd"](self._grid(w.size), (BLOCK,), (w, g, v, np.int64(w.size), self.T(lr), self.T(momentum)))
 
     def adam(self, w, g, m, v, lr, beta1, beta2, eps, counters):
