@@ -43,7 +43,7 @@ def main():
     unaligned = cupy.random.standard_normal((N + 2, N + 2), dtype=np.float32)  # pitch N + 2: rows off 128 B
     t = median_seconds(lambda: fused.apply(unaligned, cupy.empty_like(unaligned), N, N, 1, (0, N, 0, N), [False] * 4))
     out["unaligned_TBps"] = moved / t / 1e12
-    del unaligned
+    unaligned = None  # freed before the next allocation
 
     def sliced():  # what a straightforward CuPy port does: one kernel per tap and per sum
         cols = slice(col0, col0 + N)

@@ -1,10 +1,14 @@
 """The train table (markdown) from train-spmd.jsonl and train-ddp.jsonl in DIR, for every GPU count
-the runs hold (1, 2, 4, ...); with train-torch.jsonl (bench/train_torch.py), spmd on one GPU against every
-PyTorch setup and the margin against the strongest."""
+the runs hold (1, 2, 4, ...); or, from a folder of bench/train_one_gpu.sh (train-spmd-run*.jsonl and
+train-torch.jsonl), spmd on one GPU against every PyTorch setup: medians of the runs with their range, and the
+margin against the strongest (``one_gpu``, which bench/claims.py quotes from)."""
 
 import json
+import statistics
 import sys
 from pathlib import Path
+
+PRECISIONS = {"float32": ("graph", ""), "tf32": ("graph-tf32", "-tf32")}  # spmd variant, torch variant suffix
 
 
 def load(path):
@@ -18,6 +22,8 @@ def rate(r):
 
 def main(folder):
     runs = load(Path(folder) / "train-spmd.jsonl") + load(Path(folder) / "train-ddp.jsonl")
+    if not runs:
+        return print_one_gpu(folder)
     at = {(r["model"], r["batch"], r["variant"], r["gpus"]): r for r in runs}
     counts = sorted({r["gpus"] for r in runs})
     many = [n for n in counts if n > 1]
@@ -48,23 +54,6 @@ def main(folder):
             e = [at.get((model, batch, "eager", n)) for n in counts]
             if any(e):
                 print(f"| {model} | {batch} | " + " | ".join(rate(r) for r in e) + " |")
-    torch_runs = load(Path(folder) / "train-torch.jsonl")
-    if torch_runs:
-        variants = sorted({r["variant"] for r in torch_runs})
-        print("\nOne GPU: spmd (graph) against PyTorch's setups (samples/s; median of the runs), and the margin "
-              "against the strongest that ran:\n")
-        print("| model | batch | spmd | " + " | ".join(variants) + " | spmd / strongest |")
-        print("|---" * (4 + len(variants)) + "|")
-        by = {(r["model"], r["batch"], r["variant"]): r for r in torch_runs}
-        for model in ("medium", "large"):
-            for batch in sorted({r["batch"] for r in torch_runs if r["model"] == model}):
-                mine = at.get((model, batch, "graph", 1))
-                cells = [by.get((model, batch, v)) for v in variants]
-                ran = [c["samples_per_s"] for c in cells if c and "samples_per_s" in c]
-                margin = f"{mine['samples_per_s'] / max(ran):.2f}x" if mine and ran else "-"
-                print(f"| {model} | {batch} | {rate(mine)} | "
-                      + " | ".join(rate(c) if c and "samples_per_s" in c else ("failed" if c else "-") for c in cells)
-                      + f" | {margin} |")
     top = counts[-1]
     print(f"\nPhases per step at {top} GPUs (ms; graph: the last replayed step of each window, eager: every step):\n")
     print("| model | batch/GPU | variant | step | forward | backward | exposed comm | overlapped comm | optimizer |")
@@ -74,6 +63,59 @@ def main(folder):
             p = r["phase_ms_per_step"]
             print(f"| {r['model']} | {r['batch']} | {r['variant']} | {r['step_ms']:.3f} | {p['forward']:.3f} | "
                   f"{p['backward']:.3f} | {p['comm']:.3f} | {p['comm_overlapped']:.3f} | {p['optimizer']:.3f} |")
+
+
+def one_gpu(folder) -> list[dict]:
+    """Per (precision, model, batch): spmd's median samples/s over its runs (each run the median of its windows)
+    with min and max; every PyTorch setup's median over its timed runs; the strongest setup; the margin (spmd's
+    median over the strongest's) and the worst case (spmd's slowest run over the strongest's fastest)."""
+    folder = Path(folder)
+    spmd: dict[tuple, list[float]] = {}
+    for path in sorted(folder.glob("train-spmd-run*.jsonl")):
+        for r in load(path):
+            spmd.setdefault((r["variant"], r["model"], r["batch"]), []).append(r["samples_per_s"])
+    torch_runs = load(folder / "train-torch.jsonl")
+    rows = []
+    for precision, (mine, suffix) in PRECISIONS.items():
+        for model in ("medium", "large"):
+            for batch in sorted({b for v, m, b in spmd if v == mine and m == model}):
+                rates = spmd[(mine, model, batch)]
+                peers = {r["variant"].removesuffix(suffix): r for r in torch_runs
+                         if r["model"] == model and r["batch"] == batch and r["variant"].endswith(suffix)
+                         and (suffix or not r["variant"].endswith("-tf32"))}
+                ran = {name: r for name, r in peers.items() if "samples_per_s" in r}
+                if not ran:
+                    continue
+                best = max(ran, key=lambda name: ran[name]["samples_per_s"])
+                rows.append({"precision": precision, "model": model, "batch": batch, "runs": len(rates),
+                             "spmd": statistics.median(rates), "spmd_min": min(rates), "spmd_max": max(rates),
+                             "torch": {name: r.get("samples_per_s") for name, r in peers.items()},
+                             "failed": {name: r["error"] for name, r in peers.items() if "error" in r},
+                             "strongest": best, "strongest_rate": ran[best]["samples_per_s"],
+                             "margin": statistics.median(rates) / ran[best]["samples_per_s"],
+                             "worst_margin": min(rates) / max(ran[best]["runs_samples_per_s"])})
+    return rows
+
+
+def print_one_gpu(folder) -> None:
+    rows = one_gpu(folder)
+    for precision in PRECISIONS:
+        mine = [r for r in rows if r["precision"] == precision]
+        if not mine:
+            continue
+        names = sorted({n for r in mine for n in r["torch"]})
+        print(f"\n{precision}: samples/s, spmd the median of {mine[0]['runs']} runs (min-max), each PyTorch setup "
+              "the median of its timed runs; margin = spmd / the strongest, worst = spmd's slowest run / the "
+              "strongest's fastest\n")
+        print("| model | batch | spmd | " + " | ".join(names) + " | strongest | margin | worst |")
+        print("|---" * (6 + len(names)) + "|")
+        for r in mine:
+            cells = [f"{r['torch'][n]:,.0f}" if r["torch"].get(n) else ("failed" if n in r["failed"] else "-")
+                     for n in names]
+            print(f"| {r['model']} | {r['batch']} | {r['spmd']:,.0f} ({r['spmd_min']:,.0f}-{r['spmd_max']:,.0f}) | "
+                  + " | ".join(cells) + f" | {r['strongest']} | {r['margin']:.2f}x | {r['worst_margin']:.2f}x |")
+    for name, error in {n: e for r in rows for n, e in r["failed"].items()}.items():
+        print(f"\n{name} failed on this machine: {error}")
 
 
 if __name__ == "__main__":

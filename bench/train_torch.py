@@ -1,7 +1,8 @@
 """PyTorch on one GPU at every batch of the train table, in its standard setups, for spmd to be compared with
 the strongest of them (issue 23): eager; the whole step (batch gather, forward, loss, backward, SGD update)
 captured in one CUDA graph as PyTorch's documentation shows ("whole network capture"); torch.compile of the
-model (default mode); and torch.compile with mode="reduce-overhead" (its own CUDA graphs).
+model (default mode); and torch.compile with mode="reduce-overhead" (its own CUDA graphs); the graphed step
+again with TF32 GEMMs (against spmd's ``params.tf32``).
 
 Same MLPs, batch, SGD with momentum 0.9 and data resident on the GPU as bench/train_ddp.py. One JSON line per
 (model, batch, variant): the median of ``--runs`` timed runs of ``--steps`` steps (each after 20 warm-up steps,
@@ -66,6 +67,9 @@ def graphed_step(model, x, y, opt, loss_fn, idx):
 
 
 def variant_step(variant, widths, batch, steps, device):
+    """The step of ``variant``; a "-tf32" suffix lets cuBLAS use TF32 tensor cores for float32 GEMMs."""
+    torch.backends.cuda.matmul.allow_tf32 = variant.endswith("-tf32")
+    variant = variant.removesuffix("-tf32")
     model, x, y, opt, idx = setup(widths, batch, steps, device)
     loss_fn = nn.CrossEntropyLoss()
     if variant == "torch-eager":
@@ -83,7 +87,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--variants", default="torch-eager,torch-graph,torch-compile,torch-compile-graphs")
+    parser.add_argument("--variants", default="torch-eager,torch-graph,torch-compile,torch-compile-graphs,"
+                                              "torch-graph-tf32")
     args = parser.parse_args()
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
