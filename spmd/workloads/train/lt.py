@@ -185,6 +185,7 @@ class LtGemms:
         """Time every candidate as the step runs it (TUNE_REPS calls captured in a CUDA graph: launching from
         Python would time the host), on scratch output (the real one may be accumulated into); keep the fastest."""
         cupy = xpmod.cupy
+        cupy.cuda.Device().synchronize()  # the workspace is shared: nothing else may be using it meanwhile
         stream = cupy.cuda.Stream(non_blocking=True)
         with stream:
             scratch = cupy.zeros_like(out)
