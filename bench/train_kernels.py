@@ -32,6 +32,7 @@ def spmd_step(model, batch):
     ys = cupy.asarray(rng.integers(0, layout.widths[-1], 4096).astype(np.int32))
     idx = cupy.asarray(rng.integers(0, 4096, 64 * batch).astype(np.int32))
     named = step_ops(layout, ops, net, w, g, cupy.zeros(2, np.int64), xs, ys, idx, batch)
+    cupy.cuda.Device().synchronize()
 
     def step():
         for _, fn in named:

@@ -91,6 +91,7 @@ def main():
             ys = cupy.asarray(rng.integers(0, layout.widths[-1], 4096).astype(np.int32))
             idx = cupy.asarray(rng.integers(0, 4096, 64 * batch).astype(np.int32))
             counters = cupy.zeros(2, np.int64)
+            cupy.cuda.Device().synchronize()  # the copies above ran on the legacy stream; the ops run on another
             named = step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch)
             total = 0.0
             for name, fn in named:

@@ -74,6 +74,8 @@ class Trainer:
             if params.phases else None
         self.graph = None
         self.graph_marks = None
+        if self.gpu:  # the copies above ran on the legacy stream, which the non-blocking step stream does not wait for
+            xp.cuda.Device().synchronize()
 
     # -- state ----------------------------------------------------------------------------
 
