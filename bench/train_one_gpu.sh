@@ -17,5 +17,5 @@ for run in 1 2 3; do
     > "$DIR/train-spmd-run$run.jsonl" 2> "$DIR/train-spmd-run$run.err"
 done
 PYTHONPATH=bench:${PYTHONPATH:-} python3 bench/train_torch.py --steps 200 --runs 3 > "$DIR/train-torch.jsonl" 2> "$DIR/train-torch.err"
-python3 bench/train_ops.py --models medium,large --batches 16,32,8 > "$DIR/train-ops.jsonl" 2> /dev/null
+for run in 1 2 3; do python3 bench/train_ops.py --models medium,large --batches 16,32,8 > "$DIR/train-ops-run$run.jsonl"; done
 python3 bench/summarize_train.py "$DIR" > "$DIR/summary.md"
