@@ -97,6 +97,13 @@ def one_gpu(folder) -> list[dict]:
     return rows
 
 
+def one_gpu_row(r: dict, names: list[str]) -> str:
+    """One row of the one-GPU table (docs/benchmarks.md quotes it; bench/claims.py checks it)."""
+    cells = [f"{r['torch'][n]:,.0f}" if r["torch"].get(n) else ("failed" if n in r["failed"] else "-") for n in names]
+    return (f"| {r['model']} | {r['batch']} | {r['spmd']:,.0f} ({r['spmd_min']:,.0f}-{r['spmd_max']:,.0f}) | "
+            + " | ".join(cells) + f" | {r['strongest']} | {r['margin']:.2f}x | {r['worst_margin']:.2f}x |")
+
+
 def print_one_gpu(folder) -> None:
     rows = one_gpu(folder)
     for precision in PRECISIONS:
@@ -110,10 +117,7 @@ def print_one_gpu(folder) -> None:
         print("| model | batch | spmd | " + " | ".join(names) + " | strongest | margin | worst |")
         print("|---" * (6 + len(names)) + "|")
         for r in mine:
-            cells = [f"{r['torch'][n]:,.0f}" if r["torch"].get(n) else ("failed" if n in r["failed"] else "-")
-                     for n in names]
-            print(f"| {r['model']} | {r['batch']} | {r['spmd']:,.0f} ({r['spmd_min']:,.0f}-{r['spmd_max']:,.0f}) | "
-                  + " | ".join(cells) + f" | {r['strongest']} | {r['margin']:.2f}x | {r['worst_margin']:.2f}x |")
+            print(one_gpu_row(r, names))
     for name, error in {n: e for r in rows for n, e in r["failed"].items()}.items():
         print(f"\n{name} failed on this machine: {error}")
 

@@ -222,3 +222,22 @@ def test_strong_scaling_divides_the_per_rank_batch():
     assert TrainWorkload.weak_config(cfg, Fraction(2)) is cfg
     with pytest.raises(ConfigError, match="cannot be split over 3x"):
         TrainWorkload.strong_config(cfg, Fraction(3))
+
+
+def test_host_fused_primitives_equal_their_parts():
+    """linear_relu and weight_gradient (what the GPU fuses into cuBLASLt epilogues) against the plain steps."""
+    ops = HostOps(np.float64)
+    rng = np.random.default_rng(3)
+    x, w, b = rng.standard_normal((9, 7)), rng.standard_normal((5, 7)), rng.standard_normal(5)
+    out = np.full((9, 5), np.nan)
+    ops.linear_relu(x, w, b, out)
+    np.testing.assert_allclose(out, np.maximum(x @ w.T + b, 0), rtol=1e-14)
+    assert (out == 0).any() and (out > 0).any()  # both sides of the ReLU exercised
+    delta = rng.standard_normal((9, 5))
+    dw, db = np.full((5, 7), np.nan), np.full(5, np.nan)
+    ops.weight_gradient(delta, x, dw, db, accumulate=False)
+    np.testing.assert_allclose(dw, delta.T @ x, rtol=1e-14)
+    np.testing.assert_allclose(db, delta.sum(axis=0), rtol=1e-14)
+    ops.weight_gradient(delta, x, dw, db, accumulate=True)
+    np.testing.assert_allclose(dw, 2 * delta.T @ x, rtol=1e-14)
+    np.testing.assert_allclose(db, 2 * delta.sum(axis=0), rtol=1e-14)
