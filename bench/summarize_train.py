@@ -8,7 +8,8 @@ import statistics
 import sys
 from pathlib import Path
 
-PRECISIONS = {"float32": ("graph", ""), "tf32": ("graph-tf32", "-tf32")}  # spmd variant, torch variant suffix
+PRECISIONS = {"float32": ("graph", ""), "tf32": ("graph-tf32", "-tf32"),  # spmd variant, torch variant suffix
+              "bf16": ("graph-bf16", "-bf16")}
 
 
 def load(path):
@@ -65,6 +66,11 @@ def main(folder):
                   f"{p['backward']:.3f} | {p['comm']:.3f} | {p['comm_overlapped']:.3f} | {p['optimizer']:.3f} |")
 
 
+def _precision(variant: str) -> str:
+    """A PyTorch variant's precision suffix ("" for float32)."""
+    return next((suffix for _, suffix in PRECISIONS.values() if suffix and variant.endswith(suffix)), "")
+
+
 def one_gpu(folder) -> list[dict]:
     """Per (precision, model, batch): spmd's median samples/s over its runs (each run the median of its windows)
     with min and max; every PyTorch setup's median over its timed runs; the strongest setup; the margin (spmd's
@@ -81,8 +87,7 @@ def one_gpu(folder) -> list[dict]:
             for batch in sorted({b for v, m, b in spmd if v == mine and m == model}):
                 rates = spmd[(mine, model, batch)]
                 peers = {r["variant"].removesuffix(suffix): r for r in torch_runs
-                         if r["model"] == model and r["batch"] == batch and r["variant"].endswith(suffix)
-                         and (suffix or not r["variant"].endswith("-tf32"))}
+                         if r["model"] == model and r["batch"] == batch and _precision(r["variant"]) == suffix}
                 ran = {name: r for name, r in peers.items() if "samples_per_s" in r}
                 if not ran:
                     continue

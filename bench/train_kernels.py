@@ -23,7 +23,7 @@ from spmd.workloads.train.ops import make_ops
 
 def spmd_step(model, batch):
     layout = Layout(model_widths(model))
-    ops = make_ops("gpu", np.float32, False, max_rows=batch)
+    ops = make_ops("gpu", np.float32, None, max_rows=batch)
     net = Network(layout, ops, batch)
     rng = np.random.default_rng(0)
     w = cupy.asarray(layout.initial(0, np.float32))

@@ -38,10 +38,13 @@ def graph_time(fn, reps: int, stream, ops) -> float:
     return float(np.median(times))
 
 
-def step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch):
-    """(name, callable) for every primitive of one SGD step, in step order."""
+def step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch, master=None):
+    """(name, callable) for every primitive of one SGD step, in step order. ``w``: the parameters the GEMMs
+    read; ``master``: the float32 ones the optimizer updates, when they differ (precision bf16)."""
     last = layout.layers - 1
-    out = [("gather", lambda: ops.gather(xs, ys, idx, counters, batch, 0, net.x, net.y))]
+    master = w if master is None else master
+    out = [] if master is w else [("to_bf16", lambda: ops.to_storage(master, w))]
+    out.append(("gather", lambda: ops.gather(xs, ys, idx, counters, batch, 0, net.x, net.y)))
     inp = net.x
     for layer in range(layout.layers):
         s = layout.segments[layer]
@@ -67,7 +70,7 @@ def step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch):
             out.append((f"act_back L{layer - 1}", lambda b=below, a=net.acts[layer - 1]: ops.act_backward(b, a, 1.0)))
             delta = below
     momentum = g.copy()
-    out.append(("sgd", lambda: ops.sgd(w, g, momentum, 0.01, 0.9, counters)))
+    out.append(("sgd", lambda: ops.sgd(master, g, momentum, 0.01, 0.9, counters)))
     return out
 
 
@@ -76,23 +79,24 @@ def main():
     parser.add_argument("--models", default="medium,large")
     parser.add_argument("--batches", default="8,16,32,64")
     parser.add_argument("--reps", type=int, default=200)
-    parser.add_argument("--tf32", action="store_true")
+    parser.add_argument("--precision", choices=("tf32", "bf16"), default=None, help="the GEMMs' (default: float32)")
     args = parser.parse_args()
     stream = cupy.cuda.Stream(non_blocking=True)
     rng = np.random.default_rng(0)
     for model in args.models.split(","):
         layout = Layout(model_widths(model))
         for batch in map(int, args.batches.split(",")):
-            ops = make_ops("gpu", np.float32, args.tf32, max_rows=batch)
+            ops = make_ops("gpu", np.float32, args.precision, max_rows=batch)
             net = Network(layout, ops, batch)
-            w = cupy.asarray(layout.initial(0, np.float32))
-            g = cupy.zeros_like(w)
-            xs = cupy.asarray(rng.standard_normal((4096, layout.widths[0]), dtype=np.float32))
+            master = cupy.asarray(layout.initial(0, np.float32))
+            w = master if ops.storage == ops.dtype else cupy.zeros(layout.size, ops.storage)  # bf16: the GEMMs' copy
+            g = cupy.zeros(layout.size, np.float32)
+            xs = ops.stage(rng.standard_normal((4096, layout.widths[0]), dtype=np.float32))
             ys = cupy.asarray(rng.integers(0, layout.widths[-1], 4096).astype(np.int32))
             idx = cupy.asarray(rng.integers(0, 4096, 64 * batch).astype(np.int32))
             counters = cupy.zeros(2, np.int64)
             cupy.cuda.Device().synchronize()  # the copies above ran on the legacy stream; the ops run on another
-            named = step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch)
+            named = step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch, master)
             total = 0.0
             for name, fn in named:
                 print(model, batch, name, file=sys.stderr, flush=True)  # where a failure happened

@@ -28,7 +28,8 @@ def main():
              else [1 << k for k in range(ctx.size.bit_length()) if 1 << k <= ctx.size])
     # auto: a graph that cannot be captured falls back to eager steps (the line says "graph": false)
     variants = {"graph": ["params.graph=auto"], "eager": ["params.graph=false"],
-                "graph-tf32": ["params.graph=auto", "params.tf32=true"],
+                "graph-tf32": ["params.graph=auto", "params.precision=tf32"],
+                "graph-bf16": ["params.graph=auto", "params.precision=bf16"],
                 "no-overlap": ["params.graph=auto", "params.overlap=false"]}
     for model in args.models.split(","):
         config, batches = TABLE[model]

@@ -2,7 +2,7 @@
 the strongest of them (issue 23): eager; the whole step (batch gather, forward, loss, backward, SGD update)
 captured in one CUDA graph as PyTorch's documentation shows ("whole network capture"); torch.compile of the
 model (default mode); and torch.compile with mode="reduce-overhead" (its own CUDA graphs); the graphed step
-again with TF32 GEMMs (against spmd's ``params.tf32``).
+again with TF32 GEMMs and under autocast to bfloat16 (against spmd's ``params.precision``: tf32, bf16).
 
 Same MLPs, batch, SGD with momentum 0.9 and data resident on the GPU as bench/train_ddp.py. One JSON line per
 (model, batch, variant): the median of ``--runs`` timed runs of ``--steps`` steps (each after 20 warm-up steps,
@@ -13,6 +13,7 @@ setup that fails on this machine is a line with its error instead.
 """
 
 import argparse
+import contextlib
 import json
 import statistics
 
@@ -32,16 +33,17 @@ def setup(widths, batch, steps, device, rows=16384):
     return model, x, y, opt, idx
 
 
-def eager_step(model, x, y, opt, loss_fn):
+def eager_step(model, x, y, opt, loss_fn, amp=contextlib.nullcontext):
     def step(i_batch):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x[i_batch]), y[i_batch])
+        with amp():
+            loss = loss_fn(model(x[i_batch]), y[i_batch])
         loss.backward()
         opt.step()
     return step
 
 
-def graphed_step(model, x, y, opt, loss_fn, idx):
+def graphed_step(model, x, y, opt, loss_fn, idx, amp=contextlib.nullcontext):
     """The whole step in one CUDA graph: warm-up on a side stream, then capture with a static index tensor
     (the batch gather is in the graph, as spmd's is); each step copies its indices in and replays."""
     static_idx = idx[0].clone()
@@ -50,13 +52,16 @@ def graphed_step(model, x, y, opt, loss_fn, idx):
     with torch.cuda.stream(side):
         for i in range(3):
             opt.zero_grad(set_to_none=True)
-            loss_fn(model(x[idx[i]]), y[idx[i]]).backward()
+            with amp():
+                loss = loss_fn(model(x[idx[i]]), y[idx[i]])
+            loss.backward()
             opt.step()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     opt.zero_grad(set_to_none=True)
     with torch.cuda.graph(graph):
-        loss = loss_fn(model(x[static_idx]), y[static_idx])
+        with amp():
+            loss = loss_fn(model(x[static_idx]), y[static_idx])
         loss.backward()
         opt.step()
 
@@ -67,15 +72,21 @@ def graphed_step(model, x, y, opt, loss_fn, idx):
 
 
 def variant_step(variant, widths, batch, steps, device):
-    """The step of ``variant``; a "-tf32" suffix lets cuBLAS use TF32 tensor cores for float32 GEMMs."""
+    """The step of ``variant``; a "-tf32" suffix lets cuBLAS use TF32 tensor cores for float32 GEMMs, "-bf16"
+    runs forward and loss under autocast to bfloat16 (PyTorch's mixed precision; its cache off, as CUDA graph
+    capture requires)."""
     torch.backends.cuda.matmul.allow_tf32 = variant.endswith("-tf32")
-    variant = variant.removesuffix("-tf32")
+    amp = contextlib.nullcontext
+    if variant.endswith("-bf16"):
+        def amp():
+            return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+    variant = variant.removesuffix("-tf32").removesuffix("-bf16")
     model, x, y, opt, idx = setup(widths, batch, steps, device)
     loss_fn = nn.CrossEntropyLoss()
     if variant == "torch-eager":
-        return eager_step(model, x, y, opt, loss_fn), idx
+        return eager_step(model, x, y, opt, loss_fn, amp), idx
     if variant == "torch-graph":
-        return graphed_step(model, x, y, opt, loss_fn, idx), idx
+        return graphed_step(model, x, y, opt, loss_fn, idx, amp), idx
     if variant == "torch-compile":
         return eager_step(torch.compile(model), x, y, opt, loss_fn), idx
     if variant == "torch-compile-graphs":
@@ -88,7 +99,7 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--variants", default="torch-eager,torch-graph,torch-compile,torch-compile-graphs,"
-                                              "torch-graph-tf32")
+                                              "torch-graph-tf32,torch-graph-bf16")
     args = parser.parse_args()
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)

@@ -116,7 +116,8 @@ def corrupt_labels(path, row, value):
 
 
 @pytest.mark.parametrize("case", ["label", "features", "labels-missing", "eval-missing", "shards", "resume-model",
-                                  "resume-end", "graph-cpu", "unknown-key", "batch-shards", "strong-batch"])
+                                  "resume-end", "graph-cpu", "bf16-cpu", "unknown-key", "batch-shards",
+                                  "strong-batch"])
 def test_failures_exit_2_naming_rank_and_cause_with_no_report(tmp_path, case):
     config = train_config(tmp_path)
     assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
@@ -145,6 +146,8 @@ def test_failures_exit_2_naming_rank_and_cause_with_no_report(tmp_path, case):
         args, want = ["-o", "params.resume=c.h5"], "at step 40; this config trains 40 steps"
     elif case == "graph-cpu":
         args, want = ["-o", "params.graph=true"], "CUDA graphs need device: gpu"
+    elif case == "bf16-cpu":
+        args, want = ["-o", "params.precision=bf16"], "params.precision: bf16 runs on the GPU only"
     elif case == "unknown-key":
         args, want = ["-o", "params.bucket_size=4"], "unknown key params.bucket_size"
     elif case == "strong-batch":

@@ -119,6 +119,82 @@ def test_fused_layers_match_numpy_and_are_tuned(dtype, rows):
     dev.close()
 
 
+@pytest.mark.parametrize("rows", [8, 64])
+def test_bf16_primitives_match_numpy_on_the_rounded_operands(rows):
+    """precision bf16: the parameter cast is bit-exact with the host's rounding; the fused GEMMs take bfloat16
+    operands and match float64 on the same rounded values (one bfloat16 rounding of the output, float32
+    accumulation in the weight gradient); the element kernels read and write bfloat16."""
+    import cupy
+
+    from spmd.workloads.train.ops import BF16, bf16_bits, bf16_values
+
+    dev = DeviceOps(np.float32, precision="bf16", max_rows=64)
+    rng = np.random.default_rng(rows)
+    w32 = (rng.standard_normal(4099) * 3).astype(np.float32)
+    cast = cupy.full(4099, 0xFFFF, BF16)
+    dev.to_storage(cupy.asarray(w32), cast)
+    np.testing.assert_array_equal(cupy.asnumpy(cast), bf16_bits(w32))
+
+    def rounded(a):
+        return bf16_values(bf16_bits(a.astype(np.float32))).astype(np.float64)
+
+    x, w, b = rng.standard_normal((rows, 256)), rng.standard_normal((128, 256)) / 16, rng.standard_normal(128)
+    dx, dw_, db_ = (dev.stage(a.astype(np.float32)) for a in (x, w, b))
+    out = cupy.full((rows, 128), 0xFFFF, BF16)  # NaN
+    dev.linear_relu(dx, dw_, db_, out)
+    want = np.maximum(rounded(x) @ rounded(w).T + rounded(b), 0)
+    np.testing.assert_allclose(bf16_values(cupy.asnumpy(out)), want, rtol=2 ** -8, atol=1e-5)
+    delta = rng.standard_normal((rows, 128))
+    ddelta = dev.stage(delta.astype(np.float32))
+    gw, gb = cupy.full((128, 256), np.nan, np.float32), cupy.full(128, np.nan, np.float32)
+    dev.weight_gradient(ddelta, dx, gw, gb, accumulate=False)
+    np.testing.assert_allclose(cupy.asnumpy(gw), rounded(delta).T @ rounded(x), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(cupy.asnumpy(gb), rounded(delta).sum(axis=0), rtol=1e-5, atol=1e-4)
+    d, a = rng.standard_normal((rows, 33)), rng.standard_normal((rows, 33))
+    dd, da = dev.stage(d.astype(np.float32)), dev.stage(a.astype(np.float32))
+    dev.act_backward(dd, da, 0.5)
+    np.testing.assert_allclose(bf16_values(cupy.asnumpy(dd)), np.where(rounded(a) > 0, rounded(d) * 2, 0),
+                               rtol=2 ** -8)
+    z, bias, y = rng.standard_normal((rows, 7)) * 3, rng.standard_normal(7), rng.integers(0, 7, rows)
+    dz = cupy.full((rows, 7), 0xFFFF, BF16)
+    loss, correct = cupy.zeros(rows), cupy.zeros(rows, np.int32)
+    dev.softmax_xent(cupy.asarray(z.astype(np.float32)), dev.stage(bias.astype(np.float32)),
+                     cupy.asarray(y.astype(np.int32)), 0.1, dz, loss, correct)
+    hdz, hloss, hcorrect = np.zeros((rows, 7)), np.zeros(rows), np.zeros(rows, np.int32)
+    HostOps(np.float64).softmax_xent(z.astype(np.float32).astype(np.float64), rounded(bias), y, 0.1, hdz, hloss,
+                                     hcorrect)
+    np.testing.assert_allclose(bf16_values(cupy.asnumpy(dz)), hdz, rtol=2 ** -8, atol=1e-7)
+    np.testing.assert_allclose(cupy.asnumpy(loss), hloss, rtol=1e-5)
+    dev.close()
+
+
+def test_bf16_gradient_matches_float64_on_the_rounded_weights_and_inputs():
+    """A whole bf16 gradient (dropout on, two micro-batches) against float64 from the same bfloat16 weights and
+    inputs, taking the run's ReLU sides as the workload's check does: within its tolerance, far from 1."""
+    import cupy
+
+    from spmd.workloads.train.gradcheck import GRADIENT_RTOL
+    from spmd.workloads.train.network import relu_sides
+    from spmd.workloads.train.ops import bf16_bits, bf16_values
+
+    layout = Layout((40, 32, 16, 6))
+    w = layout.initial(2, np.float32)
+    rng = np.random.default_rng(3)
+    batches = [(rng.standard_normal((24, 40)).astype(np.float32), rng.integers(0, 6, 24)) for _ in range(2)]
+    dev = DeviceOps(np.float32, precision="bf16", max_rows=24)
+    w16 = dev.stage(w)
+    got, _, _ = local_gradient(layout, dev, w16, batches, 1 / 48, 3, keep=0.75, seed=1)
+    sides = relu_sides(layout, dev, w16, batches, 3, keep=0.75, seed=1)
+    ref_batches = [(bf16_values(bf16_bits(x)).astype(np.float64), y) for x, y in batches]
+    want, _, differ = local_gradient(layout, HostOps(np.float64), bf16_values(bf16_bits(w)).astype(np.float64),
+                                     ref_batches, 1 / 48, 3, keep=0.75, seed=1, sides=sides)
+    got = cupy.asnumpy(got)
+    errors = [np.linalg.norm(got[s.start:s.stop] - want[s.start:s.stop]) / np.linalg.norm(want[s.start:s.stop])
+              for s in layout.segments]
+    assert max(errors) < GRADIENT_RTOL["bf16"] and differ <= 2, (errors, differ)
+    assert max(errors) > 1e-5, errors  # bfloat16 really was used (float32 lands near 1e-7)
+
+
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
 def test_device_gradient_matches_numpy_float64(dtype, tol):
     import cupy
@@ -137,29 +213,50 @@ def test_device_gradient_matches_numpy_float64(dtype, tol):
     assert loss == pytest.approx(want_loss, rel=tol * 10)
 
 
-def test_captured_graph_trains_to_the_eager_weights(tmp_path):
+def small_train(tmp_path, graph, **params):
+    from spmd.workloads.registry import job_config_from_dict
+
+    return job_config_from_dict({
+        "workload": "train", "device": "gpu", "warmup": 1, "repeats": 2,
+        "input": {"path": str(tmp_path / "t.h5")},
+        "generate": {"shape": [3000, 40], "seed": 1, "loc": 0.0, "scale": 1.0},
+        "params": {"model": [40, 64, 32, 6], "batch": 32, "accumulate": 2, "steps": 20, "dropout": 0.1,
+                   "optimizer": "adam", "lr": 0.003, "graph": graph, "eval_rows": 500, **params}})
+
+
+def run_both(tmp_path, **params):
+    """The same training as graph replays and as eager steps (two jobs of one process): their weights."""
     from spmd.io.generate import generate
     from spmd.job import run_job
     from spmd.runtime import Context
-    from spmd.workloads.registry import job_config_from_dict
     from spmd.workloads.train.workload import TrainWorkload
 
-    def config(graph):
-        return job_config_from_dict({
-            "workload": "train", "device": "gpu", "warmup": 1, "repeats": 2,
-            "input": {"path": str(tmp_path / "t.h5")},
-            "generate": {"shape": [3000, 40], "seed": 1, "loc": 0.0, "scale": 1.0},
-            "params": {"model": [40, 64, 32, 6], "batch": 32, "accumulate": 2, "steps": 20, "dropout": 0.1,
-                       "optimizer": "adam", "lr": 0.003, "graph": graph, "eval_rows": 500}})
-
-    generate(config(True), TrainWorkload)
+    generate(small_train(tmp_path, True, **params), TrainWorkload)
     runs = {}
     for graph in (True, False):
         ctx = Context()
-        job = run_job(ctx, config(graph), after_run=lambda _, wl: wl.trainer.host_state()[0])
+        runs[graph] = run_job(ctx, small_train(tmp_path, graph, **params),
+                              after_run=lambda _, wl: wl.trainer.host_state()[0])
         ctx.close()
-        runs[graph] = job
     assert runs[True].report["result"]["graph"] and not runs[False].report["result"]["graph"]
+    return runs
+
+
+def test_bf16_training_is_verified_and_learns(tmp_path):
+    """precision bf16 end to end: the gradient check at its tolerance, the eager re-run of the last window and
+    the replicas pass (run_job raises otherwise), graph and eager steps end on the same weights, the loss falls."""
+    runs = run_both(tmp_path, precision="bf16")
+    report = runs[True].report
+    assert report["verified"] and report["result"]["precision"] == "bf16"
+    errors = report["verification"]["gradient_relative_error"]
+    assert 1e-5 < max(errors) < report["verification"]["tolerance"], errors
+    np.testing.assert_allclose(runs[True].extra, runs[False].extra, rtol=1e-6, atol=1e-7)
+    losses = report["result"]["loss_per_window"]
+    assert losses[-1] < 0.9 * losses[0], losses
+
+
+def test_captured_graph_trains_to_the_eager_weights(tmp_path):
+    runs = run_both(tmp_path)
     np.testing.assert_allclose(runs[True].extra, runs[False].extra, rtol=1e-6, atol=1e-7)
     phases = runs[True].report["timings"]
     assert all(phases[p]["median"] > 0 for p in ("forward", "backward", "optimizer")), phases

@@ -200,7 +200,10 @@ def config(**params):
     ({"batch": 0}, "params.batch: must be >= 1"),
     ({"dropout": 1.0}, "params.dropout"),
     ({"betas": [0.9]}, "params.betas"),
-    ({"tf32": True, "dtype": "float64"}, "TF32"),
+    ({"tf32": True, "dtype": "float64"}, "params.tf32: applies to float32 only"),
+    ({"precision": "bf16", "dtype": "float64"}, "params.precision: applies to float32 only"),
+    ({"precision": "fp8"}, "params.precision"),
+    ({"tf32": True, "precision": "bf16"}, "params.tf32: true and params.precision: bf16 disagree"),
     ({"checkpoint": {"path": "c.h5", "every": 30}, "steps": 20}, "not a multiple of params.steps"),
     ({"target_accuracy": 0.9, "eval": None}, "needs the held-out set"),
     ({"graph": "sometimes"}, "params.graph"),
@@ -241,3 +244,24 @@ def test_host_fused_primitives_equal_their_parts():
     ops.weight_gradient(delta, x, dw, db, accumulate=True)
     np.testing.assert_allclose(dw, 2 * delta.T @ x, rtol=1e-14)
     np.testing.assert_allclose(db, 2 * delta.sum(axis=0), rtol=1e-14)
+
+
+def test_bfloat16_rounding_is_to_the_nearest_even():
+    """bf16_bits (the host twin of kernels.cu's bf16) against the two neighbouring bfloat16 values, chosen by
+    float64 distance, ties to the even pattern; NaN stays NaN, infinities and signed zeros stay."""
+    from spmd.workloads.train.ops import bf16_bits, bf16_values
+
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.standard_normal(20000).astype(np.float32) * np.float32(10.0) ** rng.integers(-30, 30, 20000),
+                        np.float32([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 3.0e38, 1e-40])]).astype(np.float32)
+    bits = bf16_bits(x)
+    low = (x.view(np.uint32) >> 16).astype(np.uint16)  # truncation: one neighbour, same sign
+    high = low + np.uint16(1)  # the next pattern away from zero
+    dl = np.abs(bf16_values(low).astype(np.float64) - x)
+    dh = np.abs(bf16_values(high).astype(np.float64) - x)
+    want = np.where(dl < dh, low, np.where(dh < dl, high, np.where(low % 2 == 0, low, high)))
+    np.testing.assert_array_equal(bits, want)
+    special = bf16_bits(np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0]))
+    assert np.isnan(bf16_values(special[:1]))[0]
+    assert bf16_values(special[1:]).tolist() == [np.inf, -np.inf, 0.0, -0.0]
+    assert np.signbit(bf16_values(special[4:]))[0]

@@ -23,7 +23,8 @@ from ...libraries import loaded_libraries
 
 # cublasLt.h / library_types.h values
 _COMPUTE = {"float32": 68, "tf32": 77, "float64": 70}  # CUBLAS_COMPUTE_32F, _32F_FAST_TF32, _64F
-_DATA = {"float32": 0, "float64": 1}  # CUDA_R_32F, CUDA_R_64F
+# CUDA_R_32F, CUDA_R_64F, CUDA_R_16BF (bfloat16, held in uint16 arrays: CuPy has no bfloat16 dtype)
+_DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.uint16): 14}
 _DESC_TRANSA, _DESC_TRANSB, _DESC_EPILOGUE, _DESC_BIAS_POINTER = 3, 4, 7, 8
 _PREF_MAX_WORKSPACE = 1
 EPILOGUES = {"none": 1, "bias_relu": 6, "bias_grad": 512}  # DEFAULT, RELU_BIAS, BGRADB
@@ -32,7 +33,7 @@ TUNE_REPS = 20
 _PREF_MIN_ALIGNMENT = (5, 6, 7, 8)  # A, B, C, D bytes
 
 
-# (device, compute type, data type, GEMM key) -> (algorithm bytes, its time, every candidate's time): one choice
+# (device, compute type, GEMM key with its types) -> (algorithm bytes, its time, every candidate's time): one choice
 # per GEMM per process, so two jobs of one process (a sweep, a test) round alike and tune once.
 _CHOSEN: dict[tuple, tuple] = {}
 
@@ -64,15 +65,17 @@ def _alignment(ptr: int) -> int:
 class _Plan:
     """One GEMM's descriptors and chosen algorithm (a heuristic result, as bytes)."""
 
-    def __init__(self, lt, m, n, k, op_a, op_b, lda, ldb, ldc, epilogue):
+    def __init__(self, lt, m, n, k, op_a, op_b, lda, ldb, ldc, epilogue, types):
         self.lt, self.epilogue = lt, epilogue
-        self.desc = lt.call_create("cublasLtMatmulDescCreate", ctypes.c_int(lt.compute), ctypes.c_int(lt.data))
+        self.desc = lt.call_create("cublasLtMatmulDescCreate", ctypes.c_int(lt.compute), ctypes.c_int(lt.scale_type))
         self.set(_DESC_TRANSA, ctypes.c_int32(op_a))
         self.set(_DESC_TRANSB, ctypes.c_int32(op_b))
         self.set(_DESC_EPILOGUE, ctypes.c_uint32(EPILOGUES[epilogue]))
         rows_a, cols_a = (m, k) if op_a == 0 else (k, m)
         rows_b, cols_b = (k, n) if op_b == 0 else (n, k)
-        self.layouts = [lt.layout(rows_a, cols_a, lda), lt.layout(rows_b, cols_b, ldb), lt.layout(m, n, ldc)]
+        type_a, type_b, type_c = types
+        self.layouts = [lt.layout(rows_a, cols_a, lda, type_a), lt.layout(rows_b, cols_b, ldb, type_b),
+                        lt.layout(m, n, ldc, type_c)]
         self.algo = None
         self.candidates = []
         self.tuned_us = None  # the chosen algorithm's time, once measured
@@ -109,15 +112,16 @@ class _Plan:
 
 
 class LtGemms:
-    """Column-major cuBLASLt matmuls D = op(A) op(B) (+ beta D), planned and tuned per distinct GEMM."""
+    """Column-major cuBLASLt matmuls D = op(A) op(B) (+ beta D), planned and tuned per distinct GEMM; each
+    matrix's type is its array's (float32, float64, or bfloat16 as uint16), the arithmetic ``compute``'s
+    (float32, tf32 or float64; bfloat16 inputs accumulate in float32)."""
 
-    def __init__(self, lib, dtype, tf32: bool, workspace):
+    def __init__(self, lib, compute: str, workspace):
         self.lib = lib
-        name = np.dtype(dtype).name
-        self.compute = _COMPUTE["tf32" if tf32 else name]
-        self.data = _DATA[name]
-        self.scalar = np.dtype(dtype).type
-        self._one, self._zero = np.array(1, dtype), np.array(0, dtype)
+        self.compute = _COMPUTE[compute]
+        scale = np.float64 if compute == "float64" else np.float32  # alpha and beta
+        self.scale_type = _DATA[np.dtype(scale)]
+        self._one, self._zero = np.array(1, scale), np.array(0, scale)
         self.one = ctypes.c_void_p(self._one.ctypes.data)
         self.betas = {0.0: ctypes.c_void_p(self._zero.ctypes.data), 1.0: self.one}
         self.workspace = workspace
@@ -140,8 +144,8 @@ class LtGemms:
         self.check(getattr(self.lib, name)(ctypes.byref(out), *args), name)
         return out
 
-    def layout(self, rows: int, cols: int, ld: int) -> ctypes.c_void_p:
-        return self.call_create("cublasLtMatrixLayoutCreate", ctypes.c_int(self.data), ctypes.c_uint64(rows),
+    def layout(self, rows: int, cols: int, ld: int, dtype) -> ctypes.c_void_p:
+        return self.call_create("cublasLtMatrixLayoutCreate", ctypes.c_int(dtype), ctypes.c_uint64(rows),
                                 ctypes.c_uint64(cols), ctypes.c_int64(ld))
 
     def matmul(self, m, n, k, op_a, op_b, a, lda, b, ldb, out, ldc, beta: float, stream: int,
@@ -149,7 +153,10 @@ class LtGemms:
         """D = op(A) op(B) + beta D (column-major, pointers of CuPy arrays), with ``epilogue`` on ``bias``;
         False (nothing run) when cuBLASLt has no algorithm for it, so the caller runs it another way."""
         ptrs = (a.data.ptr, b.data.ptr, out.data.ptr, bias.data.ptr if bias is not None else 256)
-        key = (m, n, k, op_a, op_b, lda, ldb, ldc, beta != 0, epilogue, tuple(map(_alignment, ptrs)))
+        types = tuple(_DATA.get(x.dtype) for x in (a, b, out))
+        if None in types:
+            return False
+        key = (m, n, k, op_a, op_b, lda, ldb, ldc, beta != 0, epilogue, tuple(map(_alignment, ptrs)), types)
         plan = self.plans.get(key, False)
         if plan is False:
             plan = self.plans[key] = self._plan(key, a, b, out, bias, beta, stream)
@@ -163,8 +170,8 @@ class LtGemms:
         return True
 
     def _plan(self, key, a, b, out, bias, beta, stream):
-        m, n, k, op_a, op_b, lda, ldb, ldc, _, epilogue, alignments = key
-        plan = _Plan(self, m, n, k, op_a, op_b, lda, ldb, ldc, epilogue)
+        m, n, k, op_a, op_b, lda, ldb, ldc, _, epilogue, alignments, types = key
+        plan = _Plan(self, m, n, k, op_a, op_b, lda, ldb, ldc, epilogue, types)
         if bias is not None:
             plan.set(_DESC_BIAS_POINTER, ctypes.c_void_p(bias.data.ptr))
         plan.candidates = plan.heuristics(alignments[:3])
@@ -172,7 +179,7 @@ class LtGemms:
             return None
         plan.algo = plan.candidates[0].algo
         cupy = xpmod.cupy
-        chosen = (cupy.cuda.runtime.getDevice(), self.compute, self.data, key)
+        chosen = (cupy.cuda.runtime.getDevice(), self.compute, key)
         if chosen in _CHOSEN:  # tuned before in this process: the same algorithm, so the same rounding
             algo, plan.tuned_us, plan.timings = _CHOSEN[chosen]
             plan.algo = type(plan.algo).from_buffer_copy(algo)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import xp as xpmod
-from .ops import dropout_salt
+from .ops import BF16, dropout_salt
 
 
 class Network:
@@ -35,15 +35,16 @@ class Network:
     """
 
     def __init__(self, layout, ops, rows: int, keep: float = 1.0, seed: int = 0, rank: int = 0):
-        xp, dtype = ops.xp, ops.dtype
+        xp, dtype, storage = ops.xp, ops.dtype, ops.storage  # storage: the GEMMs' operand type (bf16: uint16)
         self.layout, self.ops, self.rows = layout, ops, rows
         self.keep, self.seed, self.rank = keep, seed, rank
         widths = layout.widths
-        self.x = xp.zeros((rows, widths[0]), dtype)
+        self.x = xp.zeros((rows, widths[0]), storage)
         self.y = xp.zeros(rows, np.int32)
-        self.acts = [xp.zeros((rows, w), dtype) for w in widths[1:]]
-        self.deltas = [xp.zeros((rows, w), dtype) for w in widths[1:-1]]
-        self.dlogits = xp.zeros((rows, widths[-1]), dtype)
+        # the logits stay in dtype: the softmax and the loss are computed at full precision
+        self.acts = [xp.zeros((rows, w), storage) for w in widths[1:-1]] + [xp.zeros((rows, widths[-1]), dtype)]
+        self.deltas = [xp.zeros((rows, w), storage) for w in widths[1:-1]]
+        self.dlogits = xp.zeros((rows, widths[-1]), storage)
         self.loss_sum = xp.zeros(rows, np.float64)
         self.correct = xp.zeros(rows, np.int32)
 
@@ -90,7 +91,7 @@ def _forward_passes(layout, ops, w, batches, scale: float, step: int, keep: floa
     net = Network(layout, ops, batches[0][0].shape[0], keep, seed, rank)
     counters = xp.asarray(np.array([0, step], dtype=np.int64))
     for micro, (x, y) in enumerate(batches):
-        net.x[...] = xp.asarray(x, dtype=ops.dtype)
+        net.x[...] = ops.stage(x)
         net.y[...] = xp.asarray(y, dtype=np.int32)
         net.forward(w, counters, micro, scale)
         yield micro, net
@@ -123,5 +124,10 @@ def relu_sides(layout, ops, w, batches, step: int, keep: float = 1.0, seed: int 
     """Which hidden units the forward pass of ``ops`` leaves on (output > 0), per micro-batch:
     [[host bool array per hidden layer], ...]. With the trainer's own ops and parameters this is
     the side of every ReLU kink that the run's rounding took (the same GEMMs, shapes, kernels)."""
-    return [[xpmod.to_host(a > 0) for a in net.acts[:-1]]
+    return [[xpmod.to_host(_positive(a)) for a in net.acts[:-1]]
             for _, net in _forward_passes(layout, ops, w, batches, 1.0, step, keep, seed, rank)]
+
+
+def _positive(a):
+    """a > 0, for bfloat16 bit patterns too (sign bit clear, not zero)."""
+    return (a != 0) & (a < 0x8000) if a.dtype == BF16 else a > 0

@@ -54,8 +54,9 @@ class HostOps:
 
     xp = np
 
-    def __init__(self, dtype, tf32: bool = False, max_rows: int = 0):
-        self.dtype = np.dtype(dtype)
+    def __init__(self, dtype, precision: str | None = None, max_rows: int = 0):
+        self.dtype = self.storage = np.dtype(dtype)
+        self.precision = None  # the host reference computes in its dtype
 
     def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0):
         """out = op(a) @ op(b) + beta * out (row-major 2-D arrays)."""
@@ -143,6 +144,9 @@ class HostOps:
     def advance(self, counters):
         counters += 1
 
+    def stage(self, host):
+        return np.asarray(host, dtype=self.dtype)
+
     def bind(self, stream):
         pass
 
@@ -163,19 +167,55 @@ def _loaded_cublas():
     return lib if lib is not None and hasattr(lib, "cublasSetWorkspace_v2") else None
 
 
-KERNELS = ("gather_rows", "act_forward", "act_backward", "softmax_xent", "sgd", "adam")
 BLOCK = 256
+BF16 = np.dtype(np.uint16)  # bfloat16 storage (precision: bf16): CuPy has no bfloat16 dtype
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 values as bfloat16 bit patterns (uint16), rounded to nearest even as the kernels do."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    with np.errstate(over="ignore"):
+        rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    rounded[nan] = ((u[nan] >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16)
+    return rounded
+
+
+def bf16_values(bits) -> np.ndarray:
+    """bfloat16 bit patterns (uint16, host or device) as float32 values."""
+    xp = xpmod.cupy if xpmod.is_device_array(bits) else np
+    return (bits.astype(xp.uint32) << 16).view(xp.float32)
+
+
+def _kernel_types(ctype: str, bf16: bool) -> dict:
+    """name -> {storage dtype: C++ instantiation} of the templated kernels this precision needs."""
+    real = np.dtype(np.float32 if ctype == "float" else np.float64)
+    types = {"gather_rows": {real: f"gather_rows<{ctype}>"}, "act_forward": {real: f"act_forward<{ctype}>"},
+             "act_backward": {real: f"act_backward<{ctype}>"},
+             "softmax_xent": {real: f"softmax_xent<{ctype}, {ctype}, {ctype}>"},
+             "sgd": {real: f"sgd<{ctype}>"}, "adam": {real: f"adam<{ctype}>"}}
+    if bf16:
+        for name in ("gather_rows", "act_forward", "act_backward"):
+            types[name][BF16] = f"{name}<unsigned short>"
+        types["softmax_xent"][BF16] = "softmax_xent<float, unsigned short, unsigned short>"
+    return types
 
 
 class DeviceOps:
-    """CuPy primitives: cuBLAS on our own handle, fused CUDA kernels, all on the current stream."""
+    """CuPy primitives: cuBLAS on our own handle, fused CUDA kernels, all on the current stream.
 
-    def __init__(self, dtype, tf32: bool = False, max_rows: int = 1):
+    ``precision``: None (GEMMs in ``dtype``), "tf32" (float32 GEMMs on TF32 tensor cores) or "bf16": the
+    GEMMs' operands (the parameters' copy, activations and their gradients: ``storage``) in bfloat16, the
+    accumulation, weight gradients, parameters and optimizer in float32 (mixed precision, as autocast)."""
+
+    def __init__(self, dtype, precision: str | None = None, max_rows: int = 1):
         from cupy_backends.cuda.libs import cublas
 
         cupy = xpmod.cupy
         self.xp = cupy
         self.dtype = np.dtype(dtype)
+        self.precision = precision
+        self.storage = BF16 if precision == "bf16" else self.dtype
         ctype = "float" if self.dtype == np.float32 else "double"
         self._blas = cublas
         self._gemm = cublas.sgemm if self.dtype == np.float32 else cublas.dgemm
@@ -196,22 +236,29 @@ class DeviceOps:
                                    ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
             self._gemm.restype = ctypes.c_int
         cublas.setPointerMode(self._handle, getattr(cublas, "CUBLAS_POINTER_MODE_HOST", 0))
-        if tf32:
+        if precision == "tf32":
             cublas.setMathMode(self._handle, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3))
         self._op = {False: getattr(cublas, "CUBLAS_OP_N", 0), True: getattr(cublas, "CUBLAS_OP_T", 1)}
         self._scalars = {}  # host scalars cuBLAS reads through pointers: kept alive here
-        names = [f"{k}<{ctype}>" for k in KERNELS]
+        types = _kernel_types(ctype, precision == "bf16")
         source = resources.files(__package__).joinpath("kernels.cu").read_text()
-        module = cupy.RawModule(code=source, options=("--std=c++17",), name_expressions=names)
-        self._k = {k: module.get_function(n) for k, n in zip(KERNELS, names)}
-        self._k["advance"] = module.get_function("advance")
-        self._k["sgd_float4"] = module.get_function("sgd_float4")
-        self._ones = cupy.ones(max_rows, self.dtype)  # column sums as a GEMM with a ones row
+        module = cupy.RawModule(code=source, options=("--std=c++17",),
+                                name_expressions=[n for by in types.values() for n in by.values()])
+        # (kernel, storage dtype of its main array) -> function
+        self._k = {(k, t): module.get_function(n) for k, by in types.items() for t, n in by.items()}
+        for name in ("advance", "sgd_float4", "to_bf16"):
+            self._k[name] = module.get_function(name)
+        # column sums as a GEMM with a ones row, in the operands' type
+        self._ones = cupy.ones(max_rows, self.dtype) if self.storage != BF16 else \
+            cupy.full(max_rows, 0x3F80, BF16)  # bfloat16 1.0
         self._no_counters = cupy.zeros(2, np.int64)  # act_forward without dropout never reads them
         self.T = self.dtype.type
         # cuBLASLt where it loads: each GEMM on its measured-fastest algorithm, bias/ReLU/bias-gradient fused
         lib = load_cublaslt() if self._lib is not None else None
-        self._lt = LtGemms(lib, self.dtype, tf32, self._workspace) if lib is not None else None
+        compute = "tf32" if precision == "tf32" else "float32" if self.dtype == np.float32 else "float64"
+        self._lt = LtGemms(lib, compute, self._workspace) if lib is not None else None
+        if self._lt is None and precision == "bf16":
+            raise RuntimeError("params.precision: bf16 needs cuBLASLt, which did not load")
 
     def _scalar(self, value) -> int:
         ref = self._scalars.get(value)
@@ -236,6 +283,9 @@ class DeviceOps:
             return True
         if epilogue != "none":
             return False
+        if not a.dtype == b.dtype == out.dtype == self.dtype:
+            raise RuntimeError(f"cuBLASLt has no algorithm for a {a.dtype} x {b.dtype} -> {out.dtype} GEMM "
+                               f"({m} x {n} x {k}) on this GPU")
         if stream != self._on_stream:
             self._set_stream(stream)
         status = self._gemm(self._handle, self._op[trans_b], self._op[trans_a], n, m, k, self._scalar(1.0),
@@ -276,22 +326,22 @@ class DeviceOps:
 
     def gather(self, xs, ys, idx, counters, per_step, offset, xb, yb):
         rows, cols = xb.shape
-        self._k["gather_rows"](self._grid(rows * cols), (BLOCK,),
+        self._k["gather_rows", xb.dtype](self._grid(rows * cols), (BLOCK,),
                                (xs, ys, idx, counters, np.int32(per_step), np.int32(offset), np.int32(rows),
                                 np.int32(cols), xb, yb))
 
     def act_forward(self, z, bias, keep, seed, salt, counters):
         rows, cols = z.shape
-        self._k["act_forward"](self._grid(z.size), (BLOCK,),
-                               (z, bias, np.int32(rows), np.int32(cols), np.float32(keep), self.T(1.0 / keep),
+        self._k["act_forward", z.dtype](self._grid(z.size), (BLOCK,),
+                                        (z, bias, np.int32(rows), np.int32(cols), np.float32(keep), self.T(1.0 / keep),
                                 np.uint32(seed & 0xFFFFFFFF), np.uint32(salt), counters))
 
     def act_backward(self, d, a, keep):
-        self._k["act_backward"](self._grid(d.size), (BLOCK,), (d, a, np.int32(d.size), self.T(1.0 / keep)))
+        self._k["act_backward", d.dtype](self._grid(d.size), (BLOCK,), (d, a, np.int32(d.size), self.T(1.0 / keep)))
 
     def softmax_xent(self, z, bias, y, scale, dz, loss_acc, correct_acc):
         rows, classes = z.shape
-        self._k["softmax_xent"](self._grid(rows), (BLOCK,),
+        self._k["softmax_xent", dz.dtype](self._grid(rows), (BLOCK,),
                                 (z, bias, y, np.int32(rows), np.int32(classes), self.T(scale), dz, loss_acc,
                                  correct_acc))
 
@@ -300,15 +350,23 @@ class DeviceOps:
             n4 = w.size // 4
             self._k["sgd_float4"](self._grid(n4), (BLOCK,), (w, g, v, np.int64(n4), self.T(lr), self.T(momentum)))
             return
-        self._k["sgd"](self._grid(w.size), (BLOCK,), (w, g, v, np.int64(w.size), self.T(lr), self.T(momentum)))
+        self._k["sgd", w.dtype](self._grid(w.size), (BLOCK,), (w, g, v, np.int64(w.size), self.T(lr), self.T(momentum)))
 
     def adam(self, w, g, m, v, lr, beta1, beta2, eps, counters):
-        self._k["adam"](self._grid(w.size), (BLOCK,),
+        self._k["adam", w.dtype](self._grid(w.size), (BLOCK,),
                         (w, g, m, v, np.int64(w.size), self.T(lr), self.T(beta1), self.T(beta2), self.T(eps),
                          counters))
 
     def advance(self, counters):
         self._k["advance"]((1,), (1,), (counters,))
+
+    def to_storage(self, w, out) -> None:
+        """out = w in the GEMMs' operand type (bfloat16 under precision bf16): one pass over the parameters."""
+        self._k["to_bf16"](self._grid(w.size), (BLOCK,), (w, out, np.int64(w.size)))
+
+    def stage(self, host):
+        """A host array of inputs on the device in the operand type."""
+        return self.xp.asarray(bf16_bits(host) if self.storage == BF16 else host.astype(self.dtype, copy=False))
 
     def close(self):
         if self._lt is not None:
@@ -319,6 +377,6 @@ class DeviceOps:
             self._handle = None
 
 
-def make_ops(device: str, dtype, tf32: bool = False, max_rows: int = 1):
-    """The primitives for ``device`` ('gpu' or 'cpu'), for batches of up to ``max_rows`` rows."""
-    return (DeviceOps if device == "gpu" else HostOps)(dtype, tf32, max_rows)
+def make_ops(device: str, dtype, precision: str | None = None, max_rows: int = 1):
+    """The primitives for ``device`` ('gpu' or 'cpu') at ``precision``, for batches of up to ``max_rows`` rows."""
+    return (DeviceOps if device == "gpu" else HostOps)(dtype, precision, max_rows)

@@ -60,6 +60,8 @@ class Trainer:
         self.scale = 1.0 / (params.batch * params.accumulate * ctx.size)
         self.w = xp.asarray(initial)
         self.g = xp.zeros(layout.size, ops.dtype)
+        # the parameters the GEMMs read: a bfloat16 copy made at each step under precision bf16, else w itself
+        self.wg = self.w if ops.storage == ops.dtype else xp.zeros(layout.size, ops.storage)
         self.optimizer = Optimizer(params, ops, layout.size)
         self.net = Network(layout, ops, params.batch, 1.0 - params.dropout, params.seed, ctx.rank)
         self.counters = xp.zeros(2, np.int64)
@@ -125,15 +127,17 @@ class Trainer:
         mark = marks.mark if marks is not None else (lambda name: None)
         exchange = self.exchange if reduce else None
         mark("s")
+        if self.wg is not self.w:
+            ops.to_storage(self.w, self.wg)
         for j in range(self.micro):
             ops.gather(self.xs, self.ys, self.idx, self.counters, self.per_step, j * self.batch, net.x, net.y)
-            net.forward(self.w, self.counters, j, self.scale)
+            net.forward(self.wg, self.counters, j, self.scale)
             mark(f"f{j}")
             done = None
             if exchange is not None and j == self.micro - 1:
                 def done(layer):
                     exchange.layer_done(layer, marks)
-            net.backward(self.w, self.g, accumulate=j > 0, layer_done=done)
+            net.backward(self.wg, self.g, accumulate=j > 0, layer_done=done)
             mark(f"b{j}")
         if exchange is not None:
             exchange.finish(marks)

@@ -18,9 +18,8 @@ import hashlib
 import signal
 import statistics
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from fractions import Fraction
-from typing import Literal
 
 import numpy as np
 
@@ -35,84 +34,12 @@ from ..base import Workload, require_one_dataset
 from . import data as train_data
 from .checkpoint import load_checkpoint, save_checkpoint
 from .gradcheck import GRADIENT_RTOL, check_first_gradient
-from .model import Layout, model_widths
+from .model import Layout
 from .ops import make_ops
+from .params import CheckpointConfig, TrainParams  # noqa: F401  (CheckpointConfig: part of this module's face)
 from .trainer import Trainer, require_same_parameters
 
 STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # SLURM: SIGTERM at the time limit, --signal=USR1@T before it
-
-
-@dataclass(frozen=True)
-class CheckpointConfig:
-    """``params.checkpoint``: where rank 0 writes checkpoints, and every how many steps
-    (0: only at the end and when a stop signal arrives)."""
-
-    path: str
-    every: int = 0
-
-    def __post_init__(self):
-        if self.every < 0:
-            raise ConfigError(f"params.checkpoint.every: must be >= 0, got {self.every}")
-
-
-@dataclass(frozen=True)
-class TrainParams:
-    """``params`` of the train workload (see docs/configs.md)."""
-
-    model: str | tuple[int, ...] = "medium"
-    dtype: Literal["float32", "float64"] = "float32"
-    batch: int = 64
-    accumulate: int = 1
-    steps: int = 50
-    optimizer: Literal["sgd", "adam"] = "sgd"
-    lr: float = 0.05
-    momentum: float = 0.9
-    betas: tuple[float, ...] = (0.9, 0.999)
-    eps: float = 1e-8
-    dropout: float = 0.0
-    seed: int = 0
-    labels: str = "labels"
-    eval: str | None = "eval"
-    eval_rows: int = 4096
-    teacher_width: int = 8
-    data_shards: int | None = None
-    bucket_mb: float = 25.0
-    overlap: bool = True
-    graph: bool | Literal["auto"] = "auto"
-    tf32: bool = False
-    phases: bool = True
-    target_accuracy: float | None = None
-    checkpoint: CheckpointConfig | None = None
-    resume: str | None = None
-
-    def __post_init__(self):
-        model_widths(self.model)
-        for key in ("batch", "accumulate", "steps", "eval_rows", "teacher_width"):
-            if getattr(self, key) < 1:
-                raise ConfigError(f"params.{key}: must be >= 1, got {getattr(self, key)}")
-        if not 0 <= self.dropout < 1:
-            raise ConfigError(f"params.dropout: must be in [0, 1), got {self.dropout}")
-        if self.lr <= 0 or self.eps <= 0 or not 0 <= self.momentum < 1:
-            raise ConfigError("params.lr and params.eps must be > 0, params.momentum in [0, 1)")
-        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            raise ConfigError(f"params.betas: two numbers in [0, 1), got {list(self.betas)}")
-        if self.bucket_mb <= 0:
-            raise ConfigError(f"params.bucket_mb: must be > 0, got {self.bucket_mb}")
-        if self.data_shards is not None and self.data_shards < 1:
-            raise ConfigError(f"params.data_shards: must be >= 1, got {self.data_shards}")
-        if self.tf32 and self.dtype != "float32":
-            raise ConfigError("params.tf32: TF32 tensor cores only apply to float32")
-        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
-            raise ConfigError(f"params.target_accuracy: a fraction in (0, 1], got {self.target_accuracy}")
-        if self.target_accuracy is not None and self.eval is None:
-            raise ConfigError("params.target_accuracy: needs the held-out set (params.eval)")
-        if self.checkpoint and self.checkpoint.every % self.steps:
-            raise ConfigError(f"params.checkpoint.every: {self.checkpoint.every} is not a multiple of params.steps "
-                              f"({self.steps}); checkpoints are written between timed windows")
-
-    @property
-    def widths(self) -> tuple[int, ...]:
-        return model_widths(self.model)
 
 
 class TrainWorkload(Workload):
@@ -255,8 +182,10 @@ class TrainWorkload(Workload):
             enter_phase("h2d")
         need = self.host_x.nbytes + self.host_y.nbytes + 6 * self.layout.size * np.dtype(p.dtype).itemsize
         require_memory(need, "device", self.ctx, f"the shard ({fmt_bytes(self.host_x.nbytes)}) and the model's buffers")
-        xs, ys = xp.asarray(self.host_x), xp.asarray(self.host_y)
-        ops = make_ops(self.ctx.device, p.dtype, p.tf32, max_rows=p.batch)
+        if p.precision == "bf16" and self.ctx.device != "gpu":
+            raise ConfigError("params.precision: bf16 runs on the GPU only (the CPU path computes in params.dtype)")
+        ops = make_ops(self.ctx.device, p.dtype, p.gemm_precision, max_rows=p.batch)
+        xs, ys = ops.stage(self.host_x), xp.asarray(self.host_y)  # bfloat16 inputs under precision bf16
         return Trainer(self.ctx, self.comm, self.layout, ops, p, xs, ys, p.steps,
                        self.layout.initial(p.seed, p.dtype))
 
@@ -363,7 +292,7 @@ class TrainWorkload(Workload):
         if ctx.size == 1 and self.windows_run:
             ctx.agree(self._same_as_eager, weights)
         check = self.gradient_check
-        tol = GRADIENT_RTOL["tf32" if self.params.tf32 else self.params.dtype]
+        tol = GRADIENT_RTOL[self.params.gemm_precision or self.params.dtype]
         ctx.agree(check.judge, tol, root_only=True)
         self.eval_loss, self.eval_accuracy = self._evaluate()
         target = self.params.target_accuracy
@@ -422,7 +351,8 @@ class TrainWorkload(Workload):
                 "steps_per_repeat": p.steps, "data_shards": self.shards,
                 "buckets": [b.size * np.dtype(p.dtype).itemsize for b in self.trainer.buckets],
                 "overlap": p.overlap and self.ctx.size > 1, "graph": self.use_graph,
-                "graph_failure": getattr(self, "graph_failure", None), "tf32": p.tf32,
+                "graph_failure": getattr(self, "graph_failure", None), "tf32": p.gemm_precision == "tf32",
+                "precision": p.gemm_precision or p.dtype,
                 "loss_per_window": self.losses, "train_accuracy_per_window": self.accuracies,
                 "eval_loss": self.eval_loss, "eval_accuracy": self.eval_accuracy,
                 "read_seconds": self.read_seconds,
