@@ -18,4 +18,6 @@ for run in 1 2 3; do
 done
 PYTHONPATH=bench:${PYTHONPATH:-} python3 bench/train_torch.py --steps 200 --runs 3 > "$DIR/train-torch.jsonl" 2> "$DIR/train-torch.err"
 for run in 1 2 3; do python3 bench/train_ops.py --models medium,large --batches 16,32,8 > "$DIR/train-ops-run$run.jsonl"; done
+
+python3 bench/train_ops.py --models medium,large --batches 16,1024,8,512 --precision bf16 > "$DIR/train-ops-bf16.jsonl"
 python3 bench/summarize_train.py "$DIR" > "$DIR/summary.md"
