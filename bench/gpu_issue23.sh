@@ -20,3 +20,7 @@ if [[ "$1" == verify ]]; then
   echo "tests/gpu rc=$?: $(tail -1 $R/corrupt/tests-gpu.log)"
   tar -czf "$OUT/corrupt.tgz" -C $R corrupt
 fi
+if [[ "$1" == recheck ]]; then
+  bash bench/train_recheck.sh $R/recheck; cat $R/recheck/*
+  tar -czf "$OUT/recheck.tgz" -C $R recheck
+fi
