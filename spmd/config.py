@@ -101,6 +101,21 @@ class SaveConfig:
 
 
 @dataclass(frozen=True)
+class IoConfig:
+    """How a rank reads its input (``io``): the engine, its reader threads and the size of each read."""
+
+    engine: Literal["auto", "h5py", "direct"] = "auto"
+    threads: int = 8
+    buffer_mb: float = 8.0
+
+    def __post_init__(self):
+        if not 1 <= self.threads <= 256:
+            raise ConfigError(f"io.threads: from 1 to 256 reader threads, got {self.threads}")
+        if not 0 < self.buffer_mb <= 4096:
+            raise ConfigError(f"io.buffer_mb: more than 0 and at most 4096 (MiB per read), got {self.buffer_mb}")
+
+
+@dataclass(frozen=True)
 class Config:
     """A resolved job configuration (see docs/configs.md)."""
 
@@ -117,6 +132,7 @@ class Config:
     check_finite: bool = False
     fault: str | None = None
     generate: GenerateConfig | None = None
+    io: IoConfig = field(default_factory=IoConfig)
     params: Any = field(default_factory=dict)  # a mapping until workloads.registry.resolve_params builds it
 
     def __post_init__(self):

@@ -167,6 +167,11 @@ def poison_rows(rows: np.ndarray) -> None:
     rows[len(rows) // 2] = np.nan if rows.dtype.kind == "f" else np.iinfo(rows.dtype).max
 
 
+def poisoning() -> bool:
+    """Whether a nan fault is armed on this rank (a reader that hands rows on as they land waits for it)."""
+    return _armed is not None and _armed.kind == "nan"
+
+
 def corrupting() -> bool:
     """Whether a corrupt fault is armed on this rank (workloads with their own streams wait for them first)."""
     return _armed is not None and _armed.kind == "corrupt"

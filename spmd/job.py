@@ -68,6 +68,7 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
         enter_phase("report")
         ctx.agree(faults.require_fired)
         records = ctx.comm.gather(timer.records, root=0)
+        engines = ctx.comm.gather(workload.input_engines(), root=0)
         nodes = ctx.layout()
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
         path = Path(out_dir) / "report.json" if out_dir is not None else None
@@ -76,7 +77,7 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
             report = build_report(cfg=cfg, ctx=ctx, comm_name=comm.name, records_by_rank=records,
                                   verified=verification is not NOT_CHECKED,
                                   nodes=nodes, verification=verification, result=workload.result(),
-                                  metrics_fn=workload.metrics, placement=placement,
+                                  metrics_fn=workload.metrics, placement=placement, engines=engines,
                                   problem=checked_problem(workload.problem(), type(workload).__qualname__))
             if path is not None:
                 write_json_atomic(path, report)

@@ -11,7 +11,8 @@ from .summary import summarize
 
 
 def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verification: dict, verified: bool,
-                 result: dict, metrics_fn, problem: dict | None = None, placement: dict | None = None) -> dict:
+                 result: dict, metrics_fn, problem: dict | None = None, placement: dict | None = None,
+                 engines: list | None = None) -> dict:
     """Assemble report.json (schema 1; see docs/report.md)."""
     timings, medians = summarize(records_by_rank)
     return {
@@ -33,6 +34,8 @@ def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verificati
         "timings": timings,
         "metrics": metrics_fn(medians),
         "problem": problem or {},
+        # how each rank read its input: config io, and per rank the engine of each piece (None: not said)
+        "io": {**cfg.to_dict()["io"], "per_rank": engines} if engines and any(engines) else None,
         "per_rank": [{"rank": r, "host": ctx.hosts[r], "median": m, "repeats": recs}
                      for r, (m, recs) in enumerate(zip(medians, records_by_rank))],
         "warmup": cfg.warmup,

@@ -130,6 +130,12 @@ class Workload(ABC):
         """Write the verified result where ``params.save`` says (collective); the path, or None."""
         return None
 
+    def input_engines(self) -> list[dict] | None:
+        """What read each piece of this rank's input (report.json ``io``): by default that of ``self.rows`` when
+        the workload reads through ``spmd.InputRows``; None where nothing says."""
+        engines = getattr(getattr(self, "rows", None), "engines", None)
+        return engines() if callable(engines) else None
+
     @classmethod
     def expected_attrs(cls, dataset) -> dict:
         """Reference answers ``spmd generate`` stores as attributes of a new dataset."""

@@ -2,8 +2,10 @@
 
 One dataset split by rows over the ranks (``input.path``) or shard files split by file (``input.shards``);
 1-D or 2-D. Set up collectively (every failure agreed, the memory checked before allocating); each repeat
-``read`` fills a host buffer (page-locked on a GPU) in the ``read`` phase, waits for every rank (``wait``)
-and copies it to the device (``h2d``), returning the array the rank computes on.
+``read`` fills a host buffer (page-locked on a GPU) in the ``read`` phase with the engine of config ``io``
+(io.reader), waits for every rank (``wait``) and has it on the device (``h2d``), returning the array the rank
+computes on. On a GPU each piece is copied to the device on a copy stream as soon as it lands, so ``h2d`` is
+the part of the copy the read did not hide, and ``h2d_overlapped`` the part it did.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 from .. import xp as xpmod
 from ..errors import InputError
 from ..io.hdf5 import expand_shards, open_h5, plan_rank_input
+from ..io.reader import RowReader
 from ..memory import require_memory
 from .base import read_then_wait
 
@@ -43,7 +46,9 @@ class InputRows:
                                            f"{dtype} differ from rank 0's {layouts[0][:2]}")
         self.global_rows = sum(rows for _, _, rows in layouts)
         self.rank_bytes = [rows * self.plan.nbytes // max(self.plan.rows, 1) for _, _, rows in layouts]
+        self.reader = ctx.agree(RowReader, self.plan, cfg.io)
         self.host, self.device = ctx.agree(self._allocate)
+        self.copy_stream = ctx.xp.cuda.Stream(non_blocking=True) if self.device is not None else None
 
     def _allocate(self):
         gpu = self.ctx.device == "gpu"
@@ -65,12 +70,37 @@ class InputRows:
 
     def read(self, timer):
         """Phases read, wait (and h2d on a GPU): this rank's rows, on its device."""
-        read_then_wait(self.ctx, timer, lambda: self.plan.read_into(self.host, self.check_finite))
         if self.device is None:
+            read_then_wait(self.ctx, timer, lambda: self.reader.read(self.host, self.check_finite))
             return self.host
-        with timer.phase("h2d"):
-            self.device.set(self.host)
+        cupy, stream = self.ctx.xp, self.copy_stream
+        host_bytes, device_bytes = self.host.reshape(-1).view(np.uint8), self.device.reshape(-1).view(np.uint8)
+        first = cupy.cuda.Event()
+
+        def landed(lo: int, hi: int) -> None:
+            if not started:  # the copy stream's work starts with the first piece
+                first.record(stream)
+                started.append(True)
+            device_bytes[lo:hi].set(host_bytes[lo:hi], stream=stream)
+
+        started: list[bool] = []
+        read_then_wait(self.ctx, timer, lambda: self.reader.read(self.host, self.check_finite, landed))
+        last = cupy.cuda.Event()
+        last.record(stream)
+        with timer.phase("h2d"):  # what the read did not hide: the compute stream waits for the last copy
+            exposed = cupy.cuda.Event()
+            exposed.record()
+            cupy.cuda.get_current_stream().wait_event(last)
+            done = cupy.cuda.Event()
+            done.record()
+        if started:
+            timer.span("h2d_overlapped", first, last)
+            timer.span("h2d_overlapped", exposed, done, weight=-1)
         return self.device
+
+    def engines(self) -> list[dict]:
+        """What read each piece of this rank's input (report.json ``io``)."""
+        return self.reader.engines()
 
     def check_input_finite(self) -> None:
         """Read this rank's rows again; InputError naming the rows that hold NaN or infinity."""
@@ -103,4 +133,5 @@ class InputRows:
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def close(self) -> None:
-        self.host = self.device = None
+        self.reader.close()
+        self.host = self.device = self.copy_stream = None  # pinned and device buffers released with them

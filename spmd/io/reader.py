@@ -1,0 +1,90 @@
+"""A rank's rows read by the engine its config asks for (``io``), and on a GPU copied to the device piece by
+piece as the pieces land, so the copy hides behind the read.
+
+Engines: ``direct`` (io.direct: parallel positional reads of the dataset's bytes) wherever the layout allows it,
+``h5py`` (one hyperslab read) for the rest: filtered, byte-swapped or tiled datasets, or ``engine: h5py``.
+``auto`` is ``direct`` where it can be; the report names the engine of every piece, and why h5py read one.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import faults
+from ..errors import InputError
+from .direct import ByteRange, as_bytes, byte_ranges, read_pieces, split
+from .hdf5 import Piece, open_h5, require_finite
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece of the rank's input and how it is read: bytes [offset, offset + nbytes) of the rank's buffer."""
+
+    piece: Piece
+    engine: str
+    why: str | None  # why h5py reads it, when it does
+    reads: tuple[ByteRange, ...]
+    offset: int
+    nbytes: int
+
+
+class RowReader:
+    """Reads a ``RankInput`` (io.hdf5) with ``io_cfg`` (config ``io``); ``close`` ends its reader threads."""
+
+    def __init__(self, plan, io_cfg):
+        self.plan, self.cfg = plan, io_cfg
+        row_bytes = plan.nbytes // plan.rows
+        piece_bytes = max(1, int(io_cfg.buffer_mb * 2**20) // row_bytes) * row_bytes  # whole rows per read
+        parts, offset = [], 0
+        for piece in plan.pieces:
+            nbytes, reads, why = piece.rows * row_bytes, (), "io.engine: h5py"
+            if io_cfg.engine != "h5py":
+                ranges, why = byte_ranges(piece.path, piece.dataset, piece.start, piece.stop)
+                reads = tuple(split([ByteRange(r.file_offset, r.nbytes, r.dest + offset) for r in ranges],
+                                    piece_bytes))
+            parts.append(Part(piece, "direct" if reads else "h5py", None if reads else why, reads, offset, nbytes))
+            offset += nbytes
+        self.parts = parts
+        self._pool = ThreadPoolExecutor(io_cfg.threads, "spmd-read") if any(p.reads for p in parts) else None
+
+    def engines(self) -> list[dict]:
+        """What read each piece (report.json ``io``)."""
+        return [{"source": f"{p.piece.path}:{p.piece.dataset} rows {p.piece.start}-{p.piece.stop}",
+                 "engine": p.engine, **({"why_h5py": p.why} if p.why else {})} for p in self.parts]
+
+    def read(self, host: np.ndarray, check_finite: bool = False, landed=None) -> None:
+        """Fill ``host`` (shape ``plan.shape``, C-contiguous); ``landed(lo, hi)`` is called for each range of its
+        bytes as soon as they hold their final values (a copy onwards may start). With ``check_finite``, refuse
+        rows holding NaN or infinity (InputError naming them)."""
+        buffer = as_bytes(host)
+        # an injected NaN lands after the read: pieces are handed on only once it is in place
+        pass_on = landed if not faults.poisoning() else None
+        for part in self.parts:
+            where = f"{part.piece.path}:{part.piece.dataset} rows {part.piece.start}-{part.piece.stop}"
+            first = part.offset // (host.nbytes // len(host))
+            rows = host[first:first + part.piece.rows]
+            if part.reads:
+                read_pieces(part.piece.path, list(part.reads), buffer, self._pool, where,
+                            (lambda r: pass_on(r.dest, r.dest + r.nbytes)) if pass_on else None)
+            else:
+                with open_h5(part.piece.path) as f:
+                    try:
+                        f[part.piece.dataset].read_direct(host, np.s_[part.piece.start:part.piece.stop],
+                                                          np.s_[first:first + part.piece.rows])
+                    except OSError as exc:  # e.g. a corrupt chunk: only this rank sees it
+                        raise InputError(f"{where}: read failed ({exc})") from None
+                if pass_on:
+                    pass_on(part.offset, part.offset + part.nbytes)
+            faults.poison_rows(rows)
+            if landed is not None and pass_on is None:
+                landed(part.offset, part.offset + part.nbytes)
+            if check_finite:
+                require_finite(rows, f"{part.piece.path}:{part.piece.dataset}", part.piece.start)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None

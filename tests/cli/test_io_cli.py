@@ -1,0 +1,70 @@
+"""Config ``io`` through ``spmd run`` under ``mpiexec -n 3``: each engine gives the same verified answer and
+report.json says which engine read each rank's rows; rows one rank's file lacks end the job, naming that rank,
+the file, dataset and rows, with no report."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import h5py
+import numpy as np
+import pytest
+import yaml
+
+from mpi_job import spmd
+
+HOST = socket.gethostname()
+
+
+def reduce_config(folder, **keywords):
+    data = np.random.default_rng(4).standard_normal(30_001).astype(np.float64)
+    with h5py.File(folder / "x.h5", "w") as f:
+        ds = f.create_dataset("x", shape=data.shape, dtype=data.dtype, **keywords)
+        ds[:] = data
+    cfg = {"workload": "reduce", "device": "cpu", "repeats": 2, "verify": "full",
+           "input": {"path": str(folder / "x.h5"), "dataset": "x"}, "output": str(folder / "out")}
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path, data
+
+
+@pytest.mark.parametrize("engine,keywords,want", [
+    ("auto", {}, "direct"), ("direct", {"chunks": (4_001,)}, "direct"), ("h5py", {}, "h5py"),
+    ("auto", {"chunks": (1_000,), "compression": "gzip"}, "h5py")])
+def test_each_engine_gives_the_verified_answer_and_is_reported(tmp_path, engine, keywords, want):
+    config, data = reduce_config(tmp_path, **keywords)
+    rc, _, err, _ = spmd("run", config, "-o", f"io.engine={engine}", "-o", "io.buffer_mb=0.05", "-o", "io.threads=3",
+                         cwd=tmp_path, ranks=3)
+    assert rc == 0, err
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert report["verified"] and report["result"]["sum"] == pytest.approx(data.sum(), rel=1e-12)
+    io = report["io"]
+    assert (io["engine"], io["threads"], io["buffer_mb"]) == (engine, 3, 0.05)
+    assert [[piece["engine"] for piece in rank] for rank in io["per_rank"]] == [[want]] * 3
+    assert [rank[0]["source"] for rank in io["per_rank"]] == [
+        f"{tmp_path / 'x.h5'}:x rows {a}-{b}" for a, b in ((0, 10001), (10001, 20001), (20001, 30001))]
+    if want == "h5py" and engine == "auto":
+        assert "filtered" in io["per_rank"][0][0]["why_h5py"]
+
+
+def test_rows_missing_from_one_ranks_part_of_the_file_end_the_job_naming_it(tmp_path):
+    config, _ = reduce_config(tmp_path, chunks=(1_000,))
+    with h5py.File(tmp_path / "x.h5", "a") as f:  # the same dataset with its last chunks never written
+        del f["x"]
+        ds = f.create_dataset("x", shape=(30_001,), dtype=np.float64, chunks=(1_000,))
+        ds[:25_000] = 1.0
+    rc, _, err, _ = spmd("run", config, cwd=tmp_path, ranks=3)
+    assert rc == 2, err
+    assert f"rank 2 on {HOST}: {tmp_path / 'x.h5'}:x rows 25000-26000: the chunk holding them was never " \
+           "written" in err, err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value,message", [("io.engine=kvikio", "io.engine: 'kvikio' is not one of auto, h5py"),
+                                           ("io.threads=0", "io.threads: from 1 to 256"),
+                                           ("io.buffer_size=8", "unknown key io.buffer_size")])
+def test_a_bad_io_key_is_refused_by_name(tmp_path, value, message):
+    config, _ = reduce_config(tmp_path)
+    rc, _, err, _ = spmd("run", config, "-o", value, cwd=tmp_path, ranks=2)
+    assert rc == 2 and message in err, err

@@ -1,0 +1,125 @@
+"""The direct read engine's pieces and its failures: byte ranges against the file's own bytes, missing data named
+by file, dataset and rows, short files and I/O errors named, the first failure stopping the rest, and an
+injected NaN in place before any piece is handed on."""
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from spmd import faults
+from spmd.config import InputConfig, IoConfig
+from spmd.errors import InputError
+from spmd.io.direct import ByteRange, byte_ranges, pread_into, read_pieces, split
+from spmd.io.hdf5 import plan_rank_input
+from spmd.io.reader import RowReader
+
+
+def test_byte_ranges_point_at_the_rows_bytes_in_the_file(tmp_path):
+    path = tmp_path / "x.h5"
+    data = np.arange(5000 * 3, dtype=np.float64).reshape(5000, 3)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("flat", data=data)
+        f.create_dataset("chunked", data=data, chunks=(128, 3))
+    raw = path.read_bytes()
+    for name in ("flat", "chunked"):
+        ranges, why = byte_ranges(str(path), name, 1001, 3333)
+        assert why is None
+        got = bytearray(2332 * 24)
+        for r in ranges:
+            got[r.dest:r.dest + r.nbytes] = raw[r.file_offset:r.file_offset + r.nbytes]
+        assert bytes(got) == data[1001:3333].tobytes(), name
+        assert sum(r.nbytes for r in ranges) == 2332 * 24
+    # h5py writes the chunks of a fresh dataset one after another: neighbours merge into few ranges
+    assert len(byte_ranges(str(path), "chunked", 0, 5000)[0]) < 40
+
+
+def test_split_cuts_ranges_into_pieces_that_cover_them_once():
+    pieces = split([ByteRange(100, 1000, 0), ByteRange(5000, 10, 1000)], 300)
+    assert [p.nbytes for p in pieces] == [300, 300, 300, 100, 10]
+    assert [p.dest for p in pieces] == [0, 300, 600, 900, 1000]
+    assert [p.file_offset for p in pieces] == [100, 400, 700, 1000, 5000]
+
+
+def test_what_the_direct_engine_cannot_read_is_said_and_left_to_h5py(tmp_path):
+    path = tmp_path / "x.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("gz", data=np.ones((100, 2), np.float32), chunks=(10, 2), compression="gzip")
+        f.create_dataset("tiles", data=np.ones((100, 4), np.float32), chunks=(10, 2))
+        f.create_dataset("be", data=np.ones(100, ">f4"))
+    assert "filtered" in byte_ranges(str(path), "gz", 0, 50)[1]
+    assert "split its rows" in byte_ranges(str(path), "tiles", 0, 50)[1]
+    assert "byte order" in byte_ranges(str(path), "be", 0, 50)[1]
+    plan = plan_rank_input(InputConfig(path=str(path), dataset="gz"), None, 0, 1, ("float32",), (2,))
+    reader = RowReader(plan, IoConfig(engine="direct"))
+    assert reader.engines() == [{"source": f"{path}:gz rows 0-100", "engine": "h5py",
+                                 "why_h5py": "filtered (compressed or shuffled): HDF5 decodes it"}]
+    out = np.full((100, 2), np.nan, np.float32)
+    reader.read(out)
+    reader.close()
+    assert (out == 1).all()
+
+
+def test_rows_the_file_does_not_hold_are_named(tmp_path):
+    path = tmp_path / "x.h5"
+    with h5py.File(path, "w") as f:
+        ds = f.create_dataset("x", shape=(1000,), dtype=np.float32, chunks=(100,))
+        ds[:600] = 1.0  # chunks 6-9 never written
+        f.create_dataset("empty", shape=(50,), dtype=np.float32)
+    assert byte_ranges(str(path), "x", 0, 600)[1] is None
+    with pytest.raises(InputError, match=r"x.h5:x rows 600-700: the chunk holding them was never written"):
+        byte_ranges(str(path), "x", 550, 1000)
+    with pytest.raises(InputError, match=r"x.h5:empty rows 0-50: no data stored"):
+        byte_ranges(str(path), "empty", 0, 50)
+
+
+def test_a_short_file_and_an_io_error_are_named(tmp_path):
+    path = tmp_path / "short.bin"
+    path.write_bytes(b"\0" * 1000)
+    buffer = memoryview(bytearray(600))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(InputError, match=r"f.h5:x rows 0-5: the file ends at 1000 bytes, inside the data \(bytes 700-1300"):
+            pread_into(fd, buffer, ByteRange(700, 600, 0), "f.h5:x rows 0-5")
+    finally:
+        os.close(fd)
+    fd = os.open(tmp_path, os.O_RDONLY)  # a folder: read() fails with EISDIR
+    try:
+        with pytest.raises(InputError, match=r"f.h5:x rows 0-5: read of 10 bytes at offset 0 failed \(Is a directory"):
+            pread_into(fd, buffer, ByteRange(0, 10, 0), "f.h5:x rows 0-5")
+    finally:
+        os.close(fd)
+
+
+def test_the_first_failed_piece_stops_the_read_and_is_raised(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "data.bin"
+    path.write_bytes(bytes(range(256)) * 64)  # 16 KiB
+    buffer = memoryview(bytearray(64 * 1024))
+    pieces = split([ByteRange(0, 16 * 1024, 0)], 1024) + [ByteRange(20_000, 1024, 16 * 1024)]
+    landed = []
+    with ThreadPoolExecutor(1) as pool:  # one thread: the pieces run in order
+        with pytest.raises(InputError, match="the file ends at 16384 bytes"):
+            read_pieces(str(path), pieces, buffer, pool, "data.bin", landed.append)
+    assert pieces[-1] not in landed and set(landed) <= set(pieces[:-1])  # the failed piece is never handed on
+    assert bytes(buffer[:16 * 1024]) == path.read_bytes()
+
+
+def test_an_injected_nan_is_in_place_before_any_piece_is_handed_on(tmp_path):
+    path = tmp_path / "x.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.ones(4096, np.float32))
+    plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 0, 1, ("float32",), (1,))
+    reader = RowReader(plan, IoConfig(engine="direct", buffer_mb=0.001))
+    out = np.zeros(4096, np.float32)
+    seen = []
+    faults.arm(faults.parse_fault("rank=0,phase=read,kind=nan"), 0, "here")
+    try:
+        reader.read(out, landed=lambda lo, hi: seen.append(out.view(np.uint8)[lo:hi].copy()))
+    finally:
+        faults.disarm()
+        reader.close()
+    handed = np.concatenate(seen).view(np.float32)
+    assert np.isnan(out[2048]) and np.isnan(handed[2048]) and np.isnan(handed).sum() == 1
