@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="recompute figures, model and advice from the stored runs first")
     render.set_defaults(func=cmd_report_render)
 
-    bench = sub.add_parser("bench", help="benchmarks under mpiexec: bench comm")
+    bench = sub.add_parser("bench", help="benchmarks under mpiexec: bench comm, bench io")
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     comm = bsub.add_parser("comm", help="collectives over nccl / mpi / mpi-cuda, checked, in nccl-tests' units")
     comm.add_argument("--op", choices=("allreduce", "allgather", "gather", "reduce_scatter", "bcast", "sendrecv"),
@@ -91,6 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     comm.add_argument("--warmup", type=int, default=5)
     comm.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     comm.set_defaults(func=cmd_bench_comm)
+    bio = with_config(bsub.add_parser(
+        "io", help="each rank's read of the config's input by every engine, against plain pread and copy limits"))
+    bio.add_argument("--rounds", type=int, default=5, help="timed rounds per way, after one untimed (default 5)")
+    bio.add_argument("--cold", action="store_true",
+                     help="drop the files' cached pages before each timed read (posix_fadvise; default: page cache)")
+    bio.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
+    bio.set_defaults(func=cmd_bench_io)
 
     topo = sub.add_parser("topo", help="GPUs of each node, their links, peer access, measured copy speeds")
     topo.add_argument("--bytes", type=_byte_size, default=256 << 20, metavar="SIZE",
@@ -195,6 +202,30 @@ def cmd_bench_comm(args) -> int:
         if result["wrong"]:
             raise ctx.collective_error(VerificationError, 0, f"{result['wrong']} element(s) wrong in "
                                        f"{args.op} results (see #wrong)")
+    return 0
+
+
+def cmd_bench_io(args) -> int:
+    from .errors import ConfigError
+    from .files import write_json_atomic
+    from .io.hdf5 import expand_shards, plan_rank_input
+    from .measure.io import bench_io, format_io
+    from .runtime import Context
+    from .workloads.registry import load_job_config
+    from .workloads.rows import NUMBERS
+
+    with Context(watchdog=True) as ctx:
+        cfg = ctx.agree(load_job_config, args.config, args.override)
+        if args.rounds < 1:
+            raise ctx.collective_error(ConfigError, 0, f"--rounds: at least 1, got {args.rounds}")
+        ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
+        shards = ctx.agree(expand_shards, cfg.input.shards, root_only=True) if cfg.input.shards is not None else None
+        plan = ctx.agree(plan_rank_input, cfg.input, shards, ctx.rank, ctx.size, NUMBERS, (1, 2))
+        result = bench_io(ctx, plan, cfg.io, args.rounds, args.cold)
+        if ctx.rank == 0:
+            print(format_io(result), end="", flush=True)
+        if args.json:
+            ctx.agree(lambda: write_json_atomic(args.json, result), root_only=True)
     return 0
 
 

@@ -8,7 +8,7 @@ Engines: ``direct`` (io.direct: parallel positional reads of the dataset's bytes
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,11 +31,21 @@ class Part:
     nbytes: int
 
 
-class RowReader:
-    """Reads a ``RankInput`` (io.hdf5) with ``io_cfg`` (config ``io``); ``close`` ends its reader threads."""
+def reader_threads(wanted: int, local_ranks: int = 1) -> int:
+    """``io.threads``, at most the cores this rank can use: those of its CPU binding, or its share of the node's
+    when it is not bound (more threads than cores read no faster, and a cold file slower)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if cores == (os.cpu_count() or cores):  # not bound: the node's ranks share its cores
+        cores = max(1, cores // max(1, local_ranks))
+    return max(1, min(wanted, cores))
 
-    def __init__(self, plan, io_cfg):
+
+class RowReader:
+    """Reads a ``RankInput`` (io.hdf5) with ``io_cfg`` (config ``io``) on ``threads`` threads (reader_threads)."""
+
+    def __init__(self, plan, io_cfg, threads: int | None = None):
         self.plan, self.cfg = plan, io_cfg
+        self.threads = threads or io_cfg.threads
         row_bytes = plan.nbytes // plan.rows
         piece_bytes = max(1, int(io_cfg.buffer_mb * 2**20) // row_bytes) * row_bytes  # whole rows per read
         parts, offset = [], 0
@@ -48,12 +58,12 @@ class RowReader:
             parts.append(Part(piece, "direct" if reads else "h5py", None if reads else why, reads, offset, nbytes))
             offset += nbytes
         self.parts = parts
-        self._pool = ThreadPoolExecutor(io_cfg.threads, "spmd-read") if any(p.reads for p in parts) else None
 
     def engines(self) -> list[dict]:
         """What read each piece (report.json ``io``)."""
         return [{"source": f"{p.piece.path}:{p.piece.dataset} rows {p.piece.start}-{p.piece.stop}",
-                 "engine": p.engine, **({"why_h5py": p.why} if p.why else {})} for p in self.parts]
+                 "engine": p.engine, **({"threads": self.threads} if p.reads else {"why_h5py": p.why})}
+                for p in self.parts]
 
     def read(self, host: np.ndarray, check_finite: bool = False, landed=None) -> None:
         """Fill ``host`` (shape ``plan.shape``, C-contiguous); ``landed(lo, hi)`` is called for each range of its
@@ -67,7 +77,7 @@ class RowReader:
             first = part.offset // (host.nbytes // len(host))
             rows = host[first:first + part.piece.rows]
             if part.reads:
-                read_pieces(part.piece.path, list(part.reads), buffer, self._pool, where,
+                read_pieces(part.piece.path, list(part.reads), buffer, self.threads, where,
                             (lambda r: pass_on(r.dest, r.dest + r.nbytes)) if pass_on else None)
             else:
                 with open_h5(part.piece.path) as f:
@@ -85,6 +95,4 @@ class RowReader:
                 require_finite(rows, f"{part.piece.path}:{part.piece.dataset}", part.piece.start)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Nothing is held between reads (threads live for one read); kept for the readers' common face."""

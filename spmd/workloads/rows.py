@@ -15,7 +15,7 @@ import numpy as np
 from .. import xp as xpmod
 from ..errors import InputError
 from ..io.hdf5 import expand_shards, open_h5, plan_rank_input
-from ..io.reader import RowReader
+from ..io.reader import RowReader, reader_threads
 from ..memory import require_memory
 from .base import read_then_wait
 
@@ -46,7 +46,7 @@ class InputRows:
                                            f"{dtype} differ from rank 0's {layouts[0][:2]}")
         self.global_rows = sum(rows for _, _, rows in layouts)
         self.rank_bytes = [rows * self.plan.nbytes // max(self.plan.rows, 1) for _, _, rows in layouts]
-        self.reader = ctx.agree(RowReader, self.plan, cfg.io)
+        self.reader = ctx.agree(RowReader, self.plan, cfg.io, reader_threads(cfg.io.threads, ctx.local_size))
         self.host, self.device = ctx.agree(self._allocate)
         self.copy_stream = ctx.xp.cuda.Stream(non_blocking=True) if self.device is not None else None
 

@@ -93,16 +93,13 @@ def test_a_short_file_and_an_io_error_are_named(tmp_path):
 
 
 def test_the_first_failed_piece_stops_the_read_and_is_raised(tmp_path):
-    from concurrent.futures import ThreadPoolExecutor
-
     path = tmp_path / "data.bin"
     path.write_bytes(bytes(range(256)) * 64)  # 16 KiB
     buffer = memoryview(bytearray(64 * 1024))
     pieces = split([ByteRange(0, 16 * 1024, 0)], 1024) + [ByteRange(20_000, 1024, 16 * 1024)]
     landed = []
-    with ThreadPoolExecutor(1) as pool:  # one thread: the pieces run in order
-        with pytest.raises(InputError, match="the file ends at 16384 bytes"):
-            read_pieces(str(path), pieces, buffer, pool, "data.bin", landed.append)
+    with pytest.raises(InputError, match="the file ends at 16384 bytes"):
+        read_pieces(str(path), pieces, buffer, 1, "data.bin", landed.append)  # one thread: in order
     assert pieces[-1] not in landed and set(landed) <= set(pieces[:-1])  # the failed piece is never handed on
     assert bytes(buffer[:16 * 1024]) == path.read_bytes()
 
@@ -123,3 +120,27 @@ def test_an_injected_nan_is_in_place_before_any_piece_is_handed_on(tmp_path):
         reader.close()
     handed = np.concatenate(seen).view(np.float32)
     assert np.isnan(out[2048]) and np.isnan(handed[2048]) and np.isnan(handed).sum() == 1
+
+
+def test_a_failure_on_one_thread_is_raised_after_every_reader_thread_stopped(tmp_path):
+    import threading
+
+    path = tmp_path / "data.bin"
+    path.write_bytes(b"\1" * (64 * 1024))
+    buffer = memoryview(bytearray(128 * 1024))
+    pieces = split([ByteRange(0, 64 * 1024, 0)], 1024) + split([ByteRange(70_000, 64 * 1024, 64 * 1024)], 1024)
+    with pytest.raises(InputError, match="the file ends at 65536 bytes"):
+        read_pieces(str(path), pieces, buffer, 4, "data.bin")
+    assert not [t for t in threading.enumerate() if t.name == "spmd-read"]
+
+
+def test_reader_threads_are_at_most_the_cores_a_rank_has(monkeypatch):
+    from spmd.io import reader
+
+    monkeypatch.setattr(reader.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(reader.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert reader.reader_threads(8, local_ranks=1) == 8
+    assert reader.reader_threads(8, local_ranks=4) == 4  # unbound: the node's 16 cores shared by 4 ranks
+    assert reader.reader_threads(8, local_ranks=32) == 1
+    monkeypatch.setattr(reader.os, "sched_getaffinity", lambda pid: {3, 4}, raising=False)
+    assert reader.reader_threads(8, local_ranks=4) == 2  # bound to 2 cores: those are its own

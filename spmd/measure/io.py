@@ -1,0 +1,156 @@
+"""``spmd bench io CONFIG``: how fast each rank gets its rows of the config's input, by each engine, against the
+limits measured in the same run (as fio or NVIDIA's gdsio would report them):
+
+- ``h5py`` and ``direct`` (io.reader): file to this rank's host buffer (page-locked on a GPU);
+- ``file to GPU`` (GPU only): the direct engine with each piece copied to the device as it lands, as a run does;
+- limits: one plain ``pread`` of the same bytes on one thread, the same bytes in ``buffer_mb`` pieces on
+  ``threads`` threads, and host-to-device copies of the buffer from pageable and from page-locked memory.
+
+Each is timed ``rounds`` times after one untimed round; every rank measures at once (as their reads would
+share the storage in a run), and the table holds every rank's medians. ``cold``: before each timed read the
+file's pages are dropped from the page cache with posix_fadvise(DONTNEED) (no privileges needed; clean pages
+only, so a file just written may stay cached: the table says which reads were cold).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import numpy as np
+
+from .. import xp as xpmod
+from ..io.direct import ByteRange, as_bytes, byte_ranges, read_pieces, split
+from ..io.reader import RowReader, reader_threads
+from ..units import fmt_bytes
+
+PREAD_MAX = 1 << 30  # one pread call reads at most this much (Linux stops near 2 GiB anyway)
+
+
+def _drop_cache(paths) -> bool:
+    """Ask the kernel to drop the files' cached pages; False where it cannot be asked."""
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return True
+
+
+def _timed(fn, rounds: int, before=None) -> list[float]:
+    fn()  # untimed: page cache, thread start, first-touch of buffers
+    out = []
+    for _ in range(rounds):
+        if before is not None:
+            before()
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def measure_rank_io(plan, io_cfg, device: str, rounds: int, cold: bool, threads: int) -> dict:
+    """This rank's measurements of reading ``plan`` (io.hdf5.RankInput) with ``io_cfg`` (config ``io``) on
+    ``threads`` reader threads."""
+    gpu = device == "gpu"
+    host = xpmod.empty_host(plan.shape, plan.dtype, pinned=gpu)
+    paths = sorted({p.path for p in plan.pieces})
+    dropped = cold and _drop_cache(paths)
+    before = (lambda: _drop_cache(paths)) if dropped else None
+    readers = {engine: RowReader(plan, type(io_cfg)(engine=engine, threads=threads, buffer_mb=io_cfg.buffer_mb),
+                                 threads) for engine in ("h5py", "direct")}
+    times: dict[str, list[float]] = {}
+    try:
+        for name, reader in readers.items():
+            times[name] = _timed(lambda r=reader: r.read(host), rounds, before)
+        engines = readers["direct"].engines()
+        ranges = _file_ranges(plan)
+        if ranges is not None:  # the limits underneath: plain preads of the same bytes
+            buffer = as_bytes(host)
+            whole = [(path, split(rs, PREAD_MAX)) for path, rs in ranges]
+            pieces = [(path, split(rs, max(1, int(io_cfg.buffer_mb * 2**20)))) for path, rs in ranges]
+            times["pread, 1 thread"] = _timed(
+                lambda: [read_pieces(p, rs, buffer, 1, p) for p, rs in whole], rounds, before)
+            times[f"pread, {threads} threads"] = _timed(
+                lambda: [read_pieces(p, rs, buffer, threads, p) for p, rs in pieces], rounds, before)
+        if gpu:
+            times.update(_gpu_times(plan, host, readers["direct"], rounds, before))
+    finally:
+        for reader in readers.values():
+            reader.close()
+    return {"bytes": plan.nbytes, "source": plan.describe(), "engines": engines, "cold": bool(dropped),
+            "threads": threads, "seconds": times}
+
+
+def _file_ranges(plan):
+    """[(path, byte ranges)] of the rank's rows, or None where a piece is not plain bytes in its file."""
+    out, offset = [], 0
+    for piece in plan.pieces:
+        ranges, why = byte_ranges(piece.path, piece.dataset, piece.start, piece.stop)
+        if why is not None:
+            return None
+        out.append((piece.path, [ByteRange(r.file_offset, r.nbytes, r.dest + offset) for r in ranges]))
+        offset += sum(r.nbytes for r in ranges)
+    return out
+
+
+def _gpu_times(plan, host, reader, rounds: int, before) -> dict[str, list[float]]:
+    cupy = xpmod.cupy
+    device = cupy.empty(plan.shape, plan.dtype)
+    pageable = np.empty(plan.shape, plan.dtype)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    host_bytes, device_bytes = host.reshape(-1).view(np.uint8), device.reshape(-1).view(np.uint8)
+
+    def to_gpu():
+        reader.read(host, landed=lambda lo, hi: device_bytes[lo:hi].set(host_bytes[lo:hi], stream=stream))
+        stream.synchronize()
+
+    def copy(src):
+        device.set(src)
+        cupy.cuda.get_current_stream().synchronize()
+
+    return {"file to GPU (direct, copies as pieces land)": _timed(to_gpu, rounds, before),
+            "host to device, page-locked": _timed(lambda: copy(host), rounds),
+            "host to device, pageable": _timed(lambda: copy(pageable), rounds)}
+
+
+def bench_io(ctx, plan, io_cfg, rounds: int, cold: bool) -> dict:
+    """Every rank measures its part at once; rank 0 gets {config, per_rank: [...]} (others: None)."""
+    mine = ctx.agree(measure_rank_io, plan, io_cfg, ctx.device, rounds, cold,
+                     reader_threads(io_cfg.threads, ctx.local_size))
+    ranks = ctx.comm.gather({"rank": ctx.rank, "host": ctx.host, **mine}, root=0)
+    if ranks is None:
+        return None
+    return {"io": {"engine": io_cfg.engine, "threads": io_cfg.threads, "buffer_mb": io_cfg.buffer_mb},
+            "device": ctx.device, "rounds": rounds, "per_rank": ranks}
+
+
+def rate(record: dict, way: str) -> float:
+    """Median GB/s of ``way`` in one rank's record."""
+    return record["bytes"] / statistics.median(record["seconds"][way]) / 1e9
+
+
+def format_io(result: dict) -> str:
+    """The table of ``spmd bench io``: per rank and way, median GB/s (min-max) and the share of the N-thread
+    pread limit."""
+    lines = [f"# spmd bench io: {result['device']}, io.threads {result['io']['threads']} (at most the cores a rank "
+             f"has), io.buffer_mb {result['io']['buffer_mb']}, median of {result['rounds']} rounds after one untimed"]
+    for r in result["per_rank"]:
+        cache = "cold (pages dropped before each read)" if r["cold"] else "from the page cache"
+        lines.append(f"# rank {r['rank']} on {r['host']}: {fmt_bytes(r['bytes'])} of {r['source']}, {cache}, "
+                     f"{r['threads']} reader thread(s)")
+        limit = next((way for way in r["seconds"] if way.startswith("pread, ") and not way.endswith("1 thread")),
+                     None)
+        lines.append(f"#  {'way':<46} {'GB/s':>8} {'(min-max)':>16} {'vs pread N':>11}")
+        for way, seconds in r["seconds"].items():
+            lo, hi = r["bytes"] / max(seconds) / 1e9, r["bytes"] / min(seconds) / 1e9
+            share = f"{rate(r, way) / rate(r, limit):.0%}" if limit and not way.startswith("host to") else "-"
+            lines.append(f"   {way:<46} {rate(r, way):>8.2f} {f'({lo:.2f}-{hi:.2f})':>16} {share:>11}")
+        why = [e for e in r["engines"] if e["engine"] != "direct"]
+        for e in why:
+            lines.append(f"#  direct is h5py for {e['source']}: {e.get('why_h5py')}")
+    return "\n".join(lines) + "\n"
