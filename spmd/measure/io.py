@@ -118,6 +118,17 @@ def _gpu_times(plan, host, reader, rounds: int, before) -> dict[str, list[float]
             "host to device, pageable": _timed(lambda: copy(pageable), rounds)}
 
 
+def pread_limit(plan, threads: int, buffer_mb: float, rounds: int = 3) -> float | None:
+    """Median seconds to pread the bytes of ``plan`` in ``buffer_mb`` pieces on ``threads`` threads (the page
+    cache as it is), or None where a piece is not plain bytes in its file: the limit under a read phase."""
+    ranges = _file_ranges(plan)
+    if ranges is None:
+        return None
+    buffer = memoryview(np.empty(plan.nbytes, np.uint8))
+    pieces = [(path, split(rs, max(1, int(buffer_mb * 2**20)))) for path, rs in ranges]
+    return statistics.median(_timed(lambda: [read_pieces(p, rs, buffer, threads, p) for p, rs in pieces], rounds))
+
+
 def bench_io(ctx, plan, io_cfg, rounds: int, cold: bool) -> dict:
     """Every rank measures its part at once; rank 0 gets {config, per_rank: [...]} (others: None)."""
     mine = ctx.agree(measure_rank_io, plan, io_cfg, ctx.device, rounds, cold,

@@ -11,6 +11,8 @@ SLOWER = 1.02       # a larger group taking 2% longer than a smaller one counts 
 LOW_EFFICIENCY = 0.9  # below this, name the phase furthest above ideal scaling
 MODEL_ERROR_NOTE = 0.25
 WORTH_SWITCHING = 0.05  # another communicator saving 5% of a repeat is worth naming as the one to use
+READ_BOUND = 0.5     # reading is half a repeat or more: the sweep is storage-bound
+AT_THE_LIMIT = 0.8   # the read runs at 80% or more of plain preads of the same bytes
 
 
 def series_advice(rows: list[dict]) -> list[str]:
@@ -67,6 +69,31 @@ def oversubscription_advice(runs: list[dict]) -> list[str]:
                            f"{place['cpus_per_node'][host]} CPUs: they compete for cores, so this size measures "
                            f"contention, not scaling (the model is fitted without it).")
     return out
+
+
+def storage_advice(runs: list[dict]) -> list[str]:
+    """Whether the largest run is storage-bound: its read phase against N-thread preads of the same bytes,
+    measured on each rank right after it (run["read_limit"])."""
+    run = max((r for r in runs if r.get("read_limit") and all(r["read_limit"])), key=lambda r: r["ranks"],
+              default=None)
+    if run is None:
+        return []
+    timings = run["report"]["timings"]
+    read, total = timings["read"]["median"], timings["total"]["median"]
+    per_rank = sum(x["bytes"] for x in run["read_limit"]) / len(run["read_limit"])
+    rate = per_rank / timings["read"]["max"] / 1e9 if timings["read"]["max"] > 0 else float("inf")
+    limit = min(x["bytes"] / x["seconds"] for x in run["read_limit"]) / 1e9
+    share = read / total if total > 0 else 0.0
+    where = (f"At {run['ranks']} ranks each rank read {fmt_bytes(per_rank)} at {rate:.3g} GB/s (the slowest rank), "
+             f"{rate / limit:.0%} of what plain preads of the same bytes on the reader's threads reached right after "
+             f"({limit:.3g} GB/s); reading is {share:.0%} of a repeat.")
+    if share < READ_BOUND:
+        return [where]
+    if rate >= AT_THE_LIMIT * limit:
+        return [where + " The sweep is storage-bound: the reads run at what the file system (or page cache) gives, "
+                        "so more GPUs add readers of the same storage, not speed; fewer bytes or faster storage do."]
+    return [where + " The sweep is read-bound below the storage's limit: a faster engine or more reader threads "
+                    "(io.engine, io.threads; spmd bench io compares them) would shorten every repeat."]
 
 
 def suspect_advice(series: dict) -> list[str]:

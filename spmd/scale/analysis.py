@@ -8,7 +8,8 @@ from ..version import __version__
 from ..report.schema import SCALING_SCHEMA
 from ..workloads.base import SCALING_MODES
 from ..workloads.registry import job_config_from_dict, workload_class
-from .advice import backend_advice, model_advice, oversubscription_advice, series_advice, suspect_advice
+from .advice import (backend_advice, model_advice, oversubscription_advice, series_advice, storage_advice,
+                     suspect_advice)
 from .figures import series_figures, suspect_reasons
 from .model import best_ranks, break_even, fit_model
 
@@ -60,6 +61,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     advice += [line for mode in modes for line in series_advice(series[mode])]
     advice += model_advice(model, best, even, measured_max, hardware_present(runs))
     advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in _unique(runs)], backend)
+    advice += storage_advice(runs)
     first = runs[0]["report"]
     return {
         "schema": SCALING_SCHEMA,
@@ -79,6 +81,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         "config": cfg.to_dict(),
         "runs": [{"mode": r["mode"], "ranks": r["ranks"], "suspect": _row(series, r)["suspect"],
                   "placement": r["placement"], "probe": r["probe"], "backends": r.get("backends"),
+                  "read_limit": r.get("read_limit"),
                   "report": r["report"]} for r in runs],
     }
 

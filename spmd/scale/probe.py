@@ -7,7 +7,9 @@ from __future__ import annotations
 from ..comm.factory import open_communicator
 from ..config import COMM_BACKENDS
 from ..errors import BackendUnavailable, VerificationError
+from ..io.reader import reader_threads
 from ..measure.collectives import COLLECTIVES, measure, probe_sizes
+from ..measure.io import pread_limit
 
 
 def probe(ctx, comm, workload, max_bytes: int) -> list[dict]:
@@ -18,6 +20,18 @@ def probe(ctx, comm, workload, max_bytes: int) -> list[dict]:
         return []
     return [{"op": op, "ranks": comm.size, "bytes": m, "seconds": checked_seconds(ctx, comm, op, m, "comm probe")}
             for op in ops for m in probe_sizes(max_bytes)]
+
+
+def read_limit(ctx, workload, io_cfg) -> list | None:
+    """Each rank preads the bytes it read in the run (the page cache as the run left it), on the reader's
+    threads: the limit under its read phase. Rank 0 gets [{"bytes", "seconds"} or None, per rank]; None for a
+    workload that does not read through spmd.InputRows."""
+    plan = getattr(getattr(workload, "rows", None), "plan", None)
+    if plan is None:
+        return None
+    threads = reader_threads(io_cfg.threads, ctx.local_size)
+    seconds = ctx.agree(pread_limit, plan, threads, io_cfg.buffer_mb)
+    return ctx.comm.gather({"bytes": plan.nbytes, "seconds": seconds} if seconds else None, root=0)
 
 
 def checked_seconds(ctx, comm, op: str, nbytes: int, what: str) -> float:

@@ -23,7 +23,7 @@ from ..units import fmt_seconds
 from ..workloads.registry import workload_class
 from .analysis import analyse
 from .figures import series_figures
-from .probe import compare_backends, probe
+from .probe import compare_backends, probe, read_limit
 
 
 @dataclass(frozen=True)
@@ -134,9 +134,10 @@ def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True) -
             with sub:
                 job = run_job(sub, step.cfg, after_run=lambda comm, wl: (
                     probe(sub, comm, wl, probe_max_bytes),
-                    compare_backends(sub, comm, wl) if compare_comm else None))
+                    compare_backends(sub, comm, wl) if compare_comm else None,
+                    read_limit(sub, wl, step.cfg.io)))
             run = {"mode": step.mode, "ranks": step.ranks, "report": job.report, "placement": job.report["placement"],
-                   "probe": job.extra[0], "backends": job.extra[1]}
+                   "probe": job.extra[0], "backends": job.extra[1], "read_limit": job.extra[2]}
         except SpmdError as exc:
             if not exc.collective:
                 raise

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from mpi_job import spmd
+from spmd.units import fmt_bytes
 
 ROWS = 600_000
 
@@ -137,6 +138,12 @@ def test_model_and_advice_are_reported(sweep):
     if scaling["device"] == "cpu":
         assert not any("kernel" in line for line in scaling["advice"])
     assert any("Break-even" in line for line in scaling["advice"])
+    # the storage finding: the largest run's read against preads of the same bytes measured right after it
+    largest = max(scaling["runs"], key=lambda r: r["ranks"])
+    assert [x["bytes"] for x in largest["read_limit"]] == [4 * ROWS // 3] * 3
+    assert all(x["seconds"] > 0 for x in largest["read_limit"])
+    assert any(line.startswith(f"At 3 ranks each rank read {fmt_bytes(4 * ROWS // 3)} at ")
+               for line in scaling["advice"]), scaling["advice"]
 
 
 class _Resources(HTMLParser):
