@@ -196,6 +196,24 @@ def allreduce_8b() -> dict:
     return {"med": statistics.median(runs), "lo": min(runs), "hi": max(runs), "this": runs[0]}
 
 
+def io_cpu(ranks: int, cache: str) -> dict:
+    """spmd bench io on the CPU VM: per rank and run, the direct engine's rate against one plain pread's and h5py's
+    (medians of each run's 5 rounds; the table gives the median over runs and ranks and the range of the ratio)."""
+    rates: dict[str, list[float]] = {}
+    ratios = []
+    for path in sorted(RESULTS.glob(f"io-cpu/bench-io-{ranks}-{cache}-run*.json")):
+        for r in json.loads(path.read_text())["per_rank"]:
+            rate = {w: r["bytes"] / statistics.median(t) / 1e9 for w, t in r["seconds"].items()}
+            ratios.append(rate["direct"] / rate["pread, 1 thread"])
+            for way in ("direct", "pread, 1 thread", "h5py"):
+                rates.setdefault(way, []).append(rate[way])
+    if len(ratios) != 3 * ranks:
+        raise ValueError(f"{len(ratios)} rank runs, not {3 * ranks}")
+    return {"direct": statistics.median(rates["direct"]), "pread": statistics.median(rates["pread, 1 thread"]),
+            "h5py": statistics.median(rates["h5py"]), "lo": min(ratios), "hi": max(ratios),
+            "vs_h5py": statistics.median(rates["direct"]) / statistics.median(rates["h5py"])}
+
+
 def corrupt_gpu() -> dict:
     rows = [line.split("|")[1:-1] for line in (RESULTS / "corrupt-h100x1/corrupt.md").read_text().splitlines()[2:]]
     if not rows or any(cells[2].strip() != "3" or cells[4].strip() != "none" for cells in rows):
@@ -424,6 +442,10 @@ CLAIMS += [
     Claim("docs/benchmarks.md", "a fifth of the {large_step:.0f} us step; the first layer's 8 x 4812 x 1024 GEMM takes "
           "{l0:.1f} us, {l0_tbps:.2f} TB/s", large_step_bounds, "train-h100x1/train-ops-run*.jsonl"),
     Claim("docs/reliability.md", "all {n} runs exit 3 with no report", corrupt_gpu, "corrupt-h100x1/corrupt.md"),
+    *(Claim("docs/benchmarks.md", f"| {ranks} | {label} | {{direct:.2f}} | {{pread:.2f}} | {{lo:.2f}}-{{hi:.2f}} | "
+            f"{{h5py:.2f}} | {{vs_h5py:.2f}}x |", lambda ranks=ranks, cache=cache: io_cpu(ranks, cache),
+            f"io-cpu/bench-io-{ranks}-{cache}-run*.json")
+      for ranks in (1, 2) for cache, label in (("warm", "page cache"), ("cold", "cold"))),
     Claim("docs/benchmarks.md", "| fused kernel alone (`bench/stencil_kernel.py`), 32 x 4 threads x 4 rows | {ms:.3f} | "
           "{tb:.2f} | **{share:.1%}** | {vs_copy:.1%} |", stencil_kernel, "workloads-h200x2/stencil_kernel.json"),
     Claim("docs/benchmarks.md", "| CuPy slicing, one kernel per tap and sum (`bench/stencil_kernel.py`) | {sliced_ms:.2f} | "
