@@ -214,6 +214,12 @@ def io_cpu(ranks: int, cache: str) -> dict:
             "vs_h5py": statistics.median(rates["direct"]) / statistics.median(rates["h5py"])}
 
 
+def read_order() -> dict:
+    rates = {k: statistics.median(v) for k, v in load("io-cpu/read-order.json")["GBps"].items()}
+    return {"turn": rates["2 threads, 8 MiB pieces in turn"], "run": rates["2 threads, a contiguous run each"],
+            "one": rates["one pread"]}
+
+
 def corrupt_gpu() -> dict:
     rows = [line.split("|")[1:-1] for line in (RESULTS / "corrupt-h100x1/corrupt.md").read_text().splitlines()[2:]]
     if not rows or any(cells[2].strip() != "3" or cells[4].strip() != "none" for cells in rows):
@@ -442,6 +448,9 @@ CLAIMS += [
     Claim("docs/benchmarks.md", "a fifth of the {large_step:.0f} us step; the first layer's 8 x 4812 x 1024 GEMM takes "
           "{l0:.1f} us, {l0_tbps:.2f} TB/s", large_step_bounds, "train-h100x1/train-ops-run*.jsonl"),
     Claim("docs/reliability.md", "all {n} runs exit 3 with no report", corrupt_gpu, "corrupt-h100x1/corrupt.md"),
+    Claim("docs/benchmarks.md", "two threads taking 8 MiB pieces in turn read a cold file at {turn:.2f} GB/s, a "
+          "contiguous run each at {run:.2f} GB/s, one plain pread at {one:.2f} GB/s", read_order,
+          "io-cpu/read-order.json (bench/read_order.py, medians of 3 rounds)"),
     *(Claim("docs/benchmarks.md", f"| {ranks} | {label} | {{direct:.2f}} | {{pread:.2f}} | {{lo:.2f}}-{{hi:.2f}} | "
             f"{{h5py:.2f}} | {{vs_h5py:.2f}}x |", lambda ranks=ranks, cache=cache: io_cpu(ranks, cache),
             f"io-cpu/bench-io-{ranks}-{cache}-run*.json")
