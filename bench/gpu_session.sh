@@ -8,6 +8,7 @@
 #   bash bench/gpu_session.sh train   the train table, spmd against PyTorch DDP (bench/train_gpu.sh)
 #   PARTS=comm,reduce bash bench/gpu_session.sh multi   scaling on all 4 or 8 GPUs (bench/multi_gpu.sh)
 #   bash bench/gpu_session.sh scale+tests   both in one call (the machine is released when idle)
+#   bash bench/gpu_session.sh io      the input path: engines and reduce's repeat (bench/io_gpu.sh)
 #   bash bench/gpu_session.sh cudampi  build a CUDA-aware Open MPI, then mpi-cuda's tests and benchmarks
 #                                      (bench/cuda-mpi/build.sh, bench/cuda_mpi_gpu.sh; carry .cuda-mpi too)
 #   MODE may combine parts with '+': e.g. comm+tests
@@ -57,6 +58,12 @@ if [[ "$MODE" == *train* ]]; then
   tar -czf "$OUT/train-results.tar.gz" -C /tmp/spmd-train results 2>/dev/null
   cat /tmp/spmd-train/results/summary.md
   tail -5 "$OUT/train.log"
+fi
+if [[ "+$MODE+" == *+io+* ]]; then
+  # issue 24: the input path on one GPU (bench/io_gpu.sh: bench io and reduce's repeat, h5py against direct)
+  step io timeout "${IO_TIMEOUT:-560}" bash bench/io_gpu.sh /tmp/spmd-io/results
+  tar -czf "$OUT/io-results.tar.gz" -C /tmp/spmd-io results 2>/dev/null
+  cat /tmp/spmd-io/results/summary.md
 fi
 if [[ "$MODE" == *multi* ]]; then
   bash bench/multi_gpu.sh /tmp/spmd-multi/results

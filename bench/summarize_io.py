@@ -1,0 +1,87 @@
+"""Issue 24's targets from bench/io_gpu.sh's folder: ``io_targets(folder)`` (bench/claims.py quotes it) and a
+markdown summary on stdout.
+
+- file to GPU: the direct engine with its pipelined copies (``file to GPU`` of spmd bench io) against today's
+  path (h5py's read, then the copy from page-locked memory: their times added), and against the smaller of the
+  N-thread pread rate and the page-locked copy rate measured in the same run;
+- reduce's whole repeat (report.json ``timings.total`` median) with io.engine h5py against direct.
+Medians over the runs, with their ranges.
+
+    python3 bench/summarize_io.py DIR > DIR/summary.md
+"""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+GPU_WAY = "file to GPU (direct, copies as pieces land)"
+PINNED = "host to device, page-locked"
+
+
+def _rates(record: dict) -> dict[str, float]:
+    return {way: record["bytes"] / statistics.median(t) / 1e9 for way, t in record["seconds"].items()}
+
+
+def io_targets(folder) -> dict:
+    folder = Path(folder)
+    out = {}
+    for layout in ("contiguous", "chunked"):
+        runs = [json.loads(p.read_text())["per_rank"][0] for p in sorted(folder.glob(f"bench-io-{layout}-run*.json"))]
+        if not runs:
+            continue
+        rates = [_rates(r) for r in runs]
+        pread_n = next(w for w in runs[0]["seconds"] if w.startswith("pread, ") and not w.endswith("1 thread"))
+        row = {"runs": len(runs), "bytes": runs[0]["bytes"], "threads": runs[0]["threads"], "pread_n": pread_n}
+        for way in runs[0]["seconds"]:
+            values = [r[way] for r in rates]
+            row[way] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+        if GPU_WAY in row:
+            today = [1 / (1 / r["h5py"] + 1 / r[PINNED]) for r in rates]  # read, then copy: times add
+            limit = [min(r[pread_n], r[PINNED]) for r in rates]
+            row["today"] = {"median": statistics.median(today), "min": min(today), "max": max(today)}
+            row["limit"] = {"median": statistics.median(limit), "min": min(limit), "max": max(limit)}
+            row["vs_today"] = statistics.median(r[GPU_WAY] / t for r, t in zip(rates, today))
+            row["vs_limit"] = statistics.median(r[GPU_WAY] / lim for r, lim in zip(rates, limit))
+        out[layout] = row
+    totals = {}
+    for engine in ("h5py", "direct"):
+        reports = [json.loads(p.read_text()) for p in sorted(folder.glob(f"reduce-{engine}-run*.json"))]
+        if reports:
+            t = [r["timings"]["total"]["median"] for r in reports]
+            phases = {k: statistics.median(r["timings"][k]["median"] for r in reports)
+                      for k in reports[0]["timings"] if k != "total"}
+            totals[engine] = {"median": statistics.median(t), "min": min(t), "max": max(t), "phases": phases,
+                              "engines": [e["engine"] for e in reports[0]["io"]["per_rank"][0]]}
+    if len(totals) == 2:
+        totals["speedup"] = totals["h5py"]["median"] / totals["direct"]["median"]
+    out["reduce"] = totals
+    return out
+
+
+def main(folder: str) -> None:
+    t = io_targets(folder)
+    for layout in ("contiguous", "chunked"):
+        row = t.get(layout)
+        if not row:
+            continue
+        print(f"\n{layout}: {row['bytes'] / 2**30:.2f} GiB, {row['threads']} reader threads, medians of "
+              f"{row['runs']} runs (min-max), GB/s\n")
+        print("| way | GB/s |\n|---|---|")
+        for way, v in row.items():
+            if isinstance(v, dict):
+                print(f"| {way} | {v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f}) |")
+        if "vs_today" in row:
+            print(f"\nfile to GPU: {row['vs_today']:.2f}x today's path (target 3x), {row['vs_limit']:.0%} of "
+                  f"min({row['pread_n']}, page-locked copy) (target 80%)")
+    red = t["reduce"]
+    if "speedup" in red:
+        print(f"\nreduce's whole repeat: h5py {red['h5py']['median'] * 1e3:.1f} ms, direct "
+              f"{red['direct']['median'] * 1e3:.1f} ms: {red['speedup']:.2f}x (target 3x)")
+        for engine in ("h5py", "direct"):
+            phases = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in red[engine]["phases"].items())
+            print(f"- {engine} ({'/'.join(red[engine]['engines'])}): {phases}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
