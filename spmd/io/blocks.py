@@ -15,22 +15,46 @@ from .. import faults
 from ..errors import InputError, SpmdError
 from ..files import publish, reserve, temp_beside
 from ..units import fmt_bytes
+from .direct import as_bytes, byte_ranges, read_pieces, split
 from .hdf5 import open_h5, require_finite
 
 
-def read_block(path: str, dataset: str, block, out: np.ndarray, out_sel=None, check_finite: bool = False) -> None:
+def read_block(path: str, dataset: str, block, out: np.ndarray, out_sel=None, check_finite: bool = False,
+               io=None, threads: int = 1) -> str:
     """Fill ``out`` (or its part ``out_sel``, a tuple of slices) with rows [r0, r1) and columns
-    [c0, c1) of ``path:dataset``: one hyperslab read, straight into place. With ``check_finite``,
-    refuse a block holding NaN or infinity (InputError naming the rows)."""
-    with open_h5(path) as f:
-        try:
-            f[dataset].read_direct(out, np.s_[block.r0:block.r1, block.c0:block.c1], out_sel)
-        except OSError as exc:  # e.g. a corrupt chunk: only this rank sees it
-            raise InputError(f"{path}:{dataset} {block.describe()}: read failed ({exc})") from None
+    [c0, c1) of ``path:dataset``, straight into place: by the direct engine (config ``io``, on ``threads``
+    threads) when the block is whole rows of a dataset stored as plain bytes and ``out`` is all of it, else one
+    hyperslab read by h5py. With ``check_finite``, refuse a block holding NaN or infinity (InputError naming the
+    rows). Returns the engine that read it."""
+    engine = "h5py"
+    if io is not None and io.engine != "h5py" and out_sel is None and out.flags.c_contiguous:
+        engine = read_rows_direct(path, dataset, block, out, io, threads)
+    if engine == "h5py":
+        with open_h5(path) as f:
+            try:
+                f[dataset].read_direct(out, np.s_[block.r0:block.r1, block.c0:block.c1], out_sel)
+            except OSError as exc:  # e.g. a corrupt chunk: only this rank sees it
+                raise InputError(f"{path}:{dataset} {block.describe()}: read failed ({exc})") from None
     rows = out[out_sel] if out_sel is not None else out
     faults.poison_rows(rows)
     if check_finite:
         require_finite(rows, f"{path}:{dataset} columns {block.c0}-{block.c1}", block.r0)
+    return engine
+
+
+def read_rows_direct(path: str, dataset: str, block, out: np.ndarray, io, threads: int) -> str:
+    """``block`` into ``out`` by the direct engine when it is whole rows stored as plain bytes: "direct", else
+    "h5py" (nothing read)."""
+    with open_h5(path) as f:
+        columns = f[dataset].shape[1] if f[dataset].ndim == 2 else 1
+    if (block.c0, block.c1) != (0, columns):
+        return "h5py"
+    ranges, why = byte_ranges(path, dataset, block.r0, block.r1)
+    if why is not None:
+        return "h5py"
+    where = f"{path}:{dataset} {block.describe()}"
+    read_pieces(path, split(ranges, max(1, int(io.buffer_mb * 2**20))), as_bytes(out), threads, where)
+    return "direct"
 
 
 def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, block, local) -> str:

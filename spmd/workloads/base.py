@@ -13,7 +13,9 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ConfigError, UserCodeError, VerificationError
+from ..io.blocks import read_block
 from ..io.generate import scaled_input
+from ..io.reader import reader_threads
 from ..measure.collectives import COLLECTIVES
 
 SCALING_MODES = ("strong", "weak")
@@ -131,10 +133,22 @@ class Workload(ABC):
         return None
 
     def input_engines(self) -> list[dict] | None:
-        """What read each piece of this rank's input (report.json ``io``): by default that of ``self.rows`` when
-        the workload reads through ``spmd.InputRows``; None where nothing says."""
+        """What read each piece of this rank's input (report.json ``io``): that of ``self.rows`` when the
+        workload reads through ``spmd.InputRows``, else the blocks read by ``read_input_block``; None where
+        nothing says."""
         engines = getattr(getattr(self, "rows", None), "engines", None)
-        return engines() if callable(engines) else None
+        if callable(engines):
+            return engines()
+        noted = getattr(self, "_block_engines", None)
+        return [{"source": source, "engine": engine} for source, engine in noted.items()] if noted else None
+
+    def read_input_block(self, source: tuple[str, str], block, out, out_sel=None) -> None:
+        """``block`` of ``source`` (path, dataset) into ``out`` (io.blocks.read_block) with the config's ``io``
+        engine on this rank's reader threads and its ``check_finite``; the engine is noted for report.json."""
+        cfg = self.cfg
+        engine = read_block(*source, block, out, out_sel, check_finite=cfg.check_finite, io=cfg.io,
+                            threads=reader_threads(cfg.io.threads, self.ctx.local_size))
+        self.__dict__.setdefault("_block_engines", {})[f"{source[0]}:{source[1]} {block.describe()}"] = engine
 
     @classmethod
     def expected_attrs(cls, dataset) -> dict:

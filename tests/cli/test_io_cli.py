@@ -68,3 +68,27 @@ def test_a_bad_io_key_is_refused_by_name(tmp_path, value, message):
     config, _ = reduce_config(tmp_path)
     rc, _, err, _ = spmd("run", config, "-o", value, cwd=tmp_path, ranks=2)
     assert rc == 2 and message in err, err
+
+
+@pytest.mark.parametrize("algorithm,grid,want_a", [("rows", None, "direct"), ("summa", [3, 1], "direct"),
+                                                  ("summa", [1, 3], "h5py")])  # 1 x 3: A's blocks split rows
+def test_matmul_reads_whole_rows_with_the_direct_engine_and_says_so(tmp_path, algorithm, grid, want_a):
+    from test_workloads_cli import small
+
+    config = small("matmul.yaml", tmp_path, **{"generate.shape": [301, 203], "params.b.generate.shape": [203, 97],
+                                               "params.algorithm": algorithm, "params.gather": "none",
+                                               "params.b_source": "read", "params.save": None,
+                                               **({"params.grid": grid} if grid else {})})
+    assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
+    sums = {}
+    for engine in ("h5py", "auto"):
+        rc, _, err, _ = spmd("run", config, "-o", f"io.engine={engine}", "--out", f"out-{engine}", cwd=tmp_path,
+                             ranks=3)
+        assert rc == 0, err
+        report = json.loads((tmp_path / f"out-{engine}/report.json").read_text())
+        sums[engine] = report["result"]["sum"]
+        engines = [{e["source"].split(" ")[0].split(":")[-1]: e["engine"] for e in rank}
+                   for rank in report["io"]["per_rank"]]
+        a_name = [k for k in engines[0] if k != "B"][0]
+        assert all(e[a_name] == ("h5py" if engine == "h5py" else want_a) for e in engines), engines
+    assert sums["h5py"] == sums["auto"]  # the same bytes, the same products

@@ -231,13 +231,13 @@ class MatmulWorkload(Workload):
 
     def run(self, timer):
         gpu, xp, p = self.ctx.device == "gpu", self.ctx.xp, self.params
-        a, b, finite = self.mine["a"], self.mine["b"], self.cfg.check_finite
+        a, b = self.mine["a"], self.mine["b"]
         def read():
-            read_block(*self.a_source, a, self.host_a, check_finite=finite)
+            self.read_input_block(self.a_source, a, self.host_a)
             if p.b_source == "allgather":
-                read_block(*self.b_source, b, self.host_b[:b.shape[0]], check_finite=finite)
+                self.read_input_block(self.b_source, b, self.host_b[:b.shape[0]])
             elif p.b_source == "read" or self.ctx.rank == 0:
-                read_block(*self.b_source, b, self.host_b, check_finite=finite)
+                self.read_input_block(self.b_source, b, self.host_b)
 
         read_then_wait(self.ctx, timer, read)
         if gpu:

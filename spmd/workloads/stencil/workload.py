@@ -179,10 +179,9 @@ class StencilWorkload(Workload):
         r, h, w, p = self.r, self.h, self.w, self.params
         def read():
             if self.gpu:
-                read_block(*self.source, self.block, self.host, check_finite=self.cfg.check_finite)
+                self.read_input_block(self.source, self.block, self.host)
             else:
-                read_block(*self.source, self.block, self.fields[0], np.s_[r:r + h, self.c0:self.c0 + w],
-                           check_finite=self.cfg.check_finite)
+                self.read_input_block(self.source, self.block, self.fields[0], np.s_[r:r + h, self.c0:self.c0 + w])
 
         read_then_wait(self.ctx, timer, read)
         with self._on(self._compute_stream()):
