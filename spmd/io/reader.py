@@ -4,6 +4,9 @@ piece as the pieces land, so the copy hides behind the read.
 Engines: ``direct`` (io.direct: parallel positional reads of the dataset's bytes) wherever the layout allows it,
 ``h5py`` (one hyperslab read) for the rest: filtered, byte-swapped or tiled datasets, or ``engine: h5py``.
 ``auto`` is ``direct`` where it can be; the report names the engine of every piece, and why h5py read one.
+``kvikio`` (optional extra ``gds``) reads the same byte ranges straight into GPU memory through KvikIO
+(GPUDirect Storage where the file system has it, KvikIO's own threads and bounce buffers otherwise); the host
+buffer then stays unread (``host_current``).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import faults
-from ..errors import InputError
-from .direct import ByteRange, as_bytes, byte_ranges, read_pieces, split
+from .. import xp as xpmod
+from ..errors import ConfigError, InputError
+from .direct import ByteRange, as_bytes, byte_ranges, merge, read_pieces, split
 from .hdf5 import Piece, open_h5, require_finite
 
 
@@ -40,12 +44,30 @@ def reader_threads(wanted: int, local_ranks: int = 1) -> int:
     return max(1, min(wanted, cores))
 
 
+def load_kvikio():
+    """KvikIO (the optional extra ``gds``), or ConfigError saying how to get it."""
+    try:
+        import kvikio
+    except Exception as exc:  # not installed, or a CUDA library it loads is missing
+        raise ConfigError(f"io.engine: kvikio is not usable here ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:160] if str(exc) else ''}): install it with "
+                          f"pip install 'spmd[gds]' (CUDA 13; 'spmd[gds12]' for CUDA 12), or use io.engine: direct") \
+            from None
+    return kvikio
+
+
 class RowReader:
-    """Reads a ``RankInput`` (io.hdf5) with ``io_cfg`` (config ``io``) on ``threads`` threads (reader_threads)."""
+    """Reads a ``RankInput`` (io.hdf5) with ``io_cfg`` (config ``io``) on ``threads`` threads (reader_threads).
+
+    Attributes:
+        host_current: whether the last read filled the host buffer everywhere (not under kvikio).
+    """
 
     def __init__(self, plan, io_cfg, threads: int | None = None):
         self.plan, self.cfg = plan, io_cfg
         self.threads = threads or io_cfg.threads
+        self._kvikio = load_kvikio() if io_cfg.engine == "kvikio" else None
+        self.host_current = True
         row_bytes = plan.nbytes // plan.rows
         piece_bytes = max(1, int(io_cfg.buffer_mb * 2**20) // row_bytes) * row_bytes  # whole rows per read
         parts, offset = [], 0
@@ -53,29 +75,42 @@ class RowReader:
             nbytes, reads, why = piece.rows * row_bytes, (), "io.engine: h5py"
             if io_cfg.engine != "h5py":
                 ranges, why = byte_ranges(piece.path, piece.dataset, piece.start, piece.stop)
-                reads = tuple(split([ByteRange(r.file_offset, r.nbytes, r.dest + offset) for r in ranges],
-                                    piece_bytes))
-            parts.append(Part(piece, "direct" if reads else "h5py", None if reads else why, reads, offset, nbytes))
+                moved = [ByteRange(r.file_offset, r.nbytes, r.dest + offset) for r in ranges]
+                # KvikIO cuts a read into tasks on its own threads: it gets whole ranges
+                reads = tuple(merge(moved) if self._kvikio else split(moved, piece_bytes))
+            engine = ("kvikio" if self._kvikio else "direct") if reads else "h5py"
+            parts.append(Part(piece, engine, None if reads else why, reads, offset, nbytes))
             offset += nbytes
         self.parts = parts
 
     def engines(self) -> list[dict]:
         """What read each piece (report.json ``io``)."""
         return [{"source": f"{p.piece.path}:{p.piece.dataset} rows {p.piece.start}-{p.piece.stop}",
-                 "engine": p.engine, **({"threads": self.threads} if p.reads else {"why_h5py": p.why})}
+                 "engine": p.engine, **({"why_h5py": p.why} if not p.reads else
+                                        {"threads": self.threads} if p.engine == "direct" else {})}
                 for p in self.parts]
 
-    def read(self, host: np.ndarray, check_finite: bool = False, landed=None) -> None:
+    def read(self, host: np.ndarray, check_finite: bool = False, landed=None, device=None) -> None:
         """Fill ``host`` (shape ``plan.shape``, C-contiguous); ``landed(lo, hi)`` is called for each range of its
-        bytes as soon as they hold their final values (a copy onwards may start). With ``check_finite``, refuse
-        rows holding NaN or infinity (InputError naming them)."""
+        bytes as soon as they hold their final values (a copy onwards may start). Under kvikio the rows go
+        straight into ``device`` (a CuPy array of the same shape) instead. With ``check_finite``, refuse rows
+        holding NaN or infinity (InputError naming them)."""
         buffer = as_bytes(host)
+        self.host_current = True
         # an injected NaN lands after the read: pieces are handed on only once it is in place
         pass_on = landed if not faults.poisoning() else None
         for part in self.parts:
             where = f"{part.piece.path}:{part.piece.dataset} rows {part.piece.start}-{part.piece.stop}"
             first = part.offset // (host.nbytes // len(host))
             rows = host[first:first + part.piece.rows]
+            if part.engine == "kvikio":
+                self._read_kvikio(part, device, where)
+                rows = device[first:first + part.piece.rows]
+                faults.poison_rows(rows)
+                if check_finite:
+                    require_finite(xpmod.to_host(rows), f"{part.piece.path}:{part.piece.dataset}", part.piece.start)
+                self.host_current = False
+                continue
             if part.reads:
                 read_pieces(part.piece.path, list(part.reads), buffer, self.threads, where,
                             (lambda r: pass_on(r.dest, r.dest + r.nbytes)) if pass_on else None)
@@ -93,6 +128,28 @@ class RowReader:
                 landed(part.offset, part.offset + part.nbytes)
             if check_finite:
                 require_finite(rows, f"{part.piece.path}:{part.piece.dataset}", part.piece.start)
+
+    def _read_kvikio(self, part: Part, device, where: str) -> None:
+        """The part's byte ranges straight into ``device`` through KvikIO; every read is waited for before the
+        first failure is raised."""
+        if device is None:
+            raise ConfigError("io.engine: kvikio reads into GPU memory: use it with device: gpu")
+        target = device.reshape(-1).view(np.uint8)
+        failure = None
+        with self._kvikio.CuFile(part.piece.path, "r") as f:
+            futures = [(r, f.pread(target[r.dest:r.dest + r.nbytes], r.nbytes, r.file_offset)) for r in part.reads]
+            for r, future in futures:
+                try:
+                    got = future.get()
+                except Exception as exc:  # an I/O error KvikIO reports
+                    failure = failure or InputError(f"{where}: KvikIO read of {r.nbytes} bytes at offset "
+                                                    f"{r.file_offset} failed ({exc})")
+                    continue
+                if got != r.nbytes:
+                    failure = failure or InputError(f"{where}: KvikIO read {got} of the {r.nbytes} bytes at offset "
+                                                    f"{r.file_offset}: a short or truncated file")
+        if failure is not None:
+            raise failure
 
     def close(self) -> None:
         """Nothing is held between reads (threads live for one read); kept for the readers' common face."""

@@ -2,7 +2,8 @@
 limits measured in the same run (as fio or NVIDIA's gdsio would report them):
 
 - ``h5py`` and ``direct`` (io.reader): file to this rank's host buffer (page-locked on a GPU);
-- ``file to GPU`` (GPU only): the direct engine with each piece copied to the device as it lands, as a run does;
+- ``file to GPU`` (GPU only): the direct engine with each piece copied to the device as it lands, as a run does,
+  and KvikIO reading straight into GPU memory where it is installed;
 - limits: one plain ``pread`` of the same bytes on one thread, the same bytes in ``buffer_mb`` pieces on
   ``threads`` threads, and host-to-device copies of the buffer from pageable and from page-locked memory.
 
@@ -21,6 +22,7 @@ import time
 import numpy as np
 
 from .. import xp as xpmod
+from ..errors import ConfigError
 from ..io.direct import ByteRange, as_bytes, byte_ranges, read_pieces, split
 from ..io.reader import RowReader, reader_threads
 from ..units import fmt_bytes
@@ -113,9 +115,17 @@ def _gpu_times(plan, host, reader, rounds: int, before) -> dict[str, list[float]
         device.set(src)
         cupy.cuda.get_current_stream().synchronize()
 
-    return {"file to GPU (direct, copies as pieces land)": _timed(to_gpu, rounds, before),
-            "host to device, page-locked": _timed(lambda: copy(host), rounds),
-            "host to device, pageable": _timed(lambda: copy(pageable), rounds)}
+    out = {"file to GPU (direct, copies as pieces land)": _timed(to_gpu, rounds, before),
+           "host to device, page-locked": _timed(lambda: copy(host), rounds),
+           "host to device, pageable": _timed(lambda: copy(pageable), rounds)}
+    try:
+        kvikio_reader = RowReader(plan, type(reader.cfg)(engine="kvikio", threads=reader.threads,
+                                                         buffer_mb=reader.cfg.buffer_mb), reader.threads)
+    except ConfigError:  # KvikIO not installed: no such row (spmd bench io says nothing of it)
+        return out
+    if any(p.engine == "kvikio" for p in kvikio_reader.parts):
+        out["file to GPU (kvikio)"] = _timed(lambda: kvikio_reader.read(host, device=device), rounds, before)
+    return out
 
 
 def pread_limit(plan, threads: int, buffer_mb: float, rounds: int = 3) -> float | None:

@@ -137,7 +137,7 @@ class MapReduce(Workload):
     def _check_own(self) -> None:
         """This rank's result against the function over the rows it read, with NumPy (host copy)."""
         mine = xpmod.to_host(self.local)
-        want = self.call(self.function, np, self.rows.host, np, self.params)
+        want = self.call(self.function, np, self.rows.host_rows(), np, self.params)
         try:
             self._compare(mine, want, [np.abs(mine.astype(np.float64))])
         except VerificationError as exc:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import xp as xpmod
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..io.hdf5 import expand_shards, open_h5, plan_rank_input
 from ..io.reader import RowReader, reader_threads
 from ..memory import require_memory
@@ -46,9 +46,15 @@ class InputRows:
                                            f"{dtype} differ from rank 0's {layouts[0][:2]}")
         self.global_rows = sum(rows for _, _, rows in layouts)
         self.rank_bytes = [rows * self.plan.nbytes // max(self.plan.rows, 1) for _, _, rows in layouts]
-        self.reader = ctx.agree(RowReader, self.plan, cfg.io, reader_threads(cfg.io.threads, ctx.local_size))
+        self.reader = ctx.agree(self._reader, cfg.io)
         self.host, self.device = ctx.agree(self._allocate)
         self.copy_stream = ctx.xp.cuda.Stream(non_blocking=True) if self.device is not None else None
+
+    def _reader(self, io_cfg) -> RowReader:
+        if io_cfg.engine == "kvikio" and self.ctx.device != "gpu":
+            raise ConfigError("io.engine: kvikio reads into GPU memory; this run is on the CPU (use io.engine: "
+                              "direct)")
+        return RowReader(self.plan, io_cfg, reader_threads(io_cfg.threads, self.ctx.local_size))
 
     def _allocate(self):
         gpu = self.ctx.device == "gpu"
@@ -84,7 +90,7 @@ class InputRows:
             device_bytes[lo:hi].set(host_bytes[lo:hi], stream=stream)
 
         started: list[bool] = []
-        read_then_wait(self.ctx, timer, lambda: self.reader.read(self.host, self.check_finite, landed))
+        read_then_wait(self.ctx, timer, lambda: self.reader.read(self.host, self.check_finite, landed, self.device))
         last = cupy.cuda.Event()
         last.record(stream)
         with timer.phase("h2d"):  # what the read did not hide: the compute stream waits for the last copy
@@ -97,6 +103,15 @@ class InputRows:
             timer.span("h2d_overlapped", first, last)
             timer.span("h2d_overlapped", exposed, done, weight=-1)
         return self.device
+
+    def host_rows(self) -> np.ndarray:
+        """This rank's rows in host memory as the last repeat read them, for references: the host buffer, or
+        (when KvikIO read straight into GPU memory) the rows read again by h5py: independent of the device path."""
+        if self.reader.host_current:
+            return self.host
+        out = np.empty(self.plan.shape, self.plan.dtype)
+        self.plan.read_into(out)
+        return out
 
     def engines(self) -> list[dict]:
         """What read each piece of this rank's input (report.json ``io``)."""

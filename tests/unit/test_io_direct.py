@@ -144,3 +144,21 @@ def test_reader_threads_are_at_most_the_cores_a_rank_has(monkeypatch):
     assert reader.reader_threads(8, local_ranks=32) == 1
     monkeypatch.setattr(reader.os, "sched_getaffinity", lambda pid: {3, 4}, raising=False)
     assert reader.reader_threads(8, local_ranks=4) == 2  # bound to 2 cores: those are its own
+
+
+def test_kvikio_missing_is_a_config_error_saying_how_to_get_it(monkeypatch, tmp_path):
+    import sys
+
+    from spmd.errors import ConfigError
+    from spmd.io.reader import load_kvikio
+
+    monkeypatch.setitem(sys.modules, "kvikio", None)  # import kvikio raises ImportError
+    with pytest.raises(ConfigError, match=r"io.engine: kvikio is not usable here \(ModuleNotFoundError.*pip install "
+                                          r"'spmd\[gds\]'.*io.engine: direct"):
+        load_kvikio()
+    path = tmp_path / "x.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.ones(10, np.float32))
+    plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 0, 1, ("float32",), (1,))
+    with pytest.raises(ConfigError, match="kvikio is not usable here"):
+        RowReader(plan, IoConfig(engine="kvikio"))

@@ -96,7 +96,7 @@ class ReduceWorkload(Workload):
     def _check_own_moments(self) -> float:
         """This rank's last moments against plain float64 NumPy over the rows it read (still in host memory)."""
         try:
-            return compare(xpmod.to_host(self.local), reference_stats(self.rows.host))
+            return compare(xpmod.to_host(self.local), reference_stats(self.rows.host_rows()))
         except VerificationError as exc:
             raise VerificationError(f"this rank's own moments ({self.rows.plan.describe()}): {exc}") from None
 
