@@ -24,7 +24,10 @@ python3 -c "import matplotlib" 2>/dev/null || WHEELS+=($(ls .wheels/plot/*.whl |
 python3 -c "import pynvml" 2>/dev/null || WHEELS+=(.wheels/plot/nvidia_ml_py-*.whl)
 python3 -c "import scipy" 2>/dev/null || WHEELS+=(.wheels/scipy-*.whl)  # the stencil tests' reference
 python3 -c "import hypothesis" 2>/dev/null || WHEELS+=(.wheels/hypothesis-*.whl .wheels/sortedcontainers-*.whl)
+# KvikIO (io.engine: kvikio) for the input path's calls: its wheels in .wheels/kvikio (cufile found by path)
+python3 -c "import kvikio" 2>/dev/null || WHEELS+=($(ls .wheels/kvikio/*.whl 2>/dev/null))
 python3 -m pip install -q --no-deps --target /tmp/site "${WHEELS[@]}"
+export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 export PYTHONPATH=/tmp/site:$PWD
 export MPI="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE=0 -x TORCH_SYMM_MEM_DISABLE_MULTICAST=1 -x NVSHMEM_DISABLE_NVLS=1 -x PYTHONPATH -x PYTHONUNBUFFERED"
 export SPMD_MPIEXEC="$MPI"
