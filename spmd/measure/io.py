@@ -15,6 +15,9 @@ only, so a file just written may stay cached: the table says which reads were co
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import mmap
 import os
 import statistics
 import time
@@ -28,6 +31,7 @@ from ..io.reader import RowReader, reader_threads
 from ..units import fmt_bytes
 
 PREAD_MAX = 1 << 30  # one pread call reads at most this much (Linux stops near 2 GiB anyway)
+COLD_ENOUGH = 0.05  # a drop that left at most this share of the pages cached counts as cold
 
 
 def _drop_cache(paths) -> bool:
@@ -41,6 +45,35 @@ def _drop_cache(paths) -> bool:
         finally:
             os.close(fd)
     return True
+
+
+def cached_fraction(paths) -> float | None:
+    """The share of the files' pages in the page cache (mincore on a private mapping), or None where it cannot
+    be asked: whether a drop took (dirty pages, or a file system that ignores the advice, keep theirs)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        cached = total = 0
+        for path in paths:
+            size = os.path.getsize(path)
+            if size == 0:
+                continue
+            with open(path, "rb") as f:
+                mapping = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+            try:
+                pages = -(-size // mmap.PAGESIZE)
+                flags = (ctypes.c_ubyte * pages)()
+                start = ctypes.c_char.from_buffer(mapping)
+                status = libc.mincore(ctypes.c_void_p(ctypes.addressof(start)), ctypes.c_size_t(size), flags)
+                del start  # the mapping cannot close while exported
+                if status:
+                    return None
+                cached += int((np.frombuffer(flags, np.uint8) & 1).sum())
+                total += pages
+            finally:
+                mapping.close()
+        return cached / total if total else 0.0
+    except (OSError, AttributeError, TypeError, ValueError):
+        return None
 
 
 def _timed(fn, rounds: int, before=None) -> list[float]:
@@ -62,7 +95,14 @@ def measure_rank_io(plan, io_cfg, device: str, rounds: int, cold: bool, threads:
     host = xpmod.empty_host(plan.shape, plan.dtype, pinned=gpu)
     paths = sorted({p.path for p in plan.pieces})
     dropped = cold and _drop_cache(paths)
-    before = (lambda: _drop_cache(paths)) if dropped else None
+    left: list[float] = []  # the share still cached after each drop, where it can be seen
+
+    def drop():
+        _drop_cache(paths)
+        share = cached_fraction(paths)
+        if share is not None:
+            left.append(share)
+    before = drop if dropped else None
     readers = {engine: RowReader(plan, type(io_cfg)(engine=engine, threads=threads, buffer_mb=io_cfg.buffer_mb),
                                  threads) for engine in ("h5py", "direct")}
     times: dict[str, list[float]] = {}
@@ -85,7 +125,7 @@ def measure_rank_io(plan, io_cfg, device: str, rounds: int, cold: bool, threads:
         for reader in readers.values():
             reader.close()
     return {"bytes": plan.nbytes, "source": plan.describe(), "engines": engines, "cold": bool(dropped),
-            "threads": threads, "seconds": times}
+            "cached_after_drop": max(left) if left else None, "threads": threads, "seconds": times}
 
 
 def _file_ranges(plan):
@@ -161,7 +201,13 @@ def format_io(result: dict) -> str:
     lines = [f"# spmd bench io: {result['device']}, io.threads {result['io']['threads']} (at most the cores a rank "
              f"has), io.buffer_mb {result['io']['buffer_mb']}, median of {result['rounds']} rounds after one untimed"]
     for r in result["per_rank"]:
-        cache = "cold (pages dropped before each read)" if r["cold"] else "from the page cache"
+        cache = "from the page cache"
+        if r["cold"]:
+            left = r.get("cached_after_drop")
+            cache = ("cold (pages dropped before each read; whether they left cannot be checked here)" if left is None
+                     else f"cold (pages dropped before each read, at most {left:.0%} stayed)" if left <= COLD_ENOUGH
+                     else f"cold asked, but up to {left:.0%} of the file stayed in the page cache after the drop: "
+                          f"these reads are partly warm")
         lines.append(f"# rank {r['rank']} on {r['host']}: {fmt_bytes(r['bytes'])} of {r['source']}, {cache}, "
                      f"{r['threads']} reader thread(s)")
         limit = next((way for way in r["seconds"] if way.startswith("pread, ") and not way.endswith("1 thread")),

@@ -40,7 +40,9 @@ def test_every_rank_measures_every_engine_against_the_pread_limits(tmp_path, col
         assert r["cold"] is cold and [e["engine"] for e in r["engines"]] == ["direct"]
     for rank in range(3):
         assert f"# rank {rank} on " in out
-    assert out.count("   direct ") == 3 and ("cold (pages dropped before each read)" in out) is cold
+    assert out.count("   direct ") == 3
+    # a file system that keeps the pages (tmpfs) is said to, not passed off as cold
+    assert ("cold (pages dropped before each read" in out or "cold asked, but up to" in out) is cold
 
 
 def test_a_filtered_dataset_is_measured_by_h5py_and_says_why(tmp_path):

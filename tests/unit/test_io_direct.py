@@ -162,3 +162,20 @@ def test_kvikio_missing_is_a_config_error_saying_how_to_get_it(monkeypatch, tmp_
     plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 0, 1, ("float32",), (1,))
     with pytest.raises(ConfigError, match="kvikio is not usable here"):
         RowReader(plan, IoConfig(engine="kvikio"))
+
+
+def test_cached_fraction_sees_a_read_file_in_the_page_cache_and_the_table_says_when_a_drop_did_not_take(tmp_path):
+    from spmd.measure.io import cached_fraction, format_io
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(os.urandom(1 << 20))
+    path.read_bytes()
+    assert cached_fraction([str(path)]) == pytest.approx(1.0)
+    record = {"rank": 0, "host": "h", "bytes": 10, "source": "f.h5:x rows 0-1", "cold": True, "threads": 1,
+              "engines": [{"source": "f.h5:x rows 0-1", "engine": "direct"}], "seconds": {"direct": [1.0]},
+              "cached_after_drop": 0.5}
+    result = {"device": "cpu", "io": {"threads": 1, "buffer_mb": 8}, "rounds": 1, "per_rank": [record]}
+    assert "cold asked, but up to 50% of the file stayed in the page cache after the drop: these reads are " \
+           "partly warm" in format_io(result)
+    record["cached_after_drop"] = 0.0
+    assert "cold (pages dropped before each read, at most 0% stayed)" in format_io(result)
