@@ -94,3 +94,15 @@ def test_matmul_reads_whole_rows_with_the_direct_engine_and_says_so(tmp_path, al
         a_name = [k for k in engines[0] if k != "B"][0]
         assert all(e[a_name] == ("h5py" if engine == "h5py" else want_a) for e in engines), engines
     assert sums["h5py"] == sums["auto"]  # the same bytes, the same products
+
+
+def test_train_reads_its_rows_with_the_direct_engine_and_says_so(tmp_path):
+    from test_train_cli import train_config
+
+    config = train_config(tmp_path, **{"repeats": 1})
+    assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
+    rc, _, err, _ = spmd("run", config, "--out", "out", cwd=tmp_path, ranks=2)
+    assert rc == 0, err
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert [[piece["engine"] for piece in rank] for rank in report["io"]["per_rank"]] == [["direct"], ["direct"]]
+    assert report["io"]["per_rank"][1][0]["source"].endswith("rows 1024-2048, columns 0-24")
