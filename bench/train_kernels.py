@@ -14,25 +14,12 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from train_ddp import MODELS, mlp
-from train_ops import step_ops
+from train_ops import build_step
 
-from spmd.workloads.train.model import Layout, model_widths
-from spmd.workloads.train.network import Network
-from spmd.workloads.train.ops import make_ops
 
 
 def spmd_step(model, batch):
-    layout = Layout(model_widths(model))
-    ops = make_ops("gpu", np.float32, None, max_rows=batch)
-    net = Network(layout, ops, batch)
-    rng = np.random.default_rng(0)
-    w = cupy.asarray(layout.initial(0, np.float32))
-    g = cupy.zeros_like(w)
-    xs = cupy.asarray(rng.standard_normal((4096, layout.widths[0]), dtype=np.float32))
-    ys = cupy.asarray(rng.integers(0, layout.widths[-1], 4096).astype(np.int32))
-    idx = cupy.asarray(rng.integers(0, 4096, 64 * batch).astype(np.int32))
-    named = step_ops(layout, ops, net, w, g, cupy.zeros(2, np.int64), xs, ys, idx, batch)
-    cupy.cuda.Device().synchronize()
+    _, named = build_step(model, batch, None, np.random.default_rng(0))
 
     def step():
         for _, fn in named:

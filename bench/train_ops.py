@@ -74,6 +74,23 @@ def step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch, master=None):
     return out
 
 
+def build_step(model: str, batch: int, precision, rng):
+    """(ops, [(name, callable)]) for one SGD step of ``model`` at ``batch`` on the GPU, data and parameters
+    resident; ``precision`` as params.precision (bf16: the GEMMs read a bfloat16 copy of the parameters)."""
+    layout = Layout(model_widths(model))
+    ops = make_ops("gpu", np.float32, precision, max_rows=batch)
+    net = Network(layout, ops, batch)
+    master = cupy.asarray(layout.initial(0, np.float32))
+    w = master if ops.storage == ops.dtype else cupy.zeros(layout.size, ops.storage)
+    g = cupy.zeros(layout.size, np.float32)
+    xs = ops.stage(rng.standard_normal((4096, layout.widths[0]), dtype=np.float32))
+    ys = cupy.asarray(rng.integers(0, layout.widths[-1], 4096).astype(np.int32))
+    idx = cupy.asarray(rng.integers(0, 4096, 64 * batch).astype(np.int32))
+    counters = cupy.zeros(2, np.int64)
+    cupy.cuda.Device().synchronize()  # the copies above ran on the legacy stream; the ops run on another
+    return ops, step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch, master)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="medium,large")
@@ -84,19 +101,8 @@ def main():
     stream = cupy.cuda.Stream(non_blocking=True)
     rng = np.random.default_rng(0)
     for model in args.models.split(","):
-        layout = Layout(model_widths(model))
         for batch in map(int, args.batches.split(",")):
-            ops = make_ops("gpu", np.float32, args.precision, max_rows=batch)
-            net = Network(layout, ops, batch)
-            master = cupy.asarray(layout.initial(0, np.float32))
-            w = master if ops.storage == ops.dtype else cupy.zeros(layout.size, ops.storage)  # bf16: the GEMMs' copy
-            g = cupy.zeros(layout.size, np.float32)
-            xs = ops.stage(rng.standard_normal((4096, layout.widths[0]), dtype=np.float32))
-            ys = cupy.asarray(rng.integers(0, layout.widths[-1], 4096).astype(np.int32))
-            idx = cupy.asarray(rng.integers(0, 4096, 64 * batch).astype(np.int32))
-            counters = cupy.zeros(2, np.int64)
-            cupy.cuda.Device().synchronize()  # the copies above ran on the legacy stream; the ops run on another
-            named = step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch, master)
+            ops, named = build_step(model, batch, args.precision, rng)
             total = 0.0
             for name, fn in named:
                 print(model, batch, name, file=sys.stderr, flush=True)  # where a failure happened

@@ -150,6 +150,3 @@ class RowReader:
                                                     f"{r.file_offset}: a short or truncated file")
         if failure is not None:
             raise failure
-
-    def close(self) -> None:
-        """Nothing is held between reads (threads live for one read); kept for the readers' common face."""

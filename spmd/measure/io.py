@@ -25,8 +25,9 @@ import time
 import numpy as np
 
 from .. import xp as xpmod
+from ..config import IoConfig
 from ..errors import ConfigError
-from ..io.direct import ByteRange, as_bytes, byte_ranges, read_pieces, split
+from ..io.direct import as_bytes, merge, read_pieces, split
 from ..io.reader import RowReader, reader_threads
 from ..units import fmt_bytes
 
@@ -103,41 +104,30 @@ def measure_rank_io(plan, io_cfg, device: str, rounds: int, cold: bool, threads:
         if share is not None:
             left.append(share)
     before = drop if dropped else None
-    readers = {engine: RowReader(plan, type(io_cfg)(engine=engine, threads=threads, buffer_mb=io_cfg.buffer_mb),
-                                 threads) for engine in ("h5py", "direct")}
-    times: dict[str, list[float]] = {}
-    try:
-        for name, reader in readers.items():
-            times[name] = _timed(lambda r=reader: r.read(host), rounds, before)
-        engines = readers["direct"].engines()
-        ranges = _file_ranges(plan)
-        if ranges is not None:  # the limits underneath: plain preads of the same bytes
-            buffer = as_bytes(host)
-            whole = [(path, split(rs, PREAD_MAX)) for path, rs in ranges]
-            pieces = [(path, split(rs, max(1, int(io_cfg.buffer_mb * 2**20)))) for path, rs in ranges]
-            times["pread, 1 thread"] = _timed(
-                lambda: [read_pieces(p, rs, buffer, 1, p) for p, rs in whole], rounds, before)
-            times[f"pread, {threads} threads"] = _timed(
-                lambda: [read_pieces(p, rs, buffer, threads, p) for p, rs in pieces], rounds, before)
-        if gpu:
-            times.update(_gpu_times(plan, host, readers["direct"], rounds, before))
-    finally:
-        for reader in readers.values():
-            reader.close()
+    readers = {engine: RowReader(plan, IoConfig(engine=engine, threads=threads, buffer_mb=io_cfg.buffer_mb), threads)
+               for engine in ("h5py", "direct")}
+    times = {name: _timed(lambda r=reader: r.read(host), rounds, before) for name, reader in readers.items()}
+    ranges = _file_ranges(readers["direct"])
+    if ranges is not None:  # the limits underneath: plain preads of the same bytes
+        buffer = as_bytes(host)
+        whole = [(path, split(rs, PREAD_MAX)) for path, rs in ranges]
+        pieces = [(path, split(rs, max(1, int(io_cfg.buffer_mb * 2**20)))) for path, rs in ranges]
+        times["pread, 1 thread"] = _timed(
+            lambda: [read_pieces(p, rs, buffer, 1, p) for p, rs in whole], rounds, before)
+        times[f"pread, {threads} threads"] = _timed(
+            lambda: [read_pieces(p, rs, buffer, threads, p) for p, rs in pieces], rounds, before)
+    if gpu:
+        times.update(_gpu_times(plan, host, readers["direct"], rounds, before))
+    engines = readers["direct"].engines()
     return {"bytes": plan.nbytes, "source": plan.describe(), "engines": engines, "cold": bool(dropped),
             "cached_after_drop": max(left) if left else None, "threads": threads, "seconds": times}
 
 
-def _file_ranges(plan):
-    """[(path, byte ranges)] of the rank's rows, or None where a piece is not plain bytes in its file."""
-    out, offset = [], 0
-    for piece in plan.pieces:
-        ranges, why = byte_ranges(piece.path, piece.dataset, piece.start, piece.stop)
-        if why is not None:
-            return None
-        out.append((piece.path, [ByteRange(r.file_offset, r.nbytes, r.dest + offset) for r in ranges]))
-        offset += sum(r.nbytes for r in ranges)
-    return out
+def _file_ranges(reader):
+    """[(path, byte ranges)] of a direct reader's pieces, or None where one is not plain bytes in its file."""
+    if any(part.engine != "direct" for part in reader.parts):
+        return None
+    return [(part.piece.path, merge(list(part.reads))) for part in reader.parts]
 
 
 def _gpu_times(plan, host, reader, rounds: int, before) -> dict[str, list[float]]:
@@ -159,8 +149,8 @@ def _gpu_times(plan, host, reader, rounds: int, before) -> dict[str, list[float]
            "host to device, page-locked": _timed(lambda: copy(host), rounds),
            "host to device, pageable": _timed(lambda: copy(pageable), rounds)}
     try:
-        kvikio_reader = RowReader(plan, type(reader.cfg)(engine="kvikio", threads=reader.threads,
-                                                         buffer_mb=reader.cfg.buffer_mb), reader.threads)
+        kvikio_reader = RowReader(plan, IoConfig(engine="kvikio", threads=reader.threads,
+                                                 buffer_mb=reader.cfg.buffer_mb), reader.threads)
     except ConfigError:  # KvikIO not installed: no such row (spmd bench io says nothing of it)
         return out
     if any(p.engine == "kvikio" for p in kvikio_reader.parts):
@@ -171,7 +161,7 @@ def _gpu_times(plan, host, reader, rounds: int, before) -> dict[str, list[float]
 def pread_limit(plan, threads: int, buffer_mb: float, rounds: int = 3) -> float | None:
     """Median seconds to pread the bytes of ``plan`` in ``buffer_mb`` pieces on ``threads`` threads (the page
     cache as it is), or None where a piece is not plain bytes in its file: the limit under a read phase."""
-    ranges = _file_ranges(plan)
+    ranges = _file_ranges(RowReader(plan, IoConfig(engine="direct", threads=threads, buffer_mb=buffer_mb), threads))
     if ranges is None:
         return None
     buffer = memoryview(np.empty(plan.nbytes, np.uint8))

@@ -148,5 +148,4 @@ class InputRows:
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def close(self) -> None:
-        self.reader.close()
         self.host = self.device = self.copy_stream = None  # pinned and device buffers released with them

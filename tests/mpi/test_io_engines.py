@@ -52,10 +52,7 @@ def read_with(world, input_cfg, io_cfg, hand_on=True):
     got = np.full(plan.shape, np.nan, plan.dtype.newbyteorder("="))
     reader = RowReader(plan, io_cfg)
     landed = []
-    try:
-        reader.read(got, landed=(lambda lo, hi: landed.append((lo, hi))) if hand_on else None)
-    finally:
-        reader.close()
+    reader.read(got, landed=(lambda lo, hi: landed.append((lo, hi))) if hand_on else None)
     want = np.concatenate([h5py.File(p.path, "r")[p.dataset][p.start:p.stop] for p in plan.pieces])
     covered = np.zeros(got.nbytes, bool)
     for lo, hi in landed:

@@ -57,7 +57,6 @@ def test_what_the_direct_engine_cannot_read_is_said_and_left_to_h5py(tmp_path):
                                  "why_h5py": "filtered (compressed or shuffled): HDF5 decodes it"}]
     out = np.full((100, 2), np.nan, np.float32)
     reader.read(out)
-    reader.close()
     assert (out == 1).all()
 
 
@@ -117,7 +116,6 @@ def test_an_injected_nan_is_in_place_before_any_piece_is_handed_on(tmp_path):
         reader.read(out, landed=lambda lo, hi: seen.append(out.view(np.uint8)[lo:hi].copy()))
     finally:
         faults.disarm()
-        reader.close()
     handed = np.concatenate(seen).view(np.float32)
     assert np.isnan(out[2048]) and np.isnan(handed[2048]) and np.isnan(handed).sum() == 1
 
