@@ -9,6 +9,9 @@
 #   PARTS=comm,reduce bash bench/gpu_session.sh multi   scaling on all 4 or 8 GPUs (bench/multi_gpu.sh)
 #   bash bench/gpu_session.sh scale+tests   both in one call (the machine is released when idle)
 #   bash bench/gpu_session.sh io      the input path: engines and reduce's repeat (bench/io_gpu.sh)
+#   bash bench/gpu_session.sh torch2  train against PyTorch eager / graph / compile, plain and DDP, 1 and 2 GPUs
+#                                     (bench/train_two_gpu.sh)
+#   PARTS=io,corrupt,plugins bash bench/gpu_session.sh multi   issue 26's input path, faults and plug-ins
 #   bash bench/gpu_session.sh cudampi  build a CUDA-aware Open MPI, then mpi-cuda's tests and benchmarks
 #                                      (bench/cuda-mpi/build.sh, bench/cuda_mpi_gpu.sh; carry .cuda-mpi too)
 #   MODE may combine parts with '+': e.g. comm+tests
@@ -68,9 +71,14 @@ if [[ "+$MODE+" == *+io+* ]]; then
   tar -czf "$OUT/io-results.tar.gz" -C /tmp/spmd-io results 2>/dev/null
   cat /tmp/spmd-io/results/summary.md
 fi
+if [[ "$MODE" == *torch2* ]]; then
+  step torch2 timeout "${TORCH2_TIMEOUT:-560}" bash bench/train_two_gpu.sh /tmp/spmd-torch2/results
+  tar -czf "$OUT/torch2-results.tar.gz" -C /tmp/spmd-torch2 results 2>/dev/null
+  cat "$OUT/torch2.log" /tmp/spmd-torch2/results/summary.md
+fi
 if [[ "$MODE" == *multi* ]]; then
   bash bench/multi_gpu.sh /tmp/spmd-multi/results
-  tar -czf "$OUT/multi-results.tar.gz" -C /tmp/spmd-multi results 2>/dev/null
+  tar --exclude "*.h5" -czf "$OUT/multi-results.tar.gz" -C /tmp/spmd-multi results 2>/dev/null
 fi
 if [[ "$MODE" == *cudampi* ]]; then
   # A CUDA-aware Open MPI built here from Debian's source (.cuda-mpi, carried; fetch.sh made it),

@@ -5,7 +5,7 @@ barrier (wait), a copy to the GPU (h2d), ``xp.sum(block, dtype=float64)`` (compu
 (comm; MPI on a CPU). Device phases are CUDA-event timed, host phases with perf_counter, as spmd's timer
 does. Prints one JSON line: the median of each phase over the kept repeats, and the sum.
 
-    mpirun -n 1 python3 bench/inline_sum.py bench/plugin-sum.yaml   # after spmd generate of that config
+    mpirun -n 1 python3 bench/inline_sum.py bench/plugin-sum.yaml   # after spmd generate of that config (any -n)
 """
 
 import json
@@ -33,7 +33,8 @@ def main(config_path: str) -> int:
         rows = f[cfg["input"]["dataset"]].shape[0]
     start, stop = rank * rows // size, (rank + 1) * rows // size
     if GPU:
-        cupy.cuda.Device(0).use()
+        local = comm.Split_type(MPI.COMM_TYPE_SHARED).rank  # one GPU per rank of a node, as spmd binds
+        cupy.cuda.Device(local % cupy.cuda.runtime.getDeviceCount()).use()
         uid = comm.bcast(nccl.get_unique_id() if rank == 0 else None)
         nc = nccl.NcclCommunicator(size, uid, rank)
         host = cupy.cuda.alloc_pinned_memory((stop - start) * 4)

@@ -8,6 +8,9 @@ markdown summary on stdout.
 Medians over the runs, with their ranges.
 
     python3 bench/summarize_io.py DIR > DIR/summary.md
+
+With ``--scaling DIR`` (bench/multi_gpu.sh's io part, issue 26): per workload, engine, mode and GPU count, the
+whole repeat, its efficiency and its read phase (``scaling``), and spmd bench io at 1 and N ranks.
 """
 
 import json
@@ -59,6 +62,51 @@ def io_targets(folder) -> dict:
     return out
 
 
+def scaling(folder) -> list[dict]:
+    """Rows of DIR/io-<workload>-<engine>/scaling.json: the whole repeat (median), efficiency, the read phase
+    (slowest rank's median) and the N-thread pread limit measured after the run (slowest rank, GB/s)."""
+    rows = []
+    for path in sorted(Path(folder).glob("io-*-*/scaling.json")):
+        workload, engine = path.parent.name.split("-")[1:3]
+        sc = json.loads(path.read_text())
+        runs = {(r["mode"], r["ranks"]): r for r in sc["runs"]}
+        for mode in sc["modes"]:
+            for row in sc["series"][mode]:
+                run = runs.get((mode, row["ranks"]), {})
+                limit = run.get("read_limit") or []
+                rows.append({"workload": workload, "engine": engine, "mode": mode, "ranks": row["ranks"],
+                             "total": row["time"], "efficiency": row["efficiency"],
+                             "read": row["timings"].get("read", {}).get("max"),
+                             "h2d": row["timings"].get("h2d", {}).get("max"),
+                             "bytes_per_rank": row.get("bytes_per_rank"),
+                             "limit_GBps": (min(x["bytes"] / x["seconds"] for x in limit) / 1e9
+                                            if limit and all(limit) else None)})
+    return rows
+
+
+def print_scaling(folder) -> None:
+    rows = scaling(folder)
+    print("| workload | engine | mode | GPUs | whole repeat | efficiency | read (slowest rank) | read GB/s per rank "
+          "| pread N threads GB/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        rate = (f"{r['bytes_per_rank'] / r['read'] / 1e9:.2f}" if r["read"] and r["bytes_per_rank"] and
+                r["workload"] == "reduce" else "-")
+        limit = f"{r['limit_GBps']:.2f}" if r["limit_GBps"] else "-"
+        print(f"| {r['workload']} | {r['engine']} | {r['mode']} | {r['ranks']} | {r['total'] * 1e3:.1f} ms | "
+              f"{r['efficiency']:.1%} | {(r['read'] or 0) * 1e3:.1f} ms | {rate} | {limit} |")
+    for path in sorted(Path(folder).glob("bench-io-*.json")):
+        result = json.loads(path.read_text())
+        ranks = result["per_rank"]
+        print(f"\nspmd bench io, {len(ranks)} rank(s), {ranks[0]['bytes'] / 2**30:.2f} GiB each "
+              f"({path.name}): GB/s per rank (all ranks together)\n")
+        print("| way | " + " | ".join(f"rank {r['rank']}" for r in ranks) + " | together |")
+        print("|---" * (len(ranks) + 2) + "|")
+        for way in ranks[0]["seconds"]:
+            rates = [r["bytes"] / statistics.median(r["seconds"][way]) / 1e9 for r in ranks]
+            print(f"| {way} | " + " | ".join(f"{x:.2f}" for x in rates) + f" | {sum(rates):.2f} |")
+
+
 def main(folder: str) -> None:
     t = io_targets(folder)
     for layout in ("contiguous", "chunked"):
@@ -84,4 +132,7 @@ def main(folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--scaling":
+        print_scaling(sys.argv[2])
+    else:
+        main(sys.argv[1])

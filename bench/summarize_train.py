@@ -1,7 +1,8 @@
 """The train table (markdown) from train-spmd.jsonl and train-ddp.jsonl in DIR, for every GPU count
-the runs hold (1, 2, 4, ...); or, from a folder of bench/train_one_gpu.sh (train-spmd-run*.jsonl and
-train-torch.jsonl), spmd on one GPU against every PyTorch setup: medians of the runs with their range, and the
-margin against the strongest (``one_gpu``, which bench/claims.py quotes from)."""
+the runs hold (1, 2, 4, ...); or, from a folder of bench/train_one_gpu.sh or bench/train_two_gpu.sh
+(train-spmd-run*.jsonl and train-torch*.jsonl), spmd against every PyTorch setup (DDP above one GPU) at each GPU
+count: medians of the runs with their range, the margin against the strongest (``against_torch``, ``one_gpu``)
+and the speedups over one GPU (``speedups``), which bench/claims.py quotes from."""
 
 import json
 import statistics
@@ -71,35 +72,62 @@ def _precision(variant: str) -> str:
     return next((suffix for _, suffix in PRECISIONS.values() if suffix and variant.endswith(suffix)), "")
 
 
-def one_gpu(folder) -> list[dict]:
-    """Per (precision, model, batch): spmd's median samples/s over its runs (each run the median of its windows)
-    with min and max; every PyTorch setup's median over its timed runs; the strongest setup; the margin (spmd's
-    median over the strongest's) and the worst case (spmd's slowest run over the strongest's fastest)."""
+def against_torch(folder) -> list[dict]:
+    """Per (precision, GPUs, model, batch): spmd's median samples/s over its runs (each run the median of its
+    windows) with min and max; every PyTorch setup's median over its timed runs (DDP on more than one GPU); the
+    strongest setup; the margin (spmd's median over the strongest's) and the worst case (spmd's slowest run over
+    the strongest's fastest). spmd's lines from train-spmd-run*.jsonl, PyTorch's from train-torch*.jsonl."""
     folder = Path(folder)
     spmd: dict[tuple, list[float]] = {}
     for path in sorted(folder.glob("train-spmd-run*.jsonl")):
         for r in load(path):
-            spmd.setdefault((r["variant"], r["model"], r["batch"]), []).append(r["samples_per_s"])
-    torch_runs = load(folder / "train-torch.jsonl")
+            spmd.setdefault((r["variant"], r.get("gpus", 1), r["model"], r["batch"]), []).append(r["samples_per_s"])
+    torch_runs = [r for path in sorted(folder.glob("train-torch*.jsonl")) for r in load(path)]
     rows = []
     for precision, (mine, suffix) in PRECISIONS.items():
-        for model in ("medium", "large"):
-            for batch in sorted({b for v, m, b in spmd if v == mine and m == model}):
-                rates = spmd[(mine, model, batch)]
-                peers = {r["variant"].removesuffix(suffix): r for r in torch_runs
-                         if r["model"] == model and r["batch"] == batch and _precision(r["variant"]) == suffix}
-                ran = {name: r for name, r in peers.items() if "samples_per_s" in r}
-                if not ran:
-                    continue
-                best = max(ran, key=lambda name: ran[name]["samples_per_s"])
-                rows.append({"precision": precision, "model": model, "batch": batch, "runs": len(rates),
-                             "spmd": statistics.median(rates), "spmd_min": min(rates), "spmd_max": max(rates),
-                             "torch": {name: r.get("samples_per_s") for name, r in peers.items()},
-                             "failed": {name: r["error"] for name, r in peers.items() if "error" in r},
-                             "strongest": best, "strongest_rate": ran[best]["samples_per_s"],
-                             "margin": statistics.median(rates) / ran[best]["samples_per_s"],
-                             "worst_margin": min(rates) / max(ran[best]["runs_samples_per_s"])})
+        for gpus in sorted({g for v, g, m, b in spmd if v == mine}):
+            for model in ("medium", "large"):
+                for batch in sorted({b for v, g, m, b in spmd if v == mine and g == gpus and m == model}):
+                    rates = spmd[(mine, gpus, model, batch)]
+                    peers = {r["variant"].removesuffix(suffix): r for r in torch_runs
+                             if r["model"] == model and r["batch"] == batch and r.get("gpus", 1) == gpus
+                             and _precision(r["variant"]) == suffix}
+                    ran = {name: r for name, r in peers.items() if "samples_per_s" in r}
+                    if not ran:
+                        continue
+                    best = max(ran, key=lambda name: ran[name]["samples_per_s"])
+                    rows.append({"precision": precision, "gpus": gpus, "model": model, "batch": batch,
+                                 "runs": len(rates), "spmd": statistics.median(rates), "spmd_min": min(rates),
+                                 "spmd_max": max(rates), "spmd_runs": rates,
+                                 "torch": {name: r.get("samples_per_s") for name, r in peers.items()},
+                                 "failed": {name: r["error"] for name, r in peers.items() if "error" in r},
+                                 "strongest": best, "strongest_rate": ran[best]["samples_per_s"],
+                                 "margin": statistics.median(rates) / ran[best]["samples_per_s"],
+                                 "worst_margin": min(rates) / max(ran[best]["runs_samples_per_s"])})
     return rows
+
+
+def one_gpu(folder) -> list[dict]:
+    """against_torch's rows on one GPU."""
+    return [r for r in against_torch(folder) if r["gpus"] == 1]
+
+
+def speedups(folder, precision: str = "float32") -> list[dict]:
+    """Per (model, batch) with runs on 1 and more GPUs: spmd's speedup, the median over its runs of each run's
+    N-GPU rate over the same run's 1-GPU rate (both measured in one launch), with min and max; and the strongest
+    PyTorch setup's at N GPUs over the strongest's at 1."""
+    rows = against_torch(folder)
+    at = {(r["gpus"], r["model"], r["batch"]): r for r in rows if r["precision"] == precision}
+    out = []
+    for (gpus, model, batch), r in sorted(at.items()):
+        one = at.get((1, model, batch))
+        if gpus == 1 or one is None or len(one["spmd_runs"]) != len(r["spmd_runs"]):
+            continue
+        ratios = [n / o for n, o in zip(r["spmd_runs"], one["spmd_runs"])]
+        out.append({"gpus": gpus, "model": model, "batch": batch, "speedup": statistics.median(ratios),
+                    "min": min(ratios), "max": max(ratios),
+                    "torch_speedup": r["strongest_rate"] / one["strongest_rate"], "torch_strongest": r["strongest"]})
+    return out
 
 
 def one_gpu_row(r: dict, names: list[str]) -> str:
@@ -110,19 +138,30 @@ def one_gpu_row(r: dict, names: list[str]) -> str:
 
 
 def print_one_gpu(folder) -> None:
-    rows = one_gpu(folder)
+    """spmd against PyTorch's setups per precision and GPU count (DDP above one GPU), then the speedups."""
+    rows = against_torch(folder)
     for precision in PRECISIONS:
-        mine = [r for r in rows if r["precision"] == precision]
-        if not mine:
-            continue
-        names = sorted({n for r in mine for n in r["torch"]})
-        print(f"\n{precision}: samples/s, spmd the median of {mine[0]['runs']} runs (min-max), each PyTorch setup "
-              "the median of its timed runs; margin = spmd / the strongest, worst = spmd's slowest run / the "
-              "strongest's fastest\n")
-        print("| model | batch | spmd | " + " | ".join(names) + " | strongest | margin | worst |")
-        print("|---" * (6 + len(names)) + "|")
-        for r in mine:
-            print(one_gpu_row(r, names))
+        for gpus in sorted({r["gpus"] for r in rows}):
+            mine = [r for r in rows if r["precision"] == precision and r["gpus"] == gpus]
+            if not mine:
+                continue
+            names = sorted({n for r in mine for n in r["torch"]})
+            ddp = " (PyTorch: DistributedDataParallel)" if gpus > 1 else ""
+            print(f"\n{precision}, {gpus} GPU{'s' if gpus > 1 else ''}{ddp}: samples/s of all GPUs, spmd the median "
+                  f"of {mine[0]['runs']} runs (min-max), each PyTorch setup the median of its timed runs; margin = "
+                  "spmd / the strongest, worst = spmd's slowest run / the strongest's fastest\n")
+            print("| model | batch | spmd | " + " | ".join(names) + " | strongest | margin | worst |")
+            print("|---" * (6 + len(names)) + "|")
+            for r in mine:
+                print(one_gpu_row(r, names))
+    ups = speedups(folder)
+    if ups:
+        print("\nfloat32 speedup at N GPUs over 1 (per-GPU batch fixed): spmd the median of its runs' own ratios "
+              "(min-max); PyTorch its strongest setup at N over its strongest at 1\n")
+        print("| GPUs | model | batch | spmd | PyTorch (strongest at N) |\n|---|---|---|---|---|")
+        for u in ups:
+            print(f"| {u['gpus']} | {u['model']} | {u['batch']} | {u['speedup']:.2f}x ({u['min']:.2f}-{u['max']:.2f}) "
+                  f"| {u['torch_speedup']:.2f}x ({u['torch_strongest']}) |")
     for name, error in {n: e for r in rows for n, e in r["failed"].items()}.items():
         print(f"\n{name} failed on this machine: {error}")
 

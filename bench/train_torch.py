@@ -1,8 +1,13 @@
-"""PyTorch on one GPU at every batch of the train table, in its standard setups, for spmd to be compared with
-the strongest of them (issue 23): eager; the whole step (batch gather, forward, loss, backward, SGD update)
-captured in one CUDA graph as PyTorch's documentation shows ("whole network capture"); torch.compile of the
-model (default mode); and torch.compile with mode="reduce-overhead" (its own CUDA graphs); the graphed step
-again with TF32 GEMMs and under autocast to bfloat16 (against spmd's ``params.precision``: tf32, bf16).
+"""PyTorch at every batch of the train table, in its standard setups, for spmd to be compared with the strongest
+of them (issues 23 and 26): eager; the whole step (batch gather, forward, loss, backward, SGD update) captured in
+one CUDA graph as PyTorch's documentation shows ("whole network capture"); torch.compile of the model (default
+mode); and torch.compile with mode="reduce-overhead" (its own CUDA graphs); the graphed step again with TF32
+GEMMs and under autocast to bfloat16 (against spmd's ``params.precision``: tf32, bf16).
+
+Launched on N > 1 ranks (mpirun, one GPU each), every setup wraps the model in DistributedDataParallel (25 MB
+buckets, as bench/train_ddp.py), the per-GPU batch fixed: for the graphed step as PyTorch's CUDA-graph notes ask,
+DDP is built on a side stream and runs 11 eager steps before the capture, which then holds the gradient
+all-reduces too; torch.compile compiles the DDP model (dynamo splits it at the buckets).
 
 Same MLPs, batch, SGD with momentum 0.9 and data resident on the GPU as bench/train_ddp.py. One JSON line per
 (model, batch, variant): the median of ``--runs`` timed runs of ``--steps`` steps (each after 20 warm-up steps,
@@ -10,22 +15,31 @@ on one compiled or captured setup), with every run's samples/s; a
 setup that fails on this machine is a line with its error instead.
 
     python3 bench/train_torch.py [--steps 200] [--runs 3] > train-torch.jsonl
+    mpirun -n 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29515 python3 bench/train_torch.py --variants torch-graph
 """
 
 import argparse
 import contextlib
 import json
+import os
 import statistics
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from train_ddp import MODELS, mlp, timed
 
 
-def setup(widths, batch, steps, device, rows=16384):
+def setup(widths, batch, steps, device, ddp=False, rows=16384):
     torch.manual_seed(0)
     model = mlp(widths).to(device)
+    if ddp:  # built on a side stream: its buffers then belong to no stream a CUDA graph capture would see
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index], bucket_cap_mb=25)
+        torch.cuda.current_stream().wait_stream(side)
     x = torch.randn(rows, widths[0], device=device)
     y = torch.randint(0, widths[-1], (rows,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -44,13 +58,14 @@ def eager_step(model, x, y, opt, loss_fn, amp=contextlib.nullcontext):
 
 
 def graphed_step(model, x, y, opt, loss_fn, idx, amp=contextlib.nullcontext):
-    """The whole step in one CUDA graph: warm-up on a side stream, then capture with a static index tensor
-    (the batch gather is in the graph, as spmd's is); each step copies its indices in and replays."""
+    """The whole step in one CUDA graph: warm-up on a side stream (11 steps: DDP asks for at least 11 before a
+    capture), then capture with a static index tensor (the batch gather is in the graph, as spmd's is); each
+    step copies its indices in and replays."""
     static_idx = idx[0].clone()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for i in range(3):
+        for i in range(11):
             opt.zero_grad(set_to_none=True)
             with amp():
                 loss = loss_fn(model(x[idx[i]]), y[idx[i]])
@@ -71,7 +86,7 @@ def graphed_step(model, x, y, opt, loss_fn, idx, amp=contextlib.nullcontext):
     return step
 
 
-def variant_step(variant, widths, batch, steps, device):
+def variant_step(variant, widths, batch, steps, device, ddp=False):
     """The step of ``variant``; a "-tf32" suffix lets cuBLAS use TF32 tensor cores for float32 GEMMs, "-bf16"
     runs forward and loss under autocast to bfloat16 (PyTorch's mixed precision; its cache off, as CUDA graph
     capture requires)."""
@@ -81,8 +96,9 @@ def variant_step(variant, widths, batch, steps, device):
         def amp():
             return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
     variant = variant.removesuffix("-tf32").removesuffix("-bf16")
-    model, x, y, opt, idx = setup(widths, batch, steps, device)
+    model, x, y, opt, idx = setup(widths, batch, steps, device, ddp)
     loss_fn = nn.CrossEntropyLoss()
+    torch._dynamo.reset()  # each compiled setup starts afresh, never from the recompile limit of earlier ones
     if variant == "torch-eager":
         return eager_step(model, x, y, opt, loss_fn, amp), idx
     if variant == "torch-graph":
@@ -101,22 +117,32 @@ def main():
     parser.add_argument("--variants", default="torch-eager,torch-graph,torch-compile,torch-compile-graphs,"
                                               "torch-graph-tf32,torch-graph-bf16")
     args = parser.parse_args()
-    device = torch.device("cuda", 0)
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", 0)))
+    size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", 1)))
+    local = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", rank))
+    device = torch.device("cuda", local)
     torch.cuda.set_device(device)
+    if size > 1:
+        dist.init_process_group("nccl", rank=rank, world_size=size, device_id=device)
     for name, (widths, batches) in MODELS.items():
         for batch in batches:
             for variant in args.variants.split(","):
-                line = {"model": name, "batch": batch, "gpus": 1, "variant": variant, "torch": torch.__version__}
+                line = {"model": name, "batch": batch, "gpus": size, "variant": variant, "torch": torch.__version__,
+                        **({"ddp": True} if size > 1 else {})}
                 try:
                     # built once (compiled, captured), then timed --runs times, each after its own warm-up
-                    step, idx = variant_step(variant, widths, batch, args.steps, device)
+                    step, idx = variant_step(variant, widths, batch, args.steps, device, ddp=size > 1)
                     seconds = [timed(step, idx, args.steps) for _ in range(args.runs)]
                     t = statistics.median(seconds)
-                    line.update(samples_per_s=batch * args.steps / t, step_ms=t / args.steps * 1e3,
-                                runs_samples_per_s=[batch * args.steps / s for s in seconds])
+                    # samples/s of all GPUs together (each takes its own batch), as spmd reports it
+                    line.update(samples_per_s=batch * size * args.steps / t, step_ms=t / args.steps * 1e3,
+                                runs_samples_per_s=[batch * size * args.steps / s for s in seconds])
                 except Exception as exc:  # a setup this machine cannot run: said, not hidden
                     line.update(error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-                print(json.dumps(line), flush=True)
+                if rank == 0:
+                    print(json.dumps(line), flush=True)
+    if size > 1:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
