@@ -97,7 +97,7 @@ if [[ "$PARTS" == *plugins* ]]; then
   P=$DIR/plugins; mkdir -p "$P"
   timeout 60 python3 bench/hbm_ceiling.py > "$P/hbm_ceiling.json"
   declare -A SIZE=([histogram]="[134217728]" [kmeans]="[4194304,2]" [pca]="[8388608,16]")
-  for name in histogram kmeans pca; do
+  for name in ${EXAMPLES:-histogram kmeans pca}; do
     step plugin-$name 60 $MPI -n "$N" python3 -m spmd scale examples/$name.yaml --mode both --ranks "$RANKS" \
       -o "generate.shape=${SIZE[$name]}" -o repeats=10 -o device=gpu --out "$P/scale-$name" --probe-max-bytes 0 \
       --compare-comm none
