@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..units import fmt_bytes, fmt_seconds
-from .figures import NOT_LOCAL
+from .figures import NOT_LOCAL, OVERLAPPED
 from .model import predict
 
 CONTENTION = 0.8    # a phase's per-rank throughput falling below 80% of the base size's
@@ -204,7 +204,7 @@ def _beyond_best(model: dict, best: dict) -> str | None:
 
 def _grew_most(prev: dict, cur: dict) -> tuple[str, float]:
     deltas = {p: cur["timings"][p]["median"] - prev["timings"].get(p, {"median": 0.0})["median"]
-              for p in cur["timings"] if p != "total"}
+              for p in cur["timings"] if p != "total" and p not in OVERLAPPED}
     phase = max(deltas, key=deltas.get)
     return phase, deltas[phase]
 
@@ -213,7 +213,7 @@ def _furthest_from_ideal(base: dict, cur: dict) -> tuple[str, float]:
     """The phase with the largest excess over ideal: strong = base time x n0/n, weak = base time."""
     scale = base["ranks"] / cur["ranks"] if cur["mode"] == "strong" else 1.0
     excess = {p: cur["timings"][p]["median"] - base["timings"].get(p, {"median": 0.0})["median"] * scale
-              for p in cur["timings"] if p != "total"}
+              for p in cur["timings"] if p != "total" and p not in OVERLAPPED}
     phase = max(excess, key=excess.get)
     return phase, excess[phase]
 

@@ -13,8 +13,11 @@ import statistics
 
 from ..report.summary import job_time
 
-# Phases that are not a rank's own work (comm_overlapped: communication hidden behind compute).
-NOT_LOCAL = ("wait", "comm", "comm_overlapped", "total")
+# Phases that ran hidden behind others (communication behind compute, copies to the GPU behind the read): they
+# are not part of a repeat's time, so they are neither summed, fitted nor named as what slowed a repeat.
+OVERLAPPED = ("comm_overlapped", "h2d_overlapped")
+# Phases that are not a rank's own additive work.
+NOT_LOCAL = ("wait", "comm", *OVERLAPPED, "total")
 SUPERLINEAR = 1.05   # efficiency above this: suspect (a cache effect, or a base run slowed by something else)
 SPREAD_LIMIT = 0.20  # repeats whose times span more than this share of their median: suspect (noise, contention)
 

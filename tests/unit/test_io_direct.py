@@ -162,6 +162,25 @@ def test_kvikio_missing_is_a_config_error_saying_how_to_get_it(monkeypatch, tmp_
         RowReader(plan, IoConfig(engine="kvikio"))
 
 
+def test_kvikio_reads_on_the_configured_threads_in_whole_row_tasks(monkeypatch, tmp_path):
+    """KvikIO's pool defaults to 1 thread (measured on an H200 at 7.3 GB/s against 37 GB/s for 8 direct threads):
+    a kvikio reader sets io.threads and whole rows of io.buffer_mb as KvikIO's tasks, and hands it whole ranges."""
+    import sys
+    import types
+
+    settings = []
+    fake = types.SimpleNamespace(defaults=types.SimpleNamespace(set=settings.append))
+    monkeypatch.setitem(sys.modules, "kvikio", fake)
+    path = tmp_path / "x.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.ones((3000, 3), np.float32), chunks=(1000, 3))  # 12,000-byte chunks
+    plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 0, 1, ("float32",), (2,))
+    reader = RowReader(plan, IoConfig(engine="kvikio", threads=6, buffer_mb=0.01), threads=5)
+    assert settings == [{"num_threads": 5, "task_size": 10476}]  # 873 rows of 12 bytes: whole rows in 10,485 bytes
+    assert [p.engine for p in reader.parts] == ["kvikio"]
+    assert sum(r.nbytes for r in reader.parts[0].reads) == 36000 and len(reader.parts[0].reads) <= 3
+
+
 def test_cached_fraction_sees_a_read_file_in_the_page_cache_and_the_table_says_when_a_drop_did_not_take(tmp_path):
     from spmd.measure.io import cached_fraction, format_io
 

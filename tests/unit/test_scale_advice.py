@@ -52,6 +52,21 @@ def test_weak_contention_is_named():
     assert len(shared) == 1 and shared[0].startswith("Per rank, read moved 2 GB/s at 1 rank(s) but 1 GB/s at 2 (-50%)")
 
 
+def test_hidden_phases_are_never_named_as_the_cost():
+    """h2d_overlapped (the copy to the GPU the read hid) and comm_overlapped are not part of a repeat: a sweep
+    whose read slowed is said to be slowed by the read, however much hidden copying grew with it (as measured
+    on 2 H200s: 152 ms of hidden copies, named instead of the read)."""
+    rows = with_figures([row("strong", 1, 0.156, 4e9, read=0.154, h2d_overlapped=0.152, compute=1e-3),
+                         row("strong", 2, 0.135, 2e9, read=0.127, h2d_overlapped=0.132, compute=5e-4)])
+    lines = series_advice(rows)
+    assert any(line.startswith("read took 154 ms at 1 rank(s) and 127 ms at 2") for line in lines), lines
+    assert any(line.startswith("At 2 ranks efficiency is 58%: read is") for line in lines), lines
+    assert not any("h2d_overlapped" in line for line in lines), lines
+    weak = with_figures([row("weak", 1, 1.0, 1e9, read=0.5, compute=0.5, comm_overlapped=0.1),
+                         row("weak", 2, 1.5, 1e9, read=0.9, compute=0.5, comm_overlapped=2.0)])
+    assert any(line.startswith("At 2 ranks efficiency is 67%: read is 400 ms") for line in series_advice(weak))
+
+
 def test_good_scaling_says_only_so():
     rows = with_figures([row("strong", 1, 1.0, 1e9, compute=1.0), row("strong", 2, 0.5, 5e8, compute=0.5)])
     assert series_advice(rows) == ["Strong scaling 1 -> 2 ranks: speedup 2.00x, efficiency 100%."]
