@@ -34,8 +34,8 @@ export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib:${LD_LIBRARY_PATH:-}
 export PYTHONPATH=/tmp/site:$PWD
 export MPI="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE=0 -x TORCH_SYMM_MEM_DISABLE_MULTICAST=1 -x NVSHMEM_DISABLE_NVLS=1 -x PYTHONPATH -x PYTHONUNBUFFERED"
 export SPMD_MPIEXEC="$MPI"
-{ nvidia-smi; nvidia-smi topo -m; python3 -c "import cupy, numpy, h5py, mpi4py; from mpi4py import MPI; \
-print("cupy", cupy.__version__, "nccl", __import__("cupy.cuda.nccl").cuda.nccl.get_version(), 'numpy', numpy.__version__, \
+{ nvidia-smi; nvidia-smi topo -m; python3 -c "import cupy, numpy, h5py, mpi4py; from cupy.cuda import nccl; \
+from mpi4py import MPI; print('cupy', cupy.__version__, 'nccl', nccl.get_version(), 'numpy', numpy.__version__, \
 'h5py', h5py.__version__, 'mpi4py', mpi4py.__version__, MPI.Get_library_version().splitlines()[0])"; } > "$OUT/env.txt" 2>&1
 step() {
   local name=$1; shift

@@ -16,7 +16,7 @@ PHASES = ("read", "wait", "h2d", "compute", "comm", "total")
 
 def runs(folder: Path, prefix: str) -> list[dict]:
     """The report.json (or inline JSON) of every run named ``prefix-N``."""
-    found = sorted(folder.glob(f"{prefix}-[0-9]*"))
+    found = sorted(p for p in folder.glob(f"{prefix}-[0-9]*") if p.is_dir() or p.suffix == ".json")
     return [json.loads((p / "report.json").read_text() if p.is_dir() else p.read_text()) for p in found]
 
 
@@ -68,12 +68,44 @@ def overhead(folder: Path) -> list[str]:
     return lines
 
 
+def scaling(folder: Path) -> list[dict]:
+    """The examples' spmd scale sweeps (scale-<name>/scaling.json, bench/multi_gpu.sh's plugins part): per mode
+    and GPU count the whole repeat, efficiency, compute and comm (slowest rank's medians), and verification."""
+    rows = []
+    for path in sorted(folder.glob("scale-*/scaling.json")):
+        sc = json.loads(path.read_text())
+        verified = {(r["mode"], r["ranks"]): r["report"]["verified"] for r in sc["runs"]}
+        for mode in sc["modes"]:
+            for row in sc["series"][mode]:
+                t = row["timings"]
+                rows.append({"example": path.parent.name.removeprefix("scale-"), "mode": mode, "ranks": row["ranks"],
+                             "total": row["time"], "efficiency": row["efficiency"],
+                             "compute": t["compute"]["max"], "comm": t.get("comm", {}).get("max", 0.0),
+                             "read": t.get("read", {}).get("max", 0.0),
+                             "verified": verified.get((mode, row["ranks"]))})
+    return rows
+
+
+def scaling_lines(folder: Path) -> list[str]:
+    rows = scaling(folder)
+    if not rows:
+        return []
+    lines = ["| example | mode | GPUs | repeat ms | efficiency | read ms | compute ms | comm ms | verified |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['example']} | {r['mode']} | {r['ranks']} | {r['total'] * 1e3:.2f} | {r['efficiency']:.1%} | "
+              f"{r['read'] * 1e3:.2f} | {r['compute'] * 1e3:.3f} | {r['comm'] * 1e3:.3f} | {r['verified']} |"
+              for r in rows]
+    return lines
+
+
 def main(folder: str) -> int:
     folder = Path(folder)
     hbm = json.loads((folder / "hbm_ceiling.json").read_text())
     print(f"Device: {hbm['device']}; HBM read ceiling (CuPy sum over 4 GiB float32): {hbm['sum_read_TBps']:.2f} TB/s, "
           f"device copy {hbm['copy_read_plus_write_TBps']:.2f} TB/s (read + write).\n")
     print("\n".join(examples(folder, hbm["sum_read_TBps"])))
+    print()
+    print("\n".join(scaling_lines(folder)))
     print()
     print("\n".join(overhead(folder)))
     return 0
