@@ -18,6 +18,9 @@ from .config import COMM_BACKENDS
 from .errors import SpmdError
 
 INTERRUPT_GRACE_S = 2.0  # after Ctrl-C (no watchdog), rank r leaves r times this to the ranks below it
+NEEDS_MPI = ("run", "scale", "bench", "topo", "info")  # generate runs alone without MPI; report and jobscript never need it
+MPI_FIX = ("install one: pip install 'spmd[mpich]' (MPICH from PyPI, no system MPI needed), or a system MPI "
+           "(e.g. apt install libopenmpi-dev openmpi-bin) and then pip install --no-binary mpi4py --force-reinstall mpi4py")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="compare or re-render written reports (no MPI launch needed)")
     rsub = report.add_subparsers(dest="report_command", required=True)
     cmp = rsub.add_parser("compare", help="per size and phase change between two report.json/scaling.json")
-    cmp.add_argument("old")
-    cmp.add_argument("new")
+    cmp.add_argument("old", help="the earlier report.json or scaling.json")
+    cmp.add_argument("new", help="the later one, of the same kind")
     cmp.add_argument("--fail-above", type=float, metavar="PCT",
                      help="exit 1 when a phase got slower by more than PCT percent")
     cmp.add_argument("--min-seconds", type=float, default=1e-4, metavar="S",
@@ -69,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("-q", "--quiet", action="store_true", help="no summary")
     merge.set_defaults(func=cmd_report_merge)
     render = rsub.add_parser("render", help="rewrite scaling.md, scaling.html and the plots from scaling.json")
-    render.add_argument("scaling")
+    render.add_argument("scaling", help="a scaling.json (spmd scale or spmd report merge wrote it)")
     render.add_argument("--out", metavar="DIR", help="output folder (default: the folder of SCALING)")
     render.add_argument("--reanalyse", action="store_true",
                         help="recompute figures, model and advice from the stored runs first")
@@ -79,16 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     comm = bsub.add_parser("comm", help="collectives over nccl / mpi / mpi-cuda, checked, in nccl-tests' units")
     comm.add_argument("--op", choices=("allreduce", "allgather", "gather", "reduce_scatter", "bcast", "sendrecv"),
-                      default="allreduce")
+                      default="allreduce", help="the collective to time (default allreduce)")
     comm.add_argument("--backend", choices=(*COMM_BACKENDS, "all", "auto"), default="auto",
                       help="all: every backend that can run here, side by side (default auto)")
-    comm.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto")
-    comm.add_argument("--min-bytes", type=_byte_size, default=8, metavar="SIZE")
-    comm.add_argument("--max-bytes", type=_byte_size, default=64 << 20, metavar="SIZE")
-    comm.add_argument("--factor", type=int, default=2)
-    comm.add_argument("--dtype", choices=("float32", "float64", "int32"), default="float32")
-    comm.add_argument("--iters", type=int, default=20)
-    comm.add_argument("--warmup", type=int, default=5)
+    comm.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
+                      help="where the buffers live: auto = a GPU per rank when there are enough (default auto)")
+    comm.add_argument("--min-bytes", type=_byte_size, default=8, metavar="SIZE",
+                      help="smallest message per rank, e.g. 8, 4K, 1M (default 8)")
+    comm.add_argument("--max-bytes", type=_byte_size, default=64 << 20, metavar="SIZE",
+                      help="largest message per rank (default 64M)")
+    comm.add_argument("--factor", type=int, default=2, help="each size is the last times this (default 2)")
+    comm.add_argument("--dtype", choices=("float32", "float64", "int32"), default="float32",
+                      help="element type of the messages (default float32)")
+    comm.add_argument("--iters", type=int, default=20, help="timed calls per size; the median is reported (default 20)")
+    comm.add_argument("--warmup", type=int, default=5, help="untimed calls per size before them (default 5)")
     comm.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     comm.set_defaults(func=cmd_bench_comm)
     bio = with_config(bsub.add_parser(
@@ -102,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     topo = sub.add_parser("topo", help="GPUs of each node, their links, peer access, measured copy speeds")
     topo.add_argument("--bytes", type=_byte_size, default=256 << 20, metavar="SIZE",
                       help="bytes per bandwidth copy (default 256M)")
-    topo.add_argument("--iters", type=int, default=10)
+    topo.add_argument("--iters", type=int, default=10, help="timed copies per pair; the median is reported (default 10)")
     topo.add_argument("--json", metavar="PATH", help="write the measurements as JSON")
     topo.add_argument("--png", metavar="PATH", help="write the P2P bandwidth heat map (rank 0's node)")
     topo.set_defaults(func=cmd_topo)
@@ -120,12 +127,15 @@ def build_parser() -> argparse.ArgumentParser:
     job.add_argument("--nodes", required=True, metavar="N,N,...", help="node counts, e.g. 1,2,4")
     job.add_argument("--gpus-per-node", type=int, required=True, metavar="G", help="GPUs per node (0: a CPU series)")
     job.add_argument("--tasks-per-node", type=int, metavar="T", help="ranks per node (default: one per GPU)")
-    job.add_argument("--mode", choices=("strong", "weak", "both"), default="both")
-    job.add_argument("--partition")
-    job.add_argument("--account")
+    job.add_argument("--mode", choices=("strong", "weak", "both"), default="both",
+                     help="strong: the config's problem at every node count; weak: it grows with the nodes (default both)")
+    job.add_argument("--partition", help="#SBATCH --partition of every job (default: the cluster's)")
+    job.add_argument("--account", help="#SBATCH --account of every job (default: none given)")
     job.add_argument("--time", default="00:30:00", help="each job's time limit (default 00:30:00)")
     job.add_argument("--mpi", default="pmi2", help="srun --mpi plugin: pmi2 (MPICH, Open MPI) or pmix (default pmi2)")
-    job.add_argument("--spmd", default="python3 -m spmd", help="how the jobs call spmd (default: python3 -m spmd)")
+    job.add_argument("--spmd", metavar="COMMAND",
+                     help="how the jobs call spmd (default: this Python with -m spmd, so a virtual environment's "
+                          "spmd is the one the jobs run)")
     job.add_argument("--out", metavar="DIR", help="output folder (default: <config output>/jobs)")
     job.set_defaults(func=cmd_jobscript)
     return parser
@@ -171,7 +181,17 @@ def cmd_scale(args) -> int:
             print("\n".join(["", "findings:"] + [f"  - {line}" for line in scaling["advice"]]
                             + ["", f"wrote {len(paths)} file(s) to {out}: " + ", ".join(p.name for p in paths)]),
                   flush=True)
+        if ctx.rank == 0:
+            _note_no_plots()
     return 0
+
+
+def _note_no_plots() -> None:
+    """Say so when a scaling report was written without its plots, and how to get them."""
+    from .scale.plots import NO_MATPLOTLIB, available
+
+    if not available():
+        print(f"spmd: note: no plots written: {NO_MATPLOTLIB}; the tables are all there", file=sys.stderr, flush=True)
 
 
 def cmd_bench_comm(args) -> int:
@@ -233,7 +253,7 @@ def cmd_topo(args) -> int:
     from .files import write_bytes_atomic, write_json_atomic
     from .measure.copies import format_topology, measure_topology
     from .runtime import Context
-    from .scale.plots import heatmap_png
+    from .scale.plots import NO_MATPLOTLIB, heatmap_png
 
     with Context(watchdog=True) as ctx:
         # One rank per node measures its node (NVML and CUDA see all of the node's GPUs).
@@ -248,6 +268,10 @@ def cmd_topo(args) -> int:
             png = heatmap_png(*nodes[0]) if args.png else None
             if png:
                 write_bytes_atomic(args.png, png)
+            elif args.png:
+                host, topo = nodes[0]
+                why = (f"{host} has no GPU (run it where the GPUs are)" if not topo["gpus"] else NO_MATPLOTLIB)
+                print(f"spmd: note: no heat map written to {args.png}: {why}", file=sys.stderr, flush=True)
 
         ctx.agree(write, root_only=True)
     return 0
@@ -288,6 +312,7 @@ def cmd_report_render(args) -> int:
         scaling = reanalyse(scaling)
     paths = write_scaling(scaling, args.out or Path(args.scaling).parent)
     print(f"wrote {', '.join(str(p) for p in paths)}", flush=True)
+    _note_no_plots()
     return 0
 
 
@@ -304,6 +329,7 @@ def cmd_report_merge(args) -> int:
         print("\n".join(["findings:"] + [f"  - {line}" for line in scaling["advice"]]
                         + ["", f"wrote {len(written)} file(s) to {args.out}: " + ", ".join(p.name for p in written)]),
               flush=True)
+    _note_no_plots()
     return 0
 
 
@@ -333,8 +359,21 @@ def _byte_size(text: str) -> int:
 
 def cmd_generate(args) -> int:
     from .io.generate import generate, target_files
-    from .runtime import Context
     from .workloads.registry import load_job_config, workload_class
+
+    def say(cfg, workload, written):
+        total = len(target_files(cfg, workload))
+        print(f"spmd generate: wrote {len(written)} of {total} file(s)"
+              + (f", {total - len(written)} already up to date" if len(written) < total else ""), flush=True)
+        for path in written:
+            print(f"  {path}")
+
+    if mpi_missing():  # one process writes everything (under mpiexec the ranks share the files)
+        cfg = load_job_config(args.config, args.override)
+        workload = workload_class(cfg.workload)
+        say(cfg, workload, generate(cfg, workload, 0, 1, args.force))
+        return 0
+    from .runtime import Context
 
     with Context(watchdog=True) as ctx:
         cfg = ctx.agree(load_job_config, args.config, args.override)
@@ -342,18 +381,34 @@ def cmd_generate(args) -> int:
         written = ctx.agree(generate, cfg, workload, ctx.rank, ctx.size, args.force)
         written = [p for part in ctx.comm.gather(written, root=0) or [] for p in part]
         if ctx.rank == 0:
-            total = len(target_files(cfg, workload))
-            print(f"spmd generate: wrote {len(written)} of {total} file(s)"
-                  + (f", {total - len(written)} already up to date" if len(written) < total else ""), flush=True)
-            for path in written:
-                print(f"  {path}")
+            say(cfg, workload, written)
     return 0
+
+
+def mpi_missing() -> str | None:
+    """Why mpi4py cannot load an MPI library here (its first line), or None when it can."""
+    try:
+        from mpi4py import MPI  # noqa: F401
+    except (ImportError, RuntimeError, OSError) as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no message'}"
+    return None
+
+
+def _mpi_loaded():
+    """mpi4py's MPI module if this process has loaded it, else None (report and jobscript never load it)."""
+    return sys.modules.get("mpi4py.MPI")  # a failed import leaves nothing there
 
 
 def main(argv: list[str] | None = None) -> int:
     from .stops import handling_interrupts
 
     args = build_parser().parse_args(argv)
+    if args.command in NEEDS_MPI:
+        why = mpi_missing()
+        if why:  # one line, no traceback: the fix, not the stack
+            print(f"spmd: error: spmd {args.command} runs under MPI, and no MPI library could be loaded ({why}): "
+                  f"{MPI_FIX}", file=sys.stderr, flush=True)
+            return 2
     with handling_interrupts():
         return _run(args)
 
@@ -375,10 +430,12 @@ def _run(args) -> int:
 
 
 def _interrupted() -> int:
-    from mpi4py import MPI
-
     from .stops import EXIT_CODE
 
+    MPI = _mpi_loaded()
+    if MPI is None:  # one process, no MPI job to end
+        print(f"spmd: interrupted (SIGINT) (exit {EXIT_CODE})", file=sys.stderr, flush=True)
+        return EXIT_CODE
     world = MPI.COMM_WORLD
     if world.Get_rank() > 0:
         import time
@@ -398,8 +455,13 @@ def _interrupted() -> int:
 def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = None, where: str | None = None) -> int:
     import time
 
-    from mpi4py import MPI
-
+    MPI = _mpi_loaded()
+    if MPI is None:  # a command that never loaded MPI (report, jobscript, generate without MPI): one process
+        if trace:
+            sys.stderr.write(trace)
+        named = f"{where}: " if where else ""
+        print(f"spmd: error: {named}{type(exc).__name__ + ': ' if trace else ''}{exc}", file=sys.stderr, flush=True)
+        return code
     from .watchdog import ending
 
     while ending():  # the watchdog is ending the job (exit 4): this error is its echo

@@ -9,20 +9,24 @@ Every value a user gave reaches the scripts quoted or not at all: shell lines qu
 (``shlex``), and ``#SBATCH`` lines, which sbatch reads up to the end of the line without a shell,
 take only values of a plain character set (anything else, a newline above all, is refused). Every
 job writes its own files (``Workload.with_output_tag``): the jobs of a series may run at once. The
-whole series is built before the first file is written, so a refused series leaves nothing behind.
+whole series is built, then written into a staging folder beside ``out``, and only then renamed into place: a
+refused series, or one that fails while being written, leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
+import sys
+import tempfile
 from fractions import Fraction
 from pathlib import Path
 
 import yaml
 
 from .errors import ConfigError, brief
-from .files import write_bytes_atomic
 from .workloads.registry import workload_class
 
 MPI_PLUGINS = ("pmi2", "pmix")
@@ -44,8 +48,10 @@ def parse_nodes(text: str) -> list[int]:
 def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, *, gpus_per_node: int,
                      tasks_per_node: int | None = None, modes=("strong", "weak"), partition: str | None = None,
                      account: str | None = None, time: str = "00:30:00", mpi: str = "pmi2",
-                     spmd: str = "python3 -m spmd") -> list[Path]:
-    """Write the series' configs and sbatch files under ``out``; the paths written."""
+                     spmd: str | None = None) -> list[Path]:
+    """Write the series' configs and sbatch files under ``out``; the paths written. ``spmd``: how the jobs call
+    spmd (default: the interpreter running this, so a virtual environment's spmd is the one the jobs get)."""
+    spmd = spmd or default_spmd()
     tasks = tasks_per_node or gpus_per_node
     if tasks < 1:
         raise ConfigError("--tasks-per-node: give it (>= 1) when --gpus-per-node is 0 (a CPU series)")
@@ -56,9 +62,31 @@ def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, *, gpus
     out = Path(out).resolve()
     files = _series(cfg, config_path, nodes, out, gpus_per_node, tasks, modes,
                     _header(gpus_per_node, partition, account, time, out), _command(spmd), mpi)
-    written = [_write(path, text, mode) for path, text, mode in files]
-    (out / "logs").mkdir(parents=True, exist_ok=True)
-    return written
+    return _write_all(out, files)
+
+
+def default_spmd() -> str:
+    """``spmd`` as this process runs it: its interpreter with ``-m spmd``."""
+    return shlex.join([sys.executable, "-m", "spmd"])
+
+
+def _write_all(out: Path, files: list[tuple[Path, str, int]]) -> list[Path]:
+    """Every file into a staging folder beside ``out``, then each renamed into place (all or nothing)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
+    try:
+        for path, text, mode in files:
+            staged = stage / path.relative_to(out)
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            staged.write_bytes(text.encode())
+            staged.chmod(mode)
+        for path, _, _ in files:  # renames on one file system: nothing left to fail half-way
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(stage / path.relative_to(out), path)
+        (out / "logs").mkdir(exist_ok=True)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return [path for path, _, _ in files]
 
 
 def _series(cfg, config_path, nodes, out, gpus, tasks, modes, header, spmd, mpi) -> list[tuple[Path, str, int]]:
@@ -148,10 +176,3 @@ def _command(spmd: str) -> str:
 
 def _script(lines: list[str]) -> str:
     return "#!/bin/bash\n# written by spmd jobscript\n" + "\n".join(lines) + "\n"
-
-
-def _write(path: Path, text: str, mode: int = 0o644) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, text.encode())
-    path.chmod(mode)
-    return path

@@ -134,9 +134,11 @@ def read_pieces(path: str, pieces: list[ByteRange], buffer: memoryview, threads:
             finished.put(piece)
 
     workers = [threading.Thread(target=work, args=(run,), name="spmd-read", daemon=True) for run in runs]
+    started: list[threading.Thread] = []  # a Ctrl-C may land between two starts: join only those that run
     try:
         for worker in workers:
             worker.start()
+            started.append(worker)
         for _ in range(sum(map(len, runs))):
             item = finished.get()
             if isinstance(item, BaseException):
@@ -145,7 +147,7 @@ def read_pieces(path: str, pieces: list[ByteRange], buffer: memoryview, threads:
                 landed(item)
     finally:
         stop.set()
-        for worker in workers:
+        for worker in started:
             worker.join()
         os.close(fd)
 

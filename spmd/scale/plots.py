@@ -5,7 +5,6 @@ Figures are drawn on ``matplotlib.figure.Figure`` objects, never pyplot's global
 
 from __future__ import annotations
 
-import importlib.util
 import io
 
 import numpy as np
@@ -13,9 +12,16 @@ import numpy as np
 from .model import predict
 
 
+NO_MATPLOTLIB = "matplotlib is not installed (pip install 'spmd[plot]' adds it)"
+
+
 def available() -> bool:
-    """True when matplotlib is installed (the ``plot`` extra)."""
-    return importlib.util.find_spec("matplotlib") is not None
+    """True when matplotlib can be imported (the ``plot`` extra)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def render_plots(scaling: dict) -> dict[str, bytes]:

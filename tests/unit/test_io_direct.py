@@ -196,3 +196,26 @@ def test_cached_fraction_sees_a_read_file_in_the_page_cache_and_the_table_says_w
            "partly warm" in format_io(result)
     record["cached_after_drop"] = 0.0
     assert "cold (pages dropped before each read, at most 0% stayed)" in format_io(result)
+
+
+def test_ctrl_c_while_the_readers_start_stays_a_keyboard_interrupt(tmp_path, monkeypatch):
+    """SIGINT landing between two thread starts (seen in CI: Ctrl-C of a running job) must reach the caller as
+    KeyboardInterrupt, the threads already started joined, not as 'cannot join thread before it is started'."""
+    import threading
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(os.urandom(1 << 16))
+    pieces = split([ByteRange(0, 1 << 16, 0)], 1 << 12)
+    real, starts = threading.Thread.start, []
+
+    def start(self):
+        starts.append(self)
+        if len(starts) == 2:
+            raise KeyboardInterrupt
+        real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    buffer = memoryview(bytearray(1 << 16))
+    with pytest.raises(KeyboardInterrupt):
+        read_pieces(str(path), pieces, buffer, 4, "f.bin")
+    assert not starts[0].is_alive()

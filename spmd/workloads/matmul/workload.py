@@ -19,7 +19,6 @@ import numpy as np
 
 from ... import faults
 from ... import xp as xpmod
-from ...comm.factory import open_subcommunicator
 from ...config import DatasetConfig, SaveConfig
 from ...errors import ConfigError, InputError, VerificationError
 from ...io.blocks import read_block, save_blocks
@@ -105,6 +104,8 @@ class MatmulWorkload(Workload):
         ctx.agree(self._check_sizes)
         self.mine = self.blocks[ctx.rank]
         if p.algorithm == "summa":
+            from ...comm.factory import open_subcommunicator  # here: the comm layer loads MPI, config loading must not
+
             row, col = self.grid.position(ctx.rank)
             self.row_comm = open_subcommunicator(ctx, comm, color=row, key=col)
             self.col_comm = open_subcommunicator(ctx, comm, color=col, key=row)
