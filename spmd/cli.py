@@ -36,7 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = with_config(sub.add_parser("run", help="run a workload under mpiexec/srun and write report.json"))
     run.add_argument("--out", metavar="DIR", help="output folder (default: the config's output)")
-    run.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    run.add_argument("-q", "--quiet", action="store_true", help="print nothing on success, no progress lines")
+    run.add_argument("--progress", action="store_true",
+                     help="a line on stderr after each repeat also when stderr is not a terminal (a batch job's "
+                          "log; on a terminal they are shown anyway)")
     run.set_defaults(func=cmd_run)
 
     scale = with_config(sub.add_parser(
@@ -53,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="on GPUs, also time the workload's own collectives on every backend that can run "
                             "(nccl, mpi, mpi-cuda), so the findings name the fastest (default all)")
     scale.add_argument("-q", "--quiet", action="store_true", help="no progress lines or summary")
+    scale.add_argument("--progress", action="store_true",
+                       help="lines on stderr as each size starts and after each repeat also when stderr is not a "
+                            "terminal (on a terminal they are shown anyway)")
     scale.set_defaults(func=cmd_scale)
 
     report = sub.add_parser("report", help="compare or re-render written reports (no MPI launch needed)")
@@ -144,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(args) -> int:
     from .faults import fault_from, require_rank
     from .job import run_job
+    from .progress import Progress, wanted
     from .report.table import format_report
     from .runtime import Context
     from .workloads.registry import load_job_config
@@ -151,7 +158,8 @@ def cmd_run(args) -> int:
     with Context(watchdog=True) as ctx:
         cfg = ctx.agree(load_job_config, args.config, args.override)
         ctx.agree(lambda: require_rank(fault_from(cfg.fault), ctx.size))
-        job = run_job(ctx, cfg, args.out or cfg.output)
+        progress = Progress(f"spmd run: {cfg.workload}", wanted(ctx.rank, args.progress, args.quiet))
+        job = run_job(ctx, cfg, args.out or cfg.output, progress=progress)
         if ctx.rank == 0:
             for warning in job.report["warnings"]:
                 print(f"spmd: warning: {warning}", file=sys.stderr, flush=True)
@@ -162,6 +170,7 @@ def cmd_run(args) -> int:
 
 def cmd_scale(args) -> int:
     from .files import require_writable_folder
+    from .progress import Progress, wanted
     from .runtime import Context
     from .scale.render import write_scaling
     from .scale.sweep import parse_ranks, run_scale
@@ -175,7 +184,8 @@ def cmd_scale(args) -> int:
         ctx.agree(require_writable_folder, out, "output folder")  # before the sweep, not after it
         modes = list(SCALING_MODES) if args.mode == "both" else [args.mode]
         scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet,
-                            compare_comm=args.compare_comm == "all")
+                            compare_comm=args.compare_comm == "all",
+                            live=Progress("spmd scale", wanted(ctx.rank, args.progress, args.quiet)))
         paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
         if ctx.rank == 0 and not args.quiet:
             print("\n".join(["", "findings:"] + [f"  - {line}" for line in scaling["advice"]]

@@ -11,6 +11,7 @@ from .comm.factory import open_communicator
 from .errors import InputError, SpmdError, VerificationError
 from .files import require_writable_folder, write_json_atomic
 from .report.build import build_report
+from .progress import Progress
 from .timing import PhaseTimer, enter_phase
 from .topology import describe_placement
 from .watchdog import set_timeout
@@ -34,14 +35,15 @@ class JobResult:
 
 
 def run_job(ctx, cfg, out_dir: str | Path | None = None,
-            after_run: Callable[[Any, Any], Any] | None = None) -> JobResult:
+            after_run: Callable[[Any, Any], Any] | None = None, progress: Progress | None = None) -> JobResult:
     """Run ``cfg`` (its params resolved: ``workloads.registry``) on every rank of ``ctx``; write
     ``out_dir/report.json`` on rank 0 if given.
 
     The report is built only after the result is verified (and saved, when the workload's
     ``params.save`` asks), so a failed run leaves none.
     ``after_run(communicator, workload)`` runs collectively after verification, while the
-    communicator is still open (``spmd scale`` measures its collectives there).
+    communicator is still open (``spmd scale`` measures its collectives there). ``progress``: a line after each
+    repeat (rank 0's, spmd.progress).
     """
     set_timeout(cfg.timeout_s)
     fault = ctx.agree(faults.fault_from, cfg.fault)
@@ -60,7 +62,9 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
             workload.prepare()
             timer.start_repeat()
             workload.run(timer)
-            timer.end_repeat(record=i >= warmup)
+            times = timer.end_repeat(record=i >= warmup)
+            if progress is not None and progress.enabled:
+                progress.repeat(i, warmup, repeats, workload.progress_note(times["total"]))
         enter_phase("verify")
         verification = verify(ctx, workload) if cfg.verify != "none" else NOT_CHECKED
         workload.save()  # only a verified result is written (or one its plug-in's config says not to check)

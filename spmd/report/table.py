@@ -12,20 +12,30 @@ def format_report(report: dict, path: str) -> str:
              f"{'verified' if report['verified'] else 'NOT verified'} ({report['verification']['reference']})",
              "",
              f"{'phase':<10}{'min [s]':>12}{'median [s]':>12}{'max [s]':>12}{'imbalance':>11}"]
-    for phase, t in report["timings"].items():
-        lines.append(f"{phase:<10}{t['min']:>12.6f}{t['median']:>12.6f}{t['max']:>12.6f}{t['imbalance']:>11.3f}")
+    width = max(len(p) for p in report["timings"])
+    lines[-1] = f"{'phase':<{width}}{'min [s]':>12}{'median [s]':>12}{'max [s]':>12}{'imbalance':>11}"
+    for phase, t in sorted(report["timings"].items(), key=lambda item: item[0] == "total"):  # total last
+        if t["max"] > 0 or phase == "total":  # a phase this workload does not have (train reads once) is left out
+            lines.append(f"{phase:<{width}}{t['min']:>12.6f}{t['median']:>12.6f}{t['max']:>12.6f}"
+                         f"{t['imbalance']:>11.3f}")
     lines.append("")
-    for key, value in report["result"].items():
-        lines.append(f"  {key:<5} = {_shown(value)}")
-    for key, value in report.get("metrics", {}).items():
-        if key.startswith(("tflops", "effective_", "compute_GBps")):
-            lines.append(f"  {key} = {_shown(value)}")
+    shown = {key: value for key, value in report["result"].items() if value is not None}
+    shown.update({key: value for key, value in report.get("metrics", {}).items()
+                  if key.startswith(SHOWN_METRICS) and value is not None})
+    pad = max(map(len, shown), default=0)
+    lines += [f"  {key:<{pad}} = {_shown(value, key=key)}" for key, value in shown.items()]
     lines.append(f"report: {path}")
     return "\n".join(lines)
 
 
-def _shown(value, depth: int = 0) -> str:
-    """A value of the result in a line or so: floats to 10 (in lists 6) digits, lists to 8 items, 2 levels."""
+SHOWN_METRICS = ("tflops", "effective_", "compute_GBps", "samples_per_s", "step_ms")
+
+
+def _shown(value, depth: int = 0, key: str = "") -> str:
+    """A value of the result in a line or so: floats to 10 (in lists 6) digits, lists to 8 items, 2 levels; a
+    rate in samples/s as a whole number with thousands separators."""
+    if key == "samples_per_s" and isinstance(value, (int, float)):
+        return f"{value:,.0f}"
     if isinstance(value, float):
         return f"{value:.10g}" if depth == 0 else f"{value:.6g}"
     if isinstance(value, list):

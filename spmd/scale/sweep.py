@@ -8,6 +8,7 @@ rank and GPU); the other ranks wait in a sleeping barrier. Every size is a full
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -18,6 +19,7 @@ from ..errors import ConfigError, SpmdError
 from ..io.generate import generate
 from ..job import run_job
 from ..launch import mpi_library
+from ..progress import Progress
 from ..runtime import Context
 from ..units import fmt_seconds
 from ..workloads.registry import workload_class
@@ -59,8 +61,10 @@ def parse_ranks(text: str | None, world: int) -> list[int]:
 
 
 def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int,
-              progress: bool = True, compare_comm: bool = True) -> dict | None:
-    """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0."""
+              progress: bool = True, compare_comm: bool = True, live: Progress | None = None) -> dict | None:
+    """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0. ``progress``: a
+    line per size on stdout as it ends; ``live`` (spmd.progress, rank 0's stderr): each size as it starts and
+    each of its repeats."""
     steps = ctx.agree(plan, cfg, modes, ranks)
     written = prepare_inputs(ctx, steps)
     if ctx.rank == 0 and progress and written:
@@ -75,7 +79,7 @@ def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int
                   f"per repeat, speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}, verified",
                   flush=True)
 
-    runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress, compare_comm=compare_comm)
+    runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress, compare_comm=compare_comm, live=live)
     if ctx.rank != 0:
         return None
     return analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library())
@@ -100,7 +104,7 @@ def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> list[str]:
 
 
 def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
-              compare_comm: bool = True) -> list[dict] | None:
+              compare_comm: bool = True, live: Progress | None = None) -> list[dict] | None:
     """Run every step; returns on rank 0 the runs [{mode, ranks, report, placement, probe, backends}].
 
     A weak run whose config equals the strong run of the same size reuses that run.
@@ -108,12 +112,15 @@ def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
     """
     runs: list[dict] = []
     done: dict[tuple, dict] = {}
-    for step in steps:
-        key = (step.ranks, json.dumps(step.cfg.to_dict(), sort_keys=True))  # a plug-in's params are a dict
+    keys = [(step.ranks, json.dumps(step.cfg.to_dict(), sort_keys=True)) for step in steps]  # a plug-in's: a dict
+    for step, key in zip(steps, keys):
         if key in done:
             run = done[key] and {**done[key], "mode": step.mode}  # None on ranks outside the group
         else:
-            run = run_step(ctx, step, probe_max_bytes, compare_comm)
+            if live is not None:
+                live.label, live.started = f"spmd scale: {step.mode} {step.ranks} rank(s)", time.monotonic()
+                live.say(f"starting (size {len(done) + 1} of {len(set(keys))})")
+            run = run_step(ctx, step, probe_max_bytes, compare_comm, live)
             done[key] = run
         if ctx.rank == 0:
             runs.append(run)
@@ -122,7 +129,8 @@ def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
     return runs if ctx.rank == 0 else None
 
 
-def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True) -> dict | None:
+def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True,
+             live: Progress | None = None) -> dict | None:
     """Run one size on the first ``step.ranks`` ranks while the others wait; agree on failure."""
     member = ctx.rank < step.ranks
     group = ctx.comm.Split(0 if member else MPI.UNDEFINED, key=ctx.rank)
@@ -135,7 +143,7 @@ def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True) -
                 job = run_job(sub, step.cfg, after_run=lambda comm, wl: (
                     probe(sub, comm, wl, probe_max_bytes),
                     compare_backends(sub, comm, wl) if compare_comm else None,
-                    read_limit(sub, wl, step.cfg.io)))
+                    read_limit(sub, wl, step.cfg.io)), progress=live)
             run = {"mode": step.mode, "ranks": step.ranks, "report": job.report, "placement": job.report["placement"],
                    "probe": job.extra[0], "backends": job.extra[1], "read_limit": job.extra[2]}
         except SpmdError as exc:

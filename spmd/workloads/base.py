@@ -74,6 +74,11 @@ class Workload(ABC):
         size does not follow the problem, such as matmul's B)."""
         return {}
 
+    def progress_note(self, seconds: float) -> str:
+        """What a progress line can say of the repeat that just took ``seconds`` (local state only, no
+        collective); nothing by default."""
+        return ""
+
     def schedule(self, warmup: int, repeats: int) -> tuple[int, int]:
         """How many warm-up and recorded repeats to run (called after setup; training that
         resumes from a checkpoint runs only the repeats it has left)."""

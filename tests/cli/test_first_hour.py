@@ -153,3 +153,35 @@ def test_skipped_plots_and_heat_maps_say_why_and_how_to_get_them(tmp_path):
         assert code == 0, stderr
         assert f"spmd: note: no heat map written to {tmp_path}/topo.png: " in stderr and "has no GPU" in stderr
         assert not (tmp_path / "topo.png").exists()
+
+
+def test_progress_lines_on_rank_0_when_asked_and_never_with_quiet(tmp_path):
+    """Not a terminal (captured): no progress unless --progress; each repeat with train's steps/s, samples/s and
+    loss; each sweep size as it starts; --quiet silences everything."""
+    import re
+
+    from mpi_job import spmd
+    from test_workloads_cli import small
+
+    config = small("train.yaml", tmp_path, **{"generate.shape": [2048, 844], "params.steps": 20,
+                                              "params.checkpoint": None, "repeats": 3, "output": "out"})
+    assert spmd("generate", config, cwd=tmp_path, ranks=2)[0] == 0
+    code, out, err, _ = spmd("run", config, "--progress", cwd=tmp_path, ranks=2)
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("spmd run: train: ")]
+    assert len(lines) == 4, err  # one warm-up, 3 repeats, rank 0 alone
+    assert re.fullmatch(r"spmd run: train: repeat 3/3 done, [\d.]+ s elapsed; [\d,]+ steps/s, [\d,]+ samples/s, "
+                        r"loss [\d.]+ \(the window before\)", lines[-1]), lines
+    assert "samples_per_s" in out  # and the final table has the rate
+    code, out, err, _ = spmd("run", config, cwd=tmp_path, ranks=2)
+    assert code == 0 and "spmd run: train: " not in err, err  # captured: not a terminal
+    code, out, err, _ = spmd("run", config, "--progress", "-q", cwd=tmp_path, ranks=2)
+    assert code == 0 and out == "" and "spmd run: train: " not in err, (out, err)
+
+    reduce = small("reduce.yaml", tmp_path, **{"generate.shape": [20000], "repeats": 2, "output": "r"})
+    code, out, err, _ = spmd("scale", reduce, "--progress", "--ranks", "1,2", "--probe-max-bytes", "0",
+                             cwd=tmp_path, ranks=2)
+    assert code == 0, err
+    assert "spmd scale: strong 1 rank(s): starting (size 1 of 2)" in err.splitlines()
+    assert "spmd scale: strong 2 rank(s): starting (size 2 of 2)" in err.splitlines()
+    assert "spmd scale: strong 2 rank(s): repeat 2/2 done" in err

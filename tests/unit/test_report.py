@@ -49,3 +49,22 @@ def test_atomic_write_gives_the_usual_file_mode(tmp_path):
         os.umask(old)
     assert (path.stat().st_mode & 0o777) == 0o644  # not mkstemp's 0600
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_train_table_shows_only_phases_that_ran_with_samples_per_s_and_tidy_lines():
+    """Issue 25: train's table had rows of zeros for read/wait/h2d/compute, 'graph_failure = None', 'tf32  = False'
+    and no samples/s."""
+    zero = {"min": 0.0, "median": 0.0, "max": 0.0, "imbalance": 1.0}
+    report = {"workload": "train", "ranks": 2, "nodes": [{}], "device": "cpu", "comm": "mpi", "repeats": 2,
+              "warmup": 1, "verified": True, "verification": {"reference": "float64 NumPy gradient"},
+              "timings": {"read": zero, "wait": zero, "h2d": zero, "compute": zero,
+                          "comm": {"min": 0.01, "median": 0.02, "max": 0.03, "imbalance": 1.1},
+                          "total": {"min": 0.1, "median": 0.11, "max": 0.12, "imbalance": 1.0},
+                          "forward": {"min": 0.03, "median": 0.03, "max": 0.03, "imbalance": 1.0}},
+              "result": {"graph": False, "graph_failure": None, "tf32": False, "loss_per_window": [2.07, 1.57]},
+              "metrics": {"samples_per_s": 55876.4, "step_ms": 2.29, "phase_ms_per_step": {"forward": 0.6}}}
+    lines = format_report(report, "r/report.json").splitlines()
+    phases = [line.split()[0] for line in lines[3:] if line and not line.startswith(" ") and "report:" not in line]
+    assert phases == ["comm", "forward", "total"]
+    assert "  samples_per_s   = 55,876" in lines and "  tf32            = False" in lines, lines
+    assert not any("None" in line or "graph_failure" in line or "phase_ms_per_step" in line for line in lines)

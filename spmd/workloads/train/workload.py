@@ -264,6 +264,11 @@ class TrainWorkload(Workload):
             self.trainer.synchronize()
             faults.corrupt(self.trainer.w, "parameters")
 
+    def progress_note(self, seconds: float) -> str:
+        steps = self.params.steps
+        loss = f", loss {self.losses[-1]:.4g} (the window before)" if self.losses else ""
+        return f"{steps / seconds:,.0f} steps/s, {self.global_batch * steps / seconds:,.0f} samples/s{loss}"
+
     def _collect_window(self) -> None:
         loss, correct = _sum_over_ranks(self.ctx, *self.trainer.take_window_stats())
         samples = self.global_batch * self.params.steps
