@@ -21,7 +21,7 @@ LAYERS = [
     ("context", ["runtime"]),
     ("services", ["io", "comm", "measure", "report", "timing", "topology", "memory"]),
     ("foundations", ["watchdog", "waits", "stops", "faults", "config", "launch", "xp", "errors", "files", "units",
-                     "libraries", "version"]),
+                     "libraries", "version", "progress"]),
 ]
 MAX_LINES = 500
 
