@@ -36,6 +36,8 @@ def test_every_rank_measures_every_engine_against_the_pread_limits(tmp_path, col
     for r in result["per_rank"]:
         assert r["bytes"] == 30_000 * 16 + (16 if r["rank"] == 0 else 0)
         assert WAYS <= set(r["seconds"]) and any(w.startswith("pread, ") and "thread" in w for w in r["seconds"])
+        preads = [w for w in r["seconds"] if w.startswith("pread, ")]  # whole-file, and the pieces on N threads
+        assert len(preads) == 2 and not any(w.endswith("1 threads") for w in preads), preads
         assert all(len(times) == 2 and min(times) > 0 for times in r["seconds"].values())
         assert r["cold"] is cold and [e["engine"] for e in r["engines"]] == ["direct"]
     for rank in range(3):
