@@ -3,7 +3,7 @@
 Every line of every ```bash block is a command this test runs, except those it names below with the reason
 (each of them is covered elsewhere). ``mpiexec`` and ``spmd`` are the ones of the environment running the tests
 (the README's ``. .venv/bin/activate``); under ``SPMD_MPIEXEC`` (the GPU machine's mpirun as root) that launcher
-stands in for ``mpiexec``.
+stands in for ``mpiexec``. They are the CPU commands: GPUs are hidden from them.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def test_every_readme_command_runs_as_written_in_a_fresh_copy(tmp_path):
         shutil.copytree(ROOT / part, here / part)
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # what activating .venv gives
+    env["CUDA_VISIBLE_DEVICES"] = ""  # the README's CPU commands (-n 4 would put 4 ranks on a 2-GPU machine)
     launcher = shlex.join(mpiexec()) if os.environ.get("SPMD_MPIEXEC") else None  # made absolute there
     ran, skipped = [], []
     for command in readme_commands():
