@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import statistics
+import sys
 
 import torch
 import torch.distributed as dist
@@ -142,7 +143,11 @@ def main():
                 if rank == 0:
                     print(json.dumps(line), flush=True)
     if size > 1:
-        dist.destroy_process_group()
+        # every line is out; a process group that captured collectives in CUDA graphs can hang in its teardown
+        # (it did on 2 H200s, until the launch's time limit), so leave without it
+        sys.stdout.flush()
+        dist.barrier()
+        os._exit(0)
 
 
 if __name__ == "__main__":
