@@ -16,7 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from mpi_job import mpiexec
 
@@ -82,7 +81,3 @@ def test_every_readme_command_runs_as_written_in_a_fresh_copy(tmp_path):
     assert (here / "results/try2/report.json").exists()
     assert (here / "results/reduce/jobs/submit.sh").exists()
     assert shlex.quote(sys.executable) in (here / "results/reduce/jobs/generate.sbatch").read_text()
-
-
-if not shutil.which("bash"):  # pragma: no cover - every machine spmd supports has bash
-    pytest.skip("no bash", allow_module_level=True)
