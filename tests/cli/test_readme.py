@@ -16,7 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from mpi_job import mpiexec
 
 ROOT = Path(__file__).resolve().parents[2]
