@@ -12,6 +12,8 @@
 #   bash bench/gpu_session.sh torch2  train against PyTorch eager / graph / compile, plain and DDP, 1 and 2 GPUs
 #                                     (bench/train_two_gpu.sh)
 #   PARTS=io,corrupt,plugins bash bench/gpu_session.sh multi   issue 26's input path, faults and plug-ins
+#   bash bench/gpu_session.sh profile  host time of the plug-in sum on 2 GPUs (bench/host_profile.py) beside
+#                                      the same calls by hand (bench/inline_sum.py)
 #   bash bench/gpu_session.sh cudampi  build a CUDA-aware Open MPI, then mpi-cuda's tests and benchmarks
 #                                      (bench/cuda-mpi/build.sh, bench/cuda_mpi_gpu.sh; carry .cuda-mpi too)
 #   MODE may combine parts with '+': e.g. comm+tests
@@ -75,6 +77,12 @@ if [[ "$MODE" == *torch2* ]]; then
   step torch2 timeout "${TORCH2_TIMEOUT:-560}" bash bench/train_two_gpu.sh /tmp/spmd-torch2/results
   tar -czf "$OUT/torch2-results.tar.gz" -C /tmp/spmd-torch2 results 2>/dev/null
   cat "$OUT/torch2.log" /tmp/spmd-torch2/results/summary.md
+fi
+if [[ "$MODE" == *profile* ]]; then
+  python3 -m spmd generate bench/plugin-sum.yaml > /dev/null
+  step host-profile timeout 200 $MPI -n 2 python3 bench/host_profile.py bench/plugin-sum.yaml -o repeats=200
+  step inline-sum timeout 100 $MPI -n 2 python3 bench/inline_sum.py bench/plugin-sum.yaml
+  head -60 "$OUT/host-profile.log"; cat "$OUT/inline-sum.log"
 fi
 if [[ "$MODE" == *multi* ]]; then
   bash bench/multi_gpu.sh /tmp/spmd-multi/results
