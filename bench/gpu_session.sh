@@ -12,6 +12,7 @@
 #   bash bench/gpu_session.sh torch2  train against PyTorch eager / graph / compile, plain and DDP, 1 and 2 GPUs
 #                                     (bench/train_two_gpu.sh)
 #   PARTS=io,corrupt,plugins bash bench/gpu_session.sh multi   issue 26's input path, faults and plug-ins
+#   bash bench/gpu_session.sh ncclenv  `large` 512 on 1 and 2 GPUs under NCCL settings (bench/train_nccl_env.sh)
 #   bash bench/gpu_session.sh profile  host time of the plug-in sum on 2 GPUs (bench/host_profile.py) beside
 #                                      the same calls by hand (bench/inline_sum.py)
 #   bash bench/gpu_session.sh cudampi  build a CUDA-aware Open MPI, then mpi-cuda's tests and benchmarks
@@ -77,6 +78,11 @@ if [[ "$MODE" == *torch2* ]]; then
   step torch2 timeout "${TORCH2_TIMEOUT:-560}" bash bench/train_two_gpu.sh /tmp/spmd-torch2/results
   tar -czf "$OUT/torch2-results.tar.gz" -C /tmp/spmd-torch2 results 2>/dev/null
   cat "$OUT/torch2.log" /tmp/spmd-torch2/results/summary.md
+fi
+if [[ "$MODE" == *ncclenv* ]]; then
+  step ncclenv timeout 560 bash bench/train_nccl_env.sh /tmp/spmd-ncclenv/results
+  tar -czf "$OUT/ncclenv-results.tar.gz" -C /tmp/spmd-ncclenv results 2>/dev/null
+  cat "$OUT/ncclenv.log"
 fi
 if [[ "$MODE" == *profile* ]]; then
   python3 -m spmd generate bench/plugin-sum.yaml > /dev/null

@@ -22,6 +22,7 @@ def main():
     parser.add_argument("--models", default="medium,large")
     parser.add_argument("--variants", default="graph,eager,no-overlap")
     parser.add_argument("--ranks", default=None, help="GPU counts (default 1, 2, 4, ... up to the launch size)")
+    parser.add_argument("--batches", default=None, help="only these batch sizes of the table, e.g. 512")
     args = parser.parse_args()
     ctx = Context()
     ranks = ([int(n) for n in args.ranks.split(",")] if args.ranks
@@ -34,6 +35,8 @@ def main():
     for model in args.models.split(","):
         config, batches = TABLE[model]
         for batch in batches:
+            if args.batches and str(batch) not in args.batches.split(","):
+                continue
             for variant in args.variants.split(","):
                 if variant == "no-overlap" and batch != batches[-1]:
                     continue  # overlap matters where the gradients are large next to the step
