@@ -19,8 +19,6 @@ from .errors import SpmdError
 
 INTERRUPT_GRACE_S = 2.0  # after Ctrl-C (no watchdog), rank r leaves r times this to the ranks below it
 NEEDS_MPI = ("run", "scale", "bench", "topo", "info")  # generate runs alone without MPI; report and jobscript never need it
-MPI_FIX = ("install one: pip install 'spmd[mpich]' (MPICH from PyPI, no system MPI needed), or a system MPI "
-           "(e.g. apt install libopenmpi-dev openmpi-bin) and then pip install --no-binary mpi4py --force-reinstall mpi4py")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -378,6 +376,8 @@ def cmd_generate(args) -> int:
         for path in written:
             print(f"  {path}")
 
+    from .launch import mpi_missing
+
     if mpi_missing():  # one process writes everything (under mpiexec the ranks share the files)
         cfg = load_job_config(args.config, args.override)
         workload = workload_class(cfg.workload)
@@ -395,22 +395,10 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def mpi_missing() -> str | None:
-    """Why mpi4py cannot load an MPI library here (its first line), or None when it can."""
-    try:
-        from mpi4py import MPI  # noqa: F401
-    except (ImportError, RuntimeError, OSError) as exc:
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no message'}"
-    return None
-
-
-def _mpi_loaded():
-    """mpi4py's MPI module if this process has loaded it, else None (report and jobscript never load it)."""
-    return sys.modules.get("mpi4py.MPI")  # a failed import leaves nothing there
-
-
 def main(argv: list[str] | None = None) -> int:
     from .stops import handling_interrupts
+
+    from .launch import MPI_FIX, mpi_missing
 
     args = build_parser().parse_args(argv)
     if args.command in NEEDS_MPI:
@@ -442,7 +430,9 @@ def _run(args) -> int:
 def _interrupted() -> int:
     from .stops import EXIT_CODE
 
-    MPI = _mpi_loaded()
+    from .launch import mpi_loaded
+
+    MPI = mpi_loaded()
     if MPI is None:  # one process, no MPI job to end
         print(f"spmd: interrupted (SIGINT) (exit {EXIT_CODE})", file=sys.stderr, flush=True)
         return EXIT_CODE
@@ -465,7 +455,9 @@ def _interrupted() -> int:
 def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = None, where: str | None = None) -> int:
     import time
 
-    MPI = _mpi_loaded()
+    from .launch import mpi_loaded
+
+    MPI = mpi_loaded()
     if MPI is None:  # a command that never loaded MPI (report, jobscript, generate without MPI): one process
         if trace:
             sys.stderr.write(trace)

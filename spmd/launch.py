@@ -9,6 +9,7 @@ a job asked for, not necessarily how the MPI library connected the ranks.
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 
 from .errors import ConfigError
@@ -37,6 +38,24 @@ def slurm_record(env=None) -> dict | None:
              "SLURM_JOB_PARTITION": "partition", "SLURM_ARRAY_JOB_ID": "array_job_id",
              "SLURM_ARRAY_TASK_ID": "array_task_id", "SLURM_STEP_ID": "step_id"}
     return {names[k]: v for k, v in found.items() if k in names}
+
+
+MPI_FIX = ("install one: pip install 'spmd[mpich]' (MPICH from PyPI, no system MPI needed), or a system MPI "
+           "(e.g. apt install libopenmpi-dev openmpi-bin) and then pip install --no-binary mpi4py --force-reinstall mpi4py")
+
+
+def mpi_missing() -> str | None:
+    """Why mpi4py cannot load an MPI library here (its first line), or None when it can (and then has)."""
+    try:
+        from mpi4py import MPI  # noqa: F401
+    except (ImportError, RuntimeError, OSError) as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no message'}"
+    return None
+
+
+def mpi_loaded():
+    """mpi4py's MPI module if this process has loaded it, else None (report and jobscript never load it)."""
+    return sys.modules.get("mpi4py.MPI")  # a failed import leaves nothing there
 
 
 def mpi_library() -> str:
