@@ -22,6 +22,11 @@ class Progress:
         self.label, self.enabled = label, enabled
         self.started = time.monotonic()
 
+    def begin(self, label: str, text: str) -> None:
+        """A new part of the work (a sweep's next size): its label, its clock, and a first line."""
+        self.label, self.started = label, time.monotonic()
+        self.say(text)
+
     def say(self, text: str) -> None:
         if self.enabled:
             print(f"{self.label}: {text}", file=sys.stderr, flush=True)

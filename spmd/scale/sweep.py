@@ -8,7 +8,6 @@ rank and GPU); the other ranks wait in a sleeping barrier. Every size is a full
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -118,8 +117,8 @@ def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
             run = done[key] and {**done[key], "mode": step.mode}  # None on ranks outside the group
         else:
             if live is not None:
-                live.label, live.started = f"spmd scale: {step.mode} {step.ranks} rank(s)", time.monotonic()
-                live.say(f"starting (size {len(done) + 1} of {len(set(keys))})")
+                live.begin(f"spmd scale: {step.mode} {step.ranks} rank(s)", f"starting (size {len(done) + 1} of "
+                           f"{len(set(keys))})")
             run = run_step(ctx, step, probe_max_bytes, compare_comm, live)
             done[key] = run
         if ctx.rank == 0:
