@@ -31,7 +31,9 @@ def main():
     variants = {"graph": ["params.graph=auto"], "eager": ["params.graph=false"],
                 "graph-tf32": ["params.graph=auto", "params.precision=tf32"],
                 "graph-bf16": ["params.graph=auto", "params.precision=bf16"],
-                "no-overlap": ["params.graph=auto", "params.overlap=false"]}
+                "no-overlap": ["params.graph=auto", "params.overlap=false"],
+                # the first layer's gradient in two row blocks of ~10 MiB, each reduced as soon as it is computed
+                "graph-split": ["params.graph=auto", "params.split_gradients=true", "params.bucket_mb=10"]}
     for model in args.models.split(","):
         config, batches = TABLE[model]
         for batch in batches:

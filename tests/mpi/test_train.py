@@ -66,6 +66,27 @@ def test_n_ranks_train_like_one_rank_with_n_times_the_batch(backend, world, shar
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("overlap", [True, False])
+def test_first_layer_gradient_in_row_blocks_trains_like_one_rank(backend, world, shared_tmp, data_path, dtype, overlap):
+    """params.split_gradients: layer 0 (40 rows of 12) cut into buckets of 16 rows, its weight gradient computed
+    block by block and each block's bucket reduced right after it: the same weights as one rank with the whole
+    batch (a bucket reduced before its rows were computed, or never, would not be)."""
+    n = world.size
+    params = {"model": [12, 40, 8, 3], "optimizer": "adam", "lr": 0.01, "bucket_mb": 0.0002, "overlap": overlap,
+              "split_gradients": True}
+    report, weights = train(train_config(shared_tmp, backend, dtype, **params))
+    _, alone = train(train_config(shared_tmp, backend, dtype, **{**params, "batch": BATCH * n}), MPI.COMM_SELF)
+    item = np.dtype(dtype).itemsize
+    # layers 2 and 1 (no 64-element-aligned row cut fits in them), then layer 0: 16 rows, 16 rows, the rest + biases
+    assert report["result"]["buckets"][2:] == [16 * 12 * item] * 3, report["result"]["buckets"]
+    assert report["verification"]["replicas_identical"]
+    tol = 1e-12 if dtype == "float64" else 2e-5
+    np.testing.assert_allclose(weights, alone, rtol=0, atol=tol * np.abs(alone).max())
+    assert np.abs(weights - Layout([12, 40, 8, 3]).initial(0, dtype)).max() > 0.01
+
+
+@pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_dropout_training_verifies_and_learns(backend, world, shared_tmp, data_path, optimizer):
     lr = 0.1 if optimizer == "sgd" else 0.01

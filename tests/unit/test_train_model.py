@@ -121,6 +121,42 @@ def test_large_model_default_buckets():
     assert sum(b.ready_after == 0 for b in small) == -(-(layout.size - layout.segments[0].start) // (1 << 18))
 
 
+@pytest.mark.parametrize("cap_mb", [10, 6, 1])
+def test_split_buckets_cut_the_first_layer_at_aligned_whole_rows(cap_mb):
+    """params.split_gradients: layer 0 of `large` (1024 rows of 4812) cut at whole rows, a multiple of 16 rows (each
+    cut on a 64-element boundary), each piece within the cap, the last with the biases; its row blocks match,
+    and each piece is ready after its own block."""
+    from spmd.workloads.train.buckets import row_blocks
+
+    layout = Layout(PRESETS["large"])
+    seg = layout.segments[0]
+    buckets = plan_buckets(layout, cap_mb << 20, 4, split=True)
+    assert buckets[0].start == 0 and buckets[-1].stop == layout.size
+    assert all(a.stop == b.start for a, b in zip(buckets, buckets[1:]))
+    pieces = [b for b in buckets if b.ready_after == 0]
+    assert [b.part for b in pieces] == list(range(len(pieces))) and len(pieces) == -(-seg.fan_out // (
+        (cap_mb << 20) // 4 // seg.fan_in // 16 * 16))
+    assert all(b.size * 4 <= cap_mb << 20 for b in pieces[:-1]) and pieces[-1].stop == layout.size
+    assert all((b.start - seg.start) % seg.fan_in == 0 and b.start % 64 == 0 for b in pieces)
+    blocks = row_blocks(layout, buckets)[0]
+    assert blocks[0][0] == 0 and blocks[-1][1] == seg.fan_out and len(blocks) == len(pieces)
+    assert [seg.start + r0 * seg.fan_in for r0, _ in blocks] == [b.start for b in pieces]
+    assert plan_buckets(layout, 25 << 20, 4, split=True) == plan_buckets(layout, 25 << 20, 4)  # it fits: whole
+    assert row_blocks(layout, plan_buckets(layout, 25 << 20, 4, split=True)) == {}
+
+
+def test_gemm_operands_may_be_blocks_of_columns_never_transposed_views():
+    """The GPU ops read a GEMM operand's leading dimension from its strides: a block of dZ's columns (row blocks
+    of dW) keeps the full row's stride; a transposed view is refused instead of read wrongly."""
+    from spmd.workloads.train.ops import _leading
+
+    delta = np.zeros((512, 1024), np.float32)
+    assert _leading(delta) == 1024 and _leading(delta[:, 544:1024]) == 1024 and _leading(delta[:, :16]) == 1024
+    assert _leading(np.ones(300, np.float32).reshape(1, -1)) == 300
+    with pytest.raises(ValueError, match="rows must be contiguous"):
+        _leading(delta.T)
+
+
 @pytest.mark.parametrize("ranks", [1, 2, 3])
 def test_the_samples_of_a_step_do_not_depend_on_the_rank_count(ranks):
     rows, shards, g = 1000, 6, 24

@@ -5,10 +5,16 @@ layer first, so backward fills the buffer front to back). Layers are packed into
 until the next one would exceed the cap; a layer larger than the cap is cut into cap-sized
 pieces, so every bucket respects the cap. A bucket is ready once the earliest layer it
 touches (in forward order) has its gradient: that is when its allreduce may start.
+
+With ``split`` (params.split_gradients), a layer larger than the cap is cut at whole rows of its W instead, and
+backward computes that layer's weight gradient one piece of rows at a time (``row_blocks``): each piece's
+allreduce starts once its rows are done, while the next piece is computed. This is for the first layer, whose
+gradient backward produces last: unsplit, its allreduce can only follow backward.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ... import faults
@@ -18,35 +24,68 @@ from .model import ALIGN, Layout
 
 @dataclass(frozen=True)
 class Bucket:
-    """Elements [start, stop) of the flat gradient buffer, ready after layer ``ready_after``."""
+    """Elements [start, stop) of the flat gradient buffer, ready after piece ``part`` of the rows of layer
+    ``ready_after`` (part 0: the whole layer, unless the layer is computed in row blocks)."""
 
     start: int
     stop: int
     ready_after: int
+    part: int = 0
 
     @property
     def size(self) -> int:
         return self.stop - self.start
 
 
-def plan_buckets(layout: Layout, cap_bytes: int, itemsize: int) -> list[Bucket]:
+def plan_buckets(layout: Layout, cap_bytes: int, itemsize: int, split: bool = False) -> list[Bucket]:
     """Cut the flat buffer (padding included) into buckets of at most ``cap_bytes``
-    (rounded down to whole 64-element blocks, at least one block)."""
+    (rounded down to whole 64-element blocks, at least one block); with ``split``, a layer larger than the cap
+    is cut at whole rows (pieces of at most the cap where one row block fits in it)."""
     cap = max(ALIGN, cap_bytes // itemsize // ALIGN * ALIGN)
     order = sorted(layout.segments, key=lambda s: s.start)  # backward order
     ends = [s.start for s in order[1:]] + [layout.size]  # each segment with its padding
-    buckets, start, ready = [], 0, None
+    buckets, start, ready = [], 0, (None, 0)
     for seg, end in zip(order, ends):
         if end - start > cap and seg.start > start:  # this layer does not fit: close the bucket
-            buckets.append(Bucket(start, seg.start, ready))
+            buckets.append(Bucket(start, seg.start, *ready))
             start = seg.start
+        if split and end - start > cap:  # pieces of whole rows, each computed and reduced on its own
+            cuts = _row_cuts(seg, cap)
+            for part, stop in enumerate(cuts):
+                buckets.append(Bucket(start, stop, seg.layer, part))
+                start = stop
+            ready = (seg.layer, len(cuts))  # the last rows (and the biases) stay open
+            continue
         while end - start > cap:  # a layer larger than the cap: cap-sized pieces
             buckets.append(Bucket(start, start + cap, seg.layer))
             start += cap
-        ready = seg.layer
+        ready = (seg.layer, 0)
     if start < layout.size:
-        buckets.append(Bucket(start, layout.size, ready))
+        buckets.append(Bucket(start, layout.size, *ready))
     return buckets
+
+
+def _row_cuts(seg, cap: int) -> list[int]:
+    """Element offsets inside layer ``seg``'s W where its row pieces end, the last piece left out (it runs on
+    to the end of the segment): pieces of as many whole rows as fit in ``cap``, a multiple of the rows that
+    keep each cut on a 64-element boundary (NCCL and cuBLAS like aligned pointers)."""
+    step = ALIGN // math.gcd(seg.fan_in, ALIGN)  # rows per aligned boundary
+    rows = max(step, cap // seg.fan_in // step * step)
+    return [seg.start + r * seg.fan_in for r in range(rows, seg.fan_out, rows)]
+
+
+def row_blocks(layout: Layout, buckets: list[Bucket]) -> dict[int, list[tuple[int, int]]]:
+    """{layer: [(first row, stop row), ...]} of every layer whose W a ``plan_buckets(split=True)`` cut at rows
+    (there, every bucket that ends inside a W ends at a row cut): backward computes that layer's weight gradient
+    block by block, in this order, calling ``layer_done(layer, part)`` after block ``part``."""
+    blocks: dict[int, list[tuple[int, int]]] = {}
+    for seg in layout.segments:
+        cuts = sorted(b.stop - seg.start for b in buckets if seg.start < b.stop < seg.weight_stop)
+        if cuts:
+            assert all(c % seg.fan_in == 0 for c in cuts), "a split plan cuts W at whole rows"
+            bounds = [0, *(c // seg.fan_in for c in cuts), seg.fan_out]
+            blocks[seg.layer] = list(zip(bounds, bounds[1:]))
+    return blocks
 
 
 class GradientExchange:
@@ -62,9 +101,9 @@ class GradientExchange:
         self.comm = comm
         self.buckets = buckets
         self.views = [grads[b.start:b.stop] for b in buckets]
-        self.by_layer: dict[int, list[int]] = {}
+        self.by_layer: dict[tuple[int, int], list[int]] = {}
         for i, b in enumerate(buckets):
-            self.by_layer.setdefault(b.ready_after, []).append(i)
+            self.by_layer.setdefault((b.ready_after, b.part), []).append(i)
         device = xpmod.is_device_array(grads)
         # Host-staged MPI synchronizes the device in every call: nothing could overlap, and inside
         # backward it would only stall it, so on a GPU only a communicator that queues its calls on
@@ -80,11 +119,12 @@ class GradientExchange:
             self._ready = [cupy.cuda.Event(disable_timing=True) for _ in buckets]
             self._done = [cupy.cuda.Event(disable_timing=True) for _ in buckets]
 
-    def layer_done(self, layer: int, marks=None) -> None:
-        """Backward has produced layer ``layer``'s gradient: start the buckets it completes."""
+    def layer_done(self, layer: int, marks=None, part: int = 0) -> None:
+        """Backward has produced layer ``layer``'s gradient (piece ``part`` of its rows, where it is computed in
+        row blocks): start the buckets it completes."""
         if not self.overlap:
             return
-        for i in self.by_layer.get(layer, ()):
+        for i in self.by_layer.get((layer, part), ()):
             self._reduce(i, marks)
 
     def finish(self, marks=None) -> None:

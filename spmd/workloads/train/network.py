@@ -31,6 +31,8 @@ class Network:
         acts: each layer's output (after ReLU/dropout on hidden layers; logits without bias last).
         deltas: gradient w.r.t. each hidden layer's output, then of its pre-activation.
         dlogits: gradient of the loss w.r.t. the logits.
+        row_blocks: {layer: [(first row, stop row), ...]}: layers whose weight gradient backward computes block
+            by block (params.split_gradients), so each block's allreduce can start before the next is done.
         loss_sum, correct: per-row running sums of the loss and of right answers.
     """
 
@@ -47,6 +49,7 @@ class Network:
         self.dlogits = xp.zeros((rows, widths[-1]), storage)
         self.loss_sum = xp.zeros(rows, np.float64)
         self.correct = xp.zeros(rows, np.int32)
+        self.row_blocks: dict[int, list[tuple[int, int]]] = {}  # layers whose dW is computed in row blocks
 
     def forward(self, w, counters, micro: int, scale: float) -> None:
         """Logits of ``self.x`` with parameters ``w``, the loss, and the logits' gradient."""
@@ -66,16 +69,20 @@ class Network:
                          self.correct)
 
     def backward(self, w, g, accumulate: bool, layer_done=None, sides=None) -> None:
-        """Gradients into ``g`` (added to it when ``accumulate``); ``layer_done(layer)`` is
-        called as soon as each layer's gradient is complete (last layer first). ``sides``: each
-        hidden layer's units to treat as on (nonzero = on), in place of this pass's own outputs."""
+        """Gradients into ``g`` (added to it when ``accumulate``); ``layer_done(layer, part)`` is
+        called as soon as each layer's gradient is complete (last layer first), or each block of its rows where
+        ``row_blocks`` (buckets.row_blocks) cuts it. ``sides``: each hidden layer's units to treat as on
+        (nonzero = on), in place of this pass's own outputs."""
         ops, layout = self.ops, self.layout
         delta = self.dlogits
         for layer in reversed(range(layout.layers)):
             inp = self.x if layer == 0 else self.acts[layer - 1]
-            ops.weight_gradient(delta, inp, layout.weight(g, layer), layout.bias(g, layer), accumulate)
-            if layer_done is not None:
-                layer_done(layer)
+            dw, db = layout.weight(g, layer), layout.bias(g, layer)
+            # rows [r0, r1) of dW and db come from columns [r0, r1) of delta alone
+            for part, (r0, r1) in enumerate(self.row_blocks.get(layer, [(0, dw.shape[0])])):
+                ops.weight_gradient(delta[:, r0:r1], inp, dw[r0:r1], db[r0:r1], accumulate)
+                if layer_done is not None:
+                    layer_done(layer, part)
             if layer > 0:
                 below = self.deltas[layer - 1]
                 ops.gemm(delta, layout.weight(w, layer), below)

@@ -276,9 +276,10 @@ class DeviceOps:
         # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
         m, n = out.shape
         k = a.shape[0] if trans_a else a.shape[1]
+        lda, ldb = _leading(a), _leading(b)  # a block of columns (split_gradients' row blocks of dZ) keeps its row
         stream = self._stream()
         if self._lt is not None and beta in (0.0, 1.0) and self._lt.matmul(
-                n, m, k, self._op[trans_b], self._op[trans_a], b, b.shape[1], a, a.shape[1], out, n, beta, stream,
+                n, m, k, self._op[trans_b], self._op[trans_a], b, ldb, a, lda, out, _leading(out), beta, stream,
                 epilogue, bias):
             return True
         if epilogue != "none":
@@ -289,7 +290,7 @@ class DeviceOps:
         if stream != self._on_stream:
             self._set_stream(stream)
         status = self._gemm(self._handle, self._op[trans_b], self._op[trans_a], n, m, k, self._scalar(1.0),
-                            b.data.ptr, b.shape[1], a.data.ptr, a.shape[1], self._scalar(beta), out.data.ptr, n)
+                            b.data.ptr, ldb, a.data.ptr, lda, self._scalar(beta), out.data.ptr, _leading(out))
         if status:  # the ctypes path returns the cublasStatus_t (CuPy's raises by itself)
             raise RuntimeError(f"cuBLAS gemm failed with status {status}")
         return True
@@ -380,3 +381,11 @@ class DeviceOps:
 def make_ops(device: str, dtype, precision: str | None = None, max_rows: int = 1):
     """The primitives for ``device`` ('gpu' or 'cpu') at ``precision``, for batches of up to ``max_rows`` rows."""
     return (DeviceOps if device == "gpu" else HostOps)(dtype, precision, max_rows)
+
+
+def _leading(x) -> int:
+    """The leading dimension of a row-major 2-D array whose rows may be strided (a block of another's columns):
+    elements from one row to the next. Its elements within a row must be contiguous."""
+    if x.strides[1] != x.itemsize:
+        raise ValueError(f"a GEMM operand with strides {x.strides}: its rows must be contiguous")
+    return x.strides[0] // x.itemsize

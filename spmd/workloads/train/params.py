@@ -45,6 +45,7 @@ class TrainParams:
     data_shards: int | None = None
     bucket_mb: float = 25.0
     overlap: bool = True
+    split_gradients: bool = False
     graph: bool | Literal["auto"] = "auto"
     tf32: bool = False
     precision: Literal["tf32", "bf16"] | None = None

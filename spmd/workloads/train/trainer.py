@@ -16,7 +16,7 @@ import numpy as np
 
 from ... import xp as xpmod
 from ...errors import VerificationError
-from .buckets import GradientExchange, plan_buckets
+from .buckets import GradientExchange, plan_buckets, row_blocks
 from .marks import make_marks
 from .network import Network
 from .ops import CURSOR, STEP
@@ -67,8 +67,11 @@ class Trainer:
         self.counters = xp.zeros(2, np.int64)
         self.step = 0
         self.idx = xp.zeros(window_steps * self.per_step, np.int32)
-        self.buckets = plan_buckets(layout, int(params.bucket_mb * 2**20), ops.dtype.itemsize)
+        self.buckets = plan_buckets(layout, int(params.bucket_mb * 2**20), ops.dtype.itemsize,
+                                    split=params.split_gradients)
         self.exchange = GradientExchange(comm, self.g, self.buckets, params.overlap) if ctx.size > 1 else None
+        if params.split_gradients and self.exchange is not None:  # one rank has nothing to reduce: layers stay whole
+            self.net.row_blocks = row_blocks(layout, self.buckets)
         nb = len(self.buckets) if self.exchange else 0
         self.stream = xp.cuda.Stream(non_blocking=True) if self.gpu else None
         per_slot = window_steps if self.gpu else 1  # events are read after the window; host times at once
@@ -135,8 +138,8 @@ class Trainer:
             mark(f"f{j}")
             done = None
             if exchange is not None and j == self.micro - 1:
-                def done(layer):
-                    exchange.layer_done(layer, marks)
+                def done(layer, part):
+                    exchange.layer_done(layer, marks, part)
             net.backward(self.wg, self.g, accumulate=j > 0, layer_done=done)
             mark(f"b{j}")
         if exchange is not None:
