@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from summarize_io import GPU_WAY, PINNED, io_targets  # noqa: E402  (one home for the input path's arithmetic)
+from summarize_io import GPU_WAY, PINNED, io_targets, way_rates  # noqa: E402  (one home for the input path's arithmetic)
 from summarize_io import scaling as io_scaling  # noqa: E402
 from summarize_plugins import scaling as plugin_scaling  # noqa: E402
 from summarize_train import against_torch, one_gpu, one_gpu_row, speedups  # noqa: E402  (the train table's)
@@ -207,7 +207,7 @@ def io_cpu(ranks: int, cache: str) -> dict:
     ratios = []
     for path in sorted(RESULTS.glob(f"io-cpu/bench-io-{ranks}-{cache}-run*.json")):
         for r in json.loads(path.read_text())["per_rank"]:
-            rate = {w: r["bytes"] / statistics.median(t) / 1e9 for w, t in r["seconds"].items()}
+            rate = way_rates(r)
             ratios.append(rate["direct"] / rate["pread, 1 thread"])
             for way in ("direct", "pread, 1 thread", "h5py"):
                 rates.setdefault(way, []).append(rate[way])
@@ -350,15 +350,13 @@ def io_gpu(layout: str) -> dict:
 
 def io_reduce() -> dict:
     red = io_targets(RESULTS / "io-h200x2")["reduce"]
-    compute = {e: statistics.median(load(f"io-h200x2/reduce-{e}-run{i}.json")["timings"]["compute"]["median"]
-                                    for i in (1, 2, 3)) * 1e3 for e in ("h5py", "direct")}
     return {"h5py": red["h5py"]["median"] * 1e3, "h5py_lo": red["h5py"]["min"] * 1e3, "h5py_hi": red["h5py"]["max"] * 1e3,
             "direct": red["direct"]["median"] * 1e3, "direct_lo": red["direct"]["min"] * 1e3,
             "direct_hi": red["direct"]["max"] * 1e3, "speedup": red["speedup"],
             "h5py_read": red["h5py"]["phases"]["read"] * 1e3, "h5py_h2d": red["h5py"]["phases"]["h2d"] * 1e3,
             "direct_read": red["direct"]["phases"]["read"] * 1e3,
             "hidden": red["direct"]["phases"]["h2d_overlapped"] * 1e3, "exposed": red["direct"]["phases"]["h2d"] * 1e3,
-            "h5py_c": compute["h5py"], "direct_c": compute["direct"]}
+            "h5py_c": red["h5py"]["phases"]["compute"] * 1e3, "direct_c": red["direct"]["phases"]["compute"] * 1e3}
 
 
 TWO = "two-gpu-h200x2"
@@ -388,8 +386,7 @@ def io_two(workload: str, engine: str, mode: str, ranks: int) -> dict:
 
 def bench_io_two(ranks: int, way: str) -> dict:
     """spmd bench io at 1 or 2 ranks (4 GiB each): GB/s per rank (slowest) and of all ranks together."""
-    per = load(f"{TWO}/io/bench-io-{ranks}.json")["per_rank"]
-    rates = [r["bytes"] / statistics.median(r["seconds"][way]) / 1e9 for r in per]
+    rates = [way_rates(r)[way] for r in load(f"{TWO}/io/bench-io-{ranks}.json")["per_rank"]]
     return {"slowest": min(rates), "together": sum(rates)}
 
 
@@ -417,6 +414,7 @@ def plugin_overhead(folder: str = "plugins-h100x1") -> dict:
     ca = [r["timings"]["compute"]["median"] for r in plugin]
     cb = [r["median_s"]["compute"] for r in inline]
     return {"a": statistics.median(a) * 1e3, "b": statistics.median(b) * 1e3,
+            "extra": (statistics.median(a) - statistics.median(b)) * 1e3,
             "ratio": statistics.median(a) / statistics.median(b),
             "ca": statistics.median(ca) * 1e3, "cb": statistics.median(cb) * 1e3,
             "ta": statistics.median(ta) * 1e3, "tb": statistics.median(tb) * 1e3,
@@ -644,9 +642,9 @@ CLAIMS += [
     Claim("docs/benchmarks.md", "compute phase took {h5py_c:.3f} ms with `io.engine: h5py` (the kernel queued behind the "
           "copy) and {direct_c:.3f} ms with direct", io_reduce, IO_H200),
     Claim("docs/benchmarks.md", "The plug-in's remaining {extra:.2f} ms over the hand-written calls",
-          lambda: (lambda v: {"extra": v["a"] - v["b"]})(plugin_overhead(f"{TWO}/plugins")), TWO_SRC),
+          lambda: plugin_overhead(f"{TWO}/plugins"), TWO_SRC),
     Claim("README.md", "on 2 H200s, after the new input engine, at {ratio:.3f}x ({extra:.2f} ms more per repeat",
-          lambda: (lambda v: {**v, "extra": v["a"] - v["b"]})(plugin_overhead(f"{TWO}/plugins")), TWO_SRC),
+          lambda: plugin_overhead(f"{TWO}/plugins"), TWO_SRC),
     Claim("docs/benchmarks.md", "2 seeds: **all {n} runs exit 3 with no report**",
           lambda: corrupt_gpu(f"{TWO}/corrupt/corrupt.md"), TWO_SRC),
 ]

@@ -22,7 +22,8 @@ GPU_WAY = "file to GPU (direct, copies as pieces land)"
 PINNED = "host to device, page-locked"
 
 
-def _rates(record: dict) -> dict[str, float]:
+def way_rates(record: dict) -> dict[str, float]:
+    """GB/s of every way of one rank's spmd bench io record (medians of its rounds)."""
     return {way: record["bytes"] / statistics.median(t) / 1e9 for way, t in record["seconds"].items()}
 
 
@@ -33,7 +34,7 @@ def io_targets(folder) -> dict:
         runs = [json.loads(p.read_text())["per_rank"][0] for p in sorted(folder.glob(f"bench-io-{layout}-run*.json"))]
         if not runs:
             continue
-        rates = [_rates(r) for r in runs]
+        rates = [way_rates(r) for r in runs]
         pread_n = next(w for w in runs[0]["seconds"] if w.startswith("pread, ") and not w.endswith("1 thread"))
         row = {"runs": len(runs), "bytes": runs[0]["bytes"], "threads": runs[0]["threads"], "pread_n": pread_n}
         for way in runs[0]["seconds"]:
@@ -102,9 +103,9 @@ def print_scaling(folder) -> None:
               f"({path.name}): GB/s per rank (all ranks together)\n")
         print("| way | " + " | ".join(f"rank {r['rank']}" for r in ranks) + " | together |")
         print("|---" * (len(ranks) + 2) + "|")
+        per_rank = [way_rates(r) for r in ranks]
         for way in ranks[0]["seconds"]:
-            rates = [r["bytes"] / statistics.median(r["seconds"][way]) / 1e9 for r in ranks]
-            print(f"| {way} | " + " | ".join(f"{x:.2f}" for x in rates) + f" | {sum(rates):.2f} |")
+            print(f"| {way} | " + " | ".join(f"{x[way]:.2f}" for x in per_rank) + f" | {sum(x[way] for x in per_rank):.2f} |")
 
 
 def main(folder: str) -> None:
