@@ -13,6 +13,8 @@
 #                                     (bench/train_two_gpu.sh)
 #   PARTS=io,corrupt,plugins bash bench/gpu_session.sh multi   issue 26's input path, faults and plug-ins
 #   bash bench/gpu_session.sh ncclenv  `large` 512 on 1 and 2 GPUs under NCCL settings (bench/train_nccl_env.sh)
+#   bash bench/gpu_session.sh mapped   file to GPU straight from the page cache (mmap + cudaHostRegister) against
+#                                     pread into pinned memory, 1 and 2 ranks at once (bench/mapped_h2d.py)
 #   bash bench/gpu_session.sh profile  host time of the plug-in sum on 2 GPUs (bench/host_profile.py) beside
 #                                      the same calls by hand (bench/inline_sum.py)
 #   bash bench/gpu_session.sh cudampi  build a CUDA-aware Open MPI, then mpi-cuda's tests and benchmarks
@@ -79,8 +81,13 @@ if [[ "$MODE" == *torch2* ]]; then
   tar -czf "$OUT/torch2-results.tar.gz" -C /tmp/spmd-torch2 results 2>/dev/null
   cat "$OUT/torch2.log" /tmp/spmd-torch2/results/summary.md
 fi
+if [[ "$MODE" == *mapped* ]]; then
+  mkdir -p /tmp/spmd-mapped
+  step mapped timeout "${MAPPED_TIMEOUT:-150}" $MPI -n 2 python3 bench/mapped_h2d.py /tmp/spmd-mapped "${MAPPED_GIB:-4}"
+  cat "$OUT/mapped.log"
+fi
 if [[ "$MODE" == *ncclenv* ]]; then
-  step ncclenv timeout 560 bash bench/train_nccl_env.sh /tmp/spmd-ncclenv/results
+  step ncclenv timeout "${NCCLENV_TIMEOUT:-560}" bash bench/train_nccl_env.sh /tmp/spmd-ncclenv/results
   tar -czf "$OUT/ncclenv-results.tar.gz" -C /tmp/spmd-ncclenv results 2>/dev/null
   cat "$OUT/ncclenv.log"
 fi

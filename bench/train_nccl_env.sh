@@ -14,8 +14,8 @@ mkdir -p "$DIR"
 python3 -m spmd generate inputs/train-large.yaml > /dev/null
 declare -A SETTINGS=([default]="" [channels32]="NCCL_MIN_NCHANNELS=32" [simple]="NCCL_PROTO=Simple"
                      [simple-channels32]="NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=32" [split]="")
-for run in 1 2 3; do
-  for name in default split channels32 simple simple-channels32; do
+for run in $(seq "${RUNS:-3}"); do
+  for name in ${NCCL_SETTINGS:-default split channels32 simple simple-channels32}; do
     variant=$([[ $name == split ]] && echo graph-split || echo graph)
     exports=(); for kv in ${SETTINGS[$name]}; do exports+=(-x "$kv"); done
     timeout -k 5 120 env ${SETTINGS[$name]} $MPI "${exports[@]}" -n 2 python3 bench/train_sweep.py --models large \
