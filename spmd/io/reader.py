@@ -48,6 +48,7 @@ def load_kvikio():
     """KvikIO (the optional extra ``gds``), or ConfigError saying how to get it."""
     try:
         import kvikio
+        import kvikio.defaults  # a submodule: `import kvikio` alone leaves it out (KvikIO 26.10)
     except Exception as exc:  # not installed, or a CUDA library it loads is missing
         raise ConfigError(f"io.engine: kvikio is not usable here ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:160] if str(exc) else ''}): install it with "

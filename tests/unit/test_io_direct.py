@@ -166,17 +166,21 @@ def test_kvikio_reads_on_the_configured_threads_in_whole_row_tasks(monkeypatch, 
     """KvikIO's pool defaults to 1 thread (measured on an H200 at 7.3 GB/s against 37 GB/s for 8 direct threads):
     a kvikio reader sets io.threads and whole rows of io.buffer_mb as KvikIO's tasks, and hands it whole ranges."""
     import sys
-    import types
 
-    settings = []
-    fake = types.SimpleNamespace(defaults=types.SimpleNamespace(set=settings.append))
-    monkeypatch.setitem(sys.modules, "kvikio", fake)
+    # a stand-in package laid out as KvikIO 26.10 is: `defaults` is a submodule that `import kvikio` leaves out
+    package = tmp_path / "site" / "kvikio"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "defaults.py").write_text("settings = []\nset = settings.append\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    for name in ("kvikio", "kvikio.defaults"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
     path = tmp_path / "x.h5"
     with h5py.File(path, "w") as f:
         f.create_dataset("x", data=np.ones((3000, 3), np.float32), chunks=(1000, 3))  # 12,000-byte chunks
     plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 0, 1, ("float32",), (2,))
     reader = RowReader(plan, IoConfig(engine="kvikio", threads=6, buffer_mb=0.01), threads=5)
-    assert settings == [{"num_threads": 5, "task_size": 10476}]  # 873 rows of 12 bytes: whole rows in 10,485 bytes
+    assert sys.modules["kvikio.defaults"].settings == [{"num_threads": 5, "task_size": 10476}]  # 873 rows of 12 bytes: whole rows in 10,485 bytes
     assert [p.engine for p in reader.parts] == ["kvikio"]
     assert sum(r.nbytes for r in reader.parts[0].reads) == 36000 and len(reader.parts[0].reads) <= 3
 
