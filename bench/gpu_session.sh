@@ -15,6 +15,8 @@
 #   bash bench/gpu_session.sh ncclenv  `large` 512 on 1 and 2 GPUs under NCCL settings (bench/train_nccl_env.sh)
 #   bash bench/gpu_session.sh mapped   file to GPU straight from the page cache (mmap + cudaHostRegister) against
 #                                     pread into pinned memory, 1 and 2 ranks at once (bench/mapped_h2d.py)
+#   bash bench/gpu_session.sh iomapped reduce strong + weak at 1 and 2 GPUs, io.engine mapped against direct, 3 runs
+#                                     each, and bench io (bench/io_mapped_gpu.sh)
 #   bash bench/gpu_session.sh profile  host time of the plug-in sum on 2 GPUs (bench/host_profile.py) beside
 #                                      the same calls by hand (bench/inline_sum.py)
 #   bash bench/gpu_session.sh cudampi  build a CUDA-aware Open MPI, then mpi-cuda's tests and benchmarks
@@ -81,7 +83,12 @@ if [[ "$MODE" == *torch2* ]]; then
   tar -czf "$OUT/torch2-results.tar.gz" -C /tmp/spmd-torch2 results 2>/dev/null
   cat "$OUT/torch2.log" /tmp/spmd-torch2/results/summary.md
 fi
-if [[ "$MODE" == *mapped* ]]; then
+if [[ "$MODE" == *iomapped* ]]; then
+  step iomapped timeout "${IOMAPPED_TIMEOUT:-560}" bash bench/io_mapped_gpu.sh /tmp/spmd-iomapped/results
+  tar --exclude "*.h5" -czf "$OUT/iomapped-results.tar.gz" -C /tmp/spmd-iomapped results 2>/dev/null
+  cat "$OUT/iomapped.log" /tmp/spmd-iomapped/results/io-summary.md
+fi
+if [[ "+$MODE+" == *+mapped+* ]]; then
   mkdir -p /tmp/spmd-mapped
   step mapped timeout "${MAPPED_TIMEOUT:-150}" $MPI -n 2 python3 bench/mapped_h2d.py /tmp/spmd-mapped "${MAPPED_GIB:-4}"
   cat "$OUT/mapped.log"

@@ -64,18 +64,19 @@ def io_targets(folder) -> dict:
 
 
 def scaling(folder) -> list[dict]:
-    """Rows of DIR/io-<workload>-<engine>/scaling.json: the whole repeat (median), efficiency, the read phase
-    (slowest rank's median) and the N-thread pread limit measured after the run (slowest rank, GB/s)."""
+    """Rows of DIR/io-<workload>-<engine>[-run<N>]/scaling.json: the whole repeat (median), efficiency, the read
+    phase (slowest rank's median) and the N-thread pread limit measured after the run (slowest rank, GB/s)."""
     rows = []
     for path in sorted(Path(folder).glob("io-*-*/scaling.json")):
-        workload, engine = path.parent.name.split("-")[1:3]
+        workload, engine, *suffix = path.parent.name.split("-")[1:]
         sc = json.loads(path.read_text())
         runs = {(r["mode"], r["ranks"]): r for r in sc["runs"]}
         for mode in sc["modes"]:
             for row in sc["series"][mode]:
                 run = runs.get((mode, row["ranks"]), {})
                 limit = run.get("read_limit") or []
-                rows.append({"workload": workload, "engine": engine, "mode": mode, "ranks": row["ranks"],
+                rows.append({"workload": workload, "engine": engine, "run": suffix[0] if suffix else "run1",
+                             "mode": mode, "ranks": row["ranks"],
                              "total": row["time"], "efficiency": row["efficiency"],
                              "read": row["timings"].get("read", {}).get("max"),
                              "h2d": row["timings"].get("h2d", {}).get("max"),
@@ -85,16 +86,45 @@ def scaling(folder) -> list[dict]:
     return rows
 
 
+def scaling_runs(folder) -> list[dict]:
+    """scaling()'s rows of every run, as medians with their ranges per (workload, engine, mode, GPUs)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in scaling(folder):
+        groups.setdefault((r["workload"], r["engine"], r["mode"], r["ranks"]), []).append(r)
+    out = []
+    for (workload, engine, mode, ranks), rows in groups.items():
+        item = {"workload": workload, "engine": engine, "mode": mode, "ranks": ranks, "runs": len(rows)}
+        for key in ("total", "efficiency", "read"):
+            values = [r[key] for r in rows if r[key] is not None]
+            item[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)} \
+                if values else None
+        out.append(item)
+    return out
+
+
 def print_scaling(folder) -> None:
+    if any(r["runs"] > 1 for r in scaling_runs(folder)):
+        print("| workload | engine | mode | GPUs | runs | whole repeat (min-max) | efficiency (min-max) | read |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in scaling_runs(folder):
+            t, e, rd = r["total"], r["efficiency"], r["read"]
+            print(f"| {r['workload']} | {r['engine']} | {r['mode']} | {r['ranks']} | {r['runs']} | "
+                  f"{t['median'] * 1e3:.1f} ms ({t['min'] * 1e3:.1f}-{t['max'] * 1e3:.1f}) | {e['median']:.1%} "
+                  f"({e['min']:.1%}-{e['max']:.1%}) | {rd['median'] * 1e3 if rd else 0:.1f} ms |")
+        print()
+    _print_scaling_rows(folder)
+
+
+def _print_scaling_rows(folder) -> None:
     rows = scaling(folder)
-    print("| workload | engine | mode | GPUs | whole repeat | efficiency | read (slowest rank) | read GB/s per rank "
-          "| pread N threads GB/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| workload | engine | run | mode | GPUs | whole repeat | efficiency | read (slowest rank) | read GB/s per "
+          "rank | pread N threads GB/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         rate = (f"{r['bytes_per_rank'] / r['read'] / 1e9:.2f}" if r["read"] and r["bytes_per_rank"] and
                 r["workload"] == "reduce" else "-")
         limit = f"{r['limit_GBps']:.2f}" if r["limit_GBps"] else "-"
-        print(f"| {r['workload']} | {r['engine']} | {r['mode']} | {r['ranks']} | {r['total'] * 1e3:.1f} ms | "
+        print(f"| {r['workload']} | {r['engine']} | {r['run']} | {r['mode']} | {r['ranks']} | {r['total'] * 1e3:.1f} ms | "
               f"{r['efficiency']:.1%} | {(r['read'] or 0) * 1e3:.1f} ms | {rate} | {limit} |")
     for path in sorted(Path(folder).glob("bench-io-*.json")):
         result = json.loads(path.read_text())

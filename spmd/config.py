@@ -104,7 +104,7 @@ class SaveConfig:
 class IoConfig:
     """How a rank reads its input (``io``): the engine, its reader threads and the size of each read."""
 
-    engine: Literal["auto", "h5py", "direct", "kvikio"] = "auto"
+    engine: Literal["auto", "h5py", "direct", "kvikio", "mapped"] = "auto"
     threads: int = 8
     buffer_mb: float = 8.0
 

@@ -5,8 +5,9 @@ Engines: ``direct`` (io.direct: parallel positional reads of the dataset's bytes
 ``h5py`` (one hyperslab read) for the rest: filtered, byte-swapped or tiled datasets, or ``engine: h5py``.
 ``auto`` is ``direct`` where it can be; the report names the engine of every piece, and why h5py read one.
 ``kvikio`` (optional extra ``gds``) reads the same byte ranges straight into GPU memory through KvikIO
-(GPUDirect Storage where the file system has it, KvikIO's own threads and bounce buffers otherwise); the host
-buffer then stays unread (``host_current``).
+(GPUDirect Storage where the file system has it, KvikIO's own threads and bounce buffers otherwise); ``mapped``
+(io.mapped) page-locks the file's pages holding them at set-up and has the GPU copy them from the page cache,
+no CPU copy. Under both the host buffer stays unread (``host_current``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .. import xp as xpmod
 from ..errors import ConfigError, InputError
 from .direct import ByteRange, as_bytes, byte_ranges, merge, read_pieces, split
 from .hdf5 import Piece, open_h5, require_finite
+from .mapped import MappedRanges
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,9 @@ class Part:
     reads: tuple[ByteRange, ...]
     offset: int
     nbytes: int
+
+
+GPU_ENGINES = ("kvikio", "mapped")  # read straight into GPU memory: whole byte ranges, no host buffer
 
 
 def reader_threads(wanted: int, local_ranks: int = 1) -> int:
@@ -61,14 +66,19 @@ class RowReader:
     """Reads a ``RankInput`` (io.hdf5) with ``io_cfg`` (config ``io``) on ``threads`` threads (reader_threads).
 
     Attributes:
-        host_current: whether the last read filled the host buffer everywhere (not under kvikio).
+        host_current: whether the last read filled the host buffer everywhere (not under kvikio or mapped).
     """
 
     def __init__(self, plan, io_cfg, threads: int | None = None):
         self.plan, self.cfg = plan, io_cfg
         self.threads = threads or io_cfg.threads
         self._kvikio = load_kvikio() if io_cfg.engine == "kvikio" else None
+        if io_cfg.engine == "mapped" and xpmod.gpu_count() == 0:
+            raise ConfigError("io.engine: mapped page-locks the file for a GPU's copies: no GPU here (use io.engine: "
+                              "direct)")
         self.host_current = True
+        self._mapped: dict[int, MappedRanges] = {}  # by part, under io.engine: mapped
+        self._stream = None
         row_bytes = plan.nbytes // plan.rows
         piece_bytes = max(1, int(io_cfg.buffer_mb * 2**20) // row_bytes) * row_bytes  # whole rows per read
         if self._kvikio:  # KvikIO's own pool reads on 1 thread in 4 MiB tasks unless told: the same as direct
@@ -79,19 +89,42 @@ class RowReader:
             if io_cfg.engine != "h5py":
                 ranges, why = byte_ranges(piece.path, piece.dataset, piece.start, piece.stop)
                 moved = [ByteRange(r.file_offset, r.nbytes, r.dest + offset) for r in ranges]
-                # KvikIO cuts a read into tasks on its own threads: it gets whole ranges
-                reads = tuple(merge(moved) if self._kvikio else split(moved, piece_bytes))
-            engine = ("kvikio" if self._kvikio else "direct") if reads else "h5py"
+                # KvikIO cuts a read into tasks on its own threads, and one DMA copies a mapped range: whole ranges
+                reads = tuple(merge(moved) if io_cfg.engine in GPU_ENGINES else split(moved, piece_bytes))
+            engine = (io_cfg.engine if io_cfg.engine in GPU_ENGINES else "direct") if reads else "h5py"
             parts.append(Part(piece, engine, None if reads else why, reads, offset, nbytes))
             offset += nbytes
         self.parts = parts
+        try:
+            for i, part in enumerate(parts):
+                if part.engine == "mapped" and part.nbytes:
+                    self._mapped[i] = MappedRanges(part.piece.path, list(part.reads), self._where(part))
+        except BaseException:
+            self.close()
+            raise
+        if self._mapped:
+            self._stream = xpmod.cupy.cuda.Stream(non_blocking=True)
+
+    @staticmethod
+    def _where(part: Part) -> str:
+        return f"{part.piece.path}:{part.piece.dataset} rows {part.piece.start}-{part.piece.stop}"
+
+    def close(self) -> None:
+        """Unlock and unmap what io.engine: mapped holds (after the last read's copies are done)."""
+        if self._stream is not None:
+            self._stream.synchronize()
+        for mapping in self._mapped.values():
+            mapping.close()
+        self._mapped, self._stream = {}, None
 
     def engines(self) -> list[dict]:
         """What read each piece (report.json ``io``)."""
         return [{"source": f"{p.piece.path}:{p.piece.dataset} rows {p.piece.start}-{p.piece.stop}",
                  "engine": p.engine, **({"why_h5py": p.why} if not p.reads else
-                                        {"threads": self.threads} if p.engine == "direct" else {})}
-                for p in self.parts]
+                                        {"threads": self.threads} if p.engine == "direct" else {}),
+                 **({"locked_bytes": self._mapped[i].nbytes, "lock_s": self._mapped[i].seconds}
+                    if i in self._mapped else {})}
+                for i, p in enumerate(self.parts)]
 
     def read(self, host: np.ndarray, check_finite: bool = False, landed=None, device=None) -> None:
         """Fill ``host`` (shape ``plan.shape``, C-contiguous); ``landed(lo, hi)`` is called for each range of its
@@ -102,12 +135,18 @@ class RowReader:
         self.host_current = True
         # an injected NaN lands after the read: pieces are handed on only once it is in place
         pass_on = landed if not faults.poisoning() else None
-        for part in self.parts:
-            where = f"{part.piece.path}:{part.piece.dataset} rows {part.piece.start}-{part.piece.stop}"
+        for i, part in enumerate(self.parts):
+            where = self._where(part)
             first = part.offset // (host.nbytes // len(host))
             rows = host[first:first + part.piece.rows]
-            if part.engine == "kvikio":
-                self._read_kvikio(part, device, where)
+            if part.engine in GPU_ENGINES:
+                if device is None:
+                    raise ConfigError(f"io.engine: {part.engine} reads into GPU memory: use it with device: gpu")
+                if part.engine == "kvikio":
+                    self._read_kvikio(part, device, where)
+                elif i in self._mapped:  # one DMA per range from the locked pages, waited for here: the read
+                    self._mapped[i].copy_to(device.reshape(-1).view(np.uint8), self._stream)
+                    self._stream.synchronize()
                 rows = device[first:first + part.piece.rows]
                 faults.poison_rows(rows)
                 if check_finite:
@@ -135,8 +174,6 @@ class RowReader:
     def _read_kvikio(self, part: Part, device, where: str) -> None:
         """The part's byte ranges straight into ``device`` through KvikIO; every read is waited for before the
         first failure is raised."""
-        if device is None:
-            raise ConfigError("io.engine: kvikio reads into GPU memory: use it with device: gpu")
         target = device.reshape(-1).view(np.uint8)
         failure = None
         with self._kvikio.CuFile(part.piece.path, "r") as f:

@@ -2,8 +2,10 @@
 limits measured in the same run (as fio or NVIDIA's gdsio would report them):
 
 - ``h5py`` and ``direct`` (io.reader): file to this rank's host buffer (page-locked on a GPU);
-- ``file to GPU`` (GPU only): the direct engine with each piece copied to the device as it lands, as a run does,
-  and KvikIO reading straight into GPU memory where it is installed;
+- ``file to GPU`` (GPU only): the direct engine with each piece copied to the device as it lands, as a run does;
+  the mapped engine's copy from the pages it locked at set-up (as each repeat of a run), and its lock, copy and
+  unlock together (a read with nothing locked before it; cold where asked: locked pages cannot be dropped, so
+  the first row is always from memory); and KvikIO reading straight into GPU memory where it is installed;
 - limits: one plain ``pread`` of the same bytes on one thread, the same bytes in ``buffer_mb`` pieces on
   ``threads`` threads, and host-to-device copies of the buffer from pageable and from page-locked memory.
 
@@ -149,6 +151,22 @@ def _gpu_times(plan, host, reader, rounds: int, before) -> dict[str, list[float]
     out = {"file to GPU (direct, copies as pieces land)": _timed(to_gpu, rounds, before),
            "host to device, page-locked": _timed(lambda: copy(host), rounds),
            "host to device, pageable": _timed(lambda: copy(pageable), rounds)}
+    mapped_cfg = IoConfig(engine="mapped", threads=reader.threads, buffer_mb=reader.cfg.buffer_mb)
+
+    def lock_copy_unlock():  # what a read costs when nothing was locked before it
+        once = RowReader(plan, mapped_cfg, reader.threads)
+        try:
+            once.read(host, device=device)
+        finally:
+            once.close()
+    mapped = RowReader(plan, mapped_cfg, reader.threads)
+    try:
+        if any(p.engine == "mapped" for p in mapped.parts):
+            out["file to GPU (mapped, locked at set-up)"] = _timed(lambda: mapped.read(host, device=device), rounds)
+    finally:
+        mapped.close()  # before the next row: a cold read cannot drop locked pages
+    if "file to GPU (mapped, locked at set-up)" in out:
+        out["file to GPU (mapped, lock + copy + unlock)"] = _timed(lock_copy_unlock, rounds, before)
     try:
         kvikio_reader = RowReader(plan, IoConfig(engine="kvikio", threads=reader.threads,
                                                  buffer_mb=reader.cfg.buffer_mb), reader.threads)

@@ -15,7 +15,7 @@ import numpy as np
 from .. import xp as xpmod
 from ..errors import ConfigError, InputError
 from ..io.hdf5 import expand_shards, open_h5, plan_rank_input
-from ..io.reader import RowReader, reader_threads
+from ..io.reader import GPU_ENGINES, RowReader, reader_threads
 from ..memory import require_memory
 from .base import read_then_wait
 
@@ -51,9 +51,9 @@ class InputRows:
         self.copy_stream = ctx.xp.cuda.Stream(non_blocking=True) if self.device is not None else None
 
     def _reader(self, io_cfg) -> RowReader:
-        if io_cfg.engine == "kvikio" and self.ctx.device != "gpu":
-            raise ConfigError("io.engine: kvikio reads into GPU memory; this run is on the CPU (use io.engine: "
-                              "direct)")
+        if io_cfg.engine in GPU_ENGINES and self.ctx.device != "gpu":
+            raise ConfigError(f"io.engine: {io_cfg.engine} reads into GPU memory; this run is on the CPU (use "
+                              f"io.engine: direct)")
         return RowReader(self.plan, io_cfg, reader_threads(io_cfg.threads, self.ctx.local_size))
 
     def _allocate(self):
@@ -148,4 +148,5 @@ class InputRows:
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     def close(self) -> None:
+        self.reader.close()  # what io.engine: mapped locked
         self.host = self.device = self.copy_stream = None  # pinned and device buffers released with them

@@ -61,8 +61,10 @@ def test_rows_missing_from_one_ranks_part_of_the_file_end_the_job_naming_it(tmp_
     assert "Traceback" not in err and not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("value,message", [("io.engine=kvik", "io.engine: 'kvik' is not one of auto, h5py, direct, kvikio"),
+@pytest.mark.parametrize("value,message", [("io.engine=kvik", "io.engine: 'kvik' is not one of auto, h5py, direct, kvikio, mapped"),
                                            ("io.engine=kvikio", "io.engine: kvikio reads into GPU memory; this run is on "
+                                                                "the CPU"),
+                                           ("io.engine=mapped", "io.engine: mapped reads into GPU memory; this run is on "
                                                                 "the CPU"),
                                            ("io.threads=0", "io.threads: from 1 to 256"),
                                            ("io.buffer_size=8", "unknown key io.buffer_size")])

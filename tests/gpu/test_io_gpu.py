@@ -17,7 +17,7 @@ def write(path, layout):
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "chunked"])
-@pytest.mark.parametrize("engine", ["h5py", "direct", "kvikio"])
+@pytest.mark.parametrize("engine", ["h5py", "direct", "kvikio", "mapped"])
 def test_reduce_reads_by_each_engine_on_the_gpu(tmp_path, engine, layout):
     from spmd.errors import ConfigError
     from spmd.io.reader import load_kvikio
