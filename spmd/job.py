@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import faults
+from . import xp as xpmod
 from .comm.factory import open_communicator
 from .errors import InputError, SpmdError, VerificationError
 from .files import require_writable_folder, write_json_atomic
@@ -60,6 +61,10 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
         warmup, repeats = workload.schedule(cfg.warmup, cfg.repeats)
         for i in range(warmup + repeats):
             workload.prepare()
+            # every rank starts the repeat together: untimed preparation that takes longer on one rank (poisoning
+            # a buffer while another rank does the same) would otherwise show as the others' wait
+            xpmod.synchronize(ctx.xp)
+            ctx.comm.Barrier()
             timer.start_repeat()
             workload.run(timer)
             times = timer.end_repeat(record=i >= warmup)

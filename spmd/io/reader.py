@@ -105,6 +105,11 @@ class RowReader:
         if self._mapped:
             self._stream = xpmod.cupy.cuda.Stream(non_blocking=True)
 
+    @property
+    def fills_host(self) -> bool:
+        """Whether a read writes the host buffer (any piece not read straight into GPU memory)."""
+        return any(p.engine not in GPU_ENGINES for p in self.parts)
+
     @staticmethod
     def _where(part: Part) -> str:
         return f"{part.piece.path}:{part.piece.dataset} rows {part.piece.start}-{part.piece.stop}"
@@ -145,6 +150,8 @@ class RowReader:
                 if part.engine == "kvikio":
                     self._read_kvikio(part, device, where)
                 elif i in self._mapped:  # one DMA per range from the locked pages, waited for here: the read
+                    # after the device work queued so far (e.g. poisoning the rows), which its own stream skips
+                    self._stream.wait_event(xpmod.cupy.cuda.get_current_stream().record())
                     self._mapped[i].copy_to(device.reshape(-1).view(np.uint8), self._stream)
                     self._stream.synchronize()
                 rows = device[first:first + part.piece.rows]

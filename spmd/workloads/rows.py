@@ -70,7 +70,8 @@ class InputRows:
         """Fill the buffers with what no read writes (NaN, or an integer type's largest value): rows the read
         misses show."""
         value = np.nan if self.plan.dtype.kind == "f" else np.iinfo(self.plan.dtype).max
-        for buf in (self.host, self.device):
+        # a host buffer no read writes (io.engine kvikio or mapped, read straight into GPU memory) stays as it is
+        for buf in (self.host if self.reader.fills_host else None, self.device):
             if buf is not None:
                 buf.fill(value)
 

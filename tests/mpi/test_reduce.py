@@ -83,3 +83,27 @@ def test_each_rank_reads_exactly_its_block(world, shared_tmp, rows):
     base, extra = divmod(rows, world.size)
     assert buf.shape[0] == base + (1 if world.rank < extra else 0)
     np.testing.assert_array_equal(np.concatenate(gathered), data)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_untimed_preparation_slower_on_one_rank_is_not_the_others_wait(world, shared_tmp, monkeypatch):
+    """Each repeat starts on every rank together: rank 1 poisoning its buffers 0.3 s longer must not show as
+    0.3 s of rank 0's wait (the barrier after the read measures input imbalance only)."""
+    import time
+
+    from spmd.workloads.reduce.workload import ReduceWorkload as Reduce
+
+    data, spec = make_input(world, shared_tmp, "slow-prepare", (4001,), np.float32, None)
+    prepare = Reduce.prepare
+
+    def slow_on_rank_1(self):
+        prepare(self)
+        if world.rank == 1:
+            time.sleep(0.3)
+    monkeypatch.setattr(Reduce, "prepare", slow_on_rank_1)
+    cfg = job_config_from_dict({"workload": "reduce", "device": "cpu", "comm": "mpi", "input": spec,
+                                "warmup": 0, "repeats": 2})
+    with Context() as ctx:
+        report = run_job(ctx, cfg).report
+    assert_result_close(report["result"], reference(data, 0))
+    assert report["timings"]["wait"]["max"] < 0.15, report["timings"]["wait"]
