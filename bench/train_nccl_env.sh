@@ -2,8 +2,9 @@
 # Issue 26's open target, `large` at batch 512 on 2 GPUs (1.66x, target 1.7x): the exposed part of the step is the
 # all-reduce of the 19.7 MB bucket of layer 0's gradient after backward. This call measures spmd's 2-GPU speedup
 # under NCCL settings that can shorten a mid-size all-reduce when nothing else runs (more channels; the Simple
-# protocol), and with params.split_gradients (layer 0's gradient in two row blocks, the first reduced while the
-# second is computed: variant graph-split), 3 runs each, alternating, into DIR; one JSON file per setting and run
+# protocol), with params.split_gradients (layer 0's gradient in two row blocks, the first reduced while the
+# second is computed: variant graph-split) and params.update_per_bucket (the other buckets updated while layer 0's
+# allreduce runs: graph-perbucket, and both: graph-perbucket-split), 3 runs each, alternating, into DIR; one JSON file per setting and run
 # (bench/train_sweep.py lines).
 # A setting that helps must then be measured for PyTorch DDP under the same environment before it is quoted.
 #   MPI="mpirun --allow-run-as-root -x NCCL_NVLS_ENABLE=0" bash bench/train_nccl_env.sh DIR   (Open MPI: -x passes each setting)
@@ -13,10 +14,12 @@ MPI=${MPI:-mpiexec}
 mkdir -p "$DIR"
 python3 -m spmd generate inputs/train-large.yaml > /dev/null
 declare -A SETTINGS=([default]="" [channels32]="NCCL_MIN_NCHANNELS=32" [simple]="NCCL_PROTO=Simple"
-                     [simple-channels32]="NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=32" [split]="")
+                     [simple-channels32]="NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=32" [split]="" [perbucket]=""
+                     [perbucket-split]="")
+declare -A VARIANT=([split]=graph-split [perbucket]=graph-perbucket [perbucket-split]=graph-perbucket-split)
 for run in $(seq "${RUNS:-3}"); do
   for name in ${NCCL_SETTINGS:-default split channels32 simple simple-channels32}; do
-    variant=$([[ $name == split ]] && echo graph-split || echo graph)
+    variant=${VARIANT[$name]:-graph}
     exports=(); for kv in ${SETTINGS[$name]}; do exports+=(-x "$kv"); done
     timeout -k 5 120 env ${SETTINGS[$name]} $MPI "${exports[@]}" -n 2 python3 bench/train_sweep.py --models large \
       --batches 512 --ranks 1,2 --variants "$variant" --steps "${STEPS:-200}" > "$DIR/$name-run$run.jsonl" 2> "$DIR/$name-run$run.err"

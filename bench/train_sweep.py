@@ -33,7 +33,10 @@ def main():
                 "graph-bf16": ["params.graph=auto", "params.precision=bf16"],
                 "no-overlap": ["params.graph=auto", "params.overlap=false"],
                 # the first layer's gradient in two row blocks of ~10 MiB, each reduced as soon as it is computed
-                "graph-split": ["params.graph=auto", "params.split_gradients=true", "params.bucket_mb=10"]}
+                "graph-split": ["params.graph=auto", "params.split_gradients=true", "params.bucket_mb=10"],
+                "graph-perbucket": ["params.graph=auto", "params.update_per_bucket=true"],
+                "graph-perbucket-split": ["params.graph=auto", "params.update_per_bucket=true",
+                                          "params.split_gradients=true", "params.bucket_mb=10"]}
     for model in args.models.split(","):
         config, batches = TABLE[model]
         for batch in batches:

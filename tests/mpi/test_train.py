@@ -88,6 +88,23 @@ def test_first_layer_gradient_in_row_blocks_trains_like_one_rank(backend, world,
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("split", [False, True])
+def test_bucket_by_bucket_updates_train_like_one_rank(backend, world, shared_tmp, data_path, optimizer, split):
+    """params.update_per_bucket: on a GPU with NCCL each bucket is updated as soon as its allreduce is done (the
+    earlier ones while the last allreduce runs); elsewhere it changes nothing. Either way the same weights as one
+    rank with the whole batch: a bucket updated before its allreduce ended, or twice, or never, would differ."""
+    n = world.size
+    params = {"model": [12, 40, 8, 3], "optimizer": optimizer, "lr": 0.01 if optimizer == "adam" else 0.1,
+              "bucket_mb": 0.0002, "update_per_bucket": True, "split_gradients": split}
+    report, weights = train(train_config(shared_tmp, backend, "float32", **params))
+    _, alone = train(train_config(shared_tmp, backend, "float32", **{**params, "batch": BATCH * n}), MPI.COMM_SELF)
+    assert len(report["result"]["buckets"]) > 3 and report["verification"]["replicas_identical"]
+    np.testing.assert_allclose(weights, alone, rtol=0, atol=2e-5 * np.abs(alone).max())
+    assert np.abs(weights - Layout([12, 40, 8, 3]).initial(0, "float32")).max() > 0.01
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_dropout_training_verifies_and_learns(backend, world, shared_tmp, data_path, optimizer):
     lr = 0.1 if optimizer == "sgd" else 0.01
     cfg = train_config(shared_tmp, backend, "float32", dropout=0.3, optimizer=optimizer, lr=lr, steps=25)

@@ -127,16 +127,24 @@ class GradientExchange:
         for i in self.by_layer.get((layer, part), ()):
             self._reduce(i, marks)
 
-    def finish(self, marks=None) -> None:
+    def finish(self, marks=None, update=None) -> tuple[int, int] | None:
         """After backward: reduce what is left (everything without overlap), and make the
-        current stream wait for every bucket."""
+        current stream wait for every bucket. With ``update(bucket)`` (asynchronous only), the current stream
+        runs it for each bucket but the last as soon as that bucket is reduced, while the next are; returns the
+        last bucket's [start, stop), which the caller updates (None: nothing was updated here)."""
         if not self.overlap:
             for i in range(len(self.buckets)):
                 self._reduce(i, marks)
-        if self.asynchronous:
-            current = xpmod.cupy.cuda.get_current_stream()
-            for done in self._done:
-                current.wait_event(done)
+        if not self.asynchronous:
+            return None
+        current = xpmod.cupy.cuda.get_current_stream()
+        for i, done in enumerate(self._done):  # their allreduces run in this order on one stream
+            current.wait_event(done)
+            if update is not None and i < len(self._done) - 1:
+                update(self.buckets[i])
+        if update is None:
+            return None
+        return self.buckets[-1].start, self.buckets[-1].stop
 
     def _reduce(self, i: int, marks) -> None:
         view = self.views[i]

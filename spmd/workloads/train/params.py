@@ -46,6 +46,7 @@ class TrainParams:
     bucket_mb: float = 25.0
     overlap: bool = True
     split_gradients: bool = False
+    update_per_bucket: bool = False
     graph: bool | Literal["auto"] = "auto"
     tf32: bool = False
     precision: Literal["tf32", "bf16"] | None = None

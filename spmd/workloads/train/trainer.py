@@ -34,12 +34,15 @@ class Optimizer:
         names = ("momentum",) if params.optimizer == "sgd" else ("m", "v")
         self.state = {name: ops.xp.zeros(size, ops.dtype) for name in names}
 
-    def step(self, w, g, counters) -> None:
-        p = self.params
+    def step(self, w, g, counters, lo: int = 0, hi: int | None = None) -> None:
+        """Update elements [lo, hi) of the flat buffers (all of them by default): elementwise, so updating the
+        buckets one by one gives the same parameters as one update."""
+        p, part = self.params, slice(lo, hi)
+        w, g, state = w[part], g[part], {k: v[part] for k, v in self.state.items()}
         if p.optimizer == "sgd":
-            self.ops.sgd(w, g, self.state["momentum"], p.lr, p.momentum, counters)
+            self.ops.sgd(w, g, state["momentum"], p.lr, p.momentum, counters)
         else:
-            self.ops.adam(w, g, self.state["m"], self.state["v"], p.lr, p.betas[0], p.betas[1], p.eps, counters)
+            self.ops.adam(w, g, state["m"], state["v"], p.lr, p.betas[0], p.betas[1], p.eps, counters)
 
 
 class Trainer:
@@ -142,11 +145,16 @@ class Trainer:
                     exchange.layer_done(layer, marks, part)
             net.backward(self.wg, self.g, accumulate=j > 0, layer_done=done)
             mark(f"b{j}")
+        last = None  # the part of the buffers the update after the last wait covers (None: all)
         if exchange is not None:
-            exchange.finish(marks)
+            # params.update_per_bucket: each bucket's update runs as soon as its allreduce is done, those before
+            # the last while the last allreduce runs (inside comm's exposed time); then the last bucket's
+            early = (lambda b: self.optimizer.step(self.w, self.g, self.counters, b.start, b.stop)) \
+                if update and self.params.update_per_bucket and exchange.asynchronous else None
+            last = exchange.finish(marks, early)
         mark("w")
         if update:
-            self.optimizer.step(self.w, self.g, self.counters)
+            self.optimizer.step(self.w, self.g, self.counters, *(last or (0, None)))
         mark("o")
         if update:
             ops.advance(self.counters)
