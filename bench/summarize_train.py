@@ -166,5 +166,36 @@ def print_one_gpu(folder) -> None:
         print(f"\n{name} failed on this machine: {error}")
 
 
+def settings(folder) -> list[dict]:
+    """bench/train_nccl_env.sh's folder (<setting>-run<N>.jsonl, each with 1 and 2 GPUs): per setting, the 2-GPU
+    speedup of each run (medians and range), the 2-GPU step and its exposed allreduce (medians, ms)."""
+    runs: dict[str, list[dict]] = {}
+    for path in sorted(Path(folder).glob("*-run*.jsonl")):
+        rows = {r["gpus"]: r for r in load(path)}
+        runs.setdefault(path.name.rsplit("-run", 1)[0], []).append(rows)
+    out = []
+    for name, rs in runs.items():
+        ups = [r[2]["samples_per_s"] / r[1]["samples_per_s"] for r in rs]
+        out.append({"setting": name, "variant": rs[0][2]["variant"], "runs": len(rs),
+                    "speedup": statistics.median(ups), "min": min(ups), "max": max(ups),
+                    "step1_ms": statistics.median(r[1]["step_ms"] for r in rs),
+                    "step2_ms": statistics.median(r[2]["step_ms"] for r in rs),
+                    **{f"{k}_ms": statistics.median(r[2]["phase_ms_per_step"][k] for r in rs)
+                       for k in ("backward", "comm", "comm_overlapped", "optimizer")}})
+    return out
+
+
+def print_settings(folder) -> None:
+    print("| setting | variant | runs | 2-GPU speedup (min-max) | 1-GPU step ms | 2-GPU step ms | backward | exposed "
+          "allreduce | optimizer |\n|---|---|---|---|---|---|---|---|---|")
+    for r in settings(folder):
+        print(f"| {r['setting']} | {r['variant']} | {r['runs']} | {r['speedup']:.3f}x ({r['min']:.3f}-{r['max']:.3f}) "
+              f"| {r['step1_ms']:.4f} | {r['step2_ms']:.4f} | {r['backward_ms']:.4f} | {r['comm_ms']:.4f} | "
+              f"{r['optimizer_ms']:.4f} |")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--settings":
+        print_settings(sys.argv[2])
+    else:
+        main(sys.argv[1])
