@@ -12,6 +12,7 @@ no CPU copy. Under both the host buffer stays unread (``host_current``).
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -131,19 +132,23 @@ class RowReader:
                     if i in self._mapped else {})}
                 for i, p in enumerate(self.parts)]
 
-    def read(self, host: np.ndarray, check_finite: bool = False, landed=None, device=None) -> None:
+    def read(self, host: np.ndarray | None, check_finite: bool = False, landed=None, device=None) -> None:
         """Fill ``host`` (shape ``plan.shape``, C-contiguous); ``landed(lo, hi)`` is called for each range of its
-        bytes as soon as they hold their final values (a copy onwards may start). Under kvikio the rows go
-        straight into ``device`` (a CuPy array of the same shape) instead. With ``check_finite``, refuse rows
-        holding NaN or infinity (InputError naming them)."""
-        buffer = as_bytes(host)
+        bytes as soon as they hold their final values (a copy onwards may start). Under kvikio and mapped the rows
+        go straight into ``device`` (a CuPy array of the same shape) instead, and ``host`` may be None where no
+        piece is read through it (``fills_host``). With ``check_finite``, refuse rows holding NaN or infinity
+        (InputError naming them)."""
+        if host is None and self.fills_host:
+            raise ValueError("a piece of this input is read through host memory: a host buffer is needed")
+        buffer = as_bytes(host) if host is not None else None
+        row_bytes = self.plan.dtype.itemsize * math.prod(self.plan.row_shape)
         self.host_current = True
         # an injected NaN lands after the read: pieces are handed on only once it is in place
         pass_on = landed if not faults.poisoning() else None
         for i, part in enumerate(self.parts):
             where = self._where(part)
-            first = part.offset // (host.nbytes // len(host))
-            rows = host[first:first + part.piece.rows]
+            first = part.offset // row_bytes
+            rows = host[first:first + part.piece.rows] if host is not None else None
             if part.engine in GPU_ENGINES:
                 if device is None:
                     raise ConfigError(f"io.engine: {part.engine} reads into GPU memory: use it with device: gpu")

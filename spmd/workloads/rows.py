@@ -59,10 +59,13 @@ class InputRows:
     def _allocate(self):
         gpu = self.ctx.device == "gpu"
         what = f"{self.plan.describe()}: the shard's rows"
-        require_memory(self.plan.nbytes, "host", self.ctx, what)
+        host = None  # io.engine kvikio or mapped: every piece goes straight to the GPU, no host buffer
+        if self.reader.fills_host:
+            require_memory(self.plan.nbytes, "host", self.ctx, what)
         if gpu:
             require_memory(self.plan.nbytes, "device", self.ctx, what)
-        host = xpmod.empty_host(self.plan.shape, self.plan.dtype, pinned=gpu)
+        if self.reader.fills_host:
+            host = xpmod.empty_host(self.plan.shape, self.plan.dtype, pinned=gpu)
         device = self.ctx.xp.empty(self.plan.shape, self.plan.dtype) if gpu else None
         return host, device
 
@@ -71,7 +74,7 @@ class InputRows:
         misses show."""
         value = np.nan if self.plan.dtype.kind == "f" else np.iinfo(self.plan.dtype).max
         # a host buffer no read writes (io.engine kvikio or mapped, read straight into GPU memory) stays as it is
-        for buf in (self.host if self.reader.fills_host else None, self.device):
+        for buf in (self.host, self.device):
             if buf is not None:
                 buf.fill(value)
 
@@ -81,7 +84,8 @@ class InputRows:
             read_then_wait(self.ctx, timer, lambda: self.reader.read(self.host, self.check_finite))
             return self.host
         cupy, stream = self.ctx.xp, self.copy_stream
-        host_bytes, device_bytes = self.host.reshape(-1).view(np.uint8), self.device.reshape(-1).view(np.uint8)
+        device_bytes = self.device.reshape(-1).view(np.uint8)
+        host_bytes = self.host.reshape(-1).view(np.uint8) if self.host is not None else None
         first = cupy.cuda.Event()
 
         def landed(lo: int, hi: int) -> None:

@@ -91,3 +91,49 @@ def test_the_mapped_engine_without_a_gpu_is_refused_by_name(tmp_path, monkeypatc
     plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 0, 1, ("float32",), (1,))
     with pytest.raises(ConfigError, match="io.engine: mapped page-locks the file for a GPU's copies: no GPU here"):
         RowReader(plan, IoConfig(engine="mapped"))
+
+
+class DeviceArray(np.ndarray):
+    """A host array standing in for a CuPy array: what the mapped read uses of one (``data.ptr``)."""
+
+    @property
+    def data(self):
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+
+def stand_in_cupy(runtime):
+    """The parts of CuPy the mapped engine calls: its runtime, a stream, the current stream's events."""
+    stream = types.SimpleNamespace(ptr=7, synchronize=lambda: None, wait_event=lambda event: None)
+    current = types.SimpleNamespace(record=lambda: object())
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime, Stream=lambda non_blocking: stream,
+                                                            get_current_stream=lambda: current),
+                                 ndarray=DeviceArray, asnumpy=lambda a: np.asarray(a).copy())
+
+
+@pytest.mark.parametrize("chunks", [None, (700, 3)])
+def test_a_mapped_reader_fills_the_device_rows_without_a_host_buffer_and_unlocks_on_close(tmp_path, monkeypatch,
+                                                                                          chunks):
+    from spmd import xp as xpmod
+    from spmd.config import InputConfig
+    from spmd.io.hdf5 import plan_rank_input
+    from spmd.io.reader import RowReader
+
+    runtime = Runtime()
+    monkeypatch.setattr(xpmod, "cupy", stand_in_cupy(runtime))
+    monkeypatch.setattr(xpmod, "gpu_count", lambda: 1)
+    path = tmp_path / "x.h5"
+    data = np.random.default_rng(8).standard_normal((10_001, 3)).astype(np.float32)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=data, chunks=chunks)
+    plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 1, 3, ("float32",), (2,))  # rank 1 of 3
+    reader = RowReader(plan, IoConfig(engine="mapped"))
+    assert not reader.fills_host and [p.engine for p in reader.parts] == ["mapped"]
+    (engine,) = reader.engines()
+    assert engine["locked_bytes"] >= plan.nbytes and engine["lock_s"] >= 0 and len(runtime.locked) == 1
+    device = np.full(plan.shape, np.nan, np.float32).view(DeviceArray)  # poisoned: rows no copy writes show
+    reader.read(None, check_finite=True, device=device)
+    start = plan.pieces[0].start
+    np.testing.assert_array_equal(np.asarray(device), data[start:start + plan.rows])
+    assert not reader.host_current
+    reader.close()
+    assert runtime.locked == {}
