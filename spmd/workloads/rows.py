@@ -5,7 +5,8 @@ One dataset split by rows over the ranks (``input.path``) or shard files split b
 ``read`` fills a host buffer (page-locked on a GPU) in the ``read`` phase with the engine of config ``io``
 (io.reader), waits for every rank (``wait``) and has it on the device (``h2d``), returning the array the rank
 computes on. On a GPU each piece is copied to the device on a copy stream as soon as it lands, so ``h2d`` is
-the part of the copy the read did not hide, and ``h2d_overlapped`` the part it did.
+the part of the copy the read did not hide, and ``h2d_overlapped`` the part it did. Under io.engine kvikio or
+mapped the read lands in GPU memory itself: no host buffer is allocated, and ``h2d`` is nil.
 """
 
 from __future__ import annotations

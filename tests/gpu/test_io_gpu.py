@@ -44,5 +44,8 @@ def test_reduce_reads_by_each_engine_on_the_gpu(tmp_path, engine, layout):
     assert [p["engine"] for p in report["io"]["per_rank"][0]] == [engine]
     timings = report["timings"]
     assert timings["h2d"]["median"] >= 0 and timings["read"]["median"] > 0
+    if engine == "mapped":  # the rank's bytes locked at set-up, and how long that took, in the report
+        (piece,) = report["io"]["per_rank"][0]
+        assert piece["locked_bytes"] >= data.nbytes and piece["lock_s"] > 0, piece
     if engine == "direct":  # 12 pieces of 1 MiB: the copies of all but the last ran during the read
         assert timings["h2d_overlapped"]["median"] > 0, timings
