@@ -119,11 +119,13 @@ def measure_rank_io(plan, io_cfg, device: str, rounds: int, cold: bool, threads:
         # the limit under the direct engine: its pieces on its threads ("1 thread" is the whole-file pread above)
         times[f"pread, {threads} threads" if threads > 1 else "pread, 1 thread, in pieces"] = _timed(
             lambda: [read_pieces(p, rs, buffer, threads, p) for p, rs in pieces], rounds, before)
+    skipped: dict[str, str] = {}  # way -> why it was not measured
     if gpu:
-        times.update(_gpu_times(plan, host, readers["direct"], rounds, before))
+        times.update(_gpu_times(plan, host, readers["direct"], rounds, before, skipped))
     engines = readers["direct"].engines()
     return {"bytes": plan.nbytes, "source": plan.describe(), "engines": engines, "cold": bool(dropped),
-            "cached_after_drop": max(left) if left else None, "threads": threads, "seconds": times}
+            "cached_after_drop": max(left) if left else None, "threads": threads, "seconds": times,
+            **({"skipped": skipped} if skipped else {})}
 
 
 def _file_ranges(reader):
@@ -133,7 +135,7 @@ def _file_ranges(reader):
     return [(part.piece.path, merge(list(part.reads))) for part in reader.parts]
 
 
-def _gpu_times(plan, host, reader, rounds: int, before) -> dict[str, list[float]]:
+def _gpu_times(plan, host, reader, rounds: int, before, skipped: dict) -> dict[str, list[float]]:
     cupy = xpmod.cupy
     device = cupy.empty(plan.shape, plan.dtype)
     pageable = np.empty(plan.shape, plan.dtype)
@@ -159,12 +161,17 @@ def _gpu_times(plan, host, reader, rounds: int, before) -> dict[str, list[float]
             once.read(host, device=device)
         finally:
             once.close()
-    mapped = RowReader(plan, mapped_cfg, reader.threads)
     try:
-        if any(p.engine == "mapped" for p in mapped.parts):
+        mapped = RowReader(plan, mapped_cfg, reader.threads)
+    except ConfigError as exc:  # the driver would not lock these pages (e.g. a network file system)
+        skipped["file to GPU (mapped)"] = str(exc)
+        mapped = None
+    try:
+        if mapped is not None and any(p.engine == "mapped" for p in mapped.parts):
             out["file to GPU (mapped, locked at set-up)"] = _timed(lambda: mapped.read(host, device=device), rounds)
     finally:
-        mapped.close()  # before the next row: a cold read cannot drop locked pages
+        if mapped is not None:
+            mapped.close()  # before the next row: a cold read cannot drop locked pages
     if "file to GPU (mapped, locked at set-up)" in out:
         out["file to GPU (mapped, lock + copy + unlock)"] = _timed(lock_copy_unlock, rounds, before)
     try:
@@ -226,6 +233,8 @@ def format_io(result: dict) -> str:
             lo, hi = r["bytes"] / max(seconds) / 1e9, r["bytes"] / min(seconds) / 1e9
             share = f"{rate(r, way) / rate(r, limit):.0%}" if limit and not way.startswith("host to") else "-"
             lines.append(f"   {way:<46} {rate(r, way):>8.2f} {f'({lo:.2f}-{hi:.2f})':>16} {share:>11}")
+        for way, reason in r.get("skipped", {}).items():
+            lines.append(f"#  {way}: not measured: {reason}")
         why = [e for e in r["engines"] if e["engine"] != "direct"]
         for e in why:
             lines.append(f"#  direct is h5py for {e['source']}: {e.get('why_h5py')}")

@@ -200,6 +200,9 @@ def test_cached_fraction_sees_a_read_file_in_the_page_cache_and_the_table_says_w
            "partly warm" in format_io(result)
     record["cached_after_drop"] = 0.0
     assert "cold (pages dropped before each read, at most 0% stayed)" in format_io(result)
+    record["skipped"] = {"file to GPU (mapped)": "io.engine: mapped could not page-lock f.h5:x (no)"}
+    assert "#  file to GPU (mapped): not measured: io.engine: mapped could not page-lock f.h5:x (no)" in \
+        format_io(result)
 
 
 def test_ctrl_c_while_the_readers_start_stays_a_keyboard_interrupt(tmp_path, monkeypatch):
