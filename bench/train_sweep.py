@@ -57,7 +57,8 @@ def main():
                                           **r["metrics"], "graph": r["result"]["graph"],
                                           "buckets": r["result"]["buckets"],
                                           "gradient_error": max(r["verification"]["gradient_relative_error"]),
-                                          "loss": r["result"]["loss_per_window"][-1]}), flush=True)
+                                          "loss": r["result"]["loss_per_window"][-1],
+                                          "timeline_us": r["result"].get("step_timeline_us")}), flush=True)
     ctx.close()
 
 

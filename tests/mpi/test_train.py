@@ -104,6 +104,27 @@ def test_bucket_by_bucket_updates_train_like_one_rank(backend, world, shared_tmp
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_step_timeline_orders_the_marks_and_every_buckets_allreduce(backend, world, shared_tmp, data_path,
+                                                                       overlap):
+    """result.step_timeline_us: the last step's marks in order from 0, one [start, end] per bucket, each allreduce
+    ending by w (the optimizer needs them all); overlapped, the first bucket's starts before backward ends (inside
+    it on the CPU, beside it on a GPU with NCCL), otherwise every one starts after backward."""
+    params = {"model": [12, 40, 8, 3], "bucket_mb": 0.0002, "overlap": overlap}
+    report, _ = train(train_config(shared_tmp, backend, "float32", **params))
+    timeline, buckets = report["result"]["step_timeline_us"], report["result"]["buckets"]
+    marks = timeline["marks"]
+    assert list(marks)[0] == "s" and marks["s"] == 0 and list(marks)[-1] == "o"
+    assert marks["s"] <= marks["f0"] <= marks["b0"] <= marks["w"] <= marks["o"], marks
+    assert len(timeline["allreduce"]) == len(buckets) > 3
+    for start, end in timeline["allreduce"]:
+        assert 0 <= start <= end <= marks["w"] + 1, (timeline, marks)  # 1 us: the marks' rounding
+    # host-staged MPI on a GPU reduces after backward whatever params.overlap says (it cannot queue on a stream)
+    overlapped = overlap and (backend[0] == "cpu" or backend[1] == "nccl")
+    assert (timeline["allreduce"][0][0] < marks["b0"]) == overlapped, timeline
+
+
+@pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_dropout_training_verifies_and_learns(backend, world, shared_tmp, data_path, optimizer):
     lr = 0.1 if optimizer == "sgd" else 0.01

@@ -6,6 +6,8 @@ k micro-batches, from marks s (start), f_j (after forward j), b_j (after backwar
 w (the compute stream got every reduced bucket), o (after the optimizer):
 forward = sum of f_j - (s or b_{j-1}); backward = sum of b_j - f_j; comm (exposed) = w - b_{k-1};
 optimizer = o - w; comm_overlapped = (time the buckets' allreduces took) - comm.
+``timeline()`` gives the last step's marks and each bucket's allreduce as offsets from s (report.json
+``result.step_timeline_us``): where an allreduce waited, and what of it backward did not hide.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class HostMarks:
         self.t: dict[str, float] = {}
         self.comm_seconds = 0.0
         self._comm_t0 = 0.0
+        self.spans = [(0.0, 0.0)] * buckets
 
     def mark(self, name: str) -> None:
         self.t[name] = time.perf_counter()
@@ -48,7 +51,14 @@ class HostMarks:
         self._comm_t0 = time.perf_counter()
 
     def comm_end(self, i: int) -> None:
-        self.comm_seconds += time.perf_counter() - self._comm_t0
+        end = time.perf_counter()
+        self.comm_seconds += end - self._comm_t0
+        self.spans[i] = (self._comm_t0, end)
+
+    def timeline(self) -> dict:
+        s = self.t["s"]
+        return _timeline({k: (v - s) * 1e6 for k, v in self.t.items()},
+                         [((a - s) * 1e6, (b - s) * 1e6) for a, b in self.spans])
 
     def add_to(self, timer, weight: int = 1) -> None:
         t, k = self.t, self.micro
@@ -97,6 +107,11 @@ class DeviceMarks:
     def comm_end(self, i: int) -> None:
         self._put(self.comm[i][1])
 
+    def timeline(self) -> dict:
+        """The last recorded step (the device is done with it): offsets from s in microseconds."""
+        since = lambda e: xpmod.cupy.cuda.get_elapsed_time(self.ev["s"], e) * 1e3  # noqa: E731
+        return _timeline({k: since(e) for k, e in self.ev.items()}, [(since(a), since(b)) for a, b in self.comm])
+
     def add_to(self, timer, weight: int = 1) -> None:
         """Hand the step's spans to the PhaseTimer (resolved at the end of the window);
         ``weight``: how many steps these marks stand for (a replayed graph's last step)."""
@@ -109,6 +124,12 @@ class DeviceMarks:
         for start, end in self.comm:
             timer.span("comm_overlapped", start, end, weight)
         timer.span("comm_overlapped", ev[f"b{k - 1}"], ev["w"], -weight)
+
+
+def _timeline(marks: dict[str, float], buckets: list[tuple[float, float]]) -> dict:
+    order = sorted(marks, key=marks.get)
+    return {"marks": {k: round(marks[k], 2) for k in order},
+            "allreduce": [[round(a, 2), round(b, 2)] for a, b in buckets]}
 
 
 def make_marks(device: str, micro: int, buckets: int):

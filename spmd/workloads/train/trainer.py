@@ -82,6 +82,7 @@ class Trainer:
             if params.phases else None
         self.graph = None
         self.graph_marks = None
+        self.last_marks = None  # those of the last timed step (step_timeline)
         if self.gpu:  # the copies above ran on the legacy stream, which the non-blocking step stream does not wait for
             xp.cuda.Device().synchronize()
 
@@ -171,10 +172,20 @@ class Trainer:
                     self.train_step(marks)
                     if marks is not None:
                         marks.add_to(timer)
+                        self.last_marks = marks
                 self.step += 1
             if self.graph is not None and self.graph_marks is not None:
                 # A graph's events hold its last replay: that step stands for all of them.
                 self.graph_marks.add_to(timer, steps)
+                self.last_marks = self.graph_marks
+
+    def step_timeline(self) -> dict | None:
+        """The last timed step's marks and bucket allreduces, microseconds from its start (marks.timeline), or
+        None without phase marks."""
+        if self.last_marks is None:
+            return None
+        self.synchronize()
+        return self.last_marks.timeline()
 
     def eager_window(self, steps: int) -> None:
         """``steps`` steps launched one by one, never the captured graph: the reference a window of graph

@@ -363,7 +363,7 @@ class TrainWorkload(Workload):
                 "precision": p.gemm_precision or p.dtype,
                 "loss_per_window": self.losses, "train_accuracy_per_window": self.accuracies,
                 "eval_loss": self.eval_loss, "eval_accuracy": self.eval_accuracy,
-                "read_seconds": self.read_seconds,
+                "read_seconds": self.read_seconds, "step_timeline_us": self.trainer.step_timeline(),
                 "checkpoint": p.checkpoint.path if p.checkpoint else None}
 
     def metrics(self, rank_medians):
