@@ -102,7 +102,8 @@ if [[ "$MODE" == *profile* ]]; then
   python3 -m spmd generate bench/plugin-sum.yaml > /dev/null
   step host-profile timeout 200 $MPI -n 2 python3 bench/host_profile.py bench/plugin-sum.yaml -o repeats=200
   step inline-sum timeout 100 $MPI -n 2 python3 bench/inline_sum.py bench/plugin-sum.yaml
-  head -60 "$OUT/host-profile.log"; cat "$OUT/inline-sum.log"
+  step inline-sum-idle timeout 100 $MPI -n 2 python3 bench/inline_sum.py bench/plugin-sum.yaml --idle
+  head -60 "$OUT/host-profile.log"; cat "$OUT/inline-sum.log" "$OUT/inline-sum-idle.log"
 fi
 if [[ "$MODE" == *multi* ]]; then
   bash bench/multi_gpu.sh /tmp/spmd-multi/results

@@ -6,6 +6,10 @@ barrier (wait), a copy to the GPU (h2d), ``xp.sum(block, dtype=float64)`` (compu
 does. Prints one JSON line: the median of each phase over the kept repeats, and the sum.
 
     mpirun -n 1 python3 bench/inline_sum.py bench/plugin-sum.yaml   # after spmd generate of that config (any -n)
+
+With ``--idle``, the device is synchronized after the copy, so the sum is launched on an idle stream as in spmd
+(whose copies run on their own stream, overlapped with the read): the host's launch time then counts in
+``compute`` here too. Without it the sum is queued behind the copy, which hides that time.
 """
 
 import json
@@ -26,7 +30,7 @@ except Exception:  # no CuPy or no GPU: NumPy and MPI
     GPU = False
 
 
-def main(config_path: str) -> int:
+def main(config_path: str, idle: bool = False) -> int:
     cfg = yaml.safe_load(open(config_path))
     comm, rank, size = MPI.COMM_WORLD, MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size
     with h5py.File(cfg["input"]["path"], "r") as f:
@@ -59,6 +63,8 @@ def main(config_path: str) -> int:
             marks = [cupy.cuda.Event() for _ in range(4)]
             marks[0].record()
             device.set(host)
+            if idle:
+                cupy.cuda.Device().synchronize()
             marks[1].record()
             cupy.sum(device, dtype=cupy.float64, out=total)
             marks[2].record()
@@ -80,9 +86,10 @@ def main(config_path: str) -> int:
             kept.append(times)
     if rank == 0:
         medians = {k: statistics.median(t[k] for t in kept) for k in kept[0]}
-        print(json.dumps({"ranks": size, "gpu": GPU, "repeats": len(kept), "sum": value, "median_s": medians}))
+        print(json.dumps({"ranks": size, "gpu": GPU, "idle": idle, "repeats": len(kept), "sum": value,
+                          "median_s": medians}))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], "--idle" in sys.argv[2:]))
