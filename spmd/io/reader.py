@@ -125,8 +125,7 @@ class RowReader:
 
     def engines(self) -> list[dict]:
         """What read each piece (report.json ``io``)."""
-        return [{"source": f"{p.piece.path}:{p.piece.dataset} rows {p.piece.start}-{p.piece.stop}",
-                 "engine": p.engine, **({"why_h5py": p.why} if not p.reads else
+        return [{"source": self._where(p), "engine": p.engine, **({"why_h5py": p.why} if not p.reads else
                                         {"threads": self.threads} if p.engine == "direct" else {}),
                  **({"locked_bytes": self._mapped[i].nbytes, "lock_s": self._mapped[i].seconds}
                     if i in self._mapped else {})}

@@ -60,13 +60,11 @@ class InputRows:
     def _allocate(self):
         gpu = self.ctx.device == "gpu"
         what = f"{self.plan.describe()}: the shard's rows"
-        host = None  # io.engine kvikio or mapped: every piece goes straight to the GPU, no host buffer
-        if self.reader.fills_host:
+        if self.reader.fills_host:  # not under io.engine kvikio or mapped: every piece goes straight to the GPU
             require_memory(self.plan.nbytes, "host", self.ctx, what)
         if gpu:
             require_memory(self.plan.nbytes, "device", self.ctx, what)
-        if self.reader.fills_host:
-            host = xpmod.empty_host(self.plan.shape, self.plan.dtype, pinned=gpu)
+        host = xpmod.empty_host(self.plan.shape, self.plan.dtype, pinned=gpu) if self.reader.fills_host else None
         device = self.ctx.xp.empty(self.plan.shape, self.plan.dtype) if gpu else None
         return host, device
 
@@ -74,7 +72,6 @@ class InputRows:
         """Fill the buffers with what no read writes (NaN, or an integer type's largest value): rows the read
         misses show."""
         value = np.nan if self.plan.dtype.kind == "f" else np.iinfo(self.plan.dtype).max
-        # a host buffer no read writes (io.engine kvikio or mapped, read straight into GPU memory) stays as it is
         for buf in (self.host, self.device):
             if buf is not None:
                 buf.fill(value)
