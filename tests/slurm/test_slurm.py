@@ -28,8 +28,14 @@ CPU = ["--gpus-per-node=0", "--cpus-per-task=1"]  # the templates ask for GPUs; 
 def sbatch(script, *options, env=None, cwd, wait=True, timeout=240):
     """Submit ``jobscripts/SCRIPT`` with sbatch (``--wait``: until it ends); (job id, exit code)."""
     cmd = ["sbatch", "--parsable", *(["--wait"] if wait else []), *CPU, *options, str(ROOT / "jobscripts" / script)]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env={**LAUNCH_ENV, "SPMD": SPMD, **(env or {})})
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                              env={**LAUNCH_ENV, "SPMD": SPMD, **(env or {})})
+    except subprocess.TimeoutExpired as exc:  # cancel it: its ranks would run on into the next tests
+        job = (exc.output or b"").decode().strip().split(";")[0]
+        if job:
+            subprocess.run(["scancel", job], capture_output=True, timeout=30)
+        pytest.fail(f"job {job or '?'} did not end within {timeout} s; cancelled. Its log:\n{log(cwd, job)}")
     job = proc.stdout.strip().split(";")[0]
     return job, proc.returncode, proc.stderr
 
