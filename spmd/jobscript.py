@@ -110,7 +110,7 @@ def _series(cfg, config_path, nodes, out, gpus, tasks, modes, header, spmd, mpi)
                     "# 120 s before the time limit SLURM signals this script; srun passes USR1 on to the ranks",
                     "# (train checkpoints and stops cleanly; the other workloads end with the step)",
                     "trap 'kill -USR1 $step 2>/dev/null' USR1", "",
-                    f"srun --mpi={mpi} {spmd} run {shlex.quote(str(conf))} &", "step=$!",
+                    f"srun --mpi={mpi} --kill-on-bad-exit=1 {spmd} run {shlex.quote(str(conf))} &", "step=$!",
                     "wait $step; rc=$?", "[[ $rc -gt 128 ]] && { wait $step; rc=$?; }  # wait again after the trap",
                     "exit $rc"]
             jobs.append(out / f"{name}.sbatch")

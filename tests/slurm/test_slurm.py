@@ -23,6 +23,11 @@ from test_workloads_cli import small
 
 SPMD = f"{sys.executable} -m spmd"
 CPU = ["--gpus-per-node=0", "--cpus-per-task=1"]  # the templates ask for GPUs; this cluster has none
+# Jobs under srun here use MPICH's OFI netmod: with UCX (its default) each rank's address goes through slurm's pmi2
+# plugin as 9 PMI-1 lines of up to 828 characters, and in two fresh-clone CI runs one reached slurmstepd cut in two
+# ("mpi/pmi2: value not properly terminated in client request"), the ranks failing or waiting in MPI_Init; with
+# OFI it is one line of 95 (strace of both). The README's SLURM section says so for users.
+SRUN_ENV = {**LAUNCH_ENV, "MPIR_CVAR_CH4_NETMOD": "ofi"}
 
 
 def sbatch(script, *options, env=None, cwd, wait=True, timeout=240):
@@ -30,7 +35,7 @@ def sbatch(script, *options, env=None, cwd, wait=True, timeout=240):
     cmd = ["sbatch", "--parsable", *(["--wait"] if wait else []), *CPU, *options, str(ROOT / "jobscripts" / script)]
     try:
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                              env={**LAUNCH_ENV, "SPMD": SPMD, **(env or {})})
+                              env={**SRUN_ENV, "SPMD": SPMD, **(env or {})})
     except subprocess.TimeoutExpired as exc:  # cancel it: its ranks would run on into the next tests
         job = (exc.output or b"").decode().strip().split(";")[0]
         if job:
@@ -126,7 +131,8 @@ def test_jobscript_series_submitted_then_merged_across_node_counts(two_nodes, tm
     subprocess.run([sys.executable, "-m", "spmd", "jobscript", config, "--nodes", "1,2", "--gpus-per-node", "0",
                     "--tasks-per-node", "1", "--partition", "pair", "--time", "00:05:00", "--spmd", SPMD,
                     "--out", out], cwd=tmp_path, check=True, env=LAUNCH_ENV)
-    submitted = subprocess.run(["bash", out / "submit.sh"], capture_output=True, text=True, check=True).stdout
+    submitted = subprocess.run(["bash", out / "submit.sh"], capture_output=True, text=True, check=True,
+                               env=SRUN_ENV).stdout
     merge = re.search(r"merge (\d+)", submitted).group(1)
     wait_for(merge)
     logs = "\n".join(p.read_text() for p in (out / "logs").glob("*.out"))
