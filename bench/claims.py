@@ -435,7 +435,7 @@ def mapped_bench(ranks: int, way: str) -> dict:
     return {"slowest": min(rates), "together": sum(rates)}
 
 
-def mapped_bench_row(label: str, way: str) -> Callable[[], dict]:
+def mapped_bench_row(way: str) -> Callable[[], dict]:
     return lambda: {"one": mapped_bench(1, way)["slowest"], "two": mapped_bench(2, way)["slowest"],
                     "all": mapped_bench(2, way)["together"]}
 
@@ -774,7 +774,7 @@ CLAIMS += [
           "{d3_hi:.1%}), at {times:.1f}x the mapped repeat.", mapped_weak, MAPPED_SRC),
     Claim("docs/benchmarks.md", "got {eff:.1%} ({eff_lo:.1%}-{eff_hi:.1%}) for mapped weak at 2 GPUs: one rank's `wait` (the "
           "barrier after the read) reached {wait:.1f} ms", mapped_before_barrier, MAPPED_SRC),
-    *(Claim("docs/benchmarks.md", f"| {label} | " + "{one:.2f} | {two:.2f} | {all:.2f} |", mapped_bench_row(label, way),
+    *(Claim("docs/benchmarks.md", f"| {label} | " + "{one:.2f} | {two:.2f} | {all:.2f} |", mapped_bench_row(way),
             MAPPED_SRC) for label, way in MAPPED_WAYS),
     Claim("docs/benchmarks.md", "KvikIO, {slowest:.2f} GB/s in the last session with its pool's default single thread",
           lambda: bench_io_two(1, "file to GPU (kvikio)"), TWO_SRC),
@@ -795,7 +795,7 @@ CLAIMS += [
           "less than today's", large512_effects, MAPPED_SRC),
     Claim("docs/benchmarks.md", "the first, {overlapped:.1f} us beside backward", large512_effects, MAPPED_SRC),
     Claim("README.md", "page cache, {one:.2f} GB/s on one GPU and {two:.2f} per GPU with two, so `reduce`'s weak efficiency "
-          "at 2 GPUs is {eff:.1%}", lambda: {**mapped_bench_row("", "file to GPU (mapped, locked at set-up)")(),
+          "at 2 GPUs is {eff:.1%}", lambda: {**mapped_bench_row("file to GPU (mapped, locked at set-up)")(),
                                              "eff": mapped_weak()["eff"]}, MAPPED_SRC),
 ]
 

@@ -80,7 +80,7 @@ class RowReader:
         self.host_current = True
         self._mapped: dict[int, MappedRanges] = {}  # by part, under io.engine: mapped
         self._stream = None
-        row_bytes = plan.nbytes // plan.rows
+        self._row_bytes = row_bytes = plan.dtype.itemsize * math.prod(plan.row_shape)
         piece_bytes = max(1, int(io_cfg.buffer_mb * 2**20) // row_bytes) * row_bytes  # whole rows per read
         if self._kvikio:  # KvikIO's own pool reads on 1 thread in 4 MiB tasks unless told: the same as direct
             self._kvikio.defaults.set({"num_threads": self.threads, "task_size": piece_bytes})
@@ -140,13 +140,12 @@ class RowReader:
         if host is None and self.fills_host:
             raise ValueError("a piece of this input is read through host memory: a host buffer is needed")
         buffer = as_bytes(host) if host is not None else None
-        row_bytes = self.plan.dtype.itemsize * math.prod(self.plan.row_shape)
         self.host_current = True
         # an injected NaN lands after the read: pieces are handed on only once it is in place
         pass_on = landed if not faults.poisoning() else None
         for i, part in enumerate(self.parts):
             where = self._where(part)
-            first = part.offset // row_bytes
+            first = part.offset // self._row_bytes
             rows = host[first:first + part.piece.rows] if host is not None else None
             if part.engine in GPU_ENGINES:
                 if device is None:
