@@ -35,6 +35,12 @@ def main():
                 # the first layer's gradient in two row blocks of ~10 MiB, each reduced as soon as it is computed
                 "graph-split": ["params.graph=auto", "params.split_gradients=true", "params.bucket_mb=10"],
                 "graph-perbucket": ["params.graph=auto", "params.update_per_bucket=true"],
+                # every passed-down gradient first, then the weight gradients from layer 0 up: layer 0's 19.7 MB
+                # (a bucket of its own at 20 MiB) reduced beside the other layers' weight gradients
+                "graph-inputs-first": ["params.graph=auto", "params.backward_order=inputs_first",
+                                       "params.bucket_mb=20"],
+                "graph-inputs-first-perbucket": ["params.graph=auto", "params.backward_order=inputs_first",
+                                                 "params.bucket_mb=20", "params.update_per_bucket=true"],
                 "graph-perbucket-split": ["params.graph=auto", "params.update_per_bucket=true",
                                           "params.split_gradients=true", "params.bucket_mb=10"]}
     for model in args.models.split(","):

@@ -87,6 +87,29 @@ def test_first_layer_gradient_in_row_blocks_trains_like_one_rank(backend, world,
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("overlap", [True, False])
+def test_inputs_first_backward_trains_like_one_rank_and_reduces_layer_0_first(backend, world, shared_tmp, data_path,
+                                                                             overlap):
+    """params.backward_order: inputs_first: the weight gradients from layer 0 up, so layer 0's bucket is reduced
+    first; the same weights as one rank with the whole batch (a bucket reduced before its layers were computed
+    would differ), and overlapped its allreduce starts before backward ends."""
+    n = world.size
+    params = {"model": [12, 40, 8, 3], "optimizer": "adam", "lr": 0.01, "bucket_mb": 0.003, "overlap": overlap,
+              "backward_order": "inputs_first"}
+    report, weights = train(train_config(shared_tmp, backend, "float32", **params))
+    _, alone = train(train_config(shared_tmp, backend, "float32", **{**params, "batch": BATCH * n}), MPI.COMM_SELF)
+    result = report["result"]
+    # 0.003 MiB = 786 floats: layer 0 (40 x 12 + 40 = 520, padded to 576) alone, then layers 1 and 2 (to 1024)
+    assert result["buckets"] == [576 * 4, (1024 - 576) * 4], result["buckets"]
+    assert report["verification"]["replicas_identical"]
+    np.testing.assert_allclose(weights, alone, rtol=0, atol=2e-5 * np.abs(alone).max())
+    assert np.abs(weights - Layout([12, 40, 8, 3]).initial(0, "float32")).max() > 0.01
+    timeline = result["step_timeline_us"]
+    overlapped = overlap and (backend[0] == "cpu" or backend[1] == "nccl")
+    assert (timeline["allreduce"][0][0] < timeline["marks"]["b0"]) == overlapped, timeline
+
+
+@pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 @pytest.mark.parametrize("split", [False, True])
 def test_bucket_by_bucket_updates_train_like_one_rank(backend, world, shared_tmp, data_path, optimizer, split):

@@ -33,9 +33,10 @@ def loss(layout, w, data, scale, step, keep, seed=3):
     return scale * total
 
 
+@pytest.mark.parametrize("inputs_first", [False, True])
 @pytest.mark.parametrize("keep,micro", [(1.0, 1), (0.7, 1), (1.0, 3), (0.6, 2)])
-def test_every_layer_gradient_matches_finite_differences(keep, micro):
-    layout = Layout(WIDTHS)
+def test_every_layer_gradient_matches_finite_differences(keep, micro, inputs_first):
+    layout = Layout(WIDTHS, inputs_first)
     w = layout.initial(1, np.float64)
     data = batches(micro=micro)
     scale, step = 1 / 7, 4
@@ -55,6 +56,33 @@ def test_every_layer_gradient_matches_finite_differences(keep, micro):
     for s in layout.segments:
         padding[s.start:s.stop] = False
     assert not g[padding].any()  # padding never gets a gradient
+
+
+@pytest.mark.parametrize("keep", [1.0, 0.7])
+def test_both_backward_orders_compute_the_same_gradient_and_report_layers_in_their_order(keep):
+    """params.backward_order: inputs_first runs the same GEMMs as layers, in another order: the same gradient to
+    the bit (into a poisoned buffer), with layer_done called layer 0 first (and the buffer filled front to back)."""
+    data = batches(rows=6, micro=2, widths=(9, 8, 6, 5, 4))
+    grads, calls = {}, {}
+    for inputs_first in (False, True):
+        layout = Layout((9, 8, 6, 5, 4), inputs_first)
+        w = layout.initial(1, np.float64)
+        net = Network(layout, HostOps(np.float64), 6, keep, seed=3)
+        g = np.full(layout.size, np.nan)
+        g[[i for i in range(layout.size) if not any(s.start <= i < s.stop for s in layout.segments)]] = 0
+        done = []
+        for micro, (x, y) in enumerate(data):
+            net.x[...], net.y[...] = x, y
+            net.forward(w, np.array([0, 2]), micro, 0.1)
+            net.backward(w, g, accumulate=micro > 0, layer_done=lambda layer, part: done.append(layer))
+        grads[inputs_first] = [np.concatenate([layout.weight(g, i).ravel(), layout.bias(g, i)]) for i in range(4)]
+        calls[inputs_first] = done[-4:]
+        starts = [layout.segments[i].start for i in done[-4:]]
+        assert starts == sorted(starts)  # the order backward finishes layers is the buffer's
+    assert calls == {False: [3, 2, 1, 0], True: [0, 1, 2, 3]}
+    for a, b in zip(grads[False], grads[True]):
+        assert np.isfinite(a).all()
+        np.testing.assert_array_equal(a, b)
 
 
 def test_dropout_masks_are_deterministic_keep_their_share_and_differ_by_step_and_layer():
@@ -97,18 +125,19 @@ def test_sgd_and_adam_follow_their_formulas():
     np.testing.assert_allclose(w, want, rtol=1e-13)
 
 
+@pytest.mark.parametrize("inputs_first", [False, True])
 @pytest.mark.parametrize("widths,cap_bytes", [(PRESETS["large"], 25 << 20), (PRESETS["large"], 1 << 20),
                                               (PRESETS["medium"], 25 << 20), (PRESETS["medium"], 4096),
                                               ((10, 300, 3), 1000)])
-def test_buckets_cover_every_parameter_once_within_the_cap(widths, cap_bytes):
-    layout = Layout(widths)
+def test_buckets_cover_every_parameter_once_within_the_cap(widths, cap_bytes, inputs_first):
+    layout = Layout(widths, inputs_first)
     buckets = plan_buckets(layout, cap_bytes, 4)
     assert buckets[0].start == 0 and buckets[-1].stop == layout.size
     assert all(a.stop == b.start for a, b in zip(buckets, buckets[1:]))  # contiguous, disjoint
     assert all(0 < b.size * 4 <= max(cap_bytes, ALIGN * 4) for b in buckets)
-    for b in buckets:  # ready once the earliest layer it touches has its gradient
+    for b in buckets:  # ready once the last layer backward computes of those it touches has its gradient
         touched = [s.layer for s in layout.segments if s.start < b.stop and b.start < s.stop]
-        assert b.ready_after == min(touched)
+        assert b.ready_after == (max(touched) if inputs_first else min(touched))
 
 
 def test_large_model_default_buckets():
@@ -119,6 +148,17 @@ def test_large_model_default_buckets():
     assert buckets[1].start == layout.segments[0].start
     small = plan_buckets(layout, 1 << 20, 4)  # smaller than a layer: layer 0 is cut in pieces
     assert sum(b.ready_after == 0 for b in small) == -(-(layout.size - layout.segments[0].start) // (1 << 18))
+
+
+def test_large_model_buckets_with_inputs_first():
+    """backward_order: inputs_first puts layer 0 first in the buffer; at 20 MiB its 19.7 MB are one bucket, ready
+    after layer 0 (the first weight gradient computed), and layers 1..5 (7.9 MB) the other, ready after layer 5."""
+    layout = Layout(PRESETS["large"], inputs_first=True)
+    assert layout.segments[0].start == 0
+    buckets = plan_buckets(layout, 20 << 20, 4)
+    assert [b.ready_after for b in buckets] == [0, 5]
+    assert buckets[0].stop == layout.segments[1].start
+    assert [b.ready_after for b in plan_buckets(layout, 25 << 20, 4)] == [2, 5]  # 25 MiB takes layers 0..2
 
 
 @pytest.mark.parametrize("cap_mb", [10, 6, 1])

@@ -1,15 +1,15 @@
 """Gradient buckets: planning them over the flat gradient buffer, and reducing them.
 
-A bucket is a contiguous slice of the flat gradient buffer (model.Layout puts the last
-layer first, so backward fills the buffer front to back). Layers are packed into a bucket
-until the next one would exceed the cap; a layer larger than the cap is cut into cap-sized
-pieces, so every bucket respects the cap. A bucket is ready once the earliest layer it
-touches (in forward order) has its gradient: that is when its allreduce may start.
+A bucket is a contiguous slice of the flat gradient buffer (model.Layout puts the layers in the
+order backward computes their weight gradients, so backward fills the buffer front to back).
+Layers are packed into a bucket until the next one would exceed the cap; a layer larger than
+the cap is cut into cap-sized pieces, so every bucket respects the cap. A bucket is ready once
+the last layer it touches in the buffer has its gradient: that is when its allreduce may start.
 
 With ``split`` (params.split_gradients), a layer larger than the cap is cut at whole rows of its W instead, and
 backward computes that layer's weight gradient one piece of rows at a time (``row_blocks``): each piece's
 allreduce starts once its rows are done, while the next piece is computed. This is for the first layer, whose
-gradient backward produces last: unsplit, its allreduce can only follow backward.
+gradient backward produces last (in its default order): unsplit, its allreduce can only follow backward.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def plan_buckets(layout: Layout, cap_bytes: int, itemsize: int, split: bool = Fa
     (rounded down to whole 64-element blocks, at least one block); with ``split``, a layer larger than the cap
     is cut at whole rows (pieces of at most the cap where one row block fits in it)."""
     cap = max(ALIGN, cap_bytes // itemsize // ALIGN * ALIGN)
-    order = sorted(layout.segments, key=lambda s: s.start)  # backward order
+    order = sorted(layout.segments, key=lambda s: s.start)  # the order backward fills them
     ends = [s.start for s in order[1:]] + [layout.size]  # each segment with its padding
     buckets, start, ready = [], 0, (None, 0)
     for seg, end in zip(order, ends):

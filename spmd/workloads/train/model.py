@@ -1,7 +1,8 @@
 """The MLP's shape and where its parameters live.
 
 All parameters of one model sit in one flat buffer, layer after layer in the order backward
-produces their gradients (last layer first), each layer as ``W`` (out x in, row-major) then
+produces their gradients (last layer first; first layer first with ``inputs_first``, where backward computes
+every passed-down gradient before the weight gradients), each layer as ``W`` (out x in, row-major) then
 ``b`` (out). The gradients have the same layout in a second buffer, so a gradient bucket is a
 slice of it (a view, never a copy). Each layer's segment starts on a 64-element boundary
 (256 B in float32): NCCL and cuBLAS like aligned pointers, and the padding stays zero.
@@ -64,14 +65,17 @@ class Layout:
         segments: one per layer, in forward order (``segments[0]`` is the first layer).
         size: elements of the flat buffer, padding included.
         parameters: real parameters (no padding).
+        inputs_first: backward's order (params.backward_order: inputs_first): weight gradients from layer 0 up,
+            so the buffer holds layer 0 first; else the last layer first.
     """
 
-    def __init__(self, widths: tuple[int, ...]):
+    def __init__(self, widths: tuple[int, ...], inputs_first: bool = False):
         self.widths = tuple(widths)
+        self.inputs_first = inputs_first
         layers = len(widths) - 1
         segments = [None] * layers
         offset = 0
-        for layer in reversed(range(layers)):  # backward order: the last layer first
+        for layer in (range(layers) if inputs_first else reversed(range(layers))):  # the order backward fills them
             seg = Segment(layer, widths[layer], widths[layer + 1], offset)
             segments[layer] = seg
             offset = -(-seg.stop // ALIGN) * ALIGN

@@ -70,26 +70,46 @@ class Network:
 
     def backward(self, w, g, accumulate: bool, layer_done=None, sides=None) -> None:
         """Gradients into ``g`` (added to it when ``accumulate``); ``layer_done(layer, part)`` is
-        called as soon as each layer's gradient is complete (last layer first), or each block of its rows where
-        ``row_blocks`` (buckets.row_blocks) cuts it. ``sides``: each hidden layer's units to treat as on
-        (nonzero = on), in place of this pass's own outputs."""
-        ops, layout = self.ops, self.layout
-        delta = self.dlogits
-        for layer in reversed(range(layout.layers)):
-            inp = self.x if layer == 0 else self.acts[layer - 1]
-            dw, db = layout.weight(g, layer), layout.bias(g, layer)
-            # rows [r0, r1) of dW and db come from columns [r0, r1) of delta alone
-            for part, (r0, r1) in enumerate(self.row_blocks.get(layer, [(0, dw.shape[0])])):
-                ops.weight_gradient(delta[:, r0:r1], inp, dw[r0:r1], db[r0:r1], accumulate)
-                if layer_done is not None:
-                    layer_done(layer, part)
-            if layer > 0:
-                below = self.deltas[layer - 1]
-                ops.gemm(delta, layout.weight(w, layer), below)
-                on = self.acts[layer - 1] if sides is None else sides[layer - 1]
-                ops.act_backward(below, on, self.keep)
-                delta = below
+        called as soon as each layer's gradient is complete, or each block of its rows where ``row_blocks``
+        (buckets.row_blocks) cuts it. ``sides``: each hidden layer's units to treat as on (nonzero = on), in
+        place of this pass's own outputs.
 
+        The order follows the layout (``layout.inputs_first``): layer by layer from the last (its weight
+        gradient, then the gradient it passes down), or every passed-down gradient first and then the weight
+        gradients from layer 0 up, so the first layer's (the largest, in a funnel-shaped MLP) is done earliest.
+        The same GEMMs either way: only their order differs."""
+        ops, layout = self.ops, self.layout
+        if not layout.inputs_first:
+            for layer in reversed(range(layout.layers)):
+                self._weight_gradient(layer, g, accumulate, layer_done)
+                if layer > 0:
+                    self._pass_down(layer, w, sides)
+            return
+        for layer in reversed(range(1, layout.layers)):
+            self._pass_down(layer, w, sides)
+        for layer in range(layout.layers):
+            self._weight_gradient(layer, g, accumulate, layer_done)
+
+    def _delta(self, layer: int):
+        """The loss's gradient w.r.t. layer ``layer``'s pre-activation (once backward has reached it)."""
+        return self.dlogits if layer == self.layout.layers - 1 else self.deltas[layer]
+
+    def _weight_gradient(self, layer: int, g, accumulate: bool, layer_done) -> None:
+        layout, delta = self.layout, self._delta(layer)
+        inp = self.x if layer == 0 else self.acts[layer - 1]
+        dw, db = layout.weight(g, layer), layout.bias(g, layer)
+        # rows [r0, r1) of dW and db come from columns [r0, r1) of delta alone
+        for part, (r0, r1) in enumerate(self.row_blocks.get(layer, [(0, dw.shape[0])])):
+            self.ops.weight_gradient(delta[:, r0:r1], inp, dw[r0:r1], db[r0:r1], accumulate)
+            if layer_done is not None:
+                layer_done(layer, part)
+
+    def _pass_down(self, layer: int, w, sides) -> None:
+        """The gradient w.r.t. layer ``layer - 1``'s pre-activation, from layer ``layer``'s."""
+        below = self.deltas[layer - 1]
+        self.ops.gemm(self._delta(layer), self.layout.weight(w, layer), below)
+        on = self.acts[layer - 1] if sides is None else sides[layer - 1]
+        self.ops.act_backward(below, on, self.keep)
 
 def _forward_passes(layout, ops, w, batches, scale: float, step: int, keep: float, seed: int, rank: int):
     """One Network over host batches [(x, y), ...] at optimizer step ``step``: yields (micro, net)

@@ -91,7 +91,7 @@ class TrainWorkload(Workload):
         self._stop = _StopFlag()  # from here on a stop signal is noted, and acted on between windows
         p = self.params
         ctx.agree(require_one_dataset, cfg, "train", "a float64 gradient check")
-        self.layout = Layout(p.widths)
+        self.layout = Layout(p.widths, inputs_first=p.backward_order == "inputs_first")
         self.global_batch = p.batch * p.accumulate * ctx.size
         self.shards = p.data_shards or ctx.size
         self.rows = ctx.agree(self._check_inputs)
