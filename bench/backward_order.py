@@ -7,7 +7,10 @@ then one per order with the phase totals.
 """
 
 import argparse
+import ctypes
 import json
+
+import sys
 
 import cupy
 import numpy as np
@@ -21,11 +24,20 @@ PRIMITIVES = ("gemm", "linear_relu", "weight_gradient", "act_backward", "softmax
 
 
 class TimedOps:
-    """The ops, each primitive call followed by an event record (an event-record node inside a capture)."""
+    """The ops, each primitive call followed by an event record (an event-record node inside a capture); with
+    ``flush`` (a device buffer larger than L2), every weight gradient runs after the buffer is overwritten (an
+    experiment: how much of a GEMM's time is its operands coming from L2)."""
 
-    def __init__(self, ops):
-        self._ops, self._record = ops, _driver_record()
+    def __init__(self, ops, flush=None):
+        self._ops, self._record, self._flush = ops, _driver_record(), flush
         self.names, self.events = [], []
+
+    def _mark(self, name: str) -> None:
+        event = cupy.cuda.Event()
+        status = self._record(event.ptr, cupy.cuda.get_current_stream().ptr, CU_EVENT_RECORD_EXTERNAL)
+        assert status == 0, f"cuEventRecordWithFlags: CUresult {status}"
+        self.names.append(f"{len(self.names):02d} {name}")
+        self.events.append(event)
 
     def __getattr__(self, name):
         attr = getattr(self._ops, name)
@@ -33,22 +45,66 @@ class TimedOps:
             return attr
 
         def call(*args, **kwargs):
+            if self._flush is not None and name == "weight_gradient":
+                self._flush.fill(0)
+                self._mark("flush")
             out = attr(*args, **kwargs)
-            event = cupy.cuda.Event()
-            status = self._record(event.ptr, cupy.cuda.get_current_stream().ptr, CU_EVENT_RECORD_EXTERNAL)
-            assert status == 0, f"cuEventRecordWithFlags: CUresult {status}"
-            shapes = "x".join(str(a.shape) for a in args[:2] if hasattr(a, "shape"))
-            self.names.append(f"{len(self.names):02d} {name} {shapes}")
-            self.events.append(event)
+            self._mark(f"{name} " + "x".join(str(a.shape) for a in args[:2] if hasattr(a, "shape")))
             return out
         return call
 
 
-def build(widths, batch: int, inputs_first: bool, stream, rng):
-    """A captured step of one order: (graph, start event, TimedOps, index of the first backward primitive)."""
+class _Window(ctypes.Structure):  # CUaccessPolicyWindow
+    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hitRatio", ctypes.c_float),
+                ("hitProp", ctypes.c_int), ("missProp", ctypes.c_int)]
+
+
+class _AttrValue(ctypes.Union):  # CUstreamAttrValue (CUlaunchAttributeValue: 64 bytes)
+    _fields_ = [("accessPolicyWindow", _Window), ("pad", ctypes.c_char * 64)]
+
+
+def persist_in_l2(stream, base: int, nbytes: int) -> str:
+    """Ask the L2 to keep [base, base + nbytes) for the kernels launched on ``stream`` (captured kernels inherit
+    the stream's window): a persisting carve-out of that size, then the stream's access policy window. Returns
+    what was set, or why not."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    limit = cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMaxPersistingL2CacheSize, 0) \
+        if hasattr(cupy.cuda.runtime, "cudaDevAttrMaxPersistingL2CacheSize") else 0
+    carve = min(nbytes, limit) if limit else nbytes
+    status = lib.cuCtxSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(carve))  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+    if status:
+        return f"cuCtxSetLimit: CUresult {status}"
+    value = _AttrValue()
+    value.accessPolicyWindow = _Window(base, nbytes, min(1.0, carve / nbytes), 2, 1)  # persisting / streaming
+    status = lib.cuStreamSetAttribute(ctypes.c_void_p(stream.ptr), ctypes.c_int(1), ctypes.byref(value))
+    return f"cuStreamSetAttribute: CUresult {status}" if status else f"{nbytes} B persisting (limit {limit} B)"
+
+
+def arena(net, xp):
+    """Give the network's activations and deltas one contiguous buffer (so one access policy window covers
+    them): (base pointer, bytes)."""
+    arrays = net.acts + net.deltas + [net.dlogits]
+    total = sum(-(-a.nbytes // 256) * 256 for a in arrays)
+    buf = xp.zeros(total, np.uint8)
+    offset, views = 0, []
+    for a in arrays:
+        views.append(buf[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape))
+        offset += -(-a.nbytes // 256) * 256
+    k = len(net.acts)
+    net.acts, net.deltas, net.dlogits = views[:k], views[k:-1], views[-1]
+    net.arena = buf
+    return buf.data.ptr, total
+
+
+def build(widths, batch: int, inputs_first: bool, stream, rng, flush=None, persist=False):
+    """A captured step of one order: (graph, start event, TimedOps, index of the first backward primitive, the
+    buffers the graph uses: they must outlive it)."""
     layout = Layout(widths, inputs_first)
     ops = make_ops("gpu", np.float32, None, max_rows=batch)
     net = Network(layout, ops, batch)
+    if persist:
+        base, nbytes = arena(net, cupy)
+        print(f"persist: {persist_in_l2(stream, base, nbytes)}", file=sys.stderr)
     w = cupy.asarray(layout.initial(0, np.float32))
     g = cupy.zeros(layout.size, np.float32)
     momentum = cupy.zeros(layout.size, np.float32)
@@ -64,7 +120,7 @@ def build(widths, batch: int, inputs_first: bool, stream, rng):
         net.ops.sgd(w, g, momentum, 1e-6, 0.9, counters)
         return backward_from
 
-    timed = TimedOps(ops)
+    timed = TimedOps(ops, flush)
     with stream:
         step()  # GEMM algorithms tuned, kernels loaded (timed is not yet in place)
         net.ops = timed
@@ -74,7 +130,7 @@ def build(widths, batch: int, inputs_first: bool, stream, rng):
         timed._record(start.ptr, stream.ptr, CU_EVENT_RECORD_EXTERNAL)
         backward_from = step()
         graph = stream.end_capture()
-    return graph, start, timed, backward_from
+    return graph, start, timed, backward_from, (ops, net, w, g, momentum, counters)
 
 
 def main():
@@ -82,23 +138,31 @@ def main():
     parser.add_argument("--model", default="large")
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--replays", type=int, default=40)
+    parser.add_argument("--persist", action="store_true", help="also inputs_first with the activations and their "
+                        "gradients in a persisting L2 window")
     args = parser.parse_args()
     widths = model_widths(args.model)
     stream = cupy.cuda.Stream(non_blocking=True)
     rng = np.random.default_rng(0)
-    orders = {name: build(widths, args.batch, name == "inputs_first", stream, rng)
-              for name in ("layers", "inputs_first")}
+    flush = cupy.zeros(128 << 20, np.uint8)  # 128 MiB: larger than any L2
+    orders = {"layers": build(widths, args.batch, False, stream, rng),
+              "inputs_first": build(widths, args.batch, True, stream, rng),
+              "layers_flushed": build(widths, args.batch, False, stream, rng, flush=flush)}
+    if args.persist:  # last: the window stays on the stream
+        orders["inputs_first_persist"] = build(widths, args.batch, True, cupy.cuda.Stream(non_blocking=True),
+                                               rng, persist=True)
     times = {name: [] for name in orders}
     for _ in range(args.replays):
-        for name, (graph, start, timed, _) in orders.items():
+        for name, (graph, start, timed, _, _) in orders.items():
             graph.launch(stream)
             stream.synchronize()
             marks = [cupy.cuda.get_elapsed_time(start, e) * 1e3 for e in timed.events]
             times[name].append(np.diff([0.0, *marks]))
-    for name, (_, _, timed, backward_from) in orders.items():
+    for name, (_, _, timed, backward_from, _) in orders.items():
         per_op = np.median(np.array(times[name]), axis=0)
         for op, us in zip(timed.names, per_op):
             print(json.dumps({"order": name, "op": op, "us": round(float(us), 2)}))
+        per_op = np.where(["flush" in op for op in timed.names], 0.0, per_op)  # the flushes are not the step's
         print(json.dumps({"order": name, "forward_us": round(float(per_op[:backward_from].sum()), 2),
                           "backward_us": round(float(per_op[backward_from:-1].sum()), 2),
                           "sgd_us": round(float(per_op[-1]), 2), "step_us": round(float(per_op.sum()), 2)}),

@@ -64,7 +64,8 @@ def main():
                                           "buckets": r["result"]["buckets"],
                                           "gradient_error": max(r["verification"]["gradient_relative_error"]),
                                           "loss": r["result"]["loss_per_window"][-1],
-                                          "timeline_us": r["result"].get("step_timeline_us")}), flush=True)
+                                          "timeline_us": r["result"].get("step_timeline_us"),
+                                          "l2_window": r["result"].get("l2_window")}), flush=True)
     ctx.close()
 
 

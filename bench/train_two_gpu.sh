@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 26, item 1: spmd's train against PyTorch's standard setups on 1 and 2 GPUs of one machine, at every batch
 # of the study's table, in one call: spmd's graphed steps (float32) 3 runs, each measuring 1 and 2 GPUs in one
-# launch (each figure the median of 5 windows of 200 steps); PyTorch eager / whole-step CUDA graph /
+# launch (each figure the median of 5 windows of 200 steps; SPMD_VARIANTS: train_sweep's variants, default graph); PyTorch eager / whole-step CUDA graph /
 # torch.compile on 1 GPU, and the same three under DistributedDataParallel on 2 GPUs, one launch per setup (a
 # setup that hangs or fails costs only its own lines), each built once and timed 3 times. Summary:
 # bench/summarize_train.py DIR (margins against the strongest setup at each GPU count, speedups).
@@ -19,7 +19,7 @@ python3 -m spmd generate inputs/train.yaml > /dev/null
 python3 -m spmd generate inputs/train-large.yaml > /dev/null
 for run in 1 2 3; do
   t0=$SECONDS
-  timeout -k 5 "${SPMD_LIMIT:-150}" $MPI -n 2 python3 bench/train_sweep.py --ranks 1,2 --variants graph \
+  timeout -k 5 "${SPMD_LIMIT:-150}" $MPI -n 2 python3 bench/train_sweep.py --ranks 1,2 --variants "${SPMD_VARIANTS:-graph}" \
     --steps "$STEPS" > "$DIR/train-spmd-run$run.jsonl" 2> "$DIR/train-spmd-run$run.err"
   echo "spmd run $run: rc=$? in $((SECONDS - t0)) s"
 done

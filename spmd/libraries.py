@@ -1,6 +1,9 @@
-"""The shared libraries this process has actually loaded (not what a search path would find)."""
+"""The shared libraries this process has loaded (not what a search path would find), and the CUDA driver's."""
 
 from __future__ import annotations
+
+import ctypes
+import functools
 
 
 def loaded_libraries(fragment: str) -> list[str]:
@@ -12,3 +15,12 @@ def loaded_libraries(fragment: str) -> list[str]:
     except OSError:
         return []
     return sorted(p for p in paths if p.startswith("/") and ".so" in p)
+
+
+@functools.cache
+def cuda_driver():
+    """The CUDA driver library (libcuda), for calls CuPy does not wrap; None where it does not load."""
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None

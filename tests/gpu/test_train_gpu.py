@@ -260,3 +260,28 @@ def test_captured_graph_trains_to_the_eager_weights(tmp_path):
     np.testing.assert_allclose(runs[True].extra, runs[False].extra, rtol=1e-6, atol=1e-7)
     phases = runs[True].report["timings"]
     assert all(phases[p]["median"] > 0 for p in ("forward", "backward", "optimizer")), phases
+
+
+def test_inputs_first_trains_to_the_layers_weights_inside_its_l2_window(tmp_path):
+    """backward_order: inputs_first on the GPU: graph and eager steps end on the same weights, as the default
+    order's run does layer by layer (the same GEMMs in another order); the report names the L2 window the run
+    held, and closing the job gives the persisting carve-out back."""
+    import cupy
+
+    from spmd.job import run_job
+    from spmd.runtime import Context
+    from spmd.workloads.train.model import Layout
+
+    first = run_both(tmp_path, backward_order="inputs_first")
+    window = first[True].report["result"]["l2_window"]
+    assert window["failure"] is None and 0 < window["persisting_bytes"] <= window["bytes"], window
+    assert cupy.cuda.runtime.deviceGetLimit(0x06) == 0  # cudaLimitPersistingL2CacheSize, put back
+    np.testing.assert_allclose(first[True].extra, first[False].extra, rtol=1e-6, atol=1e-7)
+    ctx = Context()
+    layers = run_job(ctx, small_train(tmp_path, True), after_run=lambda _, wl: wl.trainer.host_state()[0])
+    ctx.close()
+    assert layers.report["result"]["l2_window"] is None
+    widths = (40, 64, 32, 6)
+    for layer in range(3):
+        np.testing.assert_allclose(Layout(widths, True).weight(first[True].extra, layer),
+                                   Layout(widths).weight(layers.extra, layer), rtol=1e-5, atol=1e-6)

@@ -16,6 +16,7 @@ import ctypes
 import time
 
 from ... import xp as xpmod
+from ...libraries import cuda_driver
 
 CU_EVENT_RECORD_EXTERNAL = 0x1
 
@@ -23,10 +24,8 @@ CU_EVENT_RECORD_EXTERNAL = 0x1
 def _driver_record():
     """cuEventRecordWithFlags from the CUDA driver, or None: recording a timing event inside
     a CUDA graph capture needs the EXTERNAL flag, which CuPy's Event.record does not pass."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        fn = lib.cuEventRecordWithFlags
-    except (OSError, AttributeError):
+    fn = getattr(cuda_driver(), "cuEventRecordWithFlags", None)
+    if fn is None:
         return None
     fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)
     fn.restype = ctypes.c_int

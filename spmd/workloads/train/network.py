@@ -31,6 +31,7 @@ class Network:
         acts: each layer's output (after ReLU/dropout on hidden layers; logits without bias last).
         deltas: gradient w.r.t. each hidden layer's output, then of its pre-activation.
         dlogits: gradient of the loss w.r.t. the logits.
+        arena: the one byte buffer acts, deltas and dlogits are views of (so one L2 window can cover them).
         row_blocks: {layer: [(first row, stop row), ...]}: layers whose weight gradient backward computes block
             by block (params.split_gradients), so each block's allreduce can start before the next is done.
         loss_sum, correct: per-row running sums of the loss and of right answers.
@@ -44,9 +45,11 @@ class Network:
         self.x = xp.zeros((rows, widths[0]), storage)
         self.y = xp.zeros(rows, np.int32)
         # the logits stay in dtype: the softmax and the loss are computed at full precision
-        self.acts = [xp.zeros((rows, w), storage) for w in widths[1:-1]] + [xp.zeros((rows, widths[-1]), dtype)]
-        self.deltas = [xp.zeros((rows, w), storage) for w in widths[1:-1]]
-        self.dlogits = xp.zeros((rows, widths[-1]), storage)
+        shapes = [((rows, w), storage) for w in widths[1:-1]] + [((rows, widths[-1]), dtype)]  # acts
+        shapes += [((rows, w), storage) for w in widths[1:-1]] + [((rows, widths[-1]), storage)]  # deltas, dlogits
+        self.arena, views = _arena(xp, shapes)
+        hidden = len(widths) - 2
+        self.acts, self.deltas, self.dlogits = views[:hidden + 1], views[hidden + 1:-1], views[-1]
         self.loss_sum = xp.zeros(rows, np.float64)
         self.correct = xp.zeros(rows, np.int32)
         self.row_blocks: dict[int, list[tuple[int, int]]] = {}  # layers whose dW is computed in row blocks
@@ -78,7 +81,7 @@ class Network:
         gradient, then the gradient it passes down), or every passed-down gradient first and then the weight
         gradients from layer 0 up, so the first layer's (the largest, in a funnel-shaped MLP) is done earliest.
         The same GEMMs either way: only their order differs."""
-        ops, layout = self.ops, self.layout
+        layout = self.layout
         if not layout.inputs_first:
             for layer in reversed(range(layout.layers)):
                 self._weight_gradient(layer, g, accumulate, layer_done)
@@ -110,6 +113,22 @@ class Network:
         self.ops.gemm(self._delta(layer), self.layout.weight(w, layer), below)
         on = self.acts[layer - 1] if sides is None else sides[layer - 1]
         self.ops.act_backward(below, on, self.keep)
+
+ARENA_ALIGN = 256  # bytes: each array of the arena starts where cuBLAS and vector loads like it
+
+
+def _arena(xp, shapes):
+    """One zeroed byte buffer and a view of it for each (shape, dtype), each starting on ARENA_ALIGN bytes."""
+    sizes = [-(-int(np.prod(shape)) * np.dtype(dtype).itemsize // ARENA_ALIGN) * ARENA_ALIGN
+             for shape, dtype in shapes]
+    arena = xp.zeros(sum(sizes), np.uint8)
+    views, offset = [], 0
+    for (shape, dtype), size in zip(shapes, sizes):
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        views.append(arena[offset:offset + nbytes].view(dtype).reshape(shape))
+        offset += size
+    return arena, views
+
 
 def _forward_passes(layout, ops, w, batches, scale: float, step: int, keep: float, seed: int, rank: int):
     """One Network over host batches [(x, y), ...] at optimizer step ``step``: yields (micro, net)

@@ -17,6 +17,7 @@ import numpy as np
 from ... import xp as xpmod
 from ...errors import VerificationError
 from .buckets import GradientExchange, plan_buckets, row_blocks
+from .l2 import L2Window
 from .marks import make_marks
 from .network import Network
 from .ops import CURSOR, STEP
@@ -52,6 +53,7 @@ class Trainer:
         w, g: flat parameters and gradients; optimizer: its state.
         counters: device [cursor, step] (see ops); step: the same step count on the host.
         buckets: the gradient buckets; graph: the captured step, once captured.
+        l2: the L2Window keeping the network's activations and their gradients resident (GPU, inputs_first).
     """
 
     def __init__(self, ctx, comm, layout, ops, params, xs, ys, window_steps: int, initial: np.ndarray):
@@ -77,6 +79,9 @@ class Trainer:
             self.net.row_blocks = row_blocks(layout, self.buckets)
         nb = len(self.buckets) if self.exchange else 0
         self.stream = xp.cuda.Stream(non_blocking=True) if self.gpu else None
+        # inputs_first: layer 0's weight gradient would evict the other layers' operands from L2 (l2.py)
+        self.l2 = L2Window(self.stream, self.net.arena.data.ptr, self.net.arena.nbytes) \
+            if self.gpu and layout.inputs_first else None
         per_slot = window_steps if self.gpu else 1  # events are read after the window; host times at once
         self.marks = [make_marks("gpu" if self.gpu else "cpu", self.micro, nb) for _ in range(per_slot)] \
             if params.phases else None
@@ -248,7 +253,12 @@ class Trainer:
 
     def close(self) -> None:
         self.graph = None
-        self.ops.close()
+        try:
+            if self.l2 is not None:
+                self.synchronize()
+                self.l2.close()
+        finally:
+            self.ops.close()
 
 
 # The same steps eagerly and as graph replays run the same kernels: equal but for rounding that a library

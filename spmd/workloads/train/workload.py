@@ -364,6 +364,8 @@ class TrainWorkload(Workload):
                 "loss_per_window": self.losses, "train_accuracy_per_window": self.accuracies,
                 "eval_loss": self.eval_loss, "eval_accuracy": self.eval_accuracy,
                 "read_seconds": self.read_seconds, "step_timeline_us": self.trainer.step_timeline(),
+                "backward_order": p.backward_order,
+                "l2_window": self.trainer.l2.describe() if self.trainer.l2 is not None else None,
                 "checkpoint": p.checkpoint.path if p.checkpoint else None}
 
     def metrics(self, rank_medians):
