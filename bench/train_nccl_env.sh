@@ -16,9 +16,12 @@ mkdir -p "$DIR"
 python3 -m spmd generate inputs/train-large.yaml > /dev/null
 declare -A SETTINGS=([default]="" [channels32]="NCCL_MIN_NCHANNELS=32" [simple]="NCCL_PROTO=Simple"
                      [simple-channels32]="NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=32" [split]="" [perbucket]=""
-                     [perbucket-split]="" [inputsfirst]="" [inputsfirst-perbucket]="")
+                     [perbucket-split]="" [inputsfirst]="" [inputsfirst-perbucket]="" [inputsfirst-split]=""
+                     [inputsfirst-split-perbucket]="")
 declare -A VARIANT=([split]=graph-split [perbucket]=graph-perbucket [perbucket-split]=graph-perbucket-split
-                    [inputsfirst]=graph-inputs-first [inputsfirst-perbucket]=graph-inputs-first-perbucket)
+                    [inputsfirst]=graph-inputs-first [inputsfirst-perbucket]=graph-inputs-first-perbucket
+                    [inputsfirst-split]=graph-inputs-first-split
+                    [inputsfirst-split-perbucket]=graph-inputs-first-split-perbucket)
 for run in $(seq "${RUNS:-3}"); do
   for name in ${NCCL_SETTINGS:-default split channels32 simple simple-channels32}; do
     variant=${VARIANT[$name]:-graph}

@@ -41,6 +41,12 @@ def main():
                                        "params.bucket_mb=20"],
                 "graph-inputs-first-perbucket": ["params.graph=auto", "params.backward_order=inputs_first",
                                                  "params.bucket_mb=20", "params.update_per_bucket=true"],
+                # and layer 0's weight gradient in two row blocks, the first reduced while the second is computed
+                "graph-inputs-first-split": ["params.graph=auto", "params.backward_order=inputs_first",
+                                             "params.bucket_mb=10", "params.split_gradients=true"],
+                "graph-inputs-first-split-perbucket": ["params.graph=auto", "params.backward_order=inputs_first",
+                                                       "params.bucket_mb=10", "params.split_gradients=true",
+                                                       "params.update_per_bucket=true"],
                 "graph-perbucket-split": ["params.graph=auto", "params.update_per_bucket=true",
                                           "params.split_gradients=true", "params.bucket_mb=10"]}
     for model in args.models.split(","):

@@ -68,18 +68,24 @@ def test_n_ranks_train_like_one_rank_with_n_times_the_batch(backend, world, shar
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("overlap", [True, False])
-def test_first_layer_gradient_in_row_blocks_trains_like_one_rank(backend, world, shared_tmp, data_path, dtype, overlap):
+@pytest.mark.parametrize("order", ["layers", "inputs_first"])
+def test_first_layer_gradient_in_row_blocks_trains_like_one_rank(backend, world, shared_tmp, data_path, dtype, overlap,
+                                                                 order):
     """params.split_gradients: layer 0 (40 rows of 12) cut into buckets of 16 rows, its weight gradient computed
-    block by block and each block's bucket reduced right after it: the same weights as one rank with the whole
-    batch (a bucket reduced before its rows were computed, or never, would not be)."""
+    block by block and each block's bucket reduced right after it (last in backward, or first with inputs_first):
+    the same weights as one rank with the whole batch (a bucket reduced before its rows were computed, or never,
+    would not be)."""
     n = world.size
     params = {"model": [12, 40, 8, 3], "optimizer": "adam", "lr": 0.01, "bucket_mb": 0.0002, "overlap": overlap,
-              "split_gradients": True}
+              "split_gradients": True, "backward_order": order}
     report, weights = train(train_config(shared_tmp, backend, dtype, **params))
     _, alone = train(train_config(shared_tmp, backend, dtype, **{**params, "batch": BATCH * n}), MPI.COMM_SELF)
     item = np.dtype(dtype).itemsize
-    # layers 2 and 1 (no 64-element-aligned row cut fits in them), then layer 0: 16 rows, 16 rows, the rest + biases
-    assert report["result"]["buckets"][2:] == [16 * 12 * item] * 3, report["result"]["buckets"]
+    buckets = report["result"]["buckets"]
+    # layer 0: 16 rows, 16 rows, the rest + biases (padded to 192 elements); layers 2 and 1 (no 64-element-aligned
+    # row cut fits in them) after it with inputs_first, before it otherwise
+    blocks = [16 * 12 * item] * 3
+    assert (buckets[:3] if order == "inputs_first" else buckets[2:]) == blocks and len(buckets) == 5, buckets
     assert report["verification"]["replicas_identical"]
     tol = 1e-12 if dtype == "float64" else 2e-5
     np.testing.assert_allclose(weights, alone, rtol=0, atol=tol * np.abs(alone).max())
