@@ -5,7 +5,8 @@
 # protocol), with params.split_gradients (layer 0's gradient in two row blocks, the first reduced while the
 # second is computed: variant graph-split) and params.update_per_bucket (the other buckets updated while layer 0's
 # allreduce runs: graph-perbucket, and both: graph-perbucket-split), params.backward_order: inputs_first (layer 0's
-# weight gradient first, its allreduce beside the other layers': inputsfirst, graph-inputs-first), 3 runs each, alternating, into DIR; one JSON file per setting and run
+# weight gradient first, its allreduce beside the other layers': inputsfirst, graph-inputs-first), and NCCL without
+# its support for graph-captured and uncaptured calls outstanding at once (nomix: NCCL_GRAPH_MIXING_SUPPORT=0), 3 runs each, alternating, into DIR; one JSON file per setting and run
 # (bench/train_sweep.py lines).
 # A setting that helps must then be measured for PyTorch DDP under the same environment before it is quoted.
 #   MPI="mpirun --allow-run-as-root -x NCCL_NVLS_ENABLE=0" bash bench/train_nccl_env.sh DIR   (Open MPI: -x passes each setting)
@@ -17,11 +18,13 @@ python3 -m spmd generate inputs/train-large.yaml > /dev/null
 declare -A SETTINGS=([default]="" [channels32]="NCCL_MIN_NCHANNELS=32" [simple]="NCCL_PROTO=Simple"
                      [simple-channels32]="NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=32" [split]="" [perbucket]=""
                      [perbucket-split]="" [inputsfirst]="" [inputsfirst-perbucket]="" [inputsfirst-split]=""
-                     [inputsfirst-split-perbucket]="")
+                     [inputsfirst-split-perbucket]="" [nomix]="NCCL_GRAPH_MIXING_SUPPORT=0"
+                     [inputsfirst-perbucket-nomix]="NCCL_GRAPH_MIXING_SUPPORT=0")
 declare -A VARIANT=([split]=graph-split [perbucket]=graph-perbucket [perbucket-split]=graph-perbucket-split
                     [inputsfirst]=graph-inputs-first [inputsfirst-perbucket]=graph-inputs-first-perbucket
                     [inputsfirst-split]=graph-inputs-first-split
-                    [inputsfirst-split-perbucket]=graph-inputs-first-split-perbucket)
+                    [inputsfirst-split-perbucket]=graph-inputs-first-split-perbucket
+                    [inputsfirst-perbucket-nomix]=graph-inputs-first-perbucket)
 for run in $(seq "${RUNS:-3}"); do
   for name in ${NCCL_SETTINGS:-default split channels32 simple simple-channels32}; do
     variant=${VARIANT[$name]:-graph}
