@@ -10,6 +10,7 @@ aborts them: this module registers both hooks with it on import (no communicator
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 
@@ -76,6 +77,18 @@ def nccl_module():
         return None
 
 
+GRAPH_MIXING = "NCCL_GRAPH_MIXING_SUPPORT"
+
+
+def graph_mixing_setting() -> str:
+    """NCCL_GRAPH_MIXING_SUPPORT for this process, "0" unless the environment says otherwise; set before NCCL's
+    first call, which reads it. NCCL's support for graph-captured and uncaptured calls outstanding at once on one
+    communicator cost every replay of train's captured step 15 us on 2 x H200 (docs/benchmarks.md), and spmd never
+    has both outstanding: a window of replays ends in a synchronize before any uncaptured call. A plug-in that
+    does keep both outstanding sets NCCL_GRAPH_MIXING_SUPPORT=1."""
+    return os.environ.setdefault(GRAPH_MIXING, "0")
+
+
 class NCCLCommunicator(Communicator):
     """Collectives and send/recv over an NCCL communicator spanning the MPI group."""
 
@@ -85,6 +98,7 @@ class NCCLCommunicator(Communicator):
 
     def __init__(self, mpi_comm):
         super().__init__(mpi_comm)
+        self.graph_mixing = graph_mixing_setting()
         self._nccl = nccl_module()
         uid = self._nccl.get_unique_id() if self.rank == 0 else None
         uid = mpi_comm.bcast(uid, root=0)

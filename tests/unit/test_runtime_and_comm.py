@@ -92,3 +92,17 @@ def test_train_captures_a_step_only_on_a_capturable_communicator(capturable, ran
     if ranks > 1 and not capturable:
         with pytest.raises(ConfigError, match="a captured step can only hold NCCL calls, not comm: custom"):
             workload._graph_wanted()
+
+
+def test_nccl_graph_mixing_support_is_off_unless_the_environment_says_otherwise(monkeypatch):
+    """spmd never keeps graph-captured and uncaptured NCCL calls outstanding at once, so it turns NCCL's support
+    for that off (it costs every captured step's replay); a value the user set stays."""
+    import os
+
+    from spmd.comm.nccl import GRAPH_MIXING, graph_mixing_setting
+
+    monkeypatch.setenv(GRAPH_MIXING, "recorded")  # so that the test's end puts back what was there
+    monkeypatch.delenv(GRAPH_MIXING)
+    assert graph_mixing_setting() == "0" and os.environ[GRAPH_MIXING] == "0"
+    monkeypatch.setenv(GRAPH_MIXING, "1")
+    assert graph_mixing_setting() == "1" and os.environ[GRAPH_MIXING] == "1"

@@ -365,6 +365,7 @@ class TrainWorkload(Workload):
                 "eval_loss": self.eval_loss, "eval_accuracy": self.eval_accuracy,
                 "read_seconds": self.read_seconds, "step_timeline_us": self.trainer.step_timeline(),
                 "backward_order": p.backward_order,
+                "nccl_graph_mixing_support": getattr(self.comm, "graph_mixing", None),
                 "l2_window": self.trainer.l2.describe() if self.trainer.l2 is not None else None,
                 "checkpoint": p.checkpoint.path if p.checkpoint else None}
 
