@@ -4,7 +4,8 @@
 # launch (each figure the median of 5 windows of 200 steps; SPMD_VARIANTS: train_sweep's variants, default graph); PyTorch eager / whole-step CUDA graph /
 # torch.compile on 1 GPU, and the same three under DistributedDataParallel on 2 GPUs, one launch per setup (a
 # setup that hangs or fails costs only its own lines), each built once and timed 3 times. Summary:
-# bench/summarize_train.py DIR (margins against the strongest setup at each GPU count, speedups).
+# bench/summarize_train.py DIR (margins against the strongest setup at each GPU count, speedups). DDP runs under the
+# NCCL_GRAPH_MIXING_SUPPORT spmd uses (0 unless set: spmd/comm/nccl.py), so a captured step costs both the same.
 #   MPI="mpirun --allow-run-as-root -x NCCL_NVLS_ENABLE=0" bash bench/train_two_gpu.sh DIR
 set -uo pipefail
 DIR=${1:-bench-out/train-two}
@@ -31,6 +32,7 @@ port=29521
 for variant in $VARIANTS; do
   t0=$SECONDS
   timeout -k 5 "${TORCH2_LIMIT:-100}" $MPI -n 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=$((port++)) \
+    -x NCCL_GRAPH_MIXING_SUPPORT="${NCCL_GRAPH_MIXING_SUPPORT:-0}" \
     python3 bench/train_torch.py --steps "$STEPS" --runs 3 --variants "$variant" \
     > "$DIR/train-torch-2gpu-$variant.jsonl" 2> "$DIR/train-torch-2gpu-$variant.err"
   echo "PyTorch DDP $variant, 2 GPUs: rc=$? in $((SECONDS - t0)) s"
