@@ -363,18 +363,18 @@ def io_reduce() -> dict:
 TWO = "two-gpu-h200x2"
 
 
-def train_two(gpus: int) -> dict:
+def train_two(gpus: int, folder: str = f"{TWO}/train") -> dict:
     """spmd against the strongest PyTorch setup (DDP on 2 GPUs), float32, every batch: margins of the medians."""
-    rows = [r for r in against_torch(RESULTS / TWO / "train") if r["precision"] == "float32" and r["gpus"] == gpus]
+    rows = [r for r in against_torch(RESULTS / folder) if r["precision"] == "float32" and r["gpus"] == gpus]
     if len(rows) != 10 or any(r["runs"] < 3 for r in rows):
-        raise ValueError(f"{TWO}/train: not every batch has 3 spmd runs at {gpus} GPU(s)")
+        raise ValueError(f"{folder}: not every batch has 3 spmd runs at {gpus} GPU(s)")
     return {"lo": min(r["margin"] for r in rows), "hi": max(r["margin"] for r in rows),
             "worst": min(r["worst_margin"] for r in rows),
             "strongest": ", ".join(sorted({r["strongest"] for r in rows}))}
 
 
-def train_two_speedup(model: str, batch: int) -> dict:
-    u = next(u for u in speedups(RESULTS / TWO / "train") if (u["model"], u["batch"]) == (model, batch))
+def train_two_speedup(model: str, batch: int, folder: str = f"{TWO}/train") -> dict:
+    u = next(u for u in speedups(RESULTS / folder) if (u["model"], u["batch"]) == (model, batch))
     return {"spmd": u["speedup"], "lo": u["min"], "hi": u["max"], "torch": u["torch_speedup"]}
 
 
@@ -625,15 +625,15 @@ def io_both() -> dict:
     return {**c, **{f"k_{key}": value for key, value in k.items()}}
 
 
-def train_two_rows() -> list[str]:
-    rows = [r for r in against_torch(RESULTS / TWO / "train") if r["precision"] == "float32"]
+def train_two_rows(folder: str = f"{TWO}/train") -> list[str]:
+    rows = [r for r in against_torch(RESULTS / folder) if r["precision"] == "float32"]
     names = sorted({n for r in rows for n in r["torch"]})
     return [one_gpu_row(r, names) for r in rows]
 
 
-def speedup_rows() -> list[str]:
+def speedup_rows(folder: str = f"{TWO}/train") -> list[str]:
     return [f"| {u['model']} | {u['batch']} | {u['speedup']:.2f}x ({u['min']:.2f}-{u['max']:.2f}) | {u['torch_speedup']:.2f}x |"
-            for u in speedups(RESULTS / TWO / "train")]
+            for u in speedups(RESULTS / folder)]
 
 
 def io_two_row(workload: str, mode: str, engine: str) -> Callable[[], dict]:
@@ -688,10 +688,6 @@ CLAIMS += [
     Claim("docs/benchmarks.md", "On one H200: {lo:.2f}x-{hi:.2f}x.", lambda: train_two(1), TWO_SRC),
     Claim("docs/benchmarks.md", "**`large` at batch 512: {spmd:.2f}x ({lo:.2f}-{hi:.2f}) on 2 GPUs, under the 1.7x target**; "
           "PyTorch's strongest setup {torch:.2f}x in the same call", lambda: train_two_speedup("large", 512), TWO_SRC),
-    Claim("README.md", "On 2 x H200 against PyTorch's strongest setup under DDP (the whole step in a CUDA graph), "
-          "{lo:.2f}x-{hi:.2f}x", lambda: train_two(2), TWO_SRC),
-    Claim("README.md", "a 2-GPU speedup of {spmd:.2f}x for `large` at batch 512 (PyTorch's strongest {torch:.2f}x in the "
-          "same call", lambda: train_two_speedup("large", 512), TWO_SRC),
     *(Claim("docs/benchmarks.md", f"| {w} | {m} | {e} | " + "{a:.1f} | {b:.1f} | {eff:.1%} | {ra:.1f} / {rb:.1f} |",
             io_two_row(w, m, e), TWO_SRC)
       for w in ("reduce", "matmul", "stencil") for m in ("strong", "weak") for e in ("direct", "h5py")),
@@ -799,6 +795,139 @@ CLAIMS += [
                                              "eff": mapped_weak()["eff"]}, MAPPED_SRC),
 ]
 
+
+# -- issue 26, third session: backward order, L2 window, NCCL graph mixing, 2 x H200, 2026-11-24 --------------------
+
+ORDER = "order-h200x2"
+ORDER_SRC = (f"{ORDER} (bench/train_nccl_env.sh 3 runs per setting in each of calls 2-5; bench/backward_order.py; "
+             f"bench/train_two_gpu.sh)")
+ORDER_CALLS = {2: "call2-inputs-first", 3: "call3-window", 4: "call4-split", 5: "call5-nomix"}
+ORDER_ROWS = [(2, "default"), (2, "inputsfirst"), (2, "inputsfirst-perbucket"), (3, "default"), (3, "inputsfirst"),
+              (3, "inputsfirst-perbucket"), (4, "inputsfirst-split"), (4, "inputsfirst-split-perbucket"),
+              (5, "default"), (5, "nomix"), (5, "inputsfirst-perbucket"), (5, "inputsfirst-perbucket-nomix")]
+
+
+def order_setting(call: int, setting: str) -> dict:
+    """One setting of one call (us), with its speedup against the default order's 1-GPU step of the same call
+    (``strict``: the fastest one-GPU setting there, so an order that slows one GPU gains nothing from it)."""
+    rows = {r["setting"]: r for r in settings(RESULTS / ORDER / ORDER_CALLS[call])}
+    r, d = rows[setting], rows["default"]
+    if r["runs"] < 3 or d["runs"] < 3:
+        raise ValueError(f"{ORDER}/{ORDER_CALLS[call]}: {setting} or default has fewer than 3 runs")
+    out = {k.replace("_ms", "_us"): (v * 1e3 if k.endswith("_ms") else v) for k, v in r.items()}
+    return {**out, "strict": 2 * d["step1_ms"] / r["step2_ms"], "default1_us": d["step1_ms"] * 1e3}
+
+
+def order_row(call: int, setting: str) -> Callable[[], dict]:
+    return lambda: order_setting(call, setting)
+
+
+def order_timeline() -> dict:
+    """Call 1's timeline of the default step (one run: where the two all-reduces sit, us from the step's start)."""
+    r = next(r for r in jsonl(f"{ORDER}/call1-timeline/default-run1.jsonl") if r["gpus"] == 2)
+    (a0, a1), (b0, b1) = r["timeline_us"]["allreduce"]
+    return {"first_end": a1, "last_start": b0, "last_end": b1, "b0": r["timeline_us"]["marks"]["b0"],
+            "last": b1 - b0}
+
+
+def backward_ops() -> dict:
+    """bench/backward_order.py at batch 512 (medians of 40 replays): each order's backward and the weight
+    gradients of layers 1-3 (us)."""
+    rows = jsonl(f"{ORDER}/backward-order/bo-512.jsonl")
+    out = {}
+    for order in ("layers", "inputs_first", "layers_flushed", "inputs_first_persist"):
+        ops = [r for r in rows if r.get("order") == order and "op" in r]
+        total = next(r for r in rows if r.get("order") == order and "backward_us" in r)
+        grads = {r["op"].split(" ", 2)[2]: r["us"] for r in ops if "weight_gradient" in r["op"]}
+        key = order.replace("inputs_first", "if")
+        out[f"{key}_bw"] = total["backward_us"]
+        out[f"{key}_l123"] = sum(grads[shape] for shape in ("(512, 1024)x(512, 1024)", "(512, 512)x(512, 1024)",
+                                                            "(512, 512)x(512, 512)"))
+    return out
+
+
+def order_tests() -> dict:
+    def counts(name):
+        text = (RESULTS / ORDER / name).read_text()
+        found = [int(n) for n in re.findall(r"(\d+) passed", text)]
+        if not found or "failed" in text:
+            raise ValueError(f"{ORDER}/{name}: not every test passed")
+        return found
+    mpi, mpi_final = counts("tests-mpi-gpu-2ranks-call1.txt"), counts("tests-mpi-train-gpu-2ranks-final.txt")
+    if len(set(mpi)) != 1 or len(set(mpi_final)) != 1:
+        raise ValueError(f"{ORDER}: the ranks' MPI test counts differ")
+    return {"gpu": counts("tests-gpu-call1.txt")[0], "mpi": mpi[0], "gpu_train": counts("tests-gpu-train-final.txt")[0],
+            "mpi_train": mpi_final[0]}
+
+
+def order_costs() -> dict:
+    """What the new order cost one GPU without the window (call 2), what graph mixing cost the default step (call 5),
+    what splitting layer 0 added to backward (call 4), the window's bytes (call 3), the one-GPU step of the table
+    call, and the persisting-L2 limits read on the device (limit.txt), in MiB."""
+    c2, c4, c5 = (lambda c: {r["setting"]: r for r in settings(RESULTS / ORDER / ORDER_CALLS[c])})(2), \
+        {r["setting"]: r for r in settings(RESULTS / ORDER / ORDER_CALLS[4])}, \
+        {r["setting"]: r for r in settings(RESULTS / ORDER / ORDER_CALLS[5])}
+    window = {json.dumps(r["l2_window"]) for path in (RESULTS / ORDER / "call3-window").glob("inputsfirst-run*.jsonl")
+              for r in jsonl(str(path.relative_to(RESULTS)))}
+    if len(window) != 1:
+        raise ValueError(f"{ORDER}/call3-window: the runs' L2 windows differ")
+    one = statistics.median(r["step_ms"] for n in (1, 2, 3) for r in jsonl(f"{ORDER}/train/train-spmd-run{n}.jsonl")
+                            if (r["model"], r["batch"], r["gpus"]) == ("large", 512, 1))
+    limit = (RESULTS / ORDER / "call4-split" / "limit.txt").read_text()
+    start = int(re.search(r"limit at start (\d+)", limit).group(1))
+    steps = [int(n) for n in re.findall(r"get (\d+)", limit)]
+    most, l2 = (int(n) for n in re.search(r"max persisting (\d+) max window \d+ L2 (\d+)", limit).groups())
+    return {"order_1gpu": (c2["inputsfirst"]["step1_ms"] - c2["default"]["step1_ms"]) * 1e3,
+            "mixing": (c5["default"]["step2_ms"] - c5["nomix"]["step2_ms"]) * 1e3,
+            "split": (c4["inputsfirst-split-perbucket"]["backward_ms"] - c4["inputsfirst-perbucket"]["backward_ms"]) * 1e3,
+            "arena": json.loads(window.pop())["bytes"] / 1e6, "one": one * 1e3, "start": start / 2**20,
+            "step": steps[0] / 2**20, "most": most / 2**20, "l2": l2 / 2**20}
+
+
+CLAIMS += [
+    Claim("docs/benchmarks.md", "it cost one GPU {order_1gpu:.1f} us a step", order_costs, ORDER_SRC),
+    Claim("README.md", "it cost every captured step's replay {mixing:.1f} us", order_costs, ORDER_SRC),
+    Claim("docs/benchmarks.md", "span, on 2 GPUs only: {mixing:.1f} us of the default step", order_costs, ORDER_SRC),
+    Claim("docs/benchmarks.md", "made backward {split:.1f} us longer than inputsfirst-perbucket's", order_costs, ORDER_SRC),
+    Claim("docs/benchmarks.md", "(`Network.arena`, {arena:.1f} MB for `large` at 512)", order_costs, ORDER_SRC),
+    Claim("docs/benchmarks.md", "where the one-GPU step was {one:.1f} us", order_costs, ORDER_SRC),
+    Claim("docs/benchmarks.md", "The persisting L2 carve-out of a fresh process on this machine is {start:.2f} MiB (set in "
+          "steps of {step:.2f} MiB, at most {most:.1f} MiB of the {l2:.0f} MiB L2", order_costs, ORDER_SRC),
+    *(Claim("docs/benchmarks.md", f"| {call} | {setting} | " + "{speedup:.3f}x ({min:.3f}-{max:.3f}) | {strict:.3f}x | "
+            "{step1_us:.1f} | {step2_us:.1f} | {backward_us:.1f} | {comm_us:.1f} | {optimizer_us:.1f} |",
+            order_row(call, setting), ORDER_SRC) for call, setting in ORDER_ROWS),
+    Claim("docs/benchmarks.md", "the first all-reduce (7.9 MB, layers 1-5) ended at {first_end:.1f} us, before layer 0's "
+          "started at {last_start:.1f} us", order_timeline, f"{ORDER}/call1-timeline (one run)"),
+    Claim("docs/benchmarks.md", "layer 0's took {last:.1f} us on its own", order_timeline,
+          f"{ORDER}/call1-timeline (one run)"),
+    Claim("docs/benchmarks.md", "backward took {layers_bw:.1f} us in the default order and {if_bw:.1f} us inputs-first; the "
+          "weight gradients of layers 1-3 {layers_l123:.1f} against {if_l123:.1f} us. With L2 overwritten before every "
+          "weight gradient, the default order's took {layers_flushed_l123:.1f} us; inputs-first with the window, "
+          "{if_persist_l123:.1f} us (backward {if_persist_bw:.1f} us)", backward_ops, f"{ORDER}/backward-order/bo-512.jsonl"),
+    Claim("docs/benchmarks.md", "**`large` at batch 512, 2 GPUs: {speedup:.3f}x ({min:.3f}-{max:.3f}) with the defaults, "
+          "{strict:.3f}x against the fastest one-GPU step of the call**", order_row(5, "nomix"), ORDER_SRC),
+    Claim("docs/benchmarks.md", "with `backward_order: inputs_first` and `update_per_bucket`, {speedup:.3f}x "
+          "({min:.3f}-{max:.3f}), {strict:.3f}x against the default order's one-GPU step",
+          order_row(5, "inputsfirst-perbucket-nomix"), ORDER_SRC),
+    *(Claim("docs/benchmarks.md", row.replace("{", "{{").replace("}", "}}"), dict, ORDER_SRC)
+      for row in train_two_rows(f"{ORDER}/train") + speedup_rows(f"{ORDER}/train")),
+    Claim("docs/benchmarks.md", "**spmd against the strongest PyTorch setup on 2 GPUs: {lo:.2f}x-{hi:.2f}x** (DDP with "
+          "the whole step in a CUDA graph at every batch; target 1.2x: met; spmd's slowest run at least {worst:.2f}x the "
+          "strongest's fastest)", lambda: train_two(2, f"{ORDER}/train"), ORDER_SRC),
+    Claim("docs/benchmarks.md", "one H200: {lo:.2f}x-{hi:.2f}x", lambda: train_two(1, f"{ORDER}/train"), ORDER_SRC),
+    Claim("docs/benchmarks.md", "**`large` at batch 512 in this call: {spmd:.3f}x ({lo:.3f}-{hi:.3f})**, PyTorch's "
+          "strongest {torch:.3f}x", lambda: train_two_speedup("large", 512, f"{ORDER}/train"), ORDER_SRC),
+    Claim("README.md", "On 2 x H200 against PyTorch's strongest setup under DDP (the whole step in a CUDA graph), "
+          "{lo:.2f}x-{hi:.2f}x", lambda: train_two(2, f"{ORDER}/train"), ORDER_SRC),
+    Claim("README.md", "a 2-GPU speedup of {spmd:.2f}x for `large` at batch 512 (PyTorch's strongest {torch:.2f}x in the "
+          "same call", lambda: train_two_speedup("large", 512, f"{ORDER}/train"), ORDER_SRC),
+    Claim("README.md", "`backward_order: inputs_first` with `update_per_bucket` {speedup:.2f}x", order_row(5,
+          "inputsfirst-perbucket-nomix"), ORDER_SRC),
+    Claim("docs/benchmarks.md", "tests/gpu in full: {gpu} passed; tests/mpi with `--gpu` at 2 ranks: {mpi} passed on each "
+          "rank", order_tests, ORDER_SRC),
+    Claim("docs/benchmarks.md", "`tests/gpu/test_train_gpu.py` {gpu_train} passed and `tests/mpi/test_train.py --gpu` "
+          "{mpi_train} passed on each rank", order_tests, ORDER_SRC),
+]
 
 def check(claims: list[Claim], show: bool) -> list[str]:
     """The failures: each claim whose document does not hold its fragment as the raw files make it."""
