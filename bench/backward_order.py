@@ -7,7 +7,6 @@ then one per order with the phase totals.
 """
 
 import argparse
-import ctypes
 import json
 
 import sys
@@ -15,6 +14,7 @@ import sys
 import cupy
 import numpy as np
 
+from spmd.workloads.train.l2 import L2Window
 from spmd.workloads.train.marks import CU_EVENT_RECORD_EXTERNAL, _driver_record
 from spmd.workloads.train.model import Layout, model_widths
 from spmd.workloads.train.network import Network
@@ -54,57 +54,15 @@ class TimedOps:
         return call
 
 
-class _Window(ctypes.Structure):  # CUaccessPolicyWindow
-    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hitRatio", ctypes.c_float),
-                ("hitProp", ctypes.c_int), ("missProp", ctypes.c_int)]
-
-
-class _AttrValue(ctypes.Union):  # CUstreamAttrValue (CUlaunchAttributeValue: 64 bytes)
-    _fields_ = [("accessPolicyWindow", _Window), ("pad", ctypes.c_char * 64)]
-
-
-def persist_in_l2(stream, base: int, nbytes: int) -> str:
-    """Ask the L2 to keep [base, base + nbytes) for the kernels launched on ``stream`` (captured kernels inherit
-    the stream's window): a persisting carve-out of that size, then the stream's access policy window. Returns
-    what was set, or why not."""
-    lib = ctypes.CDLL("libcuda.so.1")
-    limit = cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMaxPersistingL2CacheSize, 0) \
-        if hasattr(cupy.cuda.runtime, "cudaDevAttrMaxPersistingL2CacheSize") else 0
-    carve = min(nbytes, limit) if limit else nbytes
-    status = lib.cuCtxSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(carve))  # CU_LIMIT_PERSISTING_L2_CACHE_SIZE
-    if status:
-        return f"cuCtxSetLimit: CUresult {status}"
-    value = _AttrValue()
-    value.accessPolicyWindow = _Window(base, nbytes, min(1.0, carve / nbytes), 2, 1)  # persisting / streaming
-    status = lib.cuStreamSetAttribute(ctypes.c_void_p(stream.ptr), ctypes.c_int(1), ctypes.byref(value))
-    return f"cuStreamSetAttribute: CUresult {status}" if status else f"{nbytes} B persisting (limit {limit} B)"
-
-
-def arena(net, xp):
-    """Give the network's activations and deltas one contiguous buffer (so one access policy window covers
-    them): (base pointer, bytes)."""
-    arrays = net.acts + net.deltas + [net.dlogits]
-    total = sum(-(-a.nbytes // 256) * 256 for a in arrays)
-    buf = xp.zeros(total, np.uint8)
-    offset, views = 0, []
-    for a in arrays:
-        views.append(buf[offset:offset + a.nbytes].view(a.dtype).reshape(a.shape))
-        offset += -(-a.nbytes // 256) * 256
-    k = len(net.acts)
-    net.acts, net.deltas, net.dlogits = views[:k], views[k:-1], views[-1]
-    net.arena = buf
-    return buf.data.ptr, total
-
-
 def build(widths, batch: int, inputs_first: bool, stream, rng, flush=None, persist=False):
     """A captured step of one order: (graph, start event, TimedOps, index of the first backward primitive, the
     buffers the graph uses: they must outlive it)."""
     layout = Layout(widths, inputs_first)
     ops = make_ops("gpu", np.float32, None, max_rows=batch)
     net = Network(layout, ops, batch)
-    if persist:
-        base, nbytes = arena(net, cupy)
-        print(f"persist: {persist_in_l2(stream, base, nbytes)}", file=sys.stderr)
+    window = L2Window(stream, net.arena.data.ptr, net.arena.nbytes) if persist else None  # what train does
+    if window is not None:
+        print(f"persist: {window.describe()}", file=sys.stderr)
     w = cupy.asarray(layout.initial(0, np.float32))
     g = cupy.zeros(layout.size, np.float32)
     momentum = cupy.zeros(layout.size, np.float32)
@@ -130,7 +88,7 @@ def build(widths, batch: int, inputs_first: bool, stream, rng, flush=None, persi
         timed._record(start.ptr, stream.ptr, CU_EVENT_RECORD_EXTERNAL)
         backward_from = step()
         graph = stream.end_capture()
-    return graph, start, timed, backward_from, (ops, net, w, g, momentum, counters)
+    return graph, start, timed, backward_from, (ops, net, w, g, momentum, counters, window)
 
 
 def main():
@@ -139,7 +97,7 @@ def main():
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--replays", type=int, default=40)
     parser.add_argument("--persist", action="store_true", help="also inputs_first with the activations and their "
-                        "gradients in a persisting L2 window")
+                        "gradients in a persisting L2 window (train's L2Window)")
     args = parser.parse_args()
     widths = model_widths(args.model)
     stream = cupy.cuda.Stream(non_blocking=True)
