@@ -1,14 +1,14 @@
 """Where one GPU's training step spends its time under each params.backward_order: the step (forward, backward,
 SGD) of ``model`` at ``batch`` captured in one CUDA graph per order, an event-record node after every primitive,
 the graphs replayed alternately; per primitive the median over the replays. One JSON line per (order, primitive),
-then one per order with the phase totals.
+then one per order with the phase totals. Orders: layers, inputs_first, layers_flushed (L2 overwritten before every
+weight gradient) and, with --persist, inputs_first_persist (the activations in train's persisting L2 window).
 
     python3 bench/backward_order.py [--model large] [--batch 512] [--replays 40] > backward-order.jsonl
 """
 
 import argparse
 import json
-
 import sys
 
 import cupy
