@@ -83,7 +83,7 @@ GRAPH_MIXING = "NCCL_GRAPH_MIXING_SUPPORT"
 def graph_mixing_setting() -> str:
     """NCCL_GRAPH_MIXING_SUPPORT for this process, "0" unless the environment says otherwise; set before NCCL's
     first call, which reads it. NCCL's support for graph-captured and uncaptured calls outstanding at once on one
-    communicator cost every replay of train's captured step 15 us on 2 x H200 (docs/benchmarks.md), and spmd never
+    communicator cost every replay of train's captured step about 16 us on 2 x H200 (docs/benchmarks.md), and spmd never
     has both outstanding: a window of replays ends in a synchronize before any uncaptured call. A plug-in that
     does keep both outstanding sets NCCL_GRAPH_MIXING_SUPPORT=1."""
     return os.environ.setdefault(GRAPH_MIXING, "0")

@@ -2,6 +2,8 @@
 same weights as 1 rank x batch N*b, with and without gradient accumulation, with buckets
 smaller than one layer, overlapped or not; dropout runs verify on every backend."""
 
+import os
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -113,6 +115,11 @@ def test_inputs_first_backward_trains_like_one_rank_and_reduces_layer_0_first(ba
     timeline = result["step_timeline_us"]
     overlapped = overlap and (backend[0] == "cpu" or backend[1] == "nccl")
     assert (timeline["allreduce"][0][0] < timeline["marks"]["b0"]) == overlapped, timeline
+    assert result["backward_order"] == "inputs_first"
+    assert (result["l2_window"] is not None) == (backend[0] == "gpu")  # the window is the GPU's
+    # NCCL ran with graph mixing off unless the environment said otherwise; no NCCL, nothing to say
+    assert result["nccl_graph_mixing_support"] == (os.environ.get("NCCL_GRAPH_MIXING_SUPPORT", "0")
+                                                   if backend[1] == "nccl" else None)
 
 
 @pytest.mark.mpi(min_size=2)
