@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Issue 26's open target, `large` at batch 512 on 2 GPUs (1.66x, target 1.7x): the exposed part of the step is the
+# Issue 26's target, `large` at batch 512 on 2 GPUs at 1.7x (met in its third session, docs/benchmarks.md): the exposed part of the step is the
 # all-reduce of the 19.7 MB bucket of layer 0's gradient after backward. This call measures spmd's 2-GPU speedup
 # under NCCL settings that can shorten a mid-size all-reduce when nothing else runs (more channels; the Simple
 # protocol), with params.split_gradients (layer 0's gradient in two row blocks, the first reduced while the
 # second is computed: variant graph-split) and params.update_per_bucket (the other buckets updated while layer 0's
 # allreduce runs: graph-perbucket, and both: graph-perbucket-split), params.backward_order: inputs_first (layer 0's
 # weight gradient first, its allreduce beside the other layers': inputsfirst, graph-inputs-first), and NCCL without
-# its support for graph-captured and uncaptured calls outstanding at once (nomix: NCCL_GRAPH_MIXING_SUPPORT=0), 3 runs each, alternating, into DIR; one JSON file per setting and run
+# its support for graph-captured and uncaptured calls outstanding at once (nomix: NCCL_GRAPH_MIXING_SUPPORT=0),
+# 3 runs each (RUNS), alternating, into DIR; one JSON file per setting and run
 # (bench/train_sweep.py lines).
 # A setting that helps must then be measured for PyTorch DDP under the same environment before it is quoted.
 #   MPI="mpirun --allow-run-as-root -x NCCL_NVLS_ENABLE=0" bash bench/train_nccl_env.sh DIR   (Open MPI: -x passes each setting)

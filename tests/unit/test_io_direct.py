@@ -103,11 +103,8 @@ def test_the_first_failed_piece_stops_the_read_and_is_raised(tmp_path):
     assert bytes(buffer[:16 * 1024]) == path.read_bytes()
 
 
-def test_an_injected_nan_is_in_place_before_any_piece_is_handed_on(tmp_path):
-    path = tmp_path / "x.h5"
-    with h5py.File(path, "w") as f:
-        f.create_dataset("x", data=np.ones(4096, np.float32))
-    plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 0, 1, ("float32",), (1,))
+def test_an_injected_nan_is_in_place_before_any_piece_is_handed_on(ones_plan):
+    plan = ones_plan(4096)
     reader = RowReader(plan, IoConfig(engine="direct", buffer_mb=0.001))
     out = np.zeros(4096, np.float32)
     seen = []
@@ -144,7 +141,7 @@ def test_reader_threads_are_at_most_the_cores_a_rank_has(monkeypatch):
     assert reader.reader_threads(8, local_ranks=4) == 2  # bound to 2 cores: those are its own
 
 
-def test_kvikio_missing_is_a_config_error_saying_how_to_get_it(monkeypatch, tmp_path):
+def test_kvikio_missing_is_a_config_error_saying_how_to_get_it(monkeypatch, ones_plan):
     import sys
 
     from spmd.errors import ConfigError
@@ -154,10 +151,7 @@ def test_kvikio_missing_is_a_config_error_saying_how_to_get_it(monkeypatch, tmp_
     with pytest.raises(ConfigError, match=r"io.engine: kvikio is not usable here \(ModuleNotFoundError.*pip install "
                                           r"'spmd\[gds\]'.*io.engine: direct"):
         load_kvikio()
-    path = tmp_path / "x.h5"
-    with h5py.File(path, "w") as f:
-        f.create_dataset("x", data=np.ones(10, np.float32))
-    plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 0, 1, ("float32",), (1,))
+    plan = ones_plan(10)
     with pytest.raises(ConfigError, match="kvikio is not usable here"):
         RowReader(plan, IoConfig(engine="kvikio"))
 

@@ -78,17 +78,12 @@ def test_a_truncated_file_and_pages_that_cannot_be_locked_are_refused_by_name(tm
         MappedRanges(str(path), ranges, "x.h5:x", Runtime())
 
 
-def test_the_mapped_engine_without_a_gpu_is_refused_by_name(tmp_path, monkeypatch):
+def test_the_mapped_engine_without_a_gpu_is_refused_by_name(ones_plan, monkeypatch):
     from spmd import xp as xpmod
-    from spmd.config import InputConfig
-    from spmd.io.hdf5 import plan_rank_input
     from spmd.io.reader import RowReader
 
     monkeypatch.setattr(xpmod, "gpu_count", lambda: 0)
-    path = tmp_path / "x.h5"
-    with h5py.File(path, "w") as f:
-        f.create_dataset("x", data=np.ones(10, np.float32))
-    plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 0, 1, ("float32",), (1,))
+    plan = ones_plan(10)
     with pytest.raises(ConfigError, match="io.engine: mapped page-locks the file for a GPU's copies: no GPU here"):
         RowReader(plan, IoConfig(engine="mapped"))
 
