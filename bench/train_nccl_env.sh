@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 26's target, `large` at batch 512 on 2 GPUs at 1.7x (met in its third session, docs/benchmarks.md): the exposed part of the step is the
-# all-reduce of the 19.7 MB bucket of layer 0's gradient after backward. This call measures spmd's 2-GPU speedup
+# Issue 26's target, `large` at batch 512 on 2 GPUs at 1.7x (met in its third session, docs/benchmarks.md): the
+# exposed part of the step is the all-reduce of the 19.7 MB bucket of layer 0's gradient after backward. This call measures spmd's 2-GPU speedup
 # under NCCL settings that can shorten a mid-size all-reduce when nothing else runs (more channels; the Simple
 # protocol), with params.split_gradients (layer 0's gradient in two row blocks, the first reduced while the
 # second is computed: variant graph-split) and params.update_per_bucket (the other buckets updated while layer 0's
