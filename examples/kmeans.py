@@ -1,5 +1,8 @@
 """Lloyd's k-means on 2-D points: spmd's class form (``spmd.Workload``), for work with several collectives.
 
+Input: a 2-D dataset, one point per row (points x dimensions, float32 or float64, at least ``k`` rows); a 1-D
+input is refused by name (exit 2).
+
 A repeat reads this rank's points once, then runs ``iterations`` Lloyd steps from the same start (the
 input's first k points): each rank assigns its points to the nearest centroid and sums them per cluster
 (compute), the per-cluster sums and counts are summed over the ranks in one allreduce (comm), and every
@@ -98,8 +101,9 @@ class KMeans(spmd.Workload):
         return {"bytes": int(sum(self.rows.rank_bytes)),
                 "comm": [{"op": "allreduce", "bytes": (k * d + k) * 8, "calls": self.params.iterations}]}
 
-    def close(self):
-        self.rows.close()
+    def close(self):  # also after a set-up that failed before its rows were made (a 1-D input, say)
+        if getattr(self, "rows", None) is not None:
+            self.rows.close()
 
 
 def spmd_host(array):

@@ -9,140 +9,15 @@ aborts the whole MPI job, so no rank is ever left waiting.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import traceback
 
-from .version import __version__
+from .arguments import build_parser
 from .config import COMM_BACKENDS
-from .errors import SpmdError
+from .errors import SpmdError, brief, one_line
 
 INTERRUPT_GRACE_S = 2.0  # after Ctrl-C (no watchdog), rank r leaves r times this to the ranks below it
 NEEDS_MPI = ("run", "scale", "bench", "topo", "info")  # generate runs alone without MPI; report and jobscript never need it
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spmd", description="SPMD work on GPUs/CPUs under MPI, measured.")
-    parser.add_argument("--version", action="version", version=f"spmd {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def with_config(p):
-        p.add_argument("config", help="YAML config (see docs/configs.md)")
-        p.add_argument("-o", "--override", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a config key, e.g. -o repeats=3 -o params.ddof=1 (repeatable)")
-        return p
-
-    run = with_config(sub.add_parser("run", help="run a workload under mpiexec/srun and write report.json"))
-    run.add_argument("--out", metavar="DIR", help="output folder (default: the config's output)")
-    run.add_argument("-q", "--quiet", action="store_true", help="print nothing on success, no progress lines")
-    run.add_argument("--progress", action="store_true",
-                     help="a line on stderr after each repeat also when stderr is not a terminal (a batch job's "
-                          "log; on a terminal they are shown anyway)")
-    run.set_defaults(func=cmd_run)
-
-    scale = with_config(sub.add_parser(
-        "scale", help="strong/weak scaling sweep in one launch: scaling.json, .md, .html and plots"))
-    scale.add_argument("--ranks", metavar="N,N,...",
-                       help="group sizes to run (default: 1, 2, 4, ... and the launch size)")
-    scale.add_argument("--mode", choices=("strong", "weak", "both"), default="strong",
-                       help="strong: fixed global problem; weak: fixed problem per rank (default strong)")
-    scale.add_argument("--out", metavar="DIR", help="output folder (default: <config output>/scaling)")
-    scale.add_argument("--probe-max-bytes", type=_byte_size, default=16 << 20, metavar="SIZE",
-                       help="time the workload's collectives up to SIZE per rank for the comm model "
-                            "(default 16M; 0 = fit to the workload's own comm phases)")
-    scale.add_argument("--compare-comm", choices=("all", "none"), default="all",
-                       help="on GPUs, also time the workload's own collectives on every backend that can run "
-                            "(nccl, mpi, mpi-cuda), so the findings name the fastest (default all)")
-    scale.add_argument("-q", "--quiet", action="store_true", help="no progress lines or summary")
-    scale.add_argument("--progress", action="store_true",
-                       help="lines on stderr as each size starts and after each repeat also when stderr is not a "
-                            "terminal (on a terminal they are shown anyway)")
-    scale.set_defaults(func=cmd_scale)
-
-    report = sub.add_parser("report", help="compare or re-render written reports (no MPI launch needed)")
-    rsub = report.add_subparsers(dest="report_command", required=True)
-    cmp = rsub.add_parser("compare", help="per size and phase change between two report.json/scaling.json")
-    cmp.add_argument("old", help="the earlier report.json or scaling.json")
-    cmp.add_argument("new", help="the later one, of the same kind")
-    cmp.add_argument("--fail-above", type=float, metavar="PCT",
-                     help="exit 1 when a phase got slower by more than PCT percent")
-    cmp.add_argument("--min-seconds", type=float, default=1e-4, metavar="S",
-                     help="phases under S seconds in both reports never fail (noise; default 1e-4)")
-    cmp.set_defaults(func=cmd_report_compare)
-    merge = rsub.add_parser("merge", help="combine the report.json of separate jobs (one per node count) into "
-                                           "one scaling report, as spmd scale writes it")
-    merge.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files (or folders holding one)")
-    merge.add_argument("--out", metavar="DIR", required=True, help="output folder")
-    merge.add_argument("-q", "--quiet", action="store_true", help="no summary")
-    merge.set_defaults(func=cmd_report_merge)
-    render = rsub.add_parser("render", help="rewrite scaling.md, scaling.html and the plots from scaling.json")
-    render.add_argument("scaling", help="a scaling.json (spmd scale or spmd report merge wrote it)")
-    render.add_argument("--out", metavar="DIR", help="output folder (default: the folder of SCALING)")
-    render.add_argument("--reanalyse", action="store_true",
-                        help="recompute figures, model and advice from the stored runs first")
-    render.set_defaults(func=cmd_report_render)
-
-    bench = sub.add_parser("bench", help="benchmarks under mpiexec: bench comm, bench io")
-    bsub = bench.add_subparsers(dest="bench_command", required=True)
-    comm = bsub.add_parser("comm", help="collectives over nccl / mpi / mpi-cuda, checked, in nccl-tests' units")
-    comm.add_argument("--op", choices=("allreduce", "allgather", "gather", "reduce_scatter", "bcast", "sendrecv"),
-                      default="allreduce", help="the collective to time (default allreduce)")
-    comm.add_argument("--backend", choices=(*COMM_BACKENDS, "all", "auto"), default="auto",
-                      help="all: every backend that can run here, side by side (default auto)")
-    comm.add_argument("--device", choices=("auto", "gpu", "cpu"), default="auto",
-                      help="where the buffers live: auto = a GPU per rank when there are enough (default auto)")
-    comm.add_argument("--min-bytes", type=_byte_size, default=8, metavar="SIZE",
-                      help="smallest message per rank, e.g. 8, 4K, 1M (default 8)")
-    comm.add_argument("--max-bytes", type=_byte_size, default=64 << 20, metavar="SIZE",
-                      help="largest message per rank (default 64M)")
-    comm.add_argument("--factor", type=int, default=2, help="each size is the last times this (default 2)")
-    comm.add_argument("--dtype", choices=("float32", "float64", "int32"), default="float32",
-                      help="element type of the messages (default float32)")
-    comm.add_argument("--iters", type=int, default=20, help="timed calls per size; the median is reported (default 20)")
-    comm.add_argument("--warmup", type=int, default=5, help="untimed calls per size before them (default 5)")
-    comm.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    comm.set_defaults(func=cmd_bench_comm)
-    bio = with_config(bsub.add_parser(
-        "io", help="each rank's read of the config's input by every engine, against plain pread and copy limits"))
-    bio.add_argument("--rounds", type=int, default=5, help="timed rounds per way, after one untimed (default 5)")
-    bio.add_argument("--cold", action="store_true",
-                     help="drop the files' cached pages before each timed read (posix_fadvise; default: page cache)")
-    bio.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
-    bio.set_defaults(func=cmd_bench_io)
-
-    topo = sub.add_parser("topo", help="GPUs of each node, their links, peer access, measured copy speeds")
-    topo.add_argument("--bytes", type=_byte_size, default=256 << 20, metavar="SIZE",
-                      help="bytes per bandwidth copy (default 256M)")
-    topo.add_argument("--iters", type=int, default=10, help="timed copies per pair; the median is reported (default 10)")
-    topo.add_argument("--json", metavar="PATH", help="write the measurements as JSON")
-    topo.add_argument("--png", metavar="PATH", help="write the P2P bandwidth heat map (rank 0's node)")
-    topo.set_defaults(func=cmd_topo)
-
-    info = sub.add_parser("info", help="versions, CUDA-aware MPI or not, rank -> host -> GPU map, SLURM")
-    info.add_argument("--json", metavar="PATH", help="also write it as JSON")
-    info.set_defaults(func=cmd_info)
-
-    gen = with_config(sub.add_parser("generate", help="write the input files a config names"))
-    gen.add_argument("--force", action="store_true", help="rewrite files that are already up to date")
-    gen.set_defaults(func=cmd_generate)
-
-    job = with_config(sub.add_parser(
-        "jobscript", help="sbatch files of a strong/weak series across node counts, and submit.sh (no MPI)"))
-    job.add_argument("--nodes", required=True, metavar="N,N,...", help="node counts, e.g. 1,2,4")
-    job.add_argument("--gpus-per-node", type=int, required=True, metavar="G", help="GPUs per node (0: a CPU series)")
-    job.add_argument("--tasks-per-node", type=int, metavar="T", help="ranks per node (default: one per GPU)")
-    job.add_argument("--mode", choices=("strong", "weak", "both"), default="both",
-                     help="strong: the config's problem at every node count; weak: it grows with the nodes (default both)")
-    job.add_argument("--partition", help="#SBATCH --partition of every job (default: the cluster's)")
-    job.add_argument("--account", help="#SBATCH --account of every job (default: none given)")
-    job.add_argument("--time", default="00:30:00", help="each job's time limit (default 00:30:00)")
-    job.add_argument("--mpi", default="pmi2", help="srun --mpi plugin: pmi2 (MPICH, Open MPI) or pmix (default pmi2)")
-    job.add_argument("--spmd", metavar="COMMAND",
-                     help="how the jobs call spmd (default: this Python with -m spmd, so a virtual environment's "
-                          "spmd is the one the jobs run)")
-    job.add_argument("--out", metavar="DIR", help="output folder (default: <config output>/jobs)")
-    job.set_defaults(func=cmd_jobscript)
-    return parser
 
 
 def cmd_run(args) -> int:
@@ -151,16 +26,16 @@ def cmd_run(args) -> int:
     from .progress import Progress, wanted
     from .report.table import format_report
     from .runtime import Context
-    from .workloads.registry import load_job_config
+    from .workloads.registry import agree_on_config
 
     with Context(watchdog=True) as ctx:
-        cfg = ctx.agree(load_job_config, args.config, args.override)
+        cfg = agree_on_config(ctx, args.config, args.override)
         ctx.agree(lambda: require_rank(fault_from(cfg.fault), ctx.size))
         progress = Progress(f"spmd run: {cfg.workload}", wanted(ctx.rank, args.progress, args.quiet))
         job = run_job(ctx, cfg, args.out or cfg.output, progress=progress)
         if ctx.rank == 0:
             for warning in job.report["warnings"]:
-                print(f"spmd: warning: {warning}", file=sys.stderr, flush=True)
+                print(f"spmd: warning: {one_line(warning)}", file=sys.stderr, flush=True)
             if not args.quiet:
                 print(format_report(job.report, str(job.path)), flush=True)
     return 0
@@ -170,16 +45,17 @@ def cmd_scale(args) -> int:
     from .files import require_writable_folder
     from .progress import Progress, wanted
     from .runtime import Context
-    from .scale.render import write_scaling
+    from .scale.render import require_scaling_outputs, write_scaling
     from .scale.sweep import parse_ranks, run_scale
     from .workloads.base import SCALING_MODES
-    from .workloads.registry import load_job_config
+    from .workloads.registry import agree_on_config
 
     with Context(watchdog=True) as ctx:
-        cfg = ctx.agree(load_job_config, args.config, args.override)
+        cfg = agree_on_config(ctx, args.config, args.override)
         ranks = ctx.agree(parse_ranks, args.ranks, ctx.size)
         out = args.out or f"{cfg.output}/scaling"
         ctx.agree(require_writable_folder, out, "output folder")  # before the sweep, not after it
+        ctx.agree(require_scaling_outputs, out, root_only=True)
         modes = list(SCALING_MODES) if args.mode == "both" else [args.mode]
         scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet,
                             compare_comm=args.compare_comm == "all",
@@ -187,7 +63,7 @@ def cmd_scale(args) -> int:
         paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
         if ctx.rank == 0 and not args.quiet:
             print("\n".join(["", "findings:"] + [f"  - {line}" for line in scaling["advice"]]
-                            + ["", f"wrote {len(paths)} file(s) to {out}: " + ", ".join(p.name for p in paths)]),
+                            + ["", f"wrote {len(paths)} file(s) to {one_line(out)}: " + ", ".join(p.name for p in paths)]),
                   flush=True)
         if ctx.rank == 0:
             _note_no_plots()
@@ -218,6 +94,7 @@ def cmd_bench_comm(args) -> int:
 
     with Context(watchdog=True) as ctx:
         size_list = ctx.agree(check)
+        ctx.agree(_require_outputs, args.json, root_only=True)
         ctx.bind_device(args.device)
         backends = list(COMM_BACKENDS) if args.backend == "all" else [args.backend]
         result = bench_comm(ctx, args.op, backends, size_list, args.dtype, args.iters, args.warmup,
@@ -239,13 +116,14 @@ def cmd_bench_io(args) -> int:
     from .io.hdf5 import expand_shards, plan_rank_input
     from .measure.io import bench_io, format_io
     from .runtime import Context
-    from .workloads.registry import load_job_config
+    from .workloads.registry import agree_on_config
     from .workloads.rows import NUMBERS
 
     with Context(watchdog=True) as ctx:
-        cfg = ctx.agree(load_job_config, args.config, args.override)
+        cfg = agree_on_config(ctx, args.config, args.override)
         if args.rounds < 1:
             raise ctx.collective_error(ConfigError, 0, f"--rounds: at least 1, got {args.rounds}")
+        ctx.agree(_require_outputs, args.json, root_only=True)
         ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
         shards = ctx.agree(expand_shards, cfg.input.shards, root_only=True) if cfg.input.shards is not None else None
         plan = ctx.agree(plan_rank_input, cfg.input, shards, ctx.rank, ctx.size, NUMBERS, (1, 2))
@@ -264,6 +142,7 @@ def cmd_topo(args) -> int:
     from .scale.plots import NO_MATPLOTLIB, heatmap_png
 
     with Context(watchdog=True) as ctx:
+        ctx.agree(_require_outputs, args.json, args.png, root_only=True)
         # One rank per node measures its node (NVML and CUDA see all of the node's GPUs).
         mine = (ctx.host, measure_topology(args.bytes, args.iters)) if ctx.local_rank == 0 else None
         nodes = [n for n in ctx.comm.gather(mine, root=0) or [] if n]
@@ -272,7 +151,7 @@ def cmd_topo(args) -> int:
 
         def write():
             if args.json:
-                write_json_atomic(args.json, {host: topo for host, topo in nodes})
+                write_json_atomic(args.json, {"nodes": {host: topo for host, topo in nodes}})
             png = heatmap_png(*nodes[0]) if args.png else None
             if png:
                 write_bytes_atomic(args.png, png)
@@ -291,12 +170,22 @@ def cmd_info(args) -> int:
     from .runtime import Context
 
     with Context(watchdog=True) as ctx:
+        ctx.agree(_require_outputs, args.json, root_only=True)
         info = gather_info(ctx)
         if ctx.rank == 0:
             print(format_info(info), end="", flush=True)
         if args.json:
             ctx.agree(lambda: write_json_atomic(args.json, info), root_only=True)
     return 0
+
+
+def _require_outputs(*paths) -> None:
+    """Refuse, before any measurement, an output path (``--json``, ``--png``) holding a file spmd did not write."""
+    from .files import require_replaceable
+
+    for path in paths:
+        if path is not None:
+            require_replaceable(path)
 
 
 def cmd_report_compare(args) -> int:
@@ -311,88 +200,96 @@ def cmd_report_render(args) -> int:
     from pathlib import Path
 
     from .report.schema import check_scaling, read_json
-    from .scale.render import write_scaling
+    from .scale.render import require_scaling_outputs, write_scaling
 
     scaling = check_scaling(read_json(args.scaling, "a scaling.json"), args.scaling)
+    require_scaling_outputs(args.out or Path(args.scaling).parent)
     if args.reanalyse:
         from .scale.analysis import reanalyse
 
         scaling = reanalyse(scaling)
     paths = write_scaling(scaling, args.out or Path(args.scaling).parent)
-    print(f"wrote {', '.join(str(p) for p in paths)}", flush=True)
+    print(f"wrote {', '.join(one_line(p) for p in paths)}", flush=True)
     _note_no_plots()
     return 0
 
 
 def cmd_report_merge(args) -> int:
+    import glob
     from pathlib import Path
 
-    from .scale.merge import merge_reports
-    from .scale.render import write_scaling
+    from .errors import brief
 
+    from .errors import InputError
+    from .scale.merge import merge_reports
+    from .scale.render import require_scaling_outputs, write_scaling
+
+    if len(args.reports) == 1 and glob.has_magic(args.reports[0]) and not Path(args.reports[0]).exists():
+        # a shell glob that matched nothing reaches spmd as it was typed
+        raise InputError(f"no report.json matched {brief(one_line(args.reports[0]))}")
     paths = [Path(p) / "report.json" if Path(p).is_dir() else Path(p) for p in args.reports]
+    require_scaling_outputs(args.out)
     scaling = merge_reports(paths)
     written = write_scaling(scaling, args.out)
     if not args.quiet:
-        print("\n".join(["findings:"] + [f"  - {line}" for line in scaling["advice"]]
-                        + ["", f"wrote {len(written)} file(s) to {args.out}: " + ", ".join(p.name for p in written)]),
-              flush=True)
+        print("\n".join(["findings:"] + [f"  - {one_line(line)}" for line in scaling["advice"]]
+                        + ["", f"wrote {len(written)} file(s) to {one_line(args.out)}: "
+                           + ", ".join(p.name for p in written)]), flush=True)
     _note_no_plots()
     return 0
 
 
 def cmd_jobscript(args) -> int:
-    from .jobscript import parse_nodes, write_jobscripts
+    from .jobscript import JobOptions, parse_nodes, series_summary, write_jobscripts
     from .workloads.registry import load_job_config
 
     cfg = load_job_config(args.config, args.override)
     out = args.out or f"{cfg.output}/jobs"
-    written = write_jobscripts(cfg, args.config, parse_nodes(args.nodes), out, gpus_per_node=args.gpus_per_node,
-                               tasks_per_node=args.tasks_per_node,
-                               modes=("strong", "weak") if args.mode == "both" else (args.mode,),
-                               partition=args.partition, account=args.account, time=args.time, mpi=args.mpi,
-                               spmd=args.spmd)
-    print(f"wrote {len(written)} file(s) to {out}; submit them with: bash {out}/submit.sh", flush=True)
+    nodes, modes = parse_nodes(args.nodes), ("strong", "weak") if args.mode == "both" else (args.mode,)
+    options = JobOptions(args.gpus_per_node, args.tasks_per_node, args.cpus_per_task, args.partition, args.account,
+                         args.time, args.mpi, args.spmd, tuple(args.prologue), tuple(args.env))
+    written = write_jobscripts(cfg, args.config, nodes, out, options, modes)
+    print(f"wrote {len(written)} file(s) to {one_line(out)}; submit them with: bash {one_line(out)}/submit.sh\n"
+          f"  {series_summary(nodes, modes)}", flush=True)
     return 0
 
 
-def _byte_size(text: str) -> int:
-    from .units import parse_bytes
-
-    try:
-        return parse_bytes(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def cmd_generate(args) -> int:
-    from .io.generate import generate, target_files
+    from .io.generate import plan_inputs, write_inputs
+    from .launch import mpi_missing
     from .workloads.registry import load_job_config, workload_class
 
-    def say(cfg, workload, written):
-        total = len(target_files(cfg, workload))
-        print(f"spmd generate: wrote {len(written)} of {total} file(s)"
-              + (f", {total - len(written)} already up to date" if len(written) < total else ""), flush=True)
+    def say(plan, written):
+        print(f"spmd generate: wrote {len(written)} of {plan.total} file(s)"
+              + (f", {len(plan.current)} already up to date" if plan.current else "")
+              + (f", {len(plan.users)} of yours left as they are" if plan.users else ""), flush=True)
         for path in written:
-            print(f"  {path}")
-
-    from .launch import mpi_missing
+            print(f"  {one_line(path)}")
 
     if mpi_missing():  # one process writes everything (under mpiexec the ranks share the files)
         cfg = load_job_config(args.config, args.override)
         workload = workload_class(cfg.workload)
-        say(cfg, workload, generate(cfg, workload, 0, 1, args.force))
+        plan = plan_inputs(cfg, workload, args.force, args.skip_user_files)
+        say(plan, write_inputs(plan, workload))
         return 0
     from .runtime import Context
+    from .workloads.registry import agree_on_config
 
     with Context(watchdog=True) as ctx:
-        cfg = ctx.agree(load_job_config, args.config, args.override)
+        cfg = agree_on_config(ctx, args.config, args.override)
         workload = workload_class(cfg.workload)
-        written = ctx.agree(generate, cfg, workload, ctx.rank, ctx.size, args.force)
+        # every file checked (a user's refused, the space there) before any rank writes one
+        plan = ctx.agree(plan_inputs, cfg, workload, args.force, args.skip_user_files, root_only=True)
+        written = ctx.agree(write_inputs, plan, workload, ctx.rank, ctx.size)
         written = [p for part in ctx.comm.gather(written, root=0) or [] for p in part]
         if ctx.rank == 0:
-            say(cfg, workload, written)
+            say(plan, written)
     return 0
+
+
+COMMANDS = {"run": cmd_run, "scale": cmd_scale, "report_compare": cmd_report_compare, "report_merge": cmd_report_merge,
+            "report_render": cmd_report_render, "bench_comm": cmd_bench_comm, "bench_io": cmd_bench_io, "topo": cmd_topo,
+            "info": cmd_info, "generate": cmd_generate, "jobscript": cmd_jobscript}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -413,9 +310,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     try:
-        return args.func(args)
+        return COMMANDS[args.command_name](args)
     except KeyboardInterrupt:  # Ctrl-C where no watchdog runs (see spmd.stops)
         return _interrupted()
+    except SystemExit as exc:  # user code (a plug-in's class) called sys.exit: not a verified result
+        from .workloads.plugins import plugin_frame
+
+        where = plugin_frame(exc) or "spmd"
+        code = exc.code if isinstance(exc.code, int) and exc.code not in (0, None) else 1
+        return _fail(SpmdError(f"sys.exit({brief(exc.code)}) was called, which does not end a job: spmd ends it "
+                               f"as a failure (exit {code})"), code, collective=False, where=where)
     except SpmdError as exc:
         # A collective error has closed the command's Context (and stopped its watchdog) on every rank.
         # report and jobscript run as one plain process: their errors need no rank label.
@@ -462,7 +366,8 @@ def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = N
         if trace:
             sys.stderr.write(trace)
         named = f"{where}: " if where else ""
-        print(f"spmd: error: {named}{type(exc).__name__ + ': ' if trace else ''}{exc}", file=sys.stderr, flush=True)
+        print(f"spmd: error: {one_line(named)}{type(exc).__name__ + ': ' if trace else ''}{one_line(exc)}",
+              file=sys.stderr, flush=True)
         return code
     from .watchdog import ending
 
@@ -472,14 +377,14 @@ def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = N
     if collective:
         if world.Get_rank() == 0:
             label = {0: "stopped", 130: "interrupted"}.get(code, "error")
-            print(f"spmd: {label}: {exc}", file=sys.stderr, flush=True)
+            print(f"spmd: {label}: {one_line(exc)}", file=sys.stderr, flush=True)
         return code
     where_rank = f"rank {world.Get_rank()} on {MPI.Get_processor_name()}"
     if trace:
         sys.stderr.write("".join(f"[{where_rank}] {line}\n" for line in trace.rstrip().splitlines()))
     named = f"{where}: " if where else ""
-    print(f"spmd: error: {where_rank}: {named}{type(exc).__name__ + ': ' if trace else ''}{exc}", file=sys.stderr,
-          flush=True)
+    print(f"spmd: error: {where_rank}: {one_line(named)}{type(exc).__name__ + ': ' if trace else ''}{one_line(exc)}",
+          file=sys.stderr, flush=True)
     sys.stdout.flush()
     if world.Get_size() > 1:
         from .watchdog import end_job

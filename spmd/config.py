@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import stat
 import types
 import typing
@@ -37,6 +38,10 @@ MAX_CONFIG_BYTES = 1 << 20  # a config is a page of settings; 1 MiB is far beyon
 MAX_OVERRIDE_BYTES = 64 << 10
 MAX_NODES = 100_000  # YAML nodes after expanding aliases
 MAX_DEPTH = 64
+MAX_INT = 2 ** 63  # every integer of a config fits a signed 64-bit one (what NumPy, HDF5 and MPI take)
+MAX_TIMEOUT_S = 30 * 86400  # a wait of more than 30 days is no timeout (and overflows C timers)
+# YAML 1.1 (PyYAML) reads 1e15 or 1.5e6 as text; YAML 1.2 and every user reads them as numbers
+_NUMBER = re.compile(r"[-+]?(\d[\d_]*)?\.?\d*([eE][-+]?\d+)?")
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,9 @@ class GenerateConfig:
     scale: float = 2.0
     chunk_rows: int | None = None
     shards: int | None = None
+    # the rows of these files, repeated, instead of random numbers: the copies weak scaling makes of a
+    # user's own input (spmd.io.weak); dtype, seed and the distribution do not apply
+    copy_of: tuple[str, ...] | None = None
 
     def __post_init__(self):
         if not 1 <= len(self.shape) <= 2:
@@ -78,6 +86,12 @@ class GenerateConfig:
             raise ConfigError("generate.shards: must be positive")
         if self.scale <= 0:
             raise ConfigError("generate.scale: must be positive")
+        if self.seed < 0:
+            raise ConfigError(f"generate.seed: must be >= 0, got {self.seed}")
+        if math.prod(self.shape) >= MAX_INT // 8:
+            raise ConfigError(f"generate.shape: {list(self.shape)} has more elements than any file can hold")
+        if self.copy_of is not None and not self.copy_of:
+            raise ConfigError("generate.copy_of: an empty list")
 
 
 @dataclass(frozen=True)
@@ -128,6 +142,7 @@ class Config:
     verify: Literal["auto", "attrs", "full", "none"] = "auto"  # none: plug-ins only, recorded as not checked
     allow_shared_gpu: bool = False
     output: str = "results"
+    overwrite: bool = False  # may replace a save or checkpoint path that holds a file spmd did not write
     timeout_s: float = 300.0
     check_finite: bool = False
     fault: str | None = None
@@ -142,8 +157,9 @@ class Config:
             raise ConfigError(f"warmup: must be >= 0, got {self.warmup}")
         if self.repeats < 1:
             raise ConfigError(f"repeats: must be >= 1, got {self.repeats}")
-        if not self.timeout_s > 0 or self.timeout_s == float("inf"):
-            raise ConfigError(f"timeout_s: must be a positive number of seconds, got {self.timeout_s}")
+        if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
+            raise ConfigError(f"timeout_s: must be a positive number of seconds, got {self.timeout_s:g} (at most "
+                              f"{MAX_TIMEOUT_S}: 30 days)")
         if self.fault is not None:
             parse_fault(self.fault)
 
@@ -366,18 +382,37 @@ def _convert(hint, value, key: str):
             raise ConfigError(f"{key}: expected true or false, got {brief(value)}")
         return value
     if hint is int:
+        value = _number_text(value)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key}: expected an integer, got {brief(value)}")
+        if not -MAX_INT < value < MAX_INT:
+            raise ConfigError(f"{key}: {brief(value)} is out of range (at most 2^63 in size)")
         return value
     if hint is float:
+        value = _number_text(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {brief(value)}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ConfigError(f"{key}: {brief(value)} is out of range") from None
     if hint is str:
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {brief(value)}")
         return value
     raise TypeError(f"config field {key}: unsupported type {hint!r}")  # a bug in spmd, not the user
+
+
+def _number_text(value):
+    """A string that YAML 1.2 reads as a number (``1e15``, ``-2.5E-3``), as that number; anything else as it is."""
+    if isinstance(value, str) and any(c.isdigit() for c in value) and _NUMBER.fullmatch(value.strip()):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def _join(where: str, name: str) -> str:

@@ -8,6 +8,16 @@ _BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = 6
 _BRIEF.maxlevel = 3
 
 
+_ESCAPES = {**{c: f"\\x{c:02x}" for c in (*range(32), 0x7F, 0x85)}, 0x2028: "\\u2028", 0x2029: "\\u2029",
+            ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+
+
+def one_line(text) -> str:
+    """``text`` with every line break and control character escaped (``\\n``, ``\\x1b``): a message that
+    quotes a user's value (a path holding a newline) stays one line, and cannot forge a second one."""
+    return str(text).translate(_ESCAPES)
+
+
 def brief(value) -> str:
     """``repr(value)``, cut to a few dozen characters: a message never formats an unbounded (or
     recursive) value a user supplied."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -9,8 +10,8 @@ from typing import Any, Callable
 from . import faults
 from . import xp as xpmod
 from .comm.factory import open_communicator
-from .errors import InputError, SpmdError, VerificationError
-from .files import require_writable_folder, write_json_atomic
+from .errors import InputError, SpmdError, VerificationError, one_line
+from .files import require_replaceable, require_writable_folder, write_json_atomic
 from .report.build import build_report
 from .progress import Progress
 from .timing import PhaseTimer, enter_phase
@@ -51,7 +52,7 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
     faults.arm(fault, ctx.rank, ctx.host)
     enter_phase("setup")
     cls = workload_class(cfg.workload)
-    ctx.agree(require_outputs, out_dir, cls.output_files(cfg))  # before the work, not after it
+    ctx.agree(require_outputs, out_dir, cls.output_files(cfg), cfg.overwrite)  # before the work, not after it
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
     comm = open_communicator(ctx, cfg.comm)
     workload = cls()
@@ -80,6 +81,8 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
         engines = ctx.comm.gather(workload.input_engines(), root=0)
         nodes = ctx.layout()
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
+        if placement is not None:
+            ctx.warnings += oversubscribed(placement)
         path = Path(out_dir) / "report.json" if out_dir is not None else None
 
         def build():
@@ -108,16 +111,36 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
 NOT_CHECKED = {"reference": "none: the config says verify: none (a plug-in); the result was not checked"}
 
 
-def require_outputs(out_dir, files: list[str]) -> None:
-    """Refuse, on this rank, a report folder or a folder of the workload's output files that it cannot write."""
+def require_outputs(out_dir, files: list[str], overwrite: bool = False) -> None:
+    """Refuse, on this rank, a report folder or a folder of the workload's output files that it cannot write,
+    a report.json spmd did not write, and an output file (a save, a checkpoint) spmd did not write unless the
+    config says ``overwrite: true``."""
     if out_dir is not None:
         require_writable_folder(out_dir, "output folder")
+        require_replaceable(Path(out_dir) / "report.json", "the report", fix=_FIX)
     for path in files:
         require_writable_folder(Path(path).parent, f"the folder of {path}:")
+        require_replaceable(path, "the output", overwrite, fix=_FIX + ", or set overwrite: true to replace it")
+
+
+_FIX = "remove it or choose another path"
+
+
+def oversubscribed(placement: dict) -> list[str]:
+    """Warnings for the hosts that ran more ranks than they have CPUs (their timings measure contention)."""
+    return [f"oversubscribed: {host} ran {placement['ranks_per_node'][host]} ranks on {placement['cpus_per_node'][host]}"
+            f" CPUs: they compete for cores, so the timings measure contention, not the work"
+            for host in placement["oversubscribed"]]
 
 
 def _release(workload, comm) -> None:
-    workload.close()
+    """Close the workload and communicator; a close that fails after a failed set-up (a workload that never
+    made what it closes) is reported, not allowed to hide the error that ended the job."""
+    try:
+        workload.close()
+    except Exception as exc:  # noqa: BLE001 - the job is ending on another error, or this one is reported
+        print(f"spmd: warning: {type(workload).__name__}.close() failed: {type(exc).__name__}: {one_line(exc)}",
+              file=sys.stderr, flush=True)
     comm.close()
 
 

@@ -2,37 +2,46 @@
 
 One job per (series, node count) runs ``spmd run`` on its own config (the workload's
 ``strong_config`` / ``weak_config`` of the given one, written beside the scripts), after one job
-that generates every input; a last job merges the reports into one scaling report. ``submit.sh``
-submits them in that order with ``--dependency``, which SLURM enforces.
+that generates every input; with two node counts or more a last job merges the reports into one
+scaling report. ``submit.sh`` submits them in that order with ``--dependency``, which SLURM enforces.
+
+Scripts a cluster user can submit as they are: ``set -euo pipefail``; ``--cpus-per-task`` (default: the
+config's ``io.threads``) with the threads environment that follows from it; the NCCL settings of
+jobscripts/run.sbatch; the user's ``--prologue`` files (``module load ...``) and ``--env KEY=VALUE``.
 
 Every value a user gave reaches the scripts quoted or not at all: shell lines quote each word
 (``shlex``), and ``#SBATCH`` lines, which sbatch reads up to the end of the line without a shell,
-take only values of a plain character set (anything else, a newline above all, is refused). Every
-job writes its own files (``Workload.with_output_tag``): the jobs of a series may run at once. The
-whole series is built, then written into a staging folder beside ``out``, and only then renamed into place: a
-refused series, or one that fails while being written, leaves nothing behind.
+take only values of a plain character set (anything else, a newline above all, is refused); a prologue is
+the user's own shell, checked with ``bash -n``. Every job writes its own files
+(``Workload.with_output_tag``): the jobs of a series may run at once. The whole series is built, then
+written as one set (``files.write_files_atomic``): a refused series, one that would replace a file spmd
+did not write, or one that fails while being written, leaves nothing changed.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import re
 import shlex
 import shutil
+import subprocess
 import sys
-import tempfile
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import yaml
 
-from .errors import ConfigError, brief
+from .errors import ConfigError, brief, one_line
+from .files import MARK, write_files_atomic
 from .workloads.registry import workload_class
 
 MPI_PLUGINS = ("pmi2", "pmix")
 SLURM_NAME = re.compile(r"[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*")  # partitions (a list too), accounts
 SLURM_TIME = re.compile(r"\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}|unlimited|infinite", re.IGNORECASE)
 SBATCH_PATH = re.compile(r"[A-Za-z0-9_./+,:@=~-]+")  # no space, quote, $, %, ; or newline
+ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_PROLOGUE_BYTES = 64 << 10
 
 
 def parse_nodes(text: str) -> list[int]:
@@ -45,24 +54,44 @@ def parse_nodes(text: str) -> list[int]:
     return nodes
 
 
-def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, *, gpus_per_node: int,
-                     tasks_per_node: int | None = None, modes=("strong", "weak"), partition: str | None = None,
-                     account: str | None = None, time: str = "00:30:00", mpi: str = "pmi2",
-                     spmd: str | None = None) -> list[Path]:
-    """Write the series' configs and sbatch files under ``out``; the paths written. ``spmd``: how the jobs call
-    spmd (default: the interpreter running this, so a virtual environment's spmd is the one the jobs get)."""
-    spmd = spmd or default_spmd()
-    tasks = tasks_per_node or gpus_per_node
+@dataclass(frozen=True)
+class JobOptions:
+    """What every job of a series shares, as the user gave it (``spmd jobscript``'s options)."""
+
+    gpus_per_node: int
+    tasks_per_node: int | None = None
+    cpus_per_task: int | None = None  # default: the config's io.threads
+    partition: str | None = None
+    account: str | None = None
+    time: str = "00:30:00"
+    mpi: str = "pmi2"
+    spmd: str | None = None  # default: this Python with -m spmd
+    prologue: tuple[str, ...] = ()  # files of shell lines (module load ...) every job runs first
+    env: tuple[str, ...] = ()  # KEY=VALUE every job exports
+
+
+def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, options: JobOptions,
+                     modes=("strong", "weak")) -> list[Path]:
+    """Write the series' configs and sbatch files under ``out`` (all or nothing); the paths written."""
+    tasks = options.tasks_per_node or options.gpus_per_node
     if tasks < 1:
         raise ConfigError("--tasks-per-node: give it (>= 1) when --gpus-per-node is 0 (a CPU series)")
-    if gpus_per_node and tasks > gpus_per_node:
-        raise ConfigError(f"--tasks-per-node {tasks} > --gpus-per-node {gpus_per_node}: spmd runs one rank per GPU")
-    if mpi not in MPI_PLUGINS:
-        raise ConfigError(f"--mpi {brief(mpi)}: one of {', '.join(MPI_PLUGINS)}")
+    if options.gpus_per_node and tasks > options.gpus_per_node:
+        raise ConfigError(f"--tasks-per-node {tasks} > --gpus-per-node {options.gpus_per_node}: spmd runs one rank "
+                          f"per GPU")
+    if options.mpi not in MPI_PLUGINS:
+        raise ConfigError(f"--mpi {brief(options.mpi)}: one of {', '.join(MPI_PLUGINS)}")
+    cpus = options.cpus_per_task or cfg.io.threads
+    if not 1 <= cpus <= 4096:
+        raise ConfigError(f"--cpus-per-task {cpus}: from 1 to 4096")
     out = Path(out).resolve()
-    files = _series(cfg, config_path, nodes, out, gpus_per_node, tasks, modes,
-                    _header(gpus_per_node, partition, account, time, out), _command(spmd), mpi)
-    return _write_all(out, files)
+    setup = _prologue(options.prologue) + _environment(options.env)
+    files = _series(cfg, config_path, nodes, out, tasks, modes,
+                    _header(options.gpus_per_node, cpus, options.partition, options.account, options.time, out),
+                    setup, _command(options.spmd or default_spmd()), options.mpi)
+    written = write_files_atomic([(path, text.encode(), mode) for path, text, mode in files])
+    (out / "logs").mkdir(exist_ok=True)
+    return written
 
 
 def default_spmd() -> str:
@@ -70,72 +99,130 @@ def default_spmd() -> str:
     return shlex.join([sys.executable, "-m", "spmd"])
 
 
-def _write_all(out: Path, files: list[tuple[Path, str, int]]) -> list[Path]:
-    """Every file into a staging folder beside ``out``, then each renamed into place (all or nothing)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=out.parent))
-    try:
-        for path, text, mode in files:
-            staged = stage / path.relative_to(out)
-            staged.parent.mkdir(parents=True, exist_ok=True)
-            staged.write_bytes(text.encode())
-            staged.chmod(mode)
-        for path, _, _ in files:  # renames on one file system: nothing left to fail half-way
-            path.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(stage / path.relative_to(out), path)
-        (out / "logs").mkdir(exist_ok=True)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    return [path for path, _, _ in files]
-
-
-def _series(cfg, config_path, nodes, out, gpus, tasks, modes, header, spmd, mpi) -> list[tuple[Path, str, int]]:
+def _series(cfg, config_path, nodes, out, tasks, modes, header, setup, spmd, mpi) -> list[tuple[Path, str, int]]:
     """(path, text, file mode) of every file of the series, nothing written yet."""
     cls = workload_class(cfg.workload)
     workload = re.sub(r"[^A-Za-z0-9_.-]", "_", cfg.workload)  # a job name is a label: made plain
+    # every config is scaled from the base job's, output included: copies of a user's own input for weak scaling
+    # go beside the base job's results, where spmd report merge, starting from the base report, expects them
+    base = dataclasses.replace(cfg, output=str(out / "results" / f"{modes[0]}-{nodes[0]}n"))
     files, jobs, configs = [], [], []
     for mode in modes:
         for n in nodes:
             if mode == "weak" and "strong" in modes and n == nodes[0]:
                 continue  # the same run as strong at the base: spmd report merge puts it in both series
             name = f"{mode}-{n}n"
-            scaled = cls.with_output_tag(cls.scaled_config(cfg, mode, Fraction(n, nodes[0])), name)
+            scaled = cls.with_output_tag(cls.scaled_config(base, mode, Fraction(n, nodes[0])), name)
             conf = out / "configs" / f"{name}.yaml"
             data = {**scaled.to_dict(), "output": str(out / "results" / name)}
-            files.append((conf, f"# {mode} scaling, {n} node(s) x {tasks} rank(s), from {brief(str(config_path))}\n"
-                          + yaml.safe_dump(data, sort_keys=False), 0o644))
-            configs.append(conf)
+            files.append((conf, f"# {MARK}: spmd jobscript; {mode} scaling, {n} node(s) x {tasks} rank(s), from "
+                          f"{brief(one_line(config_path))}\n" + yaml.safe_dump(data, sort_keys=False), 0o666))
+            configs.append((conf, scaled))
             body = [f"#SBATCH --job-name=spmd-{workload}-{name}", f"#SBATCH --nodes={n}",
-                    f"#SBATCH --ntasks-per-node={tasks}", *header, "#SBATCH --signal=B:USR1@120", "",
+                    f"#SBATCH --ntasks-per-node={tasks}", *header, "#SBATCH --signal=B:USR1@120", "", *setup,
                     "# 120 s before the time limit SLURM signals this script; srun passes USR1 on to the ranks",
                     "# (train checkpoints and stops cleanly; the other workloads end with the step)",
                     "trap 'kill -USR1 $step 2>/dev/null' USR1", "",
                     f"srun --mpi={mpi} --kill-on-bad-exit=1 {spmd} run {shlex.quote(str(conf))} &", "step=$!",
-                    "wait $step; rc=$?", "[[ $rc -gt 128 ]] && { wait $step; rc=$?; }  # wait again after the trap",
+                    "rc=0; wait $step || rc=$?",
+                    "if (( rc > 128 )); then rc=0; wait $step || rc=$?; fi  # the trap interrupted wait: again",
                     "exit $rc"]
             jobs.append(out / f"{name}.sbatch")
-            files.append((jobs[-1], _script(body), 0o644))
+            files.append((jobs[-1], _script(body), 0o666))
     one_task = [h for h in header if "gpus" not in h]
-    gen = ["#SBATCH --job-name=spmd-generate", "#SBATCH --nodes=1", "#SBATCH --ntasks=1", *one_task, "",
-           "# every series' input once, before the runs (files already up to date are skipped)"]
-    gen += [f"{spmd} generate {shlex.quote(str(c))}" for c in configs]
-    files.append((out / "generate.sbatch", _script(gen), 0o644))
-    merge = ["#SBATCH --job-name=spmd-merge", "#SBATCH --nodes=1", "#SBATCH --ntasks=1", *one_task, "",
-             "shopt -s nullglob", f"reports=({shlex.quote(str(out / 'results'))}/*/report.json)",
-             f"{spmd} report merge \"${{reports[@]}}\" --out {shlex.quote(str(out / 'scaling'))}"]
-    files.append((out / "merge.sbatch", _script(merge), 0o644))
-    submit = ["#!/usr/bin/env bash", "# Submit the series: inputs first, then every run, then the merge (sbatch --dependency).",
-              "set -euo pipefail", f"dir={shlex.quote(str(out))}", "mkdir -p \"$dir/logs\"",
+    gen = ["#SBATCH --job-name=spmd-generate", "#SBATCH --nodes=1", "#SBATCH --ntasks=1", *one_task, "", *setup,
+           "# every series' input once, before the runs: missing files and spmd's own out-of-date ones; your own",
+           "# files are left as they are (a strong run reads them, a weak run copies of them)"]
+    gen += [f"{spmd} generate --skip-user-files {shlex.quote(str(conf))}" for conf, scaled in configs
+            if scaled.generate is not None or any(g for _, g in cls.extra_inputs(scaled))]
+    files.append((out / "generate.sbatch", _script(gen + ["true"]), 0o666))
+    merge = None
+    if len(nodes) > 1:  # a scaling report needs two node counts
+        merge = ["#SBATCH --job-name=spmd-merge", "#SBATCH --nodes=1", "#SBATCH --ntasks=1", *one_task, "", *setup,
+                 "shopt -s nullglob", f"reports=({shlex.quote(str(out / 'results'))}/*/report.json)",
+                 'if (( ${#reports[@]} < 2 )); then echo "spmd merge: ${#reports[@]} report(s) written, a scaling '
+                 'report needs two (see the runs\' logs)" >&2; exit 1; fi',
+                 f"{spmd} report merge \"${{reports[@]}}\" --out {shlex.quote(str(out / 'scaling'))}"]
+        files.append((out / "merge.sbatch", _script(merge), 0o666))
+    submit = ["#!/usr/bin/env bash", f"# {MARK}: spmd jobscript",
+              "# Submit the series: inputs first, then every run" + (", then the merge" if merge else "")
+              + " (sbatch --dependency).", "set -euo pipefail", f"dir={shlex.quote(str(out))}", "mkdir -p \"$dir/logs\"",
               "gen=$(sbatch --parsable \"$dir/generate.sbatch\")", "runs=()"]
     submit += [f"runs+=($(sbatch --parsable --dependency=afterok:$gen \"$dir/{j.name}\"))" for j in jobs]
-    submit += ["merge=$(sbatch --parsable --dependency=afterany:$(IFS=:; echo \"${runs[*]}\") \"$dir/merge.sbatch\")",
-               "echo \"generate $gen; runs ${runs[*]}; merge $merge\"",
-               "echo \"the scaling report will be in $dir/scaling (squeue -u ${USER:-$(id -un)} to follow)\""]
-    files.append((out / "submit.sh", "\n".join(submit) + "\n", 0o755))
+    if merge:
+        submit += ["merge=$(sbatch --parsable --dependency=afterany:$(IFS=:; echo \"${runs[*]}\") "
+                   "\"$dir/merge.sbatch\")", "echo \"generate $gen; runs ${runs[*]}; merge $merge\"",
+                   "echo \"the scaling report will be in $dir/scaling (squeue -u ${USER:-$(id -un)} to follow)\""]
+    else:
+        submit += ["echo \"generate $gen; runs ${runs[*]}\"",
+                   "echo \"one node count: each run's report.json is in $dir/results (no scaling report)\""]
+    files.append((out / "submit.sh", "\n".join(submit) + "\n", 0o777))
     return files
 
 
-def _header(gpus: int, partition, account, time, out: Path) -> list[str]:
+def series_summary(nodes: list[int], modes) -> str:
+    """Which job runs each series' sizes (weak at the base node count is the strong job's run)."""
+    parts = []
+    for mode in modes:
+        sizes = [f"{n} (strong-{n}n)" if mode == "weak" and "strong" in modes and n == nodes[0] else str(n)
+                 for n in nodes]
+        parts.append(f"{mode}: {', '.join(sizes)} node(s)")
+    merge = "; spmd report merge makes the scaling report" if len(nodes) > 1 else \
+        "; one node count: no scaling report (give --nodes two or more counts for one)"
+    return "; ".join(parts) + merge
+
+
+def _prologue(paths: tuple[str, ...]) -> list[str]:
+    """The lines of every ``--prologue`` file, checked: UTF-8 text of at most MAX_PROLOGUE_BYTES, no #SBATCH
+    line (sbatch would not read it there) and valid shell (``bash -n``). They run with ``set +u``: scripts such
+    as ``module`` read variables that may be unset."""
+    lines = []
+    for path in paths:
+        where = f"--prologue {brief(one_line(path))}"
+        try:
+            if not Path(path).is_file():
+                raise ConfigError(f"{where}: not a regular file")
+            data = Path(path).read_bytes()[:MAX_PROLOGUE_BYTES + 1]
+        except OSError as exc:
+            raise ConfigError(f"{where}: cannot read it ({exc.strerror})") from None
+        if len(data) > MAX_PROLOGUE_BYTES:
+            raise ConfigError(f"{where}: more than {MAX_PROLOGUE_BYTES} bytes; a prologue is a few lines")
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            raise ConfigError(f"{where}: not UTF-8 text") from None
+        if "\0" in text or "\r" in text:
+            raise ConfigError(f"{where}: holds a NUL or carriage return")
+        if any(line.lstrip().startswith("#SBATCH") for line in text.splitlines()):
+            raise ConfigError(f"{where}: an #SBATCH line there would be ignored (sbatch reads them only at the top); "
+                              f"use spmd jobscript's options")
+        checked = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True) \
+            if shutil.which("bash") else None
+        if checked is not None and checked.returncode != 0:
+            raise ConfigError(f"{where}: not valid shell ({one_line(checked.stderr.strip())})")
+        lines += [f"# from --prologue {one_line(path)}", "set +u", *text.rstrip("\n").splitlines(), "set -u", ""]
+    return lines
+
+
+def _environment(items: tuple[str, ...]) -> list[str]:
+    """``export`` lines: the threads and NCCL settings every job gets (the environment's values win), then each
+    ``--env KEY=VALUE``, its value quoted."""
+    lines = ["# threads: a rank's BLAS and reader threads on the CPUs SLURM gave its task; srun (SLURM >= 22.05) does",
+             "# not pass --cpus-per-task on by itself",
+             'export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"',
+             'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}"',
+             'export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # no NVLink multicast unless the node is known to allow it']
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not ENV_KEY.fullmatch(key):
+            raise ConfigError(f"--env {brief(one_line(item))}: KEY=VALUE, KEY of letters, digits and _ (not first a digit)")
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ConfigError(f"--env {brief(one_line(item))}: a value of one line without control characters")
+        lines.append(f"export {key}={shlex.quote(value)}")
+    return lines + [""]
+
+
+def _header(gpus: int, cpus: int, partition, account, time, out: Path) -> list[str]:
     """The #SBATCH lines every job shares, each value checked (sbatch reads them without a shell)."""
     if not SLURM_TIME.fullmatch(str(time)):
         raise ConfigError(f"--time {brief(time)}: a SLURM time limit (minutes, H:MM:SS, D-HH:MM:SS, ...)")
@@ -143,7 +230,8 @@ def _header(gpus: int, partition, account, time, out: Path) -> list[str]:
         if value is not None and not SLURM_NAME.fullmatch(value):
             raise ConfigError(f"{option} {brief(value)}: a SLURM name (letters, digits, _ . + -, a comma list)")
     # the jobs start where `spmd jobscript` ran, so the config's relative paths mean the same there
-    lines = [f"#SBATCH --time={time}", f"#SBATCH --chdir={_sbatch_path(Path.cwd(), 'the working directory')}",
+    lines = [f"#SBATCH --time={time}", f"#SBATCH --cpus-per-task={cpus}",
+             f"#SBATCH --chdir={_sbatch_path(Path.cwd(), 'the working directory')}",
              f"#SBATCH --output={_sbatch_path(out, 'the output folder')}/logs/%x-%j.out"]
     if gpus:
         # every GPU of the node to every task: spmd binds rank -> GPU by node-local rank
@@ -175,4 +263,8 @@ def _command(spmd: str) -> str:
 
 
 def _script(lines: list[str]) -> str:
-    return "#!/bin/bash\n# written by spmd jobscript\n" + "\n".join(lines) + "\n"
+    """A job script: sbatch reads the #SBATCH lines up to the first command, then bash runs it, stopping at the
+    first command that fails."""
+    header = [line for line in lines if line.startswith("#SBATCH")]
+    body = lines[len(header):]
+    return "\n".join(["#!/bin/bash", f"# {MARK}: spmd jobscript", *header, "", "set -euo pipefail", *body]) + "\n"

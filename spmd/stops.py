@@ -6,15 +6,21 @@ thread ends the job (exit 130) on its next beat. A workload that can stop cleanl
 (train, which checkpoints first) says so with ``clean_stop()``; the watchdog then gives it until
 timeout_s, and a second Ctrl-C ends the job at once. Without a watchdog (``SPMD_WATCHDOG=off``, or a
 command that starts no MPI job) the handler raises KeyboardInterrupt, and the CLI exits 130.
+
+SIGTERM (a launcher ending the job, ``kill``, a time limit) keeps its meaning, the end of the process, but
+first removes the temporary files this process was writing (``files.remove_own_temps``). A workload that
+stops cleanly on it (train) installs its own handler while it runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import time
 
 from . import waits
+from .files import remove_own_temps
 
 EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
 
@@ -28,14 +34,23 @@ def _note(signum, frame) -> None:
         raise KeyboardInterrupt
 
 
+def _terminated(signum, frame) -> None:
+    """SIGTERM: no temporary file left behind, then the signal's own ending (the exit status says SIGTERM)."""
+    remove_own_temps()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
 @contextlib.contextmanager
 def handling_interrupts():
-    """Install the handler for the block (the main thread of a command), the previous one after it."""
-    previous = signal.signal(signal.SIGINT, _note)
+    """Install the handlers for the block (the main thread of a command), the previous ones after it."""
+    previous = {num: signal.signal(num, handler) for num, handler in ((signal.SIGINT, _note),
+                                                                       (signal.SIGTERM, _terminated))}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for num, handler in previous.items():
+            signal.signal(num, handler)
 
 
 def interrupted() -> bool:

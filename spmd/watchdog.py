@@ -34,6 +34,7 @@ from typing import Callable
 from mpi4py import MPI
 
 from . import stops, waits
+from .files import remove_own_temps
 
 EXIT_CODE = 4
 BEAT_TAG, BYE_TAG = 1, 2
@@ -264,6 +265,7 @@ def end_job(world: MPI.Intracomm | None, code: int) -> None:
     which the launcher turns into the job's end). Never returns. The launcher forwards each rank's
     output asynchronously and stops forwarding when it kills: the pause lets the last message through."""
     rank = MPI.COMM_WORLD.Get_rank()
+    remove_own_temps()  # MPI_Abort runs no finally: a file being written goes now
     for what, hook in list(_abort_hooks):
         try:
             finished = hook()

@@ -7,13 +7,11 @@ turn is agreed, so a rank that cannot write ends the job instead of leaving the 
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from .. import faults
 from ..errors import InputError, SpmdError
-from ..files import publish, reserve, temp_beside
+from ..files import HDF5_RECORD, discard, hdf5_record, publish, require_replaceable, reserve, temp_beside
 from ..units import fmt_bytes
 from .direct import as_bytes, byte_ranges, read_pieces, split
 from .hdf5 import open_h5, require_finite
@@ -53,26 +51,31 @@ def read_rows_direct(path: str, dataset: str, block, out: np.ndarray, io, thread
     return "direct"
 
 
-def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, block, local) -> str:
+def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, block, local,
+                overwrite: bool = False) -> str:
     """Write every rank's ``local`` array (a host array, or None for a rank holding no part)
     into ``block`` of a new ``shape`` dataset; collective. Returns the path written.
 
     Rank 0 makes a temporary file of a unique name beside ``path`` and reserves the disk space the
     dataset needs (a full disk is refused before any write); the ranks write their blocks in turn;
-    rank 0 renames the file into place. Any failure removes the temporary file on every path.
+    rank 0 renames the file into place. Any failure removes the temporary file on every path. A file at
+    ``path`` that spmd did not write is refused (InputError) unless ``overwrite``.
     """
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
     def create() -> str:
+        require_replaceable(path, "the result", overwrite, "remove it, choose another params.save.path, or set "
+                                                           "overwrite: true")
         tmp = None
         try:
             tmp = temp_beside(path)
             with open_h5(str(tmp), "w") as f:
                 f.create_dataset(dataset, shape=shape, dtype=dtype)
+                f.attrs[HDF5_RECORD] = hdf5_record("spmd run", kind="saved result", dataset=dataset)
             reserve(tmp, nbytes)
         except (OSError, InputError) as exc:
             if tmp is not None:
-                tmp.unlink(missing_ok=True)
+                discard(tmp)
             raise InputError(f"{path}: cannot write the result ({fmt_bytes(nbytes)}): {_cause(exc)}") from None
         return str(tmp)
 
@@ -87,7 +90,7 @@ def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, blo
 
     def finish(tmp: str) -> None:
         try:
-            publish(tmp, path)
+            publish(tmp, path, overwrite)
         except OSError as exc:
             raise InputError(f"{path}: cannot write the result: {_cause(exc)}") from None
 
@@ -97,8 +100,8 @@ def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, blo
             ctx.agree(lambda: write_mine(tmp) if ctx.rank == turn else None)
         ctx.agree(finish, tmp, root_only=True)
     except SpmdError:  # agreed on every rank: nothing half-written stays behind
-        if ctx.rank == 0 and os.path.exists(tmp):
-            os.remove(tmp)
+        if ctx.rank == 0:
+            discard(tmp)
         raise
     return path
 

@@ -45,6 +45,8 @@ def byte_ranges(path: str, dataset: str, start: int, stop: int) -> tuple[list[By
             return [], "filtered (compressed or shuffled): HDF5 decodes it"
         if not ds.dtype.isnative:
             return [], f"byte order of {ds.dtype.str} is not this machine's"
+        if plist.get_external_count():
+            return [], "external storage (its bytes live in other files): HDF5 reads it"
         row_bytes = ds.dtype.itemsize * math.prod(ds.shape[1:])
         where = f"{path}:{dataset}"
         layout = plist.get_layout()

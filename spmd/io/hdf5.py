@@ -17,7 +17,7 @@ import h5py
 import numpy as np
 
 from .. import faults
-from ..errors import InputError
+from ..errors import InputError, brief, one_line
 from .plan import block_range
 
 LOCKING_HINT = ("HDF5 could not lock the file (common on NFS/Lustre): "
@@ -127,12 +127,8 @@ def dataset_info(path: str, name: str, dtypes: tuple[str, ...], ndims: tuple[int
         InputError: missing file or dataset, not a dataset, unsupported dtype or rank.
     """
     with open_h5(path) as f:
-        obj = f.get(name)
-        if obj is None:
-            have = ", ".join(sorted(f.keys())) or "nothing"
-            raise InputError(f"{path}: no dataset {name!r} (the file has: {have})")
-        if not isinstance(obj, h5py.Dataset):
-            raise InputError(f"{path}: {name!r} is a group, not a dataset")
+        obj = _dataset(f, path, name)
+        _require_storage(obj, path, name)
         dtype = obj.dtype
         if dtype.name not in dtypes:
             raise InputError(f"{path}:{name}: dtype {dtype} is not supported (use {' or '.join(dtypes)})")
@@ -142,6 +138,71 @@ def dataset_info(path: str, name: str, dtypes: tuple[str, ...], ndims: tuple[int
         if 0 in obj.shape:
             raise InputError(f"{path}:{name}: empty dataset (shape {obj.shape})")
         return obj.shape[0], tuple(obj.shape[1:]), dtype
+
+
+def _dataset(f: h5py.File, path: str, name: str) -> h5py.Dataset:
+    """Dataset ``name`` of the open file, every way of not being one named: missing, a group, a soft link to
+    nothing, an external link whose file is gone, a loop of links."""
+    where = f"{one_line(path)}: {brief(name)}"
+    try:
+        link = f.get(name, getlink=True)
+        obj = f.get(name)
+    except (RuntimeError, KeyError, OSError, ValueError) as exc:  # a loop of soft links, a broken path
+        raise InputError(f"{where} cannot be followed ({one_line(exc)}): a loop of links, or a broken one") from None
+    if obj is None:
+        if isinstance(link, h5py.ExternalLink):
+            raise InputError(f"{where} is an external link to {one_line(link.filename)}:{one_line(link.path)}, which "
+                             f"cannot be opened (a missing file, or no such dataset there)")
+        if isinstance(link, h5py.SoftLink):
+            raise InputError(f"{where} is a soft link to {one_line(link.path)}, which does not exist")
+        have = ", ".join(brief(k) for k in sorted(f.keys())[:20]) or "nothing"
+        raise InputError(f"{one_line(path)}: no dataset {brief(name)} (the file has: {have})")
+    if not isinstance(obj, h5py.Dataset):
+        raise InputError(f"{where} is a group, not a dataset")
+    return obj
+
+
+def _require_storage(obj: h5py.Dataset, path: str, name: str) -> None:
+    """Refuse a dataset whose bytes live in files that are not there: HDF5 reads what a missing source of a
+    virtual dataset maps as its fill value (zeros), which would then pass for data."""
+    where = f"{one_line(path)}:{brief(name)[1:-1]}"
+    folder = os.path.dirname(os.path.abspath(path))
+    if obj.is_virtual:
+        for source in obj.virtual_sources():
+            if source.file_name == ".":
+                continue  # a source in the same file
+            found = _found(source.file_name, folder)
+            if found is None:
+                raise InputError(f"{where}: a virtual dataset whose source file {one_line(source.file_name)} is missing "
+                                 f"(HDF5 would read its rows as the fill value, not as data)")
+            with open_h5(found) as src:
+                if not isinstance(src.get(source.dset_name), h5py.Dataset):
+                    raise InputError(f"{where}: a virtual dataset whose source {one_line(source.file_name)} has no "
+                                     f"dataset {brief(source.dset_name)}")
+    plist = obj.id.get_create_plist()
+    prefix = os.environ.get("HDF5_EXTFILE_PREFIX", "")
+    for index in range(plist.get_external_count()):
+        file_name, offset, size = plist.get_external(index)
+        file_name = os.fsdecode(file_name)
+        found = os.path.join(prefix.replace("${ORIGIN}", folder), file_name)  # where HDF5 looks (H5Pset_efile_prefix)
+        if not os.path.isfile(found):
+            beside = os.path.join(folder, file_name)
+            hint = (f"; it is beside the file: run from {one_line(folder)}, or set HDF5_EXTFILE_PREFIX='${{ORIGIN}}'"
+                    if os.path.isfile(beside) else "")
+            raise InputError(f"{where}: its bytes are stored in {one_line(file_name)}, which HDF5 looks for from "
+                             f"{one_line(os.path.abspath(prefix.replace('${ORIGIN}', folder) or '.'))} and does not find"
+                             f"{hint}")
+        if size != h5py.h5f.UNLIMITED and os.path.getsize(found) < offset + size:
+            raise InputError(f"{where}: its external file {one_line(file_name)} is shorter than the "
+                             f"{offset + size} bytes the dataset maps")
+
+
+def _found(name: str, folder: str) -> str | None:
+    """Where HDF5 finds a file a dataset names: as given (from the working directory), or beside the file."""
+    for candidate in (name, os.path.join(folder, name)):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
 
 
 def expand_shards(patterns: tuple[str, ...]) -> list[str]:

@@ -1,27 +1,42 @@
 """``spmd report compare OLD NEW``: per size and phase, how much slower or faster NEW is.
 
-Works on report.json (one size, counted as a strong-scaling point) and scaling.json. A phase is called slower
-only when the change is above ``--fail-above`` and beyond both runs' own spread: NEW's fastest repeat slower
-than OLD's slowest (per repeat, the slowest rank's time; the reports keep every repeat). Where a report holds no
-repeats, phases under ``--min-seconds`` in both are the noise floor instead.
+Works on report.json (one size, counted as a strong-scaling point) and scaling.json. What is compared, per
+phase: where a report keeps its repeats (every report of this spmd does), each repeat's time is its slowest
+rank's (a repeat ends when its last rank does), and a point is the median of those over the repeats, shown with
+their range (fastest - slowest repeat), so the value always lies inside its own range. A phase is called
+slower only when the change is above ``--fail-above`` and beyond both runs' own spread: NEW's fastest repeat
+slower than OLD's slowest. Where a report holds no repeats, the point is the median over ranks of each rank's
+median (its timings table), phases under ``--min-seconds`` in both are the noise floor, and no range is shown.
 """
 
 from __future__ import annotations
 
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, brief, one_line
 from ..units import fmt_seconds
 from .schema import check_report, check_scaling, read_json
-from .summary import job_time
 
-Entries = dict[tuple[str, int], dict[str, float]]
-Spreads = dict[tuple[str, int], dict[str, tuple[float, float]]]
+HEADER = ("old, new: per repeat the slowest rank's time, median over the repeats [range: fastest - slowest "
+          "repeat]; a report without repeats: the median over ranks of each rank's median (no range)")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One phase of one size: the value compared, and the range of its repeats (None without repeats)."""
+
+    value: float
+    span: tuple[float, float] | None = None
+
+
+Entries = dict[tuple[str, int], dict[str, Point]]
 
 
 def load_entries(path: str | Path) -> Entries:
-    """{(series, ranks): {phase: median seconds, 'time': seconds per repeat}} of a report."""
-    return _entries(_load(path))
+    """``entries`` of the report or scaling.json at ``path``, checked."""
+    return entries(_load(path))
 
 
 def compare_files(old: str | Path, new: str | Path, fail_above: float | None,
@@ -29,8 +44,9 @@ def compare_files(old: str | Path, new: str | Path, fail_above: float | None,
     """``compare`` of two reports of one workload (InputError for reports of different ones)."""
     a, b = _load(old), _load(new)
     if a["workload"] != b["workload"]:
-        raise InputError(f"{old} is a report of {a['workload']}, {new} of {b['workload']}: nothing to compare")
-    return compare(_entries(a), _entries(b), fail_above, min_seconds, _spreads(a), _spreads(b))
+        raise InputError(f"{one_line(old)} is a report of {a['workload']}, {one_line(new)} of {b['workload']}: "
+                         f"nothing to compare")  # names checked short and one line (schema)
+    return compare(entries(a), entries(b), fail_above, min_seconds)
 
 
 def _load(path) -> dict:
@@ -39,63 +55,69 @@ def _load(path) -> dict:
     if isinstance(data, dict) and data.get("kind") == "scaling":
         return check_scaling(data, path)
     if not isinstance(data, dict) or "timings" not in data:
-        raise InputError(f"{path}: neither a report.json nor a scaling.json (no timings)")
+        raise InputError(f"{one_line(path)}: neither a report.json nor a scaling.json (no timings)")
     return check_report(data, path)
 
 
-def _entries(data: dict) -> Entries:
+def entries(data: dict) -> Entries:
+    """{(series, ranks): {phase: Point, 'time': the repeat's}} of a checked report.json or scaling.json."""
     if data.get("kind") == "scaling":
-        return {(mode, row["ranks"]): {**{p: t["median"] for p, t in row["timings"].items()}, "time": row["time"]}
-                for mode, rows in data["series"].items() for row in rows}
-    return {("strong", data["ranks"]): {**{p: t["median"] for p, t in data["timings"].items()},
-                                        "time": job_time(data)}}
+        runs = {(r["mode"], r["ranks"]): r.get("report") for r in data.get("runs", []) if isinstance(r, dict)}
+        rows = {(mode, row["ranks"]): row for mode, rows in data["series"].items() for row in rows}
+        return {key: _points(row["timings"], row["time"], runs.get(key)) for key, row in rows.items()}
+    per_rank = [r["repeats"] for r in data["per_rank"]]
+    time = statistics.median(max(reps[i]["total"] for reps in per_rank) for i in range(len(per_rank[0])))
+    return {("strong", data["ranks"]): _points(data["timings"], time, data)}
 
 
-def _spreads(data: dict) -> Spreads:
-    """{(series, ranks): {phase: (fastest, slowest) repeat}}, a repeat's time being its slowest rank's ('time':
-    the repeat's total); empty for a point whose report kept no repeats."""
-    reports = ({(r["mode"], r["ranks"]): r["report"] for r in data.get("runs", [])} if data.get("kind") == "scaling"
-               else {("strong", data["ranks"]): data})
-    out: Spreads = {}
-    for key, report in reports.items():
-        per_rank = [r.get("repeats") or [] for r in report.get("per_rank", [])]
-        if not per_rank or not all(per_rank) or len({len(r) for r in per_rank}) > 1:
-            continue
-        phases = {p for r in per_rank for rep in r for p in rep}
-        ranges = {}
-        for phase in phases:
-            values = [max(r[i].get(phase, 0.0) for r in per_rank) for i in range(len(per_rank[0]))]
-            ranges[phase] = (min(values), max(values))
-        if "total" in ranges:
-            ranges["time"] = ranges["total"]
-        out[key] = ranges
-    return out
+def _points(timings: dict, time: float, report: dict | None) -> dict[str, Point]:
+    """Each phase's Point: from the report's repeats when it kept them (checked as a report.json), else the
+    timings table's medians."""
+    slowest = _slowest_per_repeat(report)
+    if slowest is None:
+        points = {phase: Point(stats["median"]) for phase, stats in timings.items()}
+        points["time"] = Point(time)
+        return points
+    points = {phase: Point(statistics.median(values), (min(values), max(values))) for phase, values in slowest.items()}
+    points["time"] = points["total"]
+    return points
 
 
-def compare(old: Entries, new: Entries, fail_above: float | None, min_seconds: float,
-            old_spread: Spreads | None = None, new_spread: Spreads | None = None) -> tuple[list[dict], list[dict]]:
+def _slowest_per_repeat(report: dict | None) -> dict[str, list[float]] | None:
+    """{phase: per repeat, the slowest rank's seconds} of a report that kept every rank's repeats, else None."""
+    if not isinstance(report, dict):
+        return None
+    try:
+        per_rank = check_report(report, "a run of the scaling.json")["per_rank"]
+    except InputError:
+        return None
+    repeats = [r["repeats"] for r in per_rank]
+    phases = sorted({p for reps in repeats for rep in reps for p in rep})
+    return {p: [max(reps[i].get(p, 0.0) for reps in repeats) for i in range(len(repeats[0]))] for p in phases}
+
+
+def compare(old: Entries, new: Entries, fail_above: float | None, min_seconds: float) -> tuple[list[dict], list[dict]]:
     """Rows of (series, ranks, phase, old, new, change) for every point in both; and the rows slower by more than
-    ``fail_above`` percent and beyond the noise: where both reports kept their repeats, NEW's fastest repeat must be
-    slower than OLD's slowest (a difference inside the runs' own spread is noise, ``row['noise']``); where they did
+    ``fail_above`` percent and beyond the noise: where both points have ranges, NEW's fastest repeat must be
+    slower than OLD's slowest (a difference inside the runs' own spread is noise, ``row['noise']``); where they do
     not, phases under ``min_seconds`` in both never fail."""
     common = sorted(set(old) & set(new), key=lambda k: (k[0], k[1]))
     if not common:
         raise InputError("the two reports have no series and rank count in common")
     rows, slower = [], []
     for key in common:
-        for phase in new[key]:
-            if phase not in old[key]:
+        for phase, b in new[key].items():
+            a = old[key].get(phase)
+            if a is None:
                 continue
-            a, b = old[key][phase], new[key][phase]
-            change = (b - a) / a * 100 if a > 0 else (0.0 if b == 0 else float("inf"))
-            row = {"series": key[0], "ranks": key[1], "phase": phase, "old": a, "new": b, "change_pct": change}
-            spread_a = (old_spread or {}).get(key, {}).get(phase)
-            spread_b = (new_spread or {}).get(key, {}).get(phase)
-            if spread_a and spread_b:
-                row["old_range"], row["new_range"] = spread_a, spread_b
-                row["noise"] = spread_b[0] <= spread_a[1]  # the ranges overlap: the runs' own spread covers it
+            change = (b.value - a.value) / a.value * 100 if a.value > 0 else (0.0 if b.value == 0 else float("inf"))
+            row = {"series": key[0], "ranks": key[1], "phase": phase, "old": a.value, "new": b.value,
+                   "change_pct": change}
+            if a.span and b.span:
+                row["old_range"], row["new_range"] = a.span, b.span
+                row["noise"] = b.span[0] <= a.span[1]  # the ranges overlap: the runs' own spread covers it
             else:
-                row["noise"] = max(a, b) < min_seconds
+                row["noise"] = max(a.value, b.value) < min_seconds
             rows.append(row)
             if fail_above is not None and change > fail_above and not row["noise"]:
                 slower.append(row)
@@ -104,15 +126,16 @@ def compare(old: Entries, new: Entries, fail_above: float | None, min_seconds: f
 
 def format_compare(rows: list[dict], slower: list[dict], fail_above: float | None) -> str:
     flagged = {id(r) for r in slower}
-    lines = [f"{'series':<8}{'ranks':>6}  {'phase':<15}{'old':>12}{'new':>12}{'change':>10}  old / new repeats"]
+    lines = [HEADER, f"{'series':<8}{'ranks':>6}  {'phase':<15}{'old':>12}{'new':>12}{'change':>10}  "
+                     f"old [range] / new [range]"]
     hidden = 0
     for r in rows:
         mark = "  SLOWER" if id(r) in flagged else ""
         if not mark and fail_above is not None and r["change_pct"] > fail_above and r["noise"]:
             mark, hidden = "  (within the runs' spread)", hidden + 1
-        spread = (f"  {_range(r['old_range'])} / {_range(r['new_range'])}" if "old_range" in r else "")
-        lines.append(f"{r['series']:<8}{r['ranks']:>6}  {r['phase']:<15}{fmt_seconds(r['old']):>12}"
-                     f"{fmt_seconds(r['new']):>12}{r['change_pct']:>+9.1f}%{spread}{mark}")
+        spread = f"  [{_range(r['old_range'])}] / [{_range(r['new_range'])}]" if "old_range" in r else ""
+        lines.append(f"{r['series']:<8}{r['ranks']:>6}  {brief(one_line(r['phase']))[1:-1]:<15}"
+                     f"{fmt_seconds(r['old']):>12}{fmt_seconds(r['new']):>12}{r['change_pct']:>+9.1f}%{spread}{mark}")
     if fail_above is not None:
         noise = f" ({hidden} more inside the runs' own spread: noise, not flagged)" if hidden else ""
         lines.append((f"{len(slower)} slowdown(s) above {fail_above:g}%" if slower
@@ -121,4 +144,4 @@ def format_compare(rows: list[dict], slower: list[dict], fail_above: float | Non
 
 
 def _range(span: tuple[float, float]) -> str:
-    return f"{fmt_seconds(span[0]).strip()}-{fmt_seconds(span[1]).strip()}"
+    return f"{fmt_seconds(span[0]).strip()} - {fmt_seconds(span[1]).strip()}"

@@ -5,21 +5,41 @@ file and the field, not a traceback from deep inside an analysis."""
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
 from numbers import Real
 from pathlib import Path
 
-from ..errors import InputError, brief
+from ..errors import InputError, brief, one_line
 
 REPORT_SCHEMA = 1
 SCALING_SCHEMA = 1
+MAX_NAME = 1000  # a plug-in's path:NAME is long; a workload name of pages is no report's
+
+
+MAX_JSON_BYTES = 1 << 30  # a scaling.json of a large sweep is tens of MB; a GB is no report
 
 
 def read_json(path: str | Path, what: str):
-    """The parsed JSON at ``path`` (InputError when it cannot be read or parsed)."""
+    """The parsed JSON at ``path``: a regular file (a FIFO would block, /dev/zero never end) of at most
+    MAX_JSON_BYTES, UTF-8, not nested beyond what Python can parse (InputError naming the file otherwise)."""
+    name = one_line(path)
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-        raise InputError(f"{path}: cannot read {what}: {exc}") from None
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{name}: cannot read {what}: not a regular file")
+        if info.st_size > MAX_JSON_BYTES:
+            raise InputError(f"{name}: cannot read {what}: {info.st_size} bytes, more than a report has")
+        with open(path, "rb") as f:
+            data = f.read(MAX_JSON_BYTES + 1)
+        return json.loads(data.decode())
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read {what}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
+        raise InputError(f"{name}: cannot read {what}: {brief(one_line(exc))[1:-1]}") from None
+    except RecursionError:
+        raise InputError(f"{name}: cannot read {what}: nested too deeply") from None
 
 
 def check_report(data, path) -> dict:
@@ -27,7 +47,7 @@ def check_report(data, path) -> dict:
     where = f"{path}: not a report.json of spmd run"
     _need(isinstance(data, dict), where, "not a JSON object")
     _schema(data, REPORT_SCHEMA, path, "report")
-    _need(isinstance(data.get("workload"), str), where, "workload")
+    _need(_name(data.get("workload")), where, "workload")
     ranks = data.get("ranks")
     _need(isinstance(ranks, int) and not isinstance(ranks, bool) and ranks >= 1, where, "ranks")
     _timings(data.get("timings"), where)
@@ -38,7 +58,8 @@ def check_report(data, path) -> dict:
         _need(isinstance(entry, dict) and isinstance(entry.get("median"), dict), where, "per_rank[].median")
         repeats = entry.get("repeats")
         _need(isinstance(repeats, list) and repeats, where, "per_rank[].repeats")
-        _need(all(isinstance(r, dict) and _number(r.get("total")) for r in repeats), where, "per_rank[].repeats[].total")
+        _need(all(isinstance(r, dict) and _number(r.get("total")) and all(_number(v) for v in r.values())
+                  for r in repeats), where, "per_rank[].repeats[] (finite seconds, total among them)")
         counts.add(len(repeats))
     _need(len(counts) == 1, where, "per_rank[].repeats (as many on every rank)")
     for key, kind in (("config", dict), ("result", dict), ("nodes", list), ("device", str), ("comm", str)):
@@ -52,7 +73,7 @@ def check_scaling(data, path) -> dict:
     where = f"{path}: not a scaling.json of spmd scale"
     _need(isinstance(data, dict) and data.get("kind") == "scaling", where, "kind")
     _schema(data, SCALING_SCHEMA, path, "scaling")
-    _need(isinstance(data.get("workload"), str), where, "workload")
+    _need(_name(data.get("workload")), where, "workload")
     series = data.get("series")
     _need(isinstance(series, dict) and series, where, "series")
     for rows in series.values():
@@ -66,20 +87,26 @@ def check_scaling(data, path) -> dict:
 
 def _schema(data: dict, expected: int, path, what: str) -> None:
     if data.get("schema") != expected:
-        raise InputError(f"{path}: {what} schema {brief(data.get('schema'))}; this spmd reads schema {expected}")
+        raise InputError(f"{one_line(path)}: {what} schema {brief(data.get('schema'))}; this spmd reads schema {expected}")
 
 
 def _timings(timings, where: str) -> None:
     _need(isinstance(timings, dict) and "total" in timings, where, "timings")
     for phase, stats in timings.items():
         _need(isinstance(stats, dict) and all(_number(stats.get(k)) for k in ("min", "median", "max")),
-              where, f"timings.{brief(phase)}")
+              where, f"timings.{brief(one_line(phase))} (finite min, median, max)")
 
 
 def _number(value) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
+    """A finite number: NaN seconds would pass every comparison a regression gate makes."""
+    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _name(value) -> bool:
+    """A workload's name as spmd writes it: one line, not a page."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_NAME and value == one_line(value)
 
 
 def _need(ok: bool, where: str, field: str) -> None:
     if not ok:
-        raise InputError(f"{where} (missing or malformed: {field})")
+        raise InputError(f"{one_line(where)} (missing or malformed: {field})")

@@ -9,10 +9,12 @@ import io
 
 import numpy as np
 
+from ..files import MARK
 from .model import predict
 
 
 NO_MATPLOTLIB = "matplotlib is not installed (pip install 'spmd[plot]' adds it)"
+PLOTS = ("speedup.png", "efficiency.png", "phases.png", "model.png")  # a scaling report's, by name
 
 
 def available() -> bool:
@@ -48,7 +50,7 @@ def _figure(title: str):
 
 def _png(fig) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    fig.savefig(buffer, format="png", metadata={"Software": MARK})  # spmd's record (spmd.files)
     return buffer.getvalue()
 
 

@@ -12,9 +12,9 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from ..files import MARK, json_text, require_replaceable, write_files_atomic
 from ..units import fmt_bytes, fmt_seconds
-from .plots import render_plots
+from .plots import PLOTS, render_plots
 
 
 @dataclass
@@ -104,7 +104,7 @@ def _md(text: str) -> str:
 
 
 def to_markdown(scaling: dict, images: list[str]) -> str:
-    lines = [f"# Scaling report: {_md(scaling['workload'])}", ""]
+    lines = [f"<!-- {MARK}: spmd scale or spmd report -->", f"# Scaling report: {_md(scaling['workload'])}", ""]
     lines += [f"- {_md(line)}" for line in _summary(scaling)] + ["", "## Findings", ""]
     lines += [f"- {_md(line)}" for line in scaling["advice"]] + [""]
     for t in tables(scaling):
@@ -126,7 +126,7 @@ img{max-width:48%;margin:0.5%;border:1px solid #ddd}li{margin:0.3em 0}"""
 def to_html(scaling: dict, images: dict[str, bytes]) -> str:
     """One page, no external resources: plots are data: URIs."""
     e = html.escape
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+    parts = ["<!DOCTYPE html>", f'<html lang="en"><head><meta charset="utf-8"><meta name="generator" content="{MARK}">',
              f"<title>Scaling report: {e(scaling['workload'])}</title><style>{STYLE}</style></head><body>",
              f"<h1>Scaling report: {e(scaling['workload'])}</h1>",
              "<ul>" + "".join(f"<li>{e(line)}</li>" for line in _summary(scaling)) + "</ul>",
@@ -160,13 +160,24 @@ def to_csv(scaling: dict) -> str:
     return buffer.getvalue()
 
 
+OUTPUTS = ("scaling.json", "scaling.md", "scaling.csv", "scaling.html", *PLOTS)
+
+
+def require_scaling_outputs(out_dir: str | Path) -> None:
+    """Refuse (InputError) an output folder holding a file of a scaling report's names that spmd did not
+    write: before a sweep, not after it."""
+    for name in OUTPUTS:
+        require_replaceable(Path(out_dir) / name, fix="remove it or choose another --out")
+
+
 def write_scaling(scaling: dict, out_dir: str | Path) -> list[Path]:
-    """Write the plots, scaling.md, scaling.csv, scaling.html and, last, scaling.json, each atomically."""
+    """Write the plots, scaling.md, scaling.csv, scaling.html and scaling.json as one set (``write_files_atomic``:
+    all of them, or, on a full disk, none changed)."""
     out = Path(out_dir)
+    require_scaling_outputs(out)
     images = render_plots(scaling)
-    paths = [write_bytes_atomic(out / name, png) for name, png in images.items()]
-    paths.append(write_text_atomic(out / "scaling.csv", to_csv(scaling)))
-    paths.append(write_text_atomic(out / "scaling.md", to_markdown(scaling, list(images))))
-    paths.append(write_text_atomic(out / "scaling.html", to_html(scaling, images)))
-    paths.append(write_json_atomic(out / "scaling.json", scaling))
-    return paths
+    texts = {"scaling.csv": to_csv(scaling), "scaling.md": to_markdown(scaling, list(images)),
+             "scaling.html": to_html(scaling, images), "scaling.json": json_text(scaling)}
+    files = [(out / name, png, 0o666) for name, png in images.items()]
+    files += [(out / name, text.encode(), 0o666) for name, text in texts.items()]
+    return write_files_atomic(files)

@@ -14,8 +14,9 @@ from fractions import Fraction
 from mpi4py import MPI
 
 from .. import xp as xpmod
-from ..errors import ConfigError, SpmdError
-from ..io.generate import generate
+from ..errors import ConfigError, SpmdError, one_line
+from ..io.generate import plan_inputs, write_inputs
+from ..io.weak import copies_note
 from ..job import run_job
 from ..launch import mpi_library
 from ..progress import Progress
@@ -65,9 +66,12 @@ def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int
     line per size on stdout as it ends; ``live`` (spmd.progress, rank 0's stderr): each size as it starts and
     each of its repeats."""
     steps = ctx.agree(plan, cfg, modes, ranks)
-    written = prepare_inputs(ctx, steps)
-    if ctx.rank == 0 and progress and written:
-        print(f"spmd scale: generated {len(written)} input file(s)", flush=True)
+    written, notes = prepare_inputs(ctx, steps)
+    if ctx.rank == 0 and progress:
+        for note in notes:
+            print(f"spmd scale: {note}", flush=True)
+        if written:
+            print(f"spmd scale: generated {len(written)} input file(s)", flush=True)
     first: dict[str, dict] = {}  # each series' first report: the base of its figures
 
     def report_progress(run):
@@ -90,16 +94,29 @@ def plan(cfg, modes: list[str], ranks: list[int]) -> list[Step]:
     return [Step(mode, n, cls.scaled_config(cfg, mode, Fraction(n, ranks[0]))) for mode in modes for n in ranks]
 
 
-def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> list[str]:
-    """Generate (skipping up-to-date files) the inputs of every config that has a generate section."""
-    written, seen = [], set()
+def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> tuple[list[str], list[str]]:
+    """Generate what every size's config describes: missing files and spmd's own out-of-date ones (all of them
+    checked, the space included, before any is written). The user's own files are never written: a strong
+    run reads them as they are, a weak run copies of them (spmd.io.weak). Returns, on every rank, the files
+    written by any rank and what to tell the user."""
+    written, notes, seen, users = [], [], set(), set()
     for step in steps:
-        key = (step.cfg.input, step.cfg.generate)
-        if step.cfg.generate is None or key in seen:
-            continue
+        cls = workload_class(step.cfg.workload)
+        sections = (step.cfg.generate, *(g for _, g in cls.extra_inputs(step.cfg)))
+        key = (step.cfg.input, sections)
+        if key in seen or not any(sections):
+            continue  # done for an earlier size, or nothing to generate
         seen.add(key)
-        written += ctx.agree(generate, step.cfg, workload_class(step.cfg.workload), ctx.rank, ctx.size, force)
-    return written
+        plan = ctx.agree(plan_inputs, step.cfg, cls, force, True, root_only=True)
+        notes += [f"{one_line(path)} is your file (not written by spmd generate): read as it is; the config's "
+                  f"generate section does not apply to it" for path in plan.users if path not in users]
+        users.update(plan.users)
+        copies = copies_note(step.cfg) if plan.write else None
+        if copies:
+            notes.append(copies)
+        mine = ctx.agree(write_inputs, plan, cls, ctx.rank, ctx.size)
+        written += [path for part in ctx.comm.allgather(mine) for path in part]
+    return written, notes
 
 
 def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,

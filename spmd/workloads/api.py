@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import faults
 from .. import xp as xpmod
-from ..errors import ConfigError, UserCodeError, VerificationError, brief
+from ..errors import ConfigError, UserCodeError, VerificationError, brief, one_line
 from ..memory import available_host_memory
 from .base import Workload
 from .rows import NUMBERS, InputRows
@@ -95,6 +95,10 @@ class MapReduce(Workload):
         if self.local is None:  # the first repeat: one shape and dtype everywhere, before any collective
             self.ctx.agree(_numeric, local, self.function)
             self._same_everywhere(local)
+        elif (local.shape, local.dtype) != (self.local.shape, self.local.dtype):  # before the collective, too
+            raise UserCodeError(f"{self.function.__qualname__} returned {list(local.shape)} {local.dtype} in a later "
+                                f"repeat, {list(self.local.shape)} {self.local.dtype} in the first: it must return "
+                                f"the same shape and dtype every repeat")
         self.local = local
         with timer.phase("comm"):
             if self.combine == "gather":
@@ -109,9 +113,8 @@ class MapReduce(Workload):
         try:
             out = xp.asarray(fn(*args))
             return out if out.flags.c_contiguous else xp.ascontiguousarray(out)  # a 0-d result stays 0-d
-        except Exception as exc:
-            raise UserCodeError(f"{fn.__qualname__}, {_where(exc, fn)}: {type(exc).__name__}: "
-                                f"{brief(str(exc))[1:-1]}") from None
+        except (Exception, SystemExit) as exc:  # sys.exit in the function is no way to end a job: named
+            raise UserCodeError(f"{fn.__qualname__}, {_where(exc, fn)}: {_what(exc)}") from None
 
     def _same_everywhere(self, local) -> None:
         everyone = self.ctx.comm.allgather((tuple(local.shape), local.dtype.name))
@@ -168,8 +171,13 @@ class MapReduce(Workload):
                                     f"{list(expected.shape)}")
         err = np.abs(value.astype(np.float64) - expected.astype(np.float64))
         exact = self.combine != "sum" or value.dtype.kind in "iu"
+        if not np.isfinite(value).all():  # NaN never passes, even against a NaN reference (docs/plugins.md)
+            index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+            raise VerificationError(f"{name}: result{list(index)} = {value[index].item()!r}: a result holding NaN or "
+                                    f"infinity never passes verification ({int(np.count_nonzero(~np.isfinite(value)))}"
+                                    f" of {value.size} element(s)); make the function return finite values")
         if exact:
-            bad = ~((value == expected) | (np.isnan(value.astype(np.float64)) & np.isnan(expected.astype(np.float64))))
+            bad = value != expected
             bound = "exact"
         else:
             rtol = self.rtol if self.rtol is not None else SUM_RTOL.get(value.dtype.name, 1e-10)
@@ -194,9 +202,9 @@ class MapReduce(Workload):
         if self.finish_fn is not None:
             try:
                 extra = self.finish_fn(value, self.params)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 raise UserCodeError(f"{self.finish_fn.__qualname__}, {_where(exc, self.finish_fn)}: "
-                                    f"{type(exc).__name__}: {brief(str(exc))[1:-1]}") from None
+                                    f"{_what(exc)}") from None
             out.update(_plain(extra))
         return out
 
@@ -219,6 +227,13 @@ def _numeric(local, fn) -> None:
     """What every communicator carries: integers, float32, float64."""
     if local.dtype.kind not in "iu" and local.dtype.name not in ("float32", "float64"):
         raise ConfigError(f"{fn.__qualname__} returned {local.dtype} values: return integers, float32 or float64")
+
+
+def _what(exc: BaseException) -> str:
+    """'ValueError: message', or 'it called sys.exit(0)', one line and brief."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({brief(exc.code)}), which does not end a job: spmd ends it as a failure"
+    return one_line(f"{type(exc).__name__}: {brief(str(exc))[1:-1]}")
 
 
 def _where(exc: BaseException, fn: Callable) -> str:

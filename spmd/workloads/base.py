@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import ConfigError, UserCodeError, VerificationError
 from ..io.blocks import read_block
-from ..io.generate import scaled_input
+from ..io.weak import scaled_input
 from ..io.reader import reader_threads
 from ..measure.collectives import COLLECTIVES
 
@@ -94,7 +94,7 @@ class Workload(ABC):
     def weak_config(cls, cfg, factor):
         """The config of ``factor`` (a Fraction) times the problem, for weak scaling.
 
-        By default the generated input grows by rows (see ``io.generate.scaled_input``).
+        By default the input grows by rows (see ``io.weak.scaled_input``: generated, or copies of your own).
         """
         return scaled_input(cfg, factor)
 

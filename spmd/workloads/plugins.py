@@ -16,7 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ..errors import ConfigError, brief
+from ..errors import ConfigError, brief, one_line
 from .base import Workload
 
 FORMS = "path/to/file.py:NAME or package.module:NAME"
@@ -53,8 +53,11 @@ def load_plugin(spec: str) -> type[Workload]:
 
 def _from_file(where: str):
     path = Path(where)
+    if path.is_dir():
+        raise ConfigError(f"workload: {one_line(where)} is a folder, not a Python file")
     if not path.is_file():
-        raise ConfigError(f"workload: {where}: no such file (paths are taken from the working directory)")
+        why = "not a regular file" if path.exists() else "no such file (paths are taken from the working directory)"
+        raise ConfigError(f"workload: {one_line(where)}: {why}")
     name = "spmd_plugin_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     if name in sys.modules:
         return sys.modules[name]
@@ -63,9 +66,9 @@ def _from_file(where: str):
     sys.modules[name] = module  # before running it: its dataclasses look their module up there
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit at import is a failed import, not the job's end
         del sys.modules[name]
-        raise ConfigError(f"workload: importing {where} failed: {_located(exc, path)}") from None
+        raise ConfigError(f"workload: importing {one_line(where)} failed: {_located(exc, path)}") from None
     return module
 
 
@@ -76,7 +79,7 @@ def _from_module(where: str):
         if exc.name and where.startswith(exc.name):
             raise ConfigError(f"workload: no module {where} on the Python path (PYTHONPATH)") from None
         raise ConfigError(f"workload: importing {where} failed: {_located(exc, None)}") from None
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise ConfigError(f"workload: importing {where} failed: {_located(exc, None)}") from None
 
 
@@ -84,12 +87,16 @@ def _located(exc: BaseException, path: Path | None) -> str:
     """'TypeError: message (file.py:12)': the error, where in the plug-in's code it happened."""
     if isinstance(exc, SyntaxError):
         return f"SyntaxError: {exc.msg} ({exc.filename}:{exc.lineno})"
+    if isinstance(exc, SystemExit):
+        exc_text = f"it called sys.exit({brief(exc.code)})"
+    else:
+        exc_text = f"{type(exc).__name__}: {brief(str(exc))[1:-1]}"
     frames = traceback.extract_tb(exc.__traceback__)
     if path is not None:
         mine = [f for f in frames if Path(f.filename).resolve() == path.resolve()]
         frames = mine or frames
     where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    return f"{type(exc).__name__}: {brief(str(exc))[1:-1]}{where}"
+    return f"{one_line(exc_text)}{where}"
 
 
 def plugin_frame(exc: BaseException) -> str | None:

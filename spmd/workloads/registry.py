@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import waits
 from ..config import Config, config_from_dict, load_config, with_params
-from ..errors import ConfigError, brief
+from ..errors import ConfigError, brief, one_line
 from .base import Workload
 from .matmul.workload import MatmulWorkload
 from .plugins import FORMS, is_plugin, load_plugin
@@ -52,6 +53,21 @@ def resolve_params(cfg: Config) -> Config:
 def load_job_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """``config.load_config`` and ``resolve_params``: a config ready to run."""
     return resolve_params(load_config(path, overrides))
+
+
+def agree_on_config(ctx, path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """``load_job_config`` on every rank of ``ctx``, agreed. The config's top level comes first, so the user's
+    code that resolving it imports (a plug-in, at import time) runs in a phase the watchdog bounds by the
+    config's own ``timeout_s``: an import that never returns ends the job (exit 4) naming it."""
+    from ..watchdog import set_timeout  # here: loading a config needs no MPI (spmd generate, jobscript)
+
+    cfg = ctx.agree(load_config, path, overrides)
+    set_timeout(cfg.timeout_s)
+    waits.note_phase(f"loading workload {brief(one_line(cfg.workload))}", timed=is_plugin(cfg.workload))
+    try:
+        return ctx.agree(resolve_params, cfg)
+    finally:
+        waits.note_phase("start", timed=False)
 
 
 def job_config_from_dict(raw: dict) -> Config:

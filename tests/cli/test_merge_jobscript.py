@@ -121,6 +121,9 @@ def test_generated_scripts_run_nothing_a_value_smuggles_in(tmp_path):
                        "--spmd", f"fake-spmd --note {hostile}", cwd=tmp_path)  # unquoted: words of a command
     assert rc == 0, err
     jobs = tmp_path / "jobs"
+    for name in ("strong-1n", "strong-2n"):  # what the runs would have written: the merge job needs two reports
+        (jobs / "results" / name).mkdir(parents=True)
+        (jobs / "results" / name / "report.json").write_text("{}")
     env = {**os.environ, "PATH": f"{stubs(tmp_path)}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "calls.log")}
     for script in ["submit.sh", *sorted(p.name for p in jobs.glob("*.sbatch"))]:
         proc = subprocess.run(["bash", str(jobs / script)], cwd=tmp_path, env=env, capture_output=True, text=True,

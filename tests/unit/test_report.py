@@ -3,6 +3,7 @@ import os
 
 import pytest
 
+from spmd.version import __version__
 from spmd.files import write_json_atomic
 from spmd.report.summary import summarize
 from spmd.report.table import format_report
@@ -28,7 +29,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
     write_json_atomic(path, {"a": 1})
     with pytest.raises(TypeError):
         write_json_atomic(path, {"a": object()})  # not serializable: fails before the rename
-    assert json.loads(path.read_text()) == {"a": 1}
+    assert json.loads(path.read_text()) == {"spmd_version": __version__, "a": 1}  # spmd's record first
     assert os.listdir(path.parent) == ["report.json"]  # no temporary left behind
 
 

@@ -9,8 +9,8 @@ from fractions import Fraction
 import pytest
 
 from spmd.errors import ConfigError, InputError
-from spmd.io.generate import scaled_input
-from spmd.report.compare import compare, load_entries
+from spmd.io.weak import scaled_input
+from spmd.report.compare import Point, compare, load_entries
 from spmd.report.summary import job_time
 from spmd.scale.figures import imbalance, karp_flatt, series_figures
 from spmd.scale.sweep import default_ranks, parse_ranks, plan
@@ -197,7 +197,7 @@ def test_compare_flags_slowdowns_above_the_threshold_only(tmp_path):
     assert all(r["change_pct"] == pytest.approx(20.0) for r in slower)
     assert compare(old, new, fail_above=25, min_seconds=1e-4)[1] == []
     assert compare(old, old, fail_above=0, min_seconds=0)[1] == []
-    noisy = {k: {**v, "wait": v["wait"] * 5} for k, v in old.items()}
+    noisy = {k: {**v, "wait": Point(v["wait"].value * 5)} for k, v in old.items()}
     assert compare(old, noisy, fail_above=10, min_seconds=1e-4)[1] == []  # 1 us -> 5 us is noise
 
 
@@ -206,7 +206,7 @@ def test_compare_reads_report_json_and_rejects_strangers(tmp_path):
     path = tmp_path / "report.json"
     path.write_text(json.dumps(r))
     entries = load_entries(path)
-    assert list(entries) == [("strong", 2)] and entries[("strong", 2)]["time"] == 4.0
+    assert list(entries) == [("strong", 2)] and entries[("strong", 2)]["time"].value == 4.0
     (tmp_path / "x.json").write_text("[1, 2]")
     (tmp_path / "y.json").write_text("{not json")
     for name in ("x.json", "y.json", "missing.json"):
@@ -220,8 +220,12 @@ def test_compare_reads_report_json_and_rejects_strangers(tmp_path):
 @pytest.mark.parametrize("change, message", [
     ({"schema": 2}, "report schema 2; this spmd reads schema 1"),
     ({"per_rank": [{"median": {}}]}, "missing or malformed: per_rank (one entry per rank)"),
-    ({"per_rank": [{"median": {}, "repeats": [{"total": "1"}]}] * 2}, "per_rank[].repeats[].total"),
+    ({"per_rank": [{"median": {}, "repeats": [{"total": "1"}]}] * 2}, "per_rank[].repeats[] (finite seconds"),
+    ({"per_rank": [{"median": {}, "repeats": [{"total": 1.0, "read": "x"}]}] * 2}, "per_rank[].repeats[] (finite"),
+    ({"per_rank": [{"median": {}, "repeats": [{"total": float("nan")}]}] * 2}, "per_rank[].repeats[] (finite"),
     ({"timings": {"total": {"median": None}}}, "timings.'total'"),
+    ({"timings": {"total": {"median": float("nan"), "min": 1, "max": 1}}}, "timings.'total' (finite"),
+    ({"workload": "reduce\n" * 10_000}, "missing or malformed: workload"),
     ({"ranks": True}, "missing or malformed: ranks"),
     ({"verified": "yes"}, "verified"),
 ])

@@ -7,7 +7,7 @@ import pytest
 from spmd.errors import ConfigError, InputError
 from spmd.workloads.registry import job_config_from_dict
 from spmd.workloads.train.buckets import plan_buckets
-from spmd.workloads.train.checkpoint import load_checkpoint, save_checkpoint
+from spmd.workloads.train.checkpoint import load_checkpoint, mark_failed, save_checkpoint
 from spmd.workloads.train.data import Sampler
 from spmd.workloads.train.model import ALIGN, PRESETS, Layout
 from spmd.workloads.train.network import Network, local_gradient
@@ -238,10 +238,10 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path):
     state = {"m": w * 2, "v": w * 3}
     path = str(tmp_path / "c.h5")
     save_checkpoint(path, layout, w, state, 120, META)
-    w2, s2, step = load_checkpoint(path, layout, META, ("m", "v"))
+    w2, s2, step, failed = load_checkpoint(path, layout, META, ("m", "v"))
     np.testing.assert_array_equal(w2, w)
     np.testing.assert_array_equal(s2["v"], state["v"])
-    assert step == 120
+    assert step == 120 and failed is None
     with pytest.raises(ConfigError, match="global_batch = 8, this run has 16"):
         load_checkpoint(path, layout, {**META, "global_batch": 16}, ("m", "v"))
     (tmp_path / "junk.h5").write_bytes(b"not hdf5")
@@ -261,7 +261,7 @@ def test_a_failed_checkpoint_write_leaves_the_previous_one(tmp_path, monkeypatch
 
     with pytest.raises(InputError, match="disk full"):
         save_checkpoint(path, layout, w * 0, Exploding(), 20, META)
-    _, _, step = load_checkpoint(path, layout, META, ("momentum",))
+    _, _, step, _ = load_checkpoint(path, layout, META, ("momentum",))
     assert step == 10 and not (tmp_path / "c.h5.tmp").exists()
 
 
@@ -368,3 +368,18 @@ def test_updating_the_buckets_one_by_one_equals_one_update(optimizer):
     for name in whole.state:
         np.testing.assert_array_equal(parts.state[name], whole.state[name])
     assert np.abs(w_whole - w0).max() > 0
+
+
+def test_a_checkpoint_of_a_failed_verification_is_not_resumed_without_saying_so(tmp_path):
+    """A run that ends in exit 3 marks the checkpoints it wrote: resuming refuses them (exit 2) unless
+    params.resume_unverified, which returns the reason (the report then carries it as a warning)."""
+    layout = Layout(WIDTHS)
+    w = layout.initial(4, np.float64)
+    path = str(tmp_path / "c.h5")
+    save_checkpoint(path, layout, w, {"m": w}, 40, META)
+    mark_failed(path, "rank 1 on vm: parameters differ from rank 0's")
+    with pytest.raises(ConfigError, match="written by a run whose verification failed .*resume_unverified: true"):
+        load_checkpoint(path, layout, META, ("m",))
+    w2, _, step, failed = load_checkpoint(path, layout, META, ("m",), unverified=True)
+    np.testing.assert_array_equal(w2, w)
+    assert step == 40 and failed == "rank 1 on vm: parameters differ from rank 0's"

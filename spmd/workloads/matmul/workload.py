@@ -381,7 +381,7 @@ class MatmulWorkload(Workload):
         if s is None:
             return None
         return save_blocks(self.ctx, s.path, s.dataset, (self.m, self.n), self.dtype, self.mine["c"],
-                           xpmod.to_host(self.c_local))
+                           xpmod.to_host(self.c_local), self.cfg.overwrite)
 
     def metrics(self, rank_medians):
         flops = [2.0 * blk["c"].shape[0] * blk["c"].shape[1] * self.k for blk in self.blocks]

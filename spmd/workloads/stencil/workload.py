@@ -388,7 +388,7 @@ class StencilWorkload(Workload):
         if s is None:
             return None
         return save_blocks(self.ctx, s.path, s.dataset, self.shape, self.dtype, self.block,
-                           xpmod.to_host(self.result_block()))
+                           xpmod.to_host(self.result_block()), self.cfg.overwrite)
 
     def metrics(self, rank_medians):
         it, item = self.params.iterations, self.dtype.itemsize

@@ -21,11 +21,12 @@ import json
 import h5py
 import numpy as np
 
-from ...errors import ConfigError, InputError
-from ...files import write_bytes_atomic
+from ...errors import ConfigError, InputError, brief
+from ...files import HDF5_RECORD, hdf5_record, write_bytes_atomic
 from ...io.hdf5 import open_h5
 
 FORMAT = 2  # 1: without checksums
+FAILED = "verification_failed"  # set on the checkpoints of a run whose verification failed: what failed
 MATCH = ("widths", "dtype", "optimizer", "global_batch", "data_shards", "seed")
 
 
@@ -52,8 +53,10 @@ def _attrs_sha256(step: int, meta: str) -> str:
     return hashlib.sha256(f"{FORMAT}\n{step}\n{meta}".encode()).hexdigest()
 
 
-def save_checkpoint(path: str, layout, weights: np.ndarray, state: dict, step: int, meta: dict) -> None:
-    """Write a checkpoint; the previous file at ``path`` stays intact until the new one is complete."""
+def save_checkpoint(path: str, layout, weights: np.ndarray, state: dict, step: int, meta: dict,
+                    overwrite: bool = False) -> None:
+    """Write a checkpoint; the previous file at ``path`` stays intact until the new one is complete. A file
+    there that spmd did not write is refused (InputError) unless ``overwrite``."""
     try:
         image = io.BytesIO()
         with h5py.File(image, "w") as f:
@@ -62,19 +65,38 @@ def save_checkpoint(path: str, layout, weights: np.ndarray, state: dict, step: i
                 f.create_dataset(name, data=data).attrs["sha256"] = _sha256(data)
             text = json.dumps(meta, sort_keys=True)
             f.attrs.update(format=FORMAT, step=step, meta=text, sha256=_attrs_sha256(step, text))
-        write_bytes_atomic(path, image.getvalue())
+            f.attrs[HDF5_RECORD] = hdf5_record("spmd run", kind="training checkpoint")
     except OSError as exc:
         raise InputError(f"{path}: cannot write the checkpoint ({exc.strerror or exc})") from None
+    write_bytes_atomic(path, image.getvalue(), overwrite, what="the checkpoint")
 
 
-def load_checkpoint(path: str, layout, meta: dict, state_names) -> tuple[np.ndarray, dict, int]:
-    """Parameters, optimizer buffers and step of a checkpoint made by a compatible run.
+def mark_failed(path: str, reason: str) -> None:
+    """Record in the checkpoint at ``path`` that the run which wrote it failed verification (``reason``), so a
+    resume refuses it unless told otherwise (``params.resume_unverified``)."""
+    with open(path, "rb") as f:
+        image = io.BytesIO(f.read())
+    with h5py.File(image, "r+") as f:
+        f.attrs[FAILED] = reason
+    write_bytes_atomic(path, image.getvalue(), what="the checkpoint")
+
+
+def load_checkpoint(path: str, layout, meta: dict, state_names,
+                    unverified: bool = False) -> tuple[np.ndarray, dict, int, str | None]:
+    """Parameters, optimizer buffers and step of a checkpoint made by a compatible run, and why the run that
+    wrote it failed verification (None when it did not).
 
     Raises:
         InputError: missing, unreadable or damaged file, or not a spmd checkpoint.
-        ConfigError: made by a run whose model, optimizer, batch or data order differ.
+        ConfigError: made by a run whose model, optimizer, batch or data order differ; or by a run whose
+            verification failed, unless ``unverified``.
     """
     with open_h5(path) as f:
+        failed = str(f.attrs[FAILED]) if FAILED in f.attrs else None
+        if failed is not None and not unverified:
+            raise ConfigError(f"params.resume: {path} was written by a run whose verification failed ({brief(failed)}"
+                              f"): resuming would continue a wrong training; set params.resume_unverified: true to "
+                              f"resume from it anyway (the report says so)")
         try:
             if int(f.attrs["format"]) != FORMAT:
                 raise InputError(f"{path}: a checkpoint of format {int(f.attrs['format'])}, which carries no "
@@ -95,7 +117,7 @@ def load_checkpoint(path: str, layout, meta: dict, state_names) -> tuple[np.ndar
         raise InputError(f"{path}: {weights.size} weights, the model has {layout.parameters}")
     dtype = np.dtype(meta["dtype"])
     return (_unflatten(layout, weights, dtype),
-            {k: _unflatten(layout, data[f"optimizer/{k}"], dtype) for k in state_names}, step)
+            {k: _unflatten(layout, data[f"optimizer/{k}"], dtype) for k in state_names}, step, failed)
 
 
 def _verified(f, path: str, name: str) -> np.ndarray:

@@ -55,6 +55,7 @@ class TrainParams:
     target_accuracy: float | None = None
     checkpoint: CheckpointConfig | None = None
     resume: str | None = None
+    resume_unverified: bool = False  # resume from a checkpoint whose run failed verification (the report says so)
 
     def __post_init__(self):
         model_widths(self.model)

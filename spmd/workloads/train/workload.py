@@ -24,7 +24,8 @@ from fractions import Fraction
 import numpy as np
 
 from ... import faults, stops
-from ...errors import BackendUnavailable, ConfigError, InputError, Interrupted, Stopped, VerificationError
+from ...errors import BackendUnavailable, ConfigError, InputError, Interrupted, Stopped, VerificationError, brief
+from ...files import require_replaceable
 from ...io.hdf5 import dataset_info, open_h5, require_finite
 from ...io.plan import Block, block_range
 from ...memory import require_memory
@@ -32,7 +33,7 @@ from ...timing import enter_phase
 from ...units import fmt_bytes
 from ..base import Workload, require_one_dataset
 from . import data as train_data
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import load_checkpoint, mark_failed, save_checkpoint
 from .gradcheck import GRADIENT_RTOL, check_first_gradient
 from .model import Layout
 from .ops import make_ops
@@ -88,11 +89,16 @@ class TrainWorkload(Workload):
     def setup(self, ctx, cfg, comm):
         self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
         self.trainer = None
-        self._stop = _StopFlag()  # from here on a stop signal is noted, and acted on between windows
+        self.checkpoints_written: set[str] = set()
         p = self.params
+        # where a stop signal writes its checkpoint (the config's, or one in the output folder): never a user's file
+        ctx.agree(require_replaceable, self._checkpoint_path(), "the checkpoint", cfg.overwrite,
+                  "remove it, choose another params.checkpoint.path, or set overwrite: true", root_only=True)
+        self._stop = _StopFlag()  # from here on a stop signal is noted, and acted on between windows
         ctx.agree(require_one_dataset, cfg, "train", "a float64 gradient check")
         self.layout = Layout(p.widths, inputs_first=p.backward_order == "inputs_first")
         self.global_batch = p.batch * p.accumulate * ctx.size
+        ctx.agree(self._require_batch_memory)
         self.shards = p.data_shards or ctx.size
         self.rows = ctx.agree(self._check_inputs)
         self.sampler = ctx.agree(train_data.Sampler, self.rows, self.shards, ctx.size, ctx.rank,
@@ -102,9 +108,12 @@ class TrainWorkload(Workload):
         self.trainer = ctx.agree(self._build)
         self.start_step = 0
         if p.resume:
-            weights, state, step = ctx.agree(load_checkpoint, p.resume, self.layout, self._meta(),
-                                             tuple(self.trainer.optimizer.state))
+            weights, state, step, failed = ctx.agree(load_checkpoint, p.resume, self.layout, self._meta(),
+                                                     tuple(self.trainer.optimizer.state), p.resume_unverified)
             ctx.agree(self._check_resume_step, step)
+            if failed and ctx.rank == 0:
+                ctx.warnings.append(f"resumed from {p.resume}, written by a run whose verification failed "
+                                    f"({brief(failed)}); params.resume_unverified: true")
             self.trainer.set_state(weights, state, step)
             self.start_step = step
         first = self.sampler.window(self.start_step, 1)
@@ -169,6 +178,19 @@ class TrainWorkload(Workload):
                                  f"outside 0..{classes - 1} (the model has {classes} classes)")
         require_finite(x, f"{path}:{self.cfg.input.dataset}", start)  # always: a NaN would poison every weight
         return x, y, ex, ey, seconds
+
+    def _require_batch_memory(self) -> None:
+        """What grows with the batch, checked before anything is allocated: a batch too large for the machine is
+        refused with the numbers (exit 2), not a MemoryError. Host: a window's sample indices (int32, and the
+        int64 positions they are drawn from) and the float64 gradient check of one batch; the device (host memory
+        on a CPU run): the micro-batch's inputs, activations and their gradients, and the window's indices."""
+        p, widths = self.params, self.layout.widths
+        item = np.dtype(p.dtype).itemsize
+        per_rank = p.batch * p.accumulate
+        host = p.steps * per_rank * 36 + per_rank * (widths[0] * item + 24 * sum(widths))
+        require_memory(host, "host", self.ctx, f"a window's sample indices and the gradient check of {per_rank} samples")
+        device = p.batch * ((widths[0] + 2 * sum(widths[1:])) * item + 16) + p.steps * per_rank * 4
+        require_memory(device, "device", self.ctx, f"the buffers of a micro-batch of {p.batch} samples")
 
     def _graph_wanted(self) -> bool:
         graph = self.params.graph
@@ -281,12 +303,23 @@ class TrainWorkload(Workload):
     def _write_checkpoint(self, path: str) -> str:
         weights, state = self.trainer.host_state()
         meta = {**self._meta(), "rng": {"kind": "counter-based", "seed": self.params.seed, "step": self.trainer.step}}
-        save_checkpoint(path, self.layout, weights, state, self.trainer.step, meta)
+        save_checkpoint(path, self.layout, weights, state, self.trainer.step, meta, self.cfg.overwrite)
+        self.checkpoints_written.add(path)
         return path
 
     # -- verification ------------------------------------------------------------------
 
     def verify(self):
+        try:
+            return self._verify()
+        except VerificationError as exc:
+            if exc.collective:  # every rank is here: the run's checkpoints must not resume silently
+                reason = str(exc)
+                self.ctx.agree(lambda: [mark_failed(path, reason) for path in sorted(self.checkpoints_written)],
+                               root_only=True)
+            raise
+
+    def _verify(self):
         ctx = self.ctx
         self._collect_window()
         weights, state = self.trainer.host_state()
