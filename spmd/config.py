@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import yaml
 
-from .errors import ConfigError, brief
+from .errors import ConfigError, brief, one_line
 
 # The communicator backends ``comm:`` names besides ``auto`` (spmd.comm.factory builds them), in the
 # order side-by-side tables list them.
@@ -234,13 +234,21 @@ def parse_yaml(text: str, what: str):
         _check_size(node, what)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{what}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{what}: not valid YAML: {_yaml_problem(exc)}") from None
     except ConfigError as exc:
         raise ConfigError(f"{what}: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{what}: nested too deeply") from None
     finally:
         loader.dispose()
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's complaint on one line: what is wrong and where (its own text spans lines, with a caret)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return one_line(problem)[:200] + where
 
 
 def _check_size(root, what: str) -> None:

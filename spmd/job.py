@@ -129,7 +129,7 @@ _FIX = "remove it or choose another path"
 def oversubscribed(placement: dict) -> list[str]:
     """Warnings for the hosts that ran more ranks than they have CPUs (their timings measure contention)."""
     return [f"oversubscribed: {host} ran {placement['ranks_per_node'][host]} ranks on {placement['cpus_per_node'][host]}"
-            f" CPUs: they compete for cores, so the timings measure contention, not the work"
+            f" CPU(s): they compete for cores, so the timings measure contention, not the work"
             for host in placement["oversubscribed"]]
 
 

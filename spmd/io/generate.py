@@ -201,7 +201,7 @@ def require_generated(path: str) -> None:
     """Refuse (InputError, exit 2) a file at ``path`` that ``spmd generate`` may not replace: one without its
     generation record (a user's file, a result or checkpoint spmd saved, a file it cannot read), read-only,
     a link or a folder."""
-    require_replaceable(path, fix=NOT_GENERATED)
+    require_replaceable(path, overwrite=True, fix=NOT_GENERATED)  # a link, a folder, a read-only file
     if not generated_by_spmd(path):
         raise InputError(f"{one_line(path)} exists and was not written by {GENERATE_COMMAND}: {NOT_GENERATED}")
 

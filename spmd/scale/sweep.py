@@ -111,7 +111,7 @@ def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> tuple[list[st
         notes += [f"{one_line(path)} is your file (not written by spmd generate): read as it is; the config's "
                   f"generate section does not apply to it" for path in plan.users if path not in users]
         users.update(plan.users)
-        copies = copies_note(step.cfg) if plan.write else None
+        copies = copies_note(step.cfg)
         if copies:
             notes.append(copies)
         mine = ctx.agree(write_inputs, plan, cls, ctx.rank, ctx.size)

@@ -1,20 +1,27 @@
 """Verifying a distributed C = A @ B without forming A @ B again.
 
 Two independent checks, both in float64:
-- Freivalds: C x against A (B x) for random x, every rank contributing its blocks; a wrong
-  row or block of C shows in C x with overwhelming probability.
+- Grouped Freivalds: the columns of C fall into G = min(n, FREIVALDS_GROUPS) groups (column j in group
+  j mod G); each group's columns, each times a random sign, are summed per row: C X against A (B X) for the
+  n x G matrix X of those signs, every rank contributing its blocks. One wrong element of C changes its row's
+  sum in its group, where only the n/G columns of that group add rounding beside it.
 - Sampled rows: a few rows of C (the first and last of every block among them) recomputed
   exactly on rank 0 from A's rows and B as stored in the files.
 - ``verify: full`` adds every element: each rank recomputes its block of C in float64 on its device from A's
-  rows and B's columns as stored in the files, element by element against the bound below. Freivalds' bound
-  sums n element errors, so for float32 at large k it can let one element that is 1% off through; this cannot.
+  rows and B's columns as stored in the files, element by element against the bound below.
 
 Tolerances follow from the dtype and k. With u_in the unit roundoff of the inputs as the
 GEMM sees them (float32 2^-24, TF32 2^-11, float64 2^-53) and u_acc that of the
 accumulation, one element's error is at most about
 ``tau * ||a_i|| * ||b_j||`` with ``tau = 2 u_in + 4 sqrt(k) u_acc`` (input rounding is
 bounded outright; accumulation error grows like sqrt(k) for rounding that does not
-conspire). Freivalds sums n such errors with random signs: ``8 tau ||a_i|| ||B diag(x)||_F``.
+conspire). A group's sum of q = n/G such errors is at most ``tau ||a_i|| sqrt(q) ||B_g||_F`` (Cauchy-Schwarz;
+B_g: the group's columns of B); the check allows ``min(8, sqrt(q))`` times ``tau ||a_i|| ||B_g||_F``.
+
+What the default catches, exactly: an element of C off by more than twice its group's bound,
+``2 min(8, sqrt(q)) tau ||a_i|| ||B_g||_F``, always (the rounding beside it cannot hide more); a smaller
+error only when the rounding beside it does not cancel it. For n <= FREIVALDS_GROUPS every column is its
+own group and that is ``2 tau ||a_i|| ||b_j||``, twice ``verify: full``'s bound.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from ...errors import VerificationError
 from ...io.hdf5 import open_h5
 
 CHUNK_ROWS = 2048  # float64 copies of this many rows at a time bound verification memory
-FREIVALDS_VECTORS = 2
+FREIVALDS_GROUPS = 256  # columns of C checked in this many groups: A (B X) costs 2 m k G float64 flops
 
 UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "tf32": 2.0 ** -11, "float64": 2.0 ** -53}
 
@@ -61,8 +68,24 @@ def squares64(xp, m, axis: int) -> np.ndarray:
     return out
 
 
+def group_sums(xp, m, signs: np.ndarray, first_col: int, groups: int) -> np.ndarray:
+    """Per row of ``m`` (columns ``first_col``... of a wider matrix), the sum of its elements times ``signs`` in
+    each group of columns (global column j in group j mod ``groups``): a host float64 array (rows, groups)."""
+    rows, cols = m.shape
+    lead = first_col % groups
+    width = -(-(lead + cols) // groups) * groups
+    s = xp.asarray(signs, dtype=xp.float64)
+    out = np.empty((rows, groups))
+    for i in range(0, rows, CHUNK_ROWS):
+        part = m[i:i + CHUNK_ROWS]
+        padded = xp.zeros((part.shape[0], width))
+        padded[:, lead:lead + cols] = part.astype(xp.float64) * s
+        out[i:i + CHUNK_ROWS] = xpmod.to_host(padded.reshape(part.shape[0], width // groups, groups).sum(axis=1))
+    return out
+
+
 def freivalds(ctx, xp, shapes, blocks, local, seed: int, tol_scale: float) -> float:
-    """Check C x == A (B x) over every rank's blocks; collective.
+    """Check C X == A (B X) over every rank's blocks (the grouped check of the module's docstring); collective.
 
     Args:
         shapes: (m, k, n).
@@ -71,35 +94,37 @@ def freivalds(ctx, xp, shapes, blocks, local, seed: int, tol_scale: float) -> fl
         tol_scale: ``tau`` for this dtype and k.
 
     Returns:
-        The largest |C x - A (B x)| over its bound (<= 1 when correct).
+        The largest |C X - A (B X)| over its bound (<= 1 when correct).
     """
     m, k, n = shapes
     a, b, c = blocks["a"], blocks["b"], blocks["c"]
-    x = np.random.default_rng([seed, 1]).standard_normal((n, FREIVALDS_VECTORS))
-    bx = np.zeros((k, FREIVALDS_VECTORS))
+    groups = min(n, FREIVALDS_GROUPS)
+    signs = np.random.default_rng([seed, 1]).choice([-1.0, 1.0], size=n)
+    bx = np.zeros((k, groups))
     col_sq = np.zeros(n)
-    bx[b.r0:b.r1] = matvec64(xp, local["b"], x[b.c0:b.c1])
+    bx[b.r0:b.r1] = group_sums(xp, local["b"], signs[b.c0:b.c1], b.c0, groups)
     col_sq[b.c0:b.c1] = squares64(xp, local["b"], axis=0)
     ctx.allreduce_host(bx, col_sq)
-    abx = np.zeros((m, FREIVALDS_VECTORS))
+    abx = np.zeros((m, groups))
     row_sq = np.zeros(m)
-    cx = np.zeros((m, FREIVALDS_VECTORS))
+    cx = np.zeros((m, groups))
     abx[a.r0:a.r1] = matvec64(xp, local["a"], bx[a.c0:a.c1])
     row_sq[a.r0:a.r1] = squares64(xp, local["a"], axis=1)
-    cx[c.r0:c.r1] = matvec64(xp, local["c"], x[c.c0:c.c1])
+    cx[c.r0:c.r1] = group_sums(xp, local["c"], signs[c.c0:c.c1], c.c0, groups)
     ctx.allreduce_host(abx, row_sq, cx)
 
     def check():
-        scaled_b = np.sqrt((x ** 2 * col_sq[:, None]).sum(axis=0))  # ||B diag(x)||_F per vector
-        bound = 8 * tol_scale * np.sqrt(row_sq)[:, None] * scaled_b[None, :] + np.finfo(np.float64).tiny
+        group_sq = np.bincount(np.arange(n) % groups, weights=col_sq, minlength=groups)  # ||B_g||_F^2
+        margin = min(8.0, math.sqrt(math.ceil(n / groups)))
+        bound = margin * tol_scale * np.sqrt(row_sq)[:, None] * np.sqrt(group_sq)[None, :] + np.finfo(np.float64).tiny
         err = np.abs(cx - abx)
         bad = ~np.isfinite(cx) | (err > bound)
         if bad.any():
-            i, v = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            i, g = np.unravel_index(int(np.argmax(bad)), bad.shape)
             rows = np.flatnonzero(bad.any(axis=1))
-            raise VerificationError(f"Freivalds check failed in {len(rows)} row(s) of C, first row {i}: "
-                                    f"(C x)[{i}] = {float(cx[i, v])!r}, A (B x)[{i}] = {float(abx[i, v])!r} "
-                                    f"(bound {bound[i, v]:.3g})")
+            raise VerificationError(f"Freivalds check failed in {len(rows)} row(s) of C, first row {i} (columns j "
+                                    f"with j mod {groups} = {g}): (C X)[{i}, {g}] = {float(cx[i, g])!r}, "
+                                    f"A (B X)[{i}, {g}] = {float(abx[i, g])!r} (bound {bound[i, g]:.3g})")
         return float((err / bound).max())
 
     return ctx.agree(check, root_only=True)

@@ -335,7 +335,8 @@ class MatmulWorkload(Workload):
         ctx.agree(same_every_repeat, sums, "C blocks")
         self.stats = self._checksums()
         full = ", every element recomputed in float64 from the files (verify: full)" if self.cfg.verify == "full" else ""
-        return {"reference": f"Freivalds (2 random vectors, float64) + sampled rows recomputed in float64{full}",
+        return {"reference": f"grouped Freivalds ({min(self.n, check.FREIVALDS_GROUPS)} groups of columns, random "
+                             f"signs, float64) + sampled rows recomputed in float64{full}",
                 "sampled_rows": len(rows), "tolerance_tau": tol, "freivalds_worst_to_bound": freivalds,
                 "max_relative_error": worst, "every_element_s": every_s}
 
