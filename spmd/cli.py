@@ -218,15 +218,13 @@ def cmd_report_merge(args) -> int:
     import glob
     from pathlib import Path
 
-    from .errors import brief
-
     from .errors import InputError
     from .scale.merge import merge_reports
     from .scale.render import require_scaling_outputs, write_scaling
 
     if len(args.reports) == 1 and glob.has_magic(args.reports[0]) and not Path(args.reports[0]).exists():
         # a shell glob that matched nothing reaches spmd as it was typed
-        raise InputError(f"no report.json matched {brief(one_line(args.reports[0]))}")
+        raise InputError(f"no report.json matched {one_line(args.reports[0])[:200]}")
     paths = [Path(p) / "report.json" if Path(p).is_dir() else Path(p) for p in args.reports]
     require_scaling_outputs(args.out)
     scaling = merge_reports(paths)

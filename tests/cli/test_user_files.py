@@ -84,7 +84,7 @@ def test_a_users_file_is_left_byte_identical_by_every_command(tmp_path, kind):
             assert_result_close(run["report"]["result"], reference(want))
         if mode != "strong":  # the grown copy lies under the output, never beside the input
             copy = tmp_path / "out/weak-inputs/x2/events.h5"
-            assert f"in out/weak-inputs/x2/events.h5: 6002 rows, 422 KiB" in out, out
+            assert "in out/weak-inputs/x2/events.h5: 6002 rows, 422 KiB" in out, out
             with h5py.File(copy) as f:
                 np.testing.assert_array_equal(f["x"][...], np.concatenate([USERS, USERS]))
             assert sorted(p.name for p in source.parent.iterdir()) == ["events.h5"]
