@@ -81,11 +81,11 @@ def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, options
                           f"per GPU")
     if options.mpi not in MPI_PLUGINS:
         raise ConfigError(f"--mpi {brief(options.mpi)}: one of {', '.join(MPI_PLUGINS)}")
-    cpus = options.cpus_per_task or cfg.io.threads
+    cpus = cfg.io.threads if options.cpus_per_task is None else options.cpus_per_task
     if not 1 <= cpus <= 4096:
         raise ConfigError(f"--cpus-per-task {cpus}: from 1 to 4096")
     out = Path(out).resolve()
-    setup = _prologue(options.prologue) + _environment(options.env)
+    setup = DEFAULT_ENVIRONMENT + _prologue(options.prologue) + _environment(options.env)  # the user's last: they win
     files = _series(cfg, config_path, nodes, out, tasks, modes,
                     _header(options.gpus_per_node, cpus, options.partition, options.account, options.time, out),
                     setup, _command(options.spmd or default_spmd()), options.mpi)
@@ -133,9 +133,10 @@ def _series(cfg, config_path, nodes, out, tasks, modes, header, setup, spmd, mpi
     gen = ["#SBATCH --job-name=spmd-generate", "#SBATCH --nodes=1", "#SBATCH --ntasks=1", *one_task, "", *setup,
            "# every series' input once, before the runs: missing files and spmd's own out-of-date ones; your own",
            "# files are left as they are (a strong run reads them, a weak run copies of them)"]
-    gen += [f"{spmd} generate --skip-user-files {shlex.quote(str(conf))}" for conf, scaled in configs
-            if scaled.generate is not None or any(g for _, g in cls.extra_inputs(scaled))]
-    files.append((out / "generate.sbatch", _script(gen + ["true"]), 0o666))
+    steps = [f"{spmd} generate --skip-user-files {shlex.quote(str(conf))}" for conf, scaled in configs
+             if scaled.generate is not None or any(g for _, g in cls.extra_inputs(scaled))]
+    files.append((out / "generate.sbatch", _script(gen + (steps or ["echo 'nothing to generate: no config of the "
+                                                                     "series has a generate section'"])), 0o666))
     merge = None
     if len(nodes) > 1:  # a scaling report needs two node counts
         merge = ["#SBATCH --job-name=spmd-merge", "#SBATCH --nodes=1", "#SBATCH --ntasks=1", *one_task, "", *setup,
@@ -204,14 +205,18 @@ def _prologue(paths: tuple[str, ...]) -> list[str]:
     return lines
 
 
+# the threads and NCCL settings every job gets first (values already in the environment win)
+DEFAULT_ENVIRONMENT = [
+    "# threads: a rank's BLAS and reader threads on the CPUs SLURM gave its task; srun (SLURM >= 22.05) does",
+    "# not pass --cpus-per-task on by itself",
+    'export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"',
+    'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}"',
+    'export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # no NVLink multicast unless the node is known to allow it', ""]
+
+
 def _environment(items: tuple[str, ...]) -> list[str]:
-    """``export`` lines: the threads and NCCL settings every job gets (the environment's values win), then each
-    ``--env KEY=VALUE``, its value quoted."""
-    lines = ["# threads: a rank's BLAS and reader threads on the CPUs SLURM gave its task; srun (SLURM >= 22.05) does",
-             "# not pass --cpus-per-task on by itself",
-             'export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"',
-             'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}"',
-             'export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # no NVLink multicast unless the node is known to allow it']
+    """An ``export`` line for each ``--env KEY=VALUE``, its value quoted."""
+    lines = []
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not ENV_KEY.fullmatch(key):
@@ -219,7 +224,7 @@ def _environment(items: tuple[str, ...]) -> list[str]:
         if any(ord(c) < 32 or ord(c) == 127 for c in value):
             raise ConfigError(f"--env {brief(one_line(item))}: a value of one line without control characters")
         lines.append(f"export {key}={shlex.quote(value)}")
-    return lines + [""]
+    return ["# from --env", *lines, ""] if lines else []
 
 
 def _header(gpus: int, cpus: int, partition, account, time, out: Path) -> list[str]:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import yaml
 
@@ -183,3 +184,109 @@ def test_report_commands_name_a_malformed_file_and_exit_2(tmp_path):
     rc, out, err = cli("report", "compare", "latin.json", "a.json", cwd=tmp_path)
     assert rc == 2 and "latin.json: cannot read a JSON report" in err, err
     assert "Traceback" not in err and not (tmp_path / "m").exists()
+
+
+def test_jobscripts_a_cluster_user_can_submit_as_they_are(tmp_path):
+    """--cpus-per-task (default io.threads), the prologue and --env lines (values quoted), set -euo pipefail and
+    the threads and NCCL environment in every job; every script valid bash; one node count: no merge job."""
+    config = small("reduce.yaml", tmp_path, **{"generate.shape": [1000], "io": {"threads": 6}})
+    (tmp_path / "modules.sh").write_text("module load openmpi/4.1\nsource /opt/site/env.sh\n")
+    rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", "--out", "jobs",
+                       "--prologue", "modules.sh", "--env", "NCCL_DEBUG=WARN",
+                       "--env", "WEIRD=a b $(touch pwned) 'q'", cwd=tmp_path)
+    assert rc == 0, err
+    jobs = tmp_path / "jobs"
+    scripts = sorted(jobs.glob("*.sbatch")) + [jobs / "submit.sh"]
+    for script in scripts:
+        check = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert check.returncode == 0, (script.name, check.stderr)
+    for script in jobs.glob("*.sbatch"):
+        text = script.read_text()
+        assert "#SBATCH --cpus-per-task=6" in text and "\nset -euo pipefail\n" in text, script.name
+        assert text.index("set -euo pipefail") > max(text.rindex("#SBATCH"), 0)  # after the #SBATCH header
+        assert "set +u\nmodule load openmpi/4.1\nsource /opt/site/env.sh\nset -u" in text, script.name
+        assert "export NCCL_DEBUG=WARN" in text and "export WEIRD='a b $(touch pwned) '\"'\"'q'\"'\"''" in text
+        assert 'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}"' in text
+        assert 'export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"' in text
+        assert 'export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"' in text
+    env = {**LAUNCH_ENV, "PATH": f"{stubs(tmp_path)}:{LAUNCH_ENV['PATH']}", "STUB_LOG": str(tmp_path / "calls.log")}
+    run = subprocess.run(["bash", str(jobs / "strong-2n.sbatch")], cwd=tmp_path, capture_output=True, text=True,
+                         env={**env, "PATH": f"{tmp_path / 'bin'}:{env['PATH']}"}, timeout=60)
+    assert run.returncode != 0 and "module: command not found" in run.stderr  # set -e: a failed prologue stops it
+    assert not list(tmp_path.rglob("pwned"))
+
+    rc, out, err = cli("jobscript", config, "--nodes", "2", "--gpus-per-node", "2", "--cpus-per-task", "3",
+                       "--out", "one", cwd=tmp_path)
+    assert rc == 0 and "one node count: no scaling report" in out, err
+    assert sorted(p.name for p in (tmp_path / "one").glob("*.sbatch")) == ["generate.sbatch", "strong-2n.sbatch"]
+    assert "merge" not in (tmp_path / "one/submit.sh").read_text()
+    assert "#SBATCH --cpus-per-task=3" in (tmp_path / "one/strong-2n.sbatch").read_text()
+    rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", "--out", "both", cwd=tmp_path)
+    assert rc == 0 and "strong: 1, 2 node(s); weak: 1 (strong-1n), 2 node(s)" in out, out
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--prologue", "sbatch.sh"], "an #SBATCH line there would be ignored"),
+    (["--prologue", "broken.sh"], "not valid shell"),
+    (["--prologue", "missing.sh"], "--prologue 'missing.sh': not a regular file"),
+    (["--env", "1X=2"], "KEY=VALUE, KEY of letters"),
+    (["--env", "A=b\nc"], "a value of one line"),
+    (["--env", "NOEQUALS"], "KEY=VALUE"),
+    (["--cpus-per-task", "0"], "--cpus-per-task 0: from 1 to 4096"),
+])
+def test_jobscript_refuses_a_prologue_or_env_it_cannot_carry(tmp_path, args, why):
+    config = small("reduce.yaml", tmp_path, **{"generate.shape": [1000]})
+    (tmp_path / "sbatch.sh").write_text("#SBATCH --mem=1G\nmodule load x\n")
+    (tmp_path / "broken.sh").write_text("if then fi (\n")
+    rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", *args, "--out", "jobs",
+                       cwd=tmp_path)
+    assert rc == 2 and why in err, err
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_jobscript_will_not_write_over_a_users_file(tmp_path):
+    config = small("reduce.yaml", tmp_path, **{"generate.shape": [1000]})
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs/submit.sh").write_text("#!/bin/bash\necho my own submit script\n")
+    rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", "--out", "jobs", cwd=tmp_path)
+    assert rc == 2 and "submit.sh exists and was not written by spmd" in err, err
+    assert (tmp_path / "jobs/submit.sh").read_text() == "#!/bin/bash\necho my own submit script\n"
+    assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == ["submit.sh"]
+    (tmp_path / "jobs/submit.sh").unlink()
+    assert cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", "--out", "jobs", cwd=tmp_path)[0] == 0
+    assert cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", "--out", "jobs", cwd=tmp_path)[0] == 0
+
+
+def test_a_series_on_the_users_own_input_weak_scales_copies_and_merges(tmp_path):
+    """A series of jobs on a user's own file (no generate section): the strong jobs read it as it is, the weak
+    job a copy that repeats it (made by the generate job, under the base job's results), and spmd report merge
+    puts each report in its series. The user's file is never written."""
+    from helpers import write_dataset
+
+    users = np.random.default_rng(3).normal(size=(2001, 3))
+    (tmp_path / "data").mkdir()
+    write_dataset(tmp_path / "data/events.h5", users)
+    before = (tmp_path / "data/events.h5").read_bytes()
+    (tmp_path / "job.yaml").write_text(json.dumps({"workload": "reduce", "device": "cpu", "repeats": 2,
+                                                   "input": {"path": "data/events.h5", "dataset": "x"}}))
+    rc, out, err = cli("jobscript", "job.yaml", "--nodes", "1,2", "--gpus-per-node", "0", "--tasks-per-node", "1",
+                       "--out", "jobs", cwd=tmp_path)
+    assert rc == 0, err
+    jobs = tmp_path / "jobs"
+    weak = yaml.safe_load((jobs / "configs/weak-2n.yaml").read_text())
+    copy = jobs / "results/strong-1n/weak-inputs/x2/events.h5"
+    assert weak["input"]["path"] == str(copy) and weak["generate"]["copy_of"] == ["data/events.h5"]
+    generate = (jobs / "generate.sbatch").read_text()
+    assert "generate --skip-user-files" in generate and "weak-2n.yaml" in generate and "strong-1n.yaml" not in generate
+    assert spmd("generate", "--skip-user-files", jobs / "configs/weak-2n.yaml", cwd=tmp_path, ranks=1)[0] == 0
+    for name, ranks in (("strong-1n", 1), ("strong-2n", 2), ("weak-2n", 2)):
+        rc, out, err, _ = spmd("run", jobs / f"configs/{name}.yaml", cwd=tmp_path, ranks=ranks)
+        assert rc == 0, (name, err)
+    weak_sum = json.loads((jobs / "results/weak-2n/report.json").read_text())["result"]["sum"]
+    np.testing.assert_allclose(weak_sum, 2 * users.sum(axis=0), rtol=1e-12)
+    rc, out, err = cli("report", "merge", *sorted(jobs.glob("results/*/report.json")), "--out", "m", cwd=tmp_path)
+    assert rc == 0, err
+    scaling = json.loads((tmp_path / "m/scaling.json").read_text())
+    assert {m: [r["ranks"] for r in rows] for m, rows in scaling["series"].items()} == {"strong": [1, 2],
+                                                                                      "weak": [1, 2]}
+    assert (tmp_path / "data/events.h5").read_bytes() == before

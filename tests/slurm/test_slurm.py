@@ -27,7 +27,8 @@ CPU = ["--gpus-per-node=0", "--cpus-per-task=1"]  # the templates ask for GPUs; 
 # plugin as 9 PMI-1 lines of up to 828 characters, and in two fresh-clone CI runs one reached slurmstepd cut in two
 # ("mpi/pmi2: value not properly terminated in client request"), the ranks failing or waiting in MPI_Init; with
 # OFI it is one line of 95 (strace of both). The README's SLURM section says so for users.
-SRUN_ENV = {**LAUNCH_ENV, "MPIR_CVAR_CH4_NETMOD": "ofi"}
+OFI = "ofi"
+SRUN_ENV = {**LAUNCH_ENV, "MPIR_CVAR_CH4_NETMOD": OFI}
 
 
 def sbatch(script, *options, env=None, cwd, wait=True, timeout=240):
@@ -126,16 +127,22 @@ def wait_for(job, timeout=240):
 
 
 def test_jobscript_series_submitted_then_merged_across_node_counts(two_nodes, tmp_path):
+    """The scripts as spmd jobscript writes them, submitted from a plain environment: what the jobs need (the
+    MPI netmod, one CPU per task on this small cluster, the site's set-up) comes from --env, --cpus-per-task
+    and --prologue."""
     config = reduce_config(tmp_path)
     out = tmp_path / "jobs"
+    (tmp_path / "site.sh").write_text('echo "site set-up ran on $(hostname) with $OMP_NUM_THREADS thread(s)"\n')
     subprocess.run([sys.executable, "-m", "spmd", "jobscript", config, "--nodes", "1,2", "--gpus-per-node", "0",
                     "--tasks-per-node", "1", "--partition", "pair", "--time", "00:05:00", "--spmd", SPMD,
+                    "--cpus-per-task", "1", "--prologue", "site.sh", "--env", f"MPIR_CVAR_CH4_NETMOD={OFI}",
                     "--out", out], cwd=tmp_path, check=True, env=LAUNCH_ENV)
     submitted = subprocess.run(["bash", out / "submit.sh"], capture_output=True, text=True, check=True,
-                               env=SRUN_ENV).stdout
+                               env=LAUNCH_ENV).stdout
     merge = re.search(r"merge (\d+)", submitted).group(1)
     wait_for(merge)
     logs = "\n".join(p.read_text() for p in (out / "logs").glob("*.out"))
+    assert "site set-up ran on" in logs and "with 1 thread(s)" in logs, logs
     scaling = json.loads((out / "scaling/scaling.json").read_text())
     assert {m: [r["ranks"] for r in rows] for m, rows in scaling["series"].items()} == \
         {"strong": [1, 2], "weak": [1, 2]}, logs
