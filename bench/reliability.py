@@ -31,6 +31,7 @@ import numpy as np
 import yaml
 
 TIMEOUT_S = 5  # the watchdog's timeout_s in these runs
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 @dataclass
@@ -229,6 +230,185 @@ def use_cases(mpiexec: list[str]) -> list[Case]:
     ]
 
 
+def data_cases(mpiexec: list[str]) -> list[Case]:
+    """A user's files are never written (issue 33): each case checks the file it must leave as it was."""
+    table = np.random.default_rng(1).normal(size=(3001, 9))
+
+    def users(name, mode=0o644):
+        def make(work):
+            _dataset(work / name, table)
+            (work / name).chmod(mode)
+            (work / f"{name}.sha256").write_text(_sha(work / name))
+        return make
+
+    def unchanged(*names):
+        return lambda work: next((f"{n} changed" for n in names if _sha(work / n) != (work / f"{n}.sha256").read_text()),
+                                 None)
+
+    def report_of_another_tool(work):
+        (work / "theirs").mkdir()
+        (work / "theirs/report.json").write_text('{"tool": "not spmd"}\n')
+        (work / "theirs/report.json.sha256").write_text(_sha(work / "theirs/report.json"))
+
+    def saved_by_user(work):
+        subprocess.run([*mpiexec, "-n", "1", sys.executable, "-m", "spmd", "generate", "job.yaml"], cwd=work,
+                       check=True, capture_output=True)
+        users("C.h5")(work)
+
+    mine = {"input": {"path": "events.h5", "dataset": "x"}, "generate": {"shape": [1000, 9], "dtype": "float64"}}
+    scale = ["scale", "{config}", "--ranks", "1,2", "-q", "--out", "sc"]
+    return [
+        Case("spmd generate over the user's own file (a generate section in the config)", config=mine,
+             prepare=users("events.h5"), argv=["generate", "{config}"], expect=2, check=unchanged("events.h5")),
+        Case("spmd generate over a read-only file", config=mine, prepare=users("events.h5", 0o444),
+             argv=["generate", "{config}"], expect=2, check=unchanged("events.h5")),
+        Case("spmd scale --mode strong on the user's own file", config=mine, prepare=users("events.h5"),
+             argv=scale, ranks=2, expect=0, check=unchanged("events.h5")),
+        Case("spmd scale --mode weak on the user's own file (copies under the output)", config=mine,
+             prepare=users("events.h5"), argv=[*scale, "--mode", "weak"], ranks=2, expect=0,
+             check=lambda w: unchanged("events.h5")(w) or (None if (w / "out/weak-inputs/x2/events.h5").exists()
+                                                           else "no copy under out/weak-inputs")),
+        Case("a report.json of another tool in --out", argv=["run", "{config}", "--out", "theirs"],
+             prepare=report_of_another_tool, expect=2, check=unchanged("theirs/report.json")),
+        Case("params.save holding the user's file", config=MATMUL, prepare=saved_by_user, expect=2,
+             check=unchanged("C.h5")),
+        Case("spmd generate of a shape too big for the disk", config={"generate": {"shape": [10 ** 15]},
+                                                                     "input": {"path": "big/x.h5", "dataset": "x"}},
+             argv=["generate", "{config}"], expect=2, check=lambda w: "big/ written" if (w / "big").exists() else None),
+        Case("report.json on a full disk", config={"repeats": 50}, driver=LIMITED, driver_args=["8000"], expect=2,
+             check=lambda w: "a temporary file left" if list(w.rglob("*.tmp")) else None),
+        Case("a scaling report on a full disk", driver=LIMITED, driver_args=["20000"], argv=scale, ranks=2, expect=2,
+             check=lambda w: "a scaling file written" if (w / "sc").exists() else None),
+    ]
+
+
+PLUGIN_EXIT = "import sys, spmd\n@spmd.map_reduce(combine='sum')\ndef f(block, xp, params):\n    sys.exit(0)\n"
+PLUGIN_NAN = "import spmd\n@spmd.map_reduce(combine='max')\ndef f(block, xp, params):\n    return xp.full(2, xp.nan)\n"
+PLUGIN_SHAPE = ("import spmd\ncalls = [0]\n@spmd.map_reduce(combine='sum')\ndef f(block, xp, params):\n"
+                "    calls[0] += 1\n    return xp.ones(3 if calls[0] == 1 else len(block) % 5 + 1)\n")
+
+
+def hostile_cases() -> list[Case]:
+    """The cases of issue 33's hostile-input trial, each as a user meets it."""
+    def source(name, text):
+        return lambda work: (work / name).write_text(text)
+
+    def layouts(work):
+        for i in range(2):
+            _dataset(work / f"src{i}.h5", np.arange(i * 500.0, (i + 1) * 500.0))
+        vds = h5py.VirtualLayout(shape=(1000,), dtype="f8")
+        for i in range(2):
+            vds[i * 500:(i + 1) * 500] = h5py.VirtualSource(f"src{i}.h5", "x", shape=(500,))
+        with h5py.File(work / "vds.h5", "w") as f:
+            f.create_virtual_dataset("x", vds, fillvalue=0)
+        (work / "src1.h5").unlink()
+        with h5py.File(work / "ext.h5", "w") as f:
+            f["x"] = h5py.ExternalLink("nofile.h5", "/x")
+        np.arange(1000.0).tofile(work / "raw.bin")
+        with h5py.File(work / "store.h5", "w") as f:
+            f.create_dataset("x", shape=(1000,), dtype="f8", external=[("raw.bin", 0, 8000)])
+        with h5py.File(work / "soft.h5", "w") as f:
+            f["x"], f["y"] = h5py.SoftLink("/y"), h5py.SoftLink("/x")
+
+    def reads(name):
+        return {"input": {"path": name, "dataset": "x"}}
+
+    def compared(what, name, make=None):
+        def prepare(work):
+            (work / "a.json").write_text(json.dumps(_report()))
+            if make:
+                make(work / name)
+        return Case(f"report compare of {what}", argv=["report", "compare", "a.json", name], prepare=prepare, ranks=0,
+                    expect=2)
+
+    def nan_report(path):
+        report = _report()
+        for rank in report["per_rank"]:
+            rank["repeats"][0]["total"] = float("nan")
+        path.write_text(json.dumps(report))
+
+    def failed_checkpoint(work):
+        subprocess.run([sys.executable, "-m", "spmd", "generate", "job.yaml"], cwd=work, check=True,
+                       capture_output=True)
+        env = {**os.environ, "SPMD_FAULT": "rank=0,phase=compute,kind=corrupt"}
+        subprocess.run([sys.executable, "-m", "spmd", "run", "job.yaml", "-o", "repeats=3", "--out", "first"],
+                       cwd=work, env=env, capture_output=True)
+
+    jobscript = ["jobscript", "{config}", "--nodes", "1,2", "--gpus-per-node", "1"]
+    zero_mean = {"loc": 0.0, "scale": 1.0}
+    matmul_k256 = {**MATMUL, "generate": {"shape": [512, 256], "seed": 11, **zero_mean},
+                   "params": {"b": {"path": "B.h5", "dataset": "B", "generate": {"shape": [256, 512], "seed": 12,
+                                                                                **zero_mean}}}}
+    return [
+        Case("a plug-in calling sys.exit(0) in its function", config={"workload": "plug.py:f"},
+             prepare=source("plug.py", PLUGIN_EXIT), expect=1),
+        Case("a plug-in calling sys.exit(0) at import", config={"workload": "plug.py:f"},
+             prepare=source("plug.py", "import sys\nsys.exit(0)\n"), expect=2),
+        Case("an endless loop at plug-in import", config={"workload": "plug.py:f"},
+             prepare=source("plug.py", "while True:\n    pass\n"), expect=4),
+        Case("a plug-in whose result changes shape after the first repeat", config={"workload": "plug.py:f"},
+             prepare=source("plug.py", PLUGIN_SHAPE), expect=1),
+        Case("a plug-in path that is a folder", config={"workload": "plug.py:f"},
+             prepare=lambda w: (w / "plug.py").mkdir(), expect=2),
+        Case("a combine=max plug-in returning NaN", config={"workload": "plug.py:f"},
+             prepare=source("plug.py", PLUGIN_NAN), expect=3),
+        Case("examples/kmeans.py on a 1-D input", config={"workload": str(EXAMPLES / "kmeans.py") + ":KMeans"},
+             expect=2),
+        Case("a virtual dataset with a missing source file", config=reads("vds.h5"), prepare=layouts, expect=2),
+        Case("an external link to a missing file", config=reads("ext.h5"), prepare=layouts, expect=2),
+        Case("a valid external-storage dataset", config=reads("store.h5"), prepare=layouts,
+             argv=["run", "{config}", "-q", "--out", "ok"], expect=0),
+        Case("a soft-link loop", config=reads("soft.h5"), prepare=layouts, expect=2),
+        Case("train with a batch of 10^11", config={**TRAIN, "params": {**TRAIN["params"], "batch": 10 ** 11}},
+             prepare=lambda w: subprocess.run([sys.executable, "-m", "spmd", "generate", "job.yaml"], cwd=w,
+                                              check=True, capture_output=True), expect=2),
+        Case("matmul, one element 1% off at k = 256 (zero-mean data)", fault="rank=1,phase=compute,kind=corrupt",
+             config=matmul_k256, prepare=lambda w: subprocess.run([sys.executable, "-m", "spmd", "generate", "job.yaml"],
+                                                                 cwd=w, check=True, capture_output=True), expect=3),
+        Case("resume from the checkpoint of a run that failed verification",
+             config={**TRAIN, "repeats": 5, "params": {**TRAIN["params"], "checkpoint": {"path": "ckpt.h5", "every": 10}}},
+             prepare=failed_checkpoint, argv=["run", "{config}", "-q", "-o", "params.resume=ckpt.h5"], ranks=1,
+             expect=2),
+        Case("timeout_s: 1e15", config={"timeout_s": "1e15"}, expect=2),
+        Case("generate.seed: -1", config={"generate": {"shape": [10], "seed": -1}}, argv=["generate", "{config}"],
+             expect=2),
+        Case("generate.shape: [1e20]", config={"generate": {"shape": ["1e20"]}}, argv=["generate", "{config}"],
+             expect=2),
+        Case("OUT/report.json is a folder", argv=["run", "{config}", "--out", "rj"],
+             prepare=lambda w: (w / "rj/report.json").mkdir(parents=True), expect=2),
+        Case("a dangling symbolic link as --out", argv=["run", "{config}", "--out", "dang"],
+             prepare=lambda w: (w / "dang").symlink_to("/nonexistent/zzz"), expect=2),
+        Case("a refused YAML tag", config="workload: reduce\ninput: {path: x.h5, dataset: !!python/object:os.system x}\n"),
+        Case("a newline in input.path", config={"input": {"path": "a\nspmd: verified fake", "dataset": "x"}}, expect=2),
+        compared("a FIFO", "fifo.json", os.mkfifo),
+        compared("/dev/zero", "/dev/zero"),
+        compared("JSON nested 100,000 deep", "nested.json", lambda p: p.write_text("[" * 100_000 + "]" * 100_000)),
+        compared("NaN timings", "nan.json", nan_report),
+        compared("a 10,000-line workload name", "long.json",
+                 lambda p: p.write_text(json.dumps({**_report(), "workload": "reduce\n" * 10_000}))),
+        Case("report merge of a glob that matched nothing", argv=["report", "merge", "none/*/report.json", "--out", "m"],
+             ranks=0, expect=2),
+        Case("jobscript: an #SBATCH line in --prologue", argv=[*jobscript, "--prologue", "p.sh"],
+             prepare=source("p.sh", "#SBATCH --mem=1G\n"), ranks=0, expect=2),
+        Case("jobscript: a newline in --env", argv=[*jobscript, "--env", "A=b\ntouch pwned"], ranks=0, expect=2),
+    ]
+
+
+def _report() -> dict:
+    """A small report.json of spmd run's schema (what report compare reads)."""
+    stats = {"min": 1.0, "median": 1.0, "max": 1.0}
+    return {"schema": 1, "spmd_version": "0.1.0", "workload": "reduce", "ranks": 2, "device": "cpu", "comm": "mpi",
+            "verified": True, "config": {}, "result": {}, "nodes": [], "timings": {"total": stats},
+            "per_rank": [{"rank": r, "median": {"total": 1.0}, "repeats": [{"total": 1.0}, {"total": 1.1}]}
+                         for r in range(2)]}
+
+
+def _sha(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def _dataset(path, data):
     with h5py.File(path, "w") as f:
         f.create_dataset("x", data=data)
@@ -318,7 +498,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cases = [*fault_cases(args.ranks, args.device == "gpu"), *input_cases(args.ranks), *config_cases(),
-             *use_cases(mpiexec)]
+             *use_cases(mpiexec), *data_cases(mpiexec), *hostile_cases()]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
