@@ -256,7 +256,7 @@ def data_cases(mpiexec: list[str]) -> list[Case]:
         users("C.h5")(work)
 
     mine = {"input": {"path": "events.h5", "dataset": "x"}, "generate": {"shape": [1000, 9], "dtype": "float64"}}
-    scale = ["scale", "{config}", "--ranks", "1,2", "-q", "--out", "sc"]
+    scale = ["scale", "{config}", "--ranks", "1,2", "--out", "sc"]
     return [
         Case("spmd generate over the user's own file (a generate section in the config)", config=mine,
              prepare=users("events.h5"), argv=["generate", "{config}"], expect=2, check=unchanged("events.h5")),
@@ -417,7 +417,7 @@ def _dataset(path, data):
 def message(err: str) -> str:
     """The lines a user reads: spmd's (and, for the watchdog, where every rank is), else the last ones."""
     lines = err.splitlines()
-    keep = [i for i, line in enumerate(lines) if line.startswith("spmd: ") and "SPMD_FAULT:" not in line]
+    keep = [i for i, line in enumerate(lines) if line.startswith("spmd") and "SPMD_FAULT:" not in line]
     if not keep:
         tail = [line for line in lines if line.strip() and "=====" not in line]
         return " / ".join(tail[-3:])
@@ -461,7 +461,7 @@ def run_case(folder: Path, mpiexec: list[str], ranks: int, device: str, case: Ca
                 time.sleep(0.05)
             proc.send_signal(signal.SIGINT)
             start = time.monotonic()
-        _, err = proc.communicate(timeout=TIMEOUT_S + 120)
+        out, err = proc.communicate(timeout=TIMEOUT_S + 120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -471,7 +471,12 @@ def run_case(folder: Path, mpiexec: list[str], ranks: int, device: str, case: Ca
     right_code = proc.returncode != 0 if case.expect is None else proc.returncode == case.expect
     ok = right_code and not report_left and seconds < TIMEOUT_S + 30 and problem is None
     return {"case": case.name, "fault": case.fault, "exit": proc.returncode, "seconds": round(seconds, 1),
-            "report_left": report_left, "problem": problem, "ok": ok, "message": message(err)}
+            "report_left": report_left, "problem": problem, "ok": ok,
+            "message": message(err) if _speaks(err) or not _speaks(out) else message(out)}  # a success: stdout's
+
+
+def _speaks(text: str) -> bool:
+    return any(line.startswith("spmd") for line in text.splitlines())
 
 
 def markdown(rows: list[dict], header: str) -> str:

@@ -220,9 +220,9 @@ def _environment(items: tuple[str, ...]) -> list[str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not ENV_KEY.fullmatch(key):
-            raise ConfigError(f"--env {brief(one_line(item))}: KEY=VALUE, KEY of letters, digits and _ (not first a digit)")
+            raise ConfigError(f"--env '{one_line(item)[:60]}': KEY=VALUE, KEY of letters, digits and _ (not first a digit)")
         if any(ord(c) < 32 or ord(c) == 127 for c in value):
-            raise ConfigError(f"--env {brief(one_line(item))}: a value of one line without control characters")
+            raise ConfigError(f"--env '{one_line(item)[:60]}': a value of one line without control characters")
         lines.append(f"export {key}={shlex.quote(value)}")
     return ["# from --env", *lines, ""] if lines else []
 
