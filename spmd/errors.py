@@ -76,6 +76,12 @@ class UserCodeError(SpmdError):
     exit_code = 1
 
 
+class TimedOut(SpmdError):
+    """Work that must end did not within the config's timeout_s (where no watchdog runs to end the job)."""
+
+    exit_code = 4
+
+
 class Interrupted(SpmdError):
     """The user pressed Ctrl-C (SIGINT); what could be saved was saved."""
 
@@ -83,7 +89,7 @@ class Interrupted(SpmdError):
 
 
 _BY_NAME = {cls.__name__: cls for cls in (SpmdError, ConfigError, InputError, BackendUnavailable,
-                                          VerificationError, Stopped, Interrupted, UserCodeError)}
+                                          VerificationError, Stopped, Interrupted, UserCodeError, TimedOut)}
 
 
 def error_class(name: str) -> type[SpmdError]:

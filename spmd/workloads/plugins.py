@@ -16,7 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ..errors import ConfigError, brief, one_line
+from ..errors import ConfigError, SpmdError, brief, one_line
 from .base import Workload
 
 FORMS = "path/to/file.py:NAME or package.module:NAME"
@@ -66,6 +66,9 @@ def _from_file(where: str):
     sys.modules[name] = module  # before running it: its dataclasses look their module up there
     try:
         spec.loader.exec_module(module)
+    except SpmdError:  # spmd's own (the import ran out of time): as it is
+        del sys.modules[name]
+        raise
     except (Exception, SystemExit) as exc:  # sys.exit at import is a failed import, not the job's end
         del sys.modules[name]
         raise ConfigError(f"workload: importing {one_line(where)} failed: {_located(exc, path)}") from None
@@ -75,6 +78,8 @@ def _from_file(where: str):
 def _from_module(where: str):
     try:
         return importlib.import_module(where)
+    except SpmdError:
+        raise
     except ModuleNotFoundError as exc:
         if exc.name and where.startswith(exc.name):
             raise ConfigError(f"workload: no module {where} on the Python path (PYTHONPATH)") from None

@@ -8,11 +8,14 @@ without one gets the mapping).
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from pathlib import Path
 
 from .. import waits
 from ..config import Config, config_from_dict, load_config, with_params
-from ..errors import ConfigError, brief, one_line
+from ..errors import ConfigError, TimedOut, brief, one_line
 from .base import Workload
 from .matmul.workload import MatmulWorkload
 from .plugins import FORMS, is_plugin, load_plugin
@@ -51,8 +54,33 @@ def resolve_params(cfg: Config) -> Config:
 
 
 def load_job_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """``config.load_config`` and ``resolve_params``: a config ready to run."""
-    return resolve_params(load_config(path, overrides))
+    """``config.load_config`` and ``resolve_params``: a config ready to run. Where no watchdog runs (``spmd
+    jobscript``, ``spmd generate`` without MPI), a plug-in's import is bounded by the config's ``timeout_s``
+    all the same, by an alarm (TimedOut, exit 4)."""
+    cfg = load_config(path, overrides)
+    with _deadline(cfg.timeout_s, f"loading workload {brief(one_line(cfg.workload))}"):
+        return resolve_params(cfg)
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float, what: str):
+    """Raise TimedOut in the block after ``seconds`` (SIGALRM; the main thread of a process without a watchdog
+    only: elsewhere the block runs unbounded here, and the watchdog bounds it)."""
+    if waits.installed() is not None or threading.current_thread() is not threading.main_thread() \
+            or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TimedOut(f"{what}: still running after timeout_s ({seconds:g} s): an import that never returns?")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def agree_on_config(ctx, path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Config:

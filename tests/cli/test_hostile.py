@@ -64,6 +64,18 @@ def test_an_endless_loop_at_plugin_import_ends_within_the_configs_timeout(tmp_pa
     assert time.monotonic() - start < 30
 
 
+def test_an_endless_import_is_bounded_where_no_watchdog_runs_too(tmp_path):
+    """spmd jobscript loads the plug-in in one process, without MPI: an alarm bounds the import by timeout_s."""
+    from test_merge_jobscript import cli
+
+    loop = plugin(tmp_path, "while True:\n    pass\n")
+    job = config(tmp_path, f"{loop}:f", timeout_s=2)
+    start = time.monotonic()
+    rc, out, err = cli("jobscript", job, "--nodes", "1,2", "--gpus-per-node", "1", "--out", "jobs", cwd=tmp_path)
+    assert rc == 4 and "still running after timeout_s (2 s): an import that never returns?" in err, (rc, err)
+    assert time.monotonic() - start < 20 and not (tmp_path / "jobs").exists()
+
+
 def test_a_plugin_whose_result_changes_shape_after_the_first_repeat_is_named(tmp_path):
     """Later repeats return a shape of the rank's own (5 and 4 elements): MPI would truncate the message."""
     source = """
