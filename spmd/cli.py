@@ -62,7 +62,7 @@ def cmd_scale(args) -> int:
                             live=Progress("spmd scale", wanted(ctx.rank, args.progress, args.quiet)))
         paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
         if ctx.rank == 0 and not args.quiet:
-            print("\n".join(["", "findings:"] + [f"  - {line}" for line in scaling["advice"]]
+            print("\n".join(["", "findings:"] + [f"  - {one_line(line)}" for line in scaling["advice"]]
                             + ["", f"wrote {len(paths)} file(s) to {one_line(out)}: " + ", ".join(p.name for p in paths)]),
                   flush=True)
         if ctx.rank == 0:
@@ -158,7 +158,7 @@ def cmd_topo(args) -> int:
             elif args.png:
                 host, topo = nodes[0]
                 why = (f"{host} has no GPU (run it where the GPUs are)" if not topo["gpus"] else NO_MATPLOTLIB)
-                print(f"spmd: note: no heat map written to {args.png}: {why}", file=sys.stderr, flush=True)
+                print(f"spmd: note: no heat map written to {one_line(args.png)}: {why}", file=sys.stderr, flush=True)
 
         ctx.agree(write, root_only=True)
     return 0
@@ -260,7 +260,9 @@ def cmd_generate(args) -> int:
     def say(plan, written):
         print(f"spmd generate: wrote {len(written)} of {plan.total} file(s)"
               + (f", {len(plan.current)} already up to date" if plan.current else "")
-              + (f", {len(plan.users)} of yours left as they are" if plan.users else ""), flush=True)
+              + (f", {len(plan.users)} of yours left as they are" if plan.users else "")
+              + (f", {len(plan.not_made)} not made (their input holds files of yours)" if plan.not_made else ""),
+              flush=True)
         for path in written:
             print(f"  {one_line(path)}")
 

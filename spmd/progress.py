@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 import time
 
+from .errors import one_line
+
 
 def wanted(rank: int, asked: bool, quiet: bool) -> bool:
     """Whether this rank prints progress: rank 0 alone, not with --quiet, on a terminal or when asked."""
@@ -29,7 +31,7 @@ class Progress:
 
     def say(self, text: str) -> None:
         if self.enabled:
-            print(f"{self.label}: {text}", file=sys.stderr, flush=True)
+            print(one_line(f"{self.label}: {text}"), file=sys.stderr, flush=True)
 
     def repeat(self, index: int, warmup: int, repeats: int, note: str = "") -> None:
         """After repeat ``index`` (0-based, warm-ups first) of ``warmup + repeats``."""

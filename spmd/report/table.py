@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from ..errors import one_line
+
 
 def format_report(report: dict, path: str) -> str:
     """A few lines: what ran where, the phase table, the result, where the report is."""
     nodes = report["nodes"]
-    lines = [f"spmd run: {report['workload']} on {report['ranks']} rank(s), {len(nodes)} node(s), "
+    lines = [f"spmd run: {one_line(report['workload'])} on {report['ranks']} rank(s), {len(nodes)} node(s), "
              f"device={report['device']}, comm={report['comm']}, "
              f"{report['repeats']} repeat(s) after {report['warmup']} warm-up: "
              f"{'verified' if report['verified'] else 'NOT verified'} ({report['verification']['reference']})",
@@ -24,7 +26,7 @@ def format_report(report: dict, path: str) -> str:
                   if key.startswith(SHOWN_METRICS) and value is not None})
     pad = max(map(len, shown), default=0)
     lines += [f"  {key:<{pad}} = {_shown(value, key=key)}" for key, value in shown.items()]
-    lines.append(f"report: {path}")
+    lines.append(f"report: {one_line(path)}")
     return "\n".join(lines)
 
 

@@ -206,6 +206,9 @@ def test_unusable_output_folders_are_refused_before_the_work(tmp_path):
     (tmp_path / "rj/report.json").mkdir(parents=True)
     rc, out, err, _ = spmd("run", job, "--out", "rj", cwd=tmp_path, ranks=2)
     assert rc == 2 and "the report rj/report.json exists and is a folder" in err and "internal" not in err, err
+    rc, out, err, _ = spmd("generate", job, "-o", "input.path=x.h5/sub.h5", "-o", "generate.shape=[10]", cwd=tmp_path,
+                           ranks=2)
+    assert rc == 2 and "the folder of the input x.h5: x.h5 exists and is not a folder" in err, err
     os.symlink("/nonexistent/zzz", tmp_path / "dang")
     rc, out, err, _ = spmd("run", job, "--out", "dang", cwd=tmp_path, ranks=2)
     assert rc == 2 and "output folder dang: dang is a symbolic link to '/nonexistent/zzz', which does not exist" \

@@ -108,7 +108,9 @@ def test_generate_checks_every_file_before_any_rank_writes_one(tmp_path):
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["part-002.h5"]
     assert digest(tmp_path / "d/part-002.h5") == before
     rc, out, err, _ = spmd("generate", "job.yaml", "--skip-user-files", cwd=tmp_path, ranks=3)
-    assert rc == 0 and "wrote 3 of 4 file(s), 1 of yours left as they are" in out, err
+    assert rc == 0 and "wrote 0 of 4 file(s), 1 of yours left as they are, 3 not made (their input holds files " \
+        "of yours)" in out, err
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["part-002.h5"]
     assert digest(tmp_path / "d/part-002.h5") == before
 
 
@@ -284,3 +286,31 @@ def test_stale_temporaries_of_live_or_foreign_processes_are_kept(tmp_path):
         path.write_text("partial")
     assert remove_stale_temps(tmp_path / "x.h5") == [dead]
     assert live.exists() and foreign.exists() and other.exists()
+
+
+def test_generate_never_adds_files_to_an_input_of_the_users(tmp_path):
+    """Three shards of the user's under a glob, a generate section for four: --skip-user-files (what a job
+    script's generate step and spmd scale's strong runs do) generates none of them, since a fourth file would
+    change what the glob reads; the run reads the user's three."""
+    (tmp_path / "d").mkdir()
+    for i in range(3):
+        write_dataset(tmp_path / f"d/part-00{i}.h5", np.full(10, float(i)))
+    cfg = {"workload": "reduce", "device": "cpu", "input": {"shards": "d/part-*.h5", "dataset": "x"},
+           "generate": {"shape": [400], "shards": 4}}
+    (tmp_path / "job.yaml").write_text(json.dumps(cfg))
+    rc, out, err, _ = spmd("generate", "job.yaml", "--skip-user-files", cwd=tmp_path, ranks=2)
+    assert rc == 0 and "wrote 0 of 4 file(s), 3 of yours left as they are, 1 not made" in out, (out, err)
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [f"part-00{i}.h5" for i in range(3)]
+    rc, out, err, _ = spmd("scale", "job.yaml", "--ranks", "1,2", "--out", "sc", cwd=tmp_path, ranks=2)
+    assert rc == 0, err
+    result = json.loads((tmp_path / "sc/scaling.json").read_text())["runs"][0]["report"]["result"]
+    assert result["sum"] == 30.0 and result["max"] == 2.0
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [f"part-00{i}.h5" for i in range(3)]
+
+
+def test_a_users_file_where_a_weak_copy_goes_is_refused(tmp_path):
+    user_input(tmp_path, "user")
+    (tmp_path / "out/weak-inputs/x2").mkdir(parents=True)
+    write_dataset(tmp_path / "out/weak-inputs/x2/events.h5", np.zeros(5))
+    rc, out, err, _ = spmd("scale", config(tmp_path), "--mode", "weak", "--ranks", "1,2", cwd=tmp_path, ranks=2)
+    assert rc == 2 and "out/weak-inputs/x2/events.h5 exists and was not written by spmd generate" in err, err
