@@ -88,6 +88,10 @@ class GenerateConfig:
             raise ConfigError("generate.scale: must be positive")
         if self.seed < 0:
             raise ConfigError(f"generate.seed: must be >= 0, got {self.seed}")
+        largest = {"float32": 3.4e38, "float64": 1.79e308}[self.dtype]  # a draw beyond it would be infinity
+        if not abs(self.loc) + 40 * self.scale < largest:
+            raise ConfigError(f"generate.loc, generate.scale: values near {self.loc:g} +- {self.scale:g} do not fit "
+                              f"{self.dtype} (its largest is {largest:g})")
         if math.prod(self.shape) >= MAX_INT // 8:
             raise ConfigError(f"generate.shape: {list(self.shape)} has more elements than any file can hold")
         if self.copy_of is not None and not self.copy_of:
@@ -239,6 +243,8 @@ def parse_yaml(text: str, what: str):
         raise ConfigError(f"{what}: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{what}: nested too deeply") from None
+    except (ValueError, OverflowError) as exc:  # a value PyYAML cannot build (an integer of 5,000 digits)
+        raise ConfigError(f"{what}: a value that cannot be read: {one_line(exc)[:200]}") from None
     finally:
         loader.dispose()
 

@@ -183,12 +183,21 @@ def test_every_hdf5_layout_reads_right_or_names_the_real_cause(tmp_path):
     ("generate.shape=[1e20]", "generate.shape[0]: 100000000000000000000 is out of range"),
     ("generate.shape=[100000000000000000000]", "generate.shape[0]: 100000000000000000000 is out of range"),
     ("repeats=1e3x", "repeats: expected an integer, got '1e3x'"),
+    ("generate.loc=1e300", "generate.loc, generate.scale: values near 1e+300 +- 2 do not fit float32"),
 ])
 def test_out_of_range_numbers_are_exit_2_naming_the_key(tmp_path, override, message):
     job = reduce_job(tmp_path, "x.h5", generate={"shape": [10]})
     for command in ("generate", "run"):
         rc, out, err, _ = spmd(command, job, "-o", override, cwd=tmp_path, ranks=2)
         assert rc == 2 and message in err and "Traceback" not in err, (command, err)
+
+
+def test_a_config_value_yaml_cannot_build_is_exit_2(tmp_path):
+    write_dataset(tmp_path / "x.h5", np.arange(10.0))
+    (tmp_path / "big.yaml").write_text("workload: reduce\ninput: {path: x.h5, dataset: x}\nrepeats: " + "1" * 5000 + "\n")
+    rc, out, err, _ = spmd("run", "big.yaml", cwd=tmp_path, ranks=2)
+    assert rc == 2 and "config big.yaml: a value that cannot be read: Exceeds the limit" in err, err
+    assert "internal error" not in err and "Traceback" not in err
 
 
 def test_a_number_written_as_yaml_1_2_has_it_is_read_as_one(tmp_path):
