@@ -89,7 +89,7 @@ class GenerateConfig:
         if self.seed < 0:
             raise ConfigError(f"generate.seed: must be >= 0, got {self.seed}")
         largest = {"float32": 3.4e38, "float64": 1.79e308}[self.dtype]  # a draw beyond it would be infinity
-        if not abs(self.loc) + 40 * self.scale < largest:
+        if math.isfinite(self.loc + self.scale) and not abs(self.loc) + 40 * self.scale < largest:  # (NaN: below)
             raise ConfigError(f"generate.loc, generate.scale: values near {self.loc:g} +- {self.scale:g} do not fit "
                               f"{self.dtype} (its largest is {largest:g})")
         if math.prod(self.shape) >= MAX_INT // 8:

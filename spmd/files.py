@@ -44,32 +44,36 @@ _own_temps: set[Path] = set()  # this process's temporary files not yet renamed 
 
 def spmd_record(path: str | Path) -> bool:
     """Whether the regular file at ``path`` carries spmd's record (see the module's docstring); False for a
-    file that cannot be read or parsed. HDF5 files written before records existed count when they hold
-    their older marks: a generated input's ``spmd_generate`` attribute, a training checkpoint's checksums."""
+    file that cannot be read or parsed."""
     try:
         with open(path, "rb") as f:
             head = f.read(HEAD_BYTES)
     except OSError:
         return False
     if head.startswith(HDF5_SIGNATURE):
-        return _hdf5_record(path)
+        return hdf5_writer(path) is not None
     return any(mark in head for mark in _MARKS)
 
 
-def _hdf5_record(path) -> bool:
+def hdf5_writer(path: str | Path) -> str | None:
+    """The spmd command that wrote the HDF5 file at ``path`` ('spmd generate', 'spmd run'), from its record;
+    files written before records count by their older marks: a generated input's recipe (``spmd_generate``
+    on a dataset), a training checkpoint's checksums. None: not spmd's, or not readable as HDF5."""
     import h5py
 
     try:
         with h5py.File(path, "r") as f:
-            if HDF5_RECORD in f.attrs or {"format", "meta", "sha256"} <= set(f.attrs):
-                return True
-            for name in list(f)[:100]:  # an input generated before records: its dataset's recipe
-                item = f.get(name)
-                if isinstance(item, h5py.Dataset) and "spmd_generate" in item.attrs:
-                    return True
-    except Exception:  # not readable as HDF5: not spmd's, whatever its first bytes say
-        return False
-    return False
+            record = f.attrs.get(HDF5_RECORD)
+            if record is not None:
+                return json.loads(record).get("command")
+            if {"format", "meta", "sha256"} <= set(f.attrs):
+                return "spmd run"
+            items = (f.get(name) for name in list(f)[:100])
+            if any(isinstance(item, h5py.Dataset) and "spmd_generate" in item.attrs for item in items):
+                return "spmd generate"
+    except Exception:  # not readable as HDF5, or a record that is not ours: not spmd's
+        return None
+    return None
 
 
 def hdf5_record(command: str, **details) -> str:

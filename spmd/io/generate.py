@@ -25,8 +25,8 @@ import h5py
 import numpy as np
 
 from ..errors import ConfigError, InputError, one_line
-from ..files import (HDF5_RECORD, discard, hdf5_record, publish, require_replaceable, require_writable_folder, reserve,
-                     temp_beside)
+from ..files import (HDF5_RECORD, discard, hdf5_record, hdf5_writer, publish, require_replaceable,
+                     require_writable_folder, reserve, temp_beside)
 from ..units import fmt_bytes
 from .hdf5 import open_h5
 from .plan import block_ranges
@@ -134,10 +134,10 @@ def _recipe(g, index: int, rows: int, extra: dict, source) -> str:
 
 
 def _rows_of(path: str, dataset: str) -> int:
-    return _source_layout((path, dataset))[0]
+    return source_layout((path, dataset))[0]
 
 
-def _source_layout(source: tuple[str, str]) -> tuple[int, tuple[int, ...], np.dtype]:
+def source_layout(source: tuple[str, str]) -> tuple[int, tuple[int, ...], np.dtype]:
     """Rows, row shape and dtype of a copy's source (InputError naming it where it cannot be read)."""
     path, dataset = source
     with open_h5(path) as f:
@@ -149,7 +149,7 @@ def _source_layout(source: tuple[str, str]) -> tuple[int, tuple[int, ...], np.dt
 
 def _row_bytes(target: Target) -> int:
     if target.source is not None:
-        _, row_shape, dtype = _source_layout(target.source)
+        _, row_shape, dtype = source_layout(target.source)
     else:
         row_shape, dtype = target.g.shape[1:], np.dtype(target.g.dtype)
     return int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
@@ -217,15 +217,8 @@ def require_generated(path: str) -> None:
 
 
 def generated_by_spmd(path: str) -> bool:
-    """Whether ``path`` holds spmd generate's record (its root attribute, or an older file's dataset recipe)."""
-    try:
-        with h5py.File(path, "r") as f:
-            record = f.attrs.get(HDF5_RECORD)
-            if record is not None:
-                return json.loads(record).get("command") == GENERATE_COMMAND
-            return any(isinstance(f.get(n), h5py.Dataset) and "spmd_generate" in f[n].attrs for n in list(f)[:100])
-    except Exception:  # not HDF5, damaged, a record that is not ours
-        return False
+    """Whether ``path`` holds spmd generate's record (an older file: its dataset's recipe)."""
+    return hdf5_writer(path) == GENERATE_COMMAND
 
 
 def require_space(files: list[tuple[str, int]], doing: str) -> None:
@@ -273,7 +266,7 @@ def write_inputs(plan: InputPlan, workload, rank: int = 0, size: int = 1) -> lis
 def _write(target: Target, finish) -> None:
     rows, g = target.rows, target.g
     if target.source is not None:
-        _, row_shape, dtype = _source_layout(target.source)
+        _, row_shape, dtype = source_layout(target.source)
     else:
         row_shape, dtype = tuple(g.shape[1:]), np.dtype(g.dtype)
     shape = (rows, *row_shape)

@@ -22,7 +22,7 @@ import numpy as np
 from ..config import GenerateConfig
 from ..errors import ConfigError, InputError, one_line
 from ..units import fmt_bytes
-from .generate import _source_layout, generated_by_spmd
+from .generate import source_layout, generated_by_spmd
 
 WEAK_INPUTS = "weak-inputs"
 
@@ -89,7 +89,7 @@ def _copies(cfg, factor: Fraction):
     inp = cfg.input
     folder = Path(cfg.output) / WEAK_INPUTS / f"x{float(factor):g}"
     sources = input_files(inp)
-    layouts = [_source_layout((path, inp.dataset)) for path in sources]
+    layouts = [source_layout((path, inp.dataset)) for path in sources]
     if len({(shape, dtype) for _, shape, dtype in layouts}) > 1:
         raise InputError(f"input.shards: {one_line(inp.shards[0])}: the shards' rows differ in shape or dtype")
     rows, row_shape, dtype = layouts[0]
@@ -121,7 +121,7 @@ def copies_note(cfg) -> str | None:
     g = cfg.generate
     if g is None or not g.copy_of:
         return None
-    _, row_shape, dtype = _source_layout((g.copy_of[0], cfg.input.dataset))
+    _, row_shape, dtype = source_layout((g.copy_of[0], cfg.input.dataset))
     nbytes = g.shape[0] * int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
     more = f" and {len(g.copy_of) - 1} more" if len(g.copy_of) > 1 else ""
     return (f"weak scaling repeats the rows of your input {one_line(g.copy_of[0])}{more} (never written) in "
