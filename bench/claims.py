@@ -243,6 +243,18 @@ def verify_full_cost() -> dict:
     return out
 
 
+def grouped_check_cost() -> dict:
+    """matmul's default check beside the GEMM it checks, one H100, 3 runs of bench/verify_cost.py (each a median
+    of 5): the median run, and the range of the runs."""
+    out = {}
+    for n in (8192, 16384):
+        rows = [next(r for r in load(f"verify-h100x1/verify_cost-run{i}.json")["rows"] if r["n"] == n) for i in (1, 2, 3)]
+        check, gemm = [r["check_median_s"] * 1e3 for r in rows], [r["gemm_median_s"] * 1e3 for r in rows]
+        out.update({f"c{n}": statistics.median(check), f"lo{n}": min(check), f"hi{n}": max(check),
+                    f"g{n}": statistics.median(gemm)})
+    return out
+
+
 def reduce_h200x2() -> dict:
     big, small = "reduce-h200x2/nccl-4GiB/scaling.json", "reduce-h200x2/nccl-1MiB/scaling.json"
     strong, weak, strong_small = series(big, "strong", 2), series(big, "weak", 2), series(small, "strong", 2)
@@ -594,6 +606,9 @@ CLAIMS += [
     Claim("docs/reliability.md", "float32 every_element {f32:.2f} s ({f32lo:.2f}-{f32hi:.2f}) against the GEMM's "
           "{g32:.1f} ms; float64 {f64:.2f} s ({f64lo:.2f}-{f64hi:.2f}) against {g64:.1f} ms", verify_full_cost,
           "corrupt-h100x1/verify-full-*.json"),
+    Claim("docs/reliability.md", "float32 n = 8192: {c8192:.1f} ms ({lo8192:.1f}-{hi8192:.1f}) against the GEMM's "
+          "{g8192:.1f} ms; n = 16384: {c16384:.1f} ms ({lo16384:.1f}-{hi16384:.1f}) against {g16384:.1f} ms",
+          grouped_check_cost, "verify-h100x1/verify_cost-run*.json (bench/verify_cost.py)"),
     Claim("docs/reliability.md", "the run's timed read of A alone is {r32:.2f} s", verify_full_cost,
           "corrupt-h100x1/verify-full-float32-*.json"),
 ]

@@ -338,6 +338,21 @@ def test_matmul_default_catches_every_element_the_docs_say_it_does(tmp_path):
         else:
             below.append(seed)
     assert below, "no seed drew an element below the bound: the test no longer covers verify: full's part"
+    # SUMMA on a 2 x 2 grid: blocks of rows, so the ranks' sums meet on the host (the check's other path);
+    # rank 1 holds rows 0-255, columns 256-511
+    block = c[:256, 256:]
+    above = []
+    for seed in range(4):
+        index = int(np.random.default_rng(seed).choice(np.flatnonzero(block.reshape(-1) != 0)))
+        i, j = np.unravel_index(index, block.shape)
+        bound = scale * np.linalg.norm(a[i].astype(np.float64)) * math.sqrt(group_sq[(256 + j) % groups])
+        if 0.01 * abs(float(block[i, j])) > bound:
+            above.append(seed)
+    assert len(above) >= 2, above
+    for seed in above[:2]:
+        env = {"SPMD_FAULT": "rank=1,phase=compute,kind=corrupt", "SPMD_FAULT_SEED": str(seed)}
+        rc, out, err, _ = spmd("run", "mm.yaml", "-o", "params.algorithm=summa", cwd=tmp_path, ranks=4, env=env)
+        assert rc == 3 and "Freivalds check failed" in err, (seed, err)
     env = {"SPMD_FAULT": "rank=1,phase=compute,kind=corrupt", "SPMD_FAULT_SEED": str(below[0])}
     rc, out, err, _ = spmd("run", "mm.yaml", "-o", "verify=full", cwd=tmp_path, ranks=2, env=env)
     assert rc == 3 and "float64 recomputation gives" in err, err

@@ -4,7 +4,8 @@ Two independent checks, both in float64:
 - Grouped Freivalds: the columns of C fall into G = min(n, FREIVALDS_GROUPS) groups (column j in group
   j mod G); each group's columns, each times a random sign, are summed per row: C X against A (B X) for the
   n x G matrix X of those signs, every rank contributing its blocks. One wrong element of C changes its row's
-  sum in its group, where only the n/G columns of that group add rounding beside it.
+  sum in its group, where only the n/G columns of that group add rounding beside it. A rank holding whole rows
+  of A and C (the rows algorithm) checks them on its device, only B X crossing ranks.
 - Sampled rows: a few rows of C (the first and last of every block among them) recomputed
   exactly on rank 0 from A's rows and B as stored in the files.
 - ``verify: full`` adds every element: each rank recomputes its block of C in float64 on its device from A's
@@ -68,24 +69,22 @@ def squares64(xp, m, axis: int) -> np.ndarray:
     return out
 
 
-def group_sums(xp, m, signs: np.ndarray, first_col: int, groups: int) -> np.ndarray:
-    """Per row of ``m`` (columns ``first_col``... of a wider matrix), the sum of its elements times ``signs`` in
-    each group of columns (global column j in group j mod ``groups``): a host float64 array (rows, groups)."""
-    rows, cols = m.shape
-    lead = first_col % groups
-    width = -(-(lead + cols) // groups) * groups
-    s = xp.asarray(signs, dtype=xp.float64)
-    out = np.empty((rows, groups))
-    for i in range(0, rows, CHUNK_ROWS):
-        part = m[i:i + CHUNK_ROWS]
-        padded = xp.zeros((part.shape[0], width))
-        padded[:, lead:lead + cols] = part.astype(xp.float64) * s
-        out[i:i + CHUNK_ROWS] = xpmod.to_host(padded.reshape(part.shape[0], width // groups, groups).sum(axis=1))
+def selector(signs: np.ndarray, first_col: int, groups: int) -> np.ndarray:
+    """The (columns, groups) float64 matrix that sums columns ``first_col``... of a wider matrix, each times its
+    sign, per group (global column j in group j mod ``groups``): one GEMM against it gives every group's sum,
+    on a GPU far faster than summing strided slices."""
+    cols = len(signs)
+    out = np.zeros((cols, groups))
+    out[np.arange(cols), (first_col + np.arange(cols)) % groups] = signs
     return out
 
 
 def freivalds(ctx, xp, shapes, blocks, local, seed: int, tol_scale: float) -> float:
     """Check C X == A (B X) over every rank's blocks (the grouped check of the module's docstring); collective.
+
+    Where every rank holds whole rows of A and C (the rows algorithm), each checks its own rows on its device
+    and only B X crosses ranks; otherwise (SUMMA's blocks) the ranks' partial C X and A (B X) are summed on the
+    host first.
 
     Args:
         shapes: (m, k, n).
@@ -102,32 +101,59 @@ def freivalds(ctx, xp, shapes, blocks, local, seed: int, tol_scale: float) -> fl
     signs = np.random.default_rng([seed, 1]).choice([-1.0, 1.0], size=n)
     bx = np.zeros((k, groups))
     col_sq = np.zeros(n)
-    bx[b.r0:b.r1] = group_sums(xp, local["b"], signs[b.c0:b.c1], b.c0, groups)
+    bx[b.r0:b.r1] = matvec64(xp, local["b"], selector(signs[b.c0:b.c1], b.c0, groups))
     col_sq[b.c0:b.c1] = squares64(xp, local["b"], axis=0)
     ctx.allreduce_host(bx, col_sq)
-    abx = np.zeros((m, groups))
-    row_sq = np.zeros(m)
-    cx = np.zeros((m, groups))
-    abx[a.r0:a.r1] = matvec64(xp, local["a"], bx[a.c0:a.c1])
-    row_sq[a.r0:a.r1] = squares64(xp, local["a"], axis=1)
-    cx[c.r0:c.r1] = group_sums(xp, local["c"], signs[c.c0:c.c1], c.c0, groups)
-    ctx.allreduce_host(abx, row_sq, cx)
+    group_norm = np.sqrt(np.bincount(np.arange(n) % groups, weights=col_sq, minlength=groups))  # ||B_g||_F
+    limit = min(8.0, math.sqrt(math.ceil(n / groups))) * tol_scale
+    whole_rows = (a.c0, a.c1, c.c0, c.c1, a.r0, a.r1) == (0, k, 0, n, c.r0, c.r1)
+    if all(ctx.comm.allgather(whole_rows)):
+        found = own_rows(xp, local["a"], local["c"], bx, selector(signs, 0, groups), group_norm, limit, c.r0)
+    else:  # blocks of rows: each rank's part of C X, A (B X) and the rows' squared norms, summed on the host
+        abx, cx, row_sq = np.zeros((m, groups)), np.zeros((m, groups)), np.zeros(m)
+        abx[a.r0:a.r1] = matvec64(xp, local["a"], bx[a.c0:a.c1])
+        row_sq[a.r0:a.r1] = squares64(xp, local["a"], axis=1)
+        cx[c.r0:c.r1] = matvec64(xp, local["c"], selector(signs[c.c0:c.c1], c.c0, groups))
+        ctx.allreduce_host(abx, row_sq, cx)
+        found = judge_rows(np, cx, abx, np.sqrt(row_sq), group_norm, limit, 0) if ctx.rank == 0 else (0.0, None, 0)
 
-    def check():
-        group_sq = np.bincount(np.arange(n) % groups, weights=col_sq, minlength=groups)  # ||B_g||_F^2
-        margin = min(8.0, math.sqrt(math.ceil(n / groups)))
-        bound = margin * tol_scale * np.sqrt(row_sq)[:, None] * np.sqrt(group_sq)[None, :] + np.finfo(np.float64).tiny
-        err = np.abs(cx - abx)
-        bad = ~np.isfinite(cx) | (err > bound)
-        if bad.any():
-            i, g = np.unravel_index(int(np.argmax(bad)), bad.shape)
-            rows = np.flatnonzero(bad.any(axis=1))
-            raise VerificationError(f"Freivalds check failed in {len(rows)} row(s) of C, first row {i} (columns j "
-                                    f"with j mod {groups} = {g}): (C X)[{i}, {g}] = {float(cx[i, g])!r}, "
-                                    f"A (B X)[{i}, {g}] = {float(abx[i, g])!r} (bound {bound[i, g]:.3g})")
-        return float((err / bound).max())
+    def judge():
+        worst, bad, rows = found
+        if bad is not None:
+            i, g, cx, abx, bound = bad
+            raise VerificationError(f"Freivalds check failed in {rows} row(s) of C, first row {i} (columns j with j "
+                                    f"mod {groups} = {g}): (C X)[{i}, {g}] = {cx!r}, A (B X)[{i}, {g}] = {abx!r} "
+                                    f"(bound {bound:.3g})")
+        return worst / limit
 
-    return ctx.agree(check, root_only=True)
+    return max(ctx.comm.allgather(ctx.agree(judge)))
+
+
+def own_rows(xp, a, c, bx: np.ndarray, select: np.ndarray, group_norm: np.ndarray, limit: float, first_row: int):
+    """``judge_rows`` of a rank's whole rows of C and A, on its device by row chunks (only B X crossed ranks)."""
+    bxd, sel = xp.asarray(bx), xp.asarray(select)
+    worst, bad, rows = 0.0, None, 0
+    for i in range(0, a.shape[0], CHUNK_ROWS):
+        a64 = a[i:i + CHUNK_ROWS].astype(xp.float64)
+        part = judge_rows(xp, c[i:i + CHUNK_ROWS].astype(xp.float64) @ sel, a64 @ bxd,
+                          xp.sqrt((a64 * a64).sum(axis=1)), group_norm, limit, first_row + i)
+        worst, bad, rows = max(worst, part[0]), bad or part[1], rows + part[2]
+    return worst, bad, rows
+
+
+def judge_rows(xp, cx, abx, norm_a, group_norm: np.ndarray, limit: float, first_row: int):
+    """Rows of C X against A (B X): (the largest |C X - A (B X)| / (||a_i|| ||B_g||_F), infinite for NaN; the first
+    element above ``limit`` as (row, group, C X, A (B X), its bound), or None; how many rows hold one)."""
+    tiny = np.finfo(np.float64).tiny
+    norm_g = xp.asarray(group_norm)
+    ratio = xp.abs(cx - abx) / (norm_a[:, None] + tiny) / (norm_g[None, :] + tiny)
+    over = ~(ratio <= limit)  # NaN included
+    rows = int(over.any(axis=1).sum())
+    bad = None
+    if rows:
+        r, g = (int(v) for v in np.unravel_index(int(over.argmax()), over.shape))
+        bad = (first_row + r, g, float(cx[r, g]), float(abx[r, g]), limit * float(norm_a[r]) * float(group_norm[g]))
+    return float(xp.nan_to_num(ratio, nan=np.inf).max()), bad, rows
 
 
 def sample_rows(m: int, c_blocks, count: int, seed: int) -> list[int]:
