@@ -111,6 +111,9 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
 NOT_CHECKED = {"reference": "none: the config says verify: none (a plug-in); the result was not checked"}
 
 
+_FIX = "remove it or choose another path"
+
+
 def require_outputs(out_dir, files: list[str], overwrite: bool = False) -> None:
     """Refuse, on this rank, a report folder or a folder of the workload's output files that it cannot write,
     a report.json spmd did not write, and an output file (a save, a checkpoint) spmd did not write unless the
@@ -121,9 +124,6 @@ def require_outputs(out_dir, files: list[str], overwrite: bool = False) -> None:
     for path in files:
         require_writable_folder(Path(path).parent, f"the folder of {path}:")
         require_replaceable(path, "the output", overwrite, fix=_FIX + ", or set overwrite: true to replace it")
-
-
-_FIX = "remove it or choose another path"
 
 
 def oversubscribed(placement: dict) -> list[str]:
