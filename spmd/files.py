@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import InputError, brief, one_line
+from .units import fmt_bytes
 from .version import __version__
 
 RESERVE_SLACK = 64 << 10  # room for an HDF5 file's metadata beyond its data
@@ -281,6 +282,22 @@ def reserve(path: str | Path, extra_bytes: int) -> None:
         os.posix_fallocate(fd, 0, os.fstat(fd).st_size + extra_bytes + RESERVE_SLACK)
     finally:
         os.close(fd)
+
+
+def require_space(files: list[tuple[str, int]], doing: str) -> None:
+    """Refuse (InputError) ``files`` ((path, bytes) to write) that their file systems cannot take now."""
+    needed: dict[int, list] = {}  # file system -> [a folder on it, bytes, files]
+    for path, nbytes in files:
+        folder = next(p for p in Path(path).absolute().parents if p.is_dir())
+        entry = needed.setdefault(os.stat(folder).st_dev, [folder, 0, 0])
+        entry[1] += nbytes
+        entry[2] += 1
+    for folder, nbytes, count in needed.values():
+        info = os.statvfs(folder)
+        free = info.f_bavail * info.f_frsize
+        if nbytes > free:
+            raise InputError(f"{doing} {count} file(s) needs {fmt_bytes(nbytes)}, the file system of "
+                             f"{one_line(folder)} has {fmt_bytes(free)} free: refused before writing anything")
 
 
 def require_writable_folder(folder: str | Path, what: str) -> None:

@@ -25,9 +25,8 @@ import h5py
 import numpy as np
 
 from ..errors import ConfigError, InputError, one_line
-from ..files import (HDF5_RECORD, discard, hdf5_record, hdf5_writer, publish, require_replaceable,
+from ..files import (HDF5_RECORD, discard, hdf5_record, hdf5_writer, publish, require_replaceable, require_space,
                      require_writable_folder, reserve, temp_beside)
-from ..units import fmt_bytes
 from .hdf5 import open_h5
 from .plan import block_ranges
 
@@ -51,9 +50,17 @@ class Target:
     index: int = 0  # its place among the config's targets: rank index % size writes it
     group: int = 0  # which input of the config it belongs to (the main input 0, then each extra dataset)
 
+    def layout(self) -> tuple[tuple[int, ...], np.dtype]:
+        """The shape of one row and the dtype: the generate section's, or a copy's source's (read from it)."""
+        if self.source is not None:
+            _, row_shape, dtype = source_layout(self.source)
+            return row_shape, dtype
+        return tuple(self.g.shape[1:]), np.dtype(self.g.dtype)
+
     @property
     def nbytes(self) -> int:
-        return self.rows * _row_bytes(self)
+        row_shape, dtype = self.layout()
+        return self.rows * int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
 
 
 @dataclass
@@ -147,14 +154,6 @@ def source_layout(source: tuple[str, str]) -> tuple[int, tuple[int, ...], np.dty
         return obj.shape[0], tuple(obj.shape[1:]), obj.dtype
 
 
-def _row_bytes(target: Target) -> int:
-    if target.source is not None:
-        _, row_shape, dtype = source_layout(target.source)
-    else:
-        row_shape, dtype = target.g.shape[1:], np.dtype(target.g.dtype)
-    return int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
-
-
 # -- what may be written --------------------------------------------------------------------------------
 
 def plan_inputs(cfg, workload, force: bool = False, skip_users: bool = False) -> InputPlan:
@@ -221,22 +220,6 @@ def generated_by_spmd(path: str) -> bool:
     return hdf5_writer(path) == GENERATE_COMMAND
 
 
-def require_space(files: list[tuple[str, int]], doing: str) -> None:
-    """Refuse (InputError) ``files`` ((path, bytes) to write) that their file systems cannot take now."""
-    needed: dict[int, list] = {}
-    for path, nbytes in files:
-        folder = next(p for p in Path(path).absolute().parents if p.is_dir())
-        entry = needed.setdefault(os.stat(folder).st_dev, [folder, 0, 0])
-        entry[1] += nbytes
-        entry[2] += 1
-    for folder, nbytes, count in needed.values():
-        info = os.statvfs(folder)
-        free = info.f_bavail * info.f_frsize
-        if nbytes > free:
-            raise InputError(f"{doing} {count} file(s) needs {fmt_bytes(nbytes)}, the file system of "
-                             f"{one_line(folder)} has {fmt_bytes(free)} free: refused before writing anything")
-
-
 # -- writing ----------------------------------------------------------------------------------------------
 
 def generate(cfg, workload, rank: int = 0, size: int = 1, force: bool = False) -> list[str]:
@@ -265,13 +248,10 @@ def write_inputs(plan: InputPlan, workload, rank: int = 0, size: int = 1) -> lis
 
 def _write(target: Target, finish) -> None:
     rows, g = target.rows, target.g
-    if target.source is not None:
-        _, row_shape, dtype = source_layout(target.source)
-    else:
-        row_shape, dtype = tuple(g.shape[1:]), np.dtype(g.dtype)
+    row_shape, dtype = target.layout()
     shape = (rows, *row_shape)
-    row_bytes = _row_bytes(target)
-    chunk_rows = g.chunk_rows or max(1, min(rows, CHUNK_BYTES // max(1, row_bytes)))
+    nbytes = rows * int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
+    chunk_rows = g.chunk_rows or max(1, min(rows, CHUNK_BYTES // max(1, nbytes // rows)))
     tmp = None
     try:
         tmp = temp_beside(target.path)  # unique: two jobs generating one file never share it
@@ -279,7 +259,7 @@ def _write(target: Target, finish) -> None:
             dset = f.create_dataset(target.dataset, shape=shape, dtype=dtype,
                                     chunks=(min(chunk_rows, rows), *row_shape))
             f.flush()
-            reserve(tmp, target.nbytes)  # a full disk or a quota stops here, not inside HDF5
+            reserve(tmp, nbytes)  # a full disk or a quota stops here, not inside HDF5
             blocks = _copied(target.source, rows, chunk_rows) if target.source else _drawn(g, shape, target.shard,
                                                                                             chunk_rows)
             for start, values in blocks:

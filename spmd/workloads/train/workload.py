@@ -25,7 +25,6 @@ import numpy as np
 
 from ... import faults, stops
 from ...errors import BackendUnavailable, ConfigError, InputError, Interrupted, Stopped, VerificationError, brief
-from ...files import require_replaceable
 from ...io.hdf5 import dataset_info, open_h5, require_finite
 from ...io.plan import Block, block_range
 from ...memory import require_memory
@@ -66,6 +65,12 @@ class TrainWorkload(Workload):
         return cfg
 
     @classmethod
+    def output_files(cls, cfg) -> list[str]:
+        """The checkpoint: the config's, or where a stop signal writes one (in the output folder), checked before
+        the run like every output."""
+        return [checkpoint_path(cfg)]
+
+    @classmethod
     def input_recipe(cls, cfg) -> dict:
         p = cfg.params
         return {"classes": p.widths[-1], "teacher_width": p.teacher_width, "eval": p.eval,
@@ -91,9 +96,6 @@ class TrainWorkload(Workload):
         self.trainer = None
         self.checkpoints_written: set[str] = set()
         p = self.params
-        # where a stop signal writes its checkpoint (the config's, or one in the output folder): never a user's file
-        ctx.agree(require_replaceable, self._checkpoint_path(), "the checkpoint", cfg.overwrite,
-                  "remove it, choose another params.checkpoint.path, or set overwrite: true", root_only=True)
         self._stop = _StopFlag()  # from here on a stop signal is noted, and acted on between windows
         ctx.agree(require_one_dataset, cfg, "train", "a float64 gradient check")
         self.layout = Layout(p.widths, inputs_first=p.backward_order == "inputs_first")
@@ -298,7 +300,7 @@ class TrainWorkload(Workload):
         self.accuracies.append(correct / samples)
 
     def _checkpoint_path(self) -> str:
-        return self.params.checkpoint.path if self.params.checkpoint else f"{self.cfg.output}/checkpoint.h5"
+        return checkpoint_path(self.cfg)
 
     def _write_checkpoint(self, path: str) -> str:
         weights, state = self.trainer.host_state()
@@ -434,6 +436,11 @@ def _digest(weights, state) -> str:
     for name in sorted(state):
         h.update(np.ascontiguousarray(state[name]).tobytes())
     return h.hexdigest()
+
+
+def checkpoint_path(cfg) -> str:
+    """Where a run of ``cfg`` writes its checkpoint: ``params.checkpoint.path``, else the output folder's."""
+    return cfg.params.checkpoint.path if cfg.params.checkpoint else f"{cfg.output}/checkpoint.h5"
 
 
 def _finite(weights, step, global_batch, lr) -> None:
