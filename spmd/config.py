@@ -76,8 +76,8 @@ class GenerateConfig:
     copy_of: tuple[str, ...] | None = None
 
     def __post_init__(self):
-        if not 1 <= len(self.shape) <= 2:
-            raise ConfigError(f"generate.shape: 1 or 2 dimensions, got {list(self.shape)}")
+        if not 1 <= len(self.shape) <= 5:  # rows, then a row's shape (an image's channels, height, width)
+            raise ConfigError(f"generate.shape: 1 to 5 dimensions, got {list(self.shape)}")
         if any(n <= 0 for n in self.shape):
             raise ConfigError(f"generate.shape: sizes must be positive, got {list(self.shape)}")
         if self.chunk_rows is not None and self.chunk_rows <= 0:

@@ -11,7 +11,8 @@ report. Kinds:
 - ``oom``: the rank's memory check sees less free memory than its buffers need (``phase=read``: host
   buffers, ``phase=h2d``: device buffers; on a CPU run both are host memory);
 - ``corrupt``: silent data corruption: one element of the rank's computed output, chosen uniformly at random
-  (``SPMD_FAULT_SEED``, default 0) among its non-zero ones, is multiplied by 1.01 (``phase=compute`` only).
+  (``SPMD_FAULT_SEED``, default 0) among its non-zero ones, is multiplied by 1.01 (``phase=compute``; for
+  workload torch also ``phase=backward``: a gradient bucket before DDP's allreduce, every step).
   Verification must catch it: the job exits 3.
 
 The fault is per process and set once per job (``arm``); the hooks below cost one global lookup
@@ -29,7 +30,7 @@ import numpy as np
 
 from .errors import ConfigError, SpmdError, brief
 
-PHASES = ("read", "h2d", "compute", "comm", "report")
+PHASES = ("read", "h2d", "compute", "backward", "comm", "report")
 KINDS = ("raise", "exit", "hang", "nan", "oom", "corrupt")
 ENV = "SPMD_FAULT"
 SEED_ENV = "SPMD_FAULT_SEED"
@@ -80,8 +81,12 @@ def parse_fault(text: str) -> Fault:
         raise ConfigError(f"fault: kind {brief(kind)} is not one of {', '.join(KINDS)}")
     if kind == "nan" and phase != "read":
         raise ConfigError("fault: kind=nan poisons the rows a rank reads: use phase=read")
-    if kind == "corrupt" and phase != "compute":
-        raise ConfigError("fault: kind=corrupt changes what a rank computed: use phase=compute")
+    if kind == "corrupt" and phase not in ("compute", "backward"):
+        raise ConfigError("fault: kind=corrupt changes what a rank computed: use phase=compute (or phase=backward: a "
+                          "gradient of workload torch, before the exchange)")
+    if phase == "backward" and kind != "corrupt":
+        raise ConfigError("fault: phase=backward is where kind=corrupt changes a gradient (workload torch); other "
+                          "kinds act at read, h2d, compute, comm or report")
     if kind == "oom" and phase not in ("read", "h2d"):
         raise ConfigError("fault: kind=oom acts at the memory check of host (phase=read) or device "
                           "(phase=h2d) buffers")
@@ -202,7 +207,7 @@ def corrupt(output, what: str = "output") -> None:
         output.device.synchronize()
     _mark_fired()
     if not _said_corrupt:
-        _say(f"injecting corrupt at phase compute ({what} element {index} of {host.size} times {CORRUPTION})")
+        _say(f"injecting corrupt at phase {fault.phase} ({what} element {index} of {host.size} times {CORRUPTION})")
         _said_corrupt = True
 
 

@@ -21,10 +21,11 @@ from .matmul.workload import MatmulWorkload
 from .plugins import FORMS, is_plugin, load_plugin
 from .reduce.workload import ReduceWorkload
 from .stencil.workload import StencilWorkload
+from .torch.workload import TorchWorkload
 from .train.workload import TrainWorkload
 
 REGISTRY: dict[str, type[Workload]] = {cls.name: cls for cls in (ReduceWorkload, MatmulWorkload, StencilWorkload,
-                                                             TrainWorkload)}
+                                                             TrainWorkload, TorchWorkload)}
 _PLUGINS: dict[str, type[Workload]] = {}  # loaded in this process, by the config's name for them
 
 

@@ -48,7 +48,7 @@ def test_every_example_config_loads():
     ({**BASE, "params": {"ddof": 1.5}}, "params.ddof: expected an integer"),
     ({**BASE, "params": {"method": "magic"}}, "params.method"),
     ({**BASE, "generate": {"shape": [0]}}, "generate.shape: sizes must be positive"),
-    ({**BASE, "generate": {"shape": [2, 2, 2]}}, "generate.shape: 1 or 2 dimensions"),
+    ({**BASE, "generate": {"shape": [2, 2, 2, 2, 2, 2]}}, "generate.shape: 1 to 5 dimensions"),
     ({**BASE, "generate": {"shape": [4], "dtype": "int32"}}, "generate.dtype"),
     ({"workload": "reduce", "input": {"dataset": "x"}}, "exactly one of input.path or input.shards"),
     ({"workload": "reduce", "input": {"path": "a", "shards": ["b"]}}, "exactly one of"),

@@ -1,0 +1,85 @@
+"""``params`` of the torch workload: every key, its default and its checks (docs/torch.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ...errors import ConfigError
+
+LOSSES = ("cross_entropy", "mse")
+STRATEGIES = ("ddp", "ddp-graph", "compile")
+PRECISIONS = ("fp32", "tf32", "bf16")
+
+
+@dataclass(frozen=True)
+class LabelsConfig:
+    """``params.labels``: the targets, one row per input row (``path`` defaults to ``input.path``)."""
+
+    dataset: str = "y"
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """``params.optimizer``: torch.optim's SGD (with momentum), Adam or AdamW."""
+
+    name: Literal["sgd", "adam", "adamw"] = "adamw"
+    lr: float = 1e-3
+    momentum: float = 0.9
+    betas: tuple[float, ...] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+
+    def __post_init__(self):
+        if self.lr <= 0 or self.eps <= 0 or not 0 <= self.momentum < 1 or self.weight_decay < 0:
+            raise ConfigError("params.optimizer: lr and eps must be > 0, momentum in [0, 1), weight_decay >= 0")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ConfigError(f"params.optimizer.betas: two numbers in [0, 1), got {list(self.betas)}")
+
+
+@dataclass(frozen=True)
+class SaveConfig:
+    """``params.save``: where rank 0 writes the trained state_dict (torch.save, atomically)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class TorchParams:
+    """``params`` of ``workload: torch`` (docs/torch.md).
+
+    ``model`` and ``loss`` (other than the built-in names) and ``transform`` are ``file.py:NAME`` or
+    ``module:NAME``; ``options`` is handed to the model's build function as it is.
+    """
+
+    model: str
+    labels: LabelsConfig = field(default_factory=LabelsConfig)
+    loss: str = "cross_entropy"
+    transform: str | None = None
+    options: Any = None
+    batch: int = 64
+    steps: int = 20
+    accumulate: int = 1
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    precision: Literal["fp32", "tf32", "bf16"] = "fp32"
+    strategy: Literal["ddp", "ddp-graph", "compile"] = "ddp"
+    bucket_mb: float = 25.0
+    sync_batchnorm: bool = False
+    data_shards: int | None = None
+    phases: bool = True
+    seed: int = 0
+    save: SaveConfig | None = None
+
+    def __post_init__(self):
+        for key in ("batch", "steps", "accumulate"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"params.{key}: must be >= 1, got {getattr(self, key)}")
+        if self.bucket_mb <= 0:
+            raise ConfigError(f"params.bucket_mb: must be > 0, got {self.bucket_mb}")
+        if self.data_shards is not None and self.data_shards < 1:
+            raise ConfigError(f"params.data_shards: must be >= 1, got {self.data_shards}")
+        if self.options is not None and not isinstance(self.options, dict):
+            raise ConfigError("params.options: a mapping (handed to the model's build function), or leave it out")
+        if ":" not in self.loss and self.loss not in LOSSES:
+            raise ConfigError(f"params.loss: {self.loss!r} is not one of {', '.join(LOSSES)} or file.py:NAME")

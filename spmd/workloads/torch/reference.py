@@ -1,0 +1,148 @@
+"""The one-process reference: the run's training again on rank 0, without DDP, for verification.
+
+Same start (rank 0's parameters and buffers before the first step), same optimizer, same global batches in
+the same micro-batches, and DDP's semantics exactly: each rank's micro-batch is a forward and backward of its
+own (``loss / accumulate``), the gradients summed and divided by the rank count; every forward starts from
+rank 0's buffers (DDP broadcasts them before each forward), and only rank 0's forward changes them; dropout's
+masks come from the same per-micro-batch seeds. Under ``sync_batchnorm`` the ranks' micro-batches of a step
+are one batch (SyncBatchNorm's statistics are over all of them).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .step import autocast, make_optimizer, micro_seed, prepare_inputs, state_tensors
+
+# The run and the reference may differ by rounding only (their sums run in another order). The parameters
+# after every step are compared by each tensor's relative RMS error (Adam turns rounding in a near-zero gradient
+# into a step of up to lr, so single elements may drift further), within the tolerance or SPREAD_FACTOR times
+# the difference between two references that sum the ranks' gradients in opposite orders (a model with ties,
+# max-pooling, turns rounding into different choices that grow step by step); the first step's gradients (same parameters
+# on both sides) element by element: |run - reference| <= GRADIENT_FACTOR * tolerance * (|reference| + the rms
+# of every gradient of the model), so one element changed by 1% shows unless it is ~30x below that rms.
+TOLERANCES = {("fp32", "cpu"): 1e-5, ("fp32", "gpu"): 1e-4, ("tf32", "gpu"): 5e-3, ("bf16", "gpu"): 3e-2,
+              ("bf16", "cpu"): 3e-2}
+
+
+SPREAD_FACTOR = 10  # the parameters may differ from the reference by 10x what two roundings of it differ by
+GRADIENT_FACTOR = 10  # a gradient is one step's rounding; cancellation (a sum near zero) makes it relative noise
+
+
+def tolerance(precision: str, device: str) -> float:
+    return TOLERANCES.get((precision, device), TOLERANCES[("tf32", "gpu")])
+
+
+class Reference:
+    """Trains ``module`` (a copy of rank 0's at the start) for ``steps`` steps from step ``first``.
+
+    Args:
+        x, y: every row of the input and its targets (torch tensors; on the device when they fit).
+        window: the one-rank sampler's ``window`` (global row numbers of each step's global batch, in the
+            order the ranks hold them).
+    """
+
+    def __init__(self, torch, params, module, loss_fn, transform, x, y, compute_device, input_dtype, ranks: int,
+                 gpu: bool):
+        self.torch, self.params, self.module, self.loss_fn = torch, params, module, loss_fn
+        self.transform, self.x, self.y, self.device = transform, x, y, compute_device
+        self.input_dtype, self.ranks, self.gpu = input_dtype, ranks, gpu
+        self.optimizer = make_optimizer(torch, params.optimizer, module.parameters())
+        self.first_grads: dict | None = None
+
+    def _micro(self, rows: np.ndarray):
+        torch = self.torch
+        index = torch.from_numpy(rows).to(self.x.device)
+        x, y = self.x.index_select(0, index), self.y.index_select(0, index)
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        return prepare_inputs(x, self.input_dtype, self.transform), y
+
+    def train(self, window, first: int, steps: int, reverse: bool = False) -> float:
+        """Steps ``first`` ... ``first + steps - 1``; returns the seconds they took. ``reverse``: the ranks'
+        micro-batches in the other order (rank 0 still last) and their gradients divided by the rank count after
+        the sum, not before: another rounding of the same training."""
+        torch, p = self.torch, self.params
+        k, b, n = p.accumulate, p.batch, self.ranks
+        per_rank = k * b
+        buffers = list(self.module.buffers())
+        t0 = time.perf_counter()
+        for step in range(first, first + steps):
+            rows = window(step, 1)[0]
+            self.optimizer.zero_grad(set_to_none=True)
+            for j in range(k):
+                if p.sync_batchnorm:
+                    order = range(n - 1, -1, -1) if reverse else range(n)
+                    part = np.concatenate([rows[r * per_rank + j * b: r * per_rank + (j + 1) * b] for r in order])
+                    self._backward(part, k, step, 0, j)
+                    continue
+                start = [t.detach().clone() for t in buffers]
+                others = list(range(1, n))
+                for r in [*(others[::-1] if reverse else others), 0]:  # rank 0 last: DDP keeps its buffers
+                    with torch.no_grad():
+                        for t, v in zip(buffers, start):
+                            t.copy_(v)
+                    self._backward(rows[r * per_rank + j * b: r * per_rank + (j + 1) * b], k * (1 if reverse else n),
+                                   step, r, j)
+            if reverse and not p.sync_batchnorm:
+                with torch.no_grad():
+                    for t in self.module.parameters():
+                        if t.grad is not None:
+                            t.grad.div_(n)
+            if step == 0:
+                self.first_grads = host_tensors(self.module, grads=True)
+            self.optimizer.step()
+        if self.gpu:
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    def _backward(self, rows, divide: int, step: int, rank: int, micro: int) -> None:
+        torch = self.torch
+        x, y = self._micro(rows)
+        torch.manual_seed(micro_seed(self.params.seed, step, rank, micro))
+        with autocast(torch, self.params.precision, self.gpu):
+            loss = self.loss_fn(self.module(x), y)
+        (loss / divide).backward()
+
+
+def compare(run: dict, reference: dict, tol: float, what: str, elementwise: bool) -> tuple[float, str | None]:
+    """The largest error of ``run`` against ``reference`` (name -> NumPy float64 arrays), and the first tensor
+    beyond ``tol`` described (None when all are within): element by element relative to |reference| + the
+    tensor's rms, or (``elementwise`` False) each tensor's relative RMS error."""
+    worst, failure = 0.0, None
+    every = np.concatenate([ref.reshape(-1) for ref in reference.values()]) if reference else np.zeros(1)
+    floor = np.sqrt(np.mean(every ** 2))  # a gradient that is zero but for rounding (a bias before a norm)
+    for name, ref in reference.items():
+        got = run[name]
+        rms = np.sqrt(np.mean(ref ** 2)) + np.finfo(np.float64).tiny
+        if elementwise:
+            err = np.abs(got - ref) / (np.abs(ref) + floor + np.finfo(np.float64).tiny)
+        else:
+            err = np.array([np.sqrt(np.mean((got - ref) ** 2)) / rms])
+        bad = ~np.isfinite(err) | (err > tol)
+        largest = float(np.nanmax(err)) if np.isfinite(err).any() else float("inf")
+        worst = max(worst, largest if bad.sum() < bad.size or np.isfinite(largest) else float("inf"))
+        if bad.any() and failure is None:
+            if elementwise:
+                i = int(np.argmax(bad.reshape(-1)))
+                failure = (f"{what} {name} element {i}: {float(got.reshape(-1)[i])!r} in the run, "
+                           f"{float(ref.reshape(-1)[i])!r} in the one-process reference ({int(bad.sum())} of "
+                           f"{bad.size} elements beyond the tolerance {tol:g})")
+            else:
+                failure = (f"{what} {name}: relative RMS error {float(err[0]):.3g} against the one-process "
+                           f"reference, beyond the tolerance {tol:g}")
+    return worst, failure
+
+
+def host_tensors(module, grads: bool = False) -> dict:
+    """name -> float64 NumPy copy of every parameter and buffer (or of every parameter's gradient)."""
+    if grads:
+        items = [(n, p.grad) for n, p in module.named_parameters() if p.grad is not None]
+    else:
+        items = [*module.named_parameters(), *module.named_buffers()]
+    return {name: t.detach().to("cpu", copy=True).double().numpy() for name, t in items
+            if t.is_floating_point()}
+
+
+__all__ = ["Reference", "compare", "host_tensors", "state_tensors", "tolerance"]

@@ -1,0 +1,255 @@
+"""The DDP steps of one rank: the user's module wrapped in DistributedDataParallel, the optimizer, the batch
+gather, the phase marks and the strategies (``ddp``: eager; ``compile``: torch.compile over the DDP module;
+``ddp-graph``: the whole step captured once in a CUDA graph and replayed).
+
+A window's sample indices live beside the rows (device or pinned host memory), so a step gathers its
+micro-batches with no host work; under ddp-graph a device cursor picks the step's row of indices inside the
+graph. The gradient allreduce is DDP's own (``allreduce_hook``'s division and allreduce); the hook around it
+only notes when each bucket was handed over and when its allreduce ended (``timing.StepMarks``), and with an
+armed ``corrupt`` fault changes one gradient element on its rank before the exchange.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ... import faults
+from .timing import StepMarks
+
+GRAPH_WARMUP = 11  # eager DDP iterations before capture (DDP's reducer settles its buckets in the first ones)
+
+
+def make_optimizer(torch, cfg, parameters, capturable: bool = False):
+    """torch.optim's optimizer that ``params.optimizer`` names (capturable under a CUDA graph)."""
+    if cfg.name == "sgd":
+        return torch.optim.SGD(parameters, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    cls = torch.optim.Adam if cfg.name == "adam" else torch.optim.AdamW
+    extra = {"capturable": True} if capturable else {}
+    return cls(parameters, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, **extra)
+
+
+def micro_seed(seed: int, step: int, rank: int, micro: int) -> int:
+    """The RNG seed of one micro-batch's forward (dropout's masks): the same in the run and the reference."""
+    return ((seed * 1_000_003 + step) * 65_537 + rank * 257 + micro) % (2**63 - 1)
+
+
+def autocast(torch, precision: str, gpu: bool):
+    """bf16: autocast to bfloat16 around forward and loss; otherwise nothing."""
+    if precision != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast("cuda" if gpu else "cpu", dtype=torch.bfloat16)
+
+
+def set_precision(torch, precision: str) -> None:
+    """TF32 in matmuls and convolutions only under precision tf32 (fp32 means fp32)."""
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
+class Batches:
+    """This rank's rows and targets, and the window's sample indices, where the steps read them."""
+
+    def __init__(self, torch, x, y, placement: str, compute_device, input_dtype, transform):
+        self.torch, self.x, self.y, self.placement = torch, x, y, placement
+        self.compute_device, self.input_dtype, self.transform = compute_device, input_dtype, transform
+
+    def take(self, rows):
+        """The micro-batch of ``rows`` (indices where the data is) on the compute device, ready for the model."""
+        x, y = self.x.index_select(0, rows), self.y.index_select(0, rows)
+        if self.placement != "device":
+            x, y = x.to(self.compute_device, non_blocking=True), y.to(self.compute_device, non_blocking=True)
+        return prepare_inputs(x, self.input_dtype, self.transform), y
+
+
+def prepare_inputs(x, input_dtype, transform):
+    """Floating inputs in the model's dtype (integer inputs, tokens, as they are), then the user's transform."""
+    if x.is_floating_point() and x.dtype != input_dtype:
+        x = x.to(input_dtype)
+    return transform(x) if transform is not None else x
+
+
+class Stepper:
+    """One rank's training: DDP module, optimizer, steps, marks.
+
+    Attributes:
+        step: optimizer steps taken; losses: the window's per-step mean loss (device);
+        bucket_bytes: DDP's gradient buckets (bytes, in the order of their index), seen on the first step.
+    """
+
+    def __init__(self, torch, ctx, params, module, loss_fn, batches: Batches, window_steps: int):
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        self.torch, self.ctx, self.params, self.batches = torch, ctx, params, batches
+        self.gpu = ctx.device == "gpu"
+        self.graph_mode = params.strategy == "ddp-graph"
+        self.micro, self.batch = params.accumulate, params.batch
+        self.module, self.loss_fn = module, loss_fn
+        device_ids = [torch.cuda.current_device()] if self.gpu else None
+        self.ddp = DDP(module, device_ids=device_ids, bucket_cap_mb=params.bucket_mb)
+        self.forward = torch.compile(self.ddp) if params.strategy == "compile" else self.ddp
+        self.optimizer = make_optimizer(torch, params.optimizer, module.parameters(), capturable=self.graph_mode)
+        data_device = batches.x.device
+        self.idx = torch.zeros((window_steps, self.micro * self.batch), dtype=torch.int64, device=data_device)
+        self.cursor = torch.zeros(1, dtype=torch.int64, device=batches.compute_device)  # ddp-graph: the step's row
+        self.losses = torch.zeros(window_steps, dtype=torch.float32, device=batches.compute_device)
+        self.i = 0  # the step within the window (eager)
+        self.step = 0
+        self.bucket_bytes: dict[int, int] = {}
+        self.slots = [StepMarks(torch, self.gpu, self.micro) for _ in range(window_steps)] if params.phases else None
+        self.current: StepMarks | None = None
+        self.last: StepMarks | None = None
+        self.graph = None
+        self.first_grads: dict | None = None
+        self.corrupting = faults.corrupting()
+        self.ddp.register_comm_hook(None, self._hook)  # outside a capture only its timing differs from DDP's
+
+    # -- the exchange ---------------------------------------------------------------------
+
+    def _hook(self, state, bucket):
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        index = bucket.index()
+        if index not in self.bucket_bytes:
+            self.bucket_bytes[index] = bucket.buffer().numel() * bucket.buffer().element_size()
+        if self.corrupting:
+            faults.corrupt(self.ctx.xp.asarray(bucket.buffer().detach()), "gradient bucket")
+        marks = self.current
+        if marks is None:
+            return allreduce_hook(state, bucket)
+        marks.comm_start(index)
+        future = allreduce_hook(state, bucket)
+
+        def ended(done):
+            marks.comm_end(index)
+            return done.value()
+
+        return future.then(ended)
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def load_window(self, indices) -> None:
+        """The next window's local row numbers (steps x batch*accumulate)."""
+        self.idx[:len(indices)].copy_(self.torch.from_numpy(indices).to(self.idx.device))
+        self.cursor.zero_()
+        self.i = 0
+
+    def train_step(self, marks: StepMarks | None) -> None:
+        """One optimizer step over ``accumulate`` micro-batches (queued on the device on a GPU)."""
+        torch, k, b = self.torch, self.micro, self.batch
+        mark = marks.mark if marks is not None else (lambda name: None)
+        mark("s")
+        if self.graph_mode:
+            rows_all = self.idx.index_select(0, self.cursor.to(self.idx.device)).view(-1)
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            rows_all = self.idx[self.i]
+        total = None
+        for j in range(k):
+            x, y = self.batches.take(rows_all[j * b:(j + 1) * b])
+            mark(f"d{j}")
+            if not self.graph_mode:
+                torch.manual_seed(micro_seed(self.params.seed, self.step, self.ctx.rank, j))
+            with self.ddp.no_sync() if j < k - 1 else contextlib.nullcontext():
+                with autocast(torch, self.params.precision, self.gpu):
+                    loss = self.loss_fn(self.forward(x), y)
+                mark(f"f{j}")
+                (loss / k if k > 1 else loss).backward()
+                mark(f"b{j}")
+            total = loss.detach() if total is None else total + loss.detach()
+        self.optimizer.step()
+        mark("o")
+        mean = (total / k if k > 1 else total).float().reshape(1)
+        if self.graph_mode:
+            self.losses.index_copy_(0, self.cursor, mean)
+            self.cursor.add_(1)
+        else:
+            self.losses[self.i:self.i + 1].copy_(mean)
+            self.i += 1
+
+    def run_window(self, steps: int, timer) -> None:
+        """``steps`` optimizer steps, their phases added to ``timer`` (``step`` alone under ddp-graph)."""
+        for n in range(steps):
+            marks = self.slots[n] if self.slots else None
+            if marks is not None:
+                marks.reset()
+            if self.graph is not None:
+                if marks is not None:
+                    marks.mark("s")
+                self.graph.replay()
+                if marks is not None:
+                    marks.mark("o")
+            else:
+                self.current = marks
+                self.train_step(marks)
+                self.current = None
+            self.step += 1
+            if self.step == 1:  # the first step's gradients, for verification (one copy, queued on the device)
+                self.first_grads = {name: t.grad.detach().clone() for name, t in self.module.named_parameters()
+                                    if t.grad is not None}
+        if self.slots:
+            self.synchronize()
+            for marks in self.slots[:steps]:
+                if self.graph is not None:
+                    timer.add("step", marks.phases_graph())
+                else:
+                    phases = marks.phases()
+                    for name, seconds in phases.items():
+                        timer.add(name, seconds)
+                    # the phases every report has: compute (the step's own work) and comm (what it waited for)
+                    timer.add("compute", phases["step"] - phases["comm_exposed"])
+                    timer.add("comm", phases["comm_exposed"])
+            self.last = self.slots[steps - 1]
+
+    def capture(self, saved_state) -> None:
+        """ddp-graph: warm DDP up eagerly on a side stream, capture one step, then put parameters, buffers and the
+        optimizer back to ``saved_state`` (what they were before the warm-up): the warm-up trains nothing."""
+        torch = self.torch
+        torch.cuda.synchronize()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        graph_mode, self.graph_mode = self.graph_mode, False
+        try:
+            with torch.cuda.stream(side):
+                for _ in range(GRAPH_WARMUP):
+                    self.i = 0
+                    self.train_step(None)
+        finally:
+            self.graph_mode = graph_mode
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.cursor.zero_()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.train_step(None)
+        self.graph = graph
+        with torch.no_grad():
+            for tensor, value in zip(state_tensors(self.module), saved_state):
+                tensor.copy_(value)
+            for state in self.optimizer.state.values():
+                for value in state.values():
+                    if torch.is_tensor(value):
+                        value.zero_()
+        self.cursor.zero_()
+        torch.cuda.synchronize()
+
+    def window_losses(self, steps: int):
+        """The window's per-step losses on the host (NumPy)."""
+        self.synchronize()
+        return self.losses[:steps].cpu().numpy()
+
+    def synchronize(self) -> None:
+        if self.gpu:
+            self.torch.cuda.synchronize()
+
+    def timeline(self) -> dict | None:
+        if self.last is None or self.graph is not None:
+            return None
+        self.synchronize()
+        return self.last.timeline()
+
+
+def state_tensors(module) -> list:
+    """Parameters then buffers, in a fixed order."""
+    return [*module.parameters(), *module.buffers()]

@@ -1,0 +1,114 @@
+"""Where one DDP step's time goes, from marks taken while it runs.
+
+Marks of a step with k micro-batches: ``s`` (start), ``d{j}`` (batch j on the device), ``f{j}`` (its forward
+and loss), ``b{j}`` (its backward returned), ``o`` (after the optimizer); and for each gradient bucket the
+moment DDP handed it to the allreduce (``comm_start``, on the compute stream: every gradient in it computed)
+and the moment the allreduce ended (``comm_end``, on the stream the result lands on). CUDA events on a GPU
+(resolved after the window), perf_counter on a CPU. Phases:
+data = sum(d_j - start of j); forward = sum(f_j - d_j); the last backward's compute ends at the last bucket's
+start, and what follows until ``b{k-1}`` is comm_exposed; comm_overlapped = the union of the allreduces'
+intervals minus comm_exposed; backward = the rest of sum(b_j - f_j); optimizer = o - b{k-1}; step = o - s.
+"""
+
+from __future__ import annotations
+
+import time
+
+PHASES = ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step")
+
+
+class StepMarks:
+    """The marks of one step (reused window after window)."""
+
+    def __init__(self, torch, gpu: bool, micro: int):
+        self.torch, self.gpu, self.micro = torch, gpu, micro
+        self.events: dict[str, object] = {}  # mark name -> CUDA event
+        self.bucket_events: dict[str, object] = {}
+        self.t: dict[str, float] = {}
+        self.spans: dict[int, list] = {}  # bucket index -> [start, end] (events or seconds)
+
+    def _event(self, name: str, pool: dict | None = None):
+        pool = self.events if pool is None else pool
+        event = pool.get(name)
+        if event is None:
+            event = pool[name] = self.torch.cuda.Event(enable_timing=True)
+        return event
+
+    def mark(self, name: str) -> None:
+        if self.gpu:
+            self._event(name).record()
+        else:
+            self.t[name] = time.perf_counter()
+
+    def comm_start(self, bucket: int) -> None:
+        if self.gpu:
+            event = self._event(f"c{bucket}", self.bucket_events)
+            event.record()
+            self.spans[bucket] = [event, None]
+        else:
+            self.spans[bucket] = [time.perf_counter(), None]
+
+    def comm_end(self, bucket: int) -> None:
+        """Called in the allreduce's completion callback (on a GPU: with the result's stream current)."""
+        if self.gpu:
+            event = self._event(f"e{bucket}", self.bucket_events)
+            event.record()
+            self.spans[bucket][1] = event
+        else:
+            self.spans[bucket][1] = time.perf_counter()
+
+    def reset(self) -> None:
+        self.spans = {}
+
+    def _times(self) -> tuple[dict[str, float], list[tuple[float, float]]]:
+        """Marks and bucket spans in seconds from ``s`` (the device synchronized by the caller)."""
+        if self.gpu:
+            start = self.events["s"]
+            marks = {name: start.elapsed_time(e) / 1e3 for name, e in self.events.items()}
+            spans = [(start.elapsed_time(a) / 1e3, start.elapsed_time(b) / 1e3)
+                     for a, b in self.spans.values() if b is not None]
+        else:
+            s = self.t["s"]
+            marks = {name: v - s for name, v in self.t.items()}
+            spans = [(a - s, b - s) for a, b in self.spans.values() if b is not None]
+        return marks, sorted(spans)
+
+    def phases(self) -> dict[str, float]:
+        marks, spans = self._times()
+        k = self.micro
+        data = forward = backward = 0.0
+        for j in range(k):
+            begin = marks["s"] if j == 0 else marks[f"b{j - 1}"]
+            data += marks[f"d{j}"] - begin
+            forward += marks[f"f{j}"] - marks[f"d{j}"]
+            backward += marks[f"b{j}"] - marks[f"f{j}"]
+        exposed = 0.0
+        if spans:
+            compute_done = max(a for a, _ in spans)
+            exposed = max(0.0, marks[f"b{k - 1}"] - max(compute_done, marks[f"f{k - 1}"]))
+        union = _union(spans)
+        return {"data": data, "forward": forward, "backward": max(0.0, backward - exposed),
+                "comm_exposed": exposed, "comm_overlapped": max(0.0, union - exposed),
+                "optimizer": marks["o"] - marks[f"b{k - 1}"], "step": marks["o"]}
+
+    def phases_graph(self) -> float:
+        """A replayed graph's step: ``o - s``."""
+        marks, _ = self._times()
+        return marks["o"]
+
+    def timeline(self) -> dict:
+        """This step's marks and allreduce spans in microseconds from its start (report.json)."""
+        marks, spans = self._times()
+        return {"marks": {name: round(v * 1e6, 1) for name, v in sorted(marks.items(), key=lambda kv: kv[1])},
+                "allreduce": [[round(a * 1e6, 1), round(b * 1e6, 1)] for a, b in spans]}
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of sorted intervals (allreduces queued behind each other count once)."""
+    total, end = 0.0, float("-inf")
+    for a, b in spans:
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
