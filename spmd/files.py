@@ -2,7 +2,7 @@
 
 Ownership: every file spmd writes carries its record (``MARK`` near the top of a text file or a PNG's text
 chunk, ``"spmd_version"`` near the top of a JSON file, scaling.csv's own header, the ``spmd_record``
-attribute of an HDF5 file), and a path that exists is replaced only when it carries one
+attribute of an HDF5 file, ``MARK`` in the pickle of a torch.save archive), and a path that exists is replaced only when it carries one
 (``require_replaceable``): a user's file, one that cannot be read, a read-only file or a symbolic link is
 refused with exit 2 naming it, unless the caller was told ``overwrite``.
 
@@ -24,6 +24,7 @@ import re
 import socket
 import stat
 import tempfile
+import zipfile
 from pathlib import Path
 
 from .errors import InputError, brief, one_line
@@ -35,6 +36,8 @@ MARK = f"written by spmd {__version__}"  # in the head of every text file and PN
 _MARKS = (b"written by spmd", b'"spmd_version": "', b"series,ranks,nodes,link_class,")  # text/PNG, JSON, CSV
 HDF5_RECORD = "spmd_record"  # the root attribute of every HDF5 file spmd writes
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+ZIP_SIGNATURE = b"PK\x03\x04"  # torch.save's archive (params.save of workload torch)
+MAX_PICKLE_BYTES = 64 << 20
 HEAD_BYTES = 64 << 10  # where a record must be found in a text file
 _HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:40] or "host"
 _TEMP = re.compile(r"\.(?P<name>.+)\.(?P<host>[A-Za-z0-9_-]+)-(?P<pid>\d+)\.[^.]+\.tmp")
@@ -53,7 +56,22 @@ def spmd_record(path: str | Path) -> bool:
         return False
     if head.startswith(HDF5_SIGNATURE):
         return hdf5_writer(path) is not None
+    if head.startswith(ZIP_SIGNATURE):
+        return torch_save_record(path)
     return any(mark in head for mark in _MARKS)
+
+
+def torch_save_record(path: str | Path) -> bool:
+    """Whether a torch.save archive (a zip) holds spmd's record in its pickle (``data.pkl``: the state_dict's
+    metadata, ``spmd_record``); read with zipfile, never unpickled."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            pickles = [info for info in archive.infolist() if info.filename.endswith("/data.pkl")]
+            if len(pickles) != 1 or pickles[0].file_size > MAX_PICKLE_BYTES:
+                return False
+            return _MARKS[0] in archive.read(pickles[0])
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
 
 
 def hdf5_writer(path: str | Path) -> str | None:

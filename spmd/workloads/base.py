@@ -38,6 +38,8 @@ class Workload(ABC):
     #: The ``params`` fields that name a file the run writes (a section with a ``path``: matmul's and
     #: stencil's ``save``, train's ``checkpoint``).
     OUTPUT_FILES: ClassVar[tuple[str, ...]] = ()
+    #: whether ``verify: none`` is allowed (the user's own code: plug-ins, a torch model whose reference is costly)
+    MAY_SKIP_VERIFY: ClassVar[bool] = False
 
     @abstractmethod
     def setup(self, ctx, cfg, comm) -> None:

@@ -49,8 +49,9 @@ def params_class(name) -> type | None:
 
 def resolve_params(cfg: Config) -> Config:
     """``cfg`` with ``params`` built into its workload's Params (ConfigError naming the key)."""
-    if cfg.verify == "none" and not is_plugin(cfg.workload):
-        raise ConfigError(f"verify: none is for plug-ins only; the built-in {cfg.workload} always verifies")
+    if cfg.verify == "none" and not is_plugin(cfg.workload) and not workload_class(cfg.workload).MAY_SKIP_VERIFY:
+        raise ConfigError(f"verify: none is for plug-ins and the user's own model (torch) only; the built-in "
+                          f"{cfg.workload} always verifies")
     return with_params(cfg, params_class(cfg.workload))
 
 

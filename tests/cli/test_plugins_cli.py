@@ -279,7 +279,7 @@ def test_verify_none_is_recorded_as_not_checked_and_only_for_plugins(tmp_path):
     assert report["verified"] is False and "not checked" in report["verification"]["reference"]
     assert "NOT verified" in out
     rc, out, err, _ = spmd("run", config(tmp_path, "reduce", verify="none"))
-    assert rc == 2 and "verify: none is for plug-ins only; the built-in reduce always verifies" in err, err
+    assert rc == 2 and "verify: none is for plug-ins and the user's own model (torch) only; the built-in reduce always verifies" in err, err
 
 
 def test_faults_jobscripts_merge_and_compare_take_plugins_too(tmp_path):

@@ -43,6 +43,7 @@ class TorchWorkload(Workload):
     name = "torch"
     Params = TorchParams
     OUTPUT_FILES = ("save",)
+    MAY_SKIP_VERIFY = True
 
     # -- configuration hooks -----------------------------------------------------------
 
