@@ -9,14 +9,14 @@ TIMEOUT ?= timeout 1200
 
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 ifeq ($(HAS_GPU),yes)
-  EXTRAS     ?= cuda13,plot
+  EXTRAS     ?= cuda13,plot,torch
   VENV_FLAGS ?= --system-site-packages
   MPIEXEC    ?= mpiexec
   NP         ?= $(shell nvidia-smi -L | wc -l)
   GPU_FLAG   := --gpu
   GPU_TESTS  := tests/gpu
 else
-  EXTRAS     ?= mpich,plot
+  EXTRAS     ?= mpich,plot,torch
   VENV_FLAGS ?=
   MPIEXEC    ?= $(VENV)/bin/mpiexec
   NP         ?= 2
@@ -26,9 +26,14 @@ endif
 
 .PHONY: demo test test-unit test-mpi test-slurm claims clean
 
+# PyTorch for workload torch: TORCH pins the build installed first (the CPU build CI keeps on disk; plain
+# "torch" would take PyPI's CUDA build of several GB); TORCH= leaves the choice to pip.
+TORCH ?= $(if $(HAS_GPU),,torch==2.13.0)
+
 $(VENV)/.installed-%: pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(if $(and $(TORCH),$(findstring torch,$*)),$(PY) -m pip install -q "$(TORCH)")
 	$(PY) -m pip install -q -e ".[$*]"
 	touch $@
 

@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="group sizes to run (default: 1, 2, 4, ... and the launch size)")
     scale.add_argument("--mode", choices=("strong", "weak", "both"), default="strong",
                        help="strong: fixed global problem; weak: fixed problem per rank (default strong)")
+    scale.add_argument("--batches", metavar="B,B,...",
+                       help="also a batch sweep (workloads with params.batch: torch, train): each per-GPU batch on 1 "
+                            "rank and on the most ranks, the batch x GPUs table and where more GPUs pay off")
     scale.add_argument("--out", metavar="DIR", help="output folder (default: <config output>/scaling)")
     scale.add_argument("--probe-max-bytes", type=_byte_size, default=16 << 20, metavar="SIZE",
                        help="time the workload's collectives up to SIZE per rank for the comm model "

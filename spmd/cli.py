@@ -46,7 +46,7 @@ def cmd_scale(args) -> int:
     from .progress import Progress, wanted
     from .runtime import Context
     from .scale.render import require_scaling_outputs, write_scaling
-    from .scale.sweep import parse_ranks, run_scale
+    from .scale.sweep import parse_batches, parse_ranks, run_scale
     from .workloads.base import SCALING_MODES
     from .workloads.registry import agree_on_config
 
@@ -57,8 +57,9 @@ def cmd_scale(args) -> int:
         ctx.agree(require_writable_folder, out, "output folder")  # before the sweep, not after it
         ctx.agree(require_scaling_outputs, out, root_only=True)
         modes = list(SCALING_MODES) if args.mode == "both" else [args.mode]
+        batches = ctx.agree(parse_batches, args.batches)
         scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet,
-                            compare_comm=args.compare_comm == "all",
+                            compare_comm=args.compare_comm == "all", batches=batches,
                             live=Progress("spmd scale", wanted(ctx.rank, args.progress, args.quiet)))
         paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
         if ctx.rank == 0 and not args.quiet:

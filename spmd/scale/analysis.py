@@ -10,6 +10,7 @@ from ..workloads.base import SCALING_MODES
 from ..workloads.registry import job_config_from_dict, workload_class
 from .advice import (backend_advice, model_advice, oversubscription_advice, series_advice, storage_advice,
                      suspect_advice)
+from .batches import batch_sweep
 from .figures import series_figures, suspect_reasons
 from .model import best_ranks, break_even, fit_model
 
@@ -26,7 +27,10 @@ def reanalyse(scaling: dict) -> dict:
 
 
 def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
-    """The scaling dict (scaling.json, schema 1) from the runs of a sweep."""
+    """The scaling dict (scaling.json, schema 1) from the runs of a sweep (a batch sweep's runs in its own
+    section, ``batch_sweep``)."""
+    sweep = batch_sweep([r for r in runs if r["mode"] == "batch"])
+    runs = [r for r in runs if r["mode"] != "batch"]
     modes = [m for m in SCALING_MODES if any(r["mode"] == m for r in runs)]
     series = {}
     for mode in modes:
@@ -62,6 +66,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     advice += model_advice(model, best, even, measured_max, hardware_present(runs))
     advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in _unique(runs)], backend)
     advice += storage_advice(runs)
+    advice += sweep["advice"] if sweep else []
     first = runs[0]["report"]
     return {
         "schema": SCALING_SCHEMA,
@@ -79,6 +84,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         "model": model,
         "advice": advice,
         "config": cfg.to_dict(),
+        **({"batch_sweep": sweep} if sweep else {}),
         "runs": [{"mode": r["mode"], "ranks": r["ranks"], "suspect": _row(series, r)["suspect"],
                   "placement": r["placement"], "probe": r["probe"], "backends": r.get("backends"),
                   "read_limit": r.get("read_limit"),

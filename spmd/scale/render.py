@@ -48,6 +48,7 @@ def tables(scaling: dict) -> list[Table]:
                        ", ".join(f"{h}: {n}" for h, n in row["placement"]["ranks_per_node"].items()),
                        ", ".join(row["placement"]["devices"]), row["placement"]["link"]]
                       for rows in scaling["series"].values() for row in rows]))
+    out += batch_tables(scaling.get("batch_sweep"))
     model = scaling.get("model")
     if model:
         out.append(Table("Model: each rank's own work, time = intercept + (bytes per rank) / rate",
@@ -79,6 +80,23 @@ def tables(scaling: dict) -> list[Table]:
         out.append(Table("Break-even: problem size per rank above which n ranks beat one", ["ranks", "above"],
                          [[str(e["ranks"]), fmt_bytes(e["bytes_per_rank"]) if e["status"] == "above"
                            else e["status"]] for e in pred["break_even"]]))
+    return out
+
+
+def batch_tables(sweep: dict | None) -> list[Table]:
+    """The batch sweep: the study's table (per-GPU batch x {1, N} ranks), and the step model at each batch."""
+    if not sweep:
+        return []
+    n = sweep["ranks"]
+    out = [Table(f"Batch sweep: samples/s at each per-GPU batch, 1 rank and {n}", ["batch", "1 rank", f"{n} ranks",
+                                                                               "speedup", "verified"],
+                 [[str(r["batch"]), f"{r['samples_per_s_1']:,.0f}", f"{r['samples_per_s_n']:,.0f}",
+                   f"{r['speedup']:.2f}x", "yes" if r["verified"] else "NO"] for r in sweep["rows"]])]
+    model = sweep.get("model")
+    if model:
+        out.append(Table("Batch sweep model against each measured batch", ["batch", "measured", "predicted", "error"],
+                         [[str(p["batch"]), f"{p['measured_speedup']:.2f}x", f"{p['predicted_speedup']:.2f}x",
+                           f"{p['error']:+.1%}"] for p in model["points"]]))
     return out
 
 

@@ -8,7 +8,7 @@ rank and GPU); the other ranks wait in a sleeping barrier. Every size is a full
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from mpi4py import MPI
@@ -61,11 +61,12 @@ def parse_ranks(text: str | None, world: int) -> list[int]:
 
 
 def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int,
-              progress: bool = True, compare_comm: bool = True, live: Progress | None = None) -> dict | None:
+              progress: bool = True, compare_comm: bool = True, live: Progress | None = None,
+              batches: list[int] | None = None) -> dict | None:
     """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0. ``progress``: a
     line per size on stdout as it ends; ``live`` (spmd.progress, rank 0's stderr): each size as it starts and
-    each of its repeats."""
-    steps = ctx.agree(plan, cfg, modes, ranks)
+    each of its repeats. ``batches``: the batch sweep too (each per-rank batch on 1 and on the most ranks)."""
+    steps = ctx.agree(plan, cfg, modes, ranks) + ctx.agree(plan_batches, cfg, batches or [], ranks)
     written, notes = prepare_inputs(ctx, steps)
     if ctx.rank == 0 and progress:
         for note in notes:
@@ -75,6 +76,12 @@ def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int
     first: dict[str, dict] = {}  # each series' first report: the base of its figures
 
     def report_progress(run):
+        if run["mode"] == BATCH_MODE:
+            if progress:
+                print(f"spmd scale: batch {run['report']['result'].get('batch_per_rank')} per rank, {run['ranks']} "
+                      f"rank(s): {run['report']['metrics'].get('samples_per_s', 0):,.0f} samples/s, verified",
+                      flush=True)
+            return
         base = first.setdefault(run["mode"], run["report"])
         row = series_figures(run["mode"], [base] if base is run["report"] else [base, run["report"]])[-1]
         if progress:
@@ -92,6 +99,34 @@ def plan(cfg, modes: list[str], ranks: list[int]) -> list[Step]:
     """The runs of a sweep; weak configs grow the problem by n / smallest n."""
     cls = workload_class(cfg.workload)
     return [Step(mode, n, cls.scaled_config(cfg, mode, Fraction(n, ranks[0]))) for mode in modes for n in ranks]
+
+
+BATCH_MODE = "batch"
+
+
+def parse_batches(text: str | None) -> list[int]:
+    """``--batches 16,32,64`` -> [16, 32, 64]."""
+    if not text:
+        return []
+    try:
+        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ConfigError(f"--batches {text!r}: expected comma-separated integers, e.g. 16,32,64") from None
+    if not sizes or sizes[0] < 1:
+        raise ConfigError(f"--batches {text!r}: batches must be >= 1")
+    return sizes
+
+
+def plan_batches(cfg, batches: list[int], ranks: list[int]) -> list[Step]:
+    """The batch sweep's runs: each per-rank batch on one rank and on the most ranks."""
+    if not batches:
+        return []
+    if not hasattr(cfg.params, "batch"):
+        raise ConfigError(f"--batches: workload {cfg.workload} has no params.batch (torch and train have)")
+    if ranks[-1] < 2:
+        raise ConfigError("--batches compares one rank with more: launch at least 2 ranks")
+    return [Step(BATCH_MODE, n, replace(cfg, params=replace(cfg.params, batch=b)))
+            for b in batches for n in (1, ranks[-1])]
 
 
 def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> tuple[list[str], list[str]]:

@@ -386,7 +386,7 @@ class TorchWorkload(Workload):
         p, st = self.params, self.stepper
         buckets = [st.bucket_bytes[i] for i in sorted(st.bucket_bytes)]
         return {"model": p.model, "parameters": self.parameters, "gradient_bytes": self.gradient_bytes,
-                "buckets": buckets, "strategy": p.strategy, "precision": p.precision, "backend": self.backend,
+                "buckets": buckets, "bucket_mb": p.bucket_mb, "strategy": p.strategy, "precision": p.precision, "backend": self.backend,
                 "batch_per_rank": p.batch, "accumulate": p.accumulate, "global_batch": self.global_batch,
                 "data_shards": self.shards, "steps": st.step, "steps_per_repeat": p.steps,
                 "input_rows": self.rows, "row_shape": list(self.row_shape), "data_placement": self.batches.placement,
