@@ -1,0 +1,125 @@
+"""No hidden cost: spmd's ``workload: torch`` (strategy ddp) against the same model in a plain DDP script by hand.
+
+Same model (examples/torch/mlp.py, ``--size``), per-GPU batch, precision (fp32), bucket size (25 MiB), AdamW,
+rows resident on the GPU; the plain script times windows of ``--steps`` steps the way spmd does (device
+synchronized at both ends) and reports the median window. ``--runs`` runs of each, interleaved; the raw
+numbers go to ``--out`` as JSON (read by bench/claims.py). Usage on a GPU machine:
+
+    python bench/torch_overhead.py --out DIR [--size large --batch 256 --runs 3]
+    python bench/torch_overhead.py --plain --size large --batch 256     (one plain run, prints JSON)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plain(size: str, batch: int, steps: int, windows: int, rows: int) -> dict:
+    """The hand-written DDP training loop (one process, world size 1): samples/s of the median window."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    sys.path.insert(0, str(ROOT / "examples/torch"))
+    import mlp
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    store = dist.TCPStore("127.0.0.1", 0, 1, True)
+    dist.init_process_group("nccl", store=store, rank=0, world_size=1)
+    torch.manual_seed(0)
+    model = mlp.build({"options": {"size": size}}).cuda()
+    ddp = DDP(model, device_ids=[0], bucket_cap_mb=25)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    features = mlp.WIDTHS[size][0]
+    x = torch.randn(rows, features, device="cuda")
+    y = torch.randint(0, 10, (rows,), device="cuda")
+    times = []
+    for w in range(windows + 1):  # the first window warms up
+        idx = torch.randint(0, rows, (steps, batch), device="cuda")
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(steps):
+            opt.zero_grad(set_to_none=True)
+            rows_i = idx[i]
+            loss = torch.nn.functional.cross_entropy(ddp(x.index_select(0, rows_i)), y.index_select(0, rows_i))
+            loss.backward()
+            opt.step()
+        torch.cuda.synchronize()
+        if w:
+            times.append(time.perf_counter() - t0)
+    dist.destroy_process_group()
+    return {"samples_per_s": batch * steps / statistics.median(times), "windows_s": times}
+
+
+def spmd_run(size: str, batch: int, steps: int, windows: int, rows: int, strategy: str, work: Path) -> dict:
+    """The same training under ``spmd run`` (one rank); samples/s from its report (median repeat)."""
+    features = {"medium": 844, "large": 4812}[size]
+    cfg = work / f"{strategy}.yaml"
+    cfg.write_text(json.dumps({
+        "workload": "torch", "warmup": 1, "repeats": windows, "device": "gpu",
+        "input": {"path": str(work / "data.h5"), "dataset": "x"},
+        "generate": {"shape": [rows, features], "dtype": "float32", "seed": 1},
+        "params": {"model": str(ROOT / "examples/torch/mlp.py:build"), "options": {"size": size},
+                   "labels": {"dataset": "y"}, "batch": batch, "steps": steps, "strategy": strategy,
+                   "optimizer": {"name": "adamw", "lr": 1e-3}, "bucket_mb": 25},
+        "output": str(work / f"out-{strategy}"), "timeout_s": 600}))
+    launch = os.environ.get("SPMD_MPIEXEC", "mpiexec").split()
+    subprocess.run([sys.executable, "-m", "spmd", "generate", str(cfg)], check=True, capture_output=True)
+    done = subprocess.run([*launch, "-n", "1", sys.executable, "-m", "spmd", "run", str(cfg)], capture_output=True,
+                          text=True)
+    if done.returncode:
+        raise SystemExit(f"spmd run ({strategy}) failed: {done.stderr[-2000:]}")
+    report = json.loads((work / f"out-{strategy}" / "report.json").read_text())
+    return {"samples_per_s": report["metrics"]["samples_per_s"], "verified": report["verified"],
+            "phase_ms_per_step": report["metrics"]["phase_ms_per_step"],
+            "reference_seconds": report["verification"].get("reference_seconds")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out")
+    ap.add_argument("--plain", action="store_true")
+    ap.add_argument("--size", default="large")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--windows", type=int, default=5)
+    ap.add_argument("--rows", type=int, default=16384)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--strategies", default="ddp,compile,ddp-graph")
+    a = ap.parse_args()
+    if a.plain:
+        print(json.dumps(plain(a.size, a.batch, a.steps, a.windows, a.rows)))
+        return
+    results = {"size": a.size, "batch": a.batch, "steps": a.steps, "windows": a.windows, "precision": "fp32",
+               "bucket_mb": 25, "optimizer": "adamw", "runs": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in range(a.runs):
+            done = subprocess.run([sys.executable, __file__, "--plain", "--size", a.size, "--batch", str(a.batch),
+                                   "--steps", str(a.steps), "--windows", str(a.windows), "--rows", str(a.rows)],
+                                  capture_output=True, text=True, check=True)
+            entry = {"run": run, "plain_ddp": json.loads(done.stdout.strip().splitlines()[-1])}
+            for strategy in a.strategies.split(","):
+                entry[f"spmd_{strategy}"] = spmd_run(a.size, a.batch, a.steps, a.windows, a.rows, strategy, Path(tmp))
+            results["runs"].append(entry)
+            print(json.dumps(entry), flush=True)
+    plain_rates = [r["plain_ddp"]["samples_per_s"] for r in results["runs"]]
+    spmd_rates = [r["spmd_ddp"]["samples_per_s"] for r in results["runs"]]
+    results["ratio_median"] = statistics.median(s / p for s, p in zip(spmd_rates, plain_rates))
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / f"torch-overhead-{a.size}-b{a.batch}.json").write_text(json.dumps(results, indent=1))
+    print(f"spmd ddp / plain DDP, median of {a.runs}: {results['ratio_median']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
