@@ -10,7 +10,7 @@ export PYTHONPATH=/tmp/site:$PWD
 export SPMD_MPIEXEC="mpirun --allow-run-as-root --bind-to none -x NCCL_NVLS_ENABLE=0 -x PYTHONPATH -x PYTHONUNBUFFERED"
 { nvidia-smi -L; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version())"; } > "$OUT/env.txt" 2>&1
 t0=$SECONDS
-timeout ${TESTS_TIMEOUT:-330} python3 -m pytest -q -rs -x -p no:cacheprovider tests/gpu/test_torch_gpu.py --gpu > "$OUT/tests.log" 2>&1
+timeout ${TESTS_TIMEOUT:-330} python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_torch_gpu.py --gpu > "$OUT/tests.log" 2>&1
 echo "tests rc=$? in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 tail -5 "$OUT/tests.log"
 t0=$SECONDS

@@ -28,7 +28,7 @@ def run(tmp_path, example: str, *overrides, ranks=1):
     return rc, err, json.loads(report.read_text()) if rc == 0 else None
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "ddp-graph", "compile"])
+@pytest.mark.parametrize("strategy", ["ddp", "compile", "ddp-graph"])
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
 def test_strategies_and_precisions_verify(tmp_path, strategy, precision):
     rc, err, rep = run(tmp_path, "mlp-medium", f"params.strategy={strategy}", f"params.precision={precision}")

@@ -221,7 +221,7 @@ class Stepper:
         self.optimizer.zero_grad(set_to_none=True)
         self.cursor.zero_()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=side):  # the warm-up's stream: DDP keeps its autograd nodes on it
             self.train_step(None)
         self.graph = graph
         with torch.no_grad():
