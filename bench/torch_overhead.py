@@ -62,25 +62,36 @@ def plain(size: str, batch: int, steps: int, windows: int, rows: int) -> dict:
     return {"samples_per_s": batch * steps / statistics.median(times), "windows_s": times}
 
 
-def spmd_run(size: str, batch: int, steps: int, windows: int, rows: int, strategy: str, work: Path) -> dict:
+VARIANTS = {  # name -> (strategy, params overrides, environment)
+    "ddp": ("ddp", {}, {}),
+    "ddp-no-phases": ("ddp", {"phases": False}, {}),
+    "ddp-no-watchdog": ("ddp", {}, {"SPMD_WATCHDOG": "off"}),
+    "compile": ("compile", {}, {}),
+    "ddp-graph": ("ddp-graph", {}, {}),
+}
+
+
+def spmd_run(size: str, batch: int, steps: int, windows: int, rows: int, variant: str, work: Path) -> dict:
     """The same training under ``spmd run`` (one rank); samples/s from its report (median repeat)."""
+    strategy, extra, env = VARIANTS[variant]
     features = {"medium": 844, "large": 4812}[size]
-    cfg = work / f"{strategy}.yaml"
+    cfg = work / f"{variant}.yaml"
     cfg.write_text(json.dumps({
         "workload": "torch", "warmup": 1, "repeats": windows, "device": "gpu",
         "input": {"path": str(work / "data.h5"), "dataset": "x"},
         "generate": {"shape": [rows, features], "dtype": "float32", "seed": 1},
         "params": {"model": str(ROOT / "examples/torch/mlp.py:build"), "options": {"size": size},
                    "labels": {"dataset": "y"}, "batch": batch, "steps": steps, "strategy": strategy,
-                   "optimizer": {"name": "adamw", "lr": 1e-3}, "bucket_mb": 25},
-        "output": str(work / f"out-{strategy}"), "timeout_s": 600}))
+                   "optimizer": {"name": "adamw", "lr": 1e-3}, "bucket_mb": 25, **extra},
+        "output": str(work / f"out-{variant}"), "timeout_s": 600}))
     launch = os.environ.get("SPMD_MPIEXEC", "mpiexec").split()
     subprocess.run([sys.executable, "-m", "spmd", "generate", str(cfg)], check=True, capture_output=True)
-    done = subprocess.run([*launch, "-n", "1", sys.executable, "-m", "spmd", "run", str(cfg)], capture_output=True,
-                          text=True)
+    done = subprocess.run([*launch, "-n", "1", *(x for k, v in env.items() for x in ("-x", f"{k}={v}")),
+                           sys.executable, "-m", "spmd", "run", str(cfg)], capture_output=True, text=True,
+                          env={**os.environ, **env})
     if done.returncode:
         return {"failed": done.stderr[-1500:]}
-    report = json.loads((work / f"out-{strategy}" / "report.json").read_text())
+    report = json.loads((work / f"out-{variant}" / "report.json").read_text())
     return {"samples_per_s": report["metrics"]["samples_per_s"], "verified": report["verified"],
             "phase_ms_per_step": report["metrics"]["phase_ms_per_step"],
             "reference_seconds": report["verification"].get("reference_seconds")}
@@ -96,7 +107,7 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=5)
     ap.add_argument("--rows", type=int, default=16384)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--strategies", default="ddp,compile,ddp-graph")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
     a = ap.parse_args()
     if a.plain:
         print(json.dumps(plain(a.size, a.batch, a.steps, a.windows, a.rows)))
@@ -109,8 +120,8 @@ def main() -> None:
                                    "--steps", str(a.steps), "--windows", str(a.windows), "--rows", str(a.rows)],
                                   capture_output=True, text=True, check=True)
             entry = {"run": run, "plain_ddp": json.loads(done.stdout.strip().splitlines()[-1])}
-            for strategy in ["ddp", *(s for s in a.strategies.split(",") if s != "ddp")]:
-                entry[f"spmd_{strategy}"] = spmd_run(a.size, a.batch, a.steps, a.windows, a.rows, strategy, Path(tmp))
+            for variant in ["ddp", *(v for v in a.variants.split(",") if v != "ddp")]:
+                entry[f"spmd_{variant}"] = spmd_run(a.size, a.batch, a.steps, a.windows, a.rows, variant, Path(tmp))
             results["runs"].append(entry)
             print(json.dumps(entry), flush=True)
     plain_rates = [r["plain_ddp"]["samples_per_s"] for r in results["runs"]]

@@ -49,6 +49,6 @@ def test_sync_batchnorm_cnn_verifies(tmp_path):
 
 
 def test_out_of_gpu_memory_names_the_batch(tmp_path):
-    rc, err, _ = run(tmp_path, "mlp-large", "params.batch=2000000", "params.data_shards=1", "params.steps=1")
+    rc, err, _ = run(tmp_path, "mlp-large", "params.batch=8000000", "params.data_shards=1", "params.steps=1")
     assert rc == 2, err
-    assert "out of GPU memory" in err and "params.batch 2000000" in err and "free" in err
+    assert "out of GPU memory" in err and "params.batch 8000000" in err and "free" in err

@@ -86,7 +86,13 @@ class Stepper:
         self.micro, self.batch = params.accumulate, params.batch
         self.module, self.loss_fn = module, loss_fn
         device_ids = [torch.cuda.current_device()] if self.gpu else None
-        self.ddp = DDP(module, device_ids=device_ids, bucket_cap_mb=params.bucket_mb)
+        # ddp-graph: DDP made, warmed up and captured on one side stream (its reducer keeps the autograd nodes of
+        # the stream it was made on; a capture on another stream would make the legacy stream wait on it)
+        self.side = torch.cuda.Stream() if self.graph_mode else None
+        if self.side is not None:
+            self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side) if self.side is not None else contextlib.nullcontext():
+            self.ddp = DDP(module, device_ids=device_ids, bucket_cap_mb=params.bucket_mb)
         self.forward = torch.compile(self.ddp) if params.strategy == "compile" else self.ddp
         self.optimizer = make_optimizer(torch, params.optimizer, module.parameters(), capturable=self.graph_mode)
         data_device = batches.x.device
@@ -102,7 +108,8 @@ class Stepper:
         self.graph = None
         self.first_grads: dict | None = None
         self.corrupting = faults.corrupting()
-        self.ddp.register_comm_hook(None, self._hook)  # outside a capture only its timing differs from DDP's
+        if params.phases or self.corrupting:  # DDP's own allreduce, timed (or corrupted) around
+            self.ddp.register_comm_hook(None, self._hook)
 
     # -- the exchange ---------------------------------------------------------------------
 
@@ -206,7 +213,7 @@ class Stepper:
         optimizer back to ``saved_state`` (what they were before the warm-up): the warm-up trains nothing."""
         torch = self.torch
         torch.cuda.synchronize()
-        side = torch.cuda.Stream()
+        side = self.side
         side.wait_stream(torch.cuda.current_stream())
         graph_mode, self.graph_mode = self.graph_mode, False
         try:
