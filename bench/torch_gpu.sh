@@ -14,6 +14,6 @@ timeout ${TESTS_TIMEOUT:-330} python3 -m pytest -q -rs -p no:cacheprovider tests
 echo "tests rc=$? in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 tail -5 "$OUT/tests.log"
 t0=$SECONDS
-timeout ${BENCH_TIMEOUT:-240} python3 bench/torch_overhead.py --out "$OUT/torch-overhead" --size large --batch 256 --runs 3 > "$OUT/overhead.log" 2>&1
+timeout ${BENCH_TIMEOUT:-240} python3 bench/torch_overhead.py --out "$OUT/torch-overhead" --size large --batch 256 --runs 5 --windows 4 --steps 40 > "$OUT/overhead.log" 2>&1
 echo "overhead rc=$? in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 tail -8 "$OUT/overhead.log"

@@ -65,7 +65,7 @@ def plain(size: str, batch: int, steps: int, windows: int, rows: int) -> dict:
 VARIANTS = {  # name -> (strategy, params overrides, environment)
     "ddp": ("ddp", {}, {}),
     "ddp-no-phases": ("ddp", {"phases": False}, {}),
-    "ddp-no-watchdog": ("ddp", {}, {"SPMD_WATCHDOG": "off"}),
+    "ddp-every-step": ("ddp", {"phase_every": 1}, {}),
     "compile": ("compile", {}, {}),
     "ddp-graph": ("ddp-graph", {}, {}),
 }
@@ -106,7 +106,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--windows", type=int, default=5)
     ap.add_argument("--rows", type=int, default=16384)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     a = ap.parse_args()
     if a.plain:

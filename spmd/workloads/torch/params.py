@@ -68,11 +68,13 @@ class TorchParams:
     sync_batchnorm: bool = False
     data_shards: int | None = None
     phases: bool = True
+    phase_every: int = 8  # marks (CUDA events, the comm hook's spans) on one step in this many: ~14 us a record
+    reseed: bool | None = None  # per-micro-batch RNG seeds (None: when the model has dropout-like modules)
     seed: int = 0
     save: SaveConfig | None = None
 
     def __post_init__(self):
-        for key in ("batch", "steps", "accumulate"):
+        for key in ("batch", "steps", "accumulate", "phase_every"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"params.{key}: must be >= 1, got {getattr(self, key)}")
         if self.bucket_mb <= 0:

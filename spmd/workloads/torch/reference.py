@@ -45,11 +45,14 @@ class Reference:
     """
 
     def __init__(self, torch, params, module, loss_fn, transform, x, y, compute_device, input_dtype, ranks: int,
-                 gpu: bool):
+                 gpu: bool, reseed: bool):
         self.torch, self.params, self.module, self.loss_fn = torch, params, module, loss_fn
         self.transform, self.x, self.y, self.device = transform, x, y, compute_device
         self.input_dtype, self.ranks, self.gpu = input_dtype, ranks, gpu
-        self.optimizer = make_optimizer(torch, params.optimizer, module.parameters())
+        self.reseed = reseed
+        # ddp-graph's capturable Adam rounds its bias correction on the device: the reference does the same
+        self.optimizer = make_optimizer(torch, params.optimizer, module.parameters(),
+                                        capturable=params.strategy == "ddp-graph")
         self.first_grads: dict | None = None
 
     def _micro(self, rows: np.ndarray):
@@ -100,7 +103,8 @@ class Reference:
     def _backward(self, rows, divide: int, step: int, rank: int, micro: int) -> None:
         torch = self.torch
         x, y = self._micro(rows)
-        torch.manual_seed(micro_seed(self.params.seed, step, rank, micro))
+        if self.reseed:
+            torch.manual_seed(micro_seed(self.params.seed, step, rank, micro))
         with autocast(torch, self.params.precision, self.gpu):
             loss = self.loss_fn(self.module(x), y)
         (loss / divide).backward()

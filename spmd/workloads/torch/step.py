@@ -102,7 +102,11 @@ class Stepper:
         self.i = 0  # the step within the window (eager)
         self.step = 0
         self.bucket_bytes: dict[int, int] = {}
-        self.slots = [StepMarks(torch, self.gpu, self.micro) for _ in range(window_steps)] if params.phases else None
+        # one step in phase_every is marked (each CUDA event record costs ~14 us of host time); at least one a window
+        self.every = min(params.phase_every, window_steps)
+        self.slots = [StepMarks(torch, self.gpu, self.micro) for _ in range(window_steps // self.every)] \
+            if params.phases else None
+        self.reseed = params.reseed if params.reseed is not None else draws_random_numbers(torch, module)
         self.current: StepMarks | None = None
         self.last: StepMarks | None = None
         self.graph = None
@@ -155,7 +159,7 @@ class Stepper:
         for j in range(k):
             x, y = self.batches.take(rows_all[j * b:(j + 1) * b])
             mark(f"d{j}")
-            if not self.graph_mode:
+            if self.reseed and not self.graph_mode:  # ~100 us on a GPU: only for models that draw random numbers
                 torch.manual_seed(micro_seed(self.params.seed, self.step, self.ctx.rank, j))
             with self.ddp.no_sync() if j < k - 1 else contextlib.nullcontext():
                 with autocast(torch, self.params.precision, self.gpu):
@@ -175,11 +179,15 @@ class Stepper:
             self.i += 1
 
     def run_window(self, steps: int, timer) -> None:
-        """``steps`` optimizer steps, their phases added to ``timer`` (``step`` alone under ddp-graph)."""
+        """``steps`` optimizer steps, their phases added to ``timer`` (``step`` alone under ddp-graph): the marked
+        steps' phases, scaled to the window's steps."""
+        marked = []
         for n in range(steps):
-            marks = self.slots[n] if self.slots else None
+            marks = self.slots[len(marked)] if self.slots and (n + 1) % self.every == 0 \
+                and len(marked) < len(self.slots) else None
             if marks is not None:
                 marks.reset()
+                marked.append(marks)
             if self.graph is not None:
                 if marks is not None:
                     marks.mark("s")
@@ -194,19 +202,20 @@ class Stepper:
             if self.step == 1:  # the first step's gradients, for verification (one copy, queued on the device)
                 self.first_grads = {name: t.grad.detach().clone() for name, t in self.module.named_parameters()
                                     if t.grad is not None}
-        if self.slots:
+        if marked:
             self.synchronize()
-            for marks in self.slots[:steps]:
+            scale = steps / len(marked)
+            for marks in marked:
                 if self.graph is not None:
-                    timer.add("step", marks.phases_graph())
-                else:
-                    phases = marks.phases()
-                    for name, seconds in phases.items():
-                        timer.add(name, seconds)
-                    # the phases every report has: compute (the step's own work) and comm (what it waited for)
-                    timer.add("compute", phases["step"] - phases["comm_exposed"])
-                    timer.add("comm", phases["comm_exposed"])
-            self.last = self.slots[steps - 1]
+                    timer.add("step", scale * marks.phases_graph())
+                    continue
+                phases = marks.phases()
+                for name, seconds in phases.items():
+                    timer.add(name, scale * seconds)
+                # the phases every report has: compute (the step's own work) and comm (what it waited for)
+                timer.add("compute", scale * (phases["step"] - phases["comm_exposed"]))
+                timer.add("comm", scale * phases["comm_exposed"])
+            self.last = marked[-1]
 
     def capture(self, saved_state) -> None:
         """ddp-graph: warm DDP up eagerly on a side stream, capture one step, then put parameters, buffers and the
@@ -255,6 +264,18 @@ class Stepper:
             return None
         self.synchronize()
         return self.last.timeline()
+
+
+RANDOM_MODULES = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "RReLU")
+
+
+def draws_random_numbers(torch, module) -> bool:
+    """Whether the model holds a module that draws random numbers in training (dropout): then every micro-batch's
+    forward is seeded, so the reference draws the same masks. A forward that calls the RNG itself needs
+    ``params.reseed: true`` (verification says so when the masks differ)."""
+    kinds = tuple(getattr(torch.nn, name) for name in RANDOM_MODULES)
+    return any(isinstance(m, kinds) and getattr(m, "p", 1.0) > 0 or isinstance(m, torch.nn.RReLU)
+               for m in module.modules())
 
 
 def state_tensors(module) -> list:

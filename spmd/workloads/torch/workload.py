@@ -316,7 +316,7 @@ class TorchWorkload(Workload):
             x, y = (x.to(self.compute_device), y.to(self.compute_device)) if on_device else (x, y)
         def reference(module, reverse: bool):
             ref = Reference(torch, p, module, self.loss_fn, self.transform, x, y, self.compute_device,
-                            self._param_dtype, self.ctx.size, gpu)
+                            self._param_dtype, self.ctx.size, gpu, self.stepper.reseed)
             return ref, ref.train(whole.window, 0, self.stepper.step, reverse)
 
         whole = Sampler(self.rows, self.shards, 1, 0, self.global_batch, p.seed)
@@ -338,7 +338,9 @@ class TorchWorkload(Workload):
                                            "the first step's gradient of", elementwise=True)
         self.reference_seconds = seconds
         if grad_failure or failure:
-            raise VerificationError(f"after {self.stepper.step} steps: {grad_failure or failure}")
+            hint = "" if self.stepper.reseed else (" (a forward that draws random numbers itself, not through "
+                                                   "nn.Dropout, needs params.reseed: true)")
+            raise VerificationError(f"after {self.stepper.step} steps: {grad_failure or failure}{hint}")
         return {"steps_compared": self.stepper.step, "parameter_relative_rms_error": error,
                 "first_gradient_relative_error": grad_error, "tolerance": tol,
                 "gradient_tolerance": GRADIENT_FACTOR * tol, "rounding_spread": spread,
@@ -392,7 +394,8 @@ class TorchWorkload(Workload):
                 "data_shards": self.shards, "steps": st.step, "steps_per_repeat": p.steps,
                 "input_rows": self.rows, "row_shape": list(self.row_shape), "data_placement": self.batches.placement,
                 "read_seconds": self.read_seconds, "loss_per_window": self.losses,
-                "step_timeline_us": st.timeline(), "optimizer": p.optimizer.name,
+                "step_timeline_us": st.timeline(), "optimizer": p.optimizer.name, "reseed": st.reseed,
+                "phases_marked_every": st.every if p.phases else None,
                 "save": p.save.path if p.save else None}
 
     def metrics(self, rank_medians):
