@@ -944,6 +944,61 @@ CLAIMS += [
           "{mpi_train} passed on each rank", order_tests, ORDER_SRC),
 ]
 
+
+# -- workload torch (docs/torch.md, README.md) ------------------------------------------------------------
+
+TORCH_H200 = "h200/torch/torch-overhead/torch-overhead-large-b256.json"
+TORCH_SWEEPS = [f"cpu-2core/torch/batch-sweep-mlp-medium-run{i}.json" for i in (1, 2, 3)]
+
+
+def torch_overhead() -> dict:
+    """spmd's torch workload against the plain DDP script, per run (interleaved), medians and ranges."""
+    runs = load(TORCH_H200)["runs"]
+
+    def ratios(variant: str) -> list[float]:
+        return [r[f"spmd_{variant}"]["samples_per_s"] / r["plain_ddp"]["samples_per_s"] for r in runs]
+
+    def rates(key: str) -> list[float]:
+        return [r[key]["samples_per_s"] for r in runs]
+
+    on, off = ratios("ddp"), ratios("ddp-no-phases")
+    plain, graph, comp = rates("plain_ddp"), rates("spmd_ddp-graph"), rates("spmd_compile")
+    return {"n": len(runs), "on": statistics.median(on), "on_lo": min(on), "on_hi": max(on),
+            "off": statistics.median(off), "off_lo": min(off), "off_hi": max(off),
+            "plain": statistics.median(plain) / 1e3, "plain_lo": min(plain) / 1e3, "plain_hi": max(plain) / 1e3,
+            "graph": statistics.median(graph) / 1e3, "graph_x": statistics.median(g / p for g, p in zip(graph, plain)),
+            "compile": statistics.median(comp) / 1e3}
+
+
+def torch_sweep() -> dict:
+    """The batch sweep of the 258K MLP, 2 ranks against 1 on the 2-core CPU machine, 3 sweeps: per batch the
+    median speedup and its range; the model's break-even batch (median) and its largest error."""
+    sweeps = [load(path)["batch_sweep"] for path in TORCH_SWEEPS]
+    out = {}
+    for b in (16, 64, 256):
+        values = [next(r["speedup"] for r in s["rows"] if r["batch"] == b) for s in sweeps]
+        out.update({f"s{b}": statistics.median(values), f"s{b}_lo": min(values), f"s{b}_hi": max(values)})
+    out["even"] = statistics.median(s["model"]["break_even_batch"] for s in sweeps)
+    out["err"] = max(abs(p["error"]) for s in sweeps for p in s["model"]["points"])
+    return out
+
+
+CLAIMS += [
+    Claim("docs/torch.md", "spmd's `ddp` ran at {on:.2f}x the plain DDP script (median of {n} runs, range "
+          "{on_lo:.2f}-{on_hi:.2f}x)", torch_overhead, TORCH_H200),
+    Claim("docs/torch.md", "with `phases: false` at {off:.2f}x ({off_lo:.2f}-{off_hi:.2f}x)", torch_overhead, TORCH_H200),
+    Claim("docs/torch.md", "the plain script itself ranged {plain_lo:.0f}K-{plain_hi:.0f}K samples/s", torch_overhead,
+          TORCH_H200),
+    Claim("docs/torch.md", "`ddp-graph` ran {graph:.0f}K samples/s, {graph_x:.1f}x the plain eager DDP script, and "
+          "`compile` {compile:.0f}K", torch_overhead, TORCH_H200),
+    Claim("README.md", "`ddp-graph` trains the 6.9M-parameter MLP at {graph_x:.1f}x a plain eager DDP script on one "
+          "H200", torch_overhead, TORCH_H200),
+    Claim("docs/torch.md", "batch 16: {s16:.2f}x ({s16_lo:.2f}-{s16_hi:.2f}), batch 64: {s64:.2f}x ({s64_lo:.2f}-"
+          "{s64_hi:.2f}), batch 256: {s256:.2f}x ({s256_lo:.2f}-{s256_hi:.2f})", torch_sweep, ", ".join(TORCH_SWEEPS)),
+    Claim("docs/torch.md", "break-even batch of {even:.0f} (median of the three fits), with errors up to {err:.0%}",
+          torch_sweep, ", ".join(TORCH_SWEEPS)),
+]
+
 def check(claims: list[Claim], show: bool) -> list[str]:
     """The failures: each claim whose document does not hold its fragment as the raw files make it."""
     failures, docs = [], {}
