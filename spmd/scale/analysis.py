@@ -29,8 +29,8 @@ def reanalyse(scaling: dict) -> dict:
 def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     """The scaling dict (scaling.json, schema 1) from the runs of a sweep (a batch sweep's runs in its own
     section, ``batch_sweep``)."""
-    sweep = batch_sweep([r for r in runs if r["mode"] == "batch"])
-    runs = [r for r in runs if r["mode"] != "batch"]
+    batch_runs = [r for r in runs if r["mode"] == "batch"]
+    runs = [r for r in runs if r["mode"] != "batch"] or batch_runs[:1]
     modes = [m for m in SCALING_MODES if any(r["mode"] == m for r in runs)]
     series = {}
     for mode in modes:
@@ -66,6 +66,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     advice += model_advice(model, best, even, measured_max, hardware_present(runs))
     advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in _unique(runs)], backend)
     advice += storage_advice(runs)
+    sweep = batch_sweep(batch_runs, model["comm"] if model else None)
     advice += sweep["advice"] if sweep else []
     first = runs[0]["report"]
     return {

@@ -4,8 +4,9 @@ training step that says where N GPUs pay off.
 The study's table: per-GPU batch b x {1 rank, N ranks}: samples/s and the speedup N*b/T_N(b) / (b/T_1(b)).
 The model splits a step: T_1(b) = c0 + c1*b (the step's own work, fitted over the 1-rank runs);
 T_N(b) = T_1(b) + max(0, K - phi*B(b)): K the allreduce time per step at N ranks (median over b: the
-gradient does not grow with the batch), B(b) = d0 + d1*b the backward time at N ranks and phi the share of
-backward that hides communication (fitted). It predicts the speedup at any b, the break-even per-GPU batch,
+gradient does not grow with the batch; carried to other rank counts by the sweep's alpha-beta fit on the
+gradient's bytes and buckets), B(b) = d0 + d1*b the backward time at N ranks and phi the share of backward that
+hides communication (fitted). It predicts the speedup at any b, the break-even per-GPU batch,
 and what each change would give: a bigger batch, ``accumulate: k`` (k micro-batches per allreduce), and
 ``ddp-graph`` (at most c0, the per-step cost that does not grow with the batch, saved).
 """
@@ -21,8 +22,9 @@ from ..units import fmt_seconds
 ACCUMULATE = (2, 4)
 
 
-def batch_sweep(runs: list[dict]) -> dict | None:
-    """{'ranks', 'rows', 'model', 'advice'} from the sweep's runs of mode 'batch' (None when there are none)."""
+def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None:
+    """{'ranks', 'rows', 'model', 'advice'} from the sweep's runs of mode 'batch' (None when there are none);
+    ``comm_model`` (the sweep's alpha-beta fit: alpha_s, busbw_Bps) carries the allreduce to other rank counts."""
     if not runs:
         return None
     n = max(r["ranks"] for r in runs)
@@ -40,8 +42,13 @@ def batch_sweep(runs: list[dict]) -> dict | None:
                      "exposed_s_n": _per_step(many, "comm_exposed"), "backward_s_n": _per_step(many, "backward")
                      + _per_step(many, "comm_overlapped"),
                      "verified": bool(one["verified"] and many["verified"])})
-    model = fit(rows, n) if len(rows) >= 2 else None
     first = runs[0]["report"]["result"]
+    model = fit(rows, n) if len(rows) >= 2 else None
+    if model is not None:
+        model["alpha_beta"] = _alpha_beta(comm_model, first)
+        model["next_ranks"] = 2 * n
+        for point in model["points"]:
+            point["predicted_speedup_next"] = speedup(model, point["batch"], ranks=2 * n)
     return {"ranks": n, "rows": rows, "model": model, "gradient_bytes": first.get("gradient_bytes"),
             "buckets": len(first.get("buckets") or []), "advice": advice(rows, model, n, first)}
 
@@ -68,6 +75,27 @@ def fit(rows: list[dict], n: int) -> dict:
     return model
 
 
+def _alpha_beta(comm_model: dict | None, result: dict) -> dict | None:
+    """The gradient's allreduce as alpha-beta terms: per step, buckets x alpha + 2(n-1)/n x bytes / busbw."""
+    if not comm_model or not comm_model.get("busbw_Bps") or not result.get("gradient_bytes"):
+        return None
+    return {"alpha_s": comm_model["alpha_s"], "busbw_Bps": comm_model["busbw_Bps"],
+            "buckets": max(1, len(result.get("buckets") or [])), "bytes": result["gradient_bytes"]}
+
+
+def allreduce_time(model: dict, ranks: int) -> float:
+    """The allreduce per step at ``ranks``: measured at the sweep's rank count, carried to others by the
+    alpha-beta terms (unchanged where there are none)."""
+    n, ab = model["ranks"], model.get("alpha_beta")
+    if ranks == n or not ab:
+        return model["comm_s"]
+
+    def terms(k: int) -> float:
+        return ab["buckets"] * ab["alpha_s"] * 2 * (k - 1) + 2 * (k - 1) / k * ab["bytes"] / ab["busbw_Bps"]
+
+    return model["comm_s"] * terms(ranks) / terms(n) if terms(n) > 0 else model["comm_s"]
+
+
 def step_time(model: dict, batch: float, ranks: int, accumulate: int = 1, fixed: float | None = None) -> float:
     """Predicted seconds per optimizer step (``fixed``: the per-step cost that does not grow with the batch)."""
     c0 = model["c0_s"] if fixed is None else fixed
@@ -75,12 +103,13 @@ def step_time(model: dict, batch: float, ranks: int, accumulate: int = 1, fixed:
     if ranks == 1:
         return own
     backward = model["d0_s"] + model["d1_s"] * batch
-    return own + max(0.0, model["comm_s"] - model["hidden_share"] * backward)
+    return own + max(0.0, allreduce_time(model, ranks) - model["hidden_share"] * backward)
 
 
-def speedup(model: dict, batch: float, accumulate: int = 1, fixed: float | None = None) -> float:
-    """N ranks' samples/s over one rank's, both at per-GPU ``batch``."""
-    n = model["ranks"]
+def speedup(model: dict, batch: float, accumulate: int = 1, fixed: float | None = None,
+            ranks: int | None = None) -> float:
+    """``ranks`` (default: the sweep's most) ranks' samples/s over one rank's, both at per-GPU ``batch``."""
+    n = ranks or model["ranks"]
     return n * step_time(model, batch, 1, accumulate, fixed) / step_time(model, batch, n, accumulate, fixed)
 
 
@@ -118,6 +147,9 @@ def advice(rows: list[dict], model: dict | None, n: int, result: dict) -> list[s
     even = model["break_even_batch"]
     out.append(f"break-even: {n} GPUs beat one from a per-GPU batch of {even} (predicted)" if even
                else f"break-even: no per-GPU batch up to 2^20 makes {n} GPUs beat one (predicted)")
+    nxt = model["next_ranks"]
+    out.append(f"at {nxt} ranks (allreduce carried by {'the alpha-beta fit' if model.get('alpha_beta') else 'no fit: unchanged'}"
+               f"): " + ", ".join(f"batch {p['batch']}: {p['predicted_speedup_next']:.2f}x" for p in model["points"]))
     top = rows[-1]["batch"]
     out.append(f"bigger batch: per-GPU batch {2 * top} is predicted at {speedup(model, 2 * top):.2f}x, {4 * top} at "
                f"{speedup(model, 4 * top):.2f}x (measured {rows[-1]['speedup']:.2f}x at {top})")

@@ -94,9 +94,10 @@ def batch_tables(sweep: dict | None) -> list[Table]:
                    f"{r['speedup']:.2f}x", "yes" if r["verified"] else "NO"] for r in sweep["rows"]])]
     model = sweep.get("model")
     if model:
-        out.append(Table("Batch sweep model against each measured batch", ["batch", "measured", "predicted", "error"],
+        out.append(Table("Batch sweep model against each measured batch", ["batch", "measured", "predicted", "error",
+                                                                            f"predicted at {model['next_ranks']}"],
                          [[str(p["batch"]), f"{p['measured_speedup']:.2f}x", f"{p['predicted_speedup']:.2f}x",
-                           f"{p['error']:+.1%}"] for p in model["points"]]))
+                           f"{p['error']:+.1%}", f"{p['predicted_speedup_next']:.2f}x"] for p in model["points"]]))
     return out
 
 

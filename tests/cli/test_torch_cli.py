@@ -229,3 +229,42 @@ def test_compile_and_bf16_run_and_verify_on_the_cpu(tmp_path):
         assert rc == 0, (override, err)
         rep = report(tmp_path)
         assert rep["verified"] and rep["result"]["strategy" if "strategy" in override else "precision"] in override
+
+
+def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbers(tmp_path):
+    path = config(tmp_path, save=None, steps=4)
+    rc, out, err, _ = spmd("scale", path, "--batches", "8,24", "--compare-comm", "none", "-o", "repeats=2",
+                           cwd=tmp_path, ranks=2, timeout=300)
+    assert rc == 0, err
+    scaling = json.loads((tmp_path / "out/scaling/scaling.json").read_text())
+    sweep = scaling["batch_sweep"]
+    assert sweep["ranks"] == 2 and [r["batch"] for r in sweep["rows"]] == [8, 24]
+    for row in sweep["rows"]:
+        assert row["verified"] and row["samples_per_s_1"] > 0 and row["samples_per_s_n"] > 0
+        assert row["speedup"] == pytest.approx(row["samples_per_s_n"] / row["samples_per_s_1"])
+    model = sweep["model"]
+    assert [p["batch"] for p in model["points"]] == [8, 24] and model["next_ranks"] == 4
+    for p in model["points"]:
+        assert p["error"] == pytest.approx(p["predicted_speedup"] / p["measured_speedup"] - 1)
+    advice = " ".join(scaling["advice"])
+    for words in ("batch sweep, 2 ranks against 1", "step model:", "break-even", "accumulate: 2 ->", "at 4 ranks"):
+        assert words in advice, words
+    md = (tmp_path / "out/scaling/scaling.md").read_text()
+    assert "Batch sweep: samples/s at each per-GPU batch, 1 rank and 2" in md and "| 24 |" in md
+    assert "Batch sweep" in (tmp_path / "out/scaling/scaling.html").read_text()
+
+
+@pytest.mark.parametrize("args, words", [(["--batches", "8,x"], "--batches '8,x': expected comma-separated integers"),
+                                         (["--batches", "0"], "batches must be >= 1")])
+def test_scale_refuses_a_bad_batch_list(tmp_path, args, words):
+    path = config(tmp_path, save=None)
+    rc, _, err, _ = spmd("scale", path, *args, cwd=tmp_path, ranks=2, timeout=60)
+    assert rc == 2 and words in err, err
+
+
+def test_a_batch_sweep_needs_a_workload_with_a_batch(tmp_path):
+    cfg = tmp_path / "reduce.yaml"
+    cfg.write_text(yaml.safe_dump({"workload": "reduce", "input": {"path": "r.h5", "dataset": "x"},
+                                   "generate": {"shape": [64, 4]}, "output": "out"}))
+    rc, _, err, _ = spmd("scale", cfg, "--batches", "8", cwd=tmp_path, ranks=2, timeout=60)
+    assert rc == 2 and "--batches: workload reduce has no params.batch" in err, err
