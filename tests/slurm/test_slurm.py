@@ -102,6 +102,24 @@ def test_scale_sbatch_sweeps_across_the_nodes_of_one_allocation(two_nodes, tmp_p
     assert (tmp_path / "scaling/scaling.html").stat().st_size > 10_000
 
 
+def test_a_pytorch_model_trains_across_two_nodes_under_srun(two_nodes, tmp_path):
+    """workload torch under run.sbatch on two hosts: torch.distributed's rendezvous found through MPI (gloo across
+    the network namespaces), verified against the one-process reference."""
+    pytest.importorskip("torch", reason="workload torch needs the torch extra (make test installs it)")
+    (tmp_path / "examples/torch").mkdir(parents=True)
+    (tmp_path / "examples/torch/mlp.py").write_text((ROOT / "examples/torch/mlp.py").read_text())
+    config = tmp_path / "mlp.yaml"
+    config.write_text((ROOT / "examples/torch/mlp-medium.yaml").read_text().replace("[8192, 844]", "[2048, 844]")
+                      .replace("steps: 20 ", "steps: 5  "))
+    job, rc, err = sbatch("run.sbatch", "--partition=pair", "--nodes=2", "--ntasks-per-node=1",
+                          env={"CONFIG": str(config), "OUT": "out"}, cwd=tmp_path)
+    assert rc == 0, err + log(tmp_path, job)
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert report["verified"] and report["ranks"] == 2 and report["result"]["backend"] == "gloo"
+    assert report["launch"]["ranks_per_node"] == {"spmd-node1": 1, "spmd-node2": 1}
+    assert (tmp_path / "results/torch/mlp-medium/model.pt").exists()
+
+
 def test_array_sbatch_runs_one_size_per_task(slurm, tmp_path):
     config = reduce_config(tmp_path)
     job, rc, err = sbatch("array.sbatch", "--partition=local", "--array=0-1", "--ntasks-per-node=2",
