@@ -50,14 +50,14 @@ def start(ctx, device: str, timeout_s: float, graph: bool = False):
     if dist.is_initialized():  # an earlier run of this process that ended without closing
         dist.destroy_process_group()
     timeout = datetime.timedelta(seconds=timeout_s)
-    address = store_address(ctx)
     opened = {}
 
-    def open_store() -> int:  # rank 0: the server, on a port the system picks
+    def open_store() -> tuple[str, int]:  # rank 0: the server, on a port the system picks; its address for all
+        address = store_address(ctx)
         opened["store"] = dist.TCPStore(address, 0, ctx.size, True, timeout, wait_for_workers=False)
-        return opened["store"].port
+        return address, opened["store"].port
 
-    port = ctx.agree(open_store, root_only=True)
+    address, port = ctx.agree(open_store, root_only=True)
     store = ctx.agree(lambda: opened.get("store") or dist.TCPStore(address, port, ctx.size, False, timeout))
     ctx.agree(dist.init_process_group, backend, store=store, rank=ctx.rank, world_size=ctx.size, timeout=timeout)
     return backend
