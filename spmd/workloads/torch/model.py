@@ -10,7 +10,7 @@ from __future__ import annotations
 import types
 from dataclasses import asdict
 
-from ...errors import ConfigError, SpmdError, brief
+from ...errors import ConfigError, InputError, SpmdError, brief
 from ..plugins import load_object, located
 
 
@@ -52,8 +52,6 @@ def parameter_layout(module) -> list[tuple[str, tuple[int, ...], str]]:
 def require_same_layout(ctx, layout) -> None:
     """Every rank built the same parameters as rank 0 (DDP would otherwise hang or fail deep inside); the
     first rank and tensor that differ are named."""
-    from ...errors import InputError
-
     layouts = ctx.comm.allgather(layout)
     for rank, mine in enumerate(layouts):
         if mine == layouts[0]:

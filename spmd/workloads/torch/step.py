@@ -118,7 +118,9 @@ class Stepper:
     # -- the exchange ---------------------------------------------------------------------
 
     def _hook(self, state, bucket):
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import (
+            allreduce_hook,
+        )
 
         index = bucket.index()
         if index not in self.bucket_bytes:

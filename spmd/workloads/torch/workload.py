@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import time
 from dataclasses import replace
 from fractions import Fraction
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from ... import faults
 from ...errors import ConfigError, InputError, VerificationError
-from ...files import publish, require_replaceable, temp_beside, discard, MARK
+from ...files import MARK, discard, publish, require_replaceable, temp_beside
 from ...io.hdf5 import Piece, RankInput, dataset_info, open_h5, require_finite
 from ...io.reader import RowReader, reader_threads
 from ...memory import free_device_memory, require_memory
@@ -29,11 +30,25 @@ from ..base import Workload
 from ..rows import NUMBERS
 from ..train.data import Sampler, teacher, teacher_labels
 from . import dist
-from .model import (build_model, loss_function, parameter_layout, require_same_layout, require_scalar_loss,
-                    transform_function, user_call)
+from .model import (
+    build_model,
+    loss_function,
+    parameter_layout,
+    require_same_layout,
+    require_scalar_loss,
+    transform_function,
+    user_call,
+)
 from .params import TorchParams
-from .reference import GRADIENT_FACTOR, SPREAD_FACTOR, Reference, compare, host_tensors, tolerance
-from .step import Batches, Stepper, set_precision, state_tensors
+from .reference import (
+    GRADIENT_FACTOR,
+    SPREAD_FACTOR,
+    Reference,
+    compare,
+    host_tensors,
+    tolerance,
+)
+from .step import Batches, Stepper, autocast, set_precision, state_tensors
 
 LABEL_DTYPES = NUMBERS
 OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2}  # tensors the optimizer keeps per parameter
@@ -178,8 +193,6 @@ class TorchWorkload(Workload):
 
     def _read(self):
         """This rank's rows (its shards of the sampler) by the config's io engine, and their targets."""
-        import time
-
         start, stop = self.sampler.local_rows
         path, name, p = self.cfg.input.path, self.cfg.input.dataset, self.params
         plan = RankInput((Piece(path, name, start, stop),), self.row_shape, self.dtype)
@@ -242,8 +255,6 @@ class TorchWorkload(Workload):
         try:
             x, y = self.batches.take(rows)
             what = f"a micro-batch of {p.batch} rows of shape {list(self.row_shape)} {self.dtype}"
-            from .step import autocast
-
             with autocast(torch, p.precision, self.ctx.device == "gpu"):
                 out = user_call("params.model", f"{p.model} (forward of {what})", module, x)
                 loss = user_call("params.loss", f"{p.loss} (on the model's output {_shape(out)} and targets "
