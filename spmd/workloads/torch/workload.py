@@ -30,24 +30,10 @@ from ..base import Workload
 from ..rows import NUMBERS
 from ..train.data import Sampler, teacher, teacher_labels
 from . import dist
-from .model import (
-    build_model,
-    loss_function,
-    parameter_layout,
-    require_same_layout,
-    require_scalar_loss,
-    transform_function,
-    user_call,
-)
+from .model import (build_model, loss_function, parameter_layout, require_same_layout, require_scalar_loss,
+                    transform_function, user_call)
 from .params import TorchParams
-from .reference import (
-    GRADIENT_FACTOR,
-    SPREAD_FACTOR,
-    Reference,
-    compare,
-    host_tensors,
-    tolerance,
-)
+from .reference import GRADIENT_FACTOR, SPREAD_FACTOR, Reference, compare, host_tensors, tolerance
 from .step import Batches, Stepper, autocast, set_precision, state_tensors
 
 LABEL_DTYPES = NUMBERS
