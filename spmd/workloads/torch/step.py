@@ -78,8 +78,10 @@ class Stepper:
     """
 
     def __init__(self, torch, ctx, params, module, loss_fn, batches: Batches, window_steps: int):
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
         from torch.nn.parallel import DistributedDataParallel as DDP
 
+        self._allreduce = allreduce_hook  # DDP's own: divide by the world size, allreduce
         self.torch, self.ctx, self.params, self.batches = torch, ctx, params, batches
         self.gpu = ctx.device == "gpu"
         self.graph_mode = params.strategy == "ddp-graph"
@@ -118,10 +120,6 @@ class Stepper:
     # -- the exchange ---------------------------------------------------------------------
 
     def _hook(self, state, bucket):
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import (
-            allreduce_hook,
-        )
-
         index = bucket.index()
         if index not in self.bucket_bytes:
             self.bucket_bytes[index] = bucket.buffer().numel() * bucket.buffer().element_size()
@@ -129,9 +127,9 @@ class Stepper:
             faults.corrupt(self.ctx.xp.asarray(bucket.buffer().detach()), "gradient bucket")
         marks = self.current
         if marks is None:
-            return allreduce_hook(state, bucket)
+            return self._allreduce(state, bucket)
         marks.comm_start(index)
-        future = allreduce_hook(state, bucket)
+        future = self._allreduce(state, bucket)
 
         def ended(done):
             marks.comm_end(index)
