@@ -19,8 +19,9 @@ from .step import autocast, make_optimizer, micro_seed, prepare_inputs, state_te
 # The run and the reference may differ by rounding only (their sums run in another order). The parameters
 # after every step are compared by each tensor's relative RMS error (Adam turns rounding in a near-zero gradient
 # into a step of up to lr, so single elements may drift further), within the tolerance or SPREAD_FACTOR times
-# the difference between two references that sum the ranks' gradients in opposite orders (a model with ties,
-# max-pooling, turns rounding into different choices that grow step by step); the first step's gradients (same parameters
+# the difference between two references, the second started one rounding step away and dividing the ranks'
+# gradients after their sum (a model with ties, max-pooling, or Adam on near-zero gradients turns rounding
+# into differences that grow step by step; BLAS results may even depend on memory alignment); the first step's gradients (same parameters
 # on both sides) element by element: |run - reference| <= GRADIENT_FACTOR * tolerance * (|reference| + the rms
 # of every gradient of the model), so one element changed by 1% shows unless it is ~30x below that rms.
 TOLERANCES = {("fp32", "cpu"): 1e-5, ("fp32", "gpu"): 1e-4, ("tf32", "gpu"): 5e-3, ("bf16", "gpu"): 3e-2,
