@@ -383,7 +383,7 @@ class TorchWorkload(Workload):
 
     def result(self):
         p, st = self.params, self.stepper
-        buckets = [st.bucket_bytes[i] for i in sorted(st.bucket_bytes)] or _ddp_buckets(st.ddp)
+        buckets = self._buckets()
         return {"model": p.model, "parameters": self.parameters, "gradient_bytes": self.gradient_bytes,
                 "buckets": buckets, "bucket_mb": p.bucket_mb, "strategy": p.strategy, "precision": p.precision, "backend": self.backend,
                 "batch_per_rank": p.batch, "accumulate": p.accumulate, "global_batch": self.global_batch,
@@ -393,6 +393,11 @@ class TorchWorkload(Workload):
                 "step_timeline_us": st.timeline(), "optimizer": p.optimizer.name, "reseed": st.reseed,
                 "phases_marked_every": st.every if p.phases else None,
                 "save": p.save.path if p.save else None}
+
+    def _buckets(self) -> list[int]:
+        """DDP's gradient buckets in bytes: as the hook saw them, else from DDP's logging data."""
+        seen = self.stepper.bucket_bytes
+        return [seen[i] for i in sorted(seen)] or _ddp_buckets(self.stepper.ddp)
 
     def metrics(self, rank_medians):
         p = self.params
@@ -406,7 +411,7 @@ class TorchWorkload(Workload):
     def problem(self):
         p = self.params
         row_bytes = math.prod(self.row_shape) * self.dtype.itemsize
-        buckets = self.result()["buckets"] if self.stepper else []
+        buckets = self._buckets() if self.stepper else []
         return {"bytes": self.global_batch * row_bytes * p.steps,
                 "comm": [{"op": "allreduce", "bytes": b, "calls": p.steps, "growth": 0.0} for b in buckets]}
 
