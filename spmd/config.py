@@ -309,6 +309,18 @@ def with_params(cfg: Config, params_cls: type | None) -> Config:
     return dataclasses.replace(cfg, params=build(params_cls, cfg.params, "params"))
 
 
+def int_list(text: str, option: str, what: str) -> list[int]:
+    """``--OPTION 1,2,4`` -> [1, 2, 4] (sorted, each once, every one >= 1); ConfigError naming ``option`` and, for a
+    number below 1, ``what`` the numbers are."""
+    try:
+        values = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ConfigError(f"{option} {brief(text)}: expected comma-separated integers, e.g. 1,2,4") from None
+    if not values or values[0] < 1:
+        raise ConfigError(f"{option} {brief(text)}: {what} must be >= 1")
+    return values
+
+
 def apply_override(raw: dict, item: str) -> None:
     """Apply one ``dotted.key=value`` override; the value is parsed as YAML."""
     key, sep, value = item.partition("=")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from .config import int_list
 from .errors import ConfigError, brief, one_line
 from .files import MARK, write_files_atomic
 from .workloads.registry import workload_class
@@ -45,13 +46,7 @@ MAX_PROLOGUE_BYTES = 64 << 10
 
 
 def parse_nodes(text: str) -> list[int]:
-    try:
-        nodes = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise ConfigError(f"--nodes {brief(text)}: expected comma-separated integers, e.g. 1,2,4") from None
-    if not nodes or nodes[0] < 1:
-        raise ConfigError(f"--nodes {brief(text)}: node counts must be >= 1")
-    return nodes
+    return int_list(text, "--nodes", "node counts")
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from fractions import Fraction
 from mpi4py import MPI
 
 from .. import xp as xpmod
+from ..config import int_list
 from ..errors import ConfigError, SpmdError, one_line
 from ..io.generate import plan_inputs, write_inputs
 from ..io.weak import copies_note
@@ -50,11 +51,8 @@ def parse_ranks(text: str | None, world: int) -> list[int]:
     """``--ranks 1,2,4`` -> [1, 2, 4], checked against the launch size."""
     if not text:
         return default_ranks(world)
-    try:
-        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise ConfigError(f"--ranks {text!r}: expected comma-separated integers, e.g. 1,2,4") from None
-    if not sizes or sizes[0] < 1 or sizes[-1] > world:
+    sizes = int_list(text, "--ranks", "sizes")
+    if sizes[-1] > world:
         raise ConfigError(f"--ranks {text!r}: sizes must be between 1 and the {world} ranks launched "
                           f"(start more with mpiexec -n)")
     return sizes
@@ -106,15 +104,7 @@ BATCH_MODE = "batch"
 
 def parse_batches(text: str | None) -> list[int]:
     """``--batches 16,32,64`` -> [16, 32, 64]."""
-    if not text:
-        return []
-    try:
-        sizes = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        raise ConfigError(f"--batches {text!r}: expected comma-separated integers, e.g. 16,32,64") from None
-    if not sizes or sizes[0] < 1:
-        raise ConfigError(f"--batches {text!r}: batches must be >= 1")
-    return sizes
+    return int_list(text, "--batches", "batches") if text else []
 
 
 def plan_batches(cfg, batches: list[int], ranks: list[int]) -> list[Step]:

@@ -13,8 +13,6 @@ import copy
 import hashlib
 import math
 import time
-from dataclasses import replace
-from fractions import Fraction
 
 import numpy as np
 
@@ -26,7 +24,7 @@ from ...io.reader import RowReader, reader_threads
 from ...memory import free_device_memory, require_memory
 from ...timing import enter_phase
 from ...units import fmt_bytes
-from ..base import Workload
+from ..base import Workload, split_batch
 from ..rows import NUMBERS
 from ..train.data import Sampler, teacher, teacher_labels
 from . import dist
@@ -51,11 +49,7 @@ class TorchWorkload(Workload):
     @classmethod
     def strong_config(cls, cfg, factor):
         """Strong scaling keeps the global batch: the per-rank batch shrinks by ``factor``."""
-        batch = Fraction(cfg.params.batch) / factor
-        if batch.denominator != 1:
-            raise ConfigError(f"params.batch: {cfg.params.batch} samples per rank cannot be split over {factor}x "
-                              f"the ranks for strong scaling (use a batch divisible by it, or --mode weak)")
-        return replace(cfg, params=replace(cfg.params, batch=int(batch)))
+        return split_batch(cfg, factor)
 
     @classmethod
     def weak_config(cls, cfg, factor):

@@ -18,8 +18,6 @@ import hashlib
 import signal
 import statistics
 import threading
-from dataclasses import replace
-from fractions import Fraction
 
 import numpy as np
 
@@ -30,7 +28,7 @@ from ...io.plan import Block, block_range
 from ...memory import require_memory
 from ...timing import enter_phase
 from ...units import fmt_bytes
-from ..base import Workload, require_one_dataset
+from ..base import Workload, require_one_dataset, split_batch
 from . import data as train_data
 from .checkpoint import load_checkpoint, mark_failed, save_checkpoint
 from .gradcheck import GRADIENT_RTOL, check_first_gradient
@@ -53,11 +51,7 @@ class TrainWorkload(Workload):
     @classmethod
     def strong_config(cls, cfg, factor):
         """Strong scaling keeps the global batch: the per-rank batch shrinks by ``factor``."""
-        batch = Fraction(cfg.params.batch) / factor
-        if batch.denominator != 1:
-            raise ConfigError(f"params.batch: {cfg.params.batch} samples per rank cannot be split over {factor}x "
-                              f"the ranks for strong scaling (use a batch divisible by it, or --mode weak)")
-        return replace(cfg, params=replace(cfg.params, batch=int(batch)))
+        return split_batch(cfg, factor)
 
     @classmethod
     def weak_config(cls, cfg, factor):
