@@ -72,8 +72,9 @@ class Reference:
         per_rank = k * b
         buffers = list(self.module.buffers())
         t0 = time.perf_counter()
+        every = window(first, steps)  # all steps' rows at once: the sampler's work is per shard, not per step
         for step in range(first, first + steps):
-            rows = window(step, 1)[0]
+            rows = every[step - first]
             self.optimizer.zero_grad(set_to_none=True)
             for j in range(k):
                 if p.sync_batchnorm:
