@@ -970,6 +970,20 @@ def torch_overhead() -> dict:
             "compile": statistics.median(comp) / 1e3}
 
 
+TORCH_HOOK = [f"cpu-2core/torch/hook-cost-run{i}.json" for i in (1, 2, 3)]
+
+
+def torch_hook_cost() -> dict:
+    """bench/torch_hook_cost.py, 3 runs: per run each arrangement's median us/step over DDP's C++ path's; medians
+    and ranges of those ratios over the runs, and the median step of DDP's C++ path."""
+    runs = [load(path)["median_us"] for path in TORCH_HOOK]
+    base = "DDP's C++ allreduce"
+    hook = [r["hook every step"] / r[base] for r in runs]
+    twin = [r["spmd: twin on 1 step in 8"] / r[base] for r in runs]
+    return {"step": statistics.median(r[base] for r in runs), "hook": statistics.median(hook), "hook_lo": min(hook),
+            "hook_hi": max(hook), "twin": statistics.median(twin), "twin_lo": min(twin), "twin_hi": max(twin)}
+
+
 def torch_sweep() -> dict:
     """The batch sweep of the 258K MLP, 2 ranks against 1 on the 2-core CPU machine, 3 sweeps: per batch the
     median speedup and its range; the model's break-even batch (median) and its largest error."""
@@ -993,6 +1007,9 @@ CLAIMS += [
           "`compile` {compile:.0f}K", torch_overhead, TORCH_H200),
     Claim("README.md", "`ddp-graph` trains the 6.9M-parameter MLP at {graph_x:.1f}x a plain eager DDP script on one "
           "H200", torch_overhead, TORCH_H200),
+    Claim("docs/torch.md", "a step of {step:.0f} us through DDP's C++ allreduce took {hook:.3f}x as long with the "
+          "Python hook on every step ({hook_lo:.3f}-{hook_hi:.3f}) and {twin:.3f}x with the twin ({twin_lo:.3f}-"
+          "{twin_hi:.3f})", torch_hook_cost, ", ".join(TORCH_HOOK)),
     Claim("docs/torch.md", "batch 16: {s16:.2f}x ({s16_lo:.2f}-{s16_hi:.2f}), batch 64: {s64:.2f}x ({s64_lo:.2f}-"
           "{s64_hi:.2f}), batch 256: {s256:.2f}x ({s256_lo:.2f}-{s256_hi:.2f})", torch_sweep, ", ".join(TORCH_SWEEPS)),
     Claim("docs/torch.md", "break-even batch of {even:.0f} (median of the three fits), with errors up to {err:.0%}",

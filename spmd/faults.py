@@ -113,6 +113,7 @@ def require_rank(fault: Fault | None, size: int) -> None:
 # -- the armed fault of this process ---------------------------------------------------------
 
 _armed: Fault | None = None
+_job_fault: Fault | None = None  # the job's fault, armed here or on another rank: the same on every rank
 _where = ""
 _said_nan = False  # a rank reads every repeat: the nan notice is printed once
 _said_corrupt = False
@@ -122,7 +123,8 @@ _fired = False
 def arm(fault: Fault | None, rank: int, host: str) -> None:
     """Arm ``fault`` if it targets this rank (every rank calls this with the same fault; one aimed
     beyond the job's ranks, as in the smaller runs of a sweep, arms nothing)."""
-    global _armed, _where, _fired, _said_nan, _said_corrupt
+    global _armed, _job_fault, _where, _fired, _said_nan, _said_corrupt
+    _job_fault = fault
     _armed = fault if fault is not None and fault.rank in (None, rank) else None
     _where = f"rank {rank} on {host}"
     _said_nan = _said_corrupt = False
@@ -130,8 +132,14 @@ def arm(fault: Fault | None, rank: int, host: str) -> None:
 
 
 def disarm() -> None:
-    global _armed
-    _armed = None
+    global _armed, _job_fault
+    _armed = _job_fault = None
+
+
+def job_injects(kind: str) -> bool:
+    """Whether the job's fault, on whichever rank it is armed, is of ``kind``: the same answer on every rank, for
+    choices that must agree across ranks (collective set-up)."""
+    return _job_fault is not None and _job_fault.kind == kind
 
 
 def require_fired() -> None:

@@ -96,6 +96,16 @@ class Stepper:
         with torch.cuda.stream(self.side) if self.side is not None else contextlib.nullcontext():
             self.ddp = DDP(module, device_ids=device_ids, bucket_cap_mb=params.bucket_mb)
         self.forward = torch.compile(self.ddp) if params.strategy == "compile" else self.ddp
+        self.corrupting = faults.corrupting()
+        # The comm hook that times each bucket is Python: DDP then runs its allreduce through a Python future
+        # callback per bucket (on a CPU with gloo ~80 us a step more than DDP's C++ path). Under strategy ddp the
+        # marked steps run through an instrumented twin of the same module (a DDP only acts on the backward of
+        # its own forward), so the other steps take plain DDP's path; compile and a job with a corrupt fault keep one DDP.
+        self.marked_ddp = self.ddp
+        if params.phases or self.corrupting:  # DDP's own allreduce, timed (or corrupted) around
+            if params.strategy == "ddp" and not faults.job_injects("corrupt"):  # the same choice on every rank
+                self.marked_ddp = DDP(module, device_ids=device_ids, bucket_cap_mb=params.bucket_mb)
+            self.marked_ddp.register_comm_hook(None, self._hook)
         self.optimizer = make_optimizer(torch, params.optimizer, module.parameters(), capturable=self.graph_mode)
         data_device = batches.x.device
         self.idx = torch.zeros((window_steps, self.micro * self.batch), dtype=torch.int64, device=data_device)
@@ -113,9 +123,6 @@ class Stepper:
         self.last: StepMarks | None = None
         self.graph = None
         self.first_grads: dict | None = None
-        self.corrupting = faults.corrupting()
-        if params.phases or self.corrupting:  # DDP's own allreduce, timed (or corrupted) around
-            self.ddp.register_comm_hook(None, self._hook)
 
     # -- the exchange ---------------------------------------------------------------------
 
@@ -156,14 +163,16 @@ class Stepper:
             self.optimizer.zero_grad(set_to_none=True)
             rows_all = self.idx[self.i]
         total = None
+        ddp = self.marked_ddp if marks is not None else self.ddp
+        forward = ddp if ddp is not self.ddp else self.forward
         for j in range(k):
             x, y = self.batches.take(rows_all[j * b:(j + 1) * b])
             mark(f"d{j}")
             if self.reseed and not self.graph_mode:  # ~100 us on a GPU: only for models that draw random numbers
                 torch.manual_seed(micro_seed(self.params.seed, self.step, self.ctx.rank, j))
-            with self.ddp.no_sync() if j < k - 1 else contextlib.nullcontext():
+            with ddp.no_sync() if j < k - 1 else contextlib.nullcontext():
                 with autocast(torch, self.params.precision, self.gpu):
-                    loss = self.loss_fn(self.forward(x), y)
+                    loss = self.loss_fn(forward(x), y)
                 mark(f"f{j}")
                 (loss / k if k > 1 else loss).backward()
                 mark(f"b{j}")

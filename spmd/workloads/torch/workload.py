@@ -161,8 +161,10 @@ class TorchWorkload(Workload):
     def _require_model_memory(self) -> None:
         """Parameters, gradients, DDP's buckets and the optimizer's state must fit on one device: this workload
         is data-parallel (every GPU holds the whole model)."""
-        states = OPTIMIZER_STATES[self.params.optimizer.name]
-        need = self.gradient_bytes * (3 + states) + (self.gradient_bytes if self.start_state_wanted else 0)
+        p = self.params
+        states = OPTIMIZER_STATES[p.optimizer.name]
+        twin = p.phases and p.strategy == "ddp"  # the marked steps' DDP keeps buckets of its own (step.Stepper)
+        need = self.gradient_bytes * (3 + states + twin) + (self.gradient_bytes if self.start_state_wanted else 0)
         require_memory(need, "device", self.ctx, f"the model's {self.parameters:,} parameters ({fmt_bytes(self.gradient_bytes)}"
                        f"), their gradients, DDP's buckets and the {self.params.optimizer.name} state (the torch "
                        f"workload is data-parallel: every device holds the whole model)")
