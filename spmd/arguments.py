@@ -25,6 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--progress", action="store_true",
                      help="a line on stderr after each repeat also when stderr is not a terminal (a batch job's "
                           "log; on a terminal they are shown anyway)")
+    run.add_argument("--trace", metavar="FILE.json",
+                     help="also write a Chrome trace of every phase of every repeat of every rank on one clock "
+                          "(open it in Perfetto or chrome://tracing)")
+    run.add_argument("--nvtx", action="store_true",
+                     help="NVTX ranges for every repeat and phase, for Nsight Systems (on by itself under a profiler)")
     run.set_defaults(command_name="run")
 
     scale = with_config(sub.add_parser(
@@ -43,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--compare-comm", choices=("all", "none"), default="all",
                        help="on GPUs, also time the workload's own collectives on every backend that can run "
                             "(nccl, mpi, mpi-cuda), so the findings name the fastest (default all)")
+    scale.add_argument("--trace", metavar="DIR",
+                       help="a Chrome trace of each run of the sweep, DIR/<series>-<ranks>.json (Perfetto opens them)")
+    scale.add_argument("--nvtx", action="store_true",
+                       help="NVTX ranges for every repeat and phase (on by itself under a profiler)")
     scale.add_argument("-q", "--quiet", action="store_true", help="no progress lines or summary")
     scale.add_argument("--progress", action="store_true",
                        help="lines on stderr as each size starts and after each repeat also when stderr is not a "
@@ -65,9 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--out", metavar="DIR", required=True, help="output folder")
     merge.add_argument("-q", "--quiet", action="store_true", help="no summary")
     merge.set_defaults(command_name="report_merge")
-    render = rsub.add_parser("render", help="rewrite scaling.md, scaling.html and the plots from scaling.json")
-    render.add_argument("scaling", help="a scaling.json (spmd scale or spmd report merge wrote it)")
-    render.add_argument("--out", metavar="DIR", help="output folder (default: the folder of SCALING)")
+    render = rsub.add_parser("render", help="rewrite scaling.md, scaling.html and the plots from scaling.json, or "
+                                             "report.html from a report.json")
+    render.add_argument("scaling", metavar="JSON", help="a scaling.json (spmd scale or spmd report merge wrote it) or "
+                                                        "a report.json (spmd run)")
+    render.add_argument("--out", metavar="DIR", help="output folder (default: the folder of JSON)")
     render.add_argument("--reanalyse", action="store_true",
                         help="recompute figures, model and advice from the stored runs first")
     render.set_defaults(command_name="report_render")

@@ -32,12 +32,15 @@ def cmd_run(args) -> int:
         cfg = agree_on_config(ctx, args.config, args.override)
         ctx.agree(lambda: require_rank(fault_from(cfg.fault), ctx.size))
         progress = Progress(f"spmd run: {cfg.workload}", wanted(ctx.rank, args.progress, args.quiet))
-        job = run_job(ctx, cfg, args.out or cfg.output, progress=progress)
+        job = run_job(ctx, cfg, args.out or cfg.output, progress=progress, trace=args.trace, nvtx=args.nvtx)
         if ctx.rank == 0:
             for warning in job.report["warnings"]:
                 print(f"spmd: warning: {one_line(warning)}", file=sys.stderr, flush=True)
             if not args.quiet:
                 print(format_report(job.report, str(job.path)), flush=True)
+                if args.trace:
+                    print(f"trace: {one_line(args.trace)} (open it in https://ui.perfetto.dev or chrome://tracing)",
+                          flush=True)
     return 0
 
 
@@ -58,9 +61,12 @@ def cmd_scale(args) -> int:
         ctx.agree(require_scaling_outputs, out, root_only=True)
         modes = list(SCALING_MODES) if args.mode == "both" else [args.mode]
         batches = ctx.agree(parse_batches, args.batches)
+        if args.trace:
+            ctx.agree(require_writable_folder, args.trace, "trace folder")
         scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet,
                             compare_comm=args.compare_comm == "all", batches=batches,
-                            live=Progress("spmd scale", wanted(ctx.rank, args.progress, args.quiet)))
+                            live=Progress("spmd scale", wanted(ctx.rank, args.progress, args.quiet)),
+                            trace_dir=args.trace, nvtx=args.nvtx)
         paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
         if ctx.rank == 0 and not args.quiet:
             print("\n".join(["", "findings:"] + [f"  - {one_line(line)}" for line in scaling["advice"]]
@@ -203,7 +209,20 @@ def cmd_report_render(args) -> int:
     from .report.schema import check_scaling, read_json
     from .scale.render import require_scaling_outputs, write_scaling
 
-    scaling = check_scaling(read_json(args.scaling, "a scaling.json"), args.scaling)
+    data = read_json(args.scaling, "a scaling.json or report.json")
+    if isinstance(data, dict) and data.get("kind") != "scaling" and "timings" in data:
+        from .files import require_replaceable, write_text_atomic
+        from .report.build import completed
+        from .report.html import run_html
+        from .report.schema import check_report
+
+        report = completed(check_report(data, args.scaling))
+        target = Path(args.out or Path(args.scaling).parent) / "report.html"
+        require_replaceable(target, "the report", fix="remove it or choose another --out")
+        write_text_atomic(target, run_html(report))
+        print(f"wrote {one_line(target)}", flush=True)
+        return 0
+    scaling = check_scaling(data, args.scaling)
     require_scaling_outputs(args.out or Path(args.scaling).parent)
     if args.reanalyse:
         from .scale.analysis import reanalyse

@@ -142,7 +142,8 @@ class Config:
     device: Literal["auto", "gpu", "cpu"] = "auto"
     comm: Literal[("auto", *COMM_BACKENDS)] = "auto"
     warmup: int = 1
-    repeats: int = 5
+    repeats: int | Literal["auto"] | None = None  # None: 5 under spmd run, auto under spmd scale
+    max_seconds: float = 30.0  # repeats: auto stops when the repeats have taken this long
     verify: Literal["auto", "attrs", "full", "none"] = "auto"  # none: plug-ins only, recorded as not checked
     allow_shared_gpu: bool = False
     output: str = "results"
@@ -159,8 +160,10 @@ class Config:
 
         if self.warmup < 0:
             raise ConfigError(f"warmup: must be >= 0, got {self.warmup}")
-        if self.repeats < 1:
-            raise ConfigError(f"repeats: must be >= 1, got {self.repeats}")
+        if isinstance(self.repeats, int) and self.repeats < 1:
+            raise ConfigError(f"repeats: must be >= 1 or auto, got {self.repeats}")
+        if not 0 < self.max_seconds <= MAX_TIMEOUT_S:
+            raise ConfigError(f"max_seconds: must be a positive number of seconds, got {self.max_seconds:g}")
         if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
             raise ConfigError(f"timeout_s: must be a positive number of seconds, got {self.timeout_s:g} (at most "
                               f"{MAX_TIMEOUT_S}: 30 days)")
@@ -388,7 +391,10 @@ def _convert(hint, value, key: str):
                 return _convert(option, value, key)
             except ConfigError as exc:
                 errors.append(str(exc))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: invalid value {brief(value)}")
+        if len(errors) == 1:
+            raise ConfigError(errors[0])
+        wanted = " or ".join(_describe(option) for option in options if option is not type(None))
+        raise ConfigError(f"{key}: expected {wanted}, got {brief(value)}")
     if origin is Literal:
         choices = typing.get_args(hint)
         if value not in choices:
@@ -429,6 +435,14 @@ def _convert(hint, value, key: str):
             raise ConfigError(f"{key}: expected a string, got {brief(value)}")
         return value
     raise TypeError(f"config field {key}: unsupported type {hint!r}")  # a bug in spmd, not the user
+
+
+def _describe(hint) -> str:
+    """What a value of type ``hint`` is, in words (for a union's error)."""
+    if typing.get_origin(hint) is Literal:
+        return " or ".join(map(str, typing.get_args(hint)))
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(
+        hint, "a mapping" if dataclasses.is_dataclass(hint) else getattr(hint, "__name__", str(hint)))
 
 
 def _number_text(value):

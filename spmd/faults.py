@@ -10,6 +10,8 @@ report. Kinds:
 - ``nan``: the rank's input rows are poisoned after reading (``phase=read`` only);
 - ``oom``: the rank's memory check sees less free memory than its buffers need (``phase=read``: host
   buffers, ``phase=h2d``: device buffers; on a CPU run both are host memory);
+- ``slow``: the rank sleeps ``seconds`` (``kind=slow,seconds=S``) each time it enters the phase: a straggler (a
+  slow disk, a throttled GPU, a noisy neighbour) that the per-rank breakdown and trace must show;
 - ``corrupt``: silent data corruption: one element of the rank's computed output, chosen uniformly at random
   (``SPMD_FAULT_SEED``, default 0) among its non-zero ones, is multiplied by 1.01 (``phase=compute``; for
   workload torch also ``phase=backward``: a gradient bucket before DDP's allreduce, every step).
@@ -31,7 +33,8 @@ import numpy as np
 from .errors import ConfigError, SpmdError, brief
 
 PHASES = ("read", "h2d", "compute", "backward", "comm", "report")
-KINDS = ("raise", "exit", "hang", "nan", "oom", "corrupt")
+KINDS = ("raise", "exit", "hang", "nan", "oom", "corrupt", "slow")
+MAX_SLOW_S = 3600.0
 ENV = "SPMD_FAULT"
 SEED_ENV = "SPMD_FAULT_SEED"
 CORRUPTION = 1.01
@@ -43,18 +46,21 @@ class InjectedFault(SpmdError):
 
 @dataclass(frozen=True)
 class Fault:
-    """Rank ``rank`` (every rank: None) misbehaves (``kind``) when it reaches ``phase``."""
+    """Rank ``rank`` (every rank: None) misbehaves (``kind``) when it reaches ``phase`` (``slow``: for
+    ``seconds``)."""
 
     rank: int | None
     phase: str
     kind: str
+    seconds: float = 0.0
 
     def describe(self) -> str:
-        return f"rank={'all' if self.rank is None else self.rank},phase={self.phase},kind={self.kind}"
+        extra = f",seconds={self.seconds:g}" if self.kind == "slow" else ""
+        return f"rank={'all' if self.rank is None else self.rank},phase={self.phase},kind={self.kind}{extra}"
 
 
 def parse_fault(text: str) -> Fault:
-    """``"rank=1,phase=comm,kind=hang"`` -> Fault.
+    """``"rank=1,phase=comm,kind=hang"`` (``kind=slow,seconds=0.2``) -> Fault.
 
     Raises:
         ConfigError: a missing, unknown or invalid field.
@@ -62,8 +68,8 @@ def parse_fault(text: str) -> Fault:
     fields = {}
     for item in str(text).split(","):
         key, sep, value = item.strip().partition("=")
-        if not sep or key not in ("rank", "phase", "kind"):
-            raise ConfigError(f"fault: {brief(text)}: expected rank=R,phase=P,kind=K")
+        if not sep or key not in ("rank", "phase", "kind", "seconds"):
+            raise ConfigError(f"fault: {brief(text)}: expected rank=R,phase=P,kind=K (kind=slow: and seconds=S)")
         fields[key] = value.strip()
     missing = [k for k in ("rank", "phase", "kind") if k not in fields]
     if missing:
@@ -84,13 +90,26 @@ def parse_fault(text: str) -> Fault:
     if kind == "corrupt" and phase not in ("compute", "backward"):
         raise ConfigError("fault: kind=corrupt changes what a rank computed: use phase=compute (or phase=backward: a "
                           "gradient of workload torch, before the exchange)")
+    seconds = 0.0
+    if kind == "slow":
+        try:
+            seconds = float(fields.get("seconds", ""))
+        except ValueError:
+            raise ConfigError(f"fault: kind=slow needs seconds=S, a number of seconds (got "
+                              f"{brief(fields.get('seconds'))})") from None
+        if not 0 < seconds <= MAX_SLOW_S:
+            raise ConfigError(f"fault: seconds={brief(fields['seconds'])}: more than 0 and at most {MAX_SLOW_S:g}")
+        if phase not in ("read", "h2d", "compute", "comm"):
+            raise ConfigError("fault: kind=slow delays a phase of the repeats: use phase=read, h2d, compute or comm")
+    elif "seconds" in fields:
+        raise ConfigError("fault: seconds=S goes with kind=slow only")
     if phase == "backward" and kind != "corrupt":
         raise ConfigError("fault: phase=backward is where kind=corrupt changes a gradient (workload torch); other "
                           "kinds act at read, h2d, compute, comm or report")
     if kind == "oom" and phase not in ("read", "h2d"):
         raise ConfigError("fault: kind=oom acts at the memory check of host (phase=read) or device "
                           "(phase=h2d) buffers")
-    return Fault(rank, phase, kind)
+    return Fault(rank, phase, kind, seconds)
 
 
 def fault_from(config_value: str | None) -> Fault | None:
@@ -152,9 +171,15 @@ def require_fired() -> None:
 
 
 def at(phase: str) -> None:
-    """This rank enters ``phase``: misbehave if a raise/exit/hang fault is armed for it."""
+    """This rank enters ``phase``: misbehave if a raise/exit/hang/slow fault is armed for it."""
     fault = _armed
-    if fault is None or fault.phase != phase or fault.kind not in ("raise", "exit", "hang"):
+    if fault is None or fault.phase != phase or fault.kind not in ("raise", "exit", "hang", "slow"):
+        return
+    if fault.kind == "slow":  # every time: each repeat's phase is late by the same delay
+        if not _fired:
+            _say(f"injecting slow at phase {phase} ({fault.seconds:g} s each time this rank enters it)")
+        _mark_fired()
+        time.sleep(fault.seconds)
         return
     _mark_fired()
     _say(f"injecting {fault.kind} at phase {phase}")

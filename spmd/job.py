@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+from mpi4py import MPI
+
 from . import faults
 from . import xp as xpmod
+from .annotate import nvtx_ranges
+from .clock import agree_clock
 from .comm.factory import open_communicator
 from .errors import InputError, SpmdError, VerificationError, one_line
-from .files import require_replaceable, require_writable_folder, write_json_atomic
-from .report.build import build_report
+from .files import json_text, require_replaceable, require_writable_folder, write_files_atomic
+from .report.build import TIMELINE_REPEATS, build_report
+from .report.html import run_html
+from .report.trace import chrome_trace
 from .progress import Progress
+from .stats import BOUND, MIN_REPEATS_95, median_interval
 from .timing import PhaseTimer, enter_phase
 from .topology import describe_placement
 from .watchdog import set_timeout
-from .workloads.base import checked_problem
+from .workloads.base import RUN_REPEATS, checked_problem
 from .workloads.registry import workload_class
 
 
@@ -37,40 +46,49 @@ class JobResult:
 
 
 def run_job(ctx, cfg, out_dir: str | Path | None = None,
-            after_run: Callable[[Any, Any], Any] | None = None, progress: Progress | None = None) -> JobResult:
+            after_run: Callable[[Any, Any], Any] | None = None, progress: Progress | None = None,
+            trace: str | Path | None = None, nvtx: bool = False) -> JobResult:
     """Run ``cfg`` (its params resolved: ``workloads.registry``) on every rank of ``ctx``; write
-    ``out_dir/report.json`` on rank 0 if given.
+    ``out_dir/report.json`` and ``out_dir/report.html`` on rank 0 if given, and the Chrome trace to ``trace``.
 
     The report is built only after the result is verified (and saved, when the workload's
     ``params.save`` asks), so a failed run leaves none.
     ``after_run(communicator, workload)`` runs collectively after verification, while the
     communicator is still open (``spmd scale`` measures its collectives there). ``progress``: a line after each
-    repeat (rank 0's, spmd.progress).
+    repeat (rank 0's, spmd.progress). ``nvtx``: NVTX ranges for every phase (on anyway under a profiler).
     """
     set_timeout(cfg.timeout_s)
     fault = ctx.agree(faults.fault_from, cfg.fault)
     faults.arm(fault, ctx.rank, ctx.host)
     enter_phase("setup")
     cls = workload_class(cfg.workload)
-    ctx.agree(require_outputs, out_dir, cls.output_files(cfg), cfg.overwrite)  # before the work, not after it
+    cfg = ctx.agree(cls.resolve_repeats, cfg, RUN_REPEATS)
+    # before the work, not after it
+    ctx.agree(require_outputs, out_dir, cls.output_files(cfg), cfg.overwrite, trace)
+    ranges, nvtx_state = ctx.agree(nvtx_ranges, nvtx)
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
     comm = open_communicator(ctx, cfg.comm)
     workload = cls()
     try:
         workload.setup(ctx, cfg, comm)
-        timer = PhaseTimer(ctx.xp)
-        warmup, repeats = workload.schedule(cfg.warmup, cfg.repeats)
-        for i in range(warmup + repeats):
+        timer = PhaseTimer(ctx.xp, ranges)
+        clock = agree_clock(ctx.comm)
+        warmup, repeats = workload.schedule(cfg.warmup, MIN_REPEATS_95 if cfg.repeats == "auto" else cfg.repeats)
+        plan = RepeatPlan(ctx, warmup, repeats, cfg.repeats == "auto", cfg.max_seconds)
+        i = 0
+        while plan.wants(i):
             workload.prepare()
             # every rank starts the repeat together: untimed preparation that takes longer on one rank (poisoning
             # a buffer while another rank does the same) would otherwise show as the others' wait
             xpmod.synchronize(ctx.xp)
             ctx.comm.Barrier()
-            timer.start_repeat()
+            timer.start_repeat(warmup=i < warmup)
             workload.run(timer)
             times = timer.end_repeat(record=i >= warmup)
+            plan.done(i, times["total"])
             if progress is not None and progress.enabled:
-                progress.repeat(i, warmup, repeats, workload.progress_note(times["total"]))
+                progress.repeat(i, warmup, None if plan.auto else repeats, workload.progress_note(times["total"]))
+            i += 1
         enter_phase("verify")
         verification = verify(ctx, workload) if cfg.verify != "none" else NOT_CHECKED
         workload.save()  # only a verified result is written (or one its plug-in's config says not to check)
@@ -78,6 +96,10 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
         enter_phase("report")
         ctx.agree(faults.require_fired)
         records = ctx.comm.gather(timer.records, root=0)
+        warmups = ctx.comm.gather(timer.warmup_records, root=0)
+        keep = len(timer.timeline) if trace is not None else TIMELINE_REPEATS  # the trace has every repeat
+        timelines = ctx.comm.gather([{"index": k, "warmup": rep.warmup, "start": clock.shared(rep.start),
+                                      "spans": rep.spans} for k, rep in enumerate(timer.timeline)][-keep:], root=0)
         engines = ctx.comm.gather(workload.input_engines(), root=0)
         nodes = ctx.layout()
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
@@ -90,9 +112,16 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
                                   verified=verification is not NOT_CHECKED,
                                   nodes=nodes, verification=verification, result=workload.result(),
                                   metrics_fn=workload.metrics, placement=placement, engines=engines,
-                                  problem=checked_problem(workload.problem(), type(workload).__qualname__))
+                                  problem=checked_problem(workload.problem(), type(workload).__qualname__),
+                                  warmups_by_rank=warmups, timelines=timelines, clock=clock.to_dict(),
+                                  repeat_rule=plan.rule(), nvtx=nvtx_state)
+            files = []
+            if trace is not None:
+                files.append((Path(trace), json_text(run_trace(report, timelines)).encode(), 0o666))
             if path is not None:
-                write_json_atomic(path, report)
+                files += [(path.with_name("report.html"), run_html(report).encode(), 0o666),
+                          (path, json_text(report).encode(), 0o666)]
+            write_files_atomic(files)  # all of them, or (a full disk) none
             return report
 
         report = ctx.agree(build, root_only=True)
@@ -109,18 +138,80 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
 
 
 NOT_CHECKED = {"reference": "none: the config says verify: none (a plug-in); the result was not checked"}
+AUTO_FLOOR = 3        # repeats: auto stops at its budget only with at least this many repeats
+AUTO_MAX_REPEATS = 10_000
+
+
+class RepeatPlan:
+    """How many repeats to run: ``warmup`` then ``repeats`` (fixed), or under ``repeats: auto`` as many as it
+    takes for the 95% interval of the median repeat (the slowest rank's total) to lie within +-BOUND of it, until
+    ``max_seconds`` of repeats have passed. Every rank decides alike: each repeat's slowest total and the time
+    spent are agreed by an allreduce (max) after it."""
+
+    def __init__(self, ctx, warmup: int, repeats: int, auto: bool, max_seconds: float):
+        self.ctx, self.warmup, self.repeats, self.auto, self.max_seconds = ctx, warmup, repeats, auto, max_seconds
+        self.totals: list[float] = []
+        self.first: float | None = None
+        self.stopped: str | None = None
+
+    def wants(self, index: int) -> bool:
+        if index < self.warmup:
+            return True
+        if not self.auto:
+            return index < self.warmup + self.repeats
+        return self.stopped is None
+
+    def done(self, index: int, total: float) -> None:
+        if index < self.warmup or not self.auto:
+            return
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = now - total
+        agreed = np.array([total, now - self.first])
+        self.ctx.comm.Allreduce(MPI.IN_PLACE, agreed, op=MPI.MAX)
+        slowest, spent = float(agreed[0]), float(agreed[1])
+        self.totals.append(slowest)
+        n = len(self.totals)
+        if n >= MIN_REPEATS_95 and median_interval(self.totals).tight(BOUND):
+            self.stopped = "tight"
+        elif spent >= self.max_seconds and n >= AUTO_FLOOR:
+            self.stopped = "budget"
+        elif n >= AUTO_MAX_REPEATS:
+            self.stopped = "limit"
+
+    def rule(self) -> dict:
+        """report.json's ``repeat_rule``."""
+        if not self.auto:
+            return {"rule": "fixed", "repeats": self.repeats, "bound": BOUND}
+        return {"rule": "auto", "bound": BOUND, "max_seconds": self.max_seconds, "min_repeats": MIN_REPEATS_95,
+                "stopped": self.stopped, "repeats": len(self.totals)}
+
+
+def run_trace(report: dict, timelines: list) -> dict:
+    """The Chrome trace of a run (spmd.report.trace) from its report and every rank's repeats."""
+    devices = [next((d for node in report["nodes"] for d in node["devices"] if d["rank"] == r), None)
+               for r in range(report["ranks"])]
+    meta = {"workload": report["workload"], "ranks": report["ranks"], "device": report["device"],
+            "comm": report["comm"], "repeats": report["repeats"], "warmup": report["warmup"],
+            "created": report["created"]}
+    return chrome_trace(timelines, [r["host"] for r in report["per_rank"]], devices,
+                        report["timeline"]["clock"], report["problem"], meta)
 
 
 _FIX = "remove it or choose another path"
 
 
-def require_outputs(out_dir, files: list[str], overwrite: bool = False) -> None:
+def require_outputs(out_dir, files: list[str], overwrite: bool = False, trace=None) -> None:
     """Refuse, on this rank, a report folder or a folder of the workload's output files that it cannot write,
-    a report.json spmd did not write, and an output file (a save, a checkpoint) spmd did not write unless the
-    config says ``overwrite: true``."""
+    a report.json or report.html spmd did not write, a trace path holding another's file, and an output file (a
+    save, a checkpoint) spmd did not write unless the config says ``overwrite: true``."""
     if out_dir is not None:
         require_writable_folder(out_dir, "output folder")
         require_replaceable(Path(out_dir) / "report.json", "the report", fix=_FIX)
+        require_replaceable(Path(out_dir) / "report.html", "the report", fix=_FIX)
+    if trace is not None:
+        require_writable_folder(Path(trace).parent, f"the folder of {trace}:")
+        require_replaceable(trace, "the trace", fix=_FIX)
     for path in files:
         require_writable_folder(Path(path).parent, f"the folder of {path}:")
         require_replaceable(path, "the output", overwrite, fix=_FIX + ", or set overwrite: true to replace it")

@@ -33,9 +33,11 @@ class Progress:
         if self.enabled:
             print(one_line(f"{self.label}: {text}"), file=sys.stderr, flush=True)
 
-    def repeat(self, index: int, warmup: int, repeats: int, note: str = "") -> None:
-        """After repeat ``index`` (0-based, warm-ups first) of ``warmup + repeats``."""
+    def repeat(self, index: int, warmup: int, repeats: int | None, note: str = "") -> None:
+        """After repeat ``index`` (0-based, warm-ups first) of ``warmup + repeats`` (None: as many as ``repeats:
+        auto`` will take)."""
         if not self.enabled:
             return
-        which = f"warm-up {index + 1}/{warmup}" if index < warmup else f"repeat {index - warmup + 1}/{repeats}"
+        of = f"/{repeats}" if repeats is not None else " (auto)"
+        which = f"warm-up {index + 1}/{warmup}" if index < warmup else f"repeat {index - warmup + 1}{of}"
         self.say(f"{which} done, {time.monotonic() - self.started:.1f} s elapsed" + (f"; {note}" if note else ""))

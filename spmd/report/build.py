@@ -1,4 +1,5 @@
-"""report.json: the timings gathered to rank 0, summarized, with what ran where and its result."""
+"""report.json: the timings gathered to rank 0, summarized, with what ran where, its result, the per-rank view
+(breakdown, straggler, timeline of the last repeats) and the findings."""
 
 from __future__ import annotations
 
@@ -6,16 +7,22 @@ import datetime
 
 from ..version import __version__
 from ..launch import launch_record, mpi_library
+from .breakdown import breakdown, findings
 from .schema import REPORT_SCHEMA
-from .summary import summarize
+from .summary import intervals, summarize
+
+TIMELINE_REPEATS = 3  # report.json keeps the last repeats' timeline (report.html draws it; --trace has them all)
 
 
 def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verification: dict, verified: bool,
                  result: dict, metrics_fn, problem: dict | None = None, placement: dict | None = None,
-                 engines: list | None = None) -> dict:
-    """Assemble report.json (schema 1; see docs/report.md)."""
+                 engines: list | None = None, warmups_by_rank: list | None = None, timelines: list | None = None,
+                 clock: dict | None = None, repeat_rule: dict | None = None, nvtx: str = "off") -> dict:
+    """Assemble report.json (schema 1; see docs/report.md). ``timelines``: per rank its repeats' spans (the last
+    TIMELINE_REPEATS are kept); ``warmups_by_rank``: each rank's warm-up repeats' phases."""
     timings, medians = summarize(records_by_rank)
-    return {
+    warmups = warmups_by_rank or [[] for _ in records_by_rank]
+    report = {
         "schema": REPORT_SCHEMA,
         "spmd_version": __version__,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -32,13 +39,32 @@ def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verificati
         "verification": verification,
         "result": result,
         "timings": timings,
+        "intervals": intervals(records_by_rank),
         "metrics": metrics_fn(medians),
         "problem": problem or {},
         # how each rank read its input: config io, and per rank the engine of each piece (None: not said)
         "io": {**cfg.to_dict()["io"], "per_rank": engines} if engines and any(engines) else None,
-        "per_rank": [{"rank": r, "host": ctx.hosts[r], "median": m, "repeats": recs}
-                     for r, (m, recs) in enumerate(zip(medians, records_by_rank))],
+        "per_rank": [{"rank": r, "host": ctx.hosts[r], "median": m, "repeats": recs, "warmup_repeats": warm}
+                     for r, (m, recs, warm) in enumerate(zip(medians, records_by_rank, warmups))],
+        "breakdown": breakdown(records_by_rank, ctx.hosts),
+        "timeline": {"clock": clock, "per_rank": [repeats[-TIMELINE_REPEATS:] for repeats in timelines]}
+        if timelines else None,
+        "nvtx": nvtx,
         "warmup": cfg.warmup,
-        "repeats": cfg.repeats,
+        "repeats": len(records_by_rank[0]),
+        "repeat_rule": repeat_rule or {"rule": "fixed", "repeats": len(records_by_rank[0])},
         "config": cfg.to_dict(),
     }
+    report["findings"] = findings(report)
+    return report
+
+
+def completed(report: dict) -> dict:
+    """A checked report.json with what report.html draws that an earlier spmd did not record (intervals, the
+    breakdown, findings) computed from its per-rank repeats; no timeline where it has none."""
+    records = [r["repeats"] for r in report["per_rank"]]
+    hosts = [str(r.get("host", "?")) for r in report["per_rank"]]
+    out = {"intervals": intervals(records), "breakdown": breakdown(records, hosts), "timeline": None, "nvtx": "off",
+           "spmd_version": "?", "created": "?", **report}
+    out["findings"] = report.get("findings") or findings(out)
+    return out

@@ -3,10 +3,11 @@
 Works on report.json (one size, counted as a strong-scaling point) and scaling.json. What is compared, per
 phase: where a report keeps its repeats (every report of this spmd does), each repeat's time is its slowest
 rank's (a repeat ends when its last rank does), and a point is the median of those over the repeats, shown with
-their range (fastest - slowest repeat), so the value always lies inside its own range. A phase is called
-slower only when the change is above ``--fail-above`` and beyond both runs' own spread: NEW's fastest repeat
-slower than OLD's slowest. Where a report holds no repeats, the point is the median over ranks of each rank's
-median (its timings table), phases under ``--min-seconds`` in both are the noise floor, and no range is shown.
+its confidence interval (spmd.stats: 95% from 6 repeats; with fewer, [fastest, slowest] at the level they give),
+so the value always lies inside it. A phase is called slower only when the change is above ``--fail-above`` and
+the intervals do not overlap: NEW's interval starts above OLD's end. Where a report holds no repeats, the point is
+the median over ranks of each rank's median (its timings table), phases under ``--min-seconds`` in both are the
+noise floor, and no interval is shown.
 """
 
 from __future__ import annotations
@@ -17,15 +18,18 @@ from pathlib import Path
 
 from ..errors import InputError, brief, one_line
 from ..units import fmt_seconds
+from ..stats import median_interval
 from .schema import check_report, check_scaling, read_json
+from .summary import slowest_per_repeat
 
-HEADER = ("old, new: per repeat the slowest rank's time, median over the repeats [range: fastest - slowest "
-          "repeat]; a report without repeats: the median over ranks of each rank's median (no range)")
+HEADER = ("old, new: per repeat the slowest rank's time, median over the repeats [its confidence interval: 95%, "
+          "or [fastest - slowest] below 6 repeats]; a report without repeats: the median over ranks of each rank's "
+          "median (no interval)")
 
 
 @dataclass(frozen=True)
 class Point:
-    """One phase of one size: the value compared, and the range of its repeats (None without repeats)."""
+    """One phase of one size: the value compared, and its confidence interval (None without repeats)."""
 
     value: float
     span: tuple[float, float] | None = None
@@ -78,7 +82,10 @@ def _points(timings: dict, time: float, report: dict | None) -> dict[str, Point]
         points = {phase: Point(stats["median"]) for phase, stats in timings.items()}
         points["time"] = Point(time)
         return points
-    points = {phase: Point(statistics.median(values), (min(values), max(values))) for phase, values in slowest.items()}
+    points = {}
+    for phase, values in slowest.items():
+        iv = median_interval(values)
+        points[phase] = Point(iv.median, (iv.low, iv.high))
     points["time"] = points["total"]
     return points
 
@@ -91,16 +98,14 @@ def _slowest_per_repeat(report: dict | None) -> dict[str, list[float]] | None:
         per_rank = check_report(report, "a run of the scaling.json")["per_rank"]
     except InputError:
         return None
-    repeats = [r["repeats"] for r in per_rank]
-    phases = sorted({p for reps in repeats for rep in reps for p in rep})
-    return {p: [max(reps[i].get(p, 0.0) for reps in repeats) for i in range(len(repeats[0]))] for p in phases}
+    return slowest_per_repeat([r["repeats"] for r in per_rank])
 
 
 def compare(old: Entries, new: Entries, fail_above: float | None, min_seconds: float) -> tuple[list[dict], list[dict]]:
     """Rows of (series, ranks, phase, old, new, change) for every point in both; and the rows slower by more than
-    ``fail_above`` percent and beyond the noise: where both points have ranges, NEW's fastest repeat must be
-    slower than OLD's slowest (a difference inside the runs' own spread is noise, ``row['noise']``); where they do
-    not, phases under ``min_seconds`` in both never fail."""
+    ``fail_above`` percent and beyond the noise: where both points have intervals, NEW's must start above OLD's
+    end (overlapping intervals are noise, ``row['noise']``); where they do not, phases under ``min_seconds`` in both
+    never fail."""
     common = sorted(set(old) & set(new), key=lambda k: (k[0], k[1]))
     if not common:
         raise InputError("the two reports have no series and rank count in common")
@@ -115,7 +120,7 @@ def compare(old: Entries, new: Entries, fail_above: float | None, min_seconds: f
                    "change_pct": change}
             if a.span and b.span:
                 row["old_range"], row["new_range"] = a.span, b.span
-                row["noise"] = b.span[0] <= a.span[1]  # the ranges overlap: the runs' own spread covers it
+                row["noise"] = b.span[0] <= a.span[1]  # the intervals overlap: the data cannot tell them apart
             else:
                 row["noise"] = max(a.value, b.value) < min_seconds
             rows.append(row)
@@ -127,17 +132,17 @@ def compare(old: Entries, new: Entries, fail_above: float | None, min_seconds: f
 def format_compare(rows: list[dict], slower: list[dict], fail_above: float | None) -> str:
     flagged = {id(r) for r in slower}
     lines = [HEADER, f"{'series':<8}{'ranks':>6}  {'phase':<15}{'old':>12}{'new':>12}{'change':>10}  "
-                     f"old [range] / new [range]"]
+                     f"old [interval] / new [interval]"]
     hidden = 0
     for r in rows:
         mark = "  SLOWER" if id(r) in flagged else ""
         if not mark and fail_above is not None and r["change_pct"] > fail_above and r["noise"]:
-            mark, hidden = "  (within the runs' spread)", hidden + 1
+            mark, hidden = "  (intervals overlap)", hidden + 1
         spread = f"  [{_range(r['old_range'])}] / [{_range(r['new_range'])}]" if "old_range" in r else ""
         lines.append(f"{r['series']:<8}{r['ranks']:>6}  {brief(one_line(r['phase']))[1:-1]:<15}"
                      f"{fmt_seconds(r['old']):>12}{fmt_seconds(r['new']):>12}{r['change_pct']:>+9.1f}%{spread}{mark}")
     if fail_above is not None:
-        noise = f" ({hidden} more inside the runs' own spread: noise, not flagged)" if hidden else ""
+        noise = f" ({hidden} more whose intervals overlap: noise, not flagged)" if hidden else ""
         lines.append((f"{len(slower)} slowdown(s) above {fail_above:g}%" if slower
                       else f"no slowdown above {fail_above:g}%") + noise)
     return "\n".join(lines)

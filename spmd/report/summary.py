@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import statistics
 
+from ..stats import median_interval
+
 # read: file -> host; wait: waiting for the slowest rank's read (input imbalance);
 # h2d: host -> device; compute: local work; comm: the communicator; total: the whole repeat.
 PHASES = ("read", "wait", "h2d", "compute", "comm", "total")
@@ -39,6 +41,20 @@ def summarize(records_by_rank: list[list[dict[str, float]]]) -> tuple[dict, list
         timings[phase] = {"min": min(values), "median": mid, "max": max(values),
                           "imbalance": max(values) / mid if mid > 0 else 1.0}
     return timings, medians
+
+
+def slowest_per_repeat(records_by_rank: list[list[dict[str, float]]]) -> dict[str, list[float]]:
+    """{phase: for each recorded repeat, the slowest rank's seconds} (a repeat ends when its last rank does)."""
+    n = min(len(records) for records in records_by_rank)
+    phases = sorted({p for records in records_by_rank for r in records for p in r})
+    return {p: [max(records[i].get(p, 0.0) for records in records_by_rank) for i in range(n)] for p in phases}
+
+
+def intervals(records_by_rank: list[list[dict[str, float]]]) -> dict[str, dict]:
+    """report.json's ``intervals``: per phase, the median over repeats of the slowest rank's seconds and its
+    confidence interval (spmd.stats)."""
+    return {phase: median_interval(values).to_dict() for phase, values in slowest_per_repeat(records_by_rank).items()
+            if values}
 
 
 def job_time(report: dict) -> float:

@@ -20,13 +20,19 @@ def format_report(report: dict, path: str) -> str:
         if t["max"] > 0 or phase == "total":  # a phase this workload does not have (train reads once) is left out
             lines.append(f"{phase:<{width}}{t['min']:>12.6f}{t['median']:>12.6f}{t['max']:>12.6f}"
                          f"{t['imbalance']:>11.3f}")
+    total = (report.get("intervals") or {}).get("total")
+    if total:
+        lines.append(f"time per repeat (slowest rank): {total['median']:.6f} s, {total['level']:.0%} interval "
+                     f"{total['low']:.6f} - {total['high']:.6f} s over {total['n']} repeat(s)")
     lines.append("")
+    for finding in report.get("findings") or []:
+        lines.append(f"finding: {one_line(finding)}")
     shown = {key: value for key, value in report["result"].items() if value is not None}
     shown.update({key: value for key, value in report.get("metrics", {}).items()
                   if key.startswith(SHOWN_METRICS) and value is not None})
     pad = max(map(len, shown), default=0)
     lines += [f"  {key:<{pad}} = {_shown(value, key=key)}" for key, value in shown.items()]
-    lines.append(f"report: {one_line(path)}")
+    lines.append(f"report: {one_line(path)} (and report.html beside it)")
     return "\n".join(lines)
 
 

@@ -23,7 +23,8 @@ def series_advice(rows: list[dict]) -> list[str]:
     out = []
     if mode == "strong":
         out.append(f"Strong scaling {base['ranks']} -> {last['ranks']} ranks: speedup "
-                   f"{last['speedup']:.2f}x, efficiency {last['efficiency']:.0%}.")
+                   f"{last['speedup']:.2f}x{_within(last, 'speedup_interval', '{:.2f}x')}, efficiency "
+                   f"{last['efficiency']:.0%}{_within(last, 'efficiency_interval', '{:.0%}')}.")
         fixed = _fixed_cost(base, last)
         if fixed:
             phase, before, after = fixed
@@ -34,7 +35,8 @@ def series_advice(rows: list[dict]) -> list[str]:
                        f"such as {costs}, or a resource the ranks share).")
     else:
         out.append(f"Weak scaling {base['ranks']} -> {last['ranks']} ranks: efficiency "
-                   f"{last['efficiency']:.0%} (each rank's share took {last['time'] / base['time']:.2f}x as long).")
+                   f"{last['efficiency']:.0%}{_within(last, 'efficiency_interval', '{:.0%}')} (each rank's share took "
+                   f"{last['time'] / base['time']:.2f}x as long).")
         shared = _contention(base, last)
         if shared:
             phase, before, after = shared
@@ -45,15 +47,43 @@ def series_advice(rows: list[dict]) -> list[str]:
                        f"file system).")
     for prev, cur in zip(rows, rows[1:]):
         if cur["time"] > prev["time"] * SLOWER and mode == "strong":
+            if not _apart(prev, cur):  # the intervals overlap: the data cannot say it got slower
+                out.append(f"Adding ranks did not measurably change the time: {prev['ranks']} -> {cur['ranks']} ranks "
+                           f"took {fmt_seconds(prev['time'])} -> {fmt_seconds(cur['time'])}, within each other's "
+                           f"intervals{_intervals(prev, cur)}.")
+                continue
             phase, delta = _grew_most(prev, cur)
             out.append(f"Adding ranks made the job slower: {prev['ranks']} -> {cur['ranks']} ranks took "
                        f"{fmt_seconds(prev['time'])} -> {fmt_seconds(cur['time'])} "
-                       f"(+{cur['time'] / prev['time'] - 1:.0%}); {phase} grew most (+{fmt_seconds(delta)}).")
-        elif cur["efficiency"] < LOW_EFFICIENCY:
+                       f"(+{cur['time'] / prev['time'] - 1:.0%}{_intervals(prev, cur)}); {phase} grew most "
+                       f"(+{fmt_seconds(delta)}).")
+        elif cur.get("efficiency_interval", [cur["efficiency"]] * 2)[1] < LOW_EFFICIENCY:
             phase, delta = _furthest_from_ideal(rows[0], cur)
             out.append(f"At {cur['ranks']} ranks efficiency is {cur['efficiency']:.0%}: {phase} is "
                        f"{fmt_seconds(delta)} above ideal scaling.")
     return out
+
+
+def _within(row: dict, key: str, fmt: str) -> str:
+    """' (interval 1.80x-1.90x)' where the row has one, else ''."""
+    iv = row.get(key)
+    return f" (interval {fmt.format(iv[0])}-{fmt.format(iv[1])})" if iv else ""
+
+
+def _apart(a: dict, b: dict) -> bool:
+    """Whether two runs' time intervals do not overlap (rows without intervals: by their times)."""
+    ia, ib = a.get("time_interval"), b.get("time_interval")
+    if not ia or not ib:
+        return True
+    return ib[0] > ia[1] or ia[0] > ib[1]
+
+
+def _intervals(a: dict, b: dict) -> str:
+    ia, ib = a.get("time_interval"), b.get("time_interval")
+    if not ia or not ib:
+        return ""
+    return (f"; intervals {fmt_seconds(ia[0]).strip()} - {fmt_seconds(ia[1]).strip()} and "
+            f"{fmt_seconds(ib[0]).strip()} - {fmt_seconds(ib[1]).strip()}")
 
 
 def oversubscription_advice(runs: list[dict]) -> list[str]:
@@ -94,6 +124,20 @@ def storage_advice(runs: list[dict]) -> list[str]:
                         "so more GPUs add readers of the same storage, not speed; fewer bytes or faster storage do."]
     return [where + " The sweep is read-bound below the storage's limit: a faster engine or more reader threads "
                     "(io.engine, io.threads; spmd bench io compares them) would shorten every repeat."]
+
+
+def straggler_advice(runs: list[dict]) -> list[str]:
+    """One sentence per run whose ranks waited for one of them (report.json's breakdown)."""
+    out = []
+    for run in runs:
+        s = (run["report"].get("breakdown") or {}).get("straggler")
+        if s:
+            out.append(f"At {run['ranks']} ranks ({run['mode']}), rank {s['rank']} on {s['host']} is the straggler: "
+                       f"its {s['phase']} took {fmt_seconds(s['seconds']).strip()} per repeat against "
+                       f"{fmt_seconds(s['others_seconds']).strip()} on the others, who waited "
+                       f"{fmt_seconds(s['others_wait']).strip()} per repeat for it ({s['share_of_repeat']:.0%} of a "
+                       f"repeat, in {s['others_wait_in']}).")
+    return out
 
 
 def suspect_advice(series: dict) -> list[str]:

@@ -9,7 +9,7 @@ from ..report.schema import SCALING_SCHEMA
 from ..workloads.base import SCALING_MODES
 from ..workloads.registry import job_config_from_dict, workload_class
 from .advice import (backend_advice, model_advice, oversubscription_advice, series_advice, storage_advice,
-                     suspect_advice)
+                     straggler_advice, suspect_advice)
 from .batches import batch_sweep
 from .figures import series_figures, suspect_reasons
 from .model import best_ranks, break_even, fit_model
@@ -62,6 +62,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         model["predictions"] = {"best": best, "break_even": even, "measured_max_ranks": measured_max}
     advice = oversubscription_advice(runs)
     advice += suspect_advice(series)
+    advice += straggler_advice(_unique(runs))
     advice += [line for mode in modes for line in series_advice(series[mode])]
     advice += model_advice(model, best, even, measured_max, hardware_present(runs))
     advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in _unique(runs)], backend)

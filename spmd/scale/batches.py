@@ -17,7 +17,9 @@ import statistics
 
 import numpy as np
 
+from ..stats import ratio_interval
 from ..units import fmt_seconds
+from .figures import time_interval
 
 ACCUMULATE = (2, 4)
 
@@ -36,7 +38,9 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
         if one is None or many is None:
             continue
         s1, sn = one["metrics"]["samples_per_s"], many["metrics"]["samples_per_s"]
+        low, high = ratio_interval(time_interval(one), time_interval(many))  # samples/s go as 1 / time
         rows.append({"batch": b, "samples_per_s_1": s1, "samples_per_s_n": sn, "speedup": sn / s1,
+                     "speedup_interval": [n * low, n * high],
                      "step_s_1": _per_step(one, "total"), "step_s_n": _per_step(many, "total"),
                      "comm_s_n": _per_step(many, "comm_exposed") + _per_step(many, "comm_overlapped"),
                      "exposed_s_n": _per_step(many, "comm_exposed"), "backward_s_n": _per_step(many, "backward")
@@ -134,10 +138,16 @@ def advice(rows: list[dict], model: dict | None, n: int, result: dict) -> list[s
     if not rows:
         return []
     out = []
-    slow = [r for r in rows if r["speedup"] < 1]
-    table = ", ".join(f"batch {r['batch']}: {r['speedup']:.2f}x" for r in rows)
-    out.append(f"batch sweep, {n} ranks against 1 at the same per-GPU batch: {table}"
-               + (f"; {n} ranks are SLOWER than one at batch {', '.join(str(r['batch']) for r in slow)}" if slow else ""))
+    # a conclusion only where the interval supports it: slower when even its top is below 1
+    slow = [r for r in rows if r["speedup_interval"][1] < 1]
+    unsure = [r for r in rows if r["speedup_interval"][0] <= 1 <= r["speedup_interval"][1]]
+    table = ", ".join(f"batch {r['batch']}: {r['speedup']:.2f}x ({r['speedup_interval'][0]:.2f}-"
+                      f"{r['speedup_interval'][1]:.2f})" for r in rows)
+    out.append(f"batch sweep, {n} ranks against 1 at the same per-GPU batch (interval from both runs' repeats): "
+               f"{table}"
+               + (f"; {n} ranks are SLOWER than one at batch {', '.join(str(r['batch']) for r in slow)}" if slow else "")
+               + (f"; no measurable difference from one rank at batch {', '.join(str(r['batch']) for r in unsure)}"
+                  if unsure else ""))
     if model is None:
         return out + ["batch sweep: two batches or more are needed to fit the step model"]
     worst = max(abs(p["error"]) for p in model["points"])

@@ -1,7 +1,8 @@
 """Scaling figures of one series (strong or weak) from the reports of its runs.
 
 Time of a run: the median over repeats of the slowest rank's total, since a repeat ends
-when its last rank does. With p = n / n0 (n0: the smallest size of the series):
+when its last rank does, with its confidence interval (spmd.stats); a speedup's or efficiency's interval comes
+from the ends of its two runs' intervals (conservative). With p = n / n0 (n0: the smallest size of the series):
 strong speedup = T(n0) / T(n), efficiency = speedup / p; weak efficiency = T(n0) / T(n),
 scaled speedup = efficiency x p (Gustafson). Karp-Flatt serial fraction
 e = (1/speedup - 1/p) / (1 - 1/p), defined for p > 1.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import statistics
 
 from ..report.summary import job_time
+from ..stats import BOUND, Interval, median_interval, ratio_interval
 
 # Phases that ran hidden behind others (communication behind compute, copies to the GPU behind the read): they
 # are not part of a repeat's time, so they are neither summed, fitted nor named as what slowed a repeat.
@@ -19,7 +21,6 @@ OVERLAPPED = ("comm_overlapped", "h2d_overlapped")
 # Phases that are not a rank's own additive work.
 NOT_LOCAL = ("wait", "comm", *OVERLAPPED, "total")
 SUPERLINEAR = 1.05   # efficiency above this: suspect (a cache effect, or a base run slowed by something else)
-SPREAD_LIMIT = 0.20  # repeats whose times span more than this share of their median: suspect (noise, contention)
 
 
 def local_phases(report: dict) -> list[str]:
@@ -42,13 +43,23 @@ def karp_flatt(speedup: float, p: float) -> float | None:
     return (1 / speedup - 1 / p) / (1 - 1 / p)
 
 
-def repeat_spread(report: dict) -> float | None:
-    """(max - min) / median of the repeat times (each the slowest rank's total); None below 2 repeats."""
+def time_interval(report: dict) -> Interval:
+    """The median over repeats of the slowest rank's total, with its confidence interval (spmd.stats)."""
     per_rank = [r["repeats"] for r in report["per_rank"]]
-    times = [max(repeats[i]["total"] for repeats in per_rank) for i in range(len(per_rank[0]))]
-    if len(times) < 2 or statistics.median(times) <= 0:
+    return median_interval(max(repeats[i]["total"] for repeats in per_rank) for i in range(len(per_rank[0])))
+
+
+def noise_reason(report: dict) -> str | None:
+    """``noisy: ...`` when the interval of the time per repeat is wider than +-BOUND of its median (under
+    ``repeats: auto``: still, after its budget, or below the 95% level); None otherwise."""
+    iv = time_interval(report)
+    rule = report.get("repeat_rule") or {}
+    auto = rule.get("rule") == "auto"
+    if iv.n < 2 or iv.tight(BOUND, need_level=auto):
         return None
-    return (max(times) - min(times)) / statistics.median(times)
+    after = f" after its {rule['max_seconds']:g} s budget" if auto and rule.get("stopped") == "budget" else ""
+    return (f"noisy: the {iv.level:.0%} interval of the time per repeat reaches +-{iv.relative_halfwidth():.0%} of "
+            f"its median over {iv.n} repeats{after} (bound +-{BOUND:.0%})")
 
 
 def suspect_reasons(row: dict, placement: dict, report: dict) -> list[str]:
@@ -59,9 +70,9 @@ def suspect_reasons(row: dict, placement: dict, report: dict) -> list[str]:
         reasons.append(f"superlinear: efficiency {row['efficiency']:.0%} (above {SUPERLINEAR:.0%})")
     if row["karp_flatt"] is not None and row["karp_flatt"] < 0:
         reasons.append(f"negative Karp-Flatt serial fraction ({row['karp_flatt']:.3f})")
-    spread = repeat_spread(report)
-    if spread is not None and spread > SPREAD_LIMIT:
-        reasons.append(f"noisy: repeats spread {spread:.0%} of their median (above {SPREAD_LIMIT:.0%})")
+    noise = noise_reason(report)
+    if noise:
+        reasons.append(noise)
     return reasons
 
 
@@ -74,16 +85,22 @@ def series_figures(mode: str, reports: list[dict]) -> list[dict]:
     """
     base = reports[0]
     n0, t0 = base["ranks"], job_time(base)
+    base_iv = time_interval(base)
     rows = []
     for report in reports:
         n, t = report["ranks"], job_time(report)
+        iv = time_interval(report)
         p = n / n0
+        # the ratio's interval from the ends of both runs' intervals; the base against itself is exactly 1
+        low, high = (1.0, 1.0) if report is base else ratio_interval(base_iv, iv)
         if mode == "strong":
             speedup = t0 / t
             efficiency = speedup / p
+            speedups, efficiencies = (low, high), (low / p, high / p)
         else:
             efficiency = t0 / t
             speedup = efficiency * p
+            speedups, efficiencies = (low * p, high * p), (low, high)
         timings = report["timings"]
         total = timings["total"]["median"]
         problem_bytes = report.get("problem", {}).get("bytes")
@@ -91,8 +108,12 @@ def series_figures(mode: str, reports: list[dict]) -> list[dict]:
             "mode": mode,
             "ranks": n,
             "time": t,
+            "time_interval": [iv.low, iv.high],
+            "interval_level": iv.level,
             "speedup": speedup,
+            "speedup_interval": list(speedups),
             "efficiency": efficiency,
+            "efficiency_interval": list(efficiencies),
             "karp_flatt": karp_flatt(speedup, p),
             "comm_share": timings["comm"]["median"] / total if total > 0 else 0.0,
             "imbalance": imbalance(report),

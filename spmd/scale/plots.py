@@ -41,7 +41,7 @@ def render_plots(scaling: dict) -> dict[str, bytes]:
 def _figure(title: str):
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.4, 4.2), dpi=100, layout="constrained")
+    fig = Figure(figsize=(7.2, 4.2), dpi=100, layout="constrained")
     ax = fig.subplots()
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
@@ -71,14 +71,32 @@ def _ranks_axis(ax, ranks):
     ax.set_xticks(ranks)
 
 
+# strong: filled circles; weak: larger hollow squares, so a point both share (the base size) shows both
+STYLES = {"strong": {"marker": "o", "markersize": 6, "linestyle": "-"},
+          "weak": {"marker": "s", "markersize": 11, "markerfacecolor": "none", "markeredgewidth": 1.5, "linestyle": "--"}}
+
+
+def _series(ax, rows: list[dict], key: str, scale: float, label: str, mode: str) -> None:
+    """One series with its intervals as error bars (where the rows carry them)."""
+    x = [r["ranks"] for r in rows]
+    y = [scale * r[key] for r in rows]
+    intervals = [r.get(f"{key}_interval") for r in rows]
+    if all(intervals):
+        err = [[max(0.0, v - scale * iv[0]) for v, iv in zip(y, intervals)],
+               [max(0.0, scale * iv[1] - v) for v, iv in zip(y, intervals)]]
+        ax.errorbar(x, y, yerr=err, label=label, capsize=3, **STYLES.get(mode, {}))
+    else:
+        ax.plot(x, y, label=label, **STYLES.get(mode, {}))
+
+
 def _speedup(series: dict) -> bytes:
-    fig, ax = _figure("Speedup")
+    fig, ax = _figure("Speedup (bars: intervals)")
     ranks = sorted({row["ranks"] for rows in series.values() for row in rows})
     n0 = ranks[0]
-    ax.plot(ranks, [n / n0 for n in ranks], "k--", label="ideal")
+    ax.plot(ranks, [n / n0 for n in ranks], "k:", label="ideal")
     for mode, rows in series.items():
         label = "strong (fixed problem)" if mode == "strong" else "weak (scaled speedup)"
-        ax.plot([r["ranks"] for r in rows], [r["speedup"] for r in rows], "o-", label=label)
+        _series(ax, rows, "speedup", 1.0, label, mode)
         _mark_suspect(ax, rows, lambda r: r["ranks"], lambda r: r["speedup"])
     _ranks_axis(ax, ranks)
     ax.set_ylabel(f"speedup over {n0} rank(s) (x)")
@@ -87,11 +105,11 @@ def _speedup(series: dict) -> bytes:
 
 
 def _efficiency(series: dict) -> bytes:
-    fig, ax = _figure("Parallel efficiency")
+    fig, ax = _figure("Parallel efficiency (bars: intervals)")
     ranks = sorted({row["ranks"] for rows in series.values() for row in rows})
-    ax.axhline(100, color="k", linestyle="--", label="ideal")
+    ax.axhline(100, color="k", linestyle=":", label="ideal")
     for mode, rows in series.items():
-        ax.plot([r["ranks"] for r in rows], [100 * r["efficiency"] for r in rows], "o-", label=mode)
+        _series(ax, rows, "efficiency", 100.0, mode, mode)
         _mark_suspect(ax, rows, lambda r: r["ranks"], lambda r: 100 * r["efficiency"])
     _ranks_axis(ax, ranks)
     ax.set_ylabel("efficiency (%)")
@@ -115,7 +133,7 @@ def _phases(series: dict) -> bytes:
     _mark_suspect(ax, rows, lambda r: f"{r['mode']}\n{r['ranks']}", lambda r: 1e3 * r["time"])
     ax.set_xlabel("series / ranks")
     ax.set_ylabel("time per repeat (ms)")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never over one
     return _png(fig)
 
 

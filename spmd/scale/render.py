@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import MARK, json_text, require_replaceable, write_files_atomic
+from ..report.breakdown import breakdown
+from ..report.svg import stacked_bars
 from ..units import fmt_bytes, fmt_seconds
 from .plots import PLOTS, render_plots
 
@@ -30,10 +32,12 @@ def _pct(x: float | None) -> str:
 
 def tables(scaling: dict) -> list[Table]:
     """Every table of the report, in order."""
-    out = [Table("Runs", ["series", "ranks", "nodes", "link", "time / repeat", "speedup", "efficiency",
-                          "Karp-Flatt", "comm share", "imbalance", "verified", "suspect"],
+    out = [Table("Runs (intervals: 95% of the median repeat, or the level its repeats reach)",
+                 ["series", "ranks", "nodes", "link", "time / repeat", "speedup", "efficiency",
+                  "Karp-Flatt", "comm share", "imbalance", "verified", "suspect"],
                  [[row["mode"], str(row["ranks"]), str(len(row["placement"]["hosts"])), row["placement"]["link"],
-                   fmt_seconds(row["time"]), f"{row['speedup']:.2f}x", _pct(row["efficiency"]),
+                   _with_interval(row, "time", fmt_seconds), _with_interval(row, "speedup", "{:.2f}x".format),
+                   _with_interval(row, "efficiency", _pct),
                    "-" if row["karp_flatt"] is None else f"{row['karp_flatt']:.3f}", _pct(row["comm_share"]),
                    f"{row['imbalance']:.3f}", "yes" if row["verified"] else "NO",
                    "; ".join(row.get("suspect", [])) or "-"]
@@ -48,6 +52,7 @@ def tables(scaling: dict) -> list[Table]:
                        ", ".join(f"{h}: {n}" for h, n in row["placement"]["ranks_per_node"].items()),
                        ", ".join(row["placement"]["devices"]), row["placement"]["link"]]
                       for rows in scaling["series"].values() for row in rows]))
+    out += rank_tables(scaling)
     out += batch_tables(scaling.get("batch_sweep"))
     model = scaling.get("model")
     if model:
@@ -83,6 +88,44 @@ def tables(scaling: dict) -> list[Table]:
     return out
 
 
+def _with_interval(row: dict, key: str, fmt) -> str:
+    """``value [low - high]`` of a row's figure and its interval (where the row has one)."""
+    iv = row.get(f"{key}_interval")
+    value = fmt(row[key]).strip()
+    return value if not iv else f"{value} [{fmt(iv[0]).strip()} - {fmt(iv[1]).strip()}]"
+
+
+def rank_tables(scaling: dict) -> list[Table]:
+    """Per run, where each rank's repeats went (report.json's breakdown) and the straggler, if any."""
+    out = []
+    for run in _unique_runs(scaling):
+        b = run_breakdown(run["report"])
+        s = b["straggler"]
+        title = f"Per rank, {run['mode']} at {run['ranks']} rank(s): share of a repeat" + (
+            f"; straggler: rank {s['rank']} ({s['phase']})" if s else "")
+        out.append(Table(title, ["rank", "host", *b["categories"], "overlap", "per repeat"],
+                         [[str(r["rank"]), r["host"], *(_pct(r["share"][c]) for c in b["categories"]),
+                           _pct(r["overlap"]), fmt_seconds(r["total"])] for r in b["per_rank"]]))
+    return out
+
+
+def run_breakdown(report: dict) -> dict:
+    """A run's breakdown: as its report.json has it, or computed from its repeats (a report of an earlier spmd)."""
+    return report.get("breakdown") or breakdown([r["repeats"] for r in report["per_rank"]],
+                                                [str(r.get("host", "?")) for r in report["per_rank"]])
+
+
+def _unique_runs(scaling: dict) -> list[dict]:
+    """The sweep's runs, each measured once (a weak run reusing its strong twin is left out), batch runs last."""
+    out, seen = [], []
+    for run in scaling.get("runs", []):
+        if any(run["report"] is r or run["report"] == r for r in seen):
+            continue
+        seen.append(run["report"])
+        out.append(run)
+    return sorted(out, key=lambda r: (r["mode"] == "batch", r["mode"], r["ranks"]))
+
+
 def batch_tables(sweep: dict | None) -> list[Table]:
     """The batch sweep: the study's table (per-GPU batch x {1, N} ranks), and the step model at each batch."""
     if not sweep:
@@ -110,9 +153,11 @@ def _spread(t: dict | None) -> str:
 def _summary(scaling: dict) -> list[str]:
     cfg = scaling["config"]
     source = cfg["input"]["path"] or ", ".join(cfg["input"]["shards"])
+    repeats = (f"repeats until the 95% interval is within +-5% or {cfg.get('max_seconds', '?')} s (repeats: auto)"
+               if cfg["repeats"] == "auto" else f"{cfg['repeats']} repeat(s)")
     return [f"workload {scaling['workload']} on {scaling['device']}, comm {scaling['comm']}, "
             f"{scaling['world_size']} rank(s) launched, sizes {', '.join(map(str, scaling['ranks']))}",
-            f"input {source}; {cfg['repeats']} repeat(s) after {cfg['warmup']} warm-up per size",
+            f"input {source}; {repeats} after {cfg['warmup']} warm-up per size",
             f"MPI: {scaling['mpi_library']}; spmd {scaling['spmd_version']}; {scaling['created']}"]
 
 
@@ -136,10 +181,10 @@ def to_markdown(scaling: dict, images: list[str]) -> str:
     return "\n".join(lines)
 
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:80em;color:#222;padding:0 1em}
 table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #bbb;padding:0.25em 0.6em;
-text-align:right}th{background:#eee}td:first-child,th:first-child{text-align:left}
-img{max-width:48%;margin:0.5%;border:1px solid #ddd}li{margin:0.3em 0}"""
+text-align:right;white-space:nowrap}th{background:#eee}td:first-child,th:first-child{text-align:left}
+.wide{overflow-x:auto}img{max-width:48%;margin:0.5%;border:1px solid #ddd}li{margin:0.3em 0}"""
 
 
 def to_html(scaling: dict, images: dict[str, bytes]) -> str:
@@ -154,12 +199,25 @@ def to_html(scaling: dict, images: dict[str, bytes]) -> str:
         parts.append("<h2>Plots</h2><div>" + "".join(
             f'<img alt="{e(Path(name).stem)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
             for name, png in images.items()) + "</div>")
+    parts.append("<h2>Per rank, each run</h2>" + "".join(rank_figure(run) for run in _unique_runs(scaling)))
     for t in tables(scaling):
-        parts.append(f"<h2>{e(t.title)}</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in t.header)
+        parts.append(f'<h2>{e(t.title)}</h2><div class="wide"><table><tr>' + "".join(f"<th>{e(h)}</th>" for h in t.header)
                      + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
-                                        for row in t.rows) + "</table>")
+                                        for row in t.rows) + "</table></div>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def rank_figure(run: dict) -> str:
+    """One run's stacked bar per rank (inline SVG), titled by its series and size, with its straggler."""
+    b = run_breakdown(run["report"])
+    s = b["straggler"]
+    rows = [(f"rank {r['rank']} ({r['host']})", r["share"], f"{fmt_seconds(r['total']).strip()} per repeat")
+            for r in b["per_rank"]]
+    note = f": rank {s['rank']} is the straggler ({s['phase']})" if s else ""
+    label = f"batch {run['report']['result'].get('batch_per_rank')}, " if run["mode"] == "batch" else ""
+    return (f"<figure><figcaption>{html.escape(run['mode'])} at {label}{run['ranks']} rank(s){html.escape(note)}"
+            f"</figcaption>{stacked_bars(rows, b['categories'])}</figure>")
 
 
 def to_csv(scaling: dict) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from pathlib import Path
 
 from mpi4py import MPI
 
 from .. import xp as xpmod
 from ..config import int_list
 from ..errors import ConfigError, SpmdError, one_line
+from ..files import require_replaceable
 from ..io.generate import plan_inputs, write_inputs
 from ..io.weak import copies_note
 from ..job import run_job
@@ -60,11 +62,16 @@ def parse_ranks(text: str | None, world: int) -> list[int]:
 
 def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int,
               progress: bool = True, compare_comm: bool = True, live: Progress | None = None,
-              batches: list[int] | None = None) -> dict | None:
+              batches: list[int] | None = None, trace_dir: str | None = None, nvtx: bool = False) -> dict | None:
     """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0. ``progress``: a
     line per size on stdout as it ends; ``live`` (spmd.progress, rank 0's stderr): each size as it starts and
-    each of its repeats. ``batches``: the batch sweep too (each per-rank batch on 1 and on the most ranks)."""
+    each of its repeats. ``batches``: the batch sweep too (each per-rank batch on 1 and on the most ranks).
+    ``trace_dir``: a Chrome trace of each run there (``trace_name``); ``nvtx``: NVTX ranges. Where the config
+    gives no ``repeats``, each size repeats until its timing is tight (``repeats: auto``)."""
+    cfg = ctx.agree(workload_class(cfg.workload).resolve_repeats, cfg, "auto")
     steps = ctx.agree(plan, cfg, modes, ranks) + ctx.agree(plan_batches, cfg, batches or [], ranks)
+    if trace_dir is not None:
+        ctx.agree(require_traces, trace_dir, steps, root_only=True)
     written, notes = prepare_inputs(ctx, steps)
     if ctx.rank == 0 and progress:
         for note in notes:
@@ -87,7 +94,8 @@ def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int
                   f"per repeat, speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}, verified",
                   flush=True)
 
-    runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress, compare_comm=compare_comm, live=live)
+    runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress, compare_comm=compare_comm, live=live,
+                     trace_dir=trace_dir, nvtx=nvtx)
     if ctx.rank != 0:
         return None
     return analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library())
@@ -144,8 +152,21 @@ def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> tuple[list[st
     return written, notes
 
 
+def trace_name(step: Step) -> str:
+    """The trace file of one run of a sweep: ``strong-4.json``, ``batch-64-2.json``."""
+    batch = f"-{step.cfg.params.batch}" if step.mode == BATCH_MODE else ""
+    return f"{step.mode}{batch}-{step.ranks}.json"
+
+
+def require_traces(trace_dir: str, steps: list[Step]) -> None:
+    """Refuse, before the sweep, a trace path that holds a file spmd did not write."""
+    for step in steps:
+        require_replaceable(Path(trace_dir) / trace_name(step), "the trace", fix="remove it or choose another --trace")
+
+
 def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
-              compare_comm: bool = True, live: Progress | None = None) -> list[dict] | None:
+              compare_comm: bool = True, live: Progress | None = None, trace_dir: str | None = None,
+              nvtx: bool = False) -> list[dict] | None:
     """Run every step; returns on rank 0 the runs [{mode, ranks, report, placement, probe, backends}].
 
     A weak run whose config equals the strong run of the same size reuses that run.
@@ -161,7 +182,8 @@ def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
             if live is not None:
                 live.begin(f"spmd scale: {step.mode} {step.ranks} rank(s)", f"starting (size {len(done) + 1} of "
                            f"{len(set(keys))})")
-            run = run_step(ctx, step, probe_max_bytes, compare_comm, live)
+            trace = Path(trace_dir) / trace_name(step) if trace_dir is not None else None
+            run = run_step(ctx, step, probe_max_bytes, compare_comm, live, trace, nvtx)
             done[key] = run
         if ctx.rank == 0:
             runs.append(run)
@@ -171,7 +193,7 @@ def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
 
 
 def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True,
-             live: Progress | None = None) -> dict | None:
+             live: Progress | None = None, trace: Path | None = None, nvtx: bool = False) -> dict | None:
     """Run one size on the first ``step.ranks`` ranks while the others wait; agree on failure."""
     member = ctx.rank < step.ranks
     group = ctx.comm.Split(0 if member else MPI.UNDEFINED, key=ctx.rank)
@@ -184,7 +206,7 @@ def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True,
                 job = run_job(sub, step.cfg, after_run=lambda comm, wl: (
                     probe(sub, comm, wl, probe_max_bytes),
                     compare_backends(sub, comm, wl) if compare_comm else None,
-                    read_limit(sub, wl, step.cfg.io)), progress=live)
+                    read_limit(sub, wl, step.cfg.io)), progress=live, trace=trace, nvtx=nvtx)
             run = {"mode": step.mode, "ranks": step.ranks, "report": job.report, "placement": job.report["placement"],
                    "probe": job.extra[0], "backends": job.extra[1], "read_limit": job.extra[2]}
         except SpmdError as exc:

@@ -20,6 +20,7 @@ from ..io.reader import reader_threads
 from ..measure.collectives import COLLECTIVES
 
 SCALING_MODES = ("strong", "weak")
+RUN_REPEATS = 5  # spmd run's repeats where the config gives none
 
 
 class Workload(ABC):
@@ -41,6 +42,8 @@ class Workload(ABC):
     OUTPUT_FILES: ClassVar[tuple[str, ...]] = ()
     #: whether ``verify: none`` is allowed (the user's own code: plug-ins, a torch model whose reference is costly)
     MAY_SKIP_VERIFY: ClassVar[bool] = False
+    #: whether ``repeats: auto`` may choose the number of repeats (not where it sets how much work the run does)
+    AUTO_REPEATS: ClassVar[bool] = True
 
     @abstractmethod
     def setup(self, ctx, cfg, comm) -> None:
@@ -86,6 +89,19 @@ class Workload(ABC):
         """How many warm-up and recorded repeats to run (called after setup; training that
         resumes from a checkpoint runs only the repeats it has left)."""
         return warmup, repeats
+
+    @classmethod
+    def resolve_repeats(cls, cfg, default):
+        """``cfg`` with ``repeats`` decided: the config's, else ``default`` (spmd run: RUN_REPEATS, spmd scale:
+        ``"auto"``; a workload without AUTO_REPEATS: RUN_REPEATS). ConfigError for ``repeats: auto`` asked of such
+        a workload."""
+        if cfg.repeats == "auto" and not cls.AUTO_REPEATS:
+            raise ConfigError(f"repeats: auto: the repeats of workload {cfg.workload} set how much work it does "
+                              f"(params.steps each): give a number")
+        if cfg.repeats is not None:
+            return cfg
+        chosen = default if default != "auto" or cls.AUTO_REPEATS else RUN_REPEATS
+        return dataclasses.replace(cfg, repeats=chosen)
 
     @classmethod
     def strong_config(cls, cfg, factor):

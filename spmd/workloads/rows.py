@@ -103,7 +103,7 @@ class InputRows:
             done = cupy.cuda.Event()
             done.record()
         if started:
-            timer.span("h2d_overlapped", first, last)
+            timer.span("h2d_overlapped", first, last, track="gpu copy stream")
             timer.span("h2d_overlapped", exposed, done, weight=-1)
         return self.device
 

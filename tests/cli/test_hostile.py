@@ -182,7 +182,7 @@ def test_every_hdf5_layout_reads_right_or_names_the_real_cause(tmp_path):
     ("generate.seed=-1", "generate.seed: must be >= 0, got -1"),
     ("generate.shape=[1e20]", "generate.shape[0]: 100000000000000000000 is out of range"),
     ("generate.shape=[100000000000000000000]", "generate.shape[0]: 100000000000000000000 is out of range"),
-    ("repeats=1e3x", "repeats: expected an integer, got '1e3x'"),
+    ("repeats=1e3x", "repeats: expected an integer or auto, got '1e3x'"),
     ("generate.loc=1e300", "generate.loc, generate.scale: values near 1e+300 +- 2 do not fit float32"),
 ])
 def test_out_of_range_numbers_are_exit_2_naming_the_key(tmp_path, override, message):

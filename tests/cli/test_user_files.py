@@ -216,8 +216,9 @@ def test_a_full_disk_for_the_outputs_is_exit_2_naming_the_file_and_leaves_nothin
            "repeats": 30}
     (tmp_path / "job.yaml").write_text(json.dumps(cfg))
     rc, out, err, _ = spmd_script(tmp_path, LIMITED, 6000, "run", "job.yaml", ranks=2)
-    assert rc == 2 and "out/report.json: cannot write it (File too large)" in err, err
+    assert rc == 2 and "out/report.html: cannot write it (File too large); none of the 2 file(s)" in err, err
     assert "Traceback" not in err and not (tmp_path / "out/report.json").exists()
+    assert not (tmp_path / "out/report.html").exists()  # report.json and report.html: both or neither
     rc, out, err, _ = spmd_script(tmp_path, LIMITED, 20000, "scale", "job.yaml", "--ranks", "1,2", "--out", "sc",
                                   "-o", "repeats=2", ranks=2)
     assert rc == 2 and "cannot write it (File too large); none of the" in err, err

@@ -19,7 +19,8 @@ def make(**changes):
 
 def test_defaults_and_params():
     cfg = make(params={"ddof": 1})
-    assert cfg.device == "auto" and cfg.comm == "auto" and cfg.repeats == 5 and cfg.warmup == 1
+    assert cfg.device == "auto" and cfg.comm == "auto" and cfg.repeats is None and cfg.warmup == 1  # run: 5, scale: auto
+    assert cfg.max_seconds == 30.0 and make(repeats="auto").repeats == "auto"
     assert cfg.params.ddof == 1 and cfg.params.method == "auto"
     assert cfg.to_dict()["input"] == {"path": "data/x.h5", "dataset": "x", "shards": None}
 
@@ -38,8 +39,9 @@ def test_every_example_config_loads():
     ({**BASE, "input": {"path": "a.h5", "datset": "x"}}, "unknown key input.datset"),
     ({**BASE, "params": {"dof": 1}}, "unknown key params.dof"),
     ({**BASE, "generate": {"shape": [4], "sed": 1}}, "unknown key generate.sed"),
-    ({**BASE, "repeats": "five"}, "repeats: expected an integer"),
-    ({**BASE, "repeats": 0}, "repeats: must be >= 1"),
+    ({**BASE, "repeats": "five"}, "repeats: expected an integer or auto, got 'five'"),
+    ({**BASE, "repeats": 0}, "repeats: must be >= 1 or auto"),
+    ({**BASE, "max_seconds": 0}, "max_seconds: must be a positive number of seconds"),
     ({**BASE, "warmup": -1}, "warmup: must be >= 0"),
     ({**BASE, "device": "tpu"}, "device: 'tpu' is not one of"),
     ({**BASE, "comm": "gloo"}, "comm: 'gloo' is not one of"),
@@ -275,7 +277,7 @@ def test_config_files_are_small_regular_utf8(tmp_path):
 
 @pytest.mark.parametrize("raw, message", [
     ({**BASE, "params": {"ddof": 1, "method": "x" * 100_000}}, "params.method: 'xxx"),
-    ({**BASE, "repeats": "y" * 100_000}, "repeats: expected an integer, got 'yyy"),
+    ({**BASE, "repeats": "y" * 100_000}, "repeats: expected an integer or auto, got 'yyy"),
     ({**BASE, "fault": "rank=" + "x" * 100_000 + ",phase=read,kind=raise"}, "fault: rank 'xxx"),
     ({**BASE, 7: 1, "zz": 2}, "unknown key 7"),  # keys of mixed types: sorted as text, not a TypeError
     ({**BASE, "k" * 1000: 1}, "unknown key 'kkk"),

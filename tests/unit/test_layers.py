@@ -19,9 +19,9 @@ LAYERS = [
     ("one run", ["job"]),
     ("workloads", ["workloads"]),
     ("context", ["runtime"]),
-    ("services", ["io", "comm", "measure", "report", "timing", "topology", "memory"]),
+    ("services", ["io", "comm", "measure", "report", "timing", "topology", "memory", "clock"]),
     ("foundations", ["watchdog", "waits", "stops", "faults", "config", "launch", "xp", "errors", "files", "units",
-                     "libraries", "version", "progress"]),
+                     "libraries", "version", "progress", "stats", "annotate"]),
 ]
 MAX_LINES = 500
 

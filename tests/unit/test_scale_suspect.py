@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spmd.scale.advice import model_advice, series_advice, suspect_advice
-from spmd.scale.figures import SPREAD_LIMIT, repeat_spread, series_figures, suspect_reasons
+from spmd.scale.figures import noise_reason, series_figures, suspect_reasons, time_interval
 from spmd.scale.model import best_ranks, fit_model
 from spmd.scale.render import tables
 
@@ -41,10 +41,37 @@ def test_oversubscribed_and_noisy_runs_are_named():
     reports = [report(1, [8.0] * 3), report(3, [4.0, 6.0, 4.2])]
     row = series_figures("strong", reports)[1]
     crowded = {"oversubscribed": ["vm"], "ranks_per_node": {"vm": 3}, "cpus_per_node": {"vm": 2}}
-    assert repeat_spread(reports[1]) == pytest.approx(0.5 / 1.05, rel=1e-9)
+    iv = time_interval(reports[1])  # 3 repeats: [min, max] at 75%
+    assert (iv.low, iv.median, iv.high, iv.level) == (4.0, 4.2, 6.0, 0.75)
     assert suspect_reasons(row, crowded, reports[1]) == [
-        "oversubscribed: vm ran 3 ranks on 2 CPUs", f"noisy: repeats spread 48% of their median (above {SPREAD_LIMIT:.0%})"]
-    assert repeat_spread(report(1, [8.0])) is None
+        "oversubscribed: vm ran 3 ranks on 2 CPUs",
+        "noisy: the 75% interval of the time per repeat reaches +-43% of its median over 3 repeats (bound +-5%)"]
+    assert noise_reason(report(1, [8.0])) is None  # one repeat: nothing to judge
+
+
+def quiet_and_bimodal(n: int, seed: int = 0) -> tuple[list[float], list[float]]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    quiet = list(1.0 + 0.01 * rng.standard_normal(n))
+    bimodal = list(np.where(rng.random(n) < 0.5, 1.0, 1.4) + 0.01 * rng.standard_normal(n))
+    return quiet, bimodal
+
+
+@pytest.mark.parametrize("n", [12, 40])
+def test_a_quiet_run_is_not_noisy_and_a_bimodal_one_is(n):
+    quiet, bimodal = quiet_and_bimodal(n)
+    auto = {"rule": "auto", "bound": 0.05, "max_seconds": 30.0, "stopped": "budget"}
+    assert noise_reason({**report(2, quiet), "repeat_rule": auto}) is None
+    reason = noise_reason({**report(2, bimodal), "repeat_rule": auto})
+    assert reason.startswith("noisy: the 9") and reason.endswith("after its 30 s budget (bound +-5%)")
+
+
+def test_under_auto_five_repeats_are_too_few_for_the_95_percent_level_but_a_fixed_five_are_judged():
+    tight = [1.0, 1.01, 0.99, 1.0, 1.02]
+    assert noise_reason({**report(1, tight), "repeat_rule": {"rule": "fixed"}}) is None
+    assert noise_reason({**report(1, tight), "repeat_rule": {"rule": "auto", "max_seconds": 1.0,
+                                                              "stopped": "budget"}}).startswith("noisy: the 94%")
 
 
 def test_the_findings_and_the_runs_table_show_them():

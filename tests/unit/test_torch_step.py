@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch", reason="workload torch needs the torch extr
 dist = pytest.importorskip("torch.distributed")
 
 from spmd import faults  # noqa: E402
+from spmd.timing import PhaseTimer  # noqa: E402
 from spmd.workloads.torch.params import TorchParams  # noqa: E402
 from spmd.workloads.torch.step import Batches, Stepper  # noqa: E402
 
@@ -26,14 +27,6 @@ def group():
     dist.init_process_group("gloo", store=dist.TCPStore("127.0.0.1", port, 1, True), rank=0, world_size=1)
     yield
     dist.destroy_process_group()
-
-
-class Timer:
-    def __init__(self):
-        self.phases = {}
-
-    def add(self, name, seconds):
-        self.phases[name] = self.phases.get(name, 0.0) + seconds
 
 
 def train(params: TorchParams, steps: int):
@@ -50,7 +43,11 @@ def train(params: TorchParams, steps: int):
     allreduce = stepper._allreduce
     stepper._allreduce = lambda state, bucket: calls.append(stepper.current is not None) or allreduce(state, bucket)
     stepper.load_window(rng.integers(0, 64, (steps, params.batch)))
-    stepper.run_window(steps, Timer())
+    timer = PhaseTimer(np)
+    timer.start_repeat()
+    stepper.run_window(steps, timer)
+    timer.end_repeat()
+    stepper.timer = timer
     return [p.detach().clone() for p in module.parameters()], stepper, calls
 
 
@@ -62,6 +59,12 @@ def test_only_marked_steps_take_the_hooked_twin_and_training_is_unchanged(group)
     assert plain_calls == []
     assert calls == [True, True]  # one bucket, on steps 8 and 16 only; never an unmarked step
     assert stepper.timeline() is not None
+    # the two marked steps drawn on the repeat's timeline, in order, inside the repeat
+    spans = stepper.timer.timeline[0].spans
+    assert [name for name, *_ in spans if name in ("forward", "allreduce")] == ["forward", "allreduce"] * 2
+    total = stepper.timer.records[0]["total"]
+    assert all(0 <= a <= b <= total for _, _, a, b in spans)
+    assert {track for _, track, *_ in spans} == {"host", "comm", "repeats"}
     for a, b in zip(plain, twin):
         assert torch.equal(a, b)
 

@@ -237,7 +237,7 @@ class StencilWorkload(Workload):
         timer.span("compute", start, interior_end)
         timer.span("compute", edges_start, end)
         timer.span("comm", interior_end, edges_start)  # waiting for the halo: exposed
-        timer.span("comm_overlapped", halo_start, halo_end)
+        timer.span("comm_overlapped", halo_start, halo_end, track="gpu comm stream")
         timer.span("comm_overlapped", interior_end, edges_start, weight=-1)
 
     def _exchange(self, u, fill: bool) -> None:

@@ -215,9 +215,14 @@ class Stepper:
             self.synchronize()
             scale = steps / len(marked)
             for marks in marked:
+                start = self._placed(marks, timer)
                 if self.graph is not None:
                     timer.add("step", scale * marks.phases_graph())
+                    if start is not None:
+                        timer.place("step (graph replay)", start, start + marks.phases_graph(), "gpu")
                     continue
+                for name, track, a, b in marks.drawn() if start is not None else ():
+                    timer.place(name, start + a, start + b, track)
                 phases = marks.phases()
                 for name, seconds in phases.items():
                     timer.add(name, scale * seconds)
@@ -225,6 +230,13 @@ class Stepper:
                 timer.add("compute", scale * (phases["step"] - phases["comm_exposed"]))
                 timer.add("comm", scale * phases["comm_exposed"])
             self.last = marked[-1]
+
+    def _placed(self, marks, timer) -> float | None:
+        """Where a marked step started, in seconds from the repeat's start (None: not known)."""
+        if not self.gpu:
+            return timer.relative(marks.t["s"])
+        handle = marks.start_handle()
+        return timer.event_offset(handle) if handle is not None else None
 
     def capture(self, saved_state) -> None:
         """ddp-graph: warm DDP up eagerly on a side stream, capture one step, then put parameters, buffers and the

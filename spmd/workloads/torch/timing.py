@@ -91,6 +91,24 @@ class StepMarks:
                 "comm_exposed": exposed, "comm_overlapped": max(0.0, union - exposed),
                 "optimizer": marks["o"] - marks[f"b{k - 1}"], "step": marks["o"]}
 
+    def drawn(self) -> list[tuple[str, str, float, float]]:
+        """The step's phases and its buckets' allreduces as (name, track, start, end), seconds from ``s``."""
+        marks, buckets = self._times()
+        compute = "gpu" if self.gpu else "host"
+        out = []
+        for j in range(self.micro):
+            begin = marks["s"] if j == 0 else marks[f"b{j - 1}"]
+            out += [("data", compute, begin, marks[f"d{j}"]), ("forward", compute, marks[f"d{j}"], marks[f"f{j}"]),
+                    ("backward", compute, marks[f"f{j}"], marks[f"b{j}"])]
+        out += [("allreduce", "gpu comm stream" if self.gpu else "comm", a, b) for a, b in buckets]
+        out.append(("optimizer", compute, marks[f"b{self.micro - 1}"], marks["o"]))
+        return out
+
+    def start_handle(self):
+        """The raw CUDA event of mark ``s`` (GPU; None where PyTorch does not expose it), for placing the step on
+        the repeat's timeline."""
+        return getattr(self.events["s"], "cuda_event", None)
+
     def phases_graph(self) -> float:
         """A replayed graph's step: ``o - s``."""
         marks, _ = self._times()

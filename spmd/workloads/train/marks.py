@@ -70,6 +70,14 @@ class HostMarks:
         timer.add("comm", self.comm_seconds)
         timer.add("optimizer", t["o"] - t["w"])
         self.comm_seconds = 0.0
+        at = timer.relative  # the step on the repeat's timeline: buckets' allreduces inside backward on their track
+        for j in range(k):
+            timer.place("forward", at(t["s"] if j == 0 else t[f"b{j - 1}"]), at(t[f"f{j}"]))
+            timer.place("backward", at(t[f"f{j}"]), at(t[f"b{j}"]))
+        for a, b in self.spans:
+            if b > a:
+                timer.place("comm", at(a), at(b), track="comm")
+        timer.place("optimizer", at(t["w"]), at(t["o"]))
 
 
 class DeviceMarks:
@@ -121,7 +129,7 @@ class DeviceMarks:
         timer.span("comm", ev[f"b{k - 1}"], ev["w"], weight)
         timer.span("optimizer", ev["w"], ev["o"], weight)
         for start, end in self.comm:
-            timer.span("comm_overlapped", start, end, weight)
+            timer.span("comm_overlapped", start, end, weight, track="gpu comm stream")
         timer.span("comm_overlapped", ev[f"b{k - 1}"], ev["w"], -weight)
 
 

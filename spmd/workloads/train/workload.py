@@ -45,6 +45,7 @@ class TrainWorkload(Workload):
     Params = TrainParams
     OUTPUT_FILES = ("checkpoint",)
     DTYPES = ("float32", "float64")
+    AUTO_REPEATS = False  # (warmup + repeats) x steps is the training's length (checkpoints, resume)
 
     # -- configuration hooks -----------------------------------------------------------
 

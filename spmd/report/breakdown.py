@@ -1,0 +1,135 @@
+"""Where each rank's repeat went, and who the others waited for (Holistic Trace Analysis' view of a run).
+
+Per rank, each repeat's time splits into
+- ``compute``: the ``compute`` phase (a workload's own local work);
+- ``comm``: communication itself: in each repeat the fastest rank's ``comm`` (a collective ends for all ranks at
+  about the same moment, so the rank that arrived last spent least in it: that time is the exchange);
+- ``data``: data movement, ``read`` and ``h2d``;
+- ``wait``: waiting for the slowest rank: the ``wait`` phase (the barrier after reads) plus the rank's ``comm``
+  above the fastest rank's in that repeat (time in the collective before the last rank arrived);
+- ``other``: the rest of the repeat (host work no phase times).
+``overlap``: the share of communication hidden behind computation (``comm_overlapped`` over it and the exposed
+``comm``) where the workload overlaps them.
+
+The straggler is the rank that waited least while the others waited: named when, in every repeat the interval
+of the median rests on, the others' mean wait exceeds SIGNIFICANT of the repeat (a 95% interval of the median of
+their wait that lies above the bound), with the phase in which it spent most beyond the others.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from ..stats import BOUND, Interval, median_interval
+from ..units import fmt_seconds
+
+CATEGORIES = ("compute", "comm", "data", "wait", "other")
+DATA_PHASES = ("read", "h2d")
+OVERLAPPED = ("comm_overlapped",)
+NOT_OWN = ("wait", "comm", "comm_overlapped", "h2d_overlapped", "total", "comm_exposed", "step")
+SIGNIFICANT = 0.05  # the others' wait must be at least this share of a repeat to name a straggler
+MIN_WAIT_S = 1e-4   # and at least this long (below it, timer resolution and scheduling noise)
+
+
+def per_repeat(records_by_rank: list[list[dict]]) -> list[list[dict[str, float]]]:
+    """For each rank, for each recorded repeat, its seconds in each category."""
+    n = min(len(records) for records in records_by_rank)
+    out: list[list[dict[str, float]]] = [[] for _ in records_by_rank]
+    for i in range(n):
+        repeat = [records[i] for records in records_by_rank]
+        fastest_comm = min(r.get("comm", 0.0) for r in repeat)
+        for rank, r in enumerate(repeat):
+            comm = r.get("comm", 0.0)
+            parts = {"compute": r.get("compute", 0.0), "comm": fastest_comm,
+                     "data": sum(r.get(p, 0.0) for p in DATA_PHASES),
+                     "wait": r.get("wait", 0.0) + comm - fastest_comm}
+            parts["other"] = max(0.0, r["total"] - sum(parts.values()))
+            parts["total"] = r["total"]
+            parts["wait_in_phase"] = r.get("wait", 0.0)
+            parts["overlapped"] = sum(r.get(p, 0.0) for p in OVERLAPPED)
+            parts["exposed_comm"] = comm
+            out[rank].append(parts)
+    return out
+
+
+def breakdown(records_by_rank: list[list[dict]], hosts: list[str]) -> dict:
+    """report.json's ``breakdown``: per rank the seconds per repeat (median over repeats) and share of each
+    category, the overlap of communication with computation where there was any, and the straggler (or None)."""
+    repeats = per_repeat(records_by_rank)
+    ranks = []
+    for rank, parts in enumerate(repeats):
+        seconds = {c: statistics.median(p[c] for p in parts) for c in CATEGORIES}
+        total = sum(p["total"] for p in parts)
+        share = {c: sum(p[c] for p in parts) / total if total > 0 else 0.0 for c in CATEGORIES}
+        hidden = sum(p["overlapped"] for p in parts)
+        exposed = sum(p["exposed_comm"] for p in parts)
+        overlap = hidden / (hidden + exposed) if hidden > 0 else None
+        ranks.append({"rank": rank, "host": hosts[rank], "seconds": seconds, "share": share,
+                      "total": statistics.median(p["total"] for p in parts), "overlap": overlap})
+    return {"categories": list(CATEGORIES), "per_rank": ranks,
+            "straggler": straggler(records_by_rank, repeats, hosts)}
+
+
+def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], hosts: list[str]) -> dict | None:
+    """The rank the others waited for, when the intervals say they did (see the module's docstring)."""
+    size = len(repeats)
+    if size < 2 or not repeats[0]:
+        return None
+    waits = [[p["wait"] for p in parts] for parts in repeats]
+    slow = min(range(size), key=lambda r: statistics.median(waits[r]))
+    others = [r for r in range(size) if r != slow]
+    n = len(waits[0])
+    their_wait = [statistics.fmean(waits[r][i] for r in others) for i in range(n)]
+    totals = [max(parts[i]["total"] for parts in repeats) for i in range(n)]
+    bound = max(MIN_WAIT_S, SIGNIFICANT * statistics.median(totals))
+    interval = median_interval(their_wait)
+    if interval.low < bound:
+        return None
+    phase, mine, theirs = _slowest_phase(records_by_rank, slow, others)
+    in_phase = statistics.fmean(statistics.median(p["wait_in_phase"] for p in repeats[r]) for r in others)
+    where = "wait" if in_phase >= interval.median / 2 else "comm"
+    return {"rank": slow, "host": hosts[slow], "phase": phase, "seconds": mine, "others_seconds": theirs,
+            "others_wait": interval.median, "others_wait_interval": [interval.low, interval.high],
+            "interval_level": interval.level,
+            "others_wait_in": where, "share_of_repeat": interval.median / statistics.median(totals)}
+
+
+def _slowest_phase(records_by_rank, slow: int, others: list[int]) -> tuple[str, float, float]:
+    """The straggler's own phase furthest above the other ranks' median of it: (phase, its median, theirs)."""
+    def median_of(rank: int, phase: str) -> float:
+        return statistics.median(r.get(phase, 0.0) for r in records_by_rank[rank])
+
+    phases = sorted({p for r in records_by_rank[slow] for p in r} - set(NOT_OWN))
+    if not phases:
+        return "total", median_of(slow, "total"), statistics.median(median_of(r, "total") for r in others)
+    excess = {p: median_of(slow, p) - statistics.median(median_of(r, p) for r in others) for p in phases}
+    phase = max(phases, key=excess.get)
+    return phase, median_of(slow, phase), statistics.median(median_of(r, phase) for r in others)
+
+
+def findings(report: dict) -> list[str]:
+    """Sentences on the run's per-rank view: the straggler, overlap, and whether the timings are tight."""
+    out = []
+    s = report["breakdown"]["straggler"]
+    if s:
+        low, high = s["others_wait_interval"]
+        out.append(f"Rank {s['rank']} on {s['host']} is the straggler: its {s['phase']} took {fmt_seconds(s['seconds'])}"
+                   f" per repeat against {fmt_seconds(s['others_seconds'])} on the other ranks (median); they waited "
+                   f"{fmt_seconds(s['others_wait'])} per repeat for it ({s['interval_level']:.0%} interval "
+                   f"{fmt_seconds(low).strip()} - "
+                   f"{fmt_seconds(high).strip()}), in {s['others_wait_in']}: {s['share_of_repeat']:.0%} of a repeat.")
+    overlaps = [r["overlap"] for r in report["breakdown"]["per_rank"] if r["overlap"] is not None]
+    if overlaps:
+        out.append(f"Communication overlapped computation: {min(overlaps):.0%} - {max(overlaps):.0%} of it was hidden "
+                   f"(per rank; the rest is exposed, in comm).")
+    rule = report.get("repeat_rule") or {}
+    total = Interval(**report["intervals"]["total"])
+    bound = rule.get("bound", BOUND)
+    if total.n > 1 and not total.tight(bound, need_level=rule.get("rule") == "auto"):
+        why = f" after the {rule['max_seconds']:g} s budget" if rule.get("stopped") == "budget" else ""
+        fix = "a quieter machine or a larger max_seconds" if rule.get("rule") == "auto" else \
+            "more repeats (repeats: auto) or a quieter machine"
+        out.append(f"Noisy: the time per repeat is {fmt_seconds(total.median).strip()} with a {total.level:.0%} "
+                   f"interval of {fmt_seconds(total.low).strip()} - {fmt_seconds(total.high).strip()} over "
+                   f"{total.n} repeats{why}, not within +-{bound:.0%} at 95%: {fix} would pin it down.")
+    return out

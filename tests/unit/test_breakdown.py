@@ -1,0 +1,91 @@
+"""The per-rank breakdown and the straggler on synthetic repeats whose answer is known by construction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spmd.report.breakdown import breakdown, findings, per_repeat
+
+HOSTS = ["a", "b", "c"]
+
+
+def repeats(rank_read: list[float], comm_s: float = 0.010, compute: float = 0.050, n: int = 8, jitter: float = 0.0,
+            seed: int = 0) -> list[list[dict]]:
+    """Per rank, n repeats of reduce's shape: read, then the barrier (wait) until the slowest read ends, compute,
+    then a collective of ``comm_s`` that ends when the last rank arrives."""
+    rng = np.random.default_rng(seed)
+    out = [[] for _ in rank_read]
+    for _ in range(n):
+        reads = [r * (1 + jitter * rng.random()) for r in rank_read]
+        computes = [compute * (1 + jitter * rng.random()) for _ in rank_read]
+        start_comm = [max(reads) + c for c in computes]
+        end = max(start_comm) + comm_s
+        for rank, (read, c, sc) in enumerate(zip(reads, computes, start_comm)):
+            out[rank].append({"read": read, "wait": max(reads) - read, "compute": c, "comm": end - sc,
+                              "total": end + 1e-4})
+    return out
+
+
+def test_categories_add_up_and_the_collective_is_the_fastest_ranks():
+    rec = repeats([0.01, 0.01, 0.01], jitter=0.1)
+    for rank_parts, rank_records in zip(per_repeat(rec), rec):
+        for parts, r in zip(rank_parts, rank_records):
+            assert sum(parts[c] for c in ("compute", "comm", "data", "wait", "other")) == pytest.approx(r["total"])
+            assert parts["comm"] <= r["comm"] and parts["wait"] >= r["wait"]
+    b = breakdown(rec, HOSTS)
+    assert b["straggler"] is None  # 10% jitter: nobody waits 5% of a repeat in every repeat
+    assert [r["host"] for r in b["per_rank"]] == HOSTS and all(r["overlap"] is None for r in b["per_rank"])
+
+
+def test_a_slow_reader_is_named_with_its_phase_and_the_others_wait():
+    b = breakdown(repeats([0.01, 0.21, 0.01], jitter=0.05), HOSTS)
+    s = b["straggler"]
+    assert (s["rank"], s["host"], s["phase"], s["others_wait_in"]) == (1, "b", "read", "wait")
+    assert s["seconds"] == pytest.approx(0.21, rel=0.06) and s["others_seconds"] == pytest.approx(0.01, rel=0.06)
+    assert s["others_wait"] == pytest.approx(0.20, rel=0.1)
+    assert b["per_rank"][0]["share"]["wait"] > 0.5 > b["per_rank"][1]["share"]["wait"]
+    text = findings({"breakdown": b, "intervals": {"total": {"median": 0.27, "low": 0.27, "high": 0.27,
+                                                             "level": 0.99, "n": 8}}, "repeat_rule": {"rule": "fixed"}})
+    assert text[0].startswith("Rank 1 on b is the straggler: its read took") and "in wait" in text[0]
+
+
+def test_a_slow_computer_is_waited_for_in_the_collective():
+    rec = repeats([0.01, 0.01, 0.01])
+    for rank in (0, 2):  # rank 1 computes 0.1 s longer: the others wait inside comm
+        for r in rec[rank]:
+            r["comm"] += 0.1
+            r["total"] += 0.1
+    for r in rec[1]:
+        r["compute"] += 0.1
+        r["total"] += 0.1
+    s = breakdown(rec, HOSTS)["straggler"]
+    assert (s["rank"], s["phase"], s["others_wait_in"]) == (1, "compute", "comm")
+
+
+def test_one_slow_repeat_is_not_a_straggler():
+    rec = repeats([0.01, 0.01, 0.01])
+    rec[1][3]["read"] += 0.2  # once: the interval of the others' wait still starts near zero
+    for rank in (0, 2):
+        rec[rank][3]["wait"] += 0.2
+    assert breakdown(rec, HOSTS)["straggler"] is None
+
+
+def test_overlap_is_the_hidden_share_of_communication():
+    rec = repeats([0.01, 0.01])
+    for rank in rec:
+        for r in rank:
+            r["comm_overlapped"] = 3 * r["comm"]
+    overlaps = [r["overlap"] for r in breakdown(rec, HOSTS[:2])["per_rank"]]
+    assert overlaps == [pytest.approx(0.75), pytest.approx(0.75)]
+
+
+def test_a_tight_run_has_no_noise_finding_and_a_wide_one_says_why():
+    b = breakdown(repeats([0.01, 0.01]), HOSTS[:2])
+    tight = {"median": 1.0, "low": 0.99, "high": 1.02, "level": 0.97, "n": 12}
+    wide = {"median": 1.0, "low": 0.8, "high": 1.3, "level": 0.97, "n": 40}
+    auto = {"rule": "auto", "bound": 0.05, "max_seconds": 30.0, "stopped": "budget"}
+    assert findings({"breakdown": b, "intervals": {"total": tight}, "repeat_rule": auto}) == []
+    said = findings({"breakdown": b, "intervals": {"total": wide}, "repeat_rule": auto})
+    assert said[0].startswith("Noisy: the time per repeat is 1 s with a 97% interval of 800 ms - 1.3 s over 40 repeats "
+                              "after the 30 s budget")
