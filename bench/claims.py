@@ -1016,6 +1016,21 @@ CLAIMS += [
           torch_sweep, ", ".join(TORCH_SWEEPS)),
 ]
 
+# -- see every rank (docs/report.md) ----------------------------------------------------------------------
+
+STRAGGLER = "cpu-2core/trace/straggler-report.json"
+
+
+def straggler_finding() -> dict:
+    """The straggler finding of the 3-rank run with rank 1's read slowed (README's picture), as report.json says it."""
+    return {"finding": load(STRAGGLER)["findings"][0]}
+
+
+CLAIMS += [
+    Claim("docs/report.md", "finding: {finding}", straggler_finding, STRAGGLER),
+]
+
+
 def check(claims: list[Claim], show: bool) -> list[str]:
     """The failures: each claim whose document does not hold its fragment as the raw files make it."""
     failures, docs = [], {}
