@@ -158,3 +158,47 @@ def test_nvtx_on_asked_is_recorded(tmp_path):
 def test_slow_needs_its_seconds(tmp_path):
     rc, _, err, _ = spmd("run", reduce_config(tmp_path), env={"SPMD_FAULT": "rank=1,phase=read,kind=slow"})
     assert rc == 2 and "kind=slow needs seconds=S" in err, err
+
+
+BIMODAL = '''
+import itertools
+import time
+
+import spmd
+
+_calls = itertools.count()
+
+
+@spmd.map_reduce(combine="sum")
+def bimodal(block, xp, params):
+    """A deliberately noisy workload: every other call sleeps 40 ms longer (the same on every rank)."""
+    time.sleep(0.01 if next(_calls) % 2 else 0.05)
+    return xp.asarray([float(block.sum())])
+'''
+
+
+def test_a_quiet_sweep_is_tight_under_auto_and_a_deliberately_noisy_one_is_flagged(tmp_path):
+    """repeats: auto (spmd scale's default): reduce stops once its interval is within +-5%, unflagged; a plug-in
+    whose repeats alternate 10 ms and 50 ms never gets there, runs to its max_seconds and is suspect: noisy, said
+    in the findings."""
+    (tmp_path / "bimodal.py").write_text(BIMODAL)
+    write_dataset(tmp_path / "x.h5", np.ones(10_000, np.float32))
+    # the noisy sweep at 2 ranks only: both processes call the function equally often, so they sleep alike
+    for name, workload, budget, sizes in (("quiet", "reduce", 20, "1,2"), ("noisy", "bimodal.py:bimodal", 2, "2")):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({
+            "workload": workload, "device": "cpu", "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
+            "max_seconds": budget, "verify": "auto" if name == "quiet" else "none", "output": str(tmp_path / name)}))
+        rc, out, err, _ = spmd("scale", tmp_path / f"{name}.yaml", "--ranks", sizes, "--out", tmp_path / name,
+                               ranks=2, cwd=tmp_path, timeout=120)
+        assert rc == 0, err
+        scaling = json.loads((tmp_path / name / "scaling.json").read_text())
+        rules = [r["report"]["repeat_rule"] for r in scaling["runs"]]
+        suspects = [r["suspect"] for r in scaling["runs"]]
+        if name == "quiet":
+            assert all(r["rule"] == "auto" and r["stopped"] == "tight" and r["repeats"] >= 6 for r in rules), rules
+            assert suspects == [[], []] and not any("noisy" in line for line in scaling["advice"])
+        else:
+            assert all(r["stopped"] == "budget" for r in rules), rules
+            assert all(any(s.startswith("noisy: the 9") and "after its 2 s budget" in s for s in run)
+                       for run in suspects), suspects
+            assert any(line.startswith("Suspect: strong at 2 ranks (noisy:") for line in scaling["advice"])
