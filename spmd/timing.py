@@ -69,8 +69,8 @@ class PhaseTimer:
         self.timeline.append(Repeat(self._t0, warmup))
 
     def relative(self, t: float) -> float:
-        """A perf_counter reading as seconds from this repeat's start."""
-        return t - self._t0
+        """A perf_counter reading as seconds from this repeat's start (0 outside a repeat)."""
+        return t - self._t0 if self._t0 is not None else 0.0
 
     @contextmanager
     def phase(self, name: str):
@@ -103,8 +103,10 @@ class PhaseTimer:
 
     def place(self, name: str, start: float, end: float, track: str = HOST) -> None:
         """Draw ``name`` on ``track`` from ``start`` to ``end`` (seconds from the repeat's start) without adding
-        to any phase: where a workload knows when its phases ran but times them its own way."""
-        self.timeline[-1].spans.append((name, track, start, end))
+        to any phase: where a workload knows when its phases ran but times them its own way. Outside a repeat (a
+        workload's ``run`` called by hand) nothing is drawn."""
+        if self._t0 is not None:
+            self.timeline[-1].spans.append((name, track, start, end))
 
     def event_offset(self, handle) -> float:
         """Seconds from the repeat's start to a CUDA event already completed: ``handle`` is the event's raw
@@ -124,7 +126,8 @@ class PhaseTimer:
             t1 = time.perf_counter()
             self._pop()
         self._host[name] += t1 - t0
-        self.timeline[-1].spans.append((name, HOST, t0 - self._t0, t1 - self._t0))
+        if self._t0 is not None:
+            self.place(name, t0 - self._t0, t1 - self._t0)
 
     def end_repeat(self, record: bool = True) -> dict[str, float]:
         """Finish the repeat: wait for the device, resolve events, keep it if ``record``."""
@@ -145,6 +148,7 @@ class PhaseTimer:
         if self._ranges is not None:
             self._ranges.pop()
         (self.records if record else self.warmup_records).append(times)
+        self._t0 = None
         return times
 
     def _push(self, name: str) -> None:
