@@ -8,6 +8,8 @@ Per rank, each repeat's time splits into
 - ``wait``: waiting for the slowest rank: the ``wait`` phase (the barrier after reads) plus the rank's ``comm``
   above the fastest rank's in that repeat (time in the collective before the last rank arrived);
 - ``other``: the rest of the repeat (host work no phase times).
+Where the timed parts add up to more than the repeat (workloads that time some steps and scale them to the
+window, torch and train, on a noisy machine), they are scaled down to it, so shares always add up to 100%.
 ``overlap``: the share of communication hidden behind computation (``comm_overlapped`` over it and the exposed
 ``comm``) where the workload overlaps them.
 
@@ -43,6 +45,9 @@ def per_repeat(records_by_rank: list[list[dict]]) -> list[list[dict[str, float]]
             parts = {"compute": r.get("compute", 0.0), "comm": fastest_comm,
                      "data": sum(r.get(p, 0.0) for p in DATA_PHASES),
                      "wait": r.get("wait", 0.0) + comm - fastest_comm}
+            timed = sum(parts.values())
+            if timed > r["total"] > 0:  # phases sampled on some steps and scaled (torch, train) can overshoot
+                parts = {c: v * r["total"] / timed for c, v in parts.items()}
             parts["other"] = max(0.0, r["total"] - sum(parts.values()))
             parts["total"] = r["total"]
             parts["wait_in_phase"] = r.get("wait", 0.0)

@@ -89,3 +89,13 @@ def test_a_tight_run_has_no_noise_finding_and_a_wide_one_says_why():
     said = findings({"breakdown": b, "intervals": {"total": wide}, "repeat_rule": auto})
     assert said[0].startswith("Noisy: the time per repeat is 1 s with a 97% interval of 800 ms - 1.3 s over 40 repeats "
                               "after the 30 s budget")
+
+
+def test_sampled_phases_that_overshoot_the_repeat_are_scaled_to_it():
+    """torch scales its marked steps' phases to the window: on a noisy machine they can add up to more than the
+    repeat. The shares still add up to 100% and no rank's wait exceeds its repeat."""
+    rec = [[{"compute": 0.02, "comm": 0.07, "total": 0.06}] * 4, [{"compute": 0.015, "comm": 0.02, "total": 0.06}] * 4]
+    b = breakdown(rec, HOSTS[:2])
+    for r in b["per_rank"]:
+        assert sum(r["share"].values()) == pytest.approx(1.0)
+        assert all(0 <= v <= 0.06 + 1e-12 for v in r["seconds"].values())
