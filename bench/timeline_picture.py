@@ -1,7 +1,8 @@
 """README's picture of a run's timeline: report.html rendered again from a committed report.json, opened in headless
 Chromium, and its timeline panel cut out as a PNG.
 
-    python bench/timeline_picture.py docs/results/cpu-2core/trace/straggler-report.json docs/images/straggler-timeline.png
+    python bench/timeline_picture.py docs/results/cpu-2core/trace/straggler-report.json \
+        docs/images/straggler-timeline.png
 
 The report came from (3 ranks on the 2-core CPU machine, rank 1's read slowed by 0.2 s in every repeat):
 

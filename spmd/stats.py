@@ -67,7 +67,3 @@ def ratio_interval(num: Interval, den: Interval) -> tuple[float, float]:
     high = num.high / den.low if den.low > 0 else math.inf
     return low, high
 
-
-def describe(iv: Interval, fmt) -> str:
-    """'12.3 ms (95% CI 12.1 ms - 12.6 ms, 8 repeats)': ``fmt`` formats one value."""
-    return f"{fmt(iv.median).strip()} ({iv.level:.0%} CI {fmt(iv.low).strip()} - {fmt(iv.high).strip()}, {iv.n} repeats)"

@@ -118,7 +118,8 @@ def findings(report: dict) -> list[str]:
     s = report["breakdown"]["straggler"]
     if s:
         low, high = s["others_wait_interval"]
-        out.append(f"Rank {s['rank']} on {s['host']} is the straggler: its {s['phase']} took {fmt_seconds(s['seconds'])}"
+        out.append(f"Rank {s['rank']} on {s['host']} is the straggler: its {s['phase']} took "
+                   f"{fmt_seconds(s['seconds'])}"
                    f" per repeat against {fmt_seconds(s['others_seconds'])} on the other ranks (median); they waited "
                    f"{fmt_seconds(s['others_wait'])} per repeat for it ({s['interval_level']:.0%} interval "
                    f"{fmt_seconds(low).strip()} - "

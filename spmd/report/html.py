@@ -146,7 +146,8 @@ def run_html(report: dict) -> str:
                                      if findings else "<p>Nothing stands out: no straggler, timings within their "
                                                       "bound.</p>"),
              "<h2>Phases</h2>" + _table(["phase", "min", "median", "max", "imbalance",
-                                          "slowest rank per repeat: median [95% interval] (level)"], phase_rows(report)),
+                                          "slowest rank per repeat: median [95% interval] (level)"],
+                                         phase_rows(report)),
              "<h2>Per rank</h2>" + breakdown_section(report["breakdown"]),
              "<h2>Each repeat</h2>" + repeats_section(report),
              "<h2>Timeline of the last repeats</h2>" + timeline_section(report),

@@ -73,7 +73,8 @@ def _ranks_axis(ax, ranks):
 
 # strong: filled circles; weak: larger hollow squares, so a point both share (the base size) shows both
 STYLES = {"strong": {"marker": "o", "markersize": 6, "linestyle": "-"},
-          "weak": {"marker": "s", "markersize": 11, "markerfacecolor": "none", "markeredgewidth": 1.5, "linestyle": "--"}}
+          "weak": {"marker": "s", "markersize": 11, "markerfacecolor": "none", "markeredgewidth": 1.5,
+                   "linestyle": "--"}}
 
 
 def _series(ax, rows: list[dict], key: str, scale: float, label: str, mode: str) -> None:

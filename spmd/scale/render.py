@@ -201,7 +201,8 @@ def to_html(scaling: dict, images: dict[str, bytes]) -> str:
             for name, png in images.items()) + "</div>")
     parts.append("<h2>Per rank, each run</h2>" + "".join(rank_figure(run) for run in _unique_runs(scaling)))
     for t in tables(scaling):
-        parts.append(f'<h2>{e(t.title)}</h2><div class="wide"><table><tr>' + "".join(f"<th>{e(h)}</th>" for h in t.header)
+        parts.append(f'<h2>{e(t.title)}</h2><div class="wide"><table><tr>'
+                     + "".join(f"<th>{e(h)}</th>" for h in t.header)
                      + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
                                         for row in t.rows) + "</table></div>")
     parts.append("</body></html>")

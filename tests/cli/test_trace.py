@@ -32,7 +32,8 @@ def traced(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trace")
     rc, out, err, _ = spmd("run", reduce_config(folder), "--trace", folder / "t.json")
     assert rc == 0, err
-    return folder, json.loads((folder / "t.json").read_text()), json.loads((folder / "out/report.json").read_text()), out
+    report = json.loads((folder / "out/report.json").read_text())
+    return folder, json.loads((folder / "t.json").read_text()), report, out
 
 
 def spans(trace: dict) -> list[dict]:

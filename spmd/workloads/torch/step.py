@@ -100,7 +100,8 @@ class Stepper:
         # The comm hook that times each bucket is Python: DDP then runs its allreduce through a Python future
         # callback per bucket (on a CPU with gloo ~80 us a step more than DDP's C++ path). Under strategy ddp the
         # marked steps run through an instrumented twin of the same module (a DDP only acts on the backward of
-        # its own forward), so the other steps take plain DDP's path; compile and a job with a corrupt fault keep one DDP.
+        # its own forward), so the other steps take plain DDP's path; compile and a job with a corrupt fault keep
+        # one DDP.
         self.marked_ddp = self.ddp
         if params.phases or self.corrupting:  # DDP's own allreduce, timed (or corrupted) around
             if params.strategy == "ddp" and not faults.job_injects("corrupt"):  # the same choice on every rank
