@@ -26,6 +26,7 @@ NOT_HERE = {  # a pattern of the commands this test does not run -> why
     r"^bash results/reduce/jobs/submit\.sh": "needs SLURM (sbatch): tests/slurm runs a jobscript series",
     r"^spmd report merge results/reduce/jobs": "merges the reports of the SLURM series above (tests/slurm)",
     r"^mpiexec -hosts": "needs two hosts",
+    r"^nsys ": "needs Nsight Systems on a GPU machine: tests/gpu/test_trace_gpu.py runs it where nsys is installed",
 }
 ACTIVATE = ". .venv/bin/activate"
 EXIT_1_MEANS = {"spmd report compare": "slower"}  # exit 1 there is an answer (a regression), not a failure
@@ -67,8 +68,8 @@ def test_every_readme_command_runs_as_written_in_a_fresh_copy(tmp_path):
             continue
         if command == ACTIVATE:
             continue  # PATH above
-        if launcher and command.startswith("mpiexec "):
-            command = launcher + command[len("mpiexec"):]
+        if launcher:  # also after a variable set for the command (SPMD_FAULT=... mpiexec ...)
+            command = re.sub(r"(^|\s)mpiexec ", lambda m: f"{m.group(1)}{launcher} ", command, count=1)
         out = subprocess.run(["bash", "-c", command], cwd=here, env=env, capture_output=True, text=True, timeout=600)
         allowed = {0, 1} if any(command.startswith(c) for c in EXIT_1_MEANS) else {0}
         assert out.returncode in allowed, f"{command}\nexit {out.returncode}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
@@ -77,6 +78,7 @@ def test_every_readme_command_runs_as_written_in_a_fresh_copy(tmp_path):
     assert set(skipped) == set(NOT_HERE), "an exception above no README command needs any more"
     # what the commands were for is there
     assert (here / "results/sweep0/scaling.html").exists() and (here / "results/sweep1/scaling.json").exists()
-    assert (here / "results/try2/report.json").exists()
+    assert (here / "results/try2/report.json").exists() and (here / "results/try2/report.html").exists()
+    assert '"traceEvents"' in (here / "t.json").read_text()  # the straggler run's trace
     assert (here / "results/reduce/jobs/submit.sh").exists()
     assert shlex.quote(sys.executable) in (here / "results/reduce/jobs/generate.sbatch").read_text()
