@@ -24,7 +24,7 @@ else
   GPU_TESTS  :=
 endif
 
-.PHONY: demo test test-unit test-mpi test-slurm claims clean
+.PHONY: demo test lint test-unit test-mpi test-slurm claims clean
 
 # PyTorch for workload torch: TORCH pins the build installed first (the CPU build CI keeps on disk; plain
 # "torch" would take PyPI's CUDA build of several GB); TORCH= leaves the choice to pip.
@@ -43,7 +43,12 @@ demo: $(VENV)/.installed-$(EXTRAS)
 	$(MPIEXEC) -n $(NP) $(PY) -m spmd scale inputs/reduce.yaml --mode both
 	@echo "open results/reduce/scaling/scaling.html in a browser"
 
-test: test-unit test-mpi test-slurm
+test: lint test-unit test-mpi test-slurm
+
+# ruff (pinned in the test extra): the lint rules and the formatter of pyproject.toml, the whole tree clean
+lint: $(VENV)/.installed-test,$(EXTRAS)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 # Under the SLURM of ci/slurm/start.sh (.ci/run starts it as root); without one these skip, saying why.
 test-slurm: $(VENV)/.installed-test,$(EXTRAS)

@@ -51,6 +51,7 @@ class TimedOps:
             out = attr(*args, **kwargs)
             self._mark(f"{name} " + "x".join(str(a.shape) for a in args[:2] if hasattr(a, "shape")))
             return out
+
         return call
 
 
@@ -96,19 +97,25 @@ def main():
     parser.add_argument("--model", default="large")
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--replays", type=int, default=40)
-    parser.add_argument("--persist", action="store_true", help="also inputs_first with the activations and their "
-                        "gradients in a persisting L2 window (train's L2Window)")
+    parser.add_argument(
+        "--persist",
+        action="store_true",
+        help="also inputs_first with the activations and their gradients in a persisting L2 window (train's L2Window)",
+    )
     args = parser.parse_args()
     widths = model_widths(args.model)
     stream = cupy.cuda.Stream(non_blocking=True)
     rng = np.random.default_rng(0)
     flush = cupy.zeros(128 << 20, np.uint8)  # 128 MiB: larger than any L2
-    orders = {"layers": build(widths, args.batch, False, stream, rng),
-              "inputs_first": build(widths, args.batch, True, stream, rng),
-              "layers_flushed": build(widths, args.batch, False, stream, rng, flush=flush)}
+    orders = {
+        "layers": build(widths, args.batch, False, stream, rng),
+        "inputs_first": build(widths, args.batch, True, stream, rng),
+        "layers_flushed": build(widths, args.batch, False, stream, rng, flush=flush),
+    }
     if args.persist:  # last: the window stays on the stream
-        orders["inputs_first_persist"] = build(widths, args.batch, True, cupy.cuda.Stream(non_blocking=True),
-                                               rng, persist=True)
+        orders["inputs_first_persist"] = build(
+            widths, args.batch, True, cupy.cuda.Stream(non_blocking=True), rng, persist=True
+        )
     times = {name: [] for name in orders}
     for _ in range(args.replays):
         for name, (graph, start, timed, _, _) in orders.items():
@@ -121,10 +128,18 @@ def main():
         for op, us in zip(timed.names, per_op):
             print(json.dumps({"order": name, "op": op, "us": round(float(us), 2)}))
         per_op = np.where(["flush" in op for op in timed.names], 0.0, per_op)  # the flushes are not the step's
-        print(json.dumps({"order": name, "forward_us": round(float(per_op[:backward_from].sum()), 2),
-                          "backward_us": round(float(per_op[backward_from:-1].sum()), 2),
-                          "sgd_us": round(float(per_op[-1]), 2), "step_us": round(float(per_op.sum()), 2)}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "order": name,
+                    "forward_us": round(float(per_op[:backward_from].sum()), 2),
+                    "backward_us": round(float(per_op[backward_from:-1].sum()), 2),
+                    "sgd_us": round(float(per_op[-1]), 2),
+                    "step_us": round(float(per_op.sum()), 2),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ import sys
 
 import cupy
 import numpy as np
-
 from hbm_ceiling import median_seconds
+
 from spmd import xp as xpmod
 
 

@@ -35,12 +35,16 @@ def main():
     x = cupy.random.standard_normal(n, dtype=cupy.float32)
     y = cupy.empty_like(x)
     copy_s = median_seconds(lambda: cupy.copyto(y, x))
-    print(json.dumps({
-        "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-        "bytes": x.nbytes,
-        "sum_read_TBps": hbm_read_TBps(x),
-        "copy_read_plus_write_TBps": 2 * x.nbytes / copy_s / 1e12,
-    }))
+    print(
+        json.dumps(
+            {
+                "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+                "bytes": x.nbytes,
+                "sum_read_TBps": hbm_read_TBps(x),
+                "copy_read_plus_write_TBps": 2 * x.nbytes / copy_s / 1e12,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

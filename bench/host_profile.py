@@ -28,8 +28,10 @@ def main(argv: list[str]) -> int:
             out = io.StringIO()
             stats = pstats.Stats(profile, stream=out)
             repeats = cfg.warmup + cfg.repeats
-            print(f"# {cfg.workload}, {ctx.size} rank(s), {repeats} repeats; report timings (median ms): "
-                  + ", ".join(f"{k} {v['median'] * 1e3:.3f}" for k, v in job.report["timings"].items()))
+            print(
+                f"# {cfg.workload}, {ctx.size} rank(s), {repeats} repeats; report timings (median ms): "
+                + ", ".join(f"{k} {v['median'] * 1e3:.3f}" for k, v in job.report["timings"].items())
+            )
             stats.sort_stats("tottime").print_stats(30)
             stats.sort_stats("cumulative").print_stats(r"spmd/(workloads|comm|timing|io|faults|waits)", 40)
             print(out.getvalue())

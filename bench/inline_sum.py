@@ -25,6 +25,7 @@ from mpi4py import MPI
 try:
     import cupy
     from cupy.cuda import nccl
+
     GPU = cupy.cuda.runtime.getDeviceCount() > 0
 except Exception:  # no CuPy or no GPU: NumPy and MPI
     GPU = False
@@ -68,8 +69,9 @@ def main(config_path: str, idle: bool = False) -> int:
             marks[1].record()
             cupy.sum(device, dtype=cupy.float64, out=total)
             marks[2].record()
-            nc.allReduce(total.data.ptr, total.data.ptr, 1, nccl.NCCL_FLOAT64, nccl.NCCL_SUM,
-                         cupy.cuda.get_current_stream().ptr)
+            nc.allReduce(
+                total.data.ptr, total.data.ptr, 1, nccl.NCCL_FLOAT64, nccl.NCCL_SUM, cupy.cuda.get_current_stream().ptr
+            )
             marks[3].record()
             marks[3].synchronize()
             for name, a, b in (("h2d", 0, 1), ("compute", 1, 2), ("comm", 2, 3)):
@@ -86,8 +88,11 @@ def main(config_path: str, idle: bool = False) -> int:
             kept.append(times)
     if rank == 0:
         medians = {k: statistics.median(t[k] for t in kept) for k in kept[0]}
-        print(json.dumps({"ranks": size, "gpu": GPU, "idle": idle, "repeats": len(kept), "sum": value,
-                          "median_s": medians}))
+        print(
+            json.dumps(
+                {"ranks": size, "gpu": GPU, "idle": idle, "repeats": len(kept), "sum": value, "median_s": medians}
+            )
+        )
     return 0
 
 

@@ -34,19 +34,26 @@ def main():
         "onehot.T @ x (the example)": lambda: onehot.T @ x,
         "x.T @ onehot": lambda: (x.T @ onehot).T,
         "masked sums per cluster": lambda: cp.stack([(x * (labels == j)[:, None]).sum(axis=0) for j in range(K)]),
-        "bincount with weights": lambda: cp.stack([cp.bincount(labels, weights=x[:, i], minlength=K)
-                                                   for i in range(D)], axis=1),
+        "bincount with weights": lambda: cp.stack(
+            [cp.bincount(labels, weights=x[:, i], minlength=K) for i in range(D)], axis=1
+        ),
         "column-major, per-cluster dot": lambda: cp.stack([xt @ (labels == j).astype(x.dtype) for j in range(K)]),
     }
     want = sums["onehot.T @ x (the example)"]()
-    out = {"points": N, "dims": D, "k": K, "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-           "parts_ms": {
-               "distances": ms(lambda: (x * x).sum(axis=1)[:, None] - 2 * x @ c.T + (c * c).sum(axis=1)[None, :]),
-               "argmin": ms(lambda: dist.argmin(axis=1)),
-               "one-hot": ms(lambda: (labels[:, None] == cp.arange(K)[None, :]).astype(x.dtype)),
-               "counts as onehot.sum(axis=0) (the example before)": ms(lambda: onehot.sum(axis=0)),
-               "whole lloyd_step": ms(lambda: lloyd_step(x, c, cp))},
-           "sums_ms": {}}
+    out = {
+        "points": N,
+        "dims": D,
+        "k": K,
+        "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+        "parts_ms": {
+            "distances": ms(lambda: (x * x).sum(axis=1)[:, None] - 2 * x @ c.T + (c * c).sum(axis=1)[None, :]),
+            "argmin": ms(lambda: dist.argmin(axis=1)),
+            "one-hot": ms(lambda: (labels[:, None] == cp.arange(K)[None, :]).astype(x.dtype)),
+            "counts as onehot.sum(axis=0) (the example before)": ms(lambda: onehot.sum(axis=0)),
+            "whole lloyd_step": ms(lambda: lloyd_step(x, c, cp)),
+        },
+        "sums_ms": {},
+    }
     for name, fn in sums.items():
         ok = bool(cp.allclose(fn(), want, rtol=1e-12))
         out["sums_ms"][name] = {"ms": ms(fn), "agrees": ok}

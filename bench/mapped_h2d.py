@@ -35,7 +35,7 @@ def make_file(path: str, nbytes: int) -> None:
     block = np.arange(1 << 24, dtype=np.float32).view(np.uint8)
     with open(path, "wb") as f:
         for at in range(0, nbytes, block.nbytes):
-            f.write(block[:min(block.nbytes, nbytes - at)])
+            f.write(block[: min(block.nbytes, nbytes - at)])
 
 
 def warm(path: str) -> None:
@@ -89,8 +89,11 @@ def main() -> None:
     warm(path)
     dev = cp.empty(nbytes, dtype=np.uint8)
     edge = 1 << 20  # the first and last MiB are compared with the file after every copy
-    expect = cp.asarray(np.concatenate([np.fromfile(path, dtype=np.uint8, count=edge),
-                                        np.fromfile(path, dtype=np.uint8, offset=nbytes - edge)]))
+    expect = cp.asarray(
+        np.concatenate(
+            [np.fromfile(path, dtype=np.uint8, count=edge), np.fromfile(path, dtype=np.uint8, offset=nbytes - edge)]
+        )
+    )
     pinned = cp.cuda.alloc_pinned_memory(nbytes)
     host = np.frombuffer(pinned, dtype=np.uint8, count=nbytes)
     fd = os.open(path, os.O_RDONLY)
@@ -116,6 +119,7 @@ def main() -> None:
             done = 0
             while done < hi - lo:
                 done += os.preadv(fd, [mv[done:]], lo + done)
+
         run_threads(THREADS, work)
         cp.cuda.runtime.memcpy(dev.data.ptr, host.ctypes.data, nbytes, H2D)
 
@@ -147,10 +151,10 @@ def main() -> None:
                     stream.synchronize()
                 finally:
                     cp.cuda.runtime.hostUnregister(base + lo)
+
         return lambda: run_threads(THREADS, work)
 
-    ways = {"pread": pread_path, "whole": whole,
-            **{f"pieces{mb}": pieces(mb) for mb in (8, 32, 128)}}
+    ways = {"pread": pread_path, "whole": whole, **{f"pieces{mb}": pieces(mb) for mb in (8, 32, 128)}}
     report = {"gib_per_rank": gib, "ranks": comm.size, "threads": THREADS, "rounds": ROUNDS, "ways": {}}
     for together in sorted({1, comm.size}):
         active = comm.rank < together
@@ -176,8 +180,13 @@ def main() -> None:
     for key, times in results.items():
         med = statistics.median(times)
         together = int(key.split("/")[0])
-        report["ways"][key] = {"median_s": med, "min_s": min(times), "max_s": max(times),
-                               "gbps_per_rank": nbytes / med / 1e9, "gbps_all": nbytes * together / med / 1e9}
+        report["ways"][key] = {
+            "median_s": med,
+            "min_s": min(times),
+            "max_s": max(times),
+            "gbps_per_rank": nbytes / med / 1e9,
+            "gbps_all": nbytes * together / med / 1e9,
+        }
     del view
     mm.close()
     os.close(fd)

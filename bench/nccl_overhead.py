@@ -40,10 +40,12 @@ def main() -> None:
     y = cupy.empty_like(x)
     stream = cupy.cuda.get_current_stream().ptr
     variants = {
-        "raw ncclAllReduce, fixed buffers": lambda: raw.allReduce(x.data.ptr, y.data.ptr, 2, nccl.NCCL_FLOAT32,
-                                                                 nccl.NCCL_SUM, stream),
-        "raw + cupy.empty_like output": lambda: raw.allReduce(x.data.ptr, cupy.empty_like(x).data.ptr, 2,
-                                                              nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream),
+        "raw ncclAllReduce, fixed buffers": lambda: raw.allReduce(
+            x.data.ptr, y.data.ptr, 2, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream
+        ),
+        "raw + cupy.empty_like output": lambda: raw.allReduce(
+            x.data.ptr, cupy.empty_like(x).data.ptr, 2, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream
+        ),
         "spmd NCCLCommunicator.allreduce": lambda: comm.allreduce(x),
         "spmd allreduce(x, out=y)": lambda: comm.allreduce(x, out=y),
         "spmd bench call() (out=y)": lambda: call(comm, "allreduce", x, y),

@@ -1,6 +1,6 @@
 """reduce's sum as a plug-in (``@spmd.map_reduce``): what ``bench/inline_sum.py`` writes by hand.
 
-    spmd run bench/plugin-sum.yaml   # then: python3 bench/inline_sum.py bench/plugin-sum.yaml
+spmd run bench/plugin-sum.yaml   # then: python3 bench/inline_sum.py bench/plugin-sum.yaml
 """
 
 import spmd

@@ -29,7 +29,7 @@ def main():
     def pread(fd, offset, n):
         done = 0
         while done < n:
-            done += os.preadv(fd, [buffer[offset + done:offset + n]], offset + done)
+            done += os.preadv(fd, [buffer[offset + done : offset + n]], offset + done)
 
     def strided(threads, piece):
         fd = os.open(path, os.O_RDONLY)
@@ -45,6 +45,7 @@ def main():
             end = min(size, (t + 1) * per)
             for o in range(t * per, end, piece):
                 pread(fd, o, min(piece, end - o))
+
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(run, range(threads)))
         os.close(fd)

@@ -39,7 +39,7 @@ def main(path: str, dataset: str, rounds: int = 5) -> int:
     def pread_chunk(info):
         start = info.chunk_offset[0] * row_bytes
         size = min(info.size, host.nbytes - start)
-        os.preadv(fd, [raw[start:start + size]], info.byte_offset)
+        os.preadv(fd, [raw[start : start + size]], info.byte_offset)
 
     def h5_plain():
         with h5py.File(path, "r") as f:
@@ -50,8 +50,11 @@ def main(path: str, dataset: str, rounds: int = 5) -> int:
             f[dataset].read_direct(host, np.s_[0:rows], np.s_[0:rows])
 
     pool = ThreadPoolExecutor(8)
-    ways = {"h5py read_direct": h5_plain, "h5py read_direct, dest_sel": h5_dest,
-            "spmd RankInput.read_into": lambda: plan.read_into(host)}
+    ways = {
+        "h5py read_direct": h5_plain,
+        "h5py read_direct, dest_sel": h5_dest,
+        "spmd RankInput.read_into": lambda: plan.read_into(host),
+    }
     if plain:
         ways["pread of each chunk, 1 thread"] = lambda: [pread_chunk(c) for c in chunks]
         ways["pread of each chunk, 8 threads"] = lambda: list(pool.map(pread_chunk, chunks))
@@ -72,6 +75,7 @@ def main(path: str, dataset: str, rounds: int = 5) -> int:
 if __name__ == "__main__":
     if "--context" in sys.argv[3:]:
         from spmd.runtime import Context
+
         with Context(watchdog=True):
             sys.exit(main(sys.argv[1], sys.argv[2]))
     sys.exit(main(sys.argv[1], sys.argv[2]))

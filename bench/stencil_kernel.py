@@ -9,13 +9,13 @@ import sys
 
 import cupy
 import numpy as np
-
 from hbm_ceiling import hbm_read_TBps, median_seconds
+
 from spmd.workloads.stencil.filters import reference_filter
 from spmd.workloads.stencil.kernel import BLOCK, ROWS_PER_THREAD, FusedStencil, aligned_layout
 
 N = 16384
-JACOBI = np.array([[0, .25, 0], [.25, 0, .25], [0, .25, 0]])
+JACOBI = np.array([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]])
 
 
 def main():
@@ -47,8 +47,9 @@ def main():
 
     def sliced():  # what a straightforward CuPy port does: one kernel per tap and per sum
         cols = slice(col0, col0 + N)
-        dst[1:-1, cols] = .25 * (src[:-2, cols] + src[2:, cols] + src[1:-1, col0 - 1:col0 + N - 1]
-                                 + src[1:-1, col0 + 1:col0 + N + 1])
+        dst[1:-1, cols] = 0.25 * (
+            src[:-2, cols] + src[2:, cols] + src[1:-1, col0 - 1 : col0 + N - 1] + src[1:-1, col0 + 1 : col0 + N + 1]
+        )
 
     s = median_seconds(sliced, repeats=5)
     out["slicing_ms"] = s * 1e3
@@ -61,12 +62,12 @@ def main():
         k = FusedStencil(np.arange(25.0).reshape(5, 5) / 300, mode, np.float64, 1.5)
         shape, c0 = aligned_layout(67, 45, 2, np.float64)
         a = cupy.full(shape, np.nan)
-        a[2:-2, c0:c0 + 45] = small
+        a[2:-2, c0 : c0 + 45] = small
         b = cupy.full_like(a, np.nan)
         for region in ((2, 65, 2, 43), (0, 2, 0, 45), (65, 67, 0, 45), (2, 65, 0, 2), (2, 65, 43, 45)):
             k.apply(a, b, 67, 45, c0, region, [False] * 4)
         want = reference_filter(cupy.asnumpy(small), np.arange(25.0).reshape(5, 5) / 300, mode, 1.5, 1)
-        out[f"max_error_{mode}"] = float(np.abs(cupy.asnumpy(b[2:-2, c0:c0 + 45]) - want).max())
+        out[f"max_error_{mode}"] = float(np.abs(cupy.asnumpy(b[2:-2, c0 : c0 + 45]) - want).max())
     print(json.dumps(out))
     print("\n".join(f"{k}: {v}" for k, v in out.items()), file=sys.stderr)
 

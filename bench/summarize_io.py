@@ -53,10 +53,18 @@ def io_targets(folder) -> dict:
         reports = [json.loads(p.read_text()) for p in sorted(folder.glob(f"reduce-{engine}-run*.json"))]
         if reports:
             t = [r["timings"]["total"]["median"] for r in reports]
-            phases = {k: statistics.median(r["timings"][k]["median"] for r in reports)
-                      for k in reports[0]["timings"] if k != "total"}
-            totals[engine] = {"median": statistics.median(t), "min": min(t), "max": max(t), "phases": phases,
-                              "engines": [e["engine"] for e in reports[0]["io"]["per_rank"][0]]}
+            phases = {
+                k: statistics.median(r["timings"][k]["median"] for r in reports)
+                for k in reports[0]["timings"]
+                if k != "total"
+            }
+            totals[engine] = {
+                "median": statistics.median(t),
+                "min": min(t),
+                "max": max(t),
+                "phases": phases,
+                "engines": [e["engine"] for e in reports[0]["io"]["per_rank"][0]],
+            }
     if len(totals) == 2:
         totals["speedup"] = totals["h5py"]["median"] / totals["direct"]["median"]
     out["reduce"] = totals
@@ -75,14 +83,23 @@ def scaling(folder) -> list[dict]:
             for row in sc["series"][mode]:
                 run = runs.get((mode, row["ranks"]), {})
                 limit = run.get("read_limit") or []
-                rows.append({"workload": workload, "engine": engine, "run": suffix[0] if suffix else "run1",
-                             "mode": mode, "ranks": row["ranks"],
-                             "total": row["time"], "efficiency": row["efficiency"],
-                             "read": row["timings"].get("read", {}).get("max"),
-                             "h2d": row["timings"].get("h2d", {}).get("max"),
-                             "bytes_per_rank": row.get("bytes_per_rank"),
-                             "limit_GBps": (min(x["bytes"] / x["seconds"] for x in limit) / 1e9
-                                            if limit and all(limit) else None)})
+                rows.append(
+                    {
+                        "workload": workload,
+                        "engine": engine,
+                        "run": suffix[0] if suffix else "run1",
+                        "mode": mode,
+                        "ranks": row["ranks"],
+                        "total": row["time"],
+                        "efficiency": row["efficiency"],
+                        "read": row["timings"].get("read", {}).get("max"),
+                        "h2d": row["timings"].get("h2d", {}).get("max"),
+                        "bytes_per_rank": row.get("bytes_per_rank"),
+                        "limit_GBps": (
+                            min(x["bytes"] / x["seconds"] for x in limit) / 1e9 if limit and all(limit) else None
+                        ),
+                    }
+                )
     return rows
 
 
@@ -96,8 +113,9 @@ def scaling_runs(folder) -> list[dict]:
         item = {"workload": workload, "engine": engine, "mode": mode, "ranks": ranks, "runs": len(rows)}
         for key in ("total", "efficiency", "read"):
             values = [r[key] for r in rows if r[key] is not None]
-            item[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)} \
-                if values else None
+            item[key] = (
+                {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else None
+            )
         out.append(item)
     return out
 
@@ -108,34 +126,49 @@ def print_scaling(folder) -> None:
         print("|---|---|---|---|---|---|---|---|")
         for r in scaling_runs(folder):
             t, e, rd = r["total"], r["efficiency"], r["read"]
-            print(f"| {r['workload']} | {r['engine']} | {r['mode']} | {r['ranks']} | {r['runs']} | "
-                  f"{t['median'] * 1e3:.1f} ms ({t['min'] * 1e3:.1f}-{t['max'] * 1e3:.1f}) | {e['median']:.1%} "
-                  f"({e['min']:.1%}-{e['max']:.1%}) | {rd['median'] * 1e3 if rd else 0:.1f} ms |")
+            print(
+                f"| {r['workload']} | {r['engine']} | {r['mode']} | {r['ranks']} | {r['runs']} | "
+                f"{t['median'] * 1e3:.1f} ms ({t['min'] * 1e3:.1f}-{t['max'] * 1e3:.1f}) | {e['median']:.1%} "
+                f"({e['min']:.1%}-{e['max']:.1%}) | {rd['median'] * 1e3 if rd else 0:.1f} ms |"
+            )
         print()
     _print_scaling_rows(folder)
 
 
 def _print_scaling_rows(folder) -> None:
     rows = scaling(folder)
-    print("| workload | engine | run | mode | GPUs | whole repeat | efficiency | read (slowest rank) | read GB/s per "
-          "rank | pread N threads GB/s |")
+    print(
+        "| workload | engine | run | mode | GPUs | whole repeat | efficiency | read (slowest rank) | read GB/s per "
+        "rank | pread N threads GB/s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        rate = (f"{r['bytes_per_rank'] / r['read'] / 1e9:.2f}" if r["read"] and r["bytes_per_rank"] and
-                r["workload"] == "reduce" else "-")
+        rate = (
+            f"{r['bytes_per_rank'] / r['read'] / 1e9:.2f}"
+            if r["read"] and r["bytes_per_rank"] and r["workload"] == "reduce"
+            else "-"
+        )
         limit = f"{r['limit_GBps']:.2f}" if r["limit_GBps"] else "-"
-        print(f"| {r['workload']} | {r['engine']} | {r['run']} | {r['mode']} | {r['ranks']} | {r['total'] * 1e3:.1f} ms | "
-              f"{r['efficiency']:.1%} | {(r['read'] or 0) * 1e3:.1f} ms | {rate} | {limit} |")
+        print(
+            f"| {r['workload']} | {r['engine']} | {r['run']} | {r['mode']} | {r['ranks']} | {r['total'] * 1e3:.1f} ms | "
+            f"{r['efficiency']:.1%} | {(r['read'] or 0) * 1e3:.1f} ms | {rate} | {limit} |"
+        )
     for path in sorted(Path(folder).glob("bench-io-*.json")):
         result = json.loads(path.read_text())
         ranks = result["per_rank"]
-        print(f"\nspmd bench io, {len(ranks)} rank(s), {ranks[0]['bytes'] / 2**30:.2f} GiB each "
-              f"({path.name}): GB/s per rank (all ranks together)\n")
+        print(
+            f"\nspmd bench io, {len(ranks)} rank(s), {ranks[0]['bytes'] / 2**30:.2f} GiB each "
+            f"({path.name}): GB/s per rank (all ranks together)\n"
+        )
         print("| way | " + " | ".join(f"rank {r['rank']}" for r in ranks) + " | together |")
         print("|---" * (len(ranks) + 2) + "|")
         per_rank = [way_rates(r) for r in ranks]
         for way in ranks[0]["seconds"]:
-            print(f"| {way} | " + " | ".join(f"{x[way]:.2f}" for x in per_rank) + f" | {sum(x[way] for x in per_rank):.2f} |")
+            print(
+                f"| {way} | "
+                + " | ".join(f"{x[way]:.2f}" for x in per_rank)
+                + f" | {sum(x[way] for x in per_rank):.2f} |"
+            )
 
 
 def main(folder: str) -> None:
@@ -144,19 +177,25 @@ def main(folder: str) -> None:
         row = t.get(layout)
         if not row:
             continue
-        print(f"\n{layout}: {row['bytes'] / 2**30:.2f} GiB, {row['threads']} reader threads, medians of "
-              f"{row['runs']} runs (min-max), GB/s\n")
+        print(
+            f"\n{layout}: {row['bytes'] / 2**30:.2f} GiB, {row['threads']} reader threads, medians of "
+            f"{row['runs']} runs (min-max), GB/s\n"
+        )
         print("| way | GB/s |\n|---|---|")
         for way, v in row.items():
             if isinstance(v, dict):
                 print(f"| {way} | {v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f}) |")
         if "vs_today" in row:
-            print(f"\nfile to GPU: {row['vs_today']:.2f}x today's path (target 3x), {row['vs_limit']:.0%} of "
-                  f"min({row['pread_n']}, page-locked copy) (target 80%)")
+            print(
+                f"\nfile to GPU: {row['vs_today']:.2f}x today's path (target 3x), {row['vs_limit']:.0%} of "
+                f"min({row['pread_n']}, page-locked copy) (target 80%)"
+            )
     red = t["reduce"]
     if "speedup" in red:
-        print(f"\nreduce's whole repeat: h5py {red['h5py']['median'] * 1e3:.1f} ms, direct "
-              f"{red['direct']['median'] * 1e3:.1f} ms: {red['speedup']:.2f}x (target 3x)")
+        print(
+            f"\nreduce's whole repeat: h5py {red['h5py']['median'] * 1e3:.1f} ms, direct "
+            f"{red['direct']['median'] * 1e3:.1f} ms: {red['speedup']:.2f}x (target 3x)"
+        )
         for engine in ("h5py", "direct"):
             phases = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in red[engine]["phases"].items())
             print(f"- {engine} ({'/'.join(red[engine]['engines'])}): {phases}")

@@ -12,10 +12,12 @@ from pathlib import Path
 from summarize_workloads import after_read, load
 
 # the per-rank rate of each workload, and what to hold it against
-RATE = {"reduce": ("compute_GBps_per_rank", "TB/s", 1e-3, "HBM read"),
-        "matmul": ("tflops_per_rank", "TFLOP/s", 1.0, "cuBLAS fp32, local shape"),
-        "stencil": ("effective_GBps_per_rank", "TB/s", 1e-3, "HBM read"),
-        "train": ("samples_per_s", "samples/s", 1.0, "")}
+RATE = {
+    "reduce": ("compute_GBps_per_rank", "TB/s", 1e-3, "HBM read"),
+    "matmul": ("tflops_per_rank", "TFLOP/s", 1.0, "cuBLAS fp32, local shape"),
+    "stencil": ("effective_GBps_per_rank", "TB/s", 1e-3, "HBM read"),
+    "train": ("samples_per_s", "samples/s", 1.0, ""),
+}
 
 
 def main():
@@ -25,8 +27,10 @@ def main():
     args = parser.parse_args()
     d = Path(args.folder)
     gemm = load(d / "gemm_ceiling.json") or {}  # bench/gemm_ceiling.py, same call
-    print("| workload | mode | GPUs | time / repeat | efficiency | total-read-wait | its efficiency | "
-          "rate per GPU (min) | ceiling | ratio |")
+    print(
+        "| workload | mode | GPUs | time / repeat | efficiency | total-read-wait | its efficiency | "
+        "rate per GPU (min) | ceiling | ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in ("reduce", "matmul", "stencil", "train"):
         path = d / name / "scaling.json"
@@ -52,9 +56,11 @@ def main():
                 elif name == "matmul":
                     m = 16384 // n if mode == "strong" else 16384
                     ceiling = gemm.get(f"{m}x16384x16384 float32")
-                print(f"| {name} | {mode} | {n} | {row['time'] * 1e3:.1f} ms | {row['efficiency']:.1%} | "
-                      f"{gpu * 1e3:.1f} ms | {ideal / gpu:.1%} | {rate:,.2f} {unit} | "
-                      f"{f'{ceiling:.2f} ({what})' if ceiling else '-'} | {f'{rate / ceiling:.1%}' if ceiling else '-'} |")
+                print(
+                    f"| {name} | {mode} | {n} | {row['time'] * 1e3:.1f} ms | {row['efficiency']:.1%} | "
+                    f"{gpu * 1e3:.1f} ms | {ideal / gpu:.1%} | {rate:,.2f} {unit} | "
+                    f"{f'{ceiling:.2f} ({what})' if ceiling else '-'} | {f'{rate / ceiling:.1%}' if ceiling else '-'} |"
+                )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,10 @@ def ms(values: list[float]) -> str:
 
 
 def examples(folder: Path, hbm_TBps: float) -> list[str]:
-    lines = ["| example | input | runs | verified | compute ms | compute GB/s | / HBM read | comm ms | repeat ms |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| example | input | runs | verified | compute ms | compute GB/s | / HBM read | comm ms | repeat ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name in ("histogram", "kmeans", "pca"):
         reports = runs(folder, name)
         if not reports:
@@ -39,11 +41,13 @@ def examples(folder: Path, hbm_TBps: float) -> list[str]:
         nbytes = reports[0]["problem"]["bytes"]
         compute = [r["timings"]["compute"]["median"] for r in reports]
         rate = med([nbytes / c / 1e9 for c in compute])
-        lines.append(f"| {name} | {nbytes / 2**20:.0f} MiB {reports[0]['config']['generate']['dtype']} "
-                     f"{reports[0]['config']['generate']['shape']} | {len(reports)} | "
-                     f"{all(r['verified'] for r in reports)} | {ms(compute)} | {rate[0]:.4g} ({rate[1]:.4g}-{rate[2]:.4g}) "
-                     f"| {rate[0] / (hbm_TBps * 1e3):.1%} | {ms([r['timings']['comm']['median'] for r in reports])} "
-                     f"| {ms([r['timings']['total']['median'] for r in reports])} |")
+        lines.append(
+            f"| {name} | {nbytes / 2**20:.0f} MiB {reports[0]['config']['generate']['dtype']} "
+            f"{reports[0]['config']['generate']['shape']} | {len(reports)} | "
+            f"{all(r['verified'] for r in reports)} | {ms(compute)} | {rate[0]:.4g} ({rate[1]:.4g}-{rate[2]:.4g}) "
+            f"| {rate[0] / (hbm_TBps * 1e3):.1%} | {ms([r['timings']['comm']['median'] for r in reports])} "
+            f"| {ms([r['timings']['total']['median'] for r in reports])} |"
+        )
     return lines
 
 
@@ -63,8 +67,10 @@ def overhead(folder: Path) -> list[str]:
     lines.append(f"| compute + comm | {ms(a)} | {ms(b)} | {med(a)[0] / med(b)[0]:.3f} |")
     same = all(abs(r["result"]["value"] - i["sum"]) <= 1e-9 * abs(i["sum"]) for r, i in zip(plugin, inline))
     lines.append("")
-    lines.append(f"Runs: {len(plugin)} + {len(inline)}, {plugin[0]['repeats']} kept repeats each; the two sums agree: "
-                 f"{same}; the plug-in verified: {all(r['verified'] for r in plugin)}.")
+    lines.append(
+        f"Runs: {len(plugin)} + {len(inline)}, {plugin[0]['repeats']} kept repeats each; the two sums agree: "
+        f"{same}; the plug-in verified: {all(r['verified'] for r in plugin)}."
+    )
     return lines
 
 
@@ -78,11 +84,19 @@ def scaling(folder: Path) -> list[dict]:
         for mode in sc["modes"]:
             for row in sc["series"][mode]:
                 t = row["timings"]
-                rows.append({"example": path.parent.name.removeprefix("scale-"), "mode": mode, "ranks": row["ranks"],
-                             "total": row["time"], "efficiency": row["efficiency"],
-                             "compute": t["compute"]["max"], "comm": t.get("comm", {}).get("max", 0.0),
-                             "read": t.get("read", {}).get("max", 0.0),
-                             "verified": verified.get((mode, row["ranks"]))})
+                rows.append(
+                    {
+                        "example": path.parent.name.removeprefix("scale-"),
+                        "mode": mode,
+                        "ranks": row["ranks"],
+                        "total": row["time"],
+                        "efficiency": row["efficiency"],
+                        "compute": t["compute"]["max"],
+                        "comm": t.get("comm", {}).get("max", 0.0),
+                        "read": t.get("read", {}).get("max", 0.0),
+                        "verified": verified.get((mode, row["ranks"])),
+                    }
+                )
     return rows
 
 
@@ -90,19 +104,25 @@ def scaling_lines(folder: Path) -> list[str]:
     rows = scaling(folder)
     if not rows:
         return []
-    lines = ["| example | mode | GPUs | repeat ms | efficiency | read ms | compute ms | comm ms | verified |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['example']} | {r['mode']} | {r['ranks']} | {r['total'] * 1e3:.2f} | {r['efficiency']:.1%} | "
-              f"{r['read'] * 1e3:.2f} | {r['compute'] * 1e3:.3f} | {r['comm'] * 1e3:.3f} | {r['verified']} |"
-              for r in rows]
+    lines = [
+        "| example | mode | GPUs | repeat ms | efficiency | read ms | compute ms | comm ms | verified |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['example']} | {r['mode']} | {r['ranks']} | {r['total'] * 1e3:.2f} | {r['efficiency']:.1%} | "
+        f"{r['read'] * 1e3:.2f} | {r['compute'] * 1e3:.3f} | {r['comm'] * 1e3:.3f} | {r['verified']} |"
+        for r in rows
+    ]
     return lines
 
 
 def main(folder: str) -> int:
     folder = Path(folder)
     hbm = json.loads((folder / "hbm_ceiling.json").read_text())
-    print(f"Device: {hbm['device']}; HBM read ceiling (CuPy sum over 4 GiB float32): {hbm['sum_read_TBps']:.2f} TB/s, "
-          f"device copy {hbm['copy_read_plus_write_TBps']:.2f} TB/s (read + write).\n")
+    print(
+        f"Device: {hbm['device']}; HBM read ceiling (CuPy sum over 4 GiB float32): {hbm['sum_read_TBps']:.2f} TB/s, "
+        f"device copy {hbm['copy_read_plus_write_TBps']:.2f} TB/s (read + write).\n"
+    )
     print("\n".join(examples(folder, hbm["sum_read_TBps"])))
     print()
     print("\n".join(scaling_lines(folder)))

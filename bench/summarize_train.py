@@ -9,8 +9,11 @@ import statistics
 import sys
 from pathlib import Path
 
-PRECISIONS = {"float32": ("graph", ""), "tf32": ("graph-tf32", "-tf32"),  # spmd variant, torch variant suffix
-              "bf16": ("graph-bf16", "-bf16")}
+PRECISIONS = {
+    "float32": ("graph", ""),
+    "tf32": ("graph-tf32", "-tf32"),  # spmd variant, torch variant suffix
+    "bf16": ("graph-bf16", "-bf16"),
+}
 
 
 def load(path):
@@ -29,9 +32,19 @@ def main(folder):
     at = {(r["model"], r["batch"], r["variant"], r["gpus"]): r for r in runs}
     counts = sorted({r["gpus"] for r in runs})
     many = [n for n in counts if n > 1]
-    print("| model | batch/GPU | " + " | ".join(f"spmd {n} GPU" for n in counts) + " | "
-          + " | ".join(f"speedup {n}" for n in many) + " | " + " | ".join(f"DDP {n} GPU" for n in counts) + " | "
-          + " | ".join(f"DDP speedup {n}" for n in many) + " | spmd / DDP at " + ", ".join(map(str, counts)) + " |")
+    print(
+        "| model | batch/GPU | "
+        + " | ".join(f"spmd {n} GPU" for n in counts)
+        + " | "
+        + " | ".join(f"speedup {n}" for n in many)
+        + " | "
+        + " | ".join(f"DDP {n} GPU" for n in counts)
+        + " | "
+        + " | ".join(f"DDP speedup {n}" for n in many)
+        + " | spmd / DDP at "
+        + ", ".join(map(str, counts))
+        + " |"
+    )
     print("|---" * (2 + 2 * len(counts) + 2 * len(many) + 1) + "|")
     for model in ("medium", "large"):
         for batch in sorted({r["batch"] for r in runs if r["model"] == model}):
@@ -43,11 +56,20 @@ def main(folder):
             def speedup(x, n):
                 return f"{x[n]['samples_per_s'] / x[1]['samples_per_s']:.2f}x" if x[n] and x[1] else "-"
 
-            ratio = ", ".join(f"{g[n]['samples_per_s'] / d[n]['samples_per_s']:.1f}x" if g[n] and d[n] else "-"
-                              for n in counts)
-            print(f"| {model} | {batch} | " + " | ".join(rate(g[n]) for n in counts) + " | "
-                  + " | ".join(speedup(g, n) for n in many) + " | " + " | ".join(rate(d[n]) for n in counts) + " | "
-                  + " | ".join(speedup(d, n) for n in many) + f" | {ratio} |")
+            ratio = ", ".join(
+                f"{g[n]['samples_per_s'] / d[n]['samples_per_s']:.1f}x" if g[n] and d[n] else "-" for n in counts
+            )
+            print(
+                f"| {model} | {batch} | "
+                + " | ".join(rate(g[n]) for n in counts)
+                + " | "
+                + " | ".join(speedup(g, n) for n in many)
+                + " | "
+                + " | ".join(rate(d[n]) for n in counts)
+                + " | "
+                + " | ".join(speedup(d, n) for n in many)
+                + f" | {ratio} |"
+            )
     print("\nEager steps (samples/s):\n")
     print("| model | batch/GPU | " + " | ".join(f"{n} GPU" for n in counts) + " |")
     print("|---" * (2 + len(counts)) + "|")
@@ -63,8 +85,10 @@ def main(folder):
     for r in runs:
         if r["gpus"] == top and r["variant"] != "ddp" and r.get("phase_ms_per_step"):
             p = r["phase_ms_per_step"]
-            print(f"| {r['model']} | {r['batch']} | {r['variant']} | {r['step_ms']:.3f} | {p['forward']:.3f} | "
-                  f"{p['backward']:.3f} | {p['comm']:.3f} | {p['comm_overlapped']:.3f} | {p['optimizer']:.3f} |")
+            print(
+                f"| {r['model']} | {r['batch']} | {r['variant']} | {r['step_ms']:.3f} | {p['forward']:.3f} | "
+                f"{p['backward']:.3f} | {p['comm']:.3f} | {p['comm_overlapped']:.3f} | {p['optimizer']:.3f} |"
+            )
 
 
 def _precision(variant: str) -> str:
@@ -89,21 +113,37 @@ def against_torch(folder) -> list[dict]:
             for model in ("medium", "large"):
                 for batch in sorted({b for v, g, m, b in spmd if v == mine and g == gpus and m == model}):
                     rates = spmd[(mine, gpus, model, batch)]
-                    peers = {r["variant"].removesuffix(suffix): r for r in torch_runs
-                             if r["model"] == model and r["batch"] == batch and r.get("gpus", 1) == gpus
-                             and _precision(r["variant"]) == suffix}
+                    peers = {
+                        r["variant"].removesuffix(suffix): r
+                        for r in torch_runs
+                        if r["model"] == model
+                        and r["batch"] == batch
+                        and r.get("gpus", 1) == gpus
+                        and _precision(r["variant"]) == suffix
+                    }
                     ran = {name: r for name, r in peers.items() if "samples_per_s" in r}
                     if not ran:
                         continue
                     best = max(ran, key=lambda name: ran[name]["samples_per_s"])
-                    rows.append({"precision": precision, "gpus": gpus, "model": model, "batch": batch,
-                                 "runs": len(rates), "spmd": statistics.median(rates), "spmd_min": min(rates),
-                                 "spmd_max": max(rates), "spmd_runs": rates,
-                                 "torch": {name: r.get("samples_per_s") for name, r in peers.items()},
-                                 "failed": {name: r["error"] for name, r in peers.items() if "error" in r},
-                                 "strongest": best, "strongest_rate": ran[best]["samples_per_s"],
-                                 "margin": statistics.median(rates) / ran[best]["samples_per_s"],
-                                 "worst_margin": min(rates) / max(ran[best]["runs_samples_per_s"])})
+                    rows.append(
+                        {
+                            "precision": precision,
+                            "gpus": gpus,
+                            "model": model,
+                            "batch": batch,
+                            "runs": len(rates),
+                            "spmd": statistics.median(rates),
+                            "spmd_min": min(rates),
+                            "spmd_max": max(rates),
+                            "spmd_runs": rates,
+                            "torch": {name: r.get("samples_per_s") for name, r in peers.items()},
+                            "failed": {name: r["error"] for name, r in peers.items() if "error" in r},
+                            "strongest": best,
+                            "strongest_rate": ran[best]["samples_per_s"],
+                            "margin": statistics.median(rates) / ran[best]["samples_per_s"],
+                            "worst_margin": min(rates) / max(ran[best]["runs_samples_per_s"]),
+                        }
+                    )
     return rows
 
 
@@ -124,17 +164,29 @@ def speedups(folder, precision: str = "float32") -> list[dict]:
         if gpus == 1 or one is None or len(one["spmd_runs"]) != len(r["spmd_runs"]):
             continue
         ratios = [n / o for n, o in zip(r["spmd_runs"], one["spmd_runs"])]
-        out.append({"gpus": gpus, "model": model, "batch": batch, "speedup": statistics.median(ratios),
-                    "min": min(ratios), "max": max(ratios),
-                    "torch_speedup": r["strongest_rate"] / one["strongest_rate"], "torch_strongest": r["strongest"]})
+        out.append(
+            {
+                "gpus": gpus,
+                "model": model,
+                "batch": batch,
+                "speedup": statistics.median(ratios),
+                "min": min(ratios),
+                "max": max(ratios),
+                "torch_speedup": r["strongest_rate"] / one["strongest_rate"],
+                "torch_strongest": r["strongest"],
+            }
+        )
     return out
 
 
 def one_gpu_row(r: dict, names: list[str]) -> str:
     """One row of the one-GPU table (docs/benchmarks.md quotes it; bench/claims.py checks it)."""
     cells = [f"{r['torch'][n]:,.0f}" if r["torch"].get(n) else ("failed" if n in r["failed"] else "-") for n in names]
-    return (f"| {r['model']} | {r['batch']} | {r['spmd']:,.0f} ({r['spmd_min']:,.0f}-{r['spmd_max']:,.0f}) | "
-            + " | ".join(cells) + f" | {r['strongest']} | {r['margin']:.2f}x | {r['worst_margin']:.2f}x |")
+    return (
+        f"| {r['model']} | {r['batch']} | {r['spmd']:,.0f} ({r['spmd_min']:,.0f}-{r['spmd_max']:,.0f}) | "
+        + " | ".join(cells)
+        + f" | {r['strongest']} | {r['margin']:.2f}x | {r['worst_margin']:.2f}x |"
+    )
 
 
 def print_one_gpu(folder) -> None:
@@ -147,21 +199,27 @@ def print_one_gpu(folder) -> None:
                 continue
             names = sorted({n for r in mine for n in r["torch"]})
             ddp = " (PyTorch: DistributedDataParallel)" if gpus > 1 else ""
-            print(f"\n{precision}, {gpus} GPU{'s' if gpus > 1 else ''}{ddp}: samples/s of all GPUs, spmd the median "
-                  f"of {mine[0]['runs']} runs (min-max), each PyTorch setup the median of its timed runs; margin = "
-                  "spmd / the strongest, worst = spmd's slowest run / the strongest's fastest\n")
+            print(
+                f"\n{precision}, {gpus} GPU{'s' if gpus > 1 else ''}{ddp}: samples/s of all GPUs, spmd the median "
+                f"of {mine[0]['runs']} runs (min-max), each PyTorch setup the median of its timed runs; margin = "
+                "spmd / the strongest, worst = spmd's slowest run / the strongest's fastest\n"
+            )
             print("| model | batch | spmd | " + " | ".join(names) + " | strongest | margin | worst |")
             print("|---" * (6 + len(names)) + "|")
             for r in mine:
                 print(one_gpu_row(r, names))
     ups = speedups(folder)
     if ups:
-        print("\nfloat32 speedup at N GPUs over 1 (per-GPU batch fixed): spmd the median of its runs' own ratios "
-              "(min-max); PyTorch its strongest setup at N over its strongest at 1\n")
+        print(
+            "\nfloat32 speedup at N GPUs over 1 (per-GPU batch fixed): spmd the median of its runs' own ratios "
+            "(min-max); PyTorch its strongest setup at N over its strongest at 1\n"
+        )
         print("| GPUs | model | batch | spmd | PyTorch (strongest at N) |\n|---|---|---|---|---|")
         for u in ups:
-            print(f"| {u['gpus']} | {u['model']} | {u['batch']} | {u['speedup']:.2f}x ({u['min']:.2f}-{u['max']:.2f}) "
-                  f"| {u['torch_speedup']:.2f}x ({u['torch_strongest']}) |")
+            print(
+                f"| {u['gpus']} | {u['model']} | {u['batch']} | {u['speedup']:.2f}x ({u['min']:.2f}-{u['max']:.2f}) "
+                f"| {u['torch_speedup']:.2f}x ({u['torch_strongest']}) |"
+            )
     for name, error in {n: e for r in rows for n, e in r["failed"].items()}.items():
         print(f"\n{name} failed on this machine: {error}")
 
@@ -176,22 +234,36 @@ def settings(folder) -> list[dict]:
     out = []
     for name, rs in runs.items():
         ups = [r[2]["samples_per_s"] / r[1]["samples_per_s"] for r in rs]
-        out.append({"setting": name, "variant": rs[0][2]["variant"], "runs": len(rs),
-                    "speedup": statistics.median(ups), "min": min(ups), "max": max(ups),
-                    "step1_ms": statistics.median(r[1]["step_ms"] for r in rs),
-                    "step2_ms": statistics.median(r[2]["step_ms"] for r in rs),
-                    **{f"{k}_ms": statistics.median(r[2]["phase_ms_per_step"][k] for r in rs)
-                       for k in ("backward", "comm", "comm_overlapped", "optimizer")}})
+        out.append(
+            {
+                "setting": name,
+                "variant": rs[0][2]["variant"],
+                "runs": len(rs),
+                "speedup": statistics.median(ups),
+                "min": min(ups),
+                "max": max(ups),
+                "step1_ms": statistics.median(r[1]["step_ms"] for r in rs),
+                "step2_ms": statistics.median(r[2]["step_ms"] for r in rs),
+                **{
+                    f"{k}_ms": statistics.median(r[2]["phase_ms_per_step"][k] for r in rs)
+                    for k in ("backward", "comm", "comm_overlapped", "optimizer")
+                },
+            }
+        )
     return out
 
 
 def print_settings(folder) -> None:
-    print("| setting | variant | runs | 2-GPU speedup (min-max) | 1-GPU step ms | 2-GPU step ms | backward | exposed "
-          "allreduce | optimizer |\n|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| setting | variant | runs | 2-GPU speedup (min-max) | 1-GPU step ms | 2-GPU step ms | backward | exposed "
+        "allreduce | optimizer |\n|---|---|---|---|---|---|---|---|---|"
+    )
     for r in settings(folder):
-        print(f"| {r['setting']} | {r['variant']} | {r['runs']} | {r['speedup']:.3f}x ({r['min']:.3f}-{r['max']:.3f}) "
-              f"| {r['step1_ms']:.4f} | {r['step2_ms']:.4f} | {r['backward_ms']:.4f} | {r['comm_ms']:.4f} | "
-              f"{r['optimizer_ms']:.4f} |")
+        print(
+            f"| {r['setting']} | {r['variant']} | {r['runs']} | {r['speedup']:.3f}x ({r['min']:.3f}-{r['max']:.3f}) "
+            f"| {r['step1_ms']:.4f} | {r['step2_ms']:.4f} | {r['backward_ms']:.4f} | {r['comm_ms']:.4f} | "
+            f"{r['optimizer_ms']:.4f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -36,14 +36,30 @@ def main() -> None:
         page = Path(tmp) / "report.html"
         page.write_text(run_html(report))
         shot = Path(tmp) / "shot.png"
-        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                        f"--user-data-dir={tmp}/profile", "--hide-scrollbars", "--force-device-scale-factor=1.5",
-                        "--window-size=1280,3000", f"--screenshot={shot}", page.as_uri()],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={tmp}/profile",
+                "--hide-scrollbars",
+                "--force-device-scale-factor=1.5",
+                "--window-size=1280,3000",
+                f"--screenshot={shot}",
+                page.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         image = Image.open(shot).convert("RGB")
     pixels = np.asarray(image)
-    panel = np.array([int(PANELS["timeline"][i:i + 2], 16) for i in (1, 3, 5)])
+    panel = np.array([int(PANELS["timeline"][i : i + 2], 16) for i in (1, 3, 5)])
     ys, xs = np.nonzero(np.all(np.abs(pixels.astype(int) - panel) <= 2, axis=-1))
     out.parent.mkdir(parents=True, exist_ok=True)
     image.crop((xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)).save(out, optimize=True)

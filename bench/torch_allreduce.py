@@ -49,17 +49,34 @@ def main() -> None:
         dist.all_reduce(mine, op=dist.ReduceOp.MAX)
         seconds = mine.item()
         algbw = x.numel() * 4 / seconds
-        rows.append({"size": x.numel() * 4, "time_us": seconds * 1e6, "algbw_GBps": algbw / 1e9,
-                     "busbw_GBps": algbw * 2 * (size - 1) / size / 1e9})
+        rows.append(
+            {
+                "size": x.numel() * 4,
+                "time_us": seconds * 1e6,
+                "algbw_GBps": algbw / 1e9,
+                "busbw_GBps": algbw * 2 * (size - 1) / size / 1e9,
+            }
+        )
         if rank == 0:
-            print(f"{rows[-1]['size']:>12} {rows[-1]['time_us']:>10.2f} {rows[-1]['algbw_GBps']:>8.2f} "
-                  f"{rows[-1]['busbw_GBps']:>8.2f}", flush=True)
+            print(
+                f"{rows[-1]['size']:>12} {rows[-1]['time_us']:>10.2f} {rows[-1]['algbw_GBps']:>8.2f} "
+                f"{rows[-1]['busbw_GBps']:>8.2f}",
+                flush=True,
+            )
         del x
         nbytes *= 2
     if rank == 0 and args.json:
         with open(args.json, "w") as f:
-            json.dump({"torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-                       "ranks": size, "results": rows}, f, indent=2)
+            json.dump(
+                {
+                    "torch": torch.__version__,
+                    "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+                    "ranks": size,
+                    "results": rows,
+                },
+                f,
+                indent=2,
+            )
     dist.destroy_process_group()
 
 

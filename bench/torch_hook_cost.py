@@ -45,8 +45,9 @@ def main() -> None:
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     if not gpu:
         torch.set_num_threads(len(os.sched_getaffinity(0)))
-    dist.init_process_group("nccl" if gpu else "gloo", store=dist.TCPStore("127.0.0.1", 0, 1, True), rank=0,
-                            world_size=1)
+    dist.init_process_group(
+        "nccl" if gpu else "gloo", store=dist.TCPStore("127.0.0.1", 0, 1, True), rank=0, world_size=1
+    )
 
     def hook(state, bucket):
         return allreduce_hook(state, bucket)
@@ -87,9 +88,16 @@ def main() -> None:
             if window:
                 per_step[kind].append((time.perf_counter() - t0) / a.steps * 1e6)
     dist.destroy_process_group()
-    out = {"device": a.device, "size": a.size, "batch": a.batch, "steps": a.steps, "windows": a.windows,
-           "torch": torch.__version__, "us_per_step": per_step,
-           "median_us": {k: statistics.median(v) for k, v in per_step.items()}}
+    out = {
+        "device": a.device,
+        "size": a.size,
+        "batch": a.batch,
+        "steps": a.steps,
+        "windows": a.windows,
+        "torch": torch.__version__,
+        "us_per_step": per_step,
+        "median_us": {k: statistics.median(v) for k, v in per_step.items()},
+    }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1))
     for kind, values in per_step.items():

@@ -77,31 +77,65 @@ VARIANTS = {  # name -> (strategy, params overrides, environment)
 }
 
 
-def spmd_run(size: str, batch: int, steps: int, windows: int, rows: int, variant: str, work: Path,
-             device: str = "gpu") -> dict:
+def spmd_run(
+    size: str, batch: int, steps: int, windows: int, rows: int, variant: str, work: Path, device: str = "gpu"
+) -> dict:
     """The same training under ``spmd run`` (one rank); samples/s from its report (median repeat)."""
     strategy, extra, env = VARIANTS[variant]
     features = {"medium": 844, "large": 4812}[size]
     cfg = work / f"{variant}.yaml"
-    cfg.write_text(json.dumps({
-        "workload": "torch", "warmup": 1, "repeats": windows, "device": device,
-        "input": {"path": str(work / "data.h5"), "dataset": "x"},
-        "generate": {"shape": [rows, features], "dtype": "float32", "seed": 1},
-        "params": {"model": str(ROOT / "examples/torch/mlp.py:build"), "options": {"size": size},
-                   "labels": {"dataset": "y"}, "batch": batch, "steps": steps, "strategy": strategy,
-                   "optimizer": {"name": "adamw", "lr": 1e-3}, "bucket_mb": 25, **extra},
-        "output": str(work / f"out-{variant}"), "timeout_s": 600}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "workload": "torch",
+                "warmup": 1,
+                "repeats": windows,
+                "device": device,
+                "input": {"path": str(work / "data.h5"), "dataset": "x"},
+                "generate": {"shape": [rows, features], "dtype": "float32", "seed": 1},
+                "params": {
+                    "model": str(ROOT / "examples/torch/mlp.py:build"),
+                    "options": {"size": size},
+                    "labels": {"dataset": "y"},
+                    "batch": batch,
+                    "steps": steps,
+                    "strategy": strategy,
+                    "optimizer": {"name": "adamw", "lr": 1e-3},
+                    "bucket_mb": 25,
+                    **extra,
+                },
+                "output": str(work / f"out-{variant}"),
+                "timeout_s": 600,
+            }
+        )
+    )
     launch = os.environ.get("SPMD_MPIEXEC", "mpiexec").split()
     subprocess.run([sys.executable, "-m", "spmd", "generate", str(cfg)], check=True, capture_output=True)
-    done = subprocess.run([*launch, "-n", "1", *(x for k, v in env.items() for x in ("-x", f"{k}={v}")),
-                           sys.executable, "-m", "spmd", "run", str(cfg)], capture_output=True, text=True,
-                          env={**os.environ, **env})
+    done = subprocess.run(
+        [
+            *launch,
+            "-n",
+            "1",
+            *(x for k, v in env.items() for x in ("-x", f"{k}={v}")),
+            sys.executable,
+            "-m",
+            "spmd",
+            "run",
+            str(cfg),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
     if done.returncode:
         return {"failed": done.stderr[-1500:]}
     report = json.loads((work / f"out-{variant}" / "report.json").read_text())
-    return {"samples_per_s": report["metrics"]["samples_per_s"], "verified": report["verified"],
-            "phase_ms_per_step": report["metrics"]["phase_ms_per_step"],
-            "reference_seconds": report["verification"].get("reference_seconds")}
+    return {
+        "samples_per_s": report["metrics"]["samples_per_s"],
+        "verified": report["verified"],
+        "phase_ms_per_step": report["metrics"]["phase_ms_per_step"],
+        "reference_seconds": report["verification"].get("reference_seconds"),
+    }
 
 
 def main() -> None:
@@ -120,29 +154,59 @@ def main() -> None:
     if a.plain:
         print(json.dumps(plain(a.size, a.batch, a.steps, a.windows, a.rows, a.device)))
         return
-    results = {"size": a.size, "batch": a.batch, "steps": a.steps, "windows": a.windows, "precision": "fp32",
-               "device": a.device,
-               "bucket_mb": 25, "optimizer": "adamw", "runs": []}
+    results = {
+        "size": a.size,
+        "batch": a.batch,
+        "steps": a.steps,
+        "windows": a.windows,
+        "precision": "fp32",
+        "device": a.device,
+        "bucket_mb": 25,
+        "optimizer": "adamw",
+        "runs": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(a.runs):
-            done = subprocess.run([sys.executable, __file__, "--plain", "--size", a.size, "--batch", str(a.batch),
-                                   "--steps", str(a.steps), "--windows", str(a.windows), "--rows", str(a.rows),
-                                   "--device", a.device],
-                                  capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--plain",
+                    "--size",
+                    a.size,
+                    "--batch",
+                    str(a.batch),
+                    "--steps",
+                    str(a.steps),
+                    "--windows",
+                    str(a.windows),
+                    "--rows",
+                    str(a.rows),
+                    "--device",
+                    a.device,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             entry = {"run": run, "plain_ddp": json.loads(done.stdout.strip().splitlines()[-1])}
             for variant in ["ddp", *(v for v in a.variants.split(",") if v != "ddp")]:
-                entry[f"spmd_{variant}"] = spmd_run(a.size, a.batch, a.steps, a.windows, a.rows, variant, Path(tmp),
-                                                    a.device)
+                entry[f"spmd_{variant}"] = spmd_run(
+                    a.size, a.batch, a.steps, a.windows, a.rows, variant, Path(tmp), a.device
+                )
             results["runs"].append(entry)
             print(json.dumps(entry), flush=True)
-            save(results, Path(a.out) / f"torch-overhead-{a.device}-{a.size}-b{a.batch}.json")  # each run: a time limit keeps some
+            save(
+                results, Path(a.out) / f"torch-overhead-{a.device}-{a.size}-b{a.batch}.json"
+            )  # each run: a time limit keeps some
     print(f"spmd ddp / plain DDP, median of {len(results['runs'])}: {results['ratio_median']:.3f}")
 
 
 def save(results: dict, path: Path) -> None:
     """The raw runs and the median over runs of each run's spmd ddp / plain DDP ratio."""
-    results["ratio_median"] = statistics.median(r["spmd_ddp"]["samples_per_s"] / r["plain_ddp"]["samples_per_s"]
-                                                for r in results["runs"])
+    results["ratio_median"] = statistics.median(
+        r["spmd_ddp"]["samples_per_s"] / r["plain_ddp"]["samples_per_s"] for r in results["runs"]
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1))
 

@@ -14,8 +14,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-MODELS = {"medium": ((844, 256, 128, 64, 10), (16, 32, 64, 128, 1024)),
-          "large": ((4812, 1024, 1024, 512, 512, 256, 10), (8, 16, 32, 64, 512))}
+MODELS = {
+    "medium": ((844, 256, 128, 64, 10), (16, 32, 64, 128, 1024)),
+    "large": ((4812, 1024, 1024, 512, 512, 256, 10), (8, 16, 32, 64, 512)),
+}
 
 
 def mlp(widths):
@@ -31,8 +33,9 @@ def measure(widths, batch, steps, group, device, rows=16384):
     torch.manual_seed(0)
     model = mlp(widths).to(device)
     if group is not None:  # the first gpus ranks, so a smaller DDP runs inside a larger launch
-        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index], bucket_cap_mb=25,
-                                                    process_group=group)
+        model = nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index], bucket_cap_mb=25, process_group=group
+        )
     x = torch.randn(rows, widths[0], device=device)
     y = torch.randint(0, widths[-1], (rows,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -84,9 +87,19 @@ def main():
                     dist.barrier()
                 if rank == 0:
                     t = sorted(seconds)[len(seconds) // 2]
-                    print(json.dumps({"model": name, "batch": batch, "gpus": gpus, "variant": "ddp",
-                                      "samples_per_s": batch * gpus * args.steps / t,
-                                      "step_ms": t / args.steps * 1e3}), flush=True)
+                    print(
+                        json.dumps(
+                            {
+                                "model": name,
+                                "batch": batch,
+                                "gpus": gpus,
+                                "variant": "ddp",
+                                "samples_per_s": batch * gpus * args.steps / t,
+                                "step_ms": t / args.steps * 1e3,
+                            }
+                        ),
+                        flush=True,
+                    )
     dist.destroy_process_group()
 
 

@@ -12,10 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
-
 from train_ddp import MODELS, mlp
 from train_ops import build_step
-
 
 
 def spmd_step(model, batch):
@@ -24,6 +22,7 @@ def spmd_step(model, batch):
     def step():
         for _, fn in named:
             fn()
+
     return step
 
 
@@ -40,6 +39,7 @@ def torch_step(model, batch):
         opt.zero_grad(set_to_none=True)
         loss_fn(net(x[idx]), y[idx]).backward()
         opt.step()
+
     return step
 
 

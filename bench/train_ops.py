@@ -50,23 +50,46 @@ def step_ops(layout, ops, net, w, g, counters, xs, ys, idx, batch, master=None):
         s = layout.segments[layer]
         shape = f"{batch}x{s.fan_in}x{s.fan_out}"
         if layer < last:  # what Network.forward runs without dropout
-            out.append((f"fwd linear_relu L{layer} {shape}", lambda i=inp, layer=layer: ops.linear_relu(
-                i, layout.weight(w, layer), layout.bias(w, layer), net.acts[layer])))
+            out.append(
+                (
+                    f"fwd linear_relu L{layer} {shape}",
+                    lambda i=inp, layer=layer: ops.linear_relu(
+                        i, layout.weight(w, layer), layout.bias(w, layer), net.acts[layer]
+                    ),
+                )
+            )
         else:
-            out.append((f"fwd gemm L{layer} {shape}", lambda i=inp, layer=layer: ops.gemm(
-                i, layout.weight(w, layer), net.acts[layer], trans_b=True)))
+            out.append(
+                (
+                    f"fwd gemm L{layer} {shape}",
+                    lambda i=inp, layer=layer: ops.gemm(i, layout.weight(w, layer), net.acts[layer], trans_b=True),
+                )
+            )
         inp = net.acts[layer]
-    out.append(("softmax_xent", lambda: ops.softmax_xent(net.acts[last], layout.bias(w, last), net.y, 1.0,
-                                                           net.dlogits, net.loss_sum, net.correct)))
+    out.append(
+        (
+            "softmax_xent",
+            lambda: ops.softmax_xent(
+                net.acts[last], layout.bias(w, last), net.y, 1.0, net.dlogits, net.loss_sum, net.correct
+            ),
+        )
+    )
     delta = net.dlogits
     for layer in reversed(range(layout.layers)):
         inp = net.x if layer == 0 else net.acts[layer - 1]
-        out.append((f"dW+db L{layer}", lambda d=delta, i=inp, layer=layer: ops.weight_gradient(
-            d, i, layout.weight(g, layer), layout.bias(g, layer), False)))
+        out.append(
+            (
+                f"dW+db L{layer}",
+                lambda d=delta, i=inp, layer=layer: ops.weight_gradient(
+                    d, i, layout.weight(g, layer), layout.bias(g, layer), False
+                ),
+            )
+        )
         if layer > 0:
             below = net.deltas[layer - 1]
-            out.append((f"dX gemm L{layer}", lambda d=delta, b=below, layer=layer: ops.gemm(
-                d, layout.weight(w, layer), b)))
+            out.append(
+                (f"dX gemm L{layer}", lambda d=delta, b=below, layer=layer: ops.gemm(d, layout.weight(w, layer), b))
+            )
             out.append((f"act_back L{layer - 1}", lambda b=below, a=net.acts[layer - 1]: ops.act_backward(b, a, 1.0)))
             delta = below
     momentum = g.copy()
@@ -113,16 +136,37 @@ def main():
             def whole():
                 for _, fn in named:
                     fn()
+
             step_us = graph_time(whole, 20, stream, ops)
-            print(json.dumps({"model": model, "batch": batch, "op": "SUM of ops", "us": round(total, 3),
-                              "whole_step_us": round(step_us, 3),
-                              "samples_per_s": round(batch / step_us * 1e6)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "model": model,
+                        "batch": batch,
+                        "op": "SUM of ops",
+                        "us": round(total, 3),
+                        "whole_step_us": round(step_us, 3),
+                        "samples_per_s": round(batch / step_us * 1e6),
+                    }
+                ),
+                flush=True,
+            )
             lt = getattr(ops, "_lt", None)
-            for key, plan in (lt.plans.items() if lt else ()):
+            for key, plan in lt.plans.items() if lt else ():
                 if plan is not None:  # (m, n, k, op_a, op_b, ...) column-major, as cuBLASLt sees it
-                    print(json.dumps({"model": model, "batch": batch, "gemm": list(key[:5]), "epilogue": plan.epilogue,
-                                      "candidates_us": [round(t, 2) for t in plan.timings],
-                                      "chosen_us": plan.tuned_us}), flush=True)
+                    print(
+                        json.dumps(
+                            {
+                                "model": model,
+                                "batch": batch,
+                                "gemm": list(key[:5]),
+                                "epilogue": plan.epilogue,
+                                "candidates_us": [round(t, 2) for t in plan.timings],
+                                "chosen_us": plan.tuned_us,
+                            }
+                        ),
+                        flush=True,
+                    )
             ops.close()
 
 

@@ -28,7 +28,6 @@ import sys
 import torch
 import torch.distributed as dist
 from torch import nn
-
 from train_ddp import MODELS, mlp, timed
 
 
@@ -55,6 +54,7 @@ def eager_step(model, x, y, opt, loss_fn, amp=contextlib.nullcontext):
             loss = loss_fn(model(x[i_batch]), y[i_batch])
         loss.backward()
         opt.step()
+
     return step
 
 
@@ -84,6 +84,7 @@ def graphed_step(model, x, y, opt, loss_fn, idx, amp=contextlib.nullcontext):
     def step(i_batch):
         static_idx.copy_(i_batch)
         graph.replay()
+
     return step
 
 
@@ -94,8 +95,10 @@ def variant_step(variant, widths, batch, steps, device, ddp=False):
     torch.backends.cuda.matmul.allow_tf32 = variant.endswith("-tf32")
     amp = contextlib.nullcontext
     if variant.endswith("-bf16"):
+
         def amp():
             return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+
     variant = variant.removesuffix("-tf32").removesuffix("-bf16")
     model, x, y, opt, idx = setup(widths, batch, steps, device, ddp)
     loss_fn = nn.CrossEntropyLoss()
@@ -115,8 +118,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--variants", default="torch-eager,torch-graph,torch-compile,torch-compile-graphs,"
-                                              "torch-graph-tf32,torch-graph-bf16")
+    parser.add_argument(
+        "--variants",
+        default="torch-eager,torch-graph,torch-compile,torch-compile-graphs,torch-graph-tf32,torch-graph-bf16",
+    )
     args = parser.parse_args()
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", 0)))
     size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", 1)))
@@ -128,16 +133,25 @@ def main():
     for name, (widths, batches) in MODELS.items():
         for batch in batches:
             for variant in args.variants.split(","):
-                line = {"model": name, "batch": batch, "gpus": size, "variant": variant, "torch": torch.__version__,
-                        **({"ddp": True} if size > 1 else {})}
+                line = {
+                    "model": name,
+                    "batch": batch,
+                    "gpus": size,
+                    "variant": variant,
+                    "torch": torch.__version__,
+                    **({"ddp": True} if size > 1 else {}),
+                }
                 try:
                     # built once (compiled, captured), then timed --runs times, each after its own warm-up
                     step, idx = variant_step(variant, widths, batch, args.steps, device, ddp=size > 1)
                     seconds = [timed(step, idx, args.steps) for _ in range(args.runs)]
                     t = statistics.median(seconds)
                     # samples/s of all GPUs together (each takes its own batch), as spmd reports it
-                    line.update(samples_per_s=batch * size * args.steps / t, step_ms=t / args.steps * 1e3,
-                                runs_samples_per_s=[batch * size * args.steps / s for s in seconds])
+                    line.update(
+                        samples_per_s=batch * size * args.steps / t,
+                        step_ms=t / args.steps * 1e3,
+                        runs_samples_per_s=[batch * size * args.steps / s for s in seconds],
+                    )
                 except Exception as exc:  # a setup this machine cannot run: said, not hidden
                     line.update(error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
                 if rank == 0:

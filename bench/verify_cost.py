@@ -44,9 +44,15 @@ def measure(ctx, xp, n: int) -> dict:
     check.freivalds(ctx, xp, (n, n, n), blocks, local, 0, tol)  # warm-up
     gemm = [timed(xp, lambda: a @ b) for _ in range(RUNS)]
     verify = [timed(xp, lambda: check.freivalds(ctx, xp, (n, n, n), blocks, local, 0, tol)) for _ in range(RUNS)]
-    return {"n": n, "groups": min(n, check.FREIVALDS_GROUPS), "gemm_s": gemm, "check_s": verify,
-            "gemm_median_s": statistics.median(gemm), "check_median_s": statistics.median(verify),
-            "check_over_gemm": statistics.median(verify) / statistics.median(gemm)}
+    return {
+        "n": n,
+        "groups": min(n, check.FREIVALDS_GROUPS),
+        "gemm_s": gemm,
+        "check_s": verify,
+        "gemm_median_s": statistics.median(gemm),
+        "check_median_s": statistics.median(verify),
+        "check_over_gemm": statistics.median(verify) / statistics.median(gemm),
+    }
 
 
 def main() -> None:
@@ -61,8 +67,10 @@ def main() -> None:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "verify_cost.json").write_text(json.dumps(out, indent=2) + "\n")
     for r in rows:
-        print(f"n={r['n']}: GEMM {r['gemm_median_s'] * 1e3:.2f} ms, check {r['check_median_s'] * 1e3:.2f} ms "
-              f"({r['check_over_gemm']:.2f}x)")
+        print(
+            f"n={r['n']}: GEMM {r['gemm_median_s'] * 1e3:.2f} ms, check {r['check_median_s'] * 1e3:.2f} ms "
+            f"({r['check_over_gemm']:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

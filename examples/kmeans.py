@@ -44,7 +44,7 @@ def lloyd_step(x, centroids, xp):
 
 def move(packed, k, d, xp):
     """New centroids: each cluster's mean (a cluster left empty keeps the origin)."""
-    sums, counts = packed[:k * d].reshape(k, d), packed[k * d:]
+    sums, counts = packed[: k * d].reshape(k, d), packed[k * d :]
     return sums / xp.maximum(counts, 1)[:, None]
 
 
@@ -98,8 +98,10 @@ class KMeans(spmd.Workload):
 
     def problem(self):
         k, d = self.start.shape
-        return {"bytes": int(sum(self.rows.rank_bytes)),
-                "comm": [{"op": "allreduce", "bytes": (k * d + k) * 8, "calls": self.params.iterations}]}
+        return {
+            "bytes": int(sum(self.rows.rank_bytes)),
+            "comm": [{"op": "allreduce", "bytes": (k * d + k) * 8, "calls": self.params.iterations}],
+        }
 
     def close(self):  # also after a set-up that failed before its rows were made (a 1-D input, say)
         if getattr(self, "rows", None) is not None:

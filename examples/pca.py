@@ -17,8 +17,12 @@ def principal_axes(value, params):
     n, sums, scatter = value[0, 0], value[0, 1:], value[1:, 1:]
     mean = sums / n
     covariance = (scatter - n * np.outer(mean, mean)) / (n - 1)
-    return {"rows": n, "mean": mean, "covariance": covariance,
-            "principal_variances": np.linalg.eigvalsh(covariance)[::-1]}
+    return {
+        "rows": n,
+        "mean": mean,
+        "covariance": covariance,
+        "principal_variances": np.linalg.eigvalsh(covariance)[::-1],
+    }
 
 
 @spmd.map_reduce(combine="sum", finish=principal_axes)

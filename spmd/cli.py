@@ -17,7 +17,13 @@ from .config import COMM_BACKENDS
 from .errors import SpmdError, brief, one_line
 
 INTERRUPT_GRACE_S = 2.0  # after Ctrl-C (no watchdog), rank r leaves r times this to the ranks below it
-NEEDS_MPI = ("run", "scale", "bench", "topo", "info")  # generate runs alone without MPI; report and jobscript never need it
+NEEDS_MPI = (
+    "run",
+    "scale",
+    "bench",
+    "topo",
+    "info",
+)  # generate runs alone without MPI; report and jobscript never need it
 
 
 def cmd_run(args) -> int:
@@ -39,8 +45,10 @@ def cmd_run(args) -> int:
             if not args.quiet:
                 print(format_report(job.report, str(job.path)), flush=True)
                 if args.trace:
-                    print(f"trace: {one_line(args.trace)} (open it in https://ui.perfetto.dev or chrome://tracing)",
-                          flush=True)
+                    print(
+                        f"trace: {one_line(args.trace)} (open it in https://ui.perfetto.dev or chrome://tracing)",
+                        flush=True,
+                    )
     return 0
 
 
@@ -63,15 +71,29 @@ def cmd_scale(args) -> int:
         batches = ctx.agree(parse_batches, args.batches)
         if args.trace:
             ctx.agree(require_writable_folder, args.trace, "trace folder")
-        scaling = run_scale(ctx, cfg, ranks, modes, args.probe_max_bytes, progress=not args.quiet,
-                            compare_comm=args.compare_comm == "all", batches=batches,
-                            live=Progress("spmd scale", wanted(ctx.rank, args.progress, args.quiet)),
-                            trace_dir=args.trace, nvtx=args.nvtx)
+        scaling = run_scale(
+            ctx,
+            cfg,
+            ranks,
+            modes,
+            args.probe_max_bytes,
+            progress=not args.quiet,
+            compare_comm=args.compare_comm == "all",
+            batches=batches,
+            live=Progress("spmd scale", wanted(ctx.rank, args.progress, args.quiet)),
+            trace_dir=args.trace,
+            nvtx=args.nvtx,
+        )
         paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
         if ctx.rank == 0 and not args.quiet:
-            print("\n".join(["", "findings:"] + [f"  - {one_line(line)}" for line in scaling["advice"]]
-                            + ["", f"wrote {len(paths)} file(s) to {one_line(out)}: " + ", ".join(p.name for p in paths)]),
-                  flush=True)
+            print(
+                "\n".join(
+                    ["", "findings:"]
+                    + [f"  - {one_line(line)}" for line in scaling["advice"]]
+                    + ["", f"wrote {len(paths)} file(s) to {one_line(out)}: " + ", ".join(p.name for p in paths)]
+                ),
+                flush=True,
+            )
         if ctx.rank == 0:
             _note_no_plots()
     return 0
@@ -104,16 +126,18 @@ def cmd_bench_comm(args) -> int:
         ctx.agree(_require_outputs, args.json, root_only=True)
         ctx.bind_device(args.device)
         backends = list(COMM_BACKENDS) if args.backend == "all" else [args.backend]
-        result = bench_comm(ctx, args.op, backends, size_list, args.dtype, args.iters, args.warmup,
-                            explicit=args.backend != "all")
+        result = bench_comm(
+            ctx, args.op, backends, size_list, args.dtype, args.iters, args.warmup, explicit=args.backend != "all"
+        )
         result["nodes"] = ctx.layout()
         if ctx.rank == 0:
             print(format_tables(result), end="", flush=True)
         if args.json:
             ctx.agree(lambda: write_json_atomic(args.json, result), root_only=True)
         if result["wrong"]:
-            raise ctx.collective_error(VerificationError, 0, f"{result['wrong']} element(s) wrong in "
-                                       f"{args.op} results (see #wrong)")
+            raise ctx.collective_error(
+                VerificationError, 0, f"{result['wrong']} element(s) wrong in {args.op} results (see #wrong)"
+            )
     return 0
 
 
@@ -164,7 +188,7 @@ def cmd_topo(args) -> int:
                 write_bytes_atomic(args.png, png)
             elif args.png:
                 host, topo = nodes[0]
-                why = (f"{host} has no GPU (run it where the GPUs are)" if not topo["gpus"] else NO_MATPLOTLIB)
+                why = f"{host} has no GPU (run it where the GPUs are)" if not topo["gpus"] else NO_MATPLOTLIB
                 print(f"spmd: note: no heat map written to {one_line(args.png)}: {why}", file=sys.stderr, flush=True)
 
         ctx.agree(write, root_only=True)
@@ -250,9 +274,14 @@ def cmd_report_merge(args) -> int:
     scaling = merge_reports(paths)
     written = write_scaling(scaling, args.out)
     if not args.quiet:
-        print("\n".join(["findings:"] + [f"  - {one_line(line)}" for line in scaling["advice"]]
-                        + ["", f"wrote {len(written)} file(s) to {one_line(args.out)}: "
-                           + ", ".join(p.name for p in written)]), flush=True)
+        print(
+            "\n".join(
+                ["findings:"]
+                + [f"  - {one_line(line)}" for line in scaling["advice"]]
+                + ["", f"wrote {len(written)} file(s) to {one_line(args.out)}: " + ", ".join(p.name for p in written)]
+            ),
+            flush=True,
+        )
     _note_no_plots()
     return 0
 
@@ -264,11 +293,24 @@ def cmd_jobscript(args) -> int:
     cfg = load_job_config(args.config, args.override)
     out = args.out or f"{cfg.output}/jobs"
     nodes, modes = parse_nodes(args.nodes), ("strong", "weak") if args.mode == "both" else (args.mode,)
-    options = JobOptions(args.gpus_per_node, args.tasks_per_node, args.cpus_per_task, args.partition, args.account,
-                         args.time, args.mpi, args.spmd, tuple(args.prologue), tuple(args.env))
+    options = JobOptions(
+        args.gpus_per_node,
+        args.tasks_per_node,
+        args.cpus_per_task,
+        args.partition,
+        args.account,
+        args.time,
+        args.mpi,
+        args.spmd,
+        tuple(args.prologue),
+        tuple(args.env),
+    )
     written = write_jobscripts(cfg, args.config, nodes, out, options, modes)
-    print(f"wrote {len(written)} file(s) to {one_line(out)}; submit them with: bash {one_line(out)}/submit.sh\n"
-          f"  {series_summary(nodes, modes)}", flush=True)
+    print(
+        f"wrote {len(written)} file(s) to {one_line(out)}; submit them with: bash {one_line(out)}/submit.sh\n"
+        f"  {series_summary(nodes, modes)}",
+        flush=True,
+    )
     return 0
 
 
@@ -278,11 +320,13 @@ def cmd_generate(args) -> int:
     from .workloads.registry import load_job_config, workload_class
 
     def say(plan, written):
-        print(f"spmd generate: wrote {len(written)} of {plan.total} file(s)"
-              + (f", {len(plan.current)} already up to date" if plan.current else "")
-              + (f", {len(plan.users)} of yours left as they are" if plan.users else "")
-              + (f", {len(plan.not_made)} not made (their input holds files of yours)" if plan.not_made else ""),
-              flush=True)
+        print(
+            f"spmd generate: wrote {len(written)} of {plan.total} file(s)"
+            + (f", {len(plan.current)} already up to date" if plan.current else "")
+            + (f", {len(plan.users)} of yours left as they are" if plan.users else "")
+            + (f", {len(plan.not_made)} not made (their input holds files of yours)" if plan.not_made else ""),
+            flush=True,
+        )
         for path in written:
             print(f"  {one_line(path)}")
 
@@ -307,22 +351,35 @@ def cmd_generate(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "scale": cmd_scale, "report_compare": cmd_report_compare, "report_merge": cmd_report_merge,
-            "report_render": cmd_report_render, "bench_comm": cmd_bench_comm, "bench_io": cmd_bench_io, "topo": cmd_topo,
-            "info": cmd_info, "generate": cmd_generate, "jobscript": cmd_jobscript}
+COMMANDS = {
+    "run": cmd_run,
+    "scale": cmd_scale,
+    "report_compare": cmd_report_compare,
+    "report_merge": cmd_report_merge,
+    "report_render": cmd_report_render,
+    "bench_comm": cmd_bench_comm,
+    "bench_io": cmd_bench_io,
+    "topo": cmd_topo,
+    "info": cmd_info,
+    "generate": cmd_generate,
+    "jobscript": cmd_jobscript,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .stops import handling_interrupts
-
     from .launch import MPI_FIX, mpi_missing
+    from .stops import handling_interrupts
 
     args = build_parser().parse_args(argv)
     if args.command in NEEDS_MPI:
         why = mpi_missing()
         if why:  # one line, no traceback: the fix, not the stack
-            print(f"spmd: error: spmd {args.command} runs under MPI, and no MPI library could be loaded ({why}): "
-                  f"{MPI_FIX}", file=sys.stderr, flush=True)
+            print(
+                f"spmd: error: spmd {args.command} runs under MPI, and no MPI library could be loaded ({why}): "
+                f"{MPI_FIX}",
+                file=sys.stderr,
+                flush=True,
+            )
             return 2
     with handling_interrupts():
         return _run(args)
@@ -338,8 +395,15 @@ def _run(args) -> int:
 
         where = plugin_frame(exc) or "spmd"
         code = exc.code if isinstance(exc.code, int) and exc.code not in (0, None) else 1
-        return _fail(SpmdError(f"sys.exit({brief(exc.code)}) was called, which does not end a job: spmd ends it "
-                               f"as a failure (exit {code})"), code, collective=False, where=where)
+        return _fail(
+            SpmdError(
+                f"sys.exit({brief(exc.code)}) was called, which does not end a job: spmd ends it "
+                f"as a failure (exit {code})"
+            ),
+            code,
+            collective=False,
+            where=where,
+        )
     except SpmdError as exc:
         # A collective error has closed the command's Context (and stopped its watchdog) on every rank.
         # report and jobscript run as one plain process: their errors need no rank label.
@@ -352,9 +416,8 @@ def _run(args) -> int:
 
 
 def _interrupted() -> int:
-    from .stops import EXIT_CODE
-
     from .launch import mpi_loaded
+    from .stops import EXIT_CODE
 
     MPI = mpi_loaded()
     if MPI is None:  # one process, no MPI job to end
@@ -386,8 +449,11 @@ def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = N
         if trace:
             sys.stderr.write(trace)
         named = f"{where}: " if where else ""
-        print(f"spmd: error: {one_line(named)}{type(exc).__name__ + ': ' if trace else ''}{one_line(exc)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"spmd: error: {one_line(named)}{type(exc).__name__ + ': ' if trace else ''}{one_line(exc)}",
+            file=sys.stderr,
+            flush=True,
+        )
         return code
     from .watchdog import ending
 
@@ -403,8 +469,11 @@ def _fail(exc: BaseException, code: int, collective: bool, trace: str | None = N
     if trace:
         sys.stderr.write("".join(f"[{where_rank}] {line}\n" for line in trace.rstrip().splitlines()))
     named = f"{where}: " if where else ""
-    print(f"spmd: error: {where_rank}: {one_line(named)}{type(exc).__name__ + ': ' if trace else ''}{one_line(exc)}",
-          file=sys.stderr, flush=True)
+    print(
+        f"spmd: error: {where_rank}: {one_line(named)}{type(exc).__name__ + ': ' if trace else ''}{one_line(exc)}",
+        file=sys.stderr,
+        flush=True,
+    )
     sys.stdout.flush()
     if world.Get_size() > 1:
         from .watchdog import end_job

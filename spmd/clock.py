@@ -33,8 +33,12 @@ class Clock:
         return t - self.offset
 
     def to_dict(self) -> dict:
-        return {"reference": "rank 0's perf_counter (CLOCK_MONOTONIC)", "method": f"ping-pong, best of {ROUNDS}",
-                "offsets_s": list(self.offsets), "uncertainty_s": list(self.uncertainties)}
+        return {
+            "reference": "rank 0's perf_counter (CLOCK_MONOTONIC)",
+            "method": f"ping-pong, best of {ROUNDS}",
+            "offsets_s": list(self.offsets),
+            "uncertainty_s": list(self.uncertainties),
+        }
 
 
 def agree_clock(comm, rounds: int = ROUNDS) -> Clock:
@@ -59,8 +63,9 @@ def agree_clock(comm, rounds: int = ROUNDS) -> Clock:
             buf[0] = time.perf_counter()
             comm.Send([buf, MPI.DOUBLE], dest=0, tag=72)
     comm.Bcast([table, MPI.DOUBLE], root=0)
-    return Clock(float(table[rank, 0]), float(table[rank, 1]), tuple(map(float, table[:, 0])),
-                 tuple(map(float, table[:, 1])))
+    return Clock(
+        float(table[rank, 0]), float(table[rank, 1]), tuple(map(float, table[:, 0])), tuple(map(float, table[:, 1]))
+    )
 
 
 def local_clock() -> Clock:

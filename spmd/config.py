@@ -38,7 +38,7 @@ MAX_CONFIG_BYTES = 1 << 20  # a config is a page of settings; 1 MiB is far beyon
 MAX_OVERRIDE_BYTES = 64 << 10
 MAX_NODES = 100_000  # YAML nodes after expanding aliases
 MAX_DEPTH = 64
-MAX_INT = 2 ** 63  # every integer of a config fits a signed 64-bit one (what NumPy, HDF5 and MPI take)
+MAX_INT = 2**63  # every integer of a config fits a signed 64-bit one (what NumPy, HDF5 and MPI take)
 MAX_TIMEOUT_S = 30 * 86400  # a wait of more than 30 days is no timeout (and overflows C timers)
 # YAML 1.1 (PyYAML) reads 1e15 or 1.5e6 as text; YAML 1.2 and every user reads them as numbers
 _NUMBER = re.compile(r"[-+]?(\d[\d_]*)?\.?\d*([eE][-+]?\d+)?")
@@ -90,8 +90,10 @@ class GenerateConfig:
             raise ConfigError(f"generate.seed: must be >= 0, got {self.seed}")
         largest = {"float32": 3.4e38, "float64": 1.79e308}[self.dtype]  # a draw beyond it would be infinity
         if math.isfinite(self.loc + self.scale) and not abs(self.loc) + 40 * self.scale < largest:  # (NaN: below)
-            raise ConfigError(f"generate.loc, generate.scale: values near {self.loc:g} +- {self.scale:g} do not fit "
-                              f"{self.dtype} (its largest is {largest:g})")
+            raise ConfigError(
+                f"generate.loc, generate.scale: values near {self.loc:g} +- {self.scale:g} do not fit "
+                f"{self.dtype} (its largest is {largest:g})"
+            )
         if math.prod(self.shape) >= MAX_INT // 8:
             raise ConfigError(f"generate.shape: {list(self.shape)} has more elements than any file can hold")
         if self.copy_of is not None and not self.copy_of:
@@ -165,8 +167,10 @@ class Config:
         if not 0 < self.max_seconds <= MAX_TIMEOUT_S:
             raise ConfigError(f"max_seconds: must be a positive number of seconds, got {self.max_seconds:g}")
         if not 0 < self.timeout_s <= MAX_TIMEOUT_S:
-            raise ConfigError(f"timeout_s: must be a positive number of seconds, got {self.timeout_s:g} (at most "
-                              f"{MAX_TIMEOUT_S}: 30 days)")
+            raise ConfigError(
+                f"timeout_s: must be a positive number of seconds, got {self.timeout_s:g} (at most "
+                f"{MAX_TIMEOUT_S}: 30 days)"
+            )
         if self.fault is not None:
             parse_fault(self.fault)
 
@@ -198,8 +202,9 @@ def read_config_text(path: str | Path) -> str:
         if not stat.S_ISREG(info.st_mode):
             raise ConfigError(f"config {path}: not a regular file")
         if info.st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"config {path}: {info.st_size} bytes, more than a config may have "
-                              f"({MAX_CONFIG_BYTES} bytes)")
+            raise ConfigError(
+                f"config {path}: {info.st_size} bytes, more than a config may have ({MAX_CONFIG_BYTES} bytes)"
+            )
         with open(path, "rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
@@ -209,8 +214,9 @@ def read_config_text(path: str | Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config {path}: not UTF-8 text (byte {exc.start}: {brief(data[exc.start:exc.start + 4])})") \
-            from None
+        raise ConfigError(
+            f"config {path}: not UTF-8 text (byte {exc.start}: {brief(data[exc.start : exc.start + 4])})"
+        ) from None
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -227,7 +233,9 @@ class _StrictLoader(yaml.SafeLoader):
             except TypeError:  # an unhashable key: the base class refuses it with its own message
                 break
             if repeated:
-                raise ConfigError(f"key {brief(key)} appears twice in one mapping (line {key_node.start_mark.line + 1})")
+                raise ConfigError(
+                    f"key {brief(key)} appears twice in one mapping (line {key_node.start_mark.line + 1})"
+                )
         return super().construct_mapping(node, deep)
 
 
@@ -442,7 +450,8 @@ def _describe(hint) -> str:
     if typing.get_origin(hint) is Literal:
         return " or ".join(map(str, typing.get_args(hint)))
     return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(
-        hint, "a mapping" if dataclasses.is_dataclass(hint) else getattr(hint, "__name__", str(hint)))
+        hint, "a mapping" if dataclasses.is_dataclass(hint) else getattr(hint, "__name__", str(hint))
+    )
 
 
 def _number_text(value):

@@ -8,8 +8,14 @@ _BRIEF.maxlist = _BRIEF.maxtuple = _BRIEF.maxdict = _BRIEF.maxset = 6
 _BRIEF.maxlevel = 3
 
 
-_ESCAPES = {**{c: f"\\x{c:02x}" for c in (*range(32), 0x7F, 0x85)}, 0x2028: "\\u2028", 0x2029: "\\u2029",
-            ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+_ESCAPES = {
+    **{c: f"\\x{c:02x}" for c in (*range(32), 0x7F, 0x85)},
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+}
 
 
 def one_line(text) -> str:
@@ -88,8 +94,20 @@ class Interrupted(SpmdError):
     exit_code = 130
 
 
-_BY_NAME = {cls.__name__: cls for cls in (SpmdError, ConfigError, InputError, BackendUnavailable,
-                                          VerificationError, Stopped, Interrupted, UserCodeError, TimedOut)}
+_BY_NAME = {
+    cls.__name__: cls
+    for cls in (
+        SpmdError,
+        ConfigError,
+        InputError,
+        BackendUnavailable,
+        VerificationError,
+        Stopped,
+        Interrupted,
+        UserCodeError,
+        TimedOut,
+    )
+}
 
 
 def error_class(name: str) -> type[SpmdError]:

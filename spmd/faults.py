@@ -88,15 +88,18 @@ def parse_fault(text: str) -> Fault:
     if kind == "nan" and phase != "read":
         raise ConfigError("fault: kind=nan poisons the rows a rank reads: use phase=read")
     if kind == "corrupt" and phase not in ("compute", "backward"):
-        raise ConfigError("fault: kind=corrupt changes what a rank computed: use phase=compute (or phase=backward: a "
-                          "gradient of workload torch, before the exchange)")
+        raise ConfigError(
+            "fault: kind=corrupt changes what a rank computed: use phase=compute (or phase=backward: a "
+            "gradient of workload torch, before the exchange)"
+        )
     seconds = 0.0
     if kind == "slow":
         try:
             seconds = float(fields.get("seconds", ""))
         except ValueError:
-            raise ConfigError(f"fault: kind=slow needs seconds=S, a number of seconds (got "
-                              f"{brief(fields.get('seconds'))})") from None
+            raise ConfigError(
+                f"fault: kind=slow needs seconds=S, a number of seconds (got {brief(fields.get('seconds'))})"
+            ) from None
         if not 0 < seconds <= MAX_SLOW_S:
             raise ConfigError(f"fault: seconds={brief(fields['seconds'])}: more than 0 and at most {MAX_SLOW_S:g}")
         if phase not in ("read", "h2d", "compute", "comm"):
@@ -104,11 +107,12 @@ def parse_fault(text: str) -> Fault:
     elif "seconds" in fields:
         raise ConfigError("fault: seconds=S goes with kind=slow only")
     if phase == "backward" and kind != "corrupt":
-        raise ConfigError("fault: phase=backward is where kind=corrupt changes a gradient (workload torch); other "
-                          "kinds act at read, h2d, compute, comm or report")
+        raise ConfigError(
+            "fault: phase=backward is where kind=corrupt changes a gradient (workload torch); other "
+            "kinds act at read, h2d, compute, comm or report"
+        )
     if kind == "oom" and phase not in ("read", "h2d"):
-        raise ConfigError("fault: kind=oom acts at the memory check of host (phase=read) or device "
-                          "(phase=h2d) buffers")
+        raise ConfigError("fault: kind=oom acts at the memory check of host (phase=read) or device (phase=h2d) buffers")
     return Fault(rank, phase, kind, seconds)
 
 
@@ -165,9 +169,10 @@ def require_fired() -> None:
     """Before the report: an armed fault that never acted is an error, not a silent pass (a CPU run
     has no h2d phase; a workload may not enter every phase)."""
     if _armed is not None and not _fired:
-        raise ConfigError(f"SPMD_FAULT {_armed.describe()} never fired: this run did not reach phase "
-                          f"{_armed.phase}" + (" (a CPU run copies nothing to a device)"
-                                               if _armed.phase == "h2d" else ""))
+        raise ConfigError(
+            f"SPMD_FAULT {_armed.describe()} never fired: this run did not reach phase "
+            f"{_armed.phase}" + (" (a CPU run copies nothing to a device)" if _armed.phase == "h2d" else "")
+        )
 
 
 def at(phase: str) -> None:
@@ -250,8 +255,9 @@ def visible_free_memory(free: int, need: int, where: str, device: str) -> int:
     fault = _armed
     if fault is None or fault.kind != "oom":
         return free
-    hits = (fault.phase == "read" and where == "host") or \
-           (fault.phase == "h2d" and (where == "device" or device == "cpu"))
+    hits = (fault.phase == "read" and where == "host") or (
+        fault.phase == "h2d" and (where == "device" or device == "cpu")
+    )
     if not hits:
         return free
     _mark_fired()

@@ -46,6 +46,7 @@ _own_temps: set[Path] = set()  # this process's temporary files not yet renamed 
 
 # -- ownership ---------------------------------------------------------------------------------------
 
+
 def spmd_record(path: str | Path) -> bool:
     """Whether the regular file at ``path`` carries spmd's record (see the module's docstring); False for a
     file that cannot be read or parsed."""
@@ -100,8 +101,9 @@ def hdf5_record(command: str, **details) -> str:
     return json.dumps({"written_by": f"spmd {__version__}", "command": command, **details}, sort_keys=True)
 
 
-def require_replaceable(path: str | Path, what: str | None = None, overwrite: bool = False,
-                        fix: str = "remove it or choose another path") -> None:
+def require_replaceable(
+    path: str | Path, what: str | None = None, overwrite: bool = False, fix: str = "remove it or choose another path"
+) -> None:
     """Refuse (InputError, exit 2) to write ``path`` unless it is missing or a file spmd wrote.
 
     Args:
@@ -119,8 +121,10 @@ def require_replaceable(path: str | Path, what: str | None = None, overwrite: bo
         raise InputError(f"{name}: cannot check it ({exc.strerror or exc})") from None
     if stat.S_ISLNK(info.st_mode):
         target = one_line(os.readlink(path))
-        raise InputError(f"{name} is a symbolic link (to {brief(target)[1:-1]}): spmd replaces only files it "
-                         f"wrote, never a link; {fix}")
+        raise InputError(
+            f"{name} is a symbolic link (to {brief(target)[1:-1]}): spmd replaces only files it "
+            f"wrote, never a link; {fix}"
+        )
     if stat.S_ISDIR(info.st_mode):
         raise InputError(f"{name} exists and is a folder: {fix}")
     if not stat.S_ISREG(info.st_mode):
@@ -132,6 +136,7 @@ def require_replaceable(path: str | Path, what: str | None = None, overwrite: bo
 
 
 # -- temporary files -----------------------------------------------------------------------------------
+
 
 def temp_beside(path: str | Path) -> Path:
     """A new empty file of a unique name in ``path``'s folder (made if missing), as readable as any
@@ -199,6 +204,7 @@ def _alive(pid: int) -> bool:
 
 # -- writing -------------------------------------------------------------------------------------------
 
+
 def publish(tmp: str | Path, path: str | Path, overwrite: bool = False) -> None:
     """Force the finished ``tmp`` to disk and rename it over ``path`` (a crash of the machine, not only
     of the process, then leaves the old file or the whole new one); refused (``require_replaceable``)
@@ -234,8 +240,11 @@ def write_files_atomic(files: list[tuple[Path, bytes, int]]) -> list[Path]:
     must be spmd's to replace (checked before anything is written). InputError naming the file that failed."""
     for path, _, _ in files:
         require_replaceable(path)
-    made = sorted({folder for path, _, _ in files for folder in Path(path).absolute().parents if not folder.exists()},
-                  key=lambda folder: len(folder.parts), reverse=True)  # removed again, deepest first, on a failure
+    made = sorted(
+        {folder for path, _, _ in files for folder in Path(path).absolute().parents if not folder.exists()},
+        key=lambda folder: len(folder.parts),
+        reverse=True,
+    )  # removed again, deepest first, on a failure
     temps: list[Path] = []
     try:
         for path, data, mode in files:
@@ -253,8 +262,10 @@ def write_files_atomic(files: list[tuple[Path, bytes, int]]) -> list[Path]:
         for folder in made:
             with contextlib.suppress(OSError):
                 folder.rmdir()
-        raise InputError(f"{one_line(str(failed))}: cannot write it ({exc.strerror or exc}); none of the "
-                         f"{len(files)} file(s) was changed") from None
+        raise InputError(
+            f"{one_line(str(failed))}: cannot write it ({exc.strerror or exc}); none of the "
+            f"{len(files)} file(s) was changed"
+        ) from None
     finally:
         for tmp in temps:
             if tmp in _own_temps:
@@ -314,8 +325,10 @@ def require_space(files: list[tuple[str, int]], doing: str) -> None:
         info = os.statvfs(folder)
         free = info.f_bavail * info.f_frsize
         if nbytes > free:
-            raise InputError(f"{doing} {count} file(s) needs {fmt_bytes(nbytes)}, the file system of "
-                             f"{one_line(folder)} has {fmt_bytes(free)} free: refused before writing anything")
+            raise InputError(
+                f"{doing} {count} file(s) needs {fmt_bytes(nbytes)}, the file system of "
+                f"{one_line(folder)} has {fmt_bytes(free)} free: refused before writing anything"
+            )
 
 
 def require_writable_folder(folder: str | Path, what: str) -> None:
@@ -326,8 +339,10 @@ def require_writable_folder(folder: str | Path, what: str) -> None:
     name = one_line(f"{what} {folder}")
     existing = next(p for p in (folder, *folder.parents) if os.path.lexists(p) or p == Path(p.anchor))
     if existing.is_symlink() and not existing.exists():
-        raise InputError(f"{name}: {one_line(existing)} is a symbolic link to {brief(one_line(os.readlink(existing)))}, "
-                         f"which does not exist")
+        raise InputError(
+            f"{name}: {one_line(existing)} is a symbolic link to {brief(one_line(os.readlink(existing)))}, "
+            f"which does not exist"
+        )
     if not existing.is_dir():
         raise InputError(f"{name}: {one_line(existing)} exists and is not a folder")
     probe = None

@@ -11,21 +11,32 @@ import numpy
 import yaml
 from mpi4py import MPI
 
-from .version import __version__
 from . import xp as xpmod
 from .comm.mpi_cuda import cuda_aware_mpi
 from .comm.nccl import nccl_module
 from .launch import compare_views, mpi_library, slurm_environment, slurm_record
+from .version import __version__
 
 
 def versions() -> dict:
     """Versions of everything spmd runs on (None for what is absent)."""
 
-    out = {"spmd": __version__, "python": platform.python_version(), "numpy": numpy.__version__,
-           "h5py": h5py.__version__, "hdf5": h5py.version.hdf5_version, "pyyaml": yaml.__version__,
-           "mpi4py": mpi4py.__version__, "mpi_library": mpi_library(),
-           "mpi_standard": "{}.{}".format(*MPI.Get_version()),
-           "cupy": None, "cuda_runtime": None, "cuda_driver": None, "nccl": None, "nvidia_ml_py": None}
+    out = {
+        "spmd": __version__,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "h5py": h5py.__version__,
+        "hdf5": h5py.version.hdf5_version,
+        "pyyaml": yaml.__version__,
+        "mpi4py": mpi4py.__version__,
+        "mpi_library": mpi_library(),
+        "mpi_standard": "{}.{}".format(*MPI.Get_version()),
+        "cupy": None,
+        "cuda_runtime": None,
+        "cuda_driver": None,
+        "nccl": None,
+        "nvidia_ml_py": None,
+    }
     if xpmod.cupy is not None:
         out["cupy"] = xpmod.cupy.__version__
         try:
@@ -53,8 +64,15 @@ def _cuda_version(v: int) -> str:
 def rank_entry(ctx) -> dict:
     """This rank: host, node-local rank, and the GPU spmd would bind (node-local rank modulo GPUs)."""
     count = xpmod.gpu_count()
-    entry = {"rank": ctx.rank, "host": ctx.host, "local_rank": ctx.local_rank, "gpu": None, "gpu_name": None,
-             "pci_bus_id": None, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    entry = {
+        "rank": ctx.rank,
+        "host": ctx.host,
+        "local_rank": ctx.local_rank,
+        "gpu": None,
+        "gpu_name": None,
+        "pci_bus_id": None,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
     if count:
         gpu = ctx.local_rank % count
         entry.update(gpu=gpu, gpu_name=xpmod.device_name(gpu), pci_bus_id=xpmod.device_pci_bus_id(gpu))
@@ -70,9 +88,17 @@ def gather_info(ctx) -> dict | None:
     gpus = xpmod.gpu_count()
     slurm = slurm_record()
     nodes = len({r["host"] for r in ranks})
-    return {"versions": versions(), "cuda_aware_mpi": aware, "cuda_aware_how": how, "gpus_visible": gpus,
-            "ranks": ranks, "mpi_nodes": nodes, "slurm": slurm_environment(), "slurm_job": slurm,
-            "warnings": compare_views(nodes, len(ranks), slurm)}
+    return {
+        "versions": versions(),
+        "cuda_aware_mpi": aware,
+        "cuda_aware_how": how,
+        "gpus_visible": gpus,
+        "ranks": ranks,
+        "mpi_nodes": nodes,
+        "slurm": slurm_environment(),
+        "slurm_job": slurm,
+        "warnings": compare_views(nodes, len(ranks), slurm),
+    }
 
 
 def format_info(info: dict) -> str:
@@ -85,23 +111,33 @@ def format_info(info: dict) -> str:
     else:
         why = "CuPy is not installed" if v["cupy"] is None else "CuPy sees no CUDA device"
         lines.append(f"GPUs: none visible ({why}); spmd runs on the CPU with NumPy")
-    lines += ["", f"{'rank':>5}  {'host':<20} {'local':>5}  {'gpu':>3}  {'name':<20} {'pci bus id':<14} CUDA_VISIBLE_DEVICES"]
+    lines += [
+        "",
+        f"{'rank':>5}  {'host':<20} {'local':>5}  {'gpu':>3}  {'name':<20} {'pci bus id':<14} CUDA_VISIBLE_DEVICES",
+    ]
     for r in info["ranks"]:
         gpu = "-" if r["gpu"] is None else str(r["gpu"])
-        lines.append(f"{r['rank']:>5}  {r['host']:<20} {r['local_rank']:>5}  {gpu:>3}  {r['gpu_name'] or 'cpu':<20} "
-                     f"{r['pci_bus_id'] or '-':<14} {r['cuda_visible_devices'] or '-'}")
+        lines.append(
+            f"{r['rank']:>5}  {r['host']:<20} {r['local_rank']:>5}  {gpu:>3}  {r['gpu_name'] or 'cpu':<20} "
+            f"{r['pci_bus_id'] or '-':<14} {r['cuda_visible_devices'] or '-'}"
+        )
     lines.append("")
     per_node: dict[str, int] = {}
     for r in info["ranks"]:
         per_node[r["host"]] = per_node.get(r["host"], 0) + 1
-    lines.append(f"MPI view: {len(info['ranks'])} rank(s) on {info['mpi_nodes']} node(s): "
-                 + ", ".join(f"{h} x{n}" for h, n in per_node.items()))
+    lines.append(
+        f"MPI view: {len(info['ranks'])} rank(s) on {info['mpi_nodes']} node(s): "
+        + ", ".join(f"{h} x{n}" for h, n in per_node.items())
+    )
     job = info.get("slurm_job")
     if job:
-        lines.append(f"SLURM view: job {job['job_id']}" + (f" ({job['job_name']})" if job.get("job_name") else "")
-                     + f", partition {job.get('partition', '-')}, nodes {job.get('nodelist', '-')}"
-                     + f" ({job.get('nodes', '?')}), tasks {job.get('ntasks', '?')}"
-                     + f", tasks per node {job.get('tasks_per_node', '-')}, GPUs on node {job.get('gpus_on_node', '-')}")
+        lines.append(
+            f"SLURM view: job {job['job_id']}"
+            + (f" ({job['job_name']})" if job.get("job_name") else "")
+            + f", partition {job.get('partition', '-')}, nodes {job.get('nodelist', '-')}"
+            + f" ({job.get('nodes', '?')}), tasks {job.get('ntasks', '?')}"
+            + f", tasks per node {job.get('tasks_per_node', '-')}, GPUs on node {job.get('gpus_on_node', '-')}"
+        )
         lines += [f"  {k}={val}" for k, val in info["slurm"].items()]
     elif info["slurm"]:
         lines += ["SLURM:"] + [f"  {k}={val}" for k, val in info["slurm"].items()]

@@ -18,10 +18,10 @@ from .clock import agree_clock
 from .comm.factory import open_communicator
 from .errors import InputError, SpmdError, VerificationError, one_line
 from .files import json_text, require_replaceable, require_writable_folder, write_files_atomic
+from .progress import Progress
 from .report.build import TIMELINE_REPEATS, build_report
 from .report.html import run_html
 from .report.trace import chrome_trace
-from .progress import Progress
 from .stats import BOUND, MIN_REPEATS_95, median_interval
 from .timing import PhaseTimer, enter_phase
 from .topology import describe_placement
@@ -45,9 +45,15 @@ class JobResult:
     extra: Any = None
 
 
-def run_job(ctx, cfg, out_dir: str | Path | None = None,
-            after_run: Callable[[Any, Any], Any] | None = None, progress: Progress | None = None,
-            trace: str | Path | None = None, nvtx: bool = False) -> JobResult:
+def run_job(
+    ctx,
+    cfg,
+    out_dir: str | Path | None = None,
+    after_run: Callable[[Any, Any], Any] | None = None,
+    progress: Progress | None = None,
+    trace: str | Path | None = None,
+    nvtx: bool = False,
+) -> JobResult:
     """Run ``cfg`` (its params resolved: ``workloads.registry``) on every rank of ``ctx``; write
     ``out_dir/report.json`` and ``out_dir/report.html`` on rank 0 if given, and the Chrome trace to ``trace``.
 
@@ -98,8 +104,13 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
         records = ctx.comm.gather(timer.records, root=0)
         warmups = ctx.comm.gather(timer.warmup_records, root=0)
         keep = len(timer.timeline) if trace is not None else TIMELINE_REPEATS  # the trace has every repeat
-        timelines = ctx.comm.gather([{"index": k, "warmup": rep.warmup, "start": clock.shared(rep.start),
-                                      "spans": rep.spans} for k, rep in enumerate(timer.timeline)][-keep:], root=0)
+        timelines = ctx.comm.gather(
+            [
+                {"index": k, "warmup": rep.warmup, "start": clock.shared(rep.start), "spans": rep.spans}
+                for k, rep in enumerate(timer.timeline)
+            ][-keep:],
+            root=0,
+        )
         engines = ctx.comm.gather(workload.input_engines(), root=0)
         nodes = ctx.layout()
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
@@ -108,19 +119,33 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
         path = Path(out_dir) / "report.json" if out_dir is not None else None
 
         def build():
-            report = build_report(cfg=cfg, ctx=ctx, comm_name=comm.name, records_by_rank=records,
-                                  verified=verification is not NOT_CHECKED,
-                                  nodes=nodes, verification=verification, result=workload.result(),
-                                  metrics_fn=workload.metrics, placement=placement, engines=engines,
-                                  problem=checked_problem(workload.problem(), type(workload).__qualname__),
-                                  warmups_by_rank=warmups, timelines=timelines, clock=clock.to_dict(),
-                                  repeat_rule=plan.rule(), nvtx=nvtx_state)
+            report = build_report(
+                cfg=cfg,
+                ctx=ctx,
+                comm_name=comm.name,
+                records_by_rank=records,
+                verified=verification is not NOT_CHECKED,
+                nodes=nodes,
+                verification=verification,
+                result=workload.result(),
+                metrics_fn=workload.metrics,
+                placement=placement,
+                engines=engines,
+                problem=checked_problem(workload.problem(), type(workload).__qualname__),
+                warmups_by_rank=warmups,
+                timelines=timelines,
+                clock=clock.to_dict(),
+                repeat_rule=plan.rule(),
+                nvtx=nvtx_state,
+            )
             files = []
             if trace is not None:
                 files.append((Path(trace), json_text(run_trace(report, timelines)).encode(), 0o666))
             if path is not None:
-                files += [(path.with_name("report.html"), run_html(report).encode(), 0o666),
-                          (path, json_text(report).encode(), 0o666)]
+                files += [
+                    (path.with_name("report.html"), run_html(report).encode(), 0o666),
+                    (path, json_text(report).encode(), 0o666),
+                ]
             write_files_atomic(files)  # all of them, or (a full disk) none
             return report
 
@@ -138,7 +163,7 @@ def run_job(ctx, cfg, out_dir: str | Path | None = None,
 
 
 NOT_CHECKED = {"reference": "none: the config says verify: none (a plug-in); the result was not checked"}
-AUTO_FLOOR = 3        # repeats: auto stops at its budget only with at least this many repeats
+AUTO_FLOOR = 3  # repeats: auto stops at its budget only with at least this many repeats
 AUTO_MAX_REPEATS = 10_000
 
 
@@ -183,19 +208,39 @@ class RepeatPlan:
         """report.json's ``repeat_rule``."""
         if not self.auto:
             return {"rule": "fixed", "repeats": self.repeats, "bound": BOUND}
-        return {"rule": "auto", "bound": BOUND, "max_seconds": self.max_seconds, "min_repeats": MIN_REPEATS_95,
-                "stopped": self.stopped, "repeats": len(self.totals)}
+        return {
+            "rule": "auto",
+            "bound": BOUND,
+            "max_seconds": self.max_seconds,
+            "min_repeats": MIN_REPEATS_95,
+            "stopped": self.stopped,
+            "repeats": len(self.totals),
+        }
 
 
 def run_trace(report: dict, timelines: list) -> dict:
     """The Chrome trace of a run (spmd.report.trace) from its report and every rank's repeats."""
-    devices = [next((d for node in report["nodes"] for d in node["devices"] if d["rank"] == r), None)
-               for r in range(report["ranks"])]
-    meta = {"workload": report["workload"], "ranks": report["ranks"], "device": report["device"],
-            "comm": report["comm"], "repeats": report["repeats"], "warmup": report["warmup"],
-            "created": report["created"]}
-    return chrome_trace(timelines, [r["host"] for r in report["per_rank"]], devices,
-                        report["timeline"]["clock"], report["problem"], meta)
+    devices = [
+        next((d for node in report["nodes"] for d in node["devices"] if d["rank"] == r), None)
+        for r in range(report["ranks"])
+    ]
+    meta = {
+        "workload": report["workload"],
+        "ranks": report["ranks"],
+        "device": report["device"],
+        "comm": report["comm"],
+        "repeats": report["repeats"],
+        "warmup": report["warmup"],
+        "created": report["created"],
+    }
+    return chrome_trace(
+        timelines,
+        [r["host"] for r in report["per_rank"]],
+        devices,
+        report["timeline"]["clock"],
+        report["problem"],
+        meta,
+    )
 
 
 _FIX = "remove it or choose another path"
@@ -219,9 +264,11 @@ def require_outputs(out_dir, files: list[str], overwrite: bool = False, trace=No
 
 def oversubscribed(placement: dict) -> list[str]:
     """Warnings for the hosts that ran more ranks than they have CPUs (their timings measure contention)."""
-    return [f"oversubscribed: {host} ran {placement['ranks_per_node'][host]} ranks on {placement['cpus_per_node'][host]}"
-            f" CPU(s): they compete for cores, so the timings measure contention, not the work"
-            for host in placement["oversubscribed"]]
+    return [
+        f"oversubscribed: {host} ran {placement['ranks_per_node'][host]} ranks on {placement['cpus_per_node'][host]}"
+        f" CPU(s): they compete for cores, so the timings measure contention, not the work"
+        for host in placement["oversubscribed"]
+    ]
 
 
 def _release(workload, comm) -> None:
@@ -230,8 +277,11 @@ def _release(workload, comm) -> None:
     try:
         workload.close()
     except Exception as exc:  # noqa: BLE001 - the job is ending on another error, or this one is reported
-        print(f"spmd: warning: {type(workload).__name__}.close() failed: {type(exc).__name__}: {one_line(exc)}",
-              file=sys.stderr, flush=True)
+        print(
+            f"spmd: warning: {type(workload).__name__}.close() failed: {type(exc).__name__}: {one_line(exc)}",
+            file=sys.stderr,
+            flush=True,
+        )
     comm.close()
 
 

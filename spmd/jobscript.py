@@ -65,15 +65,17 @@ class JobOptions:
     env: tuple[str, ...] = ()  # KEY=VALUE every job exports
 
 
-def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, options: JobOptions,
-                     modes=("strong", "weak")) -> list[Path]:
+def write_jobscripts(
+    cfg, config_path: str, nodes: list[int], out: Path, options: JobOptions, modes=("strong", "weak")
+) -> list[Path]:
     """Write the series' configs and sbatch files under ``out`` (all or nothing); the paths written."""
     tasks = options.tasks_per_node or options.gpus_per_node
     if tasks < 1:
         raise ConfigError("--tasks-per-node: give it (>= 1) when --gpus-per-node is 0 (a CPU series)")
     if options.gpus_per_node and tasks > options.gpus_per_node:
-        raise ConfigError(f"--tasks-per-node {tasks} > --gpus-per-node {options.gpus_per_node}: spmd runs one rank "
-                          f"per GPU")
+        raise ConfigError(
+            f"--tasks-per-node {tasks} > --gpus-per-node {options.gpus_per_node}: spmd runs one rank per GPU"
+        )
     if options.mpi not in MPI_PLUGINS:
         raise ConfigError(f"--mpi {brief(options.mpi)}: one of {', '.join(MPI_PLUGINS)}")
     cpus = cfg.io.threads if options.cpus_per_task is None else options.cpus_per_task
@@ -81,9 +83,18 @@ def write_jobscripts(cfg, config_path: str, nodes: list[int], out: Path, options
         raise ConfigError(f"--cpus-per-task {cpus}: from 1 to 4096")
     out = Path(out).resolve()
     setup = DEFAULT_ENVIRONMENT + _prologue(options.prologue) + _environment(options.env)  # the user's last: they win
-    files = _series(cfg, config_path, nodes, out, tasks, modes,
-                    _header(options.gpus_per_node, cpus, options.partition, options.account, options.time, out),
-                    setup, _command(options.spmd or default_spmd()), options.mpi)
+    files = _series(
+        cfg,
+        config_path,
+        nodes,
+        out,
+        tasks,
+        modes,
+        _header(options.gpus_per_node, cpus, options.partition, options.account, options.time, out),
+        setup,
+        _command(options.spmd or default_spmd()),
+        options.mpi,
+    )
     written = write_files_atomic([(path, text.encode(), mode) for path, text, mode in files])
     (out / "logs").mkdir(exist_ok=True)
     return written
@@ -110,48 +121,98 @@ def _series(cfg, config_path, nodes, out, tasks, modes, header, setup, spmd, mpi
             scaled = cls.with_output_tag(cls.scaled_config(base, mode, Fraction(n, nodes[0])), name)
             conf = out / "configs" / f"{name}.yaml"
             data = {**scaled.to_dict(), "output": str(out / "results" / name)}
-            files.append((conf, f"# {MARK}: spmd jobscript; {mode} scaling, {n} node(s) x {tasks} rank(s), from "
-                          f"{brief(one_line(config_path))}\n" + yaml.safe_dump(data, sort_keys=False), 0o666))
+            files.append(
+                (
+                    conf,
+                    f"# {MARK}: spmd jobscript; {mode} scaling, {n} node(s) x {tasks} rank(s), from "
+                    f"{brief(one_line(config_path))}\n" + yaml.safe_dump(data, sort_keys=False),
+                    0o666,
+                )
+            )
             configs.append((conf, scaled))
-            body = [f"#SBATCH --job-name=spmd-{workload}-{name}", f"#SBATCH --nodes={n}",
-                    f"#SBATCH --ntasks-per-node={tasks}", *header, "#SBATCH --signal=B:USR1@120", "", *setup,
-                    "# 120 s before the time limit SLURM signals this script; srun passes USR1 on to the ranks",
-                    "# (train checkpoints and stops cleanly; the other workloads end with the step)",
-                    "trap 'kill -USR1 $step 2>/dev/null' USR1", "",
-                    f"srun --mpi={mpi} --kill-on-bad-exit=1 {spmd} run {shlex.quote(str(conf))} &", "step=$!",
-                    "rc=0; wait $step || rc=$?",
-                    "if (( rc > 128 )); then rc=0; wait $step || rc=$?; fi  # the trap interrupted wait: again",
-                    "exit $rc"]
+            body = [
+                f"#SBATCH --job-name=spmd-{workload}-{name}",
+                f"#SBATCH --nodes={n}",
+                f"#SBATCH --ntasks-per-node={tasks}",
+                *header,
+                "#SBATCH --signal=B:USR1@120",
+                "",
+                *setup,
+                "# 120 s before the time limit SLURM signals this script; srun passes USR1 on to the ranks",
+                "# (train checkpoints and stops cleanly; the other workloads end with the step)",
+                "trap 'kill -USR1 $step 2>/dev/null' USR1",
+                "",
+                f"srun --mpi={mpi} --kill-on-bad-exit=1 {spmd} run {shlex.quote(str(conf))} &",
+                "step=$!",
+                "rc=0; wait $step || rc=$?",
+                "if (( rc > 128 )); then rc=0; wait $step || rc=$?; fi  # the trap interrupted wait: again",
+                "exit $rc",
+            ]
             jobs.append(out / f"{name}.sbatch")
             files.append((jobs[-1], _script(body), 0o666))
     one_task = [h for h in header if "gpus" not in h]
-    gen = ["#SBATCH --job-name=spmd-generate", "#SBATCH --nodes=1", "#SBATCH --ntasks=1", *one_task, "", *setup,
-           "# every series' input once, before the runs: missing files and spmd's own out-of-date ones; your own",
-           "# files are left as they are (a strong run reads them, a weak run copies of them)"]
-    steps = [f"{spmd} generate --skip-user-files {shlex.quote(str(conf))}" for conf, scaled in configs
-             if scaled.generate is not None or any(g for _, g in cls.extra_inputs(scaled))]
-    files.append((out / "generate.sbatch", _script(gen + (steps or ["echo 'nothing to generate: no config of the "
-                                                                     "series has a generate section'"])), 0o666))
+    gen = [
+        "#SBATCH --job-name=spmd-generate",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        *one_task,
+        "",
+        *setup,
+        "# every series' input once, before the runs: missing files and spmd's own out-of-date ones; your own",
+        "# files are left as they are (a strong run reads them, a weak run copies of them)",
+    ]
+    steps = [
+        f"{spmd} generate --skip-user-files {shlex.quote(str(conf))}"
+        for conf, scaled in configs
+        if scaled.generate is not None or any(g for _, g in cls.extra_inputs(scaled))
+    ]
+    files.append(
+        (
+            out / "generate.sbatch",
+            _script(gen + (steps or ["echo 'nothing to generate: no config of the series has a generate section'"])),
+            0o666,
+        )
+    )
     merge = None
     if len(nodes) > 1:  # a scaling report needs two node counts
-        merge = ["#SBATCH --job-name=spmd-merge", "#SBATCH --nodes=1", "#SBATCH --ntasks=1", *one_task, "", *setup,
-                 "shopt -s nullglob", f"reports=({shlex.quote(str(out / 'results'))}/*/report.json)",
-                 'if (( ${#reports[@]} < 2 )); then echo "spmd merge: ${#reports[@]} report(s) written, a scaling '
-                 'report needs two (see the runs\' logs)" >&2; exit 1; fi',
-                 f"{spmd} report merge \"${{reports[@]}}\" --out {shlex.quote(str(out / 'scaling'))}"]
+        merge = [
+            "#SBATCH --job-name=spmd-merge",
+            "#SBATCH --nodes=1",
+            "#SBATCH --ntasks=1",
+            *one_task,
+            "",
+            *setup,
+            "shopt -s nullglob",
+            f"reports=({shlex.quote(str(out / 'results'))}/*/report.json)",
+            'if (( ${#reports[@]} < 2 )); then echo "spmd merge: ${#reports[@]} report(s) written, a scaling '
+            "report needs two (see the runs' logs)\" >&2; exit 1; fi",
+            f'{spmd} report merge "${{reports[@]}}" --out {shlex.quote(str(out / "scaling"))}',
+        ]
         files.append((out / "merge.sbatch", _script(merge), 0o666))
-    submit = ["#!/usr/bin/env bash", f"# {MARK}: spmd jobscript",
-              "# Submit the series: inputs first, then every run" + (", then the merge" if merge else "")
-              + " (sbatch --dependency).", "set -euo pipefail", f"dir={shlex.quote(str(out))}", "mkdir -p \"$dir/logs\"",
-              "gen=$(sbatch --parsable \"$dir/generate.sbatch\")", "runs=()"]
-    submit += [f"runs+=($(sbatch --parsable --dependency=afterok:$gen \"$dir/{j.name}\"))" for j in jobs]
+    submit = [
+        "#!/usr/bin/env bash",
+        f"# {MARK}: spmd jobscript",
+        "# Submit the series: inputs first, then every run"
+        + (", then the merge" if merge else "")
+        + " (sbatch --dependency).",
+        "set -euo pipefail",
+        f"dir={shlex.quote(str(out))}",
+        'mkdir -p "$dir/logs"',
+        'gen=$(sbatch --parsable "$dir/generate.sbatch")',
+        "runs=()",
+    ]
+    submit += [f'runs+=($(sbatch --parsable --dependency=afterok:$gen "$dir/{j.name}"))' for j in jobs]
     if merge:
-        submit += ["merge=$(sbatch --parsable --dependency=afterany:$(IFS=:; echo \"${runs[*]}\") "
-                   "\"$dir/merge.sbatch\")", "echo \"generate $gen; runs ${runs[*]}; merge $merge\"",
-                   "echo \"the scaling report will be in $dir/scaling (squeue -u ${USER:-$(id -un)} to follow)\""]
+        submit += [
+            'merge=$(sbatch --parsable --dependency=afterany:$(IFS=:; echo "${runs[*]}") "$dir/merge.sbatch")',
+            'echo "generate $gen; runs ${runs[*]}; merge $merge"',
+            'echo "the scaling report will be in $dir/scaling (squeue -u ${USER:-$(id -un)} to follow)"',
+        ]
     else:
-        submit += ["echo \"generate $gen; runs ${runs[*]}\"",
-                   "echo \"one node count: each run's report.json is in $dir/results (no scaling report)\""]
+        submit += [
+            'echo "generate $gen; runs ${runs[*]}"',
+            'echo "one node count: each run\'s report.json is in $dir/results (no scaling report)"',
+        ]
     files.append((out / "submit.sh", "\n".join(submit) + "\n", 0o777))
     return files
 
@@ -160,11 +221,15 @@ def series_summary(nodes: list[int], modes) -> str:
     """Which job runs each series' sizes (weak at the base node count is the strong job's run)."""
     parts = []
     for mode in modes:
-        sizes = [f"{n} (strong-{n}n)" if mode == "weak" and "strong" in modes and n == nodes[0] else str(n)
-                 for n in nodes]
+        sizes = [
+            f"{n} (strong-{n}n)" if mode == "weak" and "strong" in modes and n == nodes[0] else str(n) for n in nodes
+        ]
         parts.append(f"{mode}: {', '.join(sizes)} node(s)")
-    merge = "; spmd report merge makes the scaling report" if len(nodes) > 1 else \
-        "; one node count: no scaling report (give --nodes two or more counts for one)"
+    merge = (
+        "; spmd report merge makes the scaling report"
+        if len(nodes) > 1
+        else "; one node count: no scaling report (give --nodes two or more counts for one)"
+    )
     return "; ".join(parts) + merge
 
 
@@ -178,7 +243,7 @@ def _prologue(paths: tuple[str, ...]) -> list[str]:
         try:
             if not Path(path).is_file():
                 raise ConfigError(f"{where}: not a regular file")
-            data = Path(path).read_bytes()[:MAX_PROLOGUE_BYTES + 1]
+            data = Path(path).read_bytes()[: MAX_PROLOGUE_BYTES + 1]
         except OSError as exc:
             raise ConfigError(f"{where}: cannot read it ({exc.strerror})") from None
         if len(data) > MAX_PROLOGUE_BYTES:
@@ -190,10 +255,13 @@ def _prologue(paths: tuple[str, ...]) -> list[str]:
         if "\0" in text or "\r" in text:
             raise ConfigError(f"{where}: holds a NUL or carriage return")
         if any(line.lstrip().startswith("#SBATCH") for line in text.splitlines()):
-            raise ConfigError(f"{where}: an #SBATCH line there would be ignored (sbatch reads them only at the top); "
-                              f"use spmd jobscript's options")
-        checked = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True) \
-            if shutil.which("bash") else None
+            raise ConfigError(
+                f"{where}: an #SBATCH line there would be ignored (sbatch reads them only at the top); "
+                f"use spmd jobscript's options"
+            )
+        checked = (
+            subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True) if shutil.which("bash") else None
+        )
         if checked is not None and checked.returncode != 0:
             raise ConfigError(f"{where}: not valid shell ({one_line(checked.stderr.strip())})")
         lines += [f"# from --prologue {one_line(path)}", "set +u", *text.rstrip("\n").splitlines(), "set -u", ""]
@@ -206,7 +274,9 @@ DEFAULT_ENVIRONMENT = [
     "# not pass --cpus-per-task on by itself",
     'export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"',
     'export OMP_NUM_THREADS="${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}"',
-    'export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # no NVLink multicast unless the node is known to allow it', ""]
+    'export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # no NVLink multicast unless the node is known to allow it',
+    "",
+]
 
 
 def _environment(items: tuple[str, ...]) -> list[str]:
@@ -215,7 +285,9 @@ def _environment(items: tuple[str, ...]) -> list[str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not ENV_KEY.fullmatch(key):
-            raise ConfigError(f"--env '{one_line(item)[:60]}': KEY=VALUE, KEY of letters, digits and _ (not first a digit)")
+            raise ConfigError(
+                f"--env '{one_line(item)[:60]}': KEY=VALUE, KEY of letters, digits and _ (not first a digit)"
+            )
         if any(ord(c) < 32 or ord(c) == 127 for c in value):
             raise ConfigError(f"--env '{one_line(item)[:60]}': a value of one line without control characters")
         lines.append(f"export {key}={shlex.quote(value)}")
@@ -230,9 +302,12 @@ def _header(gpus: int, cpus: int, partition, account, time, out: Path) -> list[s
         if value is not None and not SLURM_NAME.fullmatch(value):
             raise ConfigError(f"{option} {brief(value)}: a SLURM name (letters, digits, _ . + -, a comma list)")
     # the jobs start where `spmd jobscript` ran, so the config's relative paths mean the same there
-    lines = [f"#SBATCH --time={time}", f"#SBATCH --cpus-per-task={cpus}",
-             f"#SBATCH --chdir={_sbatch_path(Path.cwd(), 'the working directory')}",
-             f"#SBATCH --output={_sbatch_path(out, 'the output folder')}/logs/%x-%j.out"]
+    lines = [
+        f"#SBATCH --time={time}",
+        f"#SBATCH --cpus-per-task={cpus}",
+        f"#SBATCH --chdir={_sbatch_path(Path.cwd(), 'the working directory')}",
+        f"#SBATCH --output={_sbatch_path(out, 'the output folder')}/logs/%x-%j.out",
+    ]
     if gpus:
         # every GPU of the node to every task: spmd binds rank -> GPU by node-local rank
         lines.append(f"#SBATCH --gpus-per-node={gpus}")
@@ -246,8 +321,10 @@ def _header(gpus: int, cpus: int, partition, account, time, out: Path) -> list[s
 def _sbatch_path(path: Path, what: str) -> str:
     text = str(path)
     if not SBATCH_PATH.fullmatch(text):
-        raise ConfigError(f"{what} {brief(text)}: an #SBATCH line cannot carry it safely (a space, quote, $, %, "
-                          f"; or newline); choose a folder of letters, digits and _ . / + , : @ = ~ -")
+        raise ConfigError(
+            f"{what} {brief(text)}: an #SBATCH line cannot carry it safely (a space, quote, $, %, "
+            f"; or newline); choose a folder of letters, digits and _ . / + , : @ = ~ -"
+        )
     return text
 
 
@@ -266,5 +343,5 @@ def _script(lines: list[str]) -> str:
     """A job script: sbatch reads the #SBATCH lines up to the first command, then bash runs it, stopping at the
     first command that fails."""
     header = [line for line in lines if line.startswith("#SBATCH")]
-    body = lines[len(header):]
+    body = lines[len(header) :]
     return "\n".join(["#!/bin/bash", f"# {MARK}: spmd jobscript", *header, "", "set -euo pipefail", *body]) + "\n"

@@ -14,11 +14,27 @@ from collections import Counter
 
 from .errors import ConfigError
 
-SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_NTASKS",
-              "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_TASK",
-              "SLURM_GPUS_PER_NODE", "SLURM_CPUS_PER_TASK", "SLURM_JOB_PARTITION", "SLURM_ARRAY_JOB_ID",
-              "SLURM_ARRAY_TASK_ID", "SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID",
-              "SLURM_NODEID")
+SLURM_KEYS = (
+    "SLURM_JOB_ID",
+    "SLURM_JOB_NAME",
+    "SLURM_JOB_NODELIST",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_NTASKS",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_JOB_PARTITION",
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_STEP_ID",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+)
 
 
 def slurm_environment(env=None) -> dict:
@@ -32,16 +48,27 @@ def slurm_record(env=None) -> dict | None:
     found = slurm_environment(env)
     if "SLURM_JOB_ID" not in found:
         return None
-    names = {"SLURM_JOB_ID": "job_id", "SLURM_JOB_NAME": "job_name", "SLURM_JOB_NODELIST": "nodelist",
-             "SLURM_JOB_NUM_NODES": "nodes", "SLURM_NTASKS": "ntasks", "SLURM_TASKS_PER_NODE": "tasks_per_node",
-             "SLURM_GPUS_ON_NODE": "gpus_on_node", "SLURM_GPUS_PER_TASK": "gpus_per_task",
-             "SLURM_JOB_PARTITION": "partition", "SLURM_ARRAY_JOB_ID": "array_job_id",
-             "SLURM_ARRAY_TASK_ID": "array_task_id", "SLURM_STEP_ID": "step_id"}
+    names = {
+        "SLURM_JOB_ID": "job_id",
+        "SLURM_JOB_NAME": "job_name",
+        "SLURM_JOB_NODELIST": "nodelist",
+        "SLURM_JOB_NUM_NODES": "nodes",
+        "SLURM_NTASKS": "ntasks",
+        "SLURM_TASKS_PER_NODE": "tasks_per_node",
+        "SLURM_GPUS_ON_NODE": "gpus_on_node",
+        "SLURM_GPUS_PER_TASK": "gpus_per_task",
+        "SLURM_JOB_PARTITION": "partition",
+        "SLURM_ARRAY_JOB_ID": "array_job_id",
+        "SLURM_ARRAY_TASK_ID": "array_task_id",
+        "SLURM_STEP_ID": "step_id",
+    }
     return {names[k]: v for k, v in found.items() if k in names}
 
 
-MPI_FIX = ("install one: pip install 'spmd[mpich]' (MPICH from PyPI, no system MPI needed), or a system MPI "
-           "(e.g. apt install libopenmpi-dev openmpi-bin) and then pip install --no-binary mpi4py --force-reinstall mpi4py")
+MPI_FIX = (
+    "install one: pip install 'spmd[mpich]' (MPICH from PyPI, no system MPI needed), or a system MPI "
+    "(e.g. apt install libopenmpi-dev openmpi-bin) and then pip install --no-binary mpi4py --force-reinstall mpi4py"
+)
 
 
 def mpi_missing() -> str | None:
@@ -74,9 +101,11 @@ def check_launch(world_size: int, env=None) -> None:
     env = os.environ if env is None else env
     tasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")
     if "SLURM_PROCID" in env and tasks and int(tasks) > 1 and world_size == 1:
-        raise ConfigError(f"srun started {tasks} tasks, but MPI connected none of them (each is rank 0 of 1): "
-                          f"launch with srun --mpi=pmi2 (MPICH) or --mpi=pmix (Open MPI built with PMIx); "
-                          f"`srun --mpi=list` shows what this cluster offers (see jobscripts/run.sbatch)")
+        raise ConfigError(
+            f"srun started {tasks} tasks, but MPI connected none of them (each is rank 0 of 1): "
+            f"launch with srun --mpi=pmi2 (MPICH) or --mpi=pmix (Open MPI built with PMIx); "
+            f"`srun --mpi=list` shows what this cluster offers (see jobscripts/run.sbatch)"
+        )
 
 
 def launch_record(ctx) -> dict:

@@ -47,5 +47,7 @@ def require_memory(need: int, where: str, ctx, what: str) -> None:
         pool = "host memory" + (f" (this rank's share: 1/{ctx.local_size})" if ctx.local_size > 1 else "")
     free = faults.visible_free_memory(free, need, where, ctx.device)
     if need > free:
-        raise InputError(f"{what} need {fmt_bytes(need)}, {pool} has {fmt_bytes(free)} free: refused before allocating "
-                         f"(use more ranks or a smaller problem)")
+        raise InputError(
+            f"{what} need {fmt_bytes(need)}, {pool} has {fmt_bytes(free)} free: refused before allocating "
+            f"(use more ranks or a smaller problem)"
+        )

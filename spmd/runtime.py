@@ -52,8 +52,9 @@ class Context:
         self.host = MPI.Get_processor_name()
         self.hosts = self.comm.allgather(self.host)
         # One watchdog per process, over the whole launch (the CLI asks for it; see spmd.watchdog)
-        self.owns_watchdog = (watchdog and comm is None and waits.installed() is None
-                              and os.environ.get("SPMD_WATCHDOG", "on") != "off")
+        self.owns_watchdog = (
+            watchdog and comm is None and waits.installed() is None and os.environ.get("SPMD_WATCHDOG", "on") != "off"
+        )
         if self.owns_watchdog:
             start_watchdog(MPI.COMM_WORLD, self.hosts)
         self.node_comm = watched(self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank))
@@ -138,8 +139,10 @@ class Context:
         if len(set(devices)) > 1:
             cpu_ranks = [r for r, d in enumerate(devices) if d == "cpu"]
             raise self.collective_error(
-                BackendUnavailable, cpu_ranks[0],
-                f"sees no GPU while other ranks do (CPU ranks: {cpu_ranks}); set device: cpu or gpu")
+                BackendUnavailable,
+                cpu_ranks[0],
+                f"sees no GPU while other ranks do (CPU ranks: {cpu_ranks}); set device: cpu or gpu",
+            )
         if device == "gpu":
             identity = self.agree(self._use_gpu)
             peers = self.node_comm.allgather((self.rank, identity))
@@ -148,14 +151,19 @@ class Context:
             if shared and not allow_shared_gpu:
                 a, b, dev = shared[0]
                 raise self.collective_error(
-                    BackendUnavailable, a,
+                    BackendUnavailable,
+                    a,
                     f"ranks {a} and {b} both landed on GPU {dev}: start one rank per GPU "
-                    f"({self.local_size} ranks on this node) or set allow_shared_gpu: true")
+                    f"({self.local_size} ranks on this node) or set allow_shared_gpu: true",
+                )
             crowded = self.comm.gather((self.host, self.local_size, len({i for _, i in peers})), root=0)
             if self.rank == 0:
-                self.warnings += [f"{host}: {ranks} ranks on {gpus} GPU(s): ranks share GPUs, so their timings "
-                                  f"measure contention, not scaling (start at most one rank per GPU)"
-                                  for host, ranks, gpus in sorted(set(crowded or [])) if ranks > gpus]
+                self.warnings += [
+                    f"{host}: {ranks} ranks on {gpus} GPU(s): ranks share GPUs, so their timings "
+                    f"measure contention, not scaling (start at most one rank per GPU)"
+                    for host, ranks, gpus in sorted(set(crowded or []))
+                    if ranks > gpus
+                ]
         self.device = device
         self.xp = xpmod.array_module(device)
         if device == "cpu":
@@ -172,14 +180,12 @@ class Context:
 
     def layout(self) -> list[dict]:
         """Per node: hostname, its ranks, and the device each rank drives (for the report)."""
-        entries = self.comm.allgather((self.rank, self.host, self.local_rank, self.device_id,
-                                       self.device_name))
+        entries = self.comm.allgather((self.rank, self.host, self.local_rank, self.device_id, self.device_name))
         nodes: dict[str, dict] = {}
         for rank, host, local_rank, dev_id, dev_name in entries:
             node = nodes.setdefault(host, {"host": host, "ranks": [], "devices": []})
             node["ranks"].append(rank)
-            node["devices"].append({"rank": rank, "local_rank": local_rank,
-                                    "device_id": dev_id, "name": dev_name})
+            node["devices"].append({"rank": rank, "local_rank": local_rank, "device_id": dev_id, "name": dev_name})
         return list(nodes.values())
 
     def idle_barrier(self, poll_s: float = 0.002, timed: bool = True) -> None:
@@ -255,4 +261,3 @@ def find_shared_devices(peers: list[tuple[int, str]]) -> list[tuple[int, int, st
         else:
             first_owner[identity] = rank
     return shared
-

@@ -44,7 +44,7 @@ class Interval:
 
 def coverage(n: int, j: int) -> float:
     """P(x_(j) <= true median <= x_(n+1-j)) for n values: 1 - 2 P(B <= j - 1), B ~ Binomial(n, 1/2)."""
-    tail = sum(math.comb(n, i) for i in range(j)) / 2 ** n
+    tail = sum(math.comb(n, i) for i in range(j)) / 2**n
     return max(0.0, 1.0 - 2.0 * tail)
 
 
@@ -66,4 +66,3 @@ def ratio_interval(num: Interval, den: Interval) -> tuple[float, float]:
     low = num.low / den.high if den.high > 0 else math.inf
     high = num.high / den.low if den.low > 0 else math.inf
     return low, high
-

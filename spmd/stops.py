@@ -44,8 +44,9 @@ def _terminated(signum, frame) -> None:
 @contextlib.contextmanager
 def handling_interrupts():
     """Install the handlers for the block (the main thread of a command), the previous ones after it."""
-    previous = {num: signal.signal(num, handler) for num, handler in ((signal.SIGINT, _note),
-                                                                       (signal.SIGTERM, _terminated))}
+    previous = {
+        num: signal.signal(num, handler) for num, handler in ((signal.SIGINT, _note), (signal.SIGTERM, _terminated))
+    }
     try:
         yield
     finally:

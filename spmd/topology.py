@@ -94,9 +94,17 @@ def describe_placement(ctx) -> dict | None:
     # the CPUs this node's ranks may run on (their affinity, which a launcher or SLURM may narrow), not the node's
     allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
     node_cpus = len(set().union(*ctx.node_comm.allgather(allowed)))
-    mine = {"rank": ctx.rank, "host": ctx.host, "local_rank": ctx.local_rank, "device": ctx.device,
-            "device_id": ctx.device_id, "name": ctx.device_name, "pci_bus_id": bus_id,
-            "cpus": node_cpus, "gpus": xpmod.gpu_count() if ctx.device == "gpu" else 0}
+    mine = {
+        "rank": ctx.rank,
+        "host": ctx.host,
+        "local_rank": ctx.local_rank,
+        "device": ctx.device,
+        "device_id": ctx.device_id,
+        "name": ctx.device_name,
+        "pci_bus_id": bus_id,
+        "cpus": node_cpus,
+        "gpus": xpmod.gpu_count() if ctx.device == "gpu" else 0,
+    }
     everyone = ctx.comm.allgather(mine)
     pairs = node_pairs(everyone, ctx.host) if ctx.local_rank == 0 else []
     gathered = ctx.comm.gather(pairs, root=0)
@@ -110,7 +118,7 @@ def node_pairs(ranks: list[dict], host: str) -> list[dict]:
     local = [r for r in ranks if r["host"] == host]
     pairs = []
     for i, a in enumerate(local):
-        for b in local[i + 1:]:
+        for b in local[i + 1 :]:
             if a["device"] == "gpu":
                 cls, detail = gpu_pair_link(a["pci_bus_id"], b["pci_bus_id"])
             else:

@@ -26,15 +26,26 @@ def fmt_bytes(n: float | None) -> str:
     raise AssertionError("unreachable")
 
 
-_SUFFIXES = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
-             "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
+_SUFFIXES = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KB": 1 << 10,
+    "KIB": 1 << 10,
+    "M": 1 << 20,
+    "MB": 1 << 20,
+    "MIB": 1 << 20,
+    "G": 1 << 30,
+    "GB": 1 << 30,
+    "GIB": 1 << 30,
+}
 
 
 def parse_bytes(text: str) -> int:
     """'16M', '1GiB', '4096' -> bytes (binary multiples)."""
     raw = text.strip().upper()
     digits = raw.rstrip("KMGIB")
-    suffix = raw[len(digits):]
+    suffix = raw[len(digits) :]
     if suffix not in _SUFFIXES or not digits:
         raise ValueError(f"not a byte size: {text!r} (e.g. 4096, 64K, 16M, 1G)")
     return int(float(digits) * _SUFFIXES[suffix])

@@ -137,8 +137,11 @@ class Watchdog:
                     self._judge_self(grace=GRACE_S)
         except Exception:  # the watchdog must never be what kills a healthy job
             faulthandler.cancel_dump_traceback_later()
-            print(f"spmd: warning: rank {self.rank}: the watchdog stopped:\n{traceback.format_exc()}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"spmd: warning: rank {self.rank}: the watchdog stopped:\n{traceback.format_exc()}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def arm_backstop(self) -> None:
         """(Re)start faulthandler's countdown (its own C thread, which needs no GIL): if no beat re-arms it
@@ -162,30 +165,47 @@ class Watchdog:
         if stuck:
             first = max(stuck, key=waited.get)
             (phase, what, *_), _ = self._heard[first]
-            self.end(self._table(f"rank {first} on {self.hosts[first]} waited {waited[first]:.1f} s (timeout_s: "
-                                 f"{self.timeout_s:g}) in {what}, phase {phase}", now, waiting=True))
+            self.end(
+                self._table(
+                    f"rank {first} on {self.hosts[first]} waited {waited[first]:.1f} s (timeout_s: "
+                    f"{self.timeout_s:g}) in {what}, phase {phase}",
+                    now,
+                    waiting=True,
+                )
+            )
         if waited:
             return  # a phase that does not end shows as a peer's wait: that rule names it
-        in_phase = {r: age + (now - t) for r, ((_, what, _, _, age), t) in self._heard.items()
-                    if age is not None and not what}
+        in_phase = {
+            r: age + (now - t) for r, ((_, what, _, _, age), t) in self._heard.items() if age is not None and not what
+        }
         over = [r for r, age in in_phase.items() if age > self.timeout_s]
         if over:
             first = max(over, key=in_phase.get)
             (phase, *_), _ = self._heard[first]
-            self.end(self._table(f"rank {first} on {self.hosts[first]} has been in phase {phase} for "
-                                 f"{in_phase[first]:.1f} s (timeout_s: {self.timeout_s:g}) and no rank waits in a "
-                                 f"collective: a step that never returns", now, waiting=False))
+            self.end(
+                self._table(
+                    f"rank {first} on {self.hosts[first]} has been in phase {phase} for "
+                    f"{in_phase[first]:.1f} s (timeout_s: {self.timeout_s:g}) and no rank waits in a "
+                    f"collective: a step that never returns",
+                    now,
+                    waiting=False,
+                )
+            )
 
     def _judge_self(self, grace: float) -> None:
         phase, what, age, timed, in_phase = self.marker()
         why = "" if not grace else f"; rank 0 did not end the job within {grace:.0f} s more"
         where = f"watchdog: rank {self.rank} on {self.hosts[self.rank]}"
         if what and timed and age > self.timeout_s + grace:
-            self.end(f"{where} waited {age:.1f} s (timeout_s: {self.timeout_s:g}) in {what}, phase {phase}{why}: "
-                     f"ending the job (exit {EXIT_CODE})")
+            self.end(
+                f"{where} waited {age:.1f} s (timeout_s: {self.timeout_s:g}) in {what}, phase {phase}{why}: "
+                f"ending the job (exit {EXIT_CODE})"
+            )
         if not what and in_phase is not None and in_phase > self.timeout_s + grace:
-            self.end(f"{where} has been in phase {phase} for {in_phase:.1f} s (timeout_s: {self.timeout_s:g}) "
-                     f"without finishing it{why}: ending the job (exit {EXIT_CODE})")
+            self.end(
+                f"{where} has been in phase {phase} for {in_phase:.1f} s (timeout_s: {self.timeout_s:g}) "
+                f"without finishing it{why}: ending the job (exit {EXIT_CODE})"
+            )
 
     def _table(self, headline: str, now: float, waiting: bool) -> str:
         """``headline``, then where every rank is; ``waiting``: the headline is a rank's wait in a
@@ -273,8 +293,9 @@ def end_job(world: MPI.Intracomm | None, code: int) -> None:
             print(f"spmd: rank {rank}: {what} failed ({exc}); ending the job anyway", file=sys.stderr, flush=True)
             continue
         if not finished:
-            print(f"spmd: rank {rank}: {what} did not return in time; ending the job anyway",
-                  file=sys.stderr, flush=True)
+            print(
+                f"spmd: rank {rank}: {what} did not return in time; ending the job anyway", file=sys.stderr, flush=True
+            )
     sys.stdout.flush()
     sys.stderr.flush()
     time.sleep(FORWARD_S)

@@ -2,17 +2,20 @@
 ``--cuda-mpi`` says the MPI running the tests is CUDA-aware: it adds the ``mpi-cuda`` backend
 (and fails if that MPI is not). Without it, GPU tests expect ``mpi-cuda`` to be refused."""
 
-import pytest
-
 import helpers  # noqa: F401  (first import: snapshots the launch environment before MPI starts)
+import pytest
 
 
 def pytest_addoption(parser):
-    parser.addoption("--gpu", action="store_true",
-                     help="also test on the GPU (CuPy + NCCL); error if no GPU is visible")
-    parser.addoption("--cuda-mpi", action="store_true",
-                     help="the MPI is CUDA-aware (bench/cuda-mpi/build.sh): also test comm mpi-cuda on the GPU; "
-                          "error if that MPI is not CUDA-aware. Needs --gpu")
+    parser.addoption(
+        "--gpu", action="store_true", help="also test on the GPU (CuPy + NCCL); error if no GPU is visible"
+    )
+    parser.addoption(
+        "--cuda-mpi",
+        action="store_true",
+        help="the MPI is CUDA-aware (bench/cuda-mpi/build.sh): also test comm mpi-cuda on the GPU; "
+        "error if that MPI is not CUDA-aware. Needs --gpu",
+    )
 
 
 def pytest_configure(config):

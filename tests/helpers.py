@@ -7,7 +7,6 @@ import os
 import h5py
 import numpy as np
 
-
 # The environment as the user gave it, taken when tests/conftest.py imports this module,
 # before any test starts MPI in pytest's own process. Open MPI's singleton start adds
 # OMPI_*/PMIX_* variables; an mpirun that inherits them thinks it is nested in a job and
@@ -25,8 +24,14 @@ def reference(data: np.ndarray, ddof: int = 0) -> dict:
     x = np.asarray(data, dtype=np.float64)
     scalar = x.ndim == 1
     x2 = x.reshape(x.shape[0], -1)
-    out = {"sum": x2.sum(0), "mean": x2.mean(0), "min": x2.min(0), "max": x2.max(0),
-           "var": x2.var(0, ddof=ddof), "std": x2.std(0, ddof=ddof)}
+    out = {
+        "sum": x2.sum(0),
+        "mean": x2.mean(0),
+        "min": x2.min(0),
+        "max": x2.max(0),
+        "var": x2.var(0, ddof=ddof),
+        "std": x2.std(0, ddof=ddof),
+    }
     return {k: float(v[0]) if scalar else v.tolist() for k, v in out.items()}
 
 

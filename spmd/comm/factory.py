@@ -37,8 +37,10 @@ def check_backend(name: str, device: str, shared_gpu: bool = False) -> None:
     if name in ("nccl", "mpi-cuda") and device != "gpu":
         raise BackendUnavailable(f"comm: {name} needs device: gpu, but this job runs on the CPU")
     if name == "nccl" and shared_gpu:
-        raise BackendUnavailable("comm: nccl cannot run several ranks on one GPU (NCCL refuses duplicate "
-                                 "devices); use comm: mpi (or auto), or one rank per GPU")
+        raise BackendUnavailable(
+            "comm: nccl cannot run several ranks on one GPU (NCCL refuses duplicate "
+            "devices); use comm: mpi (or auto), or one rank per GPU"
+        )
     if name == "nccl" and nccl_module() is None:
         raise BackendUnavailable("comm: nccl needs CuPy with NCCL (install spmd[cuda12] or spmd[cuda13])")
 

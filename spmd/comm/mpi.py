@@ -109,8 +109,9 @@ class MPICommunicator(Communicator):
         sbuf = self._outgoing(send, "send")
         # straight into recv where MPI can write it (a contiguous array it can address)
         rbuf = self._incoming(recv.shape, recv.dtype, recv, "recv", recv if recv.flags.c_contiguous else None)
-        self.mpi.Sendrecv(sbuf, MPI.PROC_NULL if dest is None else dest, 0,
-                          rbuf, MPI.PROC_NULL if source is None else source, 0)
+        self.mpi.Sendrecv(
+            sbuf, MPI.PROC_NULL if dest is None else dest, 0, rbuf, MPI.PROC_NULL if source is None else source, 0
+        )
         if source is not None and rbuf is not recv:
             xpmod.copy_into(recv, rbuf)
         return recv
@@ -126,6 +127,7 @@ class MPICommunicator(Communicator):
 
 def _same_memory(a, b) -> bool:
     """True when two arrays start at the same address (host or device)."""
+
     def address(x):
         return x.data.ptr if xpmod.is_device_array(x) else x.ctypes.data
 

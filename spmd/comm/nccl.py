@@ -40,6 +40,7 @@ def abort_all(deadline_s: float = 5.0) -> bool:
     leaks, before the job is ended with an error. ncclCommAbort can itself block (measured on
     H200, NCCL 2.28, beside a wedged peer), so it runs in a thread given ``deadline_s``: the job
     ends either way. Returns True when every abort returned."""
+
     def abort():
         with _live_lock:
             for ref in _live:
@@ -107,11 +108,21 @@ class NCCLCommunicator(Communicator):
         with _live_lock:
             _live[:] = [ref for ref in _live if ref() is not None] + [weakref.ref(self)]
         self._ops = {"sum": self._nccl.NCCL_SUM, "min": self._nccl.NCCL_MIN, "max": self._nccl.NCCL_MAX}
-        self._types = {np.dtype(name): getattr(self._nccl, const) for name, const in (
-            ("int8", "NCCL_INT8"), ("uint8", "NCCL_UINT8"), ("int32", "NCCL_INT32"),
-            ("uint32", "NCCL_UINT32"), ("int64", "NCCL_INT64"), ("uint64", "NCCL_UINT64"),
-            ("float16", "NCCL_FLOAT16"), ("float32", "NCCL_FLOAT32"), ("float64", "NCCL_FLOAT64"))
-            if hasattr(self._nccl, const)}
+        self._types = {
+            np.dtype(name): getattr(self._nccl, const)
+            for name, const in (
+                ("int8", "NCCL_INT8"),
+                ("uint8", "NCCL_UINT8"),
+                ("int32", "NCCL_INT32"),
+                ("uint32", "NCCL_UINT32"),
+                ("int64", "NCCL_INT64"),
+                ("uint64", "NCCL_UINT64"),
+                ("float16", "NCCL_FLOAT16"),
+                ("float32", "NCCL_FLOAT32"),
+                ("float64", "NCCL_FLOAT64"),
+            )
+            if hasattr(self._nccl, const)
+        }
 
     def _dtype(self, dtype) -> int:
         try:
@@ -149,8 +160,9 @@ class NCCLCommunicator(Communicator):
         src = self._on_device(x)
         buf = self._result(out, src.shape, src.dtype, x)
         with Waiting("nccl allreduce"):
-            self.comm.allReduce(src.data.ptr, buf.data.ptr, src.size, self._dtype(src.dtype),
-                                self._ops[check_op(op)], self._stream())
+            self.comm.allReduce(
+                src.data.ptr, buf.data.ptr, src.size, self._dtype(src.dtype), self._ops[check_op(op)], self._stream()
+            )
         return self._deliver(buf, x, out)
 
     def allgather(self, x, out=None):
@@ -185,22 +197,25 @@ class NCCLCommunicator(Communicator):
         src = self._on_device(x)
         buf = self._result(out, (rows, *src.shape[1:]), src.dtype, x)
         with Waiting("nccl reduce_scatter"):
-            self.comm.reduceScatter(src.data.ptr, buf.data.ptr, buf.size, self._dtype(src.dtype),
-                                    self._ops[check_op(op)], self._stream())
+            self.comm.reduceScatter(
+                src.data.ptr, buf.data.ptr, buf.size, self._dtype(src.dtype), self._ops[check_op(op)], self._stream()
+            )
         return self._deliver(buf, x, out)
 
     def bcast(self, x, root=0, out=None):
         src = self._on_device(x)
         buf = self._result(out, src.shape, src.dtype, x)
         with Waiting("nccl bcast"):
-            self.comm.broadcast(src.data.ptr, buf.data.ptr, buf.size, self._dtype(buf.dtype), root,
-                                self._stream())
+            self.comm.broadcast(src.data.ptr, buf.data.ptr, buf.size, self._dtype(buf.dtype), root, self._stream())
         return self._deliver(buf, x, out)
 
     def sendrecv(self, send, dest, recv, source):
         sbuf = self._on_device(send)
-        rbuf = recv if xpmod.is_device_array(recv) and recv.flags.c_contiguous else \
-            xpmod.cupy.empty(recv.shape, dtype=recv.dtype)
+        rbuf = (
+            recv
+            if xpmod.is_device_array(recv) and recv.flags.c_contiguous
+            else xpmod.cupy.empty(recv.shape, dtype=recv.dtype)
+        )
         stream = self._stream()
         with Waiting("nccl sendrecv"):
             self._nccl.groupStart()
@@ -216,8 +231,9 @@ class NCCLCommunicator(Communicator):
     def barrier(self):
         token = xpmod.cupy.ones(1, dtype=np.int32)
         with Waiting("nccl barrier"):
-            self.comm.allReduce(token.data.ptr, token.data.ptr, 1, self._dtype(token.dtype),
-                                self._ops["sum"], self._stream())
+            self.comm.allReduce(
+                token.data.ptr, token.data.ptr, 1, self._dtype(token.dtype), self._ops["sum"], self._stream()
+            )
             xpmod.cupy.cuda.get_current_stream().synchronize()
         self.comm.check_async_error()
 

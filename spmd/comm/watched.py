@@ -7,10 +7,35 @@ from mpi4py import MPI
 
 from ..waits import Waiting
 
-BLOCKING = ("allgather", "allreduce", "alltoall", "barrier", "bcast", "gather", "reduce", "scatter",
-            "Allgather", "Allgatherv", "Allreduce", "Alltoall", "Barrier", "Bcast", "Gather", "Gatherv",
-            "Reduce", "Reduce_scatter_block", "Scatter", "Sendrecv", "Recv", "Send", "recv", "send",
-            "Dup", "Split", "Split_type")
+BLOCKING = (
+    "allgather",
+    "allreduce",
+    "alltoall",
+    "barrier",
+    "bcast",
+    "gather",
+    "reduce",
+    "scatter",
+    "Allgather",
+    "Allgatherv",
+    "Allreduce",
+    "Alltoall",
+    "Barrier",
+    "Bcast",
+    "Gather",
+    "Gatherv",
+    "Reduce",
+    "Reduce_scatter_block",
+    "Scatter",
+    "Sendrecv",
+    "Recv",
+    "Send",
+    "recv",
+    "send",
+    "Dup",
+    "Split",
+    "Split_type",
+)
 
 
 class WatchedComm(MPI.Intracomm):

@@ -17,8 +17,9 @@ from .direct import as_bytes, byte_ranges, read_pieces, split
 from .hdf5 import open_h5, require_finite
 
 
-def read_block(path: str, dataset: str, block, out: np.ndarray, out_sel=None, check_finite: bool = False,
-               io=None, threads: int = 1) -> str:
+def read_block(
+    path: str, dataset: str, block, out: np.ndarray, out_sel=None, check_finite: bool = False, io=None, threads: int = 1
+) -> str:
     """Fill ``out`` (or its part ``out_sel``, a tuple of slices) with rows [r0, r1) and columns
     [c0, c1) of ``path:dataset``, straight into place: by the direct engine (config ``io``, on ``threads``
     threads) when the block is whole rows of a dataset stored as plain bytes and ``out`` is all of it, else one
@@ -30,7 +31,7 @@ def read_block(path: str, dataset: str, block, out: np.ndarray, out_sel=None, ch
     if engine == "h5py":
         with open_h5(path) as f:
             try:
-                f[dataset].read_direct(out, np.s_[block.r0:block.r1, block.c0:block.c1], out_sel)
+                f[dataset].read_direct(out, np.s_[block.r0 : block.r1, block.c0 : block.c1], out_sel)
             except OSError as exc:  # e.g. a corrupt chunk: only this rank sees it
                 raise InputError(f"{path}:{dataset} {block.describe()}: read failed ({exc})") from None
     rows = out[out_sel] if out_sel is not None else out
@@ -51,8 +52,9 @@ def read_rows_direct(path: str, dataset: str, block, out: np.ndarray, io, thread
     return "direct"
 
 
-def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, block, local,
-                overwrite: bool = False) -> str:
+def save_blocks(
+    ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, block, local, overwrite: bool = False
+) -> str:
     """Write every rank's ``local`` array (a host array, or None for a rank holding no part)
     into ``block`` of a new ``shape`` dataset; collective. Returns the path written.
 
@@ -64,8 +66,9 @@ def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, blo
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
     def create() -> str:
-        require_replaceable(path, "the result", overwrite, "remove it, choose another params.save.path, or set "
-                                                           "overwrite: true")
+        require_replaceable(
+            path, "the result", overwrite, "remove it, choose another params.save.path, or set overwrite: true"
+        )
         tmp = None
         try:
             tmp = temp_beside(path)
@@ -84,7 +87,7 @@ def save_blocks(ctx, path: str, dataset: str, shape: tuple[int, ...], dtype, blo
             return
         try:
             with open_h5(tmp, "a") as f:
-                f[dataset][block.r0:block.r1, block.c0:block.c1] = local
+                f[dataset][block.r0 : block.r1, block.c0 : block.c1] = local
         except (OSError, InputError) as exc:
             raise InputError(f"{path}: cannot write rank {ctx.rank}'s block: {_cause(exc)}") from None
 

@@ -67,10 +67,13 @@ def byte_ranges(path: str, dataset: str, start: int, stop: int) -> tuple[list[By
             if info.byte_offset is None:
                 raise InputError(f"{where} rows {lo}-{hi}: the chunk holding them was never written")
             if info.size != per_chunk * row_bytes:
-                raise InputError(f"{where} rows {lo}-{hi}: the chunk holds {info.size} bytes, "
-                                 f"{per_chunk * row_bytes} expected: a damaged file")
-            ranges.append(ByteRange(info.byte_offset + (lo - first) * row_bytes, (hi - lo) * row_bytes,
-                                    (lo - start) * row_bytes))
+                raise InputError(
+                    f"{where} rows {lo}-{hi}: the chunk holds {info.size} bytes, "
+                    f"{per_chunk * row_bytes} expected: a damaged file"
+                )
+            ranges.append(
+                ByteRange(info.byte_offset + (lo - first) * row_bytes, (hi - lo) * row_bytes, (lo - start) * row_bytes)
+            )
         return merge(ranges), None
 
 
@@ -88,8 +91,11 @@ def merge(ranges: list[ByteRange]) -> list[ByteRange]:
 
 def split(ranges: list[ByteRange], piece_bytes: int) -> list[ByteRange]:
     """The ranges cut into pieces of at most ``piece_bytes``: the unit of one read and of one copy onwards."""
-    return [ByteRange(r.file_offset + at, min(piece_bytes, r.nbytes - at), r.dest + at)
-            for r in ranges for at in range(0, r.nbytes, piece_bytes)]
+    return [
+        ByteRange(r.file_offset + at, min(piece_bytes, r.nbytes - at), r.dest + at)
+        for r in ranges
+        for at in range(0, r.nbytes, piece_bytes)
+    ]
 
 
 def pread_into(fd: int, buffer: memoryview, piece: ByteRange, where: str) -> None:
@@ -97,19 +103,21 @@ def pread_into(fd: int, buffer: memoryview, piece: ByteRange, where: str) -> Non
     done = 0
     while done < piece.nbytes:
         try:
-            got = os.preadv(fd, [buffer[piece.dest + done:piece.dest + piece.nbytes]], piece.file_offset + done)
+            got = os.preadv(fd, [buffer[piece.dest + done : piece.dest + piece.nbytes]], piece.file_offset + done)
         except OSError as exc:
-            raise InputError(f"{where}: read of {piece.nbytes} bytes at offset {piece.file_offset} failed "
-                             f"({exc.strerror or exc})") from None
+            raise InputError(
+                f"{where}: read of {piece.nbytes} bytes at offset {piece.file_offset} failed ({exc.strerror or exc})"
+            ) from None
         if got == 0:
-            raise InputError(f"{where}: the file ends at {os.fstat(fd).st_size} bytes, inside the data (bytes "
-                             f"{piece.file_offset}-{piece.file_offset + piece.nbytes} are needed): a short or "
-                             f"truncated file")
+            raise InputError(
+                f"{where}: the file ends at {os.fstat(fd).st_size} bytes, inside the data (bytes "
+                f"{piece.file_offset}-{piece.file_offset + piece.nbytes} are needed): a short or "
+                f"truncated file"
+            )
         done += got
 
 
-def read_pieces(path: str, pieces: list[ByteRange], buffer: memoryview, threads: int, where: str,
-                landed=None) -> None:
+def read_pieces(path: str, pieces: list[ByteRange], buffer: memoryview, threads: int, where: str, landed=None) -> None:
     """Read every piece of ``path`` into ``buffer`` on ``threads`` threads, each reading a contiguous run of the
     pieces in order: sequential access per thread keeps the kernel's read-ahead working (pieces dealt out in
     turn read a cold file slower on the CI machine's disk). ``landed(piece)`` is called on this
@@ -117,7 +125,7 @@ def read_pieces(path: str, pieces: list[ByteRange], buffer: memoryview, threads:
     few calls as the file allows (one plain pread, on one thread). The first failure stops every thread before its
     next piece and is raised once all have stopped (none writes into ``buffer`` afterwards)."""
     count = max(1, min(threads, len(pieces)))
-    runs = [pieces[i * len(pieces) // count:(i + 1) * len(pieces) // count] for i in range(count)]
+    runs = [pieces[i * len(pieces) // count : (i + 1) * len(pieces) // count] for i in range(count)]
     if landed is None:  # nothing waits for single pieces: each thread reads its run in as few calls as it can
         runs = [merge(run) for run in runs]
     finished: queue.SimpleQueue = queue.SimpleQueue()

@@ -25,8 +25,18 @@ import h5py
 import numpy as np
 
 from ..errors import ConfigError, InputError, one_line
-from ..files import (HDF5_RECORD, discard, hdf5_record, hdf5_writer, publish, require_replaceable, require_space,
-                     require_writable_folder, reserve, temp_beside)
+from ..files import (
+    HDF5_RECORD,
+    discard,
+    hdf5_record,
+    hdf5_writer,
+    publish,
+    require_replaceable,
+    require_space,
+    require_writable_folder,
+    reserve,
+    temp_beside,
+)
 from .hdf5 import open_h5
 from .plan import block_ranges
 
@@ -95,8 +105,20 @@ def _targets(cfg, workload) -> list[Target]:
     for group, (inp, g, main) in enumerate(sources):
         extra = workload.input_recipe(cfg) if main else {}
         for index, (path, rows, source) in enumerate(_input_files(inp, g)):
-            targets.append(Target(path, rows, index, inp.dataset, g, main, _recipe(g, index, rows, extra, source),
-                                  source, len(targets), group))
+            targets.append(
+                Target(
+                    path,
+                    rows,
+                    index,
+                    inp.dataset,
+                    g,
+                    main,
+                    _recipe(g, index, rows, extra, source),
+                    source,
+                    len(targets),
+                    group,
+                )
+            )
     return targets
 
 
@@ -133,11 +155,31 @@ def _recipe(g, index: int, rows: int, extra: dict, source) -> str:
             info = os.stat(source[0])
         except OSError as exc:
             raise InputError(f"{one_line(source[0])}: {exc.strerror} (the input weak scaling repeats)") from None
-        return json.dumps({"copy_of": os.path.realpath(source[0]), "dataset": source[1], "bytes": info.st_size,
-                           "mtime_ns": info.st_mtime_ns, "rows": rows, "shard": index}, sort_keys=True)
-    return json.dumps({"shape": [rows, *g.shape[1:]], "dtype": g.dtype, "seed": g.seed, "shard": index,
-                       "distribution": g.distribution, "loc": g.loc, "scale": g.scale,
-                       "chunk_rows": g.chunk_rows, **extra}, sort_keys=True)
+        return json.dumps(
+            {
+                "copy_of": os.path.realpath(source[0]),
+                "dataset": source[1],
+                "bytes": info.st_size,
+                "mtime_ns": info.st_mtime_ns,
+                "rows": rows,
+                "shard": index,
+            },
+            sort_keys=True,
+        )
+    return json.dumps(
+        {
+            "shape": [rows, *g.shape[1:]],
+            "dtype": g.dtype,
+            "seed": g.seed,
+            "shard": index,
+            "distribution": g.distribution,
+            "loc": g.loc,
+            "scale": g.scale,
+            "chunk_rows": g.chunk_rows,
+            **extra,
+        },
+        sort_keys=True,
+    )
 
 
 def _rows_of(path: str, dataset: str) -> int:
@@ -155,6 +197,7 @@ def source_layout(source: tuple[str, str]) -> tuple[int, tuple[int, ...], np.dty
 
 
 # -- what may be written --------------------------------------------------------------------------------
+
 
 def plan_inputs(cfg, workload, force: bool = False, skip_users: bool = False) -> InputPlan:
     """Sort the config's targets (see the module's docstring) and check the space they need.
@@ -222,6 +265,7 @@ def generated_by_spmd(path: str) -> bool:
 
 # -- writing ----------------------------------------------------------------------------------------------
 
+
 def generate(cfg, workload, rank: int = 0, size: int = 1, force: bool = False) -> list[str]:
     """``plan_inputs`` and ``write_inputs`` in one (one process, or every rank on its own)."""
     return write_inputs(plan_inputs(cfg, workload, force), workload, rank, size)
@@ -256,14 +300,18 @@ def _write(target: Target, finish) -> None:
     try:
         tmp = temp_beside(target.path)  # unique: two jobs generating one file never share it
         with open_h5(str(tmp), "w") as f:
-            dset = f.create_dataset(target.dataset, shape=shape, dtype=dtype,
-                                    chunks=(min(chunk_rows, rows), *row_shape))
+            dset = f.create_dataset(
+                target.dataset, shape=shape, dtype=dtype, chunks=(min(chunk_rows, rows), *row_shape)
+            )
             f.flush()
             reserve(tmp, nbytes)  # a full disk or a quota stops here, not inside HDF5
-            blocks = _copied(target.source, rows, chunk_rows) if target.source else _drawn(g, shape, target.shard,
-                                                                                            chunk_rows)
+            blocks = (
+                _copied(target.source, rows, chunk_rows)
+                if target.source
+                else _drawn(g, shape, target.shard, chunk_rows)
+            )
             for start, values in blocks:
-                dset[start:start + len(values)] = values
+                dset[start : start + len(values)] = values
             for key, value in finish(dset).items():
                 dset.attrs[key] = value
             dset.attrs["spmd_generate"] = target.recipe
@@ -295,7 +343,7 @@ def _copied(source: tuple[str, str], rows: int, chunk_rows: int):
             while row < stop:  # a block may wrap around the end of the source
                 first = row % count
                 take = min(stop - row, count - first)
-                parts.append(src[first:first + take])
+                parts.append(src[first : first + take])
                 row += take
             yield start, np.concatenate(parts) if len(parts) > 1 else parts[0]
 

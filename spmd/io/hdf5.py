@@ -20,8 +20,9 @@ from .. import faults
 from ..errors import InputError, brief, one_line
 from .plan import block_range
 
-LOCKING_HINT = ("HDF5 could not lock the file (common on NFS/Lustre): "
-                "set HDF5_USE_FILE_LOCKING=FALSE in the job's environment")
+LOCKING_HINT = (
+    "HDF5 could not lock the file (common on NFS/Lustre): set HDF5_USE_FILE_LOCKING=FALSE in the job's environment"
+)
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,14 @@ class RankInput:
         for piece in self.pieces:
             with open_h5(piece.path) as f:
                 try:
-                    f[piece.dataset].read_direct(out, np.s_[piece.start:piece.stop],
-                                                 np.s_[offset:offset + piece.rows])
+                    f[piece.dataset].read_direct(
+                        out, np.s_[piece.start : piece.stop], np.s_[offset : offset + piece.rows]
+                    )
                 except OSError as exc:  # e.g. a corrupt chunk: only this rank sees it
-                    raise InputError(f"{piece.path}:{piece.dataset} rows {piece.start}-{piece.stop}: "
-                                     f"read failed ({exc})") from None
-            rows = out[offset:offset + piece.rows]
+                    raise InputError(
+                        f"{piece.path}:{piece.dataset} rows {piece.start}-{piece.stop}: read failed ({exc})"
+                    ) from None
+            rows = out[offset : offset + piece.rows]
             faults.poison_rows(rows)
             if check_finite:
                 require_finite(rows, f"{piece.path}:{piece.dataset}", piece.start)
@@ -91,8 +94,13 @@ def require_finite(rows: np.ndarray, where: str, first_row: int) -> None:
     raise InputError(f"{where} rows {bad[0]}-{bad[-1] + 1}: {len(bad)} row(s) hold NaN or infinity after the read")
 
 
-FILE_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
-              stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+FILE_KINDS = {
+    stat.S_IFDIR: "a folder",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
 
 
 def open_h5(path: str, mode: str = "r") -> h5py.File:
@@ -113,8 +121,9 @@ def open_h5(path: str, mode: str = "r") -> h5py.File:
         if "unable to lock file" in text.lower() or "file locking" in text.lower():
             raise InputError(f"{path}: {LOCKING_HINT} ({text})") from None
         if "truncated file" in text:
-            raise InputError(f"{path}: truncated HDF5 file, shorter than its header says: copy it again ({text})") \
-                from None
+            raise InputError(
+                f"{path}: truncated HDF5 file, shorter than its header says: copy it again ({text})"
+            ) from None
         if mode == "r":
             raise InputError(f"{path}: not an HDF5 file, or truncated/corrupt ({text})") from None
         raise InputError(f"{path}: cannot open for writing ({text})") from None
@@ -133,8 +142,10 @@ def dataset_info(path: str, name: str, dtypes: tuple[str, ...], ndims: tuple[int
         if dtype.name not in dtypes:
             raise InputError(f"{path}:{name}: dtype {dtype} is not supported (use {' or '.join(dtypes)})")
         if obj.ndim not in ndims:
-            raise InputError(f"{path}:{name}: {obj.ndim}-D array of shape {obj.shape}; "
-                             f"expected {' or '.join(f'{d}-D' for d in ndims)}")
+            raise InputError(
+                f"{path}:{name}: {obj.ndim}-D array of shape {obj.shape}; "
+                f"expected {' or '.join(f'{d}-D' for d in ndims)}"
+            )
         if 0 in obj.shape:
             raise InputError(f"{path}:{name}: empty dataset (shape {obj.shape})")
         return obj.shape[0], tuple(obj.shape[1:]), dtype
@@ -151,8 +162,10 @@ def _dataset(f: h5py.File, path: str, name: str) -> h5py.Dataset:
         raise InputError(f"{where} cannot be followed ({one_line(exc)}): a loop of links, or a broken one") from None
     if obj is None:
         if isinstance(link, h5py.ExternalLink):
-            raise InputError(f"{where} is an external link to {one_line(link.filename)}:{one_line(link.path)}, which "
-                             f"cannot be opened (a missing file, or no such dataset there)")
+            raise InputError(
+                f"{where} is an external link to {one_line(link.filename)}:{one_line(link.path)}, which "
+                f"cannot be opened (a missing file, or no such dataset there)"
+            )
         if isinstance(link, h5py.SoftLink):
             raise InputError(f"{where} is a soft link to {one_line(link.path)}, which does not exist")
         have = ", ".join(brief(k) for k in sorted(f.keys())[:20]) or "nothing"
@@ -173,12 +186,16 @@ def _require_storage(obj: h5py.Dataset, path: str, name: str) -> None:
                 continue  # a source in the same file
             found = _found(source.file_name, folder)
             if found is None:
-                raise InputError(f"{where}: a virtual dataset whose source file {one_line(source.file_name)} is missing "
-                                 f"(HDF5 would read its rows as the fill value, not as data)")
+                raise InputError(
+                    f"{where}: a virtual dataset whose source file {one_line(source.file_name)} is missing "
+                    f"(HDF5 would read its rows as the fill value, not as data)"
+                )
             with open_h5(found) as src:
                 if not isinstance(src.get(source.dset_name), h5py.Dataset):
-                    raise InputError(f"{where}: a virtual dataset whose source {one_line(source.file_name)} has no "
-                                     f"dataset {brief(source.dset_name)}")
+                    raise InputError(
+                        f"{where}: a virtual dataset whose source {one_line(source.file_name)} has no "
+                        f"dataset {brief(source.dset_name)}"
+                    )
     plist = obj.id.get_create_plist()
     prefix = os.environ.get("HDF5_EXTFILE_PREFIX", "")
     for index in range(plist.get_external_count()):
@@ -187,14 +204,21 @@ def _require_storage(obj: h5py.Dataset, path: str, name: str) -> None:
         found = os.path.join(prefix.replace("${ORIGIN}", folder), file_name)  # where HDF5 looks (H5Pset_efile_prefix)
         if not os.path.isfile(found):
             beside = os.path.join(folder, file_name)
-            hint = (f"; it is beside the file: run from {one_line(folder)}, or set HDF5_EXTFILE_PREFIX='${{ORIGIN}}'"
-                    if os.path.isfile(beside) else "")
-            raise InputError(f"{where}: its bytes are stored in {one_line(file_name)}, which HDF5 looks for from "
-                             f"{one_line(os.path.abspath(prefix.replace('${ORIGIN}', folder) or '.'))} and does not find"
-                             f"{hint}")
+            hint = (
+                f"; it is beside the file: run from {one_line(folder)}, or set HDF5_EXTFILE_PREFIX='${{ORIGIN}}'"
+                if os.path.isfile(beside)
+                else ""
+            )
+            raise InputError(
+                f"{where}: its bytes are stored in {one_line(file_name)}, which HDF5 looks for from "
+                f"{one_line(os.path.abspath(prefix.replace('${ORIGIN}', folder) or '.'))} and does not find"
+                f"{hint}"
+            )
         if size != h5py.h5f.UNLIMITED and os.path.getsize(found) < offset + size:
-            raise InputError(f"{where}: its external file {one_line(file_name)} is shorter than the "
-                             f"{offset + size} bytes the dataset maps")
+            raise InputError(
+                f"{where}: its external file {one_line(file_name)} is shorter than the "
+                f"{offset + size} bytes the dataset maps"
+            )
 
 
 def _found(name: str, folder: str) -> str | None:
@@ -221,8 +245,9 @@ def expand_shards(patterns: tuple[str, ...]) -> list[str]:
     return list(patterns)
 
 
-def plan_rank_input(input_cfg, shard_paths: list[str] | None, rank: int, size: int,
-                    dtypes: tuple[str, ...], ndims: tuple[int, ...]) -> RankInput:
+def plan_rank_input(
+    input_cfg, shard_paths: list[str] | None, rank: int, size: int, dtypes: tuple[str, ...], ndims: tuple[int, ...]
+) -> RankInput:
     """Decide and check what ``rank`` of ``size`` reads.
 
     Args:
@@ -233,21 +258,26 @@ def plan_rank_input(input_cfg, shard_paths: list[str] | None, rank: int, size: i
     if shard_paths is None:
         rows, row_shape, dtype = dataset_info(input_cfg.path, input_cfg.dataset, dtypes, ndims)
         if rows < size:
-            raise InputError(f"{input_cfg.path}:{input_cfg.dataset}: {rows} rows cannot be split over "
-                             f"{size} ranks (each rank needs at least one row)")
+            raise InputError(
+                f"{input_cfg.path}:{input_cfg.dataset}: {rows} rows cannot be split over "
+                f"{size} ranks (each rank needs at least one row)"
+            )
         start, stop = block_range(rows, size, rank)
         return RankInput((Piece(input_cfg.path, input_cfg.dataset, start, stop),), row_shape, dtype)
 
     if len(shard_paths) < size:
-        raise InputError(f"input.shards: {len(shard_paths)} shard files for {size} ranks "
-                         f"(each rank needs at least one shard)")
+        raise InputError(
+            f"input.shards: {len(shard_paths)} shard files for {size} ranks (each rank needs at least one shard)"
+        )
     first, last = block_range(len(shard_paths), size, rank)
     pieces, layout = [], None
     for path in shard_paths[first:last]:
         rows, row_shape, dtype = dataset_info(path, input_cfg.dataset, dtypes, ndims)
         if layout is not None and layout != (row_shape, dtype):
-            raise InputError(f"{path}:{input_cfg.dataset}: rows of shape {row_shape} {dtype} differ from "
-                             f"the other shards' {layout[0]} {layout[1]}")
+            raise InputError(
+                f"{path}:{input_cfg.dataset}: rows of shape {row_shape} {dtype} differ from "
+                f"the other shards' {layout[0]} {layout[1]}"
+            )
         layout = (row_shape, dtype)
         pieces.append(Piece(path, input_cfg.dataset, 0, rows))
     return RankInput(tuple(pieces), layout[0], layout[1])

@@ -49,8 +49,10 @@ class MappedRanges:
         try:
             size = os.fstat(fd).st_size
             if size < end:  # a mapping past the end of the file faults when read: refuse it here
-                raise InputError(f"{where}: the file ends at {size} bytes, inside the data (bytes up to {end} are "
-                                 f"needed): a short or truncated file")
+                raise InputError(
+                    f"{where}: the file ends at {size} bytes, inside the data (bytes up to {end} are "
+                    f"needed): a short or truncated file"
+                )
             self._map = mmap.mmap(fd, end - start, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ, offset=start)
         finally:
             os.close(fd)  # the mapping keeps the file
@@ -60,16 +62,20 @@ class MappedRanges:
             self.runtime.hostRegister(self._base, self.nbytes, REGISTER_READ_ONLY)
         except Exception as exc:  # CUDARuntimeError: the driver could not lock these pages
             self._unmap()
-            raise ConfigError(f"io.engine: mapped could not page-lock {where} ({exc}): use io.engine: direct") \
-                from None
+            raise ConfigError(f"io.engine: mapped could not page-lock {where} ({exc}): use io.engine: direct") from None
         self.seconds = time.perf_counter() - t0
 
     def copy_to(self, device_bytes, stream) -> None:
         """Queue the copies of every range into ``device_bytes`` (a CuPy uint8 array, the rank's rows) on
         ``stream``: each range at its ``dest``."""
         for r in self.ranges:
-            self.runtime.memcpyAsync(device_bytes.data.ptr + r.dest, self._base + r.file_offset - self._start,
-                                     r.nbytes, HOST_TO_DEVICE, stream.ptr)
+            self.runtime.memcpyAsync(
+                device_bytes.data.ptr + r.dest,
+                self._base + r.file_offset - self._start,
+                r.nbytes,
+                HOST_TO_DEVICE,
+                stream.ptr,
+            )
 
     def close(self) -> None:
         """Unlock and unmap (the caller has waited for the copies)."""

@@ -60,8 +60,12 @@ class Grid:
                 return self.rank(r % self.rows, c % self.cols)
             return None
 
-        return {"top": at(row - 1, col, self.rows, row - 1), "bottom": at(row + 1, col, self.rows, row + 1),
-                "left": at(row, col - 1, self.cols, col - 1), "right": at(row, col + 1, self.cols, col + 1)}
+        return {
+            "top": at(row - 1, col, self.rows, row - 1),
+            "bottom": at(row + 1, col, self.rows, row + 1),
+            "left": at(row, col - 1, self.cols, col - 1),
+            "right": at(row, col + 1, self.cols, col + 1),
+        }
 
 
 def choose_grid(size: int, requested: tuple[int, ...] | None = None) -> Grid:
@@ -71,10 +75,12 @@ def choose_grid(size: int, requested: tuple[int, ...] | None = None) -> Grid:
         if len(requested) != 2 or min(requested) < 1:
             raise ConfigError(f"params.grid: expected [rows, cols] of positive integers, got {list(requested)}")
         if requested[0] * requested[1] != size:
-            raise ConfigError(f"params.grid: {requested[0]} x {requested[1]} = {requested[0] * requested[1]} "
-                              f"ranks, but the job has {size}")
+            raise ConfigError(
+                f"params.grid: {requested[0]} x {requested[1]} = {requested[0] * requested[1]} "
+                f"ranks, but the job has {size}"
+            )
         return Grid(*requested)
-    cols = max(c for c in range(1, int(size ** 0.5) + 1) if size % c == 0)
+    cols = max(c for c in range(1, int(size**0.5) + 1) if size % c == 0)
     return Grid(size // cols, cols)
 
 

@@ -56,10 +56,11 @@ def load_kvikio():
         import kvikio
         import kvikio.defaults  # a submodule: `import kvikio` alone leaves it out (KvikIO 26.10)
     except Exception as exc:  # not installed, or a CUDA library it loads is missing
-        raise ConfigError(f"io.engine: kvikio is not usable here ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0][:160] if str(exc) else ''}): install it with "
-                          f"pip install 'spmd[gds]' (CUDA 13; 'spmd[gds12]' for CUDA 12), or use io.engine: direct") \
-            from None
+        raise ConfigError(
+            f"io.engine: kvikio is not usable here ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:160] if str(exc) else ''}): install it with "
+            f"pip install 'spmd[gds]' (CUDA 13; 'spmd[gds12]' for CUDA 12), or use io.engine: direct"
+        ) from None
     return kvikio
 
 
@@ -75,8 +76,9 @@ class RowReader:
         self.threads = threads or io_cfg.threads
         self._kvikio = load_kvikio() if io_cfg.engine == "kvikio" else None
         if io_cfg.engine == "mapped" and xpmod.gpu_count() == 0:
-            raise ConfigError("io.engine: mapped page-locks the file for a GPU's copies: no GPU here (use io.engine: "
-                              "direct)")
+            raise ConfigError(
+                "io.engine: mapped page-locks the file for a GPU's copies: no GPU here (use io.engine: direct)"
+            )
         self.host_current = True
         self._mapped: dict[int, MappedRanges] = {}  # by part, under io.engine: mapped
         self._stream = None
@@ -125,11 +127,19 @@ class RowReader:
 
     def engines(self) -> list[dict]:
         """What read each piece (report.json ``io``)."""
-        return [{"source": self._where(p), "engine": p.engine, **({"why_h5py": p.why} if not p.reads else
-                                        {"threads": self.threads} if p.engine == "direct" else {}),
-                 **({"locked_bytes": self._mapped[i].nbytes, "lock_s": self._mapped[i].seconds}
-                    if i in self._mapped else {})}
-                for i, p in enumerate(self.parts)]
+        return [
+            {
+                "source": self._where(p),
+                "engine": p.engine,
+                **({"why_h5py": p.why} if not p.reads else {"threads": self.threads} if p.engine == "direct" else {}),
+                **(
+                    {"locked_bytes": self._mapped[i].nbytes, "lock_s": self._mapped[i].seconds}
+                    if i in self._mapped
+                    else {}
+                ),
+            }
+            for i, p in enumerate(self.parts)
+        ]
 
     def read(self, host: np.ndarray | None, check_finite: bool = False, landed=None, device=None) -> None:
         """Fill ``host`` (shape ``plan.shape``, C-contiguous); ``landed(lo, hi)`` is called for each range of its
@@ -146,7 +156,7 @@ class RowReader:
         for i, part in enumerate(self.parts):
             where = self._where(part)
             first = part.offset // self._row_bytes
-            rows = host[first:first + part.piece.rows] if host is not None else None
+            rows = host[first : first + part.piece.rows] if host is not None else None
             if part.engine in GPU_ENGINES:
                 if device is None:
                     raise ConfigError(f"io.engine: {part.engine} reads into GPU memory: use it with device: gpu")
@@ -157,20 +167,27 @@ class RowReader:
                     self._stream.wait_event(xpmod.cupy.cuda.get_current_stream().record())
                     self._mapped[i].copy_to(device.reshape(-1).view(np.uint8), self._stream)
                     self._stream.synchronize()
-                rows = device[first:first + part.piece.rows]
+                rows = device[first : first + part.piece.rows]
                 faults.poison_rows(rows)
                 if check_finite:
                     require_finite(xpmod.to_host(rows), f"{part.piece.path}:{part.piece.dataset}", part.piece.start)
                 self.host_current = False
                 continue
             if part.reads:
-                read_pieces(part.piece.path, list(part.reads), buffer, self.threads, where,
-                            (lambda r: pass_on(r.dest, r.dest + r.nbytes)) if pass_on else None)
+                read_pieces(
+                    part.piece.path,
+                    list(part.reads),
+                    buffer,
+                    self.threads,
+                    where,
+                    (lambda r: pass_on(r.dest, r.dest + r.nbytes)) if pass_on else None,
+                )
             else:
                 with open_h5(part.piece.path) as f:
                     try:
-                        f[part.piece.dataset].read_direct(host, np.s_[part.piece.start:part.piece.stop],
-                                                          np.s_[first:first + part.piece.rows])
+                        f[part.piece.dataset].read_direct(
+                            host, np.s_[part.piece.start : part.piece.stop], np.s_[first : first + part.piece.rows]
+                        )
                     except OSError as exc:  # e.g. a corrupt chunk: only this rank sees it
                         raise InputError(f"{where}: read failed ({exc})") from None
                 if pass_on:
@@ -187,16 +204,19 @@ class RowReader:
         target = device.reshape(-1).view(np.uint8)
         failure = None
         with self._kvikio.CuFile(part.piece.path, "r") as f:
-            futures = [(r, f.pread(target[r.dest:r.dest + r.nbytes], r.nbytes, r.file_offset)) for r in part.reads]
+            futures = [(r, f.pread(target[r.dest : r.dest + r.nbytes], r.nbytes, r.file_offset)) for r in part.reads]
             for r, future in futures:
                 try:
                     got = future.get()
                 except Exception as exc:  # an I/O error KvikIO reports
-                    failure = failure or InputError(f"{where}: KvikIO read of {r.nbytes} bytes at offset "
-                                                    f"{r.file_offset} failed ({exc})")
+                    failure = failure or InputError(
+                        f"{where}: KvikIO read of {r.nbytes} bytes at offset {r.file_offset} failed ({exc})"
+                    )
                     continue
                 if got != r.nbytes:
-                    failure = failure or InputError(f"{where}: KvikIO read {got} of the {r.nbytes} bytes at offset "
-                                                    f"{r.file_offset}: a short or truncated file")
+                    failure = failure or InputError(
+                        f"{where}: KvikIO read {got} of the {r.nbytes} bytes at offset "
+                        f"{r.file_offset}: a short or truncated file"
+                    )
         if failure is not None:
             raise failure

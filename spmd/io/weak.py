@@ -22,7 +22,7 @@ import numpy as np
 from ..config import GenerateConfig
 from ..errors import ConfigError, InputError, one_line
 from ..units import fmt_bytes
-from .generate import source_layout, generated_by_spmd
+from .generate import generated_by_spmd, source_layout
 
 WEAK_INPUTS = "weak-inputs"
 
@@ -59,8 +59,10 @@ def scaled_input(cfg, factor: Fraction):
         return _copies(cfg, factor)
     g = cfg.generate
     if g is None:
-        raise ConfigError("weak scaling generates a larger input for each rank count: the config needs a "
-                          "generate section (shape, dtype, seed), or an input of your own to repeat")
+        raise ConfigError(
+            "weak scaling generates a larger input for each rank count: the config needs a "
+            "generate section (shape, dtype, seed), or an input of your own to repeat"
+        )
     tag = _tag(factor)
     rows = g.shape[0] * factor
     if rows.denominator != 1:
@@ -72,8 +74,10 @@ def scaled_input(cfg, factor: Fraction):
     else:
         patterns = cfg.input.shards
         if len(patterns) != 1 or not glob.has_magic(patterns[0]):
-            raise ConfigError("input.shards: weak scaling needs input.path or a shard glob (with "
-                              "generate.shards), not a list of files")
+            raise ConfigError(
+                "input.shards: weak scaling needs input.path or a shard glob (with "
+                "generate.shards), not a list of files"
+            )
         count = (g.shards or 1) * factor
         if count.denominator != 1:
             raise ConfigError(f"generate.shards: {g.shards} x {factor} is not a whole number of shards")
@@ -102,8 +106,9 @@ def _copies(cfg, factor: Fraction):
     else:
         count = len(sources) * factor
         if count.denominator != 1:
-            raise ConfigError(f"input.shards: {len(sources)} shards x {factor} is not a whole number of shards "
-                              f"for weak scaling")
+            raise ConfigError(
+                f"input.shards: {len(sources)} shards x {factor} is not a whole number of shards for weak scaling"
+            )
         shards = int(count)
         total = sum(layouts[i % len(layouts)][0] for i in range(shards))
         new_input = dataclasses.replace(inp, shards=(str(folder / "shard-*.h5"),))
@@ -124,5 +129,7 @@ def copies_note(cfg) -> str | None:
     _, row_shape, dtype = source_layout((g.copy_of[0], cfg.input.dataset))
     nbytes = g.shape[0] * int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
     more = f" and {len(g.copy_of) - 1} more" if len(g.copy_of) > 1 else ""
-    return (f"weak scaling repeats the rows of your input {one_line(g.copy_of[0])}{more} (never written) in "
-            f"{one_line(cfg.input.path or cfg.input.shards[0])}: {g.shape[0]} rows, {fmt_bytes(nbytes)}")
+    return (
+        f"weak scaling repeats the rows of your input {one_line(g.copy_of[0])}{more} (never written) in "
+        f"{one_line(cfg.input.path or cfg.input.shards[0])}: {g.shape[0]} rows, {fmt_bytes(nbytes)}"
+    )

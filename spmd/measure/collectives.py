@@ -38,8 +38,9 @@ COLLECTIVES = {
     "allgather": Collective(lambda n: n - 1, lambda n: (n - 1) / n, lambda n, m: n * m),
     "gather": Collective(lambda n: n - 1, lambda n: (n - 1) / n, lambda n, m: n * m),
     "reduce_scatter": Collective(lambda n: n - 1, lambda n: (n - 1) / n, lambda n, m: m),
-    "bcast": Collective(lambda n: math.ceil(math.log2(n)) if n > 1 else 0,
-                        lambda n: 1.0 if n > 1 else 0.0, lambda n, m: m),
+    "bcast": Collective(
+        lambda n: math.ceil(math.log2(n)) if n > 1 else 0, lambda n: 1.0 if n > 1 else 0.0, lambda n, m: m
+    ),
     "sendrecv": Collective(lambda n: 1 if n > 1 else 0, lambda n: 1.0 if n > 1 else 0.0, lambda n, m: m),
 }
 
@@ -66,8 +67,7 @@ def call(comm, op: str, x, out):
     if op == "sendrecv":  # a ring shift: send right, receive from the left
         n = comm.size
         ring = n > 1
-        return comm.sendrecv(x, (comm.rank + 1) % n if ring else None, out,
-                             (comm.rank - 1) % n if ring else None)
+        return comm.sendrecv(x, (comm.rank + 1) % n if ring else None, out, (comm.rank - 1) % n if ring else None)
     raise ValueError(f"unknown collective {op!r} (one of {', '.join(COLLECTIVES)})")
 
 
@@ -103,7 +103,7 @@ def expected(op: str, count: int, dtype, rank: int, ranks: int) -> np.ndarray:
     if op == "reduce_scatter":
         total = sum(pattern(count, dtype, r).astype(np.float64) for r in range(ranks)).astype(dtype)
         block = count // ranks
-        return total[rank * block:(rank + 1) * block]
+        return total[rank * block : (rank + 1) * block]
     if op == "bcast":
         return pattern(count, dtype, 0)
     if op == "sendrecv":
@@ -111,8 +111,17 @@ def expected(op: str, count: int, dtype, rank: int, ranks: int) -> np.ndarray:
     raise ValueError(f"unknown collective {op!r}")
 
 
-def measure(comm, xp, op: str, size: int, dtype="float32", iters: int | None = None, warmup: int = 2,
-            target_s: float = 0.02, max_iters: int = 50) -> dict:
+def measure(
+    comm,
+    xp,
+    op: str,
+    size: int,
+    dtype="float32",
+    iters: int | None = None,
+    warmup: int = 2,
+    target_s: float = 0.02,
+    max_iters: int = 50,
+) -> dict:
     """Time ``iters`` back-to-back calls of ``op`` (nccl-tests' ``size`` in bytes), then check
     the last result on every rank.
 

@@ -8,8 +8,8 @@ from ..units import fmt_bytes
 from .collectives import COLLECTIVES, algbw_busbw, measure
 
 REDUCING = ("allreduce", "reduce_scatter")
-WARM_BYTES = 1 << 20   # before the first size: this op at 1 MiB for about WARM_SECONDS, so connection
-WARM_SECONDS = 0.2     # set-up and GPU clocks ramping up do not land in the smallest sizes' times
+WARM_BYTES = 1 << 20  # before the first size: this op at 1 MiB for about WARM_SECONDS, so connection
+WARM_SECONDS = 0.2  # set-up and GPU clocks ramping up do not land in the smallest sizes' times
 
 
 def size_series(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
@@ -23,8 +23,9 @@ def size_series(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     return out
 
 
-def bench_comm(ctx, op: str, backends: list[str], sizes: list[int], dtype: str, iters: int,
-               warmup: int, explicit: bool) -> dict:
+def bench_comm(
+    ctx, op: str, backends: list[str], sizes: list[int], dtype: str, iters: int, warmup: int, explicit: bool
+) -> dict:
     """Measure ``op`` at every size on every backend of ``backends`` (device already bound).
 
     A backend that cannot run here is an error when asked for by name (``explicit``), and
@@ -39,8 +40,9 @@ def bench_comm(ctx, op: str, backends: list[str], sizes: list[int], dtype: str, 
                 raise
             skipped[name] = str(exc)
             continue
-        measure(comm, ctx.xp, op, min(WARM_BYTES, max(sizes)), dtype, iters=None, target_s=WARM_SECONDS,
-                max_iters=10_000)
+        measure(
+            comm, ctx.xp, op, min(WARM_BYTES, max(sizes)), dtype, iters=None, target_s=WARM_SECONDS, max_iters=10_000
+        )
         rows = []
         for size in sizes:
             m = measure(comm, ctx.xp, op, size, dtype, iters=iters, warmup=warmup)
@@ -48,9 +50,18 @@ def bench_comm(ctx, op: str, backends: list[str], sizes: list[int], dtype: str, 
             rows.append({**m, "time_us": m["seconds"] * 1e6, "algbw_GBps": algbw / 1e9, "busbw_GBps": busbw / 1e9})
         comm.close()
         results[name] = rows
-    return {"op": op, "dtype": dtype, "ranks": ctx.size, "device": ctx.device, "iters": iters, "warmup": warmup,
-            "bus_factor": COLLECTIVES[op].bus_factor(ctx.size), "results": results, "skipped": skipped,
-            "wrong": sum(r["wrong"] for rows in results.values() for r in rows)}
+    return {
+        "op": op,
+        "dtype": dtype,
+        "ranks": ctx.size,
+        "device": ctx.device,
+        "iters": iters,
+        "warmup": warmup,
+        "bus_factor": COLLECTIVES[op].bus_factor(ctx.size),
+        "results": results,
+        "skipped": skipped,
+        "wrong": sum(r["wrong"] for rows in results.values() for r in rows),
+    }
 
 
 def format_tables(bench: dict) -> str:
@@ -59,17 +70,24 @@ def format_tables(bench: dict) -> str:
     root = "0" if bench["op"] == "bcast" else "-1"
     lines = []
     for name, rows in bench["results"].items():
-        lines += [f"# spmd bench comm: {bench['op']} over {name}, {bench['ranks']} rank(s) on {bench['device']}, "
-                  f"{bench['iters']} iterations after {bench['warmup']} warm-up, bus factor {bench['bus_factor']:.4g}",
-                  f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>9} {'algbw':>7} "
-                  f"{'busbw':>7} {'#wrong':>6}",
-                  f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>9} {'(GB/s)':>7} {'(GB/s)':>7}"]
+        lines += [
+            f"# spmd bench comm: {bench['op']} over {name}, {bench['ranks']} rank(s) on {bench['device']}, "
+            f"{bench['iters']} iterations after {bench['warmup']} warm-up, bus factor {bench['bus_factor']:.4g}",
+            f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>6} {'root':>5} {'time':>9} {'algbw':>7} "
+            f"{'busbw':>7} {'#wrong':>6}",
+            f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>6} {'':>5} {'(us)':>9} {'(GB/s)':>7} {'(GB/s)':>7}",
+        ]
         for r in rows:
-            lines.append(f"{r['size']:>12} {r['count']:>12} {_type(bench['dtype']):>8} {redop:>6} {root:>5} "
-                         f"{r['time_us']:>9.2f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {r['wrong']:>6}")
+            lines.append(
+                f"{r['size']:>12} {r['count']:>12} {_type(bench['dtype']):>8} {redop:>6} {root:>5} "
+                f"{r['time_us']:>9.2f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {r['wrong']:>6}"
+            )
         avg = sum(r["busbw_GBps"] for r in rows) / len(rows) if rows else 0.0
-        lines += [f"# Out of bounds values : {sum(r['wrong'] for r in rows)} {'OK' if not any(r['wrong'] for r in rows) else 'FAILED'}",
-                  f"# Avg bus bandwidth    : {avg:.4g}", ""]
+        lines += [
+            f"# Out of bounds values : {sum(r['wrong'] for r in rows)} {'OK' if not any(r['wrong'] for r in rows) else 'FAILED'}",
+            f"# Avg bus bandwidth    : {avg:.4g}",
+            "",
+        ]
     for name, why in bench["skipped"].items():
         lines.append(f"# {name}: skipped: {why}")
     if len(bench["results"]) > 1:
@@ -85,8 +103,11 @@ def side_by_side(bench: dict) -> str:
     for i, size in enumerate(r["size"] for r in bench["results"][names[0]]):
         times = {n: bench["results"][n][i]["time_us"] for n in names}
         best = min(times, key=times.get)
-        lines.append(f"{fmt_bytes(size):>10} " + " ".join(f"{times[n]:>14.2f} {times[n] / times[best]:>9.2f}"
-                                                          for n in names) + f"  {best}")
+        lines.append(
+            f"{fmt_bytes(size):>10} "
+            + " ".join(f"{times[n]:>14.2f} {times[n] / times[best]:>9.2f}" for n in names)
+            + f"  {best}"
+        )
     return "\n".join(lines)
 
 

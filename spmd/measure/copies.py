@@ -26,8 +26,14 @@ def gpu_list() -> list[dict]:
     out = []
     for i in range(xpmod.gpu_count()):
         props = cupy.cuda.runtime.getDeviceProperties(i)
-        out.append({"index": i, "name": xpmod.device_name(i), "memory_GiB": props["totalGlobalMem"] / 2**30,
-                    "pci_bus_id": xpmod.device_pci_bus_id(i)})
+        out.append(
+            {
+                "index": i,
+                "name": xpmod.device_name(i),
+                "memory_GiB": props["totalGlobalMem"] / 2**30,
+                "pci_bus_id": xpmod.device_pci_bus_id(i),
+            }
+        )
     return out
 
 
@@ -81,8 +87,10 @@ def host_copies(device: int, nbytes: int, iters: int) -> dict:
     out = {}
     with cupy.cuda.Device(device):
         d = cupy.empty(nbytes, dtype=np.uint8)
-        for kind, host in (("pinned", xpmod.empty_host(nbytes, np.uint8, pinned=True)),
-                           ("pageable", np.empty(nbytes, dtype=np.uint8))):
+        for kind, host in (
+            ("pinned", xpmod.empty_host(nbytes, np.uint8, pinned=True)),
+            ("pageable", np.empty(nbytes, dtype=np.uint8)),
+        ):
             host.fill(1)  # touch every page before timing
             for direction, copy in (("h2d", lambda: d.set(host)), ("d2h", lambda: d.get(out=host))):
                 copy()
@@ -104,17 +112,40 @@ def measure_topology(nbytes: int, iters: int) -> dict:
     n = len(gpus)
     runtime = xpmod.cupy.cuda.runtime
     peer = [[i == j or bool(runtime.deviceCanAccessPeer(i, j)) for j in range(n)] for i in range(n)]
-    links = [[None if i == j else dict(zip(("class", "detail"),
-                                           gpu_pair_link(gpus[i]["pci_bus_id"], gpus[j]["pci_bus_id"])))
-              for j in range(n)] for i in range(n)]
+    links = [
+        [
+            None
+            if i == j
+            else dict(zip(("class", "detail"), gpu_pair_link(gpus[i]["pci_bus_id"], gpus[j]["pci_bus_id"])))
+            for j in range(n)
+        ]
+        for i in range(n)
+    ]
     p2p = [[None if i == j else p2p_copy(i, j, nbytes, iters) for j in range(n)] for i in range(n)]
     host = [host_copies(i, nbytes, iters) for i in range(n)]
-    warnings = [f"GPU {i} -> GPU {j}: no peer access, copies go through host memory"
-                for i in range(n) for j in range(n) if not peer[i][j]]
-    warnings += [f"GPU {i} -> GPU {j}: the copied data did not arrive intact"
-                 for i in range(n) for j in range(n) if p2p[i][j] and not p2p[i][j]["verified"]]
-    return {"gpus": gpus, "peer_access": peer, "links": links, "p2p": p2p, "host": host,
-            "bytes": nbytes, "iters": iters, "warnings": warnings, "note": None}
+    warnings = [
+        f"GPU {i} -> GPU {j}: no peer access, copies go through host memory"
+        for i in range(n)
+        for j in range(n)
+        if not peer[i][j]
+    ]
+    warnings += [
+        f"GPU {i} -> GPU {j}: the copied data did not arrive intact"
+        for i in range(n)
+        for j in range(n)
+        if p2p[i][j] and not p2p[i][j]["verified"]
+    ]
+    return {
+        "gpus": gpus,
+        "peer_access": peer,
+        "links": links,
+        "p2p": p2p,
+        "host": host,
+        "bytes": nbytes,
+        "iters": iters,
+        "warnings": warnings,
+        "note": None,
+    }
 
 
 def format_topology(host: str, topo: dict) -> str:
@@ -122,13 +153,18 @@ def format_topology(host: str, topo: dict) -> str:
         return f"spmd topo on {host}: {topo['note']}\n"
     n = len(topo["gpus"])
     lines = [f"spmd topo on {host}: {n} GPU(s); copies of {topo['bytes'] >> 20} MiB x {topo['iters']}", ""]
-    lines += [f"  GPU {g['index']}: {g['name']}, {g['memory_GiB']:.0f} GiB, PCI {g['pci_bus_id']}" for g in topo["gpus"]]
-    lines += ["", "links:"] + [f"  GPU {i} - GPU {j}: {topo['links'][i][j]['detail']}"
-                               for i in range(n) for j in range(i + 1, n)]
+    lines += [
+        f"  GPU {g['index']}: {g['name']}, {g['memory_GiB']:.0f} GiB, PCI {g['pci_bus_id']}" for g in topo["gpus"]
+    ]
+    lines += ["", "links:"] + [
+        f"  GPU {i} - GPU {j}: {topo['links'][i][j]['detail']}" for i in range(n) for j in range(i + 1, n)
+    ]
     cols = "".join(f"{'GPU ' + str(j):>10}" for j in range(n))
-    for title, key, fmt in (("peer access (row -> column)", None, None),
-                            ("P2P copy bandwidth (GB/s, row -> column)", "GBps", "{:.1f}"),
-                            ("P2P copy latency (us, 8 B)", "latency_us", "{:.1f}")):
+    for title, key, fmt in (
+        ("peer access (row -> column)", None, None),
+        ("P2P copy bandwidth (GB/s, row -> column)", "GBps", "{:.1f}"),
+        ("P2P copy latency (us, 8 B)", "latency_us", "{:.1f}"),
+    ):
         lines += ["", title, f"{'':>8}{cols}"]
         for i in range(n):
             cells = []
@@ -138,9 +174,14 @@ def format_topology(host: str, topo: dict) -> str:
                 else:
                     cells.append("-" if topo["p2p"][i][j] is None else fmt.format(topo["p2p"][i][j][key]))
             lines.append(f"{'GPU ' + str(i):>8}" + "".join(f"{c:>10}" for c in cells))
-    lines += ["", f"{'host copies (GB/s)':<20}{'h2d pinned':>12}{'d2h pinned':>12}{'h2d pageable':>14}{'d2h pageable':>14}"]
+    lines += [
+        "",
+        f"{'host copies (GB/s)':<20}{'h2d pinned':>12}{'d2h pinned':>12}{'h2d pageable':>14}{'d2h pageable':>14}",
+    ]
     for i, h in enumerate(topo["host"]):
-        lines.append(f"{'GPU ' + str(i):<20}{h['h2d_pinned']:>12.1f}{h['d2h_pinned']:>12.1f}"
-                     f"{h['h2d_pageable']:>14.1f}{h['d2h_pageable']:>14.1f}")
+        lines.append(
+            f"{'GPU ' + str(i):<20}{h['h2d_pinned']:>12.1f}{h['d2h_pinned']:>12.1f}"
+            f"{h['h2d_pageable']:>14.1f}{h['d2h_pageable']:>14.1f}"
+        )
     lines += [""] + [f"warning: {w}" for w in topo["warnings"]]
     return "\n".join(lines).rstrip() + "\n"

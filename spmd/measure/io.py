@@ -105,27 +105,37 @@ def measure_rank_io(plan, io_cfg, device: str, rounds: int, cold: bool, threads:
         share = cached_fraction(paths)
         if share is not None:
             left.append(share)
+
     before = drop if dropped else None
-    readers = {engine: RowReader(plan, IoConfig(engine=engine, threads=threads, buffer_mb=io_cfg.buffer_mb), threads)
-               for engine in ("h5py", "direct")}
+    readers = {
+        engine: RowReader(plan, IoConfig(engine=engine, threads=threads, buffer_mb=io_cfg.buffer_mb), threads)
+        for engine in ("h5py", "direct")
+    }
     times = {name: _timed(lambda r=reader: r.read(host), rounds, before) for name, reader in readers.items()}
     ranges = _file_ranges(readers["direct"])
     if ranges is not None:  # the limits underneath: plain preads of the same bytes
         buffer = as_bytes(host)
         whole = [(path, split(rs, PREAD_MAX)) for path, rs in ranges]
         pieces = [(path, split(rs, max(1, int(io_cfg.buffer_mb * 2**20)))) for path, rs in ranges]
-        times["pread, 1 thread"] = _timed(
-            lambda: [read_pieces(p, rs, buffer, 1, p) for p, rs in whole], rounds, before)
+        times["pread, 1 thread"] = _timed(lambda: [read_pieces(p, rs, buffer, 1, p) for p, rs in whole], rounds, before)
         # the limit under the direct engine: its pieces on its threads ("1 thread" is the whole-file pread above)
         times[f"pread, {threads} threads" if threads > 1 else "pread, 1 thread, in pieces"] = _timed(
-            lambda: [read_pieces(p, rs, buffer, threads, p) for p, rs in pieces], rounds, before)
+            lambda: [read_pieces(p, rs, buffer, threads, p) for p, rs in pieces], rounds, before
+        )
     skipped: dict[str, str] = {}  # way -> why it was not measured
     if gpu:
         times.update(_gpu_times(plan, host, readers["direct"], rounds, before, skipped))
     engines = readers["direct"].engines()
-    return {"bytes": plan.nbytes, "source": plan.describe(), "engines": engines, "cold": bool(dropped),
-            "cached_after_drop": max(left) if left else None, "threads": threads, "seconds": times,
-            **({"skipped": skipped} if skipped else {})}
+    return {
+        "bytes": plan.nbytes,
+        "source": plan.describe(),
+        "engines": engines,
+        "cold": bool(dropped),
+        "cached_after_drop": max(left) if left else None,
+        "threads": threads,
+        "seconds": times,
+        **({"skipped": skipped} if skipped else {}),
+    }
 
 
 def _file_ranges(reader):
@@ -150,9 +160,11 @@ def _gpu_times(plan, host, reader, rounds: int, before, skipped: dict) -> dict[s
         device.set(src)
         cupy.cuda.get_current_stream().synchronize()
 
-    out = {"file to GPU (direct, copies as pieces land)": _timed(to_gpu, rounds, before),
-           "host to device, page-locked": _timed(lambda: copy(host), rounds),
-           "host to device, pageable": _timed(lambda: copy(pageable), rounds)}
+    out = {
+        "file to GPU (direct, copies as pieces land)": _timed(to_gpu, rounds, before),
+        "host to device, page-locked": _timed(lambda: copy(host), rounds),
+        "host to device, pageable": _timed(lambda: copy(pageable), rounds),
+    }
     mapped_cfg = IoConfig(engine="mapped", threads=reader.threads, buffer_mb=reader.cfg.buffer_mb)
 
     def lock_copy_unlock():  # what a read costs when nothing was locked before it
@@ -161,6 +173,7 @@ def _gpu_times(plan, host, reader, rounds: int, before, skipped: dict) -> dict[s
             once.read(host, device=device)
         finally:
             once.close()
+
     try:
         mapped = RowReader(plan, mapped_cfg, reader.threads)
     except ConfigError as exc:  # the driver would not lock these pages (e.g. a network file system)
@@ -168,15 +181,15 @@ def _gpu_times(plan, host, reader, rounds: int, before, skipped: dict) -> dict[s
     else:
         try:
             if any(p.engine == "mapped" for p in mapped.parts):  # not where h5py reads every piece
-                out["file to GPU (mapped, locked at set-up)"] = _timed(lambda: mapped.read(host, device=device),
-                                                                       rounds)
+                out["file to GPU (mapped, locked at set-up)"] = _timed(lambda: mapped.read(host, device=device), rounds)
                 mapped.close()  # before the next row: a cold read cannot drop locked pages
                 out["file to GPU (mapped, lock + copy + unlock)"] = _timed(lock_copy_unlock, rounds, before)
         finally:
             mapped.close()  # a second close does nothing
     try:
-        kvikio_reader = RowReader(plan, IoConfig(engine="kvikio", threads=reader.threads,
-                                                 buffer_mb=reader.cfg.buffer_mb), reader.threads)
+        kvikio_reader = RowReader(
+            plan, IoConfig(engine="kvikio", threads=reader.threads, buffer_mb=reader.cfg.buffer_mb), reader.threads
+        )
     except ConfigError:  # KvikIO not installed: no such row (spmd bench io says nothing of it)
         return out
     if any(p.engine == "kvikio" for p in kvikio_reader.parts):
@@ -197,13 +210,18 @@ def pread_limit(plan, threads: int, buffer_mb: float, rounds: int = 3) -> float 
 
 def bench_io(ctx, plan, io_cfg, rounds: int, cold: bool) -> dict:
     """Every rank measures its part at once; rank 0 gets {config, per_rank: [...]} (others: None)."""
-    mine = ctx.agree(measure_rank_io, plan, io_cfg, ctx.device, rounds, cold,
-                     reader_threads(io_cfg.threads, ctx.local_size))
+    mine = ctx.agree(
+        measure_rank_io, plan, io_cfg, ctx.device, rounds, cold, reader_threads(io_cfg.threads, ctx.local_size)
+    )
     ranks = ctx.comm.gather({"rank": ctx.rank, "host": ctx.host, **mine}, root=0)
     if ranks is None:
         return None
-    return {"io": {"engine": io_cfg.engine, "threads": io_cfg.threads, "buffer_mb": io_cfg.buffer_mb},
-            "device": ctx.device, "rounds": rounds, "per_rank": ranks}
+    return {
+        "io": {"engine": io_cfg.engine, "threads": io_cfg.threads, "buffer_mb": io_cfg.buffer_mb},
+        "device": ctx.device,
+        "rounds": rounds,
+        "per_rank": ranks,
+    }
 
 
 def rate(record: dict, way: str) -> float:
@@ -214,20 +232,27 @@ def rate(record: dict, way: str) -> float:
 def format_io(result: dict) -> str:
     """The table of ``spmd bench io``: per rank and way, median GB/s (min-max) and the share of the N-thread
     pread limit."""
-    lines = [f"# spmd bench io: {result['device']}, io.threads {result['io']['threads']} (at most the cores a rank "
-             f"has), io.buffer_mb {result['io']['buffer_mb']}, median of {result['rounds']} rounds after one untimed"]
+    lines = [
+        f"# spmd bench io: {result['device']}, io.threads {result['io']['threads']} (at most the cores a rank "
+        f"has), io.buffer_mb {result['io']['buffer_mb']}, median of {result['rounds']} rounds after one untimed"
+    ]
     for r in result["per_rank"]:
         cache = "from the page cache"
         if r["cold"]:
             left = r.get("cached_after_drop")
-            cache = ("cold (pages dropped before each read; whether they left cannot be checked here)" if left is None
-                     else f"cold (pages dropped before each read, at most {left:.0%} stayed)" if left <= COLD_ENOUGH
-                     else f"cold asked, but up to {left:.0%} of the file stayed in the page cache after the drop: "
-                          f"these reads are partly warm")
-        lines.append(f"# rank {r['rank']} on {r['host']}: {fmt_bytes(r['bytes'])} of {r['source']}, {cache}, "
-                     f"{r['threads']} reader thread(s)")
-        limit = next((way for way in r["seconds"] if way.startswith("pread, ") and not way.endswith("1 thread")),
-                     None)
+            cache = (
+                "cold (pages dropped before each read; whether they left cannot be checked here)"
+                if left is None
+                else f"cold (pages dropped before each read, at most {left:.0%} stayed)"
+                if left <= COLD_ENOUGH
+                else f"cold asked, but up to {left:.0%} of the file stayed in the page cache after the drop: "
+                f"these reads are partly warm"
+            )
+        lines.append(
+            f"# rank {r['rank']} on {r['host']}: {fmt_bytes(r['bytes'])} of {r['source']}, {cache}, "
+            f"{r['threads']} reader thread(s)"
+        )
+        limit = next((way for way in r["seconds"] if way.startswith("pread, ") and not way.endswith("1 thread")), None)
         lines.append(f"#  {'way':<46} {'GB/s':>8} {'(min-max)':>16} {'vs pread N':>11}")
         for way, seconds in r["seconds"].items():
             lo, hi = r["bytes"] / max(seconds) / 1e9, r["bytes"] / min(seconds) / 1e9

@@ -30,7 +30,7 @@ DATA_PHASES = ("read", "h2d")
 OVERLAPPED = ("comm_overlapped",)
 NOT_OWN = ("wait", "comm", "comm_overlapped", "h2d_overlapped", "total", "comm_exposed", "step")
 SIGNIFICANT = 0.05  # the others' wait must be at least this share of a repeat to name a straggler
-MIN_WAIT_S = 1e-4   # and at least this long (below it, timer resolution and scheduling noise)
+MIN_WAIT_S = 1e-4  # and at least this long (below it, timer resolution and scheduling noise)
 
 
 def per_repeat(records_by_rank: list[list[dict]]) -> list[list[dict[str, float]]]:
@@ -42,9 +42,12 @@ def per_repeat(records_by_rank: list[list[dict]]) -> list[list[dict[str, float]]
         fastest_comm = min(r.get("comm", 0.0) for r in repeat)
         for rank, r in enumerate(repeat):
             comm = r.get("comm", 0.0)
-            parts = {"compute": r.get("compute", 0.0), "comm": fastest_comm,
-                     "data": sum(r.get(p, 0.0) for p in DATA_PHASES),
-                     "wait": r.get("wait", 0.0) + comm - fastest_comm}
+            parts = {
+                "compute": r.get("compute", 0.0),
+                "comm": fastest_comm,
+                "data": sum(r.get(p, 0.0) for p in DATA_PHASES),
+                "wait": r.get("wait", 0.0) + comm - fastest_comm,
+            }
             timed = sum(parts.values())
             if timed > r["total"] > 0:  # phases sampled on some steps and scaled (torch, train) can overshoot
                 parts = {c: v * r["total"] / timed for c, v in parts.items()}
@@ -69,10 +72,17 @@ def breakdown(records_by_rank: list[list[dict]], hosts: list[str]) -> dict:
         hidden = sum(p["overlapped"] for p in parts)
         exposed = sum(p["exposed_comm"] for p in parts)
         overlap = hidden / (hidden + exposed) if hidden > 0 else None
-        ranks.append({"rank": rank, "host": hosts[rank], "seconds": seconds, "share": share,
-                      "total": statistics.median(p["total"] for p in parts), "overlap": overlap})
-    return {"categories": list(CATEGORIES), "per_rank": ranks,
-            "straggler": straggler(records_by_rank, repeats, hosts)}
+        ranks.append(
+            {
+                "rank": rank,
+                "host": hosts[rank],
+                "seconds": seconds,
+                "share": share,
+                "total": statistics.median(p["total"] for p in parts),
+                "overlap": overlap,
+            }
+        )
+    return {"categories": list(CATEGORIES), "per_rank": ranks, "straggler": straggler(records_by_rank, repeats, hosts)}
 
 
 def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], hosts: list[str]) -> dict | None:
@@ -93,14 +103,23 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
     phase, mine, theirs = _slowest_phase(records_by_rank, slow, others)
     in_phase = statistics.fmean(statistics.median(p["wait_in_phase"] for p in repeats[r]) for r in others)
     where = "wait" if in_phase >= interval.median / 2 else "comm"
-    return {"rank": slow, "host": hosts[slow], "phase": phase, "seconds": mine, "others_seconds": theirs,
-            "others_wait": interval.median, "others_wait_interval": [interval.low, interval.high],
-            "interval_level": interval.level,
-            "others_wait_in": where, "share_of_repeat": interval.median / statistics.median(totals)}
+    return {
+        "rank": slow,
+        "host": hosts[slow],
+        "phase": phase,
+        "seconds": mine,
+        "others_seconds": theirs,
+        "others_wait": interval.median,
+        "others_wait_interval": [interval.low, interval.high],
+        "interval_level": interval.level,
+        "others_wait_in": where,
+        "share_of_repeat": interval.median / statistics.median(totals),
+    }
 
 
 def _slowest_phase(records_by_rank, slow: int, others: list[int]) -> tuple[str, float, float]:
     """The straggler's own phase furthest above the other ranks' median of it: (phase, its median, theirs)."""
+
     def median_of(rank: int, phase: str) -> float:
         return statistics.median(r.get(phase, 0.0) for r in records_by_rank[rank])
 
@@ -118,24 +137,33 @@ def findings(report: dict) -> list[str]:
     s = report["breakdown"]["straggler"]
     if s:
         low, high = s["others_wait_interval"]
-        out.append(f"Rank {s['rank']} on {s['host']} is the straggler: its {s['phase']} took "
-                   f"{fmt_seconds(s['seconds'])}"
-                   f" per repeat against {fmt_seconds(s['others_seconds'])} on the other ranks (median); they waited "
-                   f"{fmt_seconds(s['others_wait'])} per repeat for it ({s['interval_level']:.0%} interval "
-                   f"{fmt_seconds(low).strip()} - "
-                   f"{fmt_seconds(high).strip()}), in {s['others_wait_in']}: {s['share_of_repeat']:.0%} of a repeat.")
+        out.append(
+            f"Rank {s['rank']} on {s['host']} is the straggler: its {s['phase']} took "
+            f"{fmt_seconds(s['seconds'])}"
+            f" per repeat against {fmt_seconds(s['others_seconds'])} on the other ranks (median); they waited "
+            f"{fmt_seconds(s['others_wait'])} per repeat for it ({s['interval_level']:.0%} interval "
+            f"{fmt_seconds(low).strip()} - "
+            f"{fmt_seconds(high).strip()}), in {s['others_wait_in']}: {s['share_of_repeat']:.0%} of a repeat."
+        )
     overlaps = [r["overlap"] for r in report["breakdown"]["per_rank"] if r["overlap"] is not None]
     if overlaps:
-        out.append(f"Communication overlapped computation: {min(overlaps):.0%} - {max(overlaps):.0%} of it was hidden "
-                   f"(per rank; the rest is exposed, in comm).")
+        out.append(
+            f"Communication overlapped computation: {min(overlaps):.0%} - {max(overlaps):.0%} of it was hidden "
+            f"(per rank; the rest is exposed, in comm)."
+        )
     rule = report.get("repeat_rule") or {}
     total = Interval(**report["intervals"]["total"])
     bound = rule.get("bound", BOUND)
     if total.n > 1 and not total.tight(bound, need_level=rule.get("rule") == "auto"):
         why = f" after the {rule['max_seconds']:g} s budget" if rule.get("stopped") == "budget" else ""
-        fix = "a quieter machine or a larger max_seconds" if rule.get("rule") == "auto" else \
-            "more repeats (repeats: auto) or a quieter machine"
-        out.append(f"Noisy: the time per repeat is {fmt_seconds(total.median).strip()} with a {total.level:.0%} "
-                   f"interval of {fmt_seconds(total.low).strip()} - {fmt_seconds(total.high).strip()} over "
-                   f"{total.n} repeats{why}, not within +-{bound:.0%} at 95%: {fix} would pin it down.")
+        fix = (
+            "a quieter machine or a larger max_seconds"
+            if rule.get("rule") == "auto"
+            else "more repeats (repeats: auto) or a quieter machine"
+        )
+        out.append(
+            f"Noisy: the time per repeat is {fmt_seconds(total.median).strip()} with a {total.level:.0%} "
+            f"interval of {fmt_seconds(total.low).strip()} - {fmt_seconds(total.high).strip()} over "
+            f"{total.n} repeats{why}, not within +-{bound:.0%} at 95%: {fix} would pin it down."
+        )
     return out

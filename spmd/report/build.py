@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime
 
-from ..version import __version__
 from ..launch import launch_record, mpi_library
+from ..version import __version__
 from .breakdown import breakdown, findings
 from .schema import REPORT_SCHEMA
 from .summary import intervals, summarize
@@ -14,10 +14,26 @@ from .summary import intervals, summarize
 TIMELINE_REPEATS = 3  # report.json keeps the last repeats' timeline (report.html draws it; --trace has them all)
 
 
-def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verification: dict, verified: bool,
-                 result: dict, metrics_fn, problem: dict | None = None, placement: dict | None = None,
-                 engines: list | None = None, warmups_by_rank: list | None = None, timelines: list | None = None,
-                 clock: dict | None = None, repeat_rule: dict | None = None, nvtx: str = "off") -> dict:
+def build_report(
+    *,
+    cfg,
+    ctx,
+    comm_name: str,
+    records_by_rank,
+    nodes,
+    verification: dict,
+    verified: bool,
+    result: dict,
+    metrics_fn,
+    problem: dict | None = None,
+    placement: dict | None = None,
+    engines: list | None = None,
+    warmups_by_rank: list | None = None,
+    timelines: list | None = None,
+    clock: dict | None = None,
+    repeat_rule: dict | None = None,
+    nvtx: str = "off",
+) -> dict:
     """Assemble report.json (schema 1; see docs/report.md). ``timelines``: per rank its repeats' spans (the last
     TIMELINE_REPEATS are kept); ``warmups_by_rank``: each rank's warm-up repeats' phases."""
     timings, medians = summarize(records_by_rank)
@@ -44,11 +60,14 @@ def build_report(*, cfg, ctx, comm_name: str, records_by_rank, nodes, verificati
         "problem": problem or {},
         # how each rank read its input: config io, and per rank the engine of each piece (None: not said)
         "io": {**cfg.to_dict()["io"], "per_rank": engines} if engines and any(engines) else None,
-        "per_rank": [{"rank": r, "host": ctx.hosts[r], "median": m, "repeats": recs, "warmup_repeats": warm}
-                     for r, (m, recs, warm) in enumerate(zip(medians, records_by_rank, warmups))],
+        "per_rank": [
+            {"rank": r, "host": ctx.hosts[r], "median": m, "repeats": recs, "warmup_repeats": warm}
+            for r, (m, recs, warm) in enumerate(zip(medians, records_by_rank, warmups))
+        ],
         "breakdown": breakdown(records_by_rank, ctx.hosts),
         "timeline": {"clock": clock, "per_rank": [repeats[-TIMELINE_REPEATS:] for repeats in timelines]}
-        if timelines else None,
+        if timelines
+        else None,
         "nvtx": nvtx,
         "warmup": cfg.warmup,
         "repeats": len(records_by_rank[0]),
@@ -64,7 +83,14 @@ def completed(report: dict) -> dict:
     breakdown, findings) computed from its per-rank repeats; no timeline where it has none."""
     records = [r["repeats"] for r in report["per_rank"]]
     hosts = [str(r.get("host", "?")) for r in report["per_rank"]]
-    out = {"intervals": intervals(records), "breakdown": breakdown(records, hosts), "timeline": None, "nvtx": "off",
-           "spmd_version": "?", "created": "?", **report}
+    out = {
+        "intervals": intervals(records),
+        "breakdown": breakdown(records, hosts),
+        "timeline": None,
+        "nvtx": "off",
+        "spmd_version": "?",
+        "created": "?",
+        **report,
+    }
     out["findings"] = report.get("findings") or findings(out)
     return out

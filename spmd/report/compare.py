@@ -17,14 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, brief, one_line
-from ..units import fmt_seconds
 from ..stats import median_interval
+from ..units import fmt_seconds
 from .schema import check_report, check_scaling, read_json
 from .summary import slowest_per_repeat
 
-HEADER = ("old, new: per repeat the slowest rank's time, median over the repeats [its confidence interval: 95%, "
-          "or [fastest - slowest] below 6 repeats]; a report without repeats: the median over ranks of each rank's "
-          "median (no interval)")
+HEADER = (
+    "old, new: per repeat the slowest rank's time, median over the repeats [its confidence interval: 95%, "
+    "or [fastest - slowest] below 6 repeats]; a report without repeats: the median over ranks of each rank's "
+    "median (no interval)"
+)
 
 
 @dataclass(frozen=True)
@@ -43,13 +45,15 @@ def load_entries(path: str | Path) -> Entries:
     return entries(_load(path))
 
 
-def compare_files(old: str | Path, new: str | Path, fail_above: float | None,
-                  min_seconds: float) -> tuple[list[dict], list[dict]]:
+def compare_files(
+    old: str | Path, new: str | Path, fail_above: float | None, min_seconds: float
+) -> tuple[list[dict], list[dict]]:
     """``compare`` of two reports of one workload (InputError for reports of different ones)."""
     a, b = _load(old), _load(new)
     if a["workload"] != b["workload"]:
-        raise InputError(f"{one_line(old)} is a report of {a['workload']}, {one_line(new)} of {b['workload']}: "
-                         f"nothing to compare")  # names checked short and one line (schema)
+        raise InputError(
+            f"{one_line(old)} is a report of {a['workload']}, {one_line(new)} of {b['workload']}: nothing to compare"
+        )  # names checked short and one line (schema)
     return compare(entries(a), entries(b), fail_above, min_seconds)
 
 
@@ -116,8 +120,14 @@ def compare(old: Entries, new: Entries, fail_above: float | None, min_seconds: f
             if a is None:
                 continue
             change = (b.value - a.value) / a.value * 100 if a.value > 0 else (0.0 if b.value == 0 else float("inf"))
-            row = {"series": key[0], "ranks": key[1], "phase": phase, "old": a.value, "new": b.value,
-                   "change_pct": change}
+            row = {
+                "series": key[0],
+                "ranks": key[1],
+                "phase": phase,
+                "old": a.value,
+                "new": b.value,
+                "change_pct": change,
+            }
             if a.span and b.span:
                 row["old_range"], row["new_range"] = a.span, b.span
                 row["noise"] = b.span[0] <= a.span[1]  # the intervals overlap: the data cannot tell them apart
@@ -131,20 +141,27 @@ def compare(old: Entries, new: Entries, fail_above: float | None, min_seconds: f
 
 def format_compare(rows: list[dict], slower: list[dict], fail_above: float | None) -> str:
     flagged = {id(r) for r in slower}
-    lines = [HEADER, f"{'series':<8}{'ranks':>6}  {'phase':<15}{'old':>12}{'new':>12}{'change':>10}  "
-                     f"old [interval] / new [interval]"]
+    lines = [
+        HEADER,
+        f"{'series':<8}{'ranks':>6}  {'phase':<15}{'old':>12}{'new':>12}{'change':>10}  "
+        f"old [interval] / new [interval]",
+    ]
     hidden = 0
     for r in rows:
         mark = "  SLOWER" if id(r) in flagged else ""
         if not mark and fail_above is not None and r["change_pct"] > fail_above and r["noise"]:
             mark, hidden = "  (intervals overlap)", hidden + 1
         spread = f"  [{_range(r['old_range'])}] / [{_range(r['new_range'])}]" if "old_range" in r else ""
-        lines.append(f"{r['series']:<8}{r['ranks']:>6}  {brief(one_line(r['phase']))[1:-1]:<15}"
-                     f"{fmt_seconds(r['old']):>12}{fmt_seconds(r['new']):>12}{r['change_pct']:>+9.1f}%{spread}{mark}")
+        lines.append(
+            f"{r['series']:<8}{r['ranks']:>6}  {brief(one_line(r['phase']))[1:-1]:<15}"
+            f"{fmt_seconds(r['old']):>12}{fmt_seconds(r['new']):>12}{r['change_pct']:>+9.1f}%{spread}{mark}"
+        )
     if fail_above is not None:
         noise = f" ({hidden} more whose intervals overlap: noise, not flagged)" if hidden else ""
-        lines.append((f"{len(slower)} slowdown(s) above {fail_above:g}%" if slower
-                      else f"no slowdown above {fail_above:g}%") + noise)
+        lines.append(
+            (f"{len(slower)} slowdown(s) above {fail_above:g}%" if slower else f"no slowdown above {fail_above:g}%")
+            + noise
+        )
     return "\n".join(lines)
 
 

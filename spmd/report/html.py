@@ -25,9 +25,13 @@ def _e(text) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    return ('<div class="wide"><table><tr>' + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"
-            + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-            + "</table></div>")
+    return (
+        '<div class="wide"><table><tr>'
+        + "".join(f"<th>{_e(h)}</th>" for h in header)
+        + "</tr>"
+        + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+        + "</table></div>"
+    )
 
 
 def _s(seconds: float | None) -> str:
@@ -56,13 +60,24 @@ def breakdown_section(breakdown: dict) -> str:
     """The per-rank breakdown: a stacked bar per rank and its table."""
     cats = breakdown["categories"]
     rows = [(rank_label(r), r["share"], f"{_s(r['total'])} per repeat") for r in breakdown["per_rank"]]
-    table = _table(["rank", "host", *(f"{c}" for c in cats), "overlap", "per repeat"],
-                   [[str(r["rank"]), r["host"], *(f"{_s(r['seconds'][c])} ({r['share'][c]:.0%})" for c in cats),
-                     "-" if r["overlap"] is None else f"{r['overlap']:.0%}", _s(r["total"])]
-                    for r in breakdown["per_rank"]])
-    return (f'<figure>{stacked_bars(rows, cats)}<figcaption>Share of each rank\'s repeats: compute, communication '
-            f'(the fastest rank\'s), data movement (read, h2d), waiting for the slowest rank, other (untimed host '
-            f'work). Seconds are medians over repeats.</figcaption></figure>{table}')
+    table = _table(
+        ["rank", "host", *(f"{c}" for c in cats), "overlap", "per repeat"],
+        [
+            [
+                str(r["rank"]),
+                r["host"],
+                *(f"{_s(r['seconds'][c])} ({r['share'][c]:.0%})" for c in cats),
+                "-" if r["overlap"] is None else f"{r['overlap']:.0%}",
+                _s(r["total"]),
+            ]
+            for r in breakdown["per_rank"]
+        ],
+    )
+    return (
+        f"<figure>{stacked_bars(rows, cats)}<figcaption>Share of each rank's repeats: compute, communication "
+        f"(the fastest rank's), data movement (read, h2d), waiting for the slowest rank, other (untimed host "
+        f"work). Seconds are medians over repeats.</figcaption></figure>{table}"
+    )
 
 
 def busy(records_by_rank: list[list[dict]]) -> list[list[float]]:
@@ -77,10 +92,12 @@ def repeats_section(report: dict) -> str:
     warm = busy([r.get("warmup_repeats", []) for r in report["per_rank"]])
     timed = busy([r["repeats"] for r in report["per_rank"]])
     series = [(rank_label(r), w + t) for r, w, t in zip(report["per_rank"], warm, timed)]
-    return (f"<figure>{repeat_lines(series, len(warm[0]))}<figcaption>Each rank's own work per repeat: the repeat "
-            f"less the time it waited for the others (collectives end together, so whole repeats would draw one "
-            f"line). Warm-ups shaded: warm-up effects, drift, and a rank that is slow in some repeats only."
-            f"</figcaption></figure>")
+    return (
+        f"<figure>{repeat_lines(series, len(warm[0]))}<figcaption>Each rank's own work per repeat: the repeat "
+        f"less the time it waited for the others (collectives end together, so whole repeats would draw one "
+        f"line). Warm-ups shaded: warm-up effects, drift, and a rank that is slow in some repeats only."
+        f"</figcaption></figure>"
+    )
 
 
 def timeline_rows(report: dict) -> list[tuple[str, list]]:
@@ -94,8 +111,10 @@ def timeline_rows(report: dict) -> list[tuple[str, list]]:
         tracks: dict[str, list] = {}
         for rep in repeats:
             for name, track, a, b in rep["spans"]:
-                tip = (f"rank {rank}, repeat {rep['index']}{' (warm-up)' if rep['warmup'] else ''}: {name} "
-                       f"{fmt_seconds(b - a).strip()}")
+                tip = (
+                    f"rank {rank}, repeat {rep['index']}{' (warm-up)' if rep['warmup'] else ''}: {name} "
+                    f"{fmt_seconds(b - a).strip()}"
+                )
                 tracks.setdefault(track, []).append((name, track, rep["start"] + a, rep["start"] + b, tip))
         for track in sorted(tracks, key=ids.get):
             rows.append((f"rank {rank} · {track_name(track, devices.get(rank))}", tracks[track]))
@@ -114,23 +133,29 @@ def timeline_section(report: dict) -> str:
     shown = sorted({rep["index"] for repeats in tl["per_rank"] for rep in repeats})
     unc = max(tl.get("clock", {}).get("uncertainty_s") or [0.0])
     more = len(tl["per_rank"]) - MAX_TIMELINE_RANKS
-    return (f"<figure>{timeline(rows)}<figcaption>Repeats {', '.join(map(str, shown))} of every rank on one clock "
-            f"(rank 0's; offsets agreed through MPI, uncertain by up to {_s(unc)}); outlines are whole repeats. "
-            + (f"{more} more rank(s) are in the trace, not drawn here. " if more > 0 else "")
-            + "The whole run opens in Perfetto from <code>spmd run --trace FILE.json</code>.</figcaption></figure>")
+    return (
+        f"<figure>{timeline(rows)}<figcaption>Repeats {', '.join(map(str, shown))} of every rank on one clock "
+        f"(rank 0's; offsets agreed through MPI, uncertain by up to {_s(unc)}); outlines are whole repeats. "
+        + (f"{more} more rank(s) are in the trace, not drawn here. " if more > 0 else "")
+        + "The whole run opens in Perfetto from <code>spmd run --trace FILE.json</code>.</figcaption></figure>"
+    )
 
 
 def summary_lines(report: dict) -> list[str]:
     rule = report.get("repeat_rule") or {}
     total = (report.get("intervals") or {}).get("total")
-    lines = [f"{report['ranks']} rank(s) on {len(report['nodes'])} node(s), device {report['device']}, comm "
-             f"{report['comm']}; {'verified' if report['verified'] else 'NOT verified'} "
-             f"({(report.get('verification') or {}).get('reference', '-')})",
-             f"{len(report['per_rank'][0]['repeats'])} repeat(s) after {report.get('warmup', '?')} warm-up"
-             + (f" (repeats: auto, stopped: {rule['stopped']})" if rule.get("rule") == "auto" else "")]
+    lines = [
+        f"{report['ranks']} rank(s) on {len(report['nodes'])} node(s), device {report['device']}, comm "
+        f"{report['comm']}; {'verified' if report['verified'] else 'NOT verified'} "
+        f"({(report.get('verification') or {}).get('reference', '-')})",
+        f"{len(report['per_rank'][0]['repeats'])} repeat(s) after {report.get('warmup', '?')} warm-up"
+        + (f" (repeats: auto, stopped: {rule['stopped']})" if rule.get("rule") == "auto" else ""),
+    ]
     if total:
-        lines.append(f"time per repeat (slowest rank): {_s(total['median'])}, {total['level']:.0%} interval "
-                     f"{_s(total['low'])} - {_s(total['high'])}")
+        lines.append(
+            f"time per repeat (slowest rank): {_s(total['median'])}, {total['level']:.0%} interval "
+            f"{_s(total['low'])} - {_s(total['high'])}"
+        )
     lines.append(f"NVTX ranges: {report.get('nvtx', 'off')}; spmd {report['spmd_version']}; {report['created']}")
     return lines
 
@@ -139,21 +164,30 @@ def run_html(report: dict) -> str:
     """report.html of one run (report.json's content)."""
     title = f"spmd run: {report['workload']}"
     findings = list(report.get("findings") or []) + [f"Warning: {w}" for w in report.get("warnings", [])]
-    parts = ["<!DOCTYPE html>", f'<html lang="en"><head><meta charset="utf-8"><meta name="generator" '
-             f'content="{_e(MARK)}"><title>{_e(title)}</title><style>{STYLE}</style></head><body>',
-             f"<h1>{_e(title)}</h1>", "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in summary_lines(report)) + "</ul>",
-             "<h2>Findings</h2>" + ("<ul>" + "".join(f"<li>{_e(x)}</li>" for x in findings) + "</ul>"
-                                     if findings else "<p>Nothing stands out: no straggler, timings within their "
-                                                      "bound.</p>"),
-             "<h2>Phases</h2>" + _table(["phase", "min", "median", "max", "imbalance",
-                                          "slowest rank per repeat: median [95% interval] (level)"],
-                                         phase_rows(report)),
-             "<h2>Per rank</h2>" + breakdown_section(report["breakdown"]),
-             "<h2>Each repeat</h2>" + repeats_section(report),
-             "<h2>Timeline of the last repeats</h2>" + timeline_section(report),
-             "<h2>Result</h2>" + _table(["key", "value"], [[k, _brief(v)] for k, v in report["result"].items()
-                                                           if v is not None]),
-             "</body></html>"]
+    parts = [
+        "<!DOCTYPE html>",
+        f'<html lang="en"><head><meta charset="utf-8"><meta name="generator" '
+        f'content="{_e(MARK)}"><title>{_e(title)}</title><style>{STYLE}</style></head><body>',
+        f"<h1>{_e(title)}</h1>",
+        "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in summary_lines(report)) + "</ul>",
+        "<h2>Findings</h2>"
+        + (
+            "<ul>" + "".join(f"<li>{_e(x)}</li>" for x in findings) + "</ul>"
+            if findings
+            else "<p>Nothing stands out: no straggler, timings within their bound.</p>"
+        ),
+        "<h2>Phases</h2>"
+        + _table(
+            ["phase", "min", "median", "max", "imbalance", "slowest rank per repeat: median [95% interval] (level)"],
+            phase_rows(report),
+        ),
+        "<h2>Per rank</h2>" + breakdown_section(report["breakdown"]),
+        "<h2>Each repeat</h2>" + repeats_section(report),
+        "<h2>Timeline of the last repeats</h2>" + timeline_section(report),
+        "<h2>Result</h2>"
+        + _table(["key", "value"], [[k, _brief(v)] for k, v in report["result"].items() if v is not None]),
+        "</body></html>",
+    ]
     return "\n".join(parts) + "\n"
 
 

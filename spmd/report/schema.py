@@ -58,8 +58,13 @@ def check_report(data, path) -> dict:
         _need(isinstance(entry, dict) and isinstance(entry.get("median"), dict), where, "per_rank[].median")
         repeats = entry.get("repeats")
         _need(isinstance(repeats, list) and repeats, where, "per_rank[].repeats")
-        _need(all(isinstance(r, dict) and _number(r.get("total")) and all(_number(v) for v in r.values())
-                  for r in repeats), where, "per_rank[].repeats[] (finite seconds, total among them)")
+        _need(
+            all(
+                isinstance(r, dict) and _number(r.get("total")) and all(_number(v) for v in r.values()) for r in repeats
+            ),
+            where,
+            "per_rank[].repeats[] (finite seconds, total among them)",
+        )
         counts.add(len(repeats))
     _need(len(counts) == 1, where, "per_rank[].repeats (as many on every rank)")
     for key, kind in (("config", dict), ("result", dict), ("nodes", list), ("device", str), ("comm", str)):
@@ -79,22 +84,30 @@ def check_scaling(data, path) -> dict:
     for rows in series.values():
         _need(isinstance(rows, list) and rows, where, "series[]")
         for row in rows:
-            _need(isinstance(row, dict) and isinstance(row.get("ranks"), int) and _number(row.get("time")),
-                  where, "series[][].ranks/time")
+            _need(
+                isinstance(row, dict) and isinstance(row.get("ranks"), int) and _number(row.get("time")),
+                where,
+                "series[][].ranks/time",
+            )
             _timings(row.get("timings"), where)
     return data
 
 
 def _schema(data: dict, expected: int, path, what: str) -> None:
     if data.get("schema") != expected:
-        raise InputError(f"{one_line(path)}: {what} schema {brief(data.get('schema'))}; this spmd reads schema {expected}")
+        raise InputError(
+            f"{one_line(path)}: {what} schema {brief(data.get('schema'))}; this spmd reads schema {expected}"
+        )
 
 
 def _timings(timings, where: str) -> None:
     _need(isinstance(timings, dict) and "total" in timings, where, "timings")
     for phase, stats in timings.items():
-        _need(isinstance(stats, dict) and all(_number(stats.get(k)) for k in ("min", "median", "max")),
-              where, f"timings.{brief(one_line(phase))} (finite min, median, max)")
+        _need(
+            isinstance(stats, dict) and all(_number(stats.get(k)) for k in ("min", "median", "max")),
+            where,
+            f"timings.{brief(one_line(phase))} (finite min, median, max)",
+        )
 
 
 def _number(value) -> bool:

@@ -38,8 +38,12 @@ def summarize(records_by_rank: list[list[dict[str, float]]]) -> tuple[dict, list
     for phase in names:
         values = [m[phase] for m in medians]
         mid = statistics.median(values)
-        timings[phase] = {"min": min(values), "median": mid, "max": max(values),
-                          "imbalance": max(values) / mid if mid > 0 else 1.0}
+        timings[phase] = {
+            "min": min(values),
+            "median": mid,
+            "max": max(values),
+            "imbalance": max(values) / mid if mid > 0 else 1.0,
+        }
     return timings, medians
 
 
@@ -53,13 +57,15 @@ def slowest_per_repeat(records_by_rank: list[list[dict[str, float]]]) -> dict[st
 def intervals(records_by_rank: list[list[dict[str, float]]]) -> dict[str, dict]:
     """report.json's ``intervals``: per phase, the median over repeats of the slowest rank's seconds and its
     confidence interval (spmd.stats)."""
-    return {phase: median_interval(values).to_dict() for phase, values in slowest_per_repeat(records_by_rank).items()
-            if values}
+    return {
+        phase: median_interval(values).to_dict()
+        for phase, values in slowest_per_repeat(records_by_rank).items()
+        if values
+    }
 
 
 def job_time(report: dict) -> float:
     """Median over recorded repeats of the slowest rank's total (seconds): a repeat ends when its
     last rank does."""
     per_rank = [r["repeats"] for r in report["per_rank"]]
-    return statistics.median(max(repeats[i]["total"] for repeats in per_rank)
-                             for i in range(len(per_rank[0])))
+    return statistics.median(max(repeats[i]["total"] for repeats in per_rank) for i in range(len(per_rank[0])))

@@ -11,10 +11,21 @@ import zlib
 from ..units import fmt_seconds
 
 PHASE_COLORS = {
-    "read": "#4e79a7", "h2d": "#f28e2b", "h2d_overlapped": "#ffbe7d", "compute": "#59a14f", "comm": "#e15759",
-    "comm_overlapped": "#ff9d9a", "wait": "#c9b18f", "forward": "#76b7b2", "backward": "#edc948",
-    "optimizer": "#b07aa1", "data": "#9c755f", "allreduce": "#e15759", "other": "#ddd8ea",
-    "step (graph replay)": "#59a14f", "repeat": "#ffffff",
+    "read": "#4e79a7",
+    "h2d": "#f28e2b",
+    "h2d_overlapped": "#ffbe7d",
+    "compute": "#59a14f",
+    "comm": "#e15759",
+    "comm_overlapped": "#ff9d9a",
+    "wait": "#c9b18f",
+    "forward": "#76b7b2",
+    "backward": "#edc948",
+    "optimizer": "#b07aa1",
+    "data": "#9c755f",
+    "allreduce": "#e15759",
+    "other": "#ddd8ea",
+    "step (graph replay)": "#59a14f",
+    "repeat": "#ffffff",
 }
 CATEGORY_COLORS = {"compute": "#59a14f", "comm": "#e15759", "data": "#4e79a7", "wait": "#c9b18f", "other": "#ddd8ea"}
 RANK_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e")
@@ -33,9 +44,11 @@ def _e(text) -> str:
 
 
 def _svg(width: int, height: int, panel: str, body: list[str], label: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{_e(label)}" width="{width}" '
-            f'height="{height}" viewBox="0 0 {width} {height}" {FONT}>'
-            f'<rect x="0" y="0" width="{width}" height="{height}" fill="{PANELS[panel]}"/>' + "".join(body) + "</svg>")
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{_e(label)}" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" {FONT}>'
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="{PANELS[panel]}"/>' + "".join(body) + "</svg>"
+    )
 
 
 def _legend(items: list[tuple[str, str]], x: float, y: float, width: float) -> tuple[list[str], float]:
@@ -45,8 +58,10 @@ def _legend(items: list[tuple[str, str]], x: float, y: float, width: float) -> t
         w = 22 + 7.5 * len(name)
         if cx + w > x + width and cx > x:
             cx, cy = x, cy + 16
-        parts.append(f'<rect x="{cx:.1f}" y="{cy:.1f}" width="11" height="11" fill="{color}" stroke="#666" '
-                     f'stroke-width="0.5"/><text x="{cx + 15:.1f}" y="{cy + 10:.1f}">{_e(name)}</text>')
+        parts.append(
+            f'<rect x="{cx:.1f}" y="{cy:.1f}" width="11" height="11" fill="{color}" stroke="#666" '
+            f'stroke-width="0.5"/><text x="{cx + 15:.1f}" y="{cy + 10:.1f}">{_e(name)}</text>'
+        )
         cx += w
     return parts, cy - y + 16
 
@@ -76,9 +91,11 @@ def timeline(rows: list[tuple[str, list[tuple[str, str, float, float, str]]]], w
     step = _ticks(t1 - t0)
     for k in range(int((t1 - t0) / step) + 1):  # time from the first drawn repeat's start
         x = left + k * step * scale
-        body.append(f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{top + row_h * len(rows)}" '
-                    f'stroke="#d0d0d0" stroke-width="0.5"/><text x="{x:.1f}" y="{top - 8}" text-anchor="middle">'
-                    f'{_e(_tick_label(k * step))}</text>')
+        body.append(
+            f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{top + row_h * len(rows)}" '
+            f'stroke="#d0d0d0" stroke-width="0.5"/><text x="{x:.1f}" y="{top - 8}" text-anchor="middle">'
+            f"{_e(_tick_label(k * step))}</text>"
+        )
     for i, (label, row) in enumerate(rows):
         y = top + i * row_h
         body.append(f'<text x="{left - 6}" y="{y + 11}" text-anchor="end">{_e(label)}</text>')
@@ -87,11 +104,14 @@ def timeline(rows: list[tuple[str, list[tuple[str, str, float, float, str]]]], w
             outline = name == "repeat"
             fill = "none" if outline else phase_color(name)
             stroke = ' stroke="#333" stroke-width="0.6"' if outline else ""
-            body.append(f'<rect x="{x:.2f}" y="{y + 2}" width="{w:.2f}" height="{row_h - 4}" fill="{fill}"{stroke}>'
-                        f'<title>{_e(tip)}</title></rect>')
+            body.append(
+                f'<rect x="{x:.2f}" y="{y + 2}" width="{w:.2f}" height="{row_h - 4}" fill="{fill}"{stroke}>'
+                f"<title>{_e(tip)}</title></rect>"
+            )
     names = sorted({s[0] for s in spans} - {"repeat"})
-    legend, height = _legend([(n, phase_color(n)) for n in names], left, top + row_h * len(rows) + 10,
-                             width - left - right)
+    legend, height = _legend(
+        [(n, phase_color(n)) for n in names], left, top + row_h * len(rows) + 10, width - left - right
+    )
     return _svg(width, int(top + row_h * len(rows) + 14 + height), "timeline", body + legend, "timeline of repeats")
 
 
@@ -107,8 +127,10 @@ def stacked_bars(rows: list[tuple[str, dict[str, float], str]], categories: list
         for c in categories:
             w = span * max(0.0, share.get(c, 0.0))
             if w > 0:
-                body.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{bar_h}" fill="{CATEGORY_COLORS[c]}">'
-                            f'<title>{_e(f"{label}: {c} {share[c]:.1%}")}</title></rect>')
+                body.append(
+                    f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{bar_h}" fill="{CATEGORY_COLORS[c]}">'
+                    f"<title>{_e(f'{label}: {c} {share[c]:.1%}')}</title></rect>"
+                )
             x += w
         body.append(f'<text x="{left + span + 8}" y="{y + 13}">{_e(note)}</text>')
     height = top + len(rows) * (bar_h + 6) + 6
@@ -128,28 +150,39 @@ def repeat_lines(series: list[tuple[str, list[float]]], warmups: int, width: int
     sy = (height - top - bottom) / top_v
     body = []
     if warmups:
-        body.append(f'<rect x="{left - sx / 2 if n > 1 else left:.1f}" y="{top}" width="{sx * warmups:.1f}" '
-                    f'height="{height - top - bottom}" fill="#e4e4e4"><title>warm-up</title></rect>'
-                    f'<text x="{left:.1f}" y="{top + 12}">warm-up</text>')
+        body.append(
+            f'<rect x="{left - sx / 2 if n > 1 else left:.1f}" y="{top}" width="{sx * warmups:.1f}" '
+            f'height="{height - top - bottom}" fill="#e4e4e4"><title>warm-up</title></rect>'
+            f'<text x="{left:.1f}" y="{top + 12}">warm-up</text>'
+        )
     step = _ticks(top_v)
     for k in range(int(top_v / step) + 1):
         y = height - bottom - k * step * sy
-        body.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#d0d0d0" '
-                    f'stroke-width="0.5"/><text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">'
-                    f'{_e(_tick_label(k * step))}</text>')
+        body.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#d0d0d0" '
+            f'stroke-width="0.5"/><text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{_e(_tick_label(k * step))}</text>"
+        )
     for i in range(n):
         body.append(f'<text x="{left + i * sx:.1f}" y="{height - bottom + 14}" text-anchor="middle">{i}</text>')
-    body.append(f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" text-anchor="middle">repeat '
-                f'(warm-ups first)</text>')
+    body.append(
+        f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" text-anchor="middle">repeat '
+        f"(warm-ups first)</text>"
+    )
     for k, (label, vs) in enumerate(series):
         color = RANK_COLORS[k % len(RANK_COLORS)]
         points = " ".join(f"{left + i * sx:.1f},{height - bottom - v * sy:.1f}" for i, v in enumerate(vs))
         width_k = max(1.5, 2.0 + 1.5 * (min(len(series), 4) - 1 - k))  # the first ranks wider: equal lines all show
         body.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="{width_k:.1f}"/>')
-        body += [f'<circle cx="{left + i * sx:.1f}" cy="{height - bottom - v * sy:.1f}" r="3" fill="{color}">'
-                 f'<title>{_e(f"{label}, repeat {i}: {fmt_seconds(v).strip()}")}</title></circle>'
-                 for i, v in enumerate(vs)]
-    legend = [f'<rect x="{width - right + 12}" y="{top + 16 * k}" width="11" height="11" '
-              f'fill="{RANK_COLORS[k % len(RANK_COLORS)]}"/><text x="{width - right + 27}" y="{top + 16 * k + 10}">'
-              f'{_e(label)}</text>' for k, (label, _) in enumerate(series[:12])]
+        body += [
+            f'<circle cx="{left + i * sx:.1f}" cy="{height - bottom - v * sy:.1f}" r="3" fill="{color}">'
+            f"<title>{_e(f'{label}, repeat {i}: {fmt_seconds(v).strip()}')}</title></circle>"
+            for i, v in enumerate(vs)
+        ]
+    legend = [
+        f'<rect x="{width - right + 12}" y="{top + 16 * k}" width="11" height="11" '
+        f'fill="{RANK_COLORS[k % len(RANK_COLORS)]}"/><text x="{width - right + 27}" y="{top + 16 * k + 10}">'
+        f"{_e(label)}</text>"
+        for k, (label, _) in enumerate(series[:12])
+    ]
     return _svg(width, height, "repeats", body + legend, "own work per repeat per rank")

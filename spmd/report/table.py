@@ -8,28 +8,38 @@ from ..errors import one_line
 def format_report(report: dict, path: str) -> str:
     """A few lines: what ran where, the phase table, the result, where the report is."""
     nodes = report["nodes"]
-    lines = [f"spmd run: {one_line(report['workload'])} on {report['ranks']} rank(s), {len(nodes)} node(s), "
-             f"device={report['device']}, comm={report['comm']}, "
-             f"{report['repeats']} repeat(s) after {report['warmup']} warm-up: "
-             f"{'verified' if report['verified'] else 'NOT verified'} ({report['verification']['reference']})",
-             "",
-             f"{'phase':<10}{'min [s]':>12}{'median [s]':>12}{'max [s]':>12}{'imbalance':>11}"]
+    lines = [
+        f"spmd run: {one_line(report['workload'])} on {report['ranks']} rank(s), {len(nodes)} node(s), "
+        f"device={report['device']}, comm={report['comm']}, "
+        f"{report['repeats']} repeat(s) after {report['warmup']} warm-up: "
+        f"{'verified' if report['verified'] else 'NOT verified'} ({report['verification']['reference']})",
+        "",
+        f"{'phase':<10}{'min [s]':>12}{'median [s]':>12}{'max [s]':>12}{'imbalance':>11}",
+    ]
     width = max(len(p) for p in report["timings"])
     lines[-1] = f"{'phase':<{width}}{'min [s]':>12}{'median [s]':>12}{'max [s]':>12}{'imbalance':>11}"
     for phase, t in sorted(report["timings"].items(), key=lambda item: item[0] == "total"):  # total last
         if t["max"] > 0 or phase == "total":  # a phase this workload does not have (train reads once) is left out
-            lines.append(f"{phase:<{width}}{t['min']:>12.6f}{t['median']:>12.6f}{t['max']:>12.6f}"
-                         f"{t['imbalance']:>11.3f}")
+            lines.append(
+                f"{phase:<{width}}{t['min']:>12.6f}{t['median']:>12.6f}{t['max']:>12.6f}{t['imbalance']:>11.3f}"
+            )
     total = (report.get("intervals") or {}).get("total")
     if total:
-        lines.append(f"time per repeat (slowest rank): {total['median']:.6f} s, {total['level']:.0%} interval "
-                     f"{total['low']:.6f} - {total['high']:.6f} s over {total['n']} repeat(s)")
+        lines.append(
+            f"time per repeat (slowest rank): {total['median']:.6f} s, {total['level']:.0%} interval "
+            f"{total['low']:.6f} - {total['high']:.6f} s over {total['n']} repeat(s)"
+        )
     lines.append("")
     for finding in report.get("findings") or []:
         lines.append(f"finding: {one_line(finding)}")
     shown = {key: value for key, value in report["result"].items() if value is not None}
-    shown.update({key: value for key, value in report.get("metrics", {}).items()
-                  if key.startswith(SHOWN_METRICS) and value is not None})
+    shown.update(
+        {
+            key: value
+            for key, value in report.get("metrics", {}).items()
+            if key.startswith(SHOWN_METRICS) and value is not None
+        }
+    )
     pad = max(map(len, shown), default=0)
     lines += [f"  {key:<{pad}} = {_shown(value, key=key)}" for key, value in shown.items()]
     lines.append(f"report: {one_line(path)} (and report.html beside it)")

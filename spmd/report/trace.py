@@ -29,9 +29,14 @@ def process_name(rank: int, host: str, device: dict | None) -> str:
 
 def track_name(track: str, device: dict | None) -> str:
     gpu = f"GPU {device['device_id']}" if device and device.get("device_id") is not None else "GPU"
-    return {"repeats": "repeats", "host": "host (phases timed on the CPU)", "gpu": f"{gpu} compute stream",
-            "gpu copy stream": f"{gpu} copy stream", "gpu comm stream": f"{gpu} communication stream",
-            "comm": "communication"}.get(track, track)
+    return {
+        "repeats": "repeats",
+        "host": "host (phases timed on the CPU)",
+        "gpu": f"{gpu} compute stream",
+        "gpu copy stream": f"{gpu} copy stream",
+        "gpu comm stream": f"{gpu} communication stream",
+        "comm": "communication",
+    }.get(track, track)
 
 
 def collectives_label(problem: dict | None) -> tuple[str, list[dict]]:
@@ -39,13 +44,21 @@ def collectives_label(problem: dict | None) -> tuple[str, list[dict]]:
     items = [c for c in (problem or {}).get("comm", []) if isinstance(c, dict)]
     if not items:
         return "", []
-    words = ", ".join(f"{c['op']} {fmt_bytes(c['bytes'])}" + (f" x{c['calls']:g}" if c.get("calls", 1) != 1 else "")
-                      for c in items[:4])
+    words = ", ".join(
+        f"{c['op']} {fmt_bytes(c['bytes'])}" + (f" x{c['calls']:g}" if c.get("calls", 1) != 1 else "")
+        for c in items[:4]
+    )
     return f" ({words}{', ...' if len(items) > 4 else ''})", items
 
 
-def chrome_trace(timelines: list[list[dict]], hosts: list[str], devices: list[dict | None], clock: dict,
-                 problem: dict | None, meta: dict) -> dict:
+def chrome_trace(
+    timelines: list[list[dict]],
+    hosts: list[str],
+    devices: list[dict | None],
+    clock: dict,
+    problem: dict | None,
+    meta: dict,
+) -> dict:
     """The trace of ``timelines`` (per rank, its repeats as {index, warmup, start (shared clock, s), spans}).
 
     ``devices``: per rank its device record (``device_id``) or None; ``meta``: what the trace's ``otherData``
@@ -57,26 +70,50 @@ def chrome_trace(timelines: list[list[dict]], hosts: list[str], devices: list[di
     events: list[dict] = []
     for rank, repeats in enumerate(timelines):
         device = devices[rank] if rank < len(devices) else None
-        events.append({"name": "process_name", "ph": "M", "pid": rank, "tid": 0,
-                       "args": {"name": process_name(rank, hosts[rank], device)}})
+        events.append(
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": rank,
+                "tid": 0,
+                "args": {"name": process_name(rank, hosts[rank], device)},
+            }
+        )
         events.append({"name": "process_sort_index", "ph": "M", "pid": rank, "tid": 0, "args": {"sort_index": rank}})
         for track, tid in ids.items():
-            events.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": tid,
-                           "args": {"name": track_name(track, device)}})
-            events.append({"name": "thread_sort_index", "ph": "M", "pid": rank, "tid": tid,
-                           "args": {"sort_index": tid}})
+            events.append(
+                {"name": "thread_name", "ph": "M", "pid": rank, "tid": tid, "args": {"name": track_name(track, device)}}
+            )
+            events.append(
+                {"name": "thread_sort_index", "ph": "M", "pid": rank, "tid": tid, "args": {"sort_index": tid}}
+            )
         for rep in repeats:
             base = (rep["start"] - origin) * 1e6
             for name, track, start, end in rep["spans"]:
                 args = {"repeat": rep["index"], "warmup": rep["warmup"]}
-                shown = f"repeat {rep['index']}" + (" (warm-up)" if rep["warmup"] else "") \
-                    if name == "repeat" else name
+                shown = f"repeat {rep['index']}" + (" (warm-up)" if rep["warmup"] else "") if name == "repeat" else name
                 if name in COMM_PHASES and collectives:
                     shown += label
                     args["collectives"] = collectives
-                events.append({"name": shown, "cat": name, "ph": "X", "pid": rank, "tid": ids[track],
-                               "ts": round(base + start * 1e6, 3), "dur": round(max(0.0, end - start) * 1e6, 3),
-                               "args": args})
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {**meta, "clock": clock, "time_origin_s": origin,
-                          "time_unit": "microseconds from the first repeat's start on rank 0's clock"}}
+                events.append(
+                    {
+                        "name": shown,
+                        "cat": name,
+                        "ph": "X",
+                        "pid": rank,
+                        "tid": ids[track],
+                        "ts": round(base + start * 1e6, 3),
+                        "dur": round(max(0.0, end - start) * 1e6, 3),
+                        "args": args,
+                    }
+                )
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            **meta,
+            "clock": clock,
+            "time_origin_s": origin,
+            "time_unit": "microseconds from the first repeat's start on rank 0's clock",
+        },
+    }

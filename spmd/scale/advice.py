@@ -6,13 +6,13 @@ from ..units import fmt_bytes, fmt_seconds
 from .figures import NOT_LOCAL, OVERLAPPED
 from .model import predict
 
-CONTENTION = 0.8    # a phase's per-rank throughput falling below 80% of the base size's
-SLOWER = 1.02       # a larger group taking 2% longer than a smaller one counts as slower
+CONTENTION = 0.8  # a phase's per-rank throughput falling below 80% of the base size's
+SLOWER = 1.02  # a larger group taking 2% longer than a smaller one counts as slower
 LOW_EFFICIENCY = 0.9  # below this, name the phase furthest above ideal scaling
 MODEL_ERROR_NOTE = 0.25
 WORTH_SWITCHING = 0.05  # another communicator saving 5% of a repeat is worth naming as the one to use
-READ_BOUND = 0.5     # reading is half a repeat or more: the sweep is storage-bound
-AT_THE_LIMIT = 0.8   # the read runs at 80% or more of plain preads of the same bytes
+READ_BOUND = 0.5  # reading is half a repeat or more: the sweep is storage-bound
+AT_THE_LIMIT = 0.8  # the read runs at 80% or more of plain preads of the same bytes
 
 
 def series_advice(rows: list[dict]) -> list[str]:
@@ -22,45 +22,62 @@ def series_advice(rows: list[dict]) -> list[str]:
     mode, base, last = rows[0]["mode"], rows[0], rows[-1]
     out = []
     if mode == "strong":
-        out.append(f"Strong scaling {base['ranks']} -> {last['ranks']} ranks: speedup "
-                   f"{last['speedup']:.2f}x{_within(last, 'speedup_interval', '{:.2f}x')}, efficiency "
-                   f"{last['efficiency']:.0%}{_within(last, 'efficiency_interval', '{:.0%}')}.")
+        out.append(
+            f"Strong scaling {base['ranks']} -> {last['ranks']} ranks: speedup "
+            f"{last['speedup']:.2f}x{_within(last, 'speedup_interval', '{:.2f}x')}, efficiency "
+            f"{last['efficiency']:.0%}{_within(last, 'efficiency_interval', '{:.0%}')}."
+        )
         fixed = _fixed_cost(base, last)
         if fixed:
             phase, before, after = fixed
-            costs = "kernel launches or file opens" if base.get("device") == "gpu" else \
-                "Python and MPI call overhead or file opens"
-            out.append(f"{phase} took {fmt_seconds(before)} at {base['ranks']} rank(s) and {fmt_seconds(after)} "
-                       f"at {last['ranks']}: it does not shrink with each rank's share (a fixed cost per repeat "
-                       f"such as {costs}, or a resource the ranks share).")
+            costs = (
+                "kernel launches or file opens"
+                if base.get("device") == "gpu"
+                else "Python and MPI call overhead or file opens"
+            )
+            out.append(
+                f"{phase} took {fmt_seconds(before)} at {base['ranks']} rank(s) and {fmt_seconds(after)} "
+                f"at {last['ranks']}: it does not shrink with each rank's share (a fixed cost per repeat "
+                f"such as {costs}, or a resource the ranks share)."
+            )
     else:
-        out.append(f"Weak scaling {base['ranks']} -> {last['ranks']} ranks: efficiency "
-                   f"{last['efficiency']:.0%}{_within(last, 'efficiency_interval', '{:.0%}')} (each rank's share took "
-                   f"{last['time'] / base['time']:.2f}x as long).")
+        out.append(
+            f"Weak scaling {base['ranks']} -> {last['ranks']} ranks: efficiency "
+            f"{last['efficiency']:.0%}{_within(last, 'efficiency_interval', '{:.0%}')} (each rank's share took "
+            f"{last['time'] / base['time']:.2f}x as long)."
+        )
         shared = _contention(base, last)
         if shared:
             phase, before, after = shared
             rate = last["bytes_per_rank"] / 1e9
-            out.append(f"Per rank, {phase} moved {rate / before:.3g} GB/s at {base['ranks']} rank(s) but "
-                       f"{rate / after:.3g} GB/s at {last['ranks']} ({before / after - 1:+.0%}): the ranks "
-                       f"share something that does not grow with them (memory bandwidth, a PCIe link, the "
-                       f"file system).")
+            out.append(
+                f"Per rank, {phase} moved {rate / before:.3g} GB/s at {base['ranks']} rank(s) but "
+                f"{rate / after:.3g} GB/s at {last['ranks']} ({before / after - 1:+.0%}): the ranks "
+                f"share something that does not grow with them (memory bandwidth, a PCIe link, the "
+                f"file system)."
+            )
     for prev, cur in zip(rows, rows[1:]):
         if cur["time"] > prev["time"] * SLOWER and mode == "strong":
             if not _apart(prev, cur):  # the intervals overlap: the data cannot say it got slower
-                out.append(f"Adding ranks did not measurably change the time: {prev['ranks']} -> {cur['ranks']} ranks "
-                           f"took {fmt_seconds(prev['time'])} -> {fmt_seconds(cur['time'])}, within each other's "
-                           f"intervals{_intervals(prev, cur)}.")
+                out.append(
+                    f"Adding ranks did not measurably change the time: {prev['ranks']} -> {cur['ranks']} ranks "
+                    f"took {fmt_seconds(prev['time'])} -> {fmt_seconds(cur['time'])}, within each other's "
+                    f"intervals{_intervals(prev, cur)}."
+                )
                 continue
             phase, delta = _grew_most(prev, cur)
-            out.append(f"Adding ranks made the job slower: {prev['ranks']} -> {cur['ranks']} ranks took "
-                       f"{fmt_seconds(prev['time'])} -> {fmt_seconds(cur['time'])} "
-                       f"(+{cur['time'] / prev['time'] - 1:.0%}{_intervals(prev, cur)}); {phase} grew most "
-                       f"(+{fmt_seconds(delta)}).")
+            out.append(
+                f"Adding ranks made the job slower: {prev['ranks']} -> {cur['ranks']} ranks took "
+                f"{fmt_seconds(prev['time'])} -> {fmt_seconds(cur['time'])} "
+                f"(+{cur['time'] / prev['time'] - 1:.0%}{_intervals(prev, cur)}); {phase} grew most "
+                f"(+{fmt_seconds(delta)})."
+            )
         elif cur.get("efficiency_interval", [cur["efficiency"]] * 2)[1] < LOW_EFFICIENCY:
             phase, delta = _furthest_from_ideal(rows[0], cur)
-            out.append(f"At {cur['ranks']} ranks efficiency is {cur['efficiency']:.0%}: {phase} is "
-                       f"{fmt_seconds(delta)} above ideal scaling.")
+            out.append(
+                f"At {cur['ranks']} ranks efficiency is {cur['efficiency']:.0%}: {phase} is "
+                f"{fmt_seconds(delta)} above ideal scaling."
+            )
     return out
 
 
@@ -82,8 +99,10 @@ def _intervals(a: dict, b: dict) -> str:
     ia, ib = a.get("time_interval"), b.get("time_interval")
     if not ia or not ib:
         return ""
-    return (f"; intervals {fmt_seconds(ia[0]).strip()} - {fmt_seconds(ia[1]).strip()} and "
-            f"{fmt_seconds(ib[0]).strip()} - {fmt_seconds(ib[1]).strip()}")
+    return (
+        f"; intervals {fmt_seconds(ia[0]).strip()} - {fmt_seconds(ia[1]).strip()} and "
+        f"{fmt_seconds(ib[0]).strip()} - {fmt_seconds(ib[1]).strip()}"
+    )
 
 
 def oversubscription_advice(runs: list[dict]) -> list[str]:
@@ -95,17 +114,18 @@ def oversubscription_advice(runs: list[dict]) -> list[str]:
             key = (run["ranks"], host)
             if key not in seen:
                 seen.add(key)
-                out.append(f"At {run['ranks']} ranks, host {host} runs {place['ranks_per_node'][host]} ranks on "
-                           f"{place['cpus_per_node'][host]} CPUs: they compete for cores, so this size measures "
-                           f"contention, not scaling (the model is fitted without it).")
+                out.append(
+                    f"At {run['ranks']} ranks, host {host} runs {place['ranks_per_node'][host]} ranks on "
+                    f"{place['cpus_per_node'][host]} CPUs: they compete for cores, so this size measures "
+                    f"contention, not scaling (the model is fitted without it)."
+                )
     return out
 
 
 def storage_advice(runs: list[dict]) -> list[str]:
     """Whether the largest run is storage-bound: its read phase against N-thread preads of the same bytes,
     measured on each rank right after it (run["read_limit"])."""
-    run = max((r for r in runs if r.get("read_limit") and all(r["read_limit"])), key=lambda r: r["ranks"],
-              default=None)
+    run = max((r for r in runs if r.get("read_limit") and all(r["read_limit"])), key=lambda r: r["ranks"], default=None)
     if run is None:
         return []
     timings = run["report"]["timings"]
@@ -114,16 +134,22 @@ def storage_advice(runs: list[dict]) -> list[str]:
     rate = per_rank / timings["read"]["max"] / 1e9 if timings["read"]["max"] > 0 else float("inf")
     limit = min(x["bytes"] / x["seconds"] for x in run["read_limit"]) / 1e9
     share = read / total if total > 0 else 0.0
-    where = (f"At {run['ranks']} ranks each rank read {fmt_bytes(per_rank)} at {rate:.3g} GB/s (the slowest rank), "
-             f"{rate / limit:.0%} of what plain preads of the same bytes on the reader's threads reached right after "
-             f"({limit:.3g} GB/s); reading is {share:.0%} of a repeat.")
+    where = (
+        f"At {run['ranks']} ranks each rank read {fmt_bytes(per_rank)} at {rate:.3g} GB/s (the slowest rank), "
+        f"{rate / limit:.0%} of what plain preads of the same bytes on the reader's threads reached right after "
+        f"({limit:.3g} GB/s); reading is {share:.0%} of a repeat."
+    )
     if share < READ_BOUND:
         return [where]
     if rate >= AT_THE_LIMIT * limit:
-        return [where + " The sweep is storage-bound: the reads run at what the file system (or page cache) gives, "
-                        "so more GPUs add readers of the same storage, not speed; fewer bytes or faster storage do."]
-    return [where + " The sweep is read-bound below the storage's limit: a faster engine or more reader threads "
-                    "(io.engine, io.threads; spmd bench io compares them) would shorten every repeat."]
+        return [
+            where + " The sweep is storage-bound: the reads run at what the file system (or page cache) gives, "
+            "so more GPUs add readers of the same storage, not speed; fewer bytes or faster storage do."
+        ]
+    return [
+        where + " The sweep is read-bound below the storage's limit: a faster engine or more reader threads "
+        "(io.engine, io.threads; spmd bench io compares them) would shorten every repeat."
+    ]
 
 
 def straggler_advice(runs: list[dict]) -> list[str]:
@@ -132,22 +158,29 @@ def straggler_advice(runs: list[dict]) -> list[str]:
     for run in runs:
         s = (run["report"].get("breakdown") or {}).get("straggler")
         if s:
-            out.append(f"At {run['ranks']} ranks ({run['mode']}), rank {s['rank']} on {s['host']} is the straggler: "
-                       f"its {s['phase']} took {fmt_seconds(s['seconds']).strip()} per repeat against "
-                       f"{fmt_seconds(s['others_seconds']).strip()} on the others, who waited "
-                       f"{fmt_seconds(s['others_wait']).strip()} per repeat for it ({s['share_of_repeat']:.0%} of a "
-                       f"repeat, in {s['others_wait_in']}).")
+            out.append(
+                f"At {run['ranks']} ranks ({run['mode']}), rank {s['rank']} on {s['host']} is the straggler: "
+                f"its {s['phase']} took {fmt_seconds(s['seconds']).strip()} per repeat against "
+                f"{fmt_seconds(s['others_seconds']).strip()} on the others, who waited "
+                f"{fmt_seconds(s['others_wait']).strip()} per repeat for it ({s['share_of_repeat']:.0%} of a "
+                f"repeat, in {s['others_wait_in']})."
+            )
     return out
 
 
 def suspect_advice(series: dict) -> list[str]:
     """One sentence per run whose figures a careful reader would doubt (its ``suspect`` reasons)."""
-    return [f"Suspect: {row['mode']} at {row['ranks']} ranks ({'; '.join(row['suspect'])}): read its figures "
-            f"with care." for rows in series.values() for row in rows if row.get("suspect")]
+    return [
+        f"Suspect: {row['mode']} at {row['ranks']} ranks ({'; '.join(row['suspect'])}): read its figures with care."
+        for rows in series.values()
+        for row in rows
+        if row.get("suspect")
+    ]
 
 
-def model_advice(model: dict | None, best: dict | None, even: list[dict], measured_max: int,
-                 hardware: dict | None = None) -> list[str]:
+def model_advice(
+    model: dict | None, best: dict | None, even: list[dict], measured_max: int, hardware: dict | None = None
+) -> list[str]:
     """Sentences from the fitted model: best rank count, break-even sizes, model error.
 
     ``hardware``: what the sweep's hosts hold ({'count', 'what', 'nodes'}), to label a predicted best beyond
@@ -156,27 +189,40 @@ def model_advice(model: dict | None, best: dict | None, even: list[dict], measur
         return ["No model: it needs runs at two or more sizes with a known problem size."]
     out = []
     comm = model["comm"]
-    bw = f", bandwidth {comm['busbw_Bps'] / 1e9:.3g} GB/s" if comm["busbw_Bps"] else \
-        ", bandwidth not identified (messages too small; the probe was off)"
-    out.append(f"Comm model ({comm['backend']}): latency {fmt_seconds(comm['alpha_s'])} per step{bw}, "
-               f"overhead {fmt_seconds(comm['overhead_s'])} per repeat; from {comm['source']}.")
+    bw = (
+        f", bandwidth {comm['busbw_Bps'] / 1e9:.3g} GB/s"
+        if comm["busbw_Bps"]
+        else ", bandwidth not identified (messages too small; the probe was off)"
+    )
+    out.append(
+        f"Comm model ({comm['backend']}): latency {fmt_seconds(comm['alpha_s'])} per step{bw}, "
+        f"overhead {fmt_seconds(comm['overhead_s'])} per repeat; from {comm['source']}."
+    )
     if best:
         n = best["best_ranks"]
         row = next(r for r in best["by_ranks"] if r["ranks"] == n)
         where = ""
         if hardware and n > hardware["count"]:
-            where = (f" (an extrapolation: only {hardware['count']} {hardware['what']} are present on "
-                     f"{hardware['nodes']} node(s); it assumes each added rank gets its own and the same links)")
+            where = (
+                f" (an extrapolation: only {hardware['count']} {hardware['what']} are present on "
+                f"{hardware['nodes']} node(s); it assumes each added rank gets its own and the same links)"
+            )
         elif n > measured_max:
-            where = (f" (extrapolated beyond the {measured_max} measured, assuming each added rank gets its own "
-                     f"core or GPU and the same links)")
+            where = (
+                f" (extrapolated beyond the {measured_max} measured, assuming each added rank gets its own "
+                f"core or GPU and the same links)"
+            )
         if n == 1:
-            out.append(f"For this problem ({fmt_bytes(best['problem_bytes'])}) one rank is predicted fastest "
-                       f"({fmt_seconds(row['predicted_s'])}): more ranks cost more in comm and overhead "
-                       f"than they save.")
+            out.append(
+                f"For this problem ({fmt_bytes(best['problem_bytes'])}) one rank is predicted fastest "
+                f"({fmt_seconds(row['predicted_s'])}): more ranks cost more in comm and overhead "
+                f"than they save."
+            )
         else:
-            out.append(f"For this problem ({fmt_bytes(best['problem_bytes'])}) the predicted best is {n} ranks "
-                       f"({fmt_seconds(row['predicted_s'])}){where}.")
+            out.append(
+                f"For this problem ({fmt_bytes(best['problem_bytes'])}) the predicted best is {n} ranks "
+                f"({fmt_seconds(row['predicted_s'])}){where}."
+            )
         rise = _beyond_best(model, best)
         if rise:
             out.append(rise)
@@ -192,16 +238,23 @@ def model_advice(model: dict | None, best: dict | None, even: list[dict], measur
         out.append("Break-even (more ranks beat one): " + "; ".join(parts) + ".")
     worst = max((p for p in model["points"] if p["fitted"]), key=lambda p: abs(p["error"]))
     if not model.get("validated", True):
-        out.append(f"The model is not validated: it was fitted on {model['points_fitted']} measured point(s), no "
-                   f"more than its {model['parameters']} parameters per phase, so it meets them by construction "
-                   f"(largest error {worst['error']:+.1%}); measure more rank counts, or strong and weak, to "
-                   f"test its predictions.")
+        out.append(
+            f"The model is not validated: it was fitted on {model['points_fitted']} measured point(s), no "
+            f"more than its {model['parameters']} parameters per phase, so it meets them by construction "
+            f"(largest error {worst['error']:+.1%}); measure more rank counts, or strong and weak, to "
+            f"test its predictions."
+        )
         return out
     verdict = "fits" if abs(worst["error"]) <= MODEL_ERROR_NOTE else "misses"
-    out.append(f"The model {verdict} the measurements: largest error {worst['error']:+.1%} "
-               f"({worst['mode']} at {worst['ranks']} ranks)"
-               + ("; the unmodelled wait (input imbalance) or shared resources explain such gaps."
-                  if verdict == "misses" else "."))
+    out.append(
+        f"The model {verdict} the measurements: largest error {worst['error']:+.1%} "
+        f"({worst['mode']} at {worst['ranks']} ranks)"
+        + (
+            "; the unmodelled wait (input imbalance) or shared resources explain such gaps."
+            if verdict == "misses"
+            else "."
+        )
+    )
     return out
 
 
@@ -216,8 +269,11 @@ def _local_times(base: dict, cur: dict):
 def _fixed_cost(base: dict, cur: dict) -> tuple[str, float, float] | None:
     """Strong scaling: the phase that shrank least, if it kept over ``CONTENTION`` of its time
     while each rank's share fell."""
-    kept = [(after / before, phase, before, after) for phase, before, after in _local_times(base, cur)
-            if cur["ranks"] > base["ranks"] and after > CONTENTION * before]
+    kept = [
+        (after / before, phase, before, after)
+        for phase, before, after in _local_times(base, cur)
+        if cur["ranks"] > base["ranks"] and after > CONTENTION * before
+    ]
     return max(kept)[1:] if kept else None
 
 
@@ -226,8 +282,11 @@ def _contention(base: dict, cur: dict) -> tuple[str, float, float] | None:
     per rank fell below ``CONTENTION`` of the base size's."""
     if not cur.get("bytes_per_rank"):
         return None
-    slowed = [(after / before, phase, before, after) for phase, before, after in _local_times(base, cur)
-              if cur["ranks"] > base["ranks"] and before < CONTENTION * after]
+    slowed = [
+        (after / before, phase, before, after)
+        for phase, before, after in _local_times(base, cur)
+        if cur["ranks"] > base["ranks"] and before < CONTENTION * after
+    ]
     return max(slowed)[1:] if slowed else None
 
 
@@ -241,14 +300,19 @@ def _beyond_best(model: dict, best: dict) -> str | None:
     at_next = predict(model, m, best["problem_bytes"])
     growth = {p: at_next[p] - at_best[p] for p in at_best if p != "total"}
     phase = max(growth, key=growth.get)
-    return (f"Beyond {n} ranks the predicted time rises ({fmt_seconds(at_best['total'])} at {n}, "
-            f"{fmt_seconds(at_next['total'])} at {m}): {phase} grows by {fmt_seconds(growth[phase])} "
-            f"while each rank's work shrinks.")
+    return (
+        f"Beyond {n} ranks the predicted time rises ({fmt_seconds(at_best['total'])} at {n}, "
+        f"{fmt_seconds(at_next['total'])} at {m}): {phase} grows by {fmt_seconds(growth[phase])} "
+        f"while each rank's work shrinks."
+    )
 
 
 def _grew_most(prev: dict, cur: dict) -> tuple[str, float]:
-    deltas = {p: cur["timings"][p]["median"] - prev["timings"].get(p, {"median": 0.0})["median"]
-              for p in cur["timings"] if p != "total" and p not in OVERLAPPED}
+    deltas = {
+        p: cur["timings"][p]["median"] - prev["timings"].get(p, {"median": 0.0})["median"]
+        for p in cur["timings"]
+        if p != "total" and p not in OVERLAPPED
+    }
     phase = max(deltas, key=deltas.get)
     return phase, deltas[phase]
 
@@ -256,8 +320,11 @@ def _grew_most(prev: dict, cur: dict) -> tuple[str, float]:
 def _furthest_from_ideal(base: dict, cur: dict) -> tuple[str, float]:
     """The phase with the largest excess over ideal: strong = base time x n0/n, weak = base time."""
     scale = base["ranks"] / cur["ranks"] if cur["mode"] == "strong" else 1.0
-    excess = {p: cur["timings"][p]["median"] - base["timings"].get(p, {"median": 0.0})["median"] * scale
-              for p in cur["timings"] if p != "total" and p not in OVERLAPPED}
+    excess = {
+        p: cur["timings"][p]["median"] - base["timings"].get(p, {"median": 0.0})["median"] * scale
+        for p in cur["timings"]
+        if p != "total" and p not in OVERLAPPED
+    }
     phase = max(excess, key=excess.get)
     return phase, excess[phase]
 
@@ -266,8 +333,7 @@ def backend_advice(runs: list[dict], used: str) -> list[str]:
     """Which communicator moved this workload's own messages fastest at the measured sizes
     (``runs[i]['backends']``, timed by ``sweep.compare_backends``; ``runs[i]['time']`` is the
     run's repeat), and what switching from the one the sweep ``used`` would save."""
-    rows = [(r, r["backends"]["seconds"]) for r in runs
-            if r.get("backends") and len(r["backends"]["seconds"]) > 1]
+    rows = [(r, r["backends"]["seconds"]) for r in runs if r.get("backends") and len(r["backends"]["seconds"]) > 1]
     out = []
     winners = [min(seconds, key=seconds.get) for _, seconds in rows]
     if rows and len(set(winners)) == 1:
@@ -275,14 +341,18 @@ def backend_advice(runs: list[dict], used: str) -> list[str]:
         sizes = [o["bytes"] for r, _ in rows for o in r["backends"]["ops"]]
         ops = sorted({o["op"] for r, _ in rows for o in r["backends"]["ops"]})
         where = "at every measured size" if len(rows) > 1 else f"at {rows[0][0]['ranks']} ranks"
-        out.append(f"Communicator: {best} was fastest for this workload's own collectives {where} "
-                   f"({', '.join(ops)} of {_span(sizes, fmt_bytes)} per rank; per repeat "
-                   f"{_comparison(best, [s for _, s in rows])}); {_switch(rows, best, used)}")
+        out.append(
+            f"Communicator: {best} was fastest for this workload's own collectives {where} "
+            f"({', '.join(ops)} of {_span(sizes, fmt_bytes)} per rank; per repeat "
+            f"{_comparison(best, [s for _, s in rows])}); {_switch(rows, best, used)}"
+        )
     elif rows:
         for (run, seconds), best in zip(rows, winners):
             ops = ", ".join(f"{o['op']} of {fmt_bytes(o['bytes'])}" for o in run["backends"]["ops"])
-            out.append(f"Communicator at {run['mode']} {run['ranks']} ranks ({ops} per rank): {best} was fastest "
-                       f"(per repeat {_comparison(best, [seconds])}); {_switch([(run, seconds)], best, used)}")
+            out.append(
+                f"Communicator at {run['mode']} {run['ranks']} ranks ({ops} per rank): {best} was fastest "
+                f"(per repeat {_comparison(best, [seconds])}); {_switch([(run, seconds)], best, used)}"
+            )
     skipped = {}
     for r in runs:
         skipped.update((r.get("backends") or {}).get("skipped", {}))

@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import datetime
 
-from ..version import __version__
 from ..report.schema import SCALING_SCHEMA
+from ..version import __version__
 from ..workloads.base import SCALING_MODES
 from ..workloads.registry import job_config_from_dict, workload_class
-from .advice import (backend_advice, model_advice, oversubscription_advice, series_advice, storage_advice,
-                     straggler_advice, suspect_advice)
+from .advice import (
+    backend_advice,
+    model_advice,
+    oversubscription_advice,
+    series_advice,
+    storage_advice,
+    straggler_advice,
+    suspect_advice,
+)
 from .batches import batch_sweep
 from .figures import series_figures, suspect_reasons
 from .model import best_ranks, break_even, fit_model
 
+
 def reanalyse(scaling: dict) -> dict:
     """``analyse`` again over the runs stored in a scaling.json (after the analysis changed)."""
     cfg = job_config_from_dict(scaling["config"])
-    placements = {(row["mode"], row["ranks"]): row["placement"]
-                  for rows in scaling["series"].values() for row in rows}
-    runs = [{**r, "placement": r.get("placement") or placements[(r["mode"], r["ranks"])]}
-            for r in scaling["runs"]]
+    placements = {(row["mode"], row["ranks"]): row["placement"] for rows in scaling["series"].values() for row in rows}
+    runs = [{**r, "placement": r.get("placement") or placements[(r["mode"], r["ranks"])]} for r in scaling["runs"]]
     again = analyse(cfg, runs, scaling["world_size"], scaling["mpi_library"].replace("\x00", ""))
     again["created"] = scaling["created"]  # when it was measured
     return again
@@ -37,26 +43,40 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         mine = sorted((r for r in runs if r["mode"] == mode), key=lambda r: r["ranks"])
         rows = series_figures(mode, [r["report"] for r in mine])
         for row, run in zip(rows, mine):
-            row.update(placement=run["placement"], verification=run["report"]["verification"],
-                       verified=run["report"]["verified"], result=run["report"]["result"],
-                       comm=run["report"]["comm"], device=run["report"]["device"])
+            row.update(
+                placement=run["placement"],
+                verification=run["report"]["verification"],
+                verified=run["report"]["verified"],
+                result=run["report"]["result"],
+                comm=run["report"]["comm"],
+                device=run["report"]["device"],
+            )
             row["suspect"] = suspect_reasons(row, run["placement"], run["report"])
         series[mode] = rows
 
     growth = workload_class(cfg.workload).COMM_GROWTH
-    model_runs = [{"mode": r["mode"], "ranks": r["ranks"], "problem": r["report"].get("problem", {}),
-                   "timings": r["report"]["timings"], "time": row["time"],
-                   "oversubscribed": bool(r["placement"]["oversubscribed"])}
-                  for r in _unique(runs) for row in [_row(series, r)]]
+    model_runs = [
+        {
+            "mode": r["mode"],
+            "ranks": r["ranks"],
+            "problem": r["report"].get("problem", {}),
+            "timings": r["report"]["timings"],
+            "time": row["time"],
+            "oversubscribed": bool(r["placement"]["oversubscribed"]),
+        }
+        for r in _unique(runs)
+        for row in [_row(series, r)]
+    ]
     probe = [p for r in _unique(runs) for p in (r["probe"] or [])]
     backend = runs[0]["report"]["comm"]
     model = fit_model(model_runs, probe, backend, growth)
     measured_max = max(r["ranks"] for r in runs)
     best, even = None, []
-    strong_bytes = next((r["problem"].get("bytes") for r in model_runs if r["mode"] == "strong"), None) \
-        or (model_runs[0]["problem"].get("bytes") if model_runs else None)
+    strong_bytes = next((r["problem"].get("bytes") for r in model_runs if r["mode"] == "strong"), None) or (
+        model_runs[0]["problem"].get("bytes") if model_runs else None
+    )
     if model is not None:
-        candidates = sorted(set(range(1, measured_max + 1)) | {2 ** k for k in range(11) if 2 ** k <= 4 * measured_max})
+        candidates = sorted(set(range(1, measured_max + 1)) | {2**k for k in range(11) if 2**k <= 4 * measured_max})
         best = best_ranks(model, strong_bytes, candidates)
         even = [break_even(model, n) for n in candidates if n > 1 and (n & (n - 1) == 0 or n == measured_max)]
         model["predictions"] = {"best": best, "break_even": even, "measured_max_ranks": measured_max}
@@ -87,10 +107,19 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         "advice": advice,
         "config": cfg.to_dict(),
         **({"batch_sweep": sweep} if sweep else {}),
-        "runs": [{"mode": r["mode"], "ranks": r["ranks"], "suspect": _row(series, r)["suspect"],
-                  "placement": r["placement"], "probe": r["probe"], "backends": r.get("backends"),
-                  "read_limit": r.get("read_limit"),
-                  "report": r["report"]} for r in runs],
+        "runs": [
+            {
+                "mode": r["mode"],
+                "ranks": r["ranks"],
+                "suspect": _row(series, r)["suspect"],
+                "placement": r["placement"],
+                "probe": r["probe"],
+                "backends": r.get("backends"),
+                "read_limit": r.get("read_limit"),
+                "report": r["report"],
+            }
+            for r in runs
+        ],
     }
 
 

@@ -39,13 +39,21 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
             continue
         s1, sn = one["metrics"]["samples_per_s"], many["metrics"]["samples_per_s"]
         low, high = ratio_interval(time_interval(one), time_interval(many))  # samples/s go as 1 / time
-        rows.append({"batch": b, "samples_per_s_1": s1, "samples_per_s_n": sn, "speedup": sn / s1,
-                     "speedup_interval": [n * low, n * high],
-                     "step_s_1": _per_step(one, "total"), "step_s_n": _per_step(many, "total"),
-                     "comm_s_n": _per_step(many, "comm_exposed") + _per_step(many, "comm_overlapped"),
-                     "exposed_s_n": _per_step(many, "comm_exposed"), "backward_s_n": _per_step(many, "backward")
-                     + _per_step(many, "comm_overlapped"),
-                     "verified": bool(one["verified"] and many["verified"])})
+        rows.append(
+            {
+                "batch": b,
+                "samples_per_s_1": s1,
+                "samples_per_s_n": sn,
+                "speedup": sn / s1,
+                "speedup_interval": [n * low, n * high],
+                "step_s_1": _per_step(one, "total"),
+                "step_s_n": _per_step(many, "total"),
+                "comm_s_n": _per_step(many, "comm_exposed") + _per_step(many, "comm_overlapped"),
+                "exposed_s_n": _per_step(many, "comm_exposed"),
+                "backward_s_n": _per_step(many, "backward") + _per_step(many, "comm_overlapped"),
+                "verified": bool(one["verified"] and many["verified"]),
+            }
+        )
     first = runs[0]["report"]["result"]
     model = fit(rows, n) if len(rows) >= 2 else None
     if model is not None:
@@ -53,8 +61,14 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
         model["next_ranks"] = 2 * n
         for point in model["points"]:
             point["predicted_speedup_next"] = speedup(model, point["batch"], ranks=2 * n)
-    return {"ranks": n, "rows": rows, "model": model, "gradient_bytes": first.get("gradient_bytes"),
-            "buckets": len(first.get("buckets") or []), "advice": advice(rows, model, n, first)}
+    return {
+        "ranks": n,
+        "rows": rows,
+        "model": model,
+        "gradient_bytes": first.get("gradient_bytes"),
+        "buckets": len(first.get("buckets") or []),
+        "advice": advice(rows, model, n, first),
+    }
 
 
 def _per_step(report: dict, phase: str) -> float:
@@ -70,11 +84,24 @@ def fit(rows: list[dict], n: int) -> dict:
     comm = statistics.median(r["comm_s_n"] for r in rows)
     hidden = [(r["comm_s_n"] - r["exposed_s_n"]) / max(r["backward_s_n"], 1e-12) for r in rows]
     phi = float(np.clip(statistics.median(hidden), 0.0, 1.0))
-    model = {"c0_s": max(float(c0), 0.0), "c1_s": max(float(c1), 1e-12), "d0_s": max(float(d0), 0.0),
-             "d1_s": max(float(d1), 0.0), "comm_s": comm, "hidden_share": phi, "ranks": n}
-    model["points"] = [{"batch": r["batch"], "measured_speedup": r["speedup"],
-                        "predicted_speedup": speedup(model, r["batch"]),
-                        "error": speedup(model, r["batch"]) / r["speedup"] - 1} for r in rows]
+    model = {
+        "c0_s": max(float(c0), 0.0),
+        "c1_s": max(float(c1), 1e-12),
+        "d0_s": max(float(d0), 0.0),
+        "d1_s": max(float(d1), 0.0),
+        "comm_s": comm,
+        "hidden_share": phi,
+        "ranks": n,
+    }
+    model["points"] = [
+        {
+            "batch": r["batch"],
+            "measured_speedup": r["speedup"],
+            "predicted_speedup": speedup(model, r["batch"]),
+            "error": speedup(model, r["batch"]) / r["speedup"] - 1,
+        }
+        for r in rows
+    ]
     model["break_even_batch"] = break_even(model)
     return model
 
@@ -83,8 +110,12 @@ def _alpha_beta(comm_model: dict | None, result: dict) -> dict | None:
     """The gradient's allreduce as alpha-beta terms: per step, buckets x alpha + 2(n-1)/n x bytes / busbw."""
     if not comm_model or not comm_model.get("busbw_Bps") or not result.get("gradient_bytes"):
         return None
-    return {"alpha_s": comm_model["alpha_s"], "busbw_Bps": comm_model["busbw_Bps"],
-            "buckets": max(1, len(result.get("buckets") or [])), "bytes": result["gradient_bytes"]}
+    return {
+        "alpha_s": comm_model["alpha_s"],
+        "busbw_Bps": comm_model["busbw_Bps"],
+        "buckets": max(1, len(result.get("buckets") or [])),
+        "bytes": result["gradient_bytes"],
+    }
 
 
 def allreduce_time(model: dict, ranks: int) -> float:
@@ -110,8 +141,9 @@ def step_time(model: dict, batch: float, ranks: int, accumulate: int = 1, fixed:
     return own + max(0.0, allreduce_time(model, ranks) - model["hidden_share"] * backward)
 
 
-def speedup(model: dict, batch: float, accumulate: int = 1, fixed: float | None = None,
-            ranks: int | None = None) -> float:
+def speedup(
+    model: dict, batch: float, accumulate: int = 1, fixed: float | None = None, ranks: int | None = None
+) -> float:
     """``ranks`` (default: the sweep's most) ranks' samples/s over one rank's, both at per-GPU ``batch``."""
     n = ranks or model["ranks"]
     return n * step_time(model, batch, 1, accumulate, fixed) / step_time(model, batch, n, accumulate, fixed)
@@ -141,37 +173,59 @@ def advice(rows: list[dict], model: dict | None, n: int, result: dict) -> list[s
     # a conclusion only where the interval supports it: slower when even its top is below 1
     slow = [r for r in rows if r["speedup_interval"][1] < 1]
     unsure = [r for r in rows if r["speedup_interval"][0] <= 1 <= r["speedup_interval"][1]]
-    table = ", ".join(f"batch {r['batch']}: {r['speedup']:.2f}x ({r['speedup_interval'][0]:.2f}-"
-                      f"{r['speedup_interval'][1]:.2f})" for r in rows)
-    out.append(f"batch sweep, {n} ranks against 1 at the same per-GPU batch (interval from both runs' repeats): "
-               f"{table}"
-               + (f"; {n} ranks are SLOWER than one at batch {', '.join(str(r['batch']) for r in slow)}" if slow else "")
-               + (f"; no measurable difference from one rank at batch {', '.join(str(r['batch']) for r in unsure)}"
-                  if unsure else ""))
+    table = ", ".join(
+        f"batch {r['batch']}: {r['speedup']:.2f}x ({r['speedup_interval'][0]:.2f}-{r['speedup_interval'][1]:.2f})"
+        for r in rows
+    )
+    out.append(
+        f"batch sweep, {n} ranks against 1 at the same per-GPU batch (interval from both runs' repeats): "
+        f"{table}"
+        + (f"; {n} ranks are SLOWER than one at batch {', '.join(str(r['batch']) for r in slow)}" if slow else "")
+        + (
+            f"; no measurable difference from one rank at batch {', '.join(str(r['batch']) for r in unsure)}"
+            if unsure
+            else ""
+        )
+    )
     if model is None:
         return out + ["batch sweep: two batches or more are needed to fit the step model"]
     worst = max(abs(p["error"]) for p in model["points"])
-    out.append(f"step model: T1 = {fmt_seconds(model['c0_s'])} + {fmt_seconds(model['c1_s'])} x batch; allreduce "
-               f"{fmt_seconds(model['comm_s'])} per step at {n} ranks, {model['hidden_share']:.0%} of backward hides "
-               f"it; error at the measured batches at most {worst:.0%}")
+    out.append(
+        f"step model: T1 = {fmt_seconds(model['c0_s'])} + {fmt_seconds(model['c1_s'])} x batch; allreduce "
+        f"{fmt_seconds(model['comm_s'])} per step at {n} ranks, {model['hidden_share']:.0%} of backward hides "
+        f"it; error at the measured batches at most {worst:.0%}"
+    )
     even = model["break_even_batch"]
-    out.append(f"break-even: {n} GPUs beat one from a per-GPU batch of {even} (predicted)" if even
-               else f"break-even: no per-GPU batch up to 2^20 makes {n} GPUs beat one (predicted)")
+    out.append(
+        f"break-even: {n} GPUs beat one from a per-GPU batch of {even} (predicted)"
+        if even
+        else f"break-even: no per-GPU batch up to 2^20 makes {n} GPUs beat one (predicted)"
+    )
     nxt = model["next_ranks"]
-    out.append(f"at {nxt} ranks (allreduce carried by {'the alpha-beta fit' if model.get('alpha_beta') else 'no fit: unchanged'}"
-               f"): " + ", ".join(f"batch {p['batch']}: {p['predicted_speedup_next']:.2f}x" for p in model["points"]))
+    out.append(
+        f"at {nxt} ranks (allreduce carried by {'the alpha-beta fit' if model.get('alpha_beta') else 'no fit: unchanged'}"
+        f"): " + ", ".join(f"batch {p['batch']}: {p['predicted_speedup_next']:.2f}x" for p in model["points"])
+    )
     top = rows[-1]["batch"]
-    out.append(f"bigger batch: per-GPU batch {2 * top} is predicted at {speedup(model, 2 * top):.2f}x, {4 * top} at "
-               f"{speedup(model, 4 * top):.2f}x (measured {rows[-1]['speedup']:.2f}x at {top})")
+    out.append(
+        f"bigger batch: per-GPU batch {2 * top} is predicted at {speedup(model, 2 * top):.2f}x, {4 * top} at "
+        f"{speedup(model, 4 * top):.2f}x (measured {rows[-1]['speedup']:.2f}x at {top})"
+    )
     accumulate = ", ".join(f"accumulate: {k} -> {speedup(model, top, k):.2f}x" for k in ACCUMULATE)
-    out.append(f"fewer allreduces: at batch {top}, {accumulate} (one allreduce per {ACCUMULATE[0]} or "
-               f"{ACCUMULATE[-1]} micro-batches)")
+    out.append(
+        f"fewer allreduces: at batch {top}, {accumulate} (one allreduce per {ACCUMULATE[0]} or "
+        f"{ACCUMULATE[-1]} micro-batches)"
+    )
     if result.get("strategy") != "ddp-graph":
-        out.append(f"launch overhead: {fmt_seconds(model['c0_s'])} per step does not grow with the batch; "
-                   f"strategy: ddp-graph (GPUs) replays the step in one launch: were all of it gone on every rank, "
-                   f"{speedup(model, top, fixed=0.0):.2f}x at batch {top} (faster steps, but the allreduce weighs more)")
+        out.append(
+            f"launch overhead: {fmt_seconds(model['c0_s'])} per step does not grow with the batch; "
+            f"strategy: ddp-graph (GPUs) replays the step in one launch: were all of it gone on every rank, "
+            f"{speedup(model, top, fixed=0.0):.2f}x at batch {top} (faster steps, but the allreduce weighs more)"
+        )
     if result.get("gradient_bytes"):
-        out.append(f"buckets: {result['gradient_bytes'] / 2**20:.1f} MiB of gradients in {len(result.get('buckets') or [])}"
-                   f" bucket(s) (bucket_mb {result.get('bucket_mb', '?')}); smaller buckets start the allreduce earlier "
-                   f"in backward, larger ones pay its latency fewer times")
+        out.append(
+            f"buckets: {result['gradient_bytes'] / 2**20:.1f} MiB of gradients in {len(result.get('buckets') or [])}"
+            f" bucket(s) (bucket_mb {result.get('bucket_mb', '?')}); smaller buckets start the allreduce earlier "
+            f"in backward, larger ones pay its latency fewer times"
+        )
     return out

@@ -20,7 +20,7 @@ from ..stats import BOUND, Interval, median_interval, ratio_interval
 OVERLAPPED = ("comm_overlapped", "h2d_overlapped")
 # Phases that are not a rank's own additive work.
 NOT_LOCAL = ("wait", "comm", *OVERLAPPED, "total")
-SUPERLINEAR = 1.05   # efficiency above this: suspect (a cache effect, or a base run slowed by something else)
+SUPERLINEAR = 1.05  # efficiency above this: suspect (a cache effect, or a base run slowed by something else)
 
 
 def local_phases(report: dict) -> list[str]:
@@ -58,14 +58,19 @@ def noise_reason(report: dict) -> str | None:
     if iv.n < 2 or iv.tight(BOUND, need_level=auto):
         return None
     after = f" after its {rule['max_seconds']:g} s budget" if auto and rule.get("stopped") == "budget" else ""
-    return (f"noisy: the {iv.level:.0%} interval of the time per repeat reaches +-{iv.relative_halfwidth():.0%} of "
-            f"its median over {iv.n} repeats{after} (bound +-{BOUND:.0%})")
+    return (
+        f"noisy: the {iv.level:.0%} interval of the time per repeat reaches +-{iv.relative_halfwidth():.0%} of "
+        f"its median over {iv.n} repeats{after} (bound +-{BOUND:.0%})"
+    )
 
 
 def suspect_reasons(row: dict, placement: dict, report: dict) -> list[str]:
     """Short reasons a careful reader would doubt this run's figures; empty when none."""
-    reasons = [f"oversubscribed: {host} ran {placement['ranks_per_node'][host]} ranks on "
-               f"{placement['cpus_per_node'][host]} CPUs" for host in placement["oversubscribed"]]
+    reasons = [
+        f"oversubscribed: {host} ran {placement['ranks_per_node'][host]} ranks on "
+        f"{placement['cpus_per_node'][host]} CPUs"
+        for host in placement["oversubscribed"]
+    ]
     if row["efficiency"] > SUPERLINEAR:
         reasons.append(f"superlinear: efficiency {row['efficiency']:.0%} (above {SUPERLINEAR:.0%})")
     if row["karp_flatt"] is not None and row["karp_flatt"] < 0:
@@ -104,21 +109,23 @@ def series_figures(mode: str, reports: list[dict]) -> list[dict]:
         timings = report["timings"]
         total = timings["total"]["median"]
         problem_bytes = report.get("problem", {}).get("bytes")
-        rows.append({
-            "mode": mode,
-            "ranks": n,
-            "time": t,
-            "time_interval": [iv.low, iv.high],
-            "interval_level": iv.level,
-            "speedup": speedup,
-            "speedup_interval": list(speedups),
-            "efficiency": efficiency,
-            "efficiency_interval": list(efficiencies),
-            "karp_flatt": karp_flatt(speedup, p),
-            "comm_share": timings["comm"]["median"] / total if total > 0 else 0.0,
-            "imbalance": imbalance(report),
-            "problem_bytes": problem_bytes,
-            "bytes_per_rank": problem_bytes / n if problem_bytes else None,
-            "timings": timings,
-        })
+        rows.append(
+            {
+                "mode": mode,
+                "ranks": n,
+                "time": t,
+                "time_interval": [iv.low, iv.high],
+                "interval_level": iv.level,
+                "speedup": speedup,
+                "speedup_interval": list(speedups),
+                "efficiency": efficiency,
+                "efficiency_interval": list(efficiencies),
+                "karp_flatt": karp_flatt(speedup, p),
+                "comm_share": timings["comm"]["median"] / total if total > 0 else 0.0,
+                "imbalance": imbalance(report),
+                "problem_bytes": problem_bytes,
+                "bytes_per_rank": problem_bytes / n if problem_bytes else None,
+                "timings": timings,
+            }
+        )
     return rows

@@ -37,8 +37,9 @@ def merge_reports(paths: list) -> dict:
     base_ranks = min(r["ranks"] for _, r in reports)
     bases = {_key(r["config"]) for _, r in reports if r["ranks"] == base_ranks}
     if len(bases) > 1:
-        raise InputError(f"{len(bases)} different configs at the smallest size ({base_ranks} ranks): "
-                         f"merge one series at a time")
+        raise InputError(
+            f"{len(bases)} different configs at the smallest size ({base_ranks} ranks): merge one series at a time"
+        )
     base_path, base = next((p, r) for p, r in reports if r["ranks"] == base_ranks)
     cfg = job_config_from_dict(base["config"])
     cls = workload_class(cfg.workload)
@@ -48,22 +49,32 @@ def merge_reports(paths: list) -> dict:
         mine = _key(report["config"])
         modes = [m for m in SCALING_MODES if _key(cls.scaled_config(cfg, m, factor).to_dict()) == mine]
         if not modes:
-            raise InputError(f"{path}: its config ({report['ranks']} ranks) is neither the strong nor the weak "
-                             f"scaling of {base_path}'s ({base_ranks} ranks)")
+            raise InputError(
+                f"{path}: its config ({report['ranks']} ranks) is neither the strong nor the weak "
+                f"scaling of {base_path}'s ({base_ranks} ranks)"
+            )
         for mode in modes:
             if (mode, report["ranks"]) in seen:
-                raise InputError(f"{path} and {seen[(mode, report['ranks'])]}: two {mode} runs at "
-                                 f"{report['ranks']} ranks")
+                raise InputError(
+                    f"{path} and {seen[(mode, report['ranks'])]}: two {mode} runs at {report['ranks']} ranks"
+                )
             seen[(mode, report["ranks"])] = path
-            runs.append({"mode": mode, "ranks": report["ranks"], "placement": _placement(report),
-                         "probe": None, "backends": None, "report": report})
+            runs.append(
+                {
+                    "mode": mode,
+                    "ranks": report["ranks"],
+                    "placement": _placement(report),
+                    "probe": None,
+                    "backends": None,
+                    "report": report,
+                }
+            )
     series_sizes = {m: sorted(n for mm, n in seen if mm == m) for m in SCALING_MODES}
     if not any(len(sizes) > 1 for sizes in series_sizes.values()):
         raise InputError("the reports make no series of two sizes or more (one size per mode)")
     runs.sort(key=lambda r: (SCALING_MODES.index(r["mode"]), r["ranks"]))
     runs = [r for r in runs if len(series_sizes[r["mode"]]) > 1]
-    return analyse(cfg, runs, world_size=max(r["ranks"] for r in runs),
-                   mpi_library=base.get("mpi_library", "?"))
+    return analyse(cfg, runs, world_size=max(r["ranks"] for r in runs), mpi_library=base.get("mpi_library", "?"))
 
 
 def _key(config: dict) -> str:
@@ -74,7 +85,17 @@ def _placement(report: dict) -> dict:
     """The report's placement, or one rebuilt from its nodes (reports written before it was kept)."""
     if report.get("placement"):
         return report["placement"]
-    ranks = [{"rank": d["rank"], "host": node["host"], "local_rank": d["local_rank"], "device": report["device"],
-              "device_id": d["device_id"], "name": d["name"], "cpus": None}
-             for node in report["nodes"] for d in node["devices"]]
+    ranks = [
+        {
+            "rank": d["rank"],
+            "host": node["host"],
+            "local_rank": d["local_rank"],
+            "device": report["device"],
+            "device_id": d["device_id"],
+            "name": d["name"],
+            "cpus": None,
+        }
+        for node in report["nodes"]
+        for d in node["devices"]
+    ]
     return summarize_placement(ranks, [])

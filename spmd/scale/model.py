@@ -42,8 +42,13 @@ def fit_local(xs: list[float], ys: list[float]) -> dict:
     else:
         a, b = 0.0, float(x @ y / (x @ x)) if x @ x > 0 else 0.0
         kind = "proportional"
-    return {"intercept_s": float(a), "seconds_per_byte": float(b),
-            "rate_Bps": 1 / b if b > 0 else None, "fit": kind, "shares": shares}
+    return {
+        "intercept_s": float(a),
+        "seconds_per_byte": float(b),
+        "rate_Bps": 1 / b if b > 0 else None,
+        "fit": kind,
+        "shares": shares,
+    }
 
 
 def nonnegative_lstsq(columns: list[np.ndarray], t: np.ndarray) -> list[float]:
@@ -95,9 +100,15 @@ def scaled_ops(model: dict, ranks: int, problem_bytes: float) -> list[dict]:
     comm = model["comm"]
     ratio = (problem_bytes / ranks) / comm["reference_share_bytes"]
     more = ranks / comm.get("reference_ranks", ranks)
-    return [{**o, "bytes": max(1, int(round(o["bytes"] * ratio ** o.get("growth", comm["growth"])
-                                            * more ** o.get("ranks_power", 0.0))))}
-            for o in comm["ops"]]
+    return [
+        {
+            **o,
+            "bytes": max(
+                1, int(round(o["bytes"] * ratio ** o.get("growth", comm["growth"]) * more ** o.get("ranks_power", 0.0)))
+            ),
+        }
+        for o in comm["ops"]
+    ]
 
 
 def predict(model: dict, ranks: int, problem_bytes: float) -> dict:
@@ -105,7 +116,8 @@ def predict(model: dict, ranks: int, problem_bytes: float) -> dict:
     share = problem_bytes / ranks
     phases = {p: f["intercept_s"] + share * f["seconds_per_byte"] for p, f in model["local"].items()}
     phases["comm"] = model["comm"]["overhead_s"] + collectives_time(
-        model["comm"], ranks, scaled_ops(model, ranks, problem_bytes))
+        model["comm"], ranks, scaled_ops(model, ranks, problem_bytes)
+    )
     phases["total"] = sum(phases.values()) + model["gap_s"]
     return phases
 
@@ -129,26 +141,34 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
     fair = [r for r in runs if not r.get("oversubscribed")]  # contention is not scaling: leave it out
     if len({(r["ranks"], r["problem"]["bytes"]) for r in fair}) >= 2:
         runs = fair
-    phases = [p for p in runs[0]["timings"] if p not in NOT_LOCAL
-              and any(r["timings"][p]["max"] > 0 for r in runs)]
-    local = {p: fit_local([r["problem"]["bytes"] / r["ranks"] for r in runs],
-                          [measured(r, p) for r in runs]) for p in phases}
+    phases = [p for p in runs[0]["timings"] if p not in NOT_LOCAL and any(r["timings"][p]["max"] > 0 for r in runs)]
+    local = {
+        p: fit_local([r["problem"]["bytes"] / r["ranks"] for r in runs], [measured(r, p) for r in runs]) for p in phases
+    }
 
     ref = runs[0]
-    comm = {"backend": backend, "ops": ref["problem"].get("comm", []), "growth": growth,
-            "reference_share_bytes": ref["problem"]["bytes"] / ref["ranks"], "reference_ranks": ref["ranks"]}
+    comm = {
+        "backend": backend,
+        "ops": ref["problem"].get("comm", []),
+        "growth": growth,
+        "reference_share_bytes": ref["problem"]["bytes"] / ref["ranks"],
+        "reference_ranks": ref["ranks"],
+    }
     if probe:  # alpha, beta from the timed collectives; overhead = what the comm phase adds
-        alpha, beta = fit_alpha_beta([(*model_terms(q["op"], q["ranks"], q["bytes"]), q["seconds"])
-                                      for q in probe])
+        alpha, beta = fit_alpha_beta([(*model_terms(q["op"], q["ranks"], q["bytes"]), q["seconds"]) for q in probe])
         comm.update(alpha_s=alpha, beta_s_per_B=beta, source=f"{len(probe)} collectives timed on the sweep's groups")
-        comm["overhead_s"] = max(0.0, statistics.median(
-            measured(r, "comm") - collectives_time(comm, r["ranks"], r["problem"].get("comm", []))
-            for r in runs))
+        comm["overhead_s"] = max(
+            0.0,
+            statistics.median(
+                measured(r, "comm") - collectives_time(comm, r["ranks"], r["problem"].get("comm", [])) for r in runs
+            ),
+        )
     else:  # overhead, alpha and beta together from the comm phases themselves
         terms = [_terms(r["ranks"], r["problem"].get("comm", [])) for r in runs]
         t = np.array([max(measured(r, "comm"), 1e-12) for r in runs])
         overhead, alpha, beta = nonnegative_lstsq(
-            [np.ones_like(t), np.array([s for s, _ in terms]), np.array([v for _, v in terms])], t)
+            [np.ones_like(t), np.array([s for s, _ in terms]), np.array([v for _, v in terms])], t
+        )
         comm.update(alpha_s=alpha, beta_s_per_B=beta, overhead_s=overhead, source="the workload's comm phases")
     comm["busbw_Bps"] = 1 / comm["beta_s_per_B"] if comm["beta_s_per_B"] > 0 else None
     gap = statistics.median(r["time"] - sum(measured(r, p) for p in [*phases, "comm"]) for r in runs)
@@ -156,9 +176,15 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
     # points beyond its parameters test it (each phase's fit has 2 at most; comm 1 with a probe, else 3).
     points = len({(r["ranks"], r["problem"]["bytes"]) for r in runs})
     parameters = max([2 if f["fit"] == "affine" else 1 for f in local.values()] + [1 if probe else 3])
-    model = {"local": local, "comm": comm, "gap_s": gap,
-             "fitted_to": [[r.get("mode"), r["ranks"]] for r in runs],
-             "points_fitted": points, "parameters": parameters, "validated": points > parameters}
+    model = {
+        "local": local,
+        "comm": comm,
+        "gap_s": gap,
+        "fitted_to": [[r.get("mode"), r["ranks"]] for r in runs],
+        "points_fitted": points,
+        "parameters": parameters,
+        "validated": points > parameters,
+    }
     model["points"] = [_point(model, r) for r in all_runs]
     return model
 
@@ -179,12 +205,20 @@ def _terms(ranks: int, ops: list[dict]) -> tuple[float, float]:
 
 def _point(model: dict, run: dict) -> dict:
     predicted = predict(model, run["ranks"], run["problem"]["bytes"])
-    return {"mode": run.get("mode"), "ranks": run["ranks"], "problem_bytes": run["problem"]["bytes"],
-            "fitted": [run.get("mode"), run["ranks"]] in model["fitted_to"],
-            "measured_s": run["time"], "predicted_s": predicted["total"],
-            "error": (predicted["total"] - run["time"]) / run["time"],
-            "phases": {p: {"measured_s": measured(run, p), "predicted_s": predicted[p]}
-                       for p in predicted if p != "total" and p in run["timings"]}}
+    return {
+        "mode": run.get("mode"),
+        "ranks": run["ranks"],
+        "problem_bytes": run["problem"]["bytes"],
+        "fitted": [run.get("mode"), run["ranks"]] in model["fitted_to"],
+        "measured_s": run["time"],
+        "predicted_s": predicted["total"],
+        "error": (predicted["total"] - run["time"]) / run["time"],
+        "phases": {
+            p: {"measured_s": measured(run, p), "predicted_s": predicted[p]}
+            for p in predicted
+            if p != "total" and p in run["timings"]
+        },
+    }
 
 
 def best_ranks(model: dict, problem_bytes: float, candidates: list[int]) -> dict:
@@ -200,6 +234,7 @@ def break_even(model: dict, ranks: int) -> dict:
     Returns:
         {'ranks', 'status': 'above' | 'always' | 'never', 'bytes_per_rank'}.
     """
+
     def gain(share: float) -> float:  # > 0 when n ranks are faster than one
         total = share * ranks
         return predict(model, 1, total)["total"] - predict(model, ranks, total)["total"]
@@ -214,5 +249,5 @@ def break_even(model: dict, ranks: int) -> dict:
     lo, hi = np.log2(grid[k - 1]), np.log2(grid[k])
     for _ in range(50):  # bisect in log space
         mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if gain(2.0 ** mid) > 0 else (mid, hi)
-    return {"ranks": ranks, "status": "above", "bytes_per_rank": float(2.0 ** hi)}
+        lo, hi = (lo, mid) if gain(2.0**mid) > 0 else (mid, hi)
+    return {"ranks": ranks, "status": "above", "bytes_per_rank": float(2.0**hi)}

@@ -12,7 +12,6 @@ import numpy as np
 from ..files import MARK
 from .model import predict
 
-
 NO_MATPLOTLIB = "matplotlib is not installed (pip install 'spmd[plot]' adds it)"
 PLOTS = ("speedup.png", "efficiency.png", "phases.png", "model.png")  # a scaling report's, by name
 
@@ -31,8 +30,7 @@ def render_plots(scaling: dict) -> dict[str, bytes]:
     if not available():
         return {}
     series = scaling["series"]
-    out = {"speedup.png": _speedup(series), "efficiency.png": _efficiency(series),
-           "phases.png": _phases(series)}
+    out = {"speedup.png": _speedup(series), "efficiency.png": _efficiency(series), "phases.png": _phases(series)}
     if scaling.get("model"):
         out["model.png"] = _model(scaling)
     return out
@@ -62,8 +60,15 @@ def _mark_suspect(ax, rows: list[dict], x, y) -> None:
     marked = [r for r in rows if r.get("suspect")]
     if marked:
         label = SUSPECT if SUSPECT not in ax.get_legend_handles_labels()[1] else "_nolegend_"
-        ax.plot([x(r) for r in marked], [y(r) for r in marked], "o", markersize=13, markerfacecolor="none",
-                markeredgecolor="red", label=label)
+        ax.plot(
+            [x(r) for r in marked],
+            [y(r) for r in marked],
+            "o",
+            markersize=13,
+            markerfacecolor="none",
+            markeredgecolor="red",
+            label=label,
+        )
 
 
 def _ranks_axis(ax, ranks):
@@ -72,9 +77,10 @@ def _ranks_axis(ax, ranks):
 
 
 # strong: filled circles; weak: larger hollow squares, so a point both share (the base size) shows both
-STYLES = {"strong": {"marker": "o", "markersize": 6, "linestyle": "-"},
-          "weak": {"marker": "s", "markersize": 11, "markerfacecolor": "none", "markeredgewidth": 1.5,
-                   "linestyle": "--"}}
+STYLES = {
+    "strong": {"marker": "o", "markersize": 6, "linestyle": "-"},
+    "weak": {"marker": "s", "markersize": 11, "markerfacecolor": "none", "markeredgewidth": 1.5, "linestyle": "--"},
+}
 
 
 def _series(ax, rows: list[dict], key: str, scale: float, label: str, mode: str) -> None:
@@ -83,8 +89,10 @@ def _series(ax, rows: list[dict], key: str, scale: float, label: str, mode: str)
     y = [scale * r[key] for r in rows]
     intervals = [r.get(f"{key}_interval") for r in rows]
     if all(intervals):
-        err = [[max(0.0, v - scale * iv[0]) for v, iv in zip(y, intervals)],
-               [max(0.0, scale * iv[1] - v) for v, iv in zip(y, intervals)]]
+        err = [
+            [max(0.0, v - scale * iv[0]) for v, iv in zip(y, intervals)],
+            [max(0.0, scale * iv[1] - v) for v, iv in zip(y, intervals)],
+        ]
         ax.errorbar(x, y, yerr=err, label=label, capsize=3, **STYLES.get(mode, {}))
     else:
         ax.plot(x, y, label=label, **STYLES.get(mode, {}))
@@ -123,8 +131,11 @@ def _phases(series: dict) -> bytes:
     fig, ax = _figure("Time per repeat by phase (median over ranks)")
     rows = [row for mode in series for row in series[mode]]
     labels = [f"{row['mode']}\n{row['ranks']}" for row in rows]
-    phases = [p for p in rows[0]["timings"]
-              if p != "total" and any(row["timings"].get(p, {"max": 0})["max"] > 0 for row in rows)]
+    phases = [
+        p
+        for p in rows[0]["timings"]
+        if p != "total" and any(row["timings"].get(p, {"max": 0})["max"] > 0 for row in rows)
+    ]
     bottom = [0.0] * len(rows)
     for phase in phases:
         heights = [1e3 * row["timings"].get(phase, {"median": 0.0})["median"] for row in rows]
@@ -149,10 +160,16 @@ def _model(scaling: dict) -> bytes:
         if not s0:
             continue
         sizes = [s0 if mode == "strong" else s0 * n / n0 for n in grid]
-        line, = ax.plot(grid, [1e3 * predict(model, n, s)["total"] for n, s in zip(grid, sizes)], "-",
-                        label=f"{mode}: model")
-        ax.plot([r["ranks"] for r in rows], [1e3 * r["time"] for r in rows], "o", color=line.get_color(),
-                label=f"{mode}: measured")
+        (line,) = ax.plot(
+            grid, [1e3 * predict(model, n, s)["total"] for n, s in zip(grid, sizes)], "-", label=f"{mode}: model"
+        )
+        ax.plot(
+            [r["ranks"] for r in rows],
+            [1e3 * r["time"] for r in rows],
+            "o",
+            color=line.get_color(),
+            label=f"{mode}: measured",
+        )
         _mark_suspect(ax, rows, lambda r: r["ranks"], lambda r: 1e3 * r["time"])
     ax.set_xlabel("ranks (one per GPU or CPU process)")
     ax.set_ylabel("time per repeat (ms)")
@@ -178,8 +195,9 @@ def heatmap_png(host: str, topo: dict) -> bytes | None:
     for i in range(n):
         for j in range(n):
             if i != j:
-                ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center",
-                        color="k" if grid[i, j] > 0.6 * top else "w")
+                ax.text(
+                    j, i, f"{grid[i, j]:.0f}", ha="center", va="center", color="k" if grid[i, j] > 0.6 * top else "w"
+                )
     ax.set_xticks(range(n), [f"GPU {j}" for j in range(n)])
     ax.set_yticks(range(n), [f"GPU {i}" for i in range(n)])
     ax.set_xlabel("destination")

@@ -18,8 +18,11 @@ def probe(ctx, comm, workload, max_bytes: int) -> list[dict]:
     ops = sorted({item["op"] for item in workload.problem().get("comm", [])})
     if comm.size < 2 or max_bytes <= 0:
         return []
-    return [{"op": op, "ranks": comm.size, "bytes": m, "seconds": checked_seconds(ctx, comm, op, m, "comm probe")}
-            for op in ops for m in probe_sizes(max_bytes)]
+    return [
+        {"op": op, "ranks": comm.size, "bytes": m, "seconds": checked_seconds(ctx, comm, op, m, "comm probe")}
+        for op in ops
+        for m in probe_sizes(max_bytes)
+    ]
 
 
 def read_limit(ctx, workload, io_cfg) -> list | None:
@@ -38,8 +41,9 @@ def checked_seconds(ctx, comm, op: str, nbytes: int, what: str) -> float:
     """Seconds per call of ``op`` with ``nbytes`` per rank on ``comm``; a wrong result fails the sweep."""
     r = measure(comm, ctx.xp, op, COLLECTIVES[op].size(comm.size, nbytes))
     if r["wrong"]:  # summed over ranks: every rank raises together
-        raise ctx.collective_error(VerificationError, 0, f"{what}: {op} with {nbytes} bytes per rank "
-                                   f"gave {r['wrong']} wrong element(s)")
+        raise ctx.collective_error(
+            VerificationError, 0, f"{what}: {op} with {nbytes} bytes per rank gave {r['wrong']} wrong element(s)"
+        )
     return r["seconds"]
 
 
@@ -62,10 +66,17 @@ def compare_backends(ctx, comm, workload) -> dict | None:
             skipped[name] = str(exc)
             continue
         try:
-            seconds[name] = sum(item.get("calls", 1) * checked_seconds(ctx, other, item["op"], item["bytes"],
-                                                                       f"comm comparison over {name}") for item in ops)
+            seconds[name] = sum(
+                item.get("calls", 1)
+                * checked_seconds(ctx, other, item["op"], item["bytes"], f"comm comparison over {name}")
+                for item in ops
+            )
         finally:
             if other is not comm:
                 other.close()
-    return {"ranks": comm.size, "ops": [{k: o[k] for k in ("op", "bytes", "calls") if k in o} for o in ops],
-            "seconds": seconds, "skipped": skipped}
+    return {
+        "ranks": comm.size,
+        "ops": [{k: o[k] for k in ("op", "bytes", "calls") if k in o} for o in ops],
+        "seconds": seconds,
+        "skipped": skipped,
+    }

@@ -32,59 +32,154 @@ def _pct(x: float | None) -> str:
 
 def tables(scaling: dict) -> list[Table]:
     """Every table of the report, in order."""
-    out = [Table("Runs (intervals: 95% of the median repeat, or the level its repeats reach)",
-                 ["series", "ranks", "nodes", "link", "time / repeat", "speedup", "efficiency",
-                  "Karp-Flatt", "comm share", "imbalance", "verified", "suspect"],
-                 [[row["mode"], str(row["ranks"]), str(len(row["placement"]["hosts"])), row["placement"]["link"],
-                   _with_interval(row, "time", fmt_seconds), _with_interval(row, "speedup", "{:.2f}x".format),
-                   _with_interval(row, "efficiency", _pct),
-                   "-" if row["karp_flatt"] is None else f"{row['karp_flatt']:.3f}", _pct(row["comm_share"]),
-                   f"{row['imbalance']:.3f}", "yes" if row["verified"] else "NO",
-                   "; ".join(row.get("suspect", [])) or "-"]
-                  for rows in scaling["series"].values() for row in rows])]
+    out = [
+        Table(
+            "Runs (intervals: 95% of the median repeat, or the level its repeats reach)",
+            [
+                "series",
+                "ranks",
+                "nodes",
+                "link",
+                "time / repeat",
+                "speedup",
+                "efficiency",
+                "Karp-Flatt",
+                "comm share",
+                "imbalance",
+                "verified",
+                "suspect",
+            ],
+            [
+                [
+                    row["mode"],
+                    str(row["ranks"]),
+                    str(len(row["placement"]["hosts"])),
+                    row["placement"]["link"],
+                    _with_interval(row, "time", fmt_seconds),
+                    _with_interval(row, "speedup", "{:.2f}x".format),
+                    _with_interval(row, "efficiency", _pct),
+                    "-" if row["karp_flatt"] is None else f"{row['karp_flatt']:.3f}",
+                    _pct(row["comm_share"]),
+                    f"{row['imbalance']:.3f}",
+                    "yes" if row["verified"] else "NO",
+                    "; ".join(row.get("suspect", [])) or "-",
+                ]
+                for rows in scaling["series"].values()
+                for row in rows
+            ],
+        )
+    ]
     for mode, rows in scaling["series"].items():
         phases = [p for p in rows[0]["timings"] if any(row["timings"][p]["max"] > 0 for row in rows)]
-        out.append(Table(f"Phases, {mode} scaling: median (min - max) over ranks", ["ranks", *phases],
-                         [[str(row["ranks"]), *(_spread(row["timings"].get(p)) for p in phases)]
-                          for row in rows]))
-    out.append(Table("Where the ranks ran", ["series", "ranks", "ranks per node", "devices", "link"],
-                     [[row["mode"], str(row["ranks"]),
-                       ", ".join(f"{h}: {n}" for h, n in row["placement"]["ranks_per_node"].items()),
-                       ", ".join(row["placement"]["devices"]), row["placement"]["link"]]
-                      for rows in scaling["series"].values() for row in rows]))
+        out.append(
+            Table(
+                f"Phases, {mode} scaling: median (min - max) over ranks",
+                ["ranks", *phases],
+                [[str(row["ranks"]), *(_spread(row["timings"].get(p)) for p in phases)] for row in rows],
+            )
+        )
+    out.append(
+        Table(
+            "Where the ranks ran",
+            ["series", "ranks", "ranks per node", "devices", "link"],
+            [
+                [
+                    row["mode"],
+                    str(row["ranks"]),
+                    ", ".join(f"{h}: {n}" for h, n in row["placement"]["ranks_per_node"].items()),
+                    ", ".join(row["placement"]["devices"]),
+                    row["placement"]["link"],
+                ]
+                for rows in scaling["series"].values()
+                for row in rows
+            ],
+        )
+    )
     out += rank_tables(scaling)
     out += batch_tables(scaling.get("batch_sweep"))
     model = scaling.get("model")
     if model:
-        out.append(Table("Model: each rank's own work, time = intercept + (bytes per rank) / rate",
-                         ["phase", "fit", "rate", "intercept"],
-                         [[p, f"{f['fit']}, {f.get('shares', '?')} share(s)", "-" if not f["rate_Bps"] else f"{f['rate_Bps'] / 1e9:.3g} GB/s",
-                           fmt_seconds(f["intercept_s"])] for p, f in model["local"].items()]))
+        out.append(
+            Table(
+                "Model: each rank's own work, time = intercept + (bytes per rank) / rate",
+                ["phase", "fit", "rate", "intercept"],
+                [
+                    [
+                        p,
+                        f"{f['fit']}, {f.get('shares', '?')} share(s)",
+                        "-" if not f["rate_Bps"] else f"{f['rate_Bps'] / 1e9:.3g} GB/s",
+                        fmt_seconds(f["intercept_s"]),
+                    ]
+                    for p, f in model["local"].items()
+                ],
+            )
+        )
         c = model["comm"]
-        out.append(Table("Model: communication, time = overhead + alpha x steps + bytes on link / busbw",
-                         ["backend", "alpha (latency per step)", "busbw", "overhead", "fitted from"],
-                         [[c["backend"], fmt_seconds(c["alpha_s"]),
-                           "-" if not c["busbw_Bps"] else f"{c['busbw_Bps'] / 1e9:.3g} GB/s",
-                           fmt_seconds(c["overhead_s"]), c["source"]]]))
-        validated = "" if model.get("validated", True) else \
-            f" (NOT VALIDATED: {model['points_fitted']} point(s) for {model['parameters']} parameters)"
-        out.append(Table("Model against each measured point" + validated, ["series", "ranks", "problem", "measured",
-                                                                "predicted", "error", "in fit"],
-                         [[str(p["mode"]), str(p["ranks"]), fmt_bytes(p["problem_bytes"]),
-                           fmt_seconds(p["measured_s"]), fmt_seconds(p["predicted_s"]), f"{p['error']:+.1%}",
-                           "yes" if p["fitted"] else "no (oversubscribed)"]
-                          for p in model["points"]]))
+        out.append(
+            Table(
+                "Model: communication, time = overhead + alpha x steps + bytes on link / busbw",
+                ["backend", "alpha (latency per step)", "busbw", "overhead", "fitted from"],
+                [
+                    [
+                        c["backend"],
+                        fmt_seconds(c["alpha_s"]),
+                        "-" if not c["busbw_Bps"] else f"{c['busbw_Bps'] / 1e9:.3g} GB/s",
+                        fmt_seconds(c["overhead_s"]),
+                        c["source"],
+                    ]
+                ],
+            )
+        )
+        validated = (
+            ""
+            if model.get("validated", True)
+            else f" (NOT VALIDATED: {model['points_fitted']} point(s) for {model['parameters']} parameters)"
+        )
+        out.append(
+            Table(
+                "Model against each measured point" + validated,
+                ["series", "ranks", "problem", "measured", "predicted", "error", "in fit"],
+                [
+                    [
+                        str(p["mode"]),
+                        str(p["ranks"]),
+                        fmt_bytes(p["problem_bytes"]),
+                        fmt_seconds(p["measured_s"]),
+                        fmt_seconds(p["predicted_s"]),
+                        f"{p['error']:+.1%}",
+                        "yes" if p["fitted"] else "no (oversubscribed)",
+                    ]
+                    for p in model["points"]
+                ],
+            )
+        )
         pred = model["predictions"]
         best = pred["best"]
-        out.append(Table(f"Predicted time for the configured problem ({fmt_bytes(best['problem_bytes'])})",
-                         ["ranks", "predicted", ""],
-                         [[str(r["ranks"]), fmt_seconds(r["predicted_s"]),
-                           ("best" if r["ranks"] == best["best_ranks"] else "")
-                           + (" (extrapolated)" if r["ranks"] > pred["measured_max_ranks"] else "")]
-                          for r in best["by_ranks"]]))
-        out.append(Table("Break-even: problem size per rank above which n ranks beat one", ["ranks", "above"],
-                         [[str(e["ranks"]), fmt_bytes(e["bytes_per_rank"]) if e["status"] == "above"
-                           else e["status"]] for e in pred["break_even"]]))
+        out.append(
+            Table(
+                f"Predicted time for the configured problem ({fmt_bytes(best['problem_bytes'])})",
+                ["ranks", "predicted", ""],
+                [
+                    [
+                        str(r["ranks"]),
+                        fmt_seconds(r["predicted_s"]),
+                        ("best" if r["ranks"] == best["best_ranks"] else "")
+                        + (" (extrapolated)" if r["ranks"] > pred["measured_max_ranks"] else ""),
+                    ]
+                    for r in best["by_ranks"]
+                ],
+            )
+        )
+        out.append(
+            Table(
+                "Break-even: problem size per rank above which n ranks beat one",
+                ["ranks", "above"],
+                [
+                    [str(e["ranks"]), fmt_bytes(e["bytes_per_rank"]) if e["status"] == "above" else e["status"]]
+                    for e in pred["break_even"]
+                ],
+            )
+        )
     return out
 
 
@@ -102,17 +197,32 @@ def rank_tables(scaling: dict) -> list[Table]:
         b = run_breakdown(run["report"])
         s = b["straggler"]
         title = f"Per rank, {run['mode']} at {run['ranks']} rank(s): share of a repeat" + (
-            f"; straggler: rank {s['rank']} ({s['phase']})" if s else "")
-        out.append(Table(title, ["rank", "host", *b["categories"], "overlap", "per repeat"],
-                         [[str(r["rank"]), r["host"], *(_pct(r["share"][c]) for c in b["categories"]),
-                           _pct(r["overlap"]), fmt_seconds(r["total"])] for r in b["per_rank"]]))
+            f"; straggler: rank {s['rank']} ({s['phase']})" if s else ""
+        )
+        out.append(
+            Table(
+                title,
+                ["rank", "host", *b["categories"], "overlap", "per repeat"],
+                [
+                    [
+                        str(r["rank"]),
+                        r["host"],
+                        *(_pct(r["share"][c]) for c in b["categories"]),
+                        _pct(r["overlap"]),
+                        fmt_seconds(r["total"]),
+                    ]
+                    for r in b["per_rank"]
+                ],
+            )
+        )
     return out
 
 
 def run_breakdown(report: dict) -> dict:
     """A run's breakdown: as its report.json has it, or computed from its repeats (a report of an earlier spmd)."""
-    return report.get("breakdown") or breakdown([r["repeats"] for r in report["per_rank"]],
-                                                [str(r.get("host", "?")) for r in report["per_rank"]])
+    return report.get("breakdown") or breakdown(
+        [r["repeats"] for r in report["per_rank"]], [str(r.get("host", "?")) for r in report["per_rank"]]
+    )
 
 
 def _unique_runs(scaling: dict) -> list[dict]:
@@ -131,16 +241,40 @@ def batch_tables(sweep: dict | None) -> list[Table]:
     if not sweep:
         return []
     n = sweep["ranks"]
-    out = [Table(f"Batch sweep: samples/s at each per-GPU batch, 1 rank and {n}", ["batch", "1 rank", f"{n} ranks",
-                                                                               "speedup", "verified"],
-                 [[str(r["batch"]), f"{r['samples_per_s_1']:,.0f}", f"{r['samples_per_s_n']:,.0f}",
-                   f"{r['speedup']:.2f}x", "yes" if r["verified"] else "NO"] for r in sweep["rows"]])]
+    out = [
+        Table(
+            f"Batch sweep: samples/s at each per-GPU batch, 1 rank and {n}",
+            ["batch", "1 rank", f"{n} ranks", "speedup", "verified"],
+            [
+                [
+                    str(r["batch"]),
+                    f"{r['samples_per_s_1']:,.0f}",
+                    f"{r['samples_per_s_n']:,.0f}",
+                    f"{r['speedup']:.2f}x",
+                    "yes" if r["verified"] else "NO",
+                ]
+                for r in sweep["rows"]
+            ],
+        )
+    ]
     model = sweep.get("model")
     if model:
-        out.append(Table("Batch sweep model against each measured batch", ["batch", "measured", "predicted", "error",
-                                                                            f"predicted at {model['next_ranks']}"],
-                         [[str(p["batch"]), f"{p['measured_speedup']:.2f}x", f"{p['predicted_speedup']:.2f}x",
-                           f"{p['error']:+.1%}", f"{p['predicted_speedup_next']:.2f}x"] for p in model["points"]]))
+        out.append(
+            Table(
+                "Batch sweep model against each measured batch",
+                ["batch", "measured", "predicted", "error", f"predicted at {model['next_ranks']}"],
+                [
+                    [
+                        str(p["batch"]),
+                        f"{p['measured_speedup']:.2f}x",
+                        f"{p['predicted_speedup']:.2f}x",
+                        f"{p['error']:+.1%}",
+                        f"{p['predicted_speedup_next']:.2f}x",
+                    ]
+                    for p in model["points"]
+                ],
+            )
+        )
     return out
 
 
@@ -153,12 +287,17 @@ def _spread(t: dict | None) -> str:
 def _summary(scaling: dict) -> list[str]:
     cfg = scaling["config"]
     source = cfg["input"]["path"] or ", ".join(cfg["input"]["shards"])
-    repeats = (f"repeats until the 95% interval is within +-5% or {cfg.get('max_seconds', '?')} s (repeats: auto)"
-               if cfg["repeats"] == "auto" else f"{cfg['repeats']} repeat(s)")
-    return [f"workload {scaling['workload']} on {scaling['device']}, comm {scaling['comm']}, "
-            f"{scaling['world_size']} rank(s) launched, sizes {', '.join(map(str, scaling['ranks']))}",
-            f"input {source}; {repeats} after {cfg['warmup']} warm-up per size",
-            f"MPI: {scaling['mpi_library']}; spmd {scaling['spmd_version']}; {scaling['created']}"]
+    repeats = (
+        f"repeats until the 95% interval is within +-5% or {cfg.get('max_seconds', '?')} s (repeats: auto)"
+        if cfg["repeats"] == "auto"
+        else f"{cfg['repeats']} repeat(s)"
+    )
+    return [
+        f"workload {scaling['workload']} on {scaling['device']}, comm {scaling['comm']}, "
+        f"{scaling['world_size']} rank(s) launched, sizes {', '.join(map(str, scaling['ranks']))}",
+        f"input {source}; {repeats} after {cfg['warmup']} warm-up per size",
+        f"MPI: {scaling['mpi_library']}; spmd {scaling['spmd_version']}; {scaling['created']}",
+    ]
 
 
 def _md(text: str) -> str:
@@ -172,8 +311,12 @@ def to_markdown(scaling: dict, images: list[str]) -> str:
     lines += [f"- {_md(line)}" for line in _summary(scaling)] + ["", "## Findings", ""]
     lines += [f"- {_md(line)}" for line in scaling["advice"]] + [""]
     for t in tables(scaling):
-        lines += [f"## {_md(t.title)}", "", "| " + " | ".join(t.header) + " |",
-                  "|" + "|".join("---" for _ in t.header) + "|"]
+        lines += [
+            f"## {_md(t.title)}",
+            "",
+            "| " + " | ".join(t.header) + " |",
+            "|" + "|".join("---" for _ in t.header) + "|",
+        ]
         lines += ["| " + " | ".join(_md(cell).replace("|", "/") for cell in row) + " |" for row in t.rows]
         lines.append("")
     if images:
@@ -190,21 +333,32 @@ text-align:right;white-space:nowrap}th{background:#eee}td:first-child,th:first-c
 def to_html(scaling: dict, images: dict[str, bytes]) -> str:
     """One page, no external resources: plots are data: URIs."""
     e = html.escape
-    parts = ["<!DOCTYPE html>", f'<html lang="en"><head><meta charset="utf-8"><meta name="generator" content="{MARK}">',
-             f"<title>Scaling report: {e(scaling['workload'])}</title><style>{STYLE}</style></head><body>",
-             f"<h1>Scaling report: {e(scaling['workload'])}</h1>",
-             "<ul>" + "".join(f"<li>{e(line)}</li>" for line in _summary(scaling)) + "</ul>",
-             "<h2>Findings</h2><ul>" + "".join(f"<li>{e(line)}</li>" for line in scaling["advice"]) + "</ul>"]
+    parts = [
+        "<!DOCTYPE html>",
+        f'<html lang="en"><head><meta charset="utf-8"><meta name="generator" content="{MARK}">',
+        f"<title>Scaling report: {e(scaling['workload'])}</title><style>{STYLE}</style></head><body>",
+        f"<h1>Scaling report: {e(scaling['workload'])}</h1>",
+        "<ul>" + "".join(f"<li>{e(line)}</li>" for line in _summary(scaling)) + "</ul>",
+        "<h2>Findings</h2><ul>" + "".join(f"<li>{e(line)}</li>" for line in scaling["advice"]) + "</ul>",
+    ]
     if images:
-        parts.append("<h2>Plots</h2><div>" + "".join(
-            f'<img alt="{e(Path(name).stem)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
-            for name, png in images.items()) + "</div>")
+        parts.append(
+            "<h2>Plots</h2><div>"
+            + "".join(
+                f'<img alt="{e(Path(name).stem)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+                for name, png in images.items()
+            )
+            + "</div>"
+        )
     parts.append("<h2>Per rank, each run</h2>" + "".join(rank_figure(run) for run in _unique_runs(scaling)))
     for t in tables(scaling):
-        parts.append(f'<h2>{e(t.title)}</h2><div class="wide"><table><tr>'
-                     + "".join(f"<th>{e(h)}</th>" for h in t.header)
-                     + "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
-                                        for row in t.rows) + "</table></div>")
+        parts.append(
+            f'<h2>{e(t.title)}</h2><div class="wide"><table><tr>'
+            + "".join(f"<th>{e(h)}</th>" for h in t.header)
+            + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+            + "</table></div>"
+        )
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -213,12 +367,16 @@ def rank_figure(run: dict) -> str:
     """One run's stacked bar per rank (inline SVG), titled by its series and size, with its straggler."""
     b = run_breakdown(run["report"])
     s = b["straggler"]
-    rows = [(f"rank {r['rank']} ({r['host']})", r["share"], f"{fmt_seconds(r['total']).strip()} per repeat")
-            for r in b["per_rank"]]
+    rows = [
+        (f"rank {r['rank']} ({r['host']})", r["share"], f"{fmt_seconds(r['total']).strip()} per repeat")
+        for r in b["per_rank"]
+    ]
     note = f": rank {s['rank']} is the straggler ({s['phase']})" if s else ""
     label = f"batch {run['report']['result'].get('batch_per_rank')}, " if run["mode"] == "batch" else ""
-    return (f"<figure><figcaption>{html.escape(run['mode'])} at {label}{run['ranks']} rank(s){html.escape(note)}"
-            f"</figcaption>{stacked_bars(rows, b['categories'])}</figure>")
+    return (
+        f"<figure><figcaption>{html.escape(run['mode'])} at {label}{run['ranks']} rank(s){html.escape(note)}"
+        f"</figcaption>{stacked_bars(rows, b['categories'])}</figure>"
+    )
 
 
 def to_csv(scaling: dict) -> str:
@@ -227,14 +385,41 @@ def to_csv(scaling: dict) -> str:
     phases = list(rows[0]["timings"]) if rows else []
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["series", "ranks", "nodes", "link_class", "time_s", "speedup", "efficiency", "karp_flatt",
-                     "comm_share", "imbalance", "problem_bytes", *(f"{p}_median_s" for p in phases), "suspect"])
+    writer.writerow(
+        [
+            "series",
+            "ranks",
+            "nodes",
+            "link_class",
+            "time_s",
+            "speedup",
+            "efficiency",
+            "karp_flatt",
+            "comm_share",
+            "imbalance",
+            "problem_bytes",
+            *(f"{p}_median_s" for p in phases),
+            "suspect",
+        ]
+    )
     for row in rows:
-        writer.writerow([row["mode"], row["ranks"], len(row["placement"]["hosts"]), row["placement"]["link_class"],
-                         row["time"], row["speedup"], row["efficiency"],
-                         "" if row["karp_flatt"] is None else row["karp_flatt"], row["comm_share"], row["imbalance"],
-                         row["problem_bytes"] or "", *(row["timings"][p]["median"] for p in phases),
-                         "; ".join(row.get("suspect", []))])
+        writer.writerow(
+            [
+                row["mode"],
+                row["ranks"],
+                len(row["placement"]["hosts"]),
+                row["placement"]["link_class"],
+                row["time"],
+                row["speedup"],
+                row["efficiency"],
+                "" if row["karp_flatt"] is None else row["karp_flatt"],
+                row["comm_share"],
+                row["imbalance"],
+                row["problem_bytes"] or "",
+                *(row["timings"][p]["median"] for p in phases),
+                "; ".join(row.get("suspect", [])),
+            ]
+        )
     return buffer.getvalue()
 
 
@@ -253,8 +438,12 @@ def write_scaling(scaling: dict, out_dir: str | Path) -> list[Path]:
     all of them, or, on a full disk, none changed)."""
     out = Path(out_dir)
     images = render_plots(scaling)
-    texts = {"scaling.csv": to_csv(scaling), "scaling.md": to_markdown(scaling, list(images)),
-             "scaling.html": to_html(scaling, images), "scaling.json": json_text(scaling)}
+    texts = {
+        "scaling.csv": to_csv(scaling),
+        "scaling.md": to_markdown(scaling, list(images)),
+        "scaling.html": to_html(scaling, images),
+        "scaling.json": json_text(scaling),
+    }
     files = [(out / name, png, 0o666) for name, png in images.items()]
     files += [(out / name, text.encode(), 0o666) for name, text in texts.items()]
     return write_files_atomic(files)

@@ -55,14 +55,25 @@ def parse_ranks(text: str | None, world: int) -> list[int]:
         return default_ranks(world)
     sizes = int_list(text, "--ranks", "sizes")
     if sizes[-1] > world:
-        raise ConfigError(f"--ranks {text!r}: sizes must be between 1 and the {world} ranks launched "
-                          f"(start more with mpiexec -n)")
+        raise ConfigError(
+            f"--ranks {text!r}: sizes must be between 1 and the {world} ranks launched (start more with mpiexec -n)"
+        )
     return sizes
 
 
-def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int,
-              progress: bool = True, compare_comm: bool = True, live: Progress | None = None,
-              batches: list[int] | None = None, trace_dir: str | None = None, nvtx: bool = False) -> dict | None:
+def run_scale(
+    ctx,
+    cfg,
+    ranks: list[int],
+    modes: list[str],
+    probe_max_bytes: int,
+    progress: bool = True,
+    compare_comm: bool = True,
+    live: Progress | None = None,
+    batches: list[int] | None = None,
+    trace_dir: str | None = None,
+    nvtx: bool = False,
+) -> dict | None:
     """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0. ``progress``: a
     line per size on stdout as it ends; ``live`` (spmd.progress, rank 0's stderr): each size as it starts and
     each of its repeats. ``batches``: the batch sweep too (each per-rank batch on 1 and on the most ranks).
@@ -83,19 +94,31 @@ def run_scale(ctx, cfg, ranks: list[int], modes: list[str], probe_max_bytes: int
     def report_progress(run):
         if run["mode"] == BATCH_MODE:
             if progress:
-                print(f"spmd scale: batch {run['report']['result'].get('batch_per_rank')} per rank, {run['ranks']} "
-                      f"rank(s): {run['report']['metrics'].get('samples_per_s', 0):,.0f} samples/s, verified",
-                      flush=True)
+                print(
+                    f"spmd scale: batch {run['report']['result'].get('batch_per_rank')} per rank, {run['ranks']} "
+                    f"rank(s): {run['report']['metrics'].get('samples_per_s', 0):,.0f} samples/s, verified",
+                    flush=True,
+                )
             return
         base = first.setdefault(run["mode"], run["report"])
         row = series_figures(run["mode"], [base] if base is run["report"] else [base, run["report"]])[-1]
         if progress:
-            print(f"spmd scale: {run['mode']:<6} {run['ranks']:>4} rank(s): {fmt_seconds(row['time']):>10} "
-                  f"per repeat, speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}, verified",
-                  flush=True)
+            print(
+                f"spmd scale: {run['mode']:<6} {run['ranks']:>4} rank(s): {fmt_seconds(row['time']):>10} "
+                f"per repeat, speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}, verified",
+                flush=True,
+            )
 
-    runs = run_steps(ctx, steps, probe_max_bytes, on_done=report_progress, compare_comm=compare_comm, live=live,
-                     trace_dir=trace_dir, nvtx=nvtx)
+    runs = run_steps(
+        ctx,
+        steps,
+        probe_max_bytes,
+        on_done=report_progress,
+        compare_comm=compare_comm,
+        live=live,
+        trace_dir=trace_dir,
+        nvtx=nvtx,
+    )
     if ctx.rank != 0:
         return None
     return analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library())
@@ -123,8 +146,9 @@ def plan_batches(cfg, batches: list[int], ranks: list[int]) -> list[Step]:
         raise ConfigError(f"--batches: workload {cfg.workload} has no params.batch (torch and train have)")
     if ranks[-1] < 2:
         raise ConfigError("--batches compares one rank with more: launch at least 2 ranks")
-    return [Step(BATCH_MODE, n, replace(cfg, params=replace(cfg.params, batch=b)))
-            for b in batches for n in (1, ranks[-1])]
+    return [
+        Step(BATCH_MODE, n, replace(cfg, params=replace(cfg.params, batch=b))) for b in batches for n in (1, ranks[-1])
+    ]
 
 
 def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> tuple[list[str], list[str]]:
@@ -141,8 +165,12 @@ def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> tuple[list[st
             continue  # done for an earlier size, or nothing to generate
         seen.add(key)
         plan = ctx.agree(plan_inputs, step.cfg, cls, force, True, root_only=True)
-        notes += [f"{one_line(path)} is your file (not written by spmd generate): read as it is; the config's "
-                  f"generate section does not apply to it" for path in plan.users if path not in users]
+        notes += [
+            f"{one_line(path)} is your file (not written by spmd generate): read as it is; the config's "
+            f"generate section does not apply to it"
+            for path in plan.users
+            if path not in users
+        ]
         users.update(plan.users)
         copies = copies_note(step.cfg)
         if copies:
@@ -164,9 +192,16 @@ def require_traces(trace_dir: str, steps: list[Step]) -> None:
         require_replaceable(Path(trace_dir) / trace_name(step), "the trace", fix="remove it or choose another --trace")
 
 
-def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
-              compare_comm: bool = True, live: Progress | None = None, trace_dir: str | None = None,
-              nvtx: bool = False) -> list[dict] | None:
+def run_steps(
+    ctx,
+    steps: list[Step],
+    probe_max_bytes: int,
+    on_done=None,
+    compare_comm: bool = True,
+    live: Progress | None = None,
+    trace_dir: str | None = None,
+    nvtx: bool = False,
+) -> list[dict] | None:
     """Run every step; returns on rank 0 the runs [{mode, ranks, report, placement, probe, backends}].
 
     A weak run whose config equals the strong run of the same size reuses that run.
@@ -180,8 +215,10 @@ def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
             run = done[key] and {**done[key], "mode": step.mode}  # None on ranks outside the group
         else:
             if live is not None:
-                live.begin(f"spmd scale: {step.mode} {step.ranks} rank(s)", f"starting (size {len(done) + 1} of "
-                           f"{len(set(keys))})")
+                live.begin(
+                    f"spmd scale: {step.mode} {step.ranks} rank(s)",
+                    f"starting (size {len(done) + 1} of {len(set(keys))})",
+                )
             trace = Path(trace_dir) / trace_name(step) if trace_dir is not None else None
             run = run_step(ctx, step, probe_max_bytes, compare_comm, live, trace, nvtx)
             done[key] = run
@@ -192,8 +229,15 @@ def run_steps(ctx, steps: list[Step], probe_max_bytes: int, on_done=None,
     return runs if ctx.rank == 0 else None
 
 
-def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True,
-             live: Progress | None = None, trace: Path | None = None, nvtx: bool = False) -> dict | None:
+def run_step(
+    ctx,
+    step: Step,
+    probe_max_bytes: int,
+    compare_comm: bool = True,
+    live: Progress | None = None,
+    trace: Path | None = None,
+    nvtx: bool = False,
+) -> dict | None:
     """Run one size on the first ``step.ranks`` ranks while the others wait; agree on failure."""
     member = ctx.rank < step.ranks
     group = ctx.comm.Split(0 if member else MPI.UNDEFINED, key=ctx.rank)
@@ -203,12 +247,27 @@ def run_step(ctx, step: Step, probe_max_bytes: int, compare_comm: bool = True,
         group.Free()
         try:
             with sub:
-                job = run_job(sub, step.cfg, after_run=lambda comm, wl: (
-                    probe(sub, comm, wl, probe_max_bytes),
-                    compare_backends(sub, comm, wl) if compare_comm else None,
-                    read_limit(sub, wl, step.cfg.io)), progress=live, trace=trace, nvtx=nvtx)
-            run = {"mode": step.mode, "ranks": step.ranks, "report": job.report, "placement": job.report["placement"],
-                   "probe": job.extra[0], "backends": job.extra[1], "read_limit": job.extra[2]}
+                job = run_job(
+                    sub,
+                    step.cfg,
+                    after_run=lambda comm, wl: (
+                        probe(sub, comm, wl, probe_max_bytes),
+                        compare_backends(sub, comm, wl) if compare_comm else None,
+                        read_limit(sub, wl, step.cfg.io),
+                    ),
+                    progress=live,
+                    trace=trace,
+                    nvtx=nvtx,
+                )
+            run = {
+                "mode": step.mode,
+                "ranks": step.ranks,
+                "report": job.report,
+                "placement": job.report["placement"],
+                "probe": job.extra[0],
+                "backends": job.extra[1],
+                "read_limit": job.extra[2],
+            }
         except SpmdError as exc:
             if not exc.collective:
                 raise

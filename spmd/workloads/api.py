@@ -33,8 +33,15 @@ COMBINES = ("sum", "min", "max", "gather")
 SUM_RTOL = {"float16": 1e-2, "float32": 1e-5, "float64": 1e-10}  # of the partial results' magnitude
 
 
-def map_reduce(function: Callable | None = None, *, combine: str = "sum", params: type | None = None,
-               reference: Callable | None = None, finish: Callable | None = None, rtol: float | None = None):
+def map_reduce(
+    function: Callable | None = None,
+    *,
+    combine: str = "sum",
+    params: type | None = None,
+    reference: Callable | None = None,
+    finish: Callable | None = None,
+    rtol: float | None = None,
+):
     """Make ``function(block, xp, params) -> array`` a workload (``workload: file.py:NAME`` in a config).
 
     Args:
@@ -54,9 +61,18 @@ def map_reduce(function: Callable | None = None, *, combine: str = "sum", params
         raise ValueError(f"map_reduce: combine={combine!r} is not one of {', '.join(COMBINES)}")
 
     def wrap(fn: Callable) -> Callable:
-        attrs = {"name": fn.__name__, "Params": params, "combine": combine, "rtol": rtol, "__doc__": fn.__doc__,
-                 "function": staticmethod(fn), "reference_fn": _static(reference), "finish_fn": _static(finish),
-                 "__module__": fn.__module__, "__qualname__": f"map_reduce({fn.__qualname__})"}
+        attrs = {
+            "name": fn.__name__,
+            "Params": params,
+            "combine": combine,
+            "rtol": rtol,
+            "__doc__": fn.__doc__,
+            "function": staticmethod(fn),
+            "reference_fn": _static(reference),
+            "finish_fn": _static(finish),
+            "__module__": fn.__module__,
+            "__qualname__": f"map_reduce({fn.__qualname__})",
+        }
         fn.__spmd_workload__ = type(f"MapReduce_{fn.__name__}", (MapReduce,), attrs)
         return fn
 
@@ -79,8 +95,9 @@ class MapReduce(Workload):
     def setup(self, ctx, cfg, comm):
         self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
         if cfg.verify == "attrs":
-            raise ctx.collective_error(ConfigError, 0, "verify: attrs: a plug-in stores no answers (use auto, "
-                                       "full or none)")
+            raise ctx.collective_error(
+                ConfigError, 0, "verify: attrs: a plug-in stores no answers (use auto, full or none)"
+            )
         self.rows = InputRows(ctx, cfg, NUMBERS)
         self.local = self.value = None
 
@@ -96,9 +113,11 @@ class MapReduce(Workload):
             self.ctx.agree(_numeric, local, self.function)
             self._same_everywhere(local)
         elif (local.shape, local.dtype) != (self.local.shape, self.local.dtype):  # before the collective, too
-            raise UserCodeError(f"{self.function.__qualname__} returned {list(local.shape)} {local.dtype} in a later "
-                                f"repeat, {list(self.local.shape)} {self.local.dtype} in the first: it must return "
-                                f"the same shape and dtype every repeat")
+            raise UserCodeError(
+                f"{self.function.__qualname__} returned {list(local.shape)} {local.dtype} in a later "
+                f"repeat, {list(self.local.shape)} {self.local.dtype} in the first: it must return "
+                f"the same shape and dtype every repeat"
+            )
         self.local = local
         with timer.phase("comm"):
             if self.combine == "gather":
@@ -121,9 +140,11 @@ class MapReduce(Workload):
         if len(set(everyone)) > 1:
             listed = ", ".join(f"rank {r}: {list(s)} {d}" for r, (s, d) in enumerate(everyone))
             raise self.ctx.collective_error(
-                ConfigError, next(r for r, e in enumerate(everyone) if e != everyone[0]),
+                ConfigError,
+                next(r for r, e in enumerate(everyone) if e != everyone[0]),
                 f"{self.function.__qualname__} returned arrays of different shapes or dtypes ({listed}): it must "
-                f"return one shape and dtype on every rank, whatever rows the rank holds")
+                f"return one shape and dtype on every rank, whatever rows the rank holds",
+            )
 
     # -- verification ------------------------------------------------------------------
 
@@ -150,32 +171,45 @@ class MapReduce(Workload):
         """Rank 0: the answer for the whole input, computed with NumPy, and how it was made."""
         p = self.params
         if self.reference_fn is not None:
-            return (self.call(self.reference_fn, np, self.rows.whole(), p),
-                    f"{self.reference_fn.__qualname__} over the whole input")
+            return (
+                self.call(self.reference_fn, np, self.rows.whole(), p),
+                f"{self.reference_fn.__qualname__} over the whole input",
+            )
         if self.combine == "gather":
             blocks = [self.call(self.function, np, self.rows.rank_rows(r), np, p) for r in range(self.ctx.size)]
             return np.stack(blocks), "the function over each rank's rows, with NumPy on rank 0"
         if sum(self.rows.rank_bytes) < available_host_memory() // (2 * self.ctx.local_size):
-            return (self.call(self.function, np, self.rows.whole(), np, p),
-                    "the function over the whole input as one block, with NumPy on rank 0")
+            return (
+                self.call(self.function, np, self.rows.whole(), np, p),
+                "the function over the whole input as one block, with NumPy on rank 0",
+            )
         parts = [self.call(self.function, np, self.rows.rank_rows(r), np, p) for r in range(self.ctx.size)]
-        combined = {"sum": lambda s: s.astype(np.float64).sum(axis=0), "min": lambda s: s.min(axis=0),
-                    "max": lambda s: s.max(axis=0)}[self.combine](np.stack(parts))
-        return combined, "the function over each rank's rows (the whole input does not fit rank 0's memory), " \
-            "combined with NumPy (float64 for a sum) on rank 0"
+        combined = {
+            "sum": lambda s: s.astype(np.float64).sum(axis=0),
+            "min": lambda s: s.min(axis=0),
+            "max": lambda s: s.max(axis=0),
+        }[self.combine](np.stack(parts))
+        return (
+            combined,
+            "the function over each rank's rows (the whole input does not fit rank 0's memory), "
+            "combined with NumPy (float64 for a sum) on rank 0",
+        )
 
     def _compare(self, value: np.ndarray, expected: np.ndarray, partials: list[np.ndarray]) -> float:
         name = self.function.__qualname__
         if value.shape != expected.shape:
-            raise VerificationError(f"{name}: the combined result has shape {list(value.shape)}, the reference "
-                                    f"{list(expected.shape)}")
+            raise VerificationError(
+                f"{name}: the combined result has shape {list(value.shape)}, the reference {list(expected.shape)}"
+            )
         err = np.abs(value.astype(np.float64) - expected.astype(np.float64))
         exact = self.combine != "sum" or value.dtype.kind in "iu"
         if not np.isfinite(value).all():  # NaN never passes, even against a NaN reference (docs/plugins.md)
             index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
-            raise VerificationError(f"{name}: result{list(index)} = {value[index].item()!r}: a result holding NaN or "
-                                    f"infinity never passes verification ({int(np.count_nonzero(~np.isfinite(value)))}"
-                                    f" of {value.size} element(s)); make the function return finite values")
+            raise VerificationError(
+                f"{name}: result{list(index)} = {value[index].item()!r}: a result holding NaN or "
+                f"infinity never passes verification ({int(np.count_nonzero(~np.isfinite(value)))}"
+                f" of {value.size} element(s)); make the function return finite values"
+            )
         if exact:
             bad = value != expected
             bound = "exact"
@@ -186,9 +220,11 @@ class MapReduce(Workload):
             bound = f"rtol {rtol:g} of the partial results' magnitude"
         if np.any(bad):
             index = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape)) if bad.ndim else ()
-            raise VerificationError(f"{name}: result{list(index)} = {value[index].item()!r}, the reference gives "
-                                    f"{expected[index].item()!r} ({bound}); {int(np.count_nonzero(bad))} of "
-                                    f"{bad.size} element(s) differ")
+            raise VerificationError(
+                f"{name}: result{list(index)} = {value[index].item()!r}, the reference gives "
+                f"{expected[index].item()!r} ({bound}); {int(np.count_nonzero(bad))} of "
+                f"{bad.size} element(s) differ"
+            )
         return float(err.max()) if err.size else 0.0
 
     def check_input_finite(self):
@@ -203,15 +239,19 @@ class MapReduce(Workload):
             try:
                 extra = self.finish_fn(value, self.params)
             except (Exception, SystemExit) as exc:
-                raise UserCodeError(f"{self.finish_fn.__qualname__}, {_where(exc, self.finish_fn)}: "
-                                    f"{_what(exc)}") from None
+                raise UserCodeError(
+                    f"{self.finish_fn.__qualname__}, {_where(exc, self.finish_fn)}: {_what(exc)}"
+                ) from None
             out.update(_plain(extra))
         return out
 
     def metrics(self, rank_medians):
         compute = [m.get("compute", 0.0) for m in rank_medians]
-        return {"bytes_total": int(sum(self.rows.rank_bytes)), "bytes_per_rank": self.rows.rank_bytes,
-                "compute_GBps_per_rank": [b / t / 1e9 if t > 0 else None for b, t in zip(self.rows.rank_bytes, compute)]}
+        return {
+            "bytes_total": int(sum(self.rows.rank_bytes)),
+            "bytes_per_rank": self.rows.rank_bytes,
+            "compute_GBps_per_rank": [b / t / 1e9 if t > 0 else None for b, t in zip(self.rows.rank_bytes, compute)],
+        }
 
     def problem(self):
         op = "allgather" if self.combine == "gather" else "allreduce"

@@ -15,8 +15,8 @@ import numpy as np
 
 from ..errors import ConfigError, UserCodeError, VerificationError
 from ..io.blocks import read_block
-from ..io.weak import scaled_input
 from ..io.reader import reader_threads
+from ..io.weak import scaled_input
 from ..measure.collectives import COLLECTIVES
 
 SCALING_MODES = ("strong", "weak")
@@ -96,8 +96,10 @@ class Workload(ABC):
         ``"auto"``; a workload without AUTO_REPEATS: RUN_REPEATS). ConfigError for ``repeats: auto`` asked of such
         a workload."""
         if cfg.repeats == "auto" and not cls.AUTO_REPEATS:
-            raise ConfigError(f"repeats: auto: the repeats of workload {cfg.workload} set how much work it does "
-                              f"(params.steps each): give a number")
+            raise ConfigError(
+                f"repeats: auto: the repeats of workload {cfg.workload} set how much work it does "
+                f"(params.steps each): give a number"
+            )
         if cfg.repeats is not None:
             return cfg
         chosen = default if default != "auto" or cls.AUTO_REPEATS else RUN_REPEATS
@@ -139,7 +141,9 @@ class Workload(ABC):
             section = getattr(cfg.params, name)
             if section is not None:
                 path = Path(section.path)
-                changes[name] = dataclasses.replace(section, path=str(path.with_name(f"{path.stem}-{tag}{path.suffix}")))
+                changes[name] = dataclasses.replace(
+                    section, path=str(path.with_name(f"{path.stem}-{tag}{path.suffix}"))
+                )
         return dataclasses.replace(cfg, params=dataclasses.replace(cfg.params, **changes)) if changes else cfg
 
     @classmethod
@@ -170,8 +174,15 @@ class Workload(ABC):
         """``block`` of ``source`` (path, dataset) into ``out`` (io.blocks.read_block) with the config's ``io``
         engine on this rank's reader threads and its ``check_finite``; the engine is noted for report.json."""
         cfg = self.cfg
-        engine = read_block(*source, block, out, out_sel, check_finite=cfg.check_finite, io=cfg.io,
-                            threads=reader_threads(cfg.io.threads, self.ctx.local_size))
+        engine = read_block(
+            *source,
+            block,
+            out,
+            out_sel,
+            check_finite=cfg.check_finite,
+            io=cfg.io,
+            threads=reader_threads(cfg.io.threads, self.ctx.local_size),
+        )
         self.__dict__.setdefault("_block_engines", {})[f"{source[0]}:{source[1]} {block.describe()}"] = engine
 
     @classmethod
@@ -200,8 +211,10 @@ def split_batch(cfg, factor):
     ``factor`` (a Fraction); ConfigError where it does not divide."""
     batch = Fraction(cfg.params.batch) / factor
     if batch.denominator != 1:
-        raise ConfigError(f"params.batch: {cfg.params.batch} samples per rank cannot be split over {factor}x "
-                          f"the ranks for strong scaling (use a batch divisible by it, or --mode weak)")
+        raise ConfigError(
+            f"params.batch: {cfg.params.batch} samples per rank cannot be split over {factor}x "
+            f"the ranks for strong scaling (use a batch divisible by it, or --mode weak)"
+        )
     return dataclasses.replace(cfg, params=dataclasses.replace(cfg.params, batch=int(batch)))
 
 
@@ -217,6 +230,7 @@ def read_then_wait(ctx, timer, read) -> None:
 def checked_problem(problem, who: str) -> dict:
     """``problem()``'s answer, checked as the scaling model reads it; UserCodeError naming ``who`` (the
     workload's class) and what is wrong. A plug-in's mistake shows here, not as a crash of ``spmd scale``."""
+
     def wrong(what: str):
         return UserCodeError(f"{who}.problem() returned {what} (see docs/plugins.md, 'The scaling model')")
 
@@ -229,27 +243,36 @@ def checked_problem(problem, who: str) -> dict:
     if not isinstance(items, list):
         raise wrong(f"comm = {type(items).__name__}: expected a list of {{'op', 'bytes'}}")
     for i, item in enumerate(items):
-        if not isinstance(item, dict) or item.get("op") not in COLLECTIVES or not _number(item.get("bytes")) \
-                or item["bytes"] < 0:
+        if (
+            not isinstance(item, dict)
+            or item.get("op") not in COLLECTIVES
+            or not _number(item.get("bytes"))
+            or item["bytes"] < 0
+        ):
             raise wrong(f"comm[{i}] = {item!r}: expected {{'op': one of {', '.join(COLLECTIVES)}, 'bytes': >= 0}}")
         extra = set(item) - {"op", "bytes", "calls", "growth", "ranks_power"}
-        if extra or not all(_number(item.get(k, 1)) for k in ("calls", "growth", "ranks_power")) \
-                or item.get("calls", 1) < 0:
+        if (
+            extra
+            or not all(_number(item.get(k, 1)) for k in ("calls", "growth", "ranks_power"))
+            or item.get("calls", 1) < 0
+        ):
             raise wrong(f"comm[{i}] = {item!r}: optional keys are calls (>= 0), growth and ranks_power (numbers)")
     return problem
 
 
 def _number(value) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+    return (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, bool)
         and bool(np.isfinite(value))
+    )
 
 
 def same_every_repeat(sums: list[float], what: str) -> None:
     """Every repeat must give bit-identical results (float64 ``sums`` of each): one that moves is a
     race or unwritten memory. Run it under ``ctx.agree``: the sums are each rank's own."""
     if any(s != sums[0] for s in sums[1:]) or not np.isfinite(sums[0]):
-        raise VerificationError(f"the repeats gave different {what} (float64 sums {sums}): a race or "
-                                f"unwritten memory")
+        raise VerificationError(f"the repeats gave different {what} (float64 sums {sums}): a race or unwritten memory")
 
 
 def require_one_dataset(cfg, workload: str, verified_by: str) -> None:
@@ -258,5 +281,6 @@ def require_one_dataset(cfg, workload: str, verified_by: str) -> None:
     if cfg.input.path is None:
         raise ConfigError(f"input.shards: {workload} reads one dataset (input.path)")
     if cfg.verify == "attrs":
-        raise ConfigError(f"verify: attrs: {workload} stores no answers; it verifies by {verified_by} "
-                          f"(use auto or full)")
+        raise ConfigError(
+            f"verify: attrs: {workload} stores no answers; it verifies by {verified_by} (use auto or full)"
+        )

@@ -55,8 +55,10 @@ def load_plugin(spec: str) -> type[Workload]:
     found = load_object(spec)
     cls = getattr(found, "__spmd_workload__", found)
     if not (isinstance(cls, type) and issubclass(cls, Workload)):
-        raise ConfigError(f"workload: {where}:{attr} is a {type(found).__name__}, not a subclass of spmd.Workload "
-                          f"or a function decorated with @spmd.map_reduce")
+        raise ConfigError(
+            f"workload: {where}:{attr} is a {type(found).__name__}, not a subclass of spmd.Workload "
+            f"or a function decorated with @spmd.map_reduce"
+        )
     return cls
 
 
@@ -106,8 +108,11 @@ def located(exc: BaseException, path: Path | None) -> str:
     else:
         exc_text = f"{type(exc).__name__}: {brief(str(exc))[1:-1]}"
     frames = traceback.extract_tb(exc.__traceback__)
-    mine = [f for f in frames if (Path(f.filename).resolve() == path.resolve() if path is not None
-                                  else _is_user_code(Path(f.filename)))]
+    mine = [
+        f
+        for f in frames
+        if (Path(f.filename).resolve() == path.resolve() if path is not None else _is_user_code(Path(f.filename)))
+    ]
     frames = mine or frames
     where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
     return f"{one_line(exc_text)}{where}"

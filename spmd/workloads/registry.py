@@ -24,8 +24,9 @@ from .stencil.workload import StencilWorkload
 from .torch.workload import TorchWorkload
 from .train.workload import TrainWorkload
 
-REGISTRY: dict[str, type[Workload]] = {cls.name: cls for cls in (ReduceWorkload, MatmulWorkload, StencilWorkload,
-                                                             TrainWorkload, TorchWorkload)}
+REGISTRY: dict[str, type[Workload]] = {
+    cls.name: cls for cls in (ReduceWorkload, MatmulWorkload, StencilWorkload, TrainWorkload, TorchWorkload)
+}
 _PLUGINS: dict[str, type[Workload]] = {}  # loaded in this process, by the config's name for them
 
 
@@ -38,8 +39,9 @@ def workload_class(name) -> type[Workload]:
     try:
         return REGISTRY[name]
     except (KeyError, TypeError):
-        raise ConfigError(f"workload: unknown workload {brief(name)} (one of: {', '.join(REGISTRY)}; or a plug-in, "
-                          f"{FORMS})") from None
+        raise ConfigError(
+            f"workload: unknown workload {brief(name)} (one of: {', '.join(REGISTRY)}; or a plug-in, {FORMS})"
+        ) from None
 
 
 def params_class(name) -> type | None:
@@ -50,8 +52,10 @@ def params_class(name) -> type | None:
 def resolve_params(cfg: Config) -> Config:
     """``cfg`` with ``params`` built into its workload's Params (ConfigError naming the key)."""
     if cfg.verify == "none" and not is_plugin(cfg.workload) and not workload_class(cfg.workload).MAY_SKIP_VERIFY:
-        raise ConfigError(f"verify: none is for plug-ins and the user's own model (torch) only; the built-in "
-                          f"{cfg.workload} always verifies")
+        raise ConfigError(
+            f"verify: none is for plug-ins and the user's own model (torch) only; the built-in "
+            f"{cfg.workload} always verifies"
+        )
     return with_params(cfg, params_class(cfg.workload))
 
 
@@ -68,8 +72,11 @@ def load_job_config(path: str | Path, overrides: list[str] | tuple[str, ...] = (
 def _deadline(seconds: float, what: str):
     """Raise TimedOut in the block after ``seconds`` (SIGALRM; the main thread of a process without a watchdog
     only: elsewhere the block runs unbounded here, and the watchdog bounds it)."""
-    if waits.installed() is not None or threading.current_thread() is not threading.main_thread() \
-            or not hasattr(signal, "SIGALRM"):
+    if (
+        waits.installed() is not None
+        or threading.current_thread() is not threading.main_thread()
+        or not hasattr(signal, "SIGALRM")
+    ):
         yield
         return
 

@@ -21,8 +21,7 @@ from ..memory import require_memory
 from .base import read_then_wait
 
 FLOATS = ("float32", "float64")
-NUMBERS = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-           "uint64")
+NUMBERS = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 class InputRows:
@@ -43,8 +42,11 @@ class InputRows:
         layouts = ctx.comm.allgather((self.plan.row_shape, self.plan.dtype.str, self.plan.rows))
         for rank, (row_shape, dtype, _) in enumerate(layouts):
             if (row_shape, dtype) != layouts[0][:2]:
-                raise ctx.collective_error(InputError, rank, f"{self.plan.describe()}: rows of shape {row_shape} "
-                                           f"{dtype} differ from rank 0's {layouts[0][:2]}")
+                raise ctx.collective_error(
+                    InputError,
+                    rank,
+                    f"{self.plan.describe()}: rows of shape {row_shape} {dtype} differ from rank 0's {layouts[0][:2]}",
+                )
         self.global_rows = sum(rows for _, _, rows in layouts)
         self.rank_bytes = [rows * self.plan.nbytes // max(self.plan.rows, 1) for _, _, rows in layouts]
         self.reader = ctx.agree(self._reader, cfg.io)
@@ -53,8 +55,9 @@ class InputRows:
 
     def _reader(self, io_cfg) -> RowReader:
         if io_cfg.engine in GPU_ENGINES and self.ctx.device != "gpu":
-            raise ConfigError(f"io.engine: {io_cfg.engine} reads into GPU memory; this run is on the CPU (use "
-                              f"io.engine: direct)")
+            raise ConfigError(
+                f"io.engine: {io_cfg.engine} reads into GPU memory; this run is on the CPU (use io.engine: direct)"
+            )
         return RowReader(self.plan, io_cfg, reader_threads(io_cfg.threads, self.ctx.local_size))
 
     def _allocate(self):

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import LAUNCH_ENV
 
 RANKS = 3
@@ -48,8 +47,15 @@ def launch(python_args: list[str], ranks: int, cwd, env, timeout):
     ``timeout`` is killed with its whole process group and fails the test as a hang."""
     cmd = [*mpiexec(), "-n", str(ranks), sys.executable, *python_args]
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**LAUNCH_ENV, **(env or {})}, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**LAUNCH_ENV, **(env or {})},
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=timeout or DEADLINE_S * 2)
     except subprocess.TimeoutExpired:

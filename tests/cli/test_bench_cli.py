@@ -7,28 +7,55 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import LAUNCH_ENV
 from mpi_job import mpiexec, spmd
+
 from spmd import xp as xpmod
 
 
 def table_rows(text: str) -> list[list[str]]:
-    return [line.split() for line in text.splitlines() if line and not line.startswith("#") and
-            line.split()[0].isdigit() and len(line.split()) == 9]
+    return [
+        line.split()
+        for line in text.splitlines()
+        if line and not line.startswith("#") and line.split()[0].isdigit() and len(line.split()) == 9
+    ]
 
 
-@pytest.mark.parametrize("op, factor", [("allreduce", 4 / 3), ("allgather", 2 / 3), ("reduce_scatter", 2 / 3),
-                                        ("bcast", 1.0), ("sendrecv", 1.0)])
+@pytest.mark.parametrize(
+    "op, factor",
+    [("allreduce", 4 / 3), ("allgather", 2 / 3), ("reduce_scatter", 2 / 3), ("bcast", 1.0), ("sendrecv", 1.0)],
+)
 def test_bench_comm_table_and_json(tmp_path, op, factor):
     out = tmp_path / "comm.json"
-    rc, stdout, err, _ = spmd("bench", "comm", "--op", op, "--backend", "mpi", "--device", "cpu", "--min-bytes", "8",
-                              "--max-bytes", "64K", "--factor", "8", "--dtype", "float64", "--iters", "3",
-                              "--warmup", "1", "--json", out)
+    rc, stdout, err, _ = spmd(
+        "bench",
+        "comm",
+        "--op",
+        op,
+        "--backend",
+        "mpi",
+        "--device",
+        "cpu",
+        "--min-bytes",
+        "8",
+        "--max-bytes",
+        "64K",
+        "--factor",
+        "8",
+        "--dtype",
+        "float64",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--json",
+        out,
+    )
     assert rc == 0, err
     rows = table_rows(stdout)
-    assert [int(r[0]) for r in rows] == ([8, 64, 512, 4096, 32768] if op not in ("allgather", "reduce_scatter")
-                                        else [24, 48, 504, 4080, 32760])  # whole elements per rank (3 ranks)
+    assert [int(r[0]) for r in rows] == (
+        [8, 64, 512, 4096, 32768] if op not in ("allgather", "reduce_scatter") else [24, 48, 504, 4080, 32760]
+    )  # whole elements per rank (3 ranks)
     for size, count, dtype, redop, root, time_us, algbw, busbw, wrong in rows:
         assert int(count) * 8 == int(size) and dtype == "double" and wrong == "0"
         assert redop == ("sum" if op in ("allreduce", "reduce_scatter") else "none")
@@ -55,11 +82,27 @@ def test_backend_all_skips_what_cannot_run_and_named_backends_fail(tmp_path):
 
 def test_wrong_results_exit_non_zero(tmp_path):
     """A collective that returns a wrong element is reported in #wrong and fails the run."""
-    code = ("import spmd.measure.collectives as c; real = c.expected; "
-            "c.expected = lambda *a: real(*a) + 1; "
-            "from spmd.cli import main; raise SystemExit(main(sys.argv[1:]))")
-    cmd = [*mpiexec(), "-n", "2", sys.executable, "-c", f"import sys; {code}",
-           "bench", "comm", "--device", "cpu", "--max-bytes", "64", "--iters", "2"]
+    code = (
+        "import spmd.measure.collectives as c; real = c.expected; "
+        "c.expected = lambda *a: real(*a) + 1; "
+        "from spmd.cli import main; raise SystemExit(main(sys.argv[1:]))"
+    )
+    cmd = [
+        *mpiexec(),
+        "-n",
+        "2",
+        sys.executable,
+        "-c",
+        f"import sys; {code}",
+        "bench",
+        "comm",
+        "--device",
+        "cpu",
+        "--max-bytes",
+        "64",
+        "--iters",
+        "2",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=LAUNCH_ENV, timeout=60)
     assert proc.returncode == 3, proc.stderr
     rows = table_rows(proc.stdout)
@@ -75,8 +118,7 @@ def test_bad_sizes_exit_2():
 @pytest.mark.skipif(xpmod.gpu_count() > 0, reason="checks the no-GPU answer")
 def test_info_without_a_gpu(tmp_path):
     out = tmp_path / "info.json"
-    rc, stdout, err, _ = spmd("info", "--json", out, ranks=2,
-                              env={"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "2"})
+    rc, stdout, err, _ = spmd("info", "--json", out, ranks=2, env={"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "2"})
     assert rc == 0, err
     assert "CUDA-aware MPI: no (" in stdout and "GPUs: none visible" in stdout
     assert "SLURM_JOB_ID=4242" in stdout
@@ -94,7 +136,7 @@ def test_topo_without_a_gpu(tmp_path):
     assert rc == 0, err
     assert stdout.count("no GPU visible") == 1  # one rank per node measures
     data = json.loads(out.read_text())
-    (host, topo), = data["nodes"].items()
+    ((host, topo),) = data["nodes"].items()
     assert data["spmd_version"]  # spmd's record: a later run may replace the file
     assert topo["gpus"] == [] and "nothing to measure" in topo["note"]
     assert not png.exists()  # no heat map without GPUs

@@ -9,7 +9,6 @@ import h5py
 import numpy as np
 import pytest
 import yaml
-
 from mpi_job import spmd
 
 WAYS = {"h5py", "direct", "pread, 1 thread"}
@@ -17,19 +16,35 @@ WAYS = {"h5py", "direct", "pread, 1 thread"}
 
 def config(folder, **keywords):
     with h5py.File(folder / "x.h5", "w") as f:
-        f.create_dataset("x", data=np.random.default_rng(2).standard_normal((90_001, 4)).astype(np.float32),
-                         **keywords)
+        f.create_dataset("x", data=np.random.default_rng(2).standard_normal((90_001, 4)).astype(np.float32), **keywords)
     path = folder / "job.yaml"
-    path.write_text(yaml.safe_dump({"workload": "reduce", "device": "cpu",
-                                    "input": {"path": str(folder / "x.h5"), "dataset": "x"},
-                                    "io": {"threads": 2, "buffer_mb": 0.1}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "workload": "reduce",
+                "device": "cpu",
+                "input": {"path": str(folder / "x.h5"), "dataset": "x"},
+                "io": {"threads": 2, "buffer_mb": 0.1},
+            }
+        )
+    )
     return path
 
 
 @pytest.mark.parametrize("cold", [False, True])
 def test_every_rank_measures_every_engine_against_the_pread_limits(tmp_path, cold):
-    rc, out, err, _ = spmd("bench", "io", config(tmp_path), "--rounds", "2", "--json", tmp_path / "io.json",
-                           *(["--cold"] if cold else []), cwd=tmp_path, ranks=3)
+    rc, out, err, _ = spmd(
+        "bench",
+        "io",
+        config(tmp_path),
+        "--rounds",
+        "2",
+        "--json",
+        tmp_path / "io.json",
+        *(["--cold"] if cold else []),
+        cwd=tmp_path,
+        ranks=3,
+    )
     assert rc == 0, err
     result = json.loads((tmp_path / "io.json").read_text())
     assert [r["rank"] for r in result["per_rank"]] == [0, 1, 2] and result["rounds"] == 2
@@ -48,8 +63,9 @@ def test_every_rank_measures_every_engine_against_the_pread_limits(tmp_path, col
 
 
 def test_a_filtered_dataset_is_measured_by_h5py_and_says_why(tmp_path):
-    rc, out, err, _ = spmd("bench", "io", config(tmp_path, chunks=(1000, 4), compression="gzip"), "--rounds", "1",
-                           cwd=tmp_path, ranks=2)
+    rc, out, err, _ = spmd(
+        "bench", "io", config(tmp_path, chunks=(1000, 4), compression="gzip"), "--rounds", "1", cwd=tmp_path, ranks=2
+    )
     assert rc == 0, err
     assert "direct is h5py for" in out and "filtered (compressed or shuffled)" in out
     assert "pread, 1 thread" not in out  # no plain bytes to pread

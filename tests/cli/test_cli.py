@@ -16,9 +16,9 @@ import h5py
 import numpy as np
 import pytest
 import yaml
-
 from helpers import assert_result_close, reference, write_dataset
 from mpi_job import DEADLINE_S, RANKS, spmd
+
 from spmd import xp as xpmod
 
 
@@ -52,8 +52,11 @@ def test_run_writes_verified_report(tmp_path, data):
 
 
 def test_generate_then_run_verifies_against_stored_answers(tmp_path):
-    config = write_config(tmp_path, input={"shards": str(tmp_path / "d" / "s-*.h5"), "dataset": "x"},
-                          generate={"shape": [5003, 2], "dtype": "float64", "shards": 4})
+    config = write_config(
+        tmp_path,
+        input={"shards": str(tmp_path / "d" / "s-*.h5"), "dataset": "x"},
+        generate={"shape": [5003, 2], "dtype": "float64", "shards": 4},
+    )
     rc, out, err, _ = spmd("generate", config, ranks=2)
     assert rc == 0, err
     assert "wrote 4 of 4" in out and len(list((tmp_path / "d").glob("s-*.h5"))) == 4
@@ -82,27 +85,49 @@ FAILURES = {
     "missing dataset": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "y"}}, "no dataset 'y'"),
     "wrong dtype": (lambda d: {"input": {"path": str(d / "int.h5"), "dataset": "x"}}, "dtype int32 is not supported"),
     "wrong rank of array": (lambda d: {"input": {"path": str(d / "cube.h5"), "dataset": "x"}}, "3-D array"),
-    "too few rows": (lambda d: {"input": {"path": str(d / "two.h5"), "dataset": "x"}}, "2 rows cannot be split over 3 ranks"),
+    "too few rows": (
+        lambda d: {"input": {"path": str(d / "two.h5"), "dataset": "x"}},
+        "2 rows cannot be split over 3 ranks",
+    ),
     "not hdf5": (lambda d: {"input": {"path": str(d / "text.h5"), "dataset": "x"}}, "not an HDF5 file"),
     "truncated hdf5": (lambda d: {"input": {"path": str(d / "cut.h5"), "dataset": "x"}}, "cut.h5: truncated HDF5 file"),
-    "wrong type": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "repeats": "three"},
-                   "repeats: expected an integer or auto, got 'three'"),
-    "zero repeats": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "repeats": 0},
-                     "repeats: must be >= 1 or auto, got 0"),
-    "negative timeout": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "timeout_s": -5},
-                         "timeout_s: must be a positive number of seconds, got -5"),
-    "zero-size shape": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "generate": {"shape": [0]}},
-                        "generate.shape: sizes must be positive, got [0]"),
-    "negative ddof": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "params": {"ddof": -1}},
-                      "params.ddof: must be >= 0, got -1"),
-    "unknown key": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "repeatz": 2}, "unknown key repeatz"),
+    "wrong type": (
+        lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "repeats": "three"},
+        "repeats: expected an integer or auto, got 'three'",
+    ),
+    "zero repeats": (
+        lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "repeats": 0},
+        "repeats: must be >= 1 or auto, got 0",
+    ),
+    "negative timeout": (
+        lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "timeout_s": -5},
+        "timeout_s: must be a positive number of seconds, got -5",
+    ),
+    "zero-size shape": (
+        lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "generate": {"shape": [0]}},
+        "generate.shape: sizes must be positive, got [0]",
+    ),
+    "negative ddof": (
+        lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "params": {"ddof": -1}},
+        "params.ddof: must be >= 0, got -1",
+    ),
+    "unknown key": (
+        lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "repeatz": 2},
+        "unknown key repeatz",
+    ),
     "bad value": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "comm": "gloo"}, "comm: 'gloo'"),
-    "mpi-cuda without proof": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "comm": "mpi-cuda"},
-                               "mpi-cuda needs a CUDA-aware MPI"),
-    "verify attrs without answers": (lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "verify": "attrs"},
-                                     "has no expected-answer attributes"),
-    "fewer shards than ranks": (lambda d: {"input": {"shards": copies(d / "x.h5", 2), "dataset": "x"}},
-                                "2 shard files for 3 ranks"),
+    "mpi-cuda without proof": (
+        lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "comm": "mpi-cuda"},
+        "mpi-cuda needs a CUDA-aware MPI",
+    ),
+    "verify attrs without answers": (
+        lambda d: {"input": {"path": str(d / "x.h5"), "dataset": "x"}, "verify": "attrs"},
+        "has no expected-answer attributes",
+    ),
+    "fewer shards than ranks": (
+        lambda d: {"input": {"shards": copies(d / "x.h5", 2), "dataset": "x"}},
+        "2 shard files for 3 ranks",
+    ),
 }
 
 
@@ -169,8 +194,7 @@ def test_device_gpu_without_a_gpu(tmp_path, data):
 
 
 def test_wrong_answer_fails_verification_with_exit_3(tmp_path):
-    config = write_config(tmp_path, input={"path": str(tmp_path / "g.h5"), "dataset": "x"},
-                          generate={"shape": [3001]})
+    config = write_config(tmp_path, input={"path": str(tmp_path / "g.h5"), "dataset": "x"}, generate={"shape": [3001]})
     assert spmd("generate", config, ranks=1)[0] == 0
     with h5py.File(tmp_path / "g.h5", "r+") as f:  # plant a wrong expected sum
         f["x"].attrs["sum"] = f["x"].attrs["sum"] + 1.0

@@ -20,12 +20,20 @@ NO_MPI = {"MPI4PY_LIBMPI": "/nonexistent/libmpi.so"}
 
 def plain(*args, cwd, env=None, timeout=120):
     """``python -m spmd ARGS`` as one plain process (no mpiexec)."""
-    return subprocess.run([sys.executable, "-m", "spmd", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "spmd", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
 
 
-@pytest.mark.parametrize("command", [["info"], ["run", "CONFIG"], ["scale", "CONFIG"], ["bench", "io", "CONFIG"],
-                                     ["bench", "comm"], ["topo"]])
+@pytest.mark.parametrize(
+    "command",
+    [["info"], ["run", "CONFIG"], ["scale", "CONFIG"], ["bench", "io", "CONFIG"], ["bench", "comm"], ["topo"]],
+)
 def test_a_missing_mpi_library_is_one_line_naming_the_fix(tmp_path, command):
     config = ROOT / "inputs/reduce.yaml"
     out = plain(*[str(config) if a == "CONFIG" else a for a in command], cwd=tmp_path, env=NO_MPI)
@@ -33,8 +41,10 @@ def test_a_missing_mpi_library_is_one_line_naming_the_fix(tmp_path, command):
     assert "Traceback" not in out.stderr, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
-    assert lines[0].startswith(f"spmd: error: spmd {command[0]} runs under MPI, and no MPI library could be loaded "
-                               f"(RuntimeError: cannot load MPI library)")
+    assert lines[0].startswith(
+        f"spmd: error: spmd {command[0]} runs under MPI, and no MPI library could be loaded "
+        f"(RuntimeError: cannot load MPI library)"
+    )
     assert "pip install 'spmd[mpich]'" in lines[0] and "system MPI" in lines[0]
 
 
@@ -47,8 +57,21 @@ def test_generate_jobscript_report_and_help_work_without_mpi(tmp_path):
     with h5py.File(tmp_path / "x.h5") as f:
         assert f["x"].shape == (1000,) and "sum" in f["x"].attrs
 
-    out = plain("jobscript", config, *over, "--nodes", "1,2", "--gpus-per-node", "0", "--tasks-per-node", "2",
-                "--out", tmp_path / "jobs", cwd=tmp_path, env=NO_MPI)
+    out = plain(
+        "jobscript",
+        config,
+        *over,
+        "--nodes",
+        "1,2",
+        "--gpus-per-node",
+        "0",
+        "--tasks-per-node",
+        "2",
+        "--out",
+        tmp_path / "jobs",
+        cwd=tmp_path,
+        env=NO_MPI,
+    )
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "jobs/submit.sh").exists()
 
@@ -57,8 +80,9 @@ def test_generate_jobscript_report_and_help_work_without_mpi(tmp_path):
     assert out.returncode == 0, out.stderr
     out = plain("report", "compare", report, tmp_path / "missing.json", cwd=tmp_path, env=NO_MPI)
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert out.stderr.strip().splitlines() == [f"spmd: error: {tmp_path}/missing.json: cannot read a JSON report: "
-                                               f"No such file or directory"]
+    assert out.stderr.strip().splitlines() == [
+        f"spmd: error: {tmp_path}/missing.json: cannot read a JSON report: No such file or directory"
+    ]
     for args in (["--help"], ["run", "--help"], ["report", "compare", "--help"]):
         out = plain(*args, cwd=tmp_path, env=NO_MPI)
         assert out.returncode == 0 and out.stdout.startswith("usage: spmd"), out
@@ -97,14 +121,17 @@ def test_jobscript_calls_this_interpreter_counts_its_files_and_writes_all_or_not
     from spmd.workloads.registry import load_job_config
 
     config = ROOT / "inputs/reduce.yaml"
-    out = plain("jobscript", config, "--nodes", "1,2,4", "--gpus-per-node", "4", "--out", tmp_path / "jobs",
-                cwd=tmp_path)
+    out = plain(
+        "jobscript", config, "--nodes", "1,2,4", "--gpus-per-node", "4", "--out", tmp_path / "jobs", cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     files = sorted(p for p in (tmp_path / "jobs").rglob("*") if p.is_file())
     assert out.stdout.startswith(f"wrote {len(files)} file(s) to {tmp_path}/jobs;"), (out.stdout, files)
     assert len(files) == 5 + 5 + 3  # configs and sbatch of strong 1, 2, 4 and weak 2, 4; generate, merge, submit
-    assert f"srun --mpi=pmi2 --kill-on-bad-exit=1 {shlex.quote(sys.executable)} -m spmd run " in \
-        (tmp_path / "jobs/strong-2n.sbatch").read_text()
+    assert (
+        f"srun --mpi=pmi2 --kill-on-bad-exit=1 {shlex.quote(sys.executable)} -m spmd run "
+        in (tmp_path / "jobs/strong-2n.sbatch").read_text()
+    )
     assert not list(tmp_path.rglob("*.tmp"))
 
     # a failure while the series is written (a full disk at its fourth file) leaves the folder as it was (here:
@@ -141,12 +168,16 @@ def test_skipped_plots_and_heat_maps_say_why_and_how_to_get_them(tmp_path):
     from mpi_job import spmd
 
     scaling = ROOT / "docs/results/two-gpu-h200x2/plugins/scale-kmeans/scaling.json"
-    hide = ("import sys; sys.modules['matplotlib'] = None; from spmd.cli import main; "
-            f"sys.exit(main(['report', 'render', {str(scaling)!r}, '--out', {str(tmp_path / 'r')!r}]))")
+    hide = (
+        "import sys; sys.modules['matplotlib'] = None; from spmd.cli import main; "
+        f"sys.exit(main(['report', 'render', {str(scaling)!r}, '--out', {str(tmp_path / 'r')!r}]))"
+    )
     out = subprocess.run([sys.executable, "-c", hide], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stderr.strip() == ("spmd: note: no plots written: matplotlib is not installed (pip install "
-                                  "'spmd[plot]' adds it); the tables are all there")
+    assert out.stderr.strip() == (
+        "spmd: note: no plots written: matplotlib is not installed (pip install "
+        "'spmd[plot]' adds it); the tables are all there"
+    )
     assert (tmp_path / "r/scaling.html").exists() and not list((tmp_path / "r").glob("*.png"))
     out = plain("report", "render", scaling, "--out", tmp_path / "with", cwd=tmp_path)  # matplotlib is a test dep
     assert out.returncode == 0 and "note" not in out.stderr and (tmp_path / "with/speedup.png").exists()
@@ -154,8 +185,9 @@ def test_skipped_plots_and_heat_maps_say_why_and_how_to_get_them(tmp_path):
     from spmd import xp as xpmod
 
     if xpmod.gpu_count() == 0:  # the CPU machines CI runs on
-        code, stdout, stderr, _ = spmd("topo", "--png", tmp_path / "topo.png", "--iters", "1", "--bytes", "1M",
-                                       ranks=1, cwd=tmp_path)
+        code, stdout, stderr, _ = spmd(
+            "topo", "--png", tmp_path / "topo.png", "--iters", "1", "--bytes", "1M", ranks=1, cwd=tmp_path
+        )
         assert code == 0, stderr
         assert f"spmd: note: no heat map written to {tmp_path}/topo.png: " in stderr and "has no GPU" in stderr
         assert not (tmp_path / "topo.png").exists()
@@ -169,15 +201,21 @@ def test_progress_lines_on_rank_0_when_asked_and_never_with_quiet(tmp_path):
     from mpi_job import spmd
     from test_workloads_cli import small
 
-    config = small("train.yaml", tmp_path, **{"generate.shape": [2048, 844], "params.steps": 20,
-                                              "params.checkpoint": None, "repeats": 3, "output": "out"})
+    config = small(
+        "train.yaml",
+        tmp_path,
+        **{"generate.shape": [2048, 844], "params.steps": 20, "params.checkpoint": None, "repeats": 3, "output": "out"},
+    )
     assert spmd("generate", config, cwd=tmp_path, ranks=2)[0] == 0
     code, out, err, _ = spmd("run", config, "--progress", cwd=tmp_path, ranks=2)
     assert code == 0, err
     lines = [line for line in err.splitlines() if line.startswith("spmd run: train: ")]
     assert len(lines) == 4, err  # one warm-up, 3 repeats, rank 0 alone
-    assert re.fullmatch(r"spmd run: train: repeat 3/3 done, [\d.]+ s elapsed; [\d,]+ steps/s, [\d,]+ samples/s, "
-                        r"loss [\d.]+ \(the window before\)", lines[-1]), lines
+    assert re.fullmatch(
+        r"spmd run: train: repeat 3/3 done, [\d.]+ s elapsed; [\d,]+ steps/s, [\d,]+ samples/s, "
+        r"loss [\d.]+ \(the window before\)",
+        lines[-1],
+    ), lines
     assert "samples_per_s" in out  # and the final table has the rate
     code, out, err, _ = spmd("run", config, cwd=tmp_path, ranks=2)
     assert code == 0 and "spmd run: train: " not in err, err  # captured: not a terminal
@@ -185,8 +223,9 @@ def test_progress_lines_on_rank_0_when_asked_and_never_with_quiet(tmp_path):
     assert code == 0 and out == "" and "spmd run: train: " not in err, (out, err)
 
     reduce = small("reduce.yaml", tmp_path, **{"generate.shape": [20000], "repeats": 2, "output": "r"})
-    code, out, err, _ = spmd("scale", reduce, "--progress", "--ranks", "1,2", "--probe-max-bytes", "0",
-                             cwd=tmp_path, ranks=2)
+    code, out, err, _ = spmd(
+        "scale", reduce, "--progress", "--ranks", "1,2", "--probe-max-bytes", "0", cwd=tmp_path, ranks=2
+    )
     assert code == 0, err
     assert "spmd scale: strong 1 rank(s): starting (size 1 of 2)" in err.splitlines()
     assert "spmd scale: strong 2 rank(s): starting (size 2 of 2)" in err.splitlines()

@@ -12,7 +12,6 @@ import textwrap
 import h5py
 import numpy as np
 import pytest
-
 from helpers import LAUNCH_ENV
 from mpi_job import spmd, spmd_script
 from test_train_cli import train_config
@@ -37,9 +36,17 @@ def leftovers(folder) -> list[str]:
 def test_a_save_that_does_not_fit_is_refused_before_writing(tmp_path):
     """matmul's C (float64 256 x 256 = 512 KiB) where a file may grow to 200 KB: space is reserved before
     HDF5 writes anything, so the job ends with a message instead of HDF5 crashing while it closes."""
-    config = small("matmul.yaml", tmp_path, **{"generate.shape": [256, 64], "generate.dtype": "float64",
-                                                "params.b.generate.shape": [64, 256],
-                                                "params.b.generate.dtype": "float64", "repeats": 1})
+    config = small(
+        "matmul.yaml",
+        tmp_path,
+        **{
+            "generate.shape": [256, 64],
+            "generate.dtype": "float64",
+            "params.b.generate.shape": [64, 256],
+            "params.b.generate.dtype": "float64",
+            "repeats": 1,
+        },
+    )
     assert spmd("generate", config, cwd=tmp_path)[0] == 0
     rc, out, err, _ = spmd_script(tmp_path, LIMITED, 200_000, "run", config, ranks=2)
     assert rc == 2, (out, err)
@@ -77,8 +84,16 @@ def test_jobs_saving_to_one_path_at_once_never_collide(tmp_path):
     """Two jobs write the same params.save path 25 times each, at the same time: every write succeeds
     (each has its own temporary file) and the file always holds one job's whole result."""
     target = tmp_path / "C.h5"
-    procs = [subprocess.Popen([sys.executable, "-c", SAVER, str(target), str(v)], env=LAUNCH_ENV,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for v in (1.0, 2.0)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SAVER, str(target), str(v)],
+            env=LAUNCH_ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for v in (1.0, 2.0)
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
@@ -90,8 +105,15 @@ def test_jobs_saving_to_one_path_at_once_never_collide(tmp_path):
 def test_a_damaged_checkpoint_is_refused_naming_the_dataset(tmp_path):
     """200 KB zeroed in the middle of a checkpoint, the file size unchanged: resuming from it ends with
     exit 2 instead of training on and reporting 'verified'."""
-    config = train_config(tmp_path, **{"params.checkpoint": {"path": "ckpt.h5"}, "params.model": "medium",
-                                       "generate.shape": [2048, 844], "repeats": 1})
+    config = train_config(
+        tmp_path,
+        **{
+            "params.checkpoint": {"path": "ckpt.h5"},
+            "params.model": "medium",
+            "generate.shape": [2048, 844],
+            "repeats": 1,
+        },
+    )
     assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
     assert spmd("run", config, cwd=tmp_path, ranks=2)[0] == 0
     path = tmp_path / "ckpt.h5"
@@ -100,8 +122,9 @@ def test_a_damaged_checkpoint_is_refused_naming_the_dataset(tmp_path):
         f.seek(size // 4)  # inside the weights, the first dataset
         f.write(bytes(200_000))
     assert path.stat().st_size == size
-    rc, out, err, _ = spmd("run", config, "-o", "params.resume=ckpt.h5", "-o", "repeats=2", "--out", "again",
-                           cwd=tmp_path, ranks=2)
+    rc, out, err, _ = spmd(
+        "run", config, "-o", "params.resume=ckpt.h5", "-o", "repeats=2", "--out", "again", cwd=tmp_path, ranks=2
+    )
     assert rc == 2 and "ckpt.h5: damaged: dataset" in err and "does not match its checksum" in err, err
     assert not (tmp_path / "again").exists()
     report = json.loads((tmp_path / "results/train/report.json").read_text())
@@ -137,8 +160,17 @@ def test_a_fifo_as_input_is_refused_not_waited_on(tmp_path):
 
     os.mkfifo(tmp_path / "x.h5")
     config = tmp_path / "job.yaml"
-    config.write_text(json.dumps({"workload": "reduce", "device": "cpu", "timeout_s": 5, "output": "out",
-                                  "input": {"path": "x.h5", "dataset": "x"}}))
+    config.write_text(
+        json.dumps(
+            {
+                "workload": "reduce",
+                "device": "cpu",
+                "timeout_s": 5,
+                "output": "out",
+                "input": {"path": "x.h5", "dataset": "x"},
+            }
+        )
+    )
     start = time.monotonic()
     rc, out, err, _ = spmd("run", config, cwd=tmp_path, ranks=2)
     assert rc == 2 and "x.h5: a FIFO, not an HDF5 file" in err, err
@@ -152,9 +184,15 @@ def start_job(tmp_path, *args, ranks=3, env=None):
     """``mpiexec -n ranks python -m spmd ARGS`` in the background, in its own process group."""
     from mpi_job import mpiexec
 
-    return subprocess.Popen([*mpiexec(), "-n", str(ranks), sys.executable, "-m", "spmd", *map(str, args)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**LAUNCH_ENV, **(env or {})}, start_new_session=True)
+    return subprocess.Popen(
+        [*mpiexec(), "-n", str(ranks), sys.executable, "-m", "spmd", *map(str, args)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**LAUNCH_ENV, **(env or {})},
+        start_new_session=True,
+    )
 
 
 def interrupt(proc, when, timeout=60):

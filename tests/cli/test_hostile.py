@@ -12,7 +12,6 @@ import time
 import h5py
 import numpy as np
 import pytest
-
 from helpers import write_dataset
 from mpi_job import spmd
 from test_plugins_cli import config, plugin
@@ -20,12 +19,15 @@ from test_plugins_cli import config, plugin
 
 def strict(path):
     """report.json parsed as strict JSON: NaN or Infinity tokens are an error."""
+
     def refuse(token):
         raise AssertionError(f"{path}: the non-JSON token {token}")
+
     return json.loads(path.read_text(), parse_constant=refuse)
 
 
 # -- ways out of user code -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("where", ["function", "import", "class"])
 def test_sys_exit_in_a_plugin_is_a_failure_naming_it(tmp_path, where):
@@ -47,7 +49,8 @@ def test_sys_exit_in_a_plugin_is_a_failure_naming_it(tmp_path, where):
                 def run(self, timer): sys.exit(0)
                 def verify(self): return {}
                 def result(self): return {}
-        """}[where]
+        """,
+    }[where]
     job = config(tmp_path, f"{plugin(tmp_path, source)}:f")
     rc, out, err, _ = spmd("run", job, cwd=tmp_path, ranks=2)
     assert rc != 0 and "sys.exit(0)" in err and "plug.py" in err, (rc, err)
@@ -110,6 +113,7 @@ def test_the_kmeans_example_on_1d_input_says_what_it_needs(tmp_path):
 
 # -- NaN and strict JSON ------------------------------------------------------------------------------
 
+
 def test_nan_never_passes_and_report_json_is_strict(tmp_path):
     source = """
         import spmd
@@ -129,9 +133,20 @@ def test_nan_never_passes_and_report_json_is_strict(tmp_path):
 
 # -- HDF5 layouts -----------------------------------------------------------------------------------------
 
+
 def reduce_job(tmp_path, path: str, **keys) -> str:
-    (tmp_path / "job.yaml").write_text(json.dumps({"workload": "reduce", "device": "cpu", "repeats": 1,
-                                                   "output": "out", "input": {"path": path, "dataset": "x"}, **keys}))
+    (tmp_path / "job.yaml").write_text(
+        json.dumps(
+            {
+                "workload": "reduce",
+                "device": "cpu",
+                "repeats": 1,
+                "output": "out",
+                "input": {"path": path, "dataset": "x"},
+                **keys,
+            }
+        )
+    )
     return "job.yaml"
 
 
@@ -141,7 +156,7 @@ def test_every_hdf5_layout_reads_right_or_names_the_real_cause(tmp_path):
         write_dataset(tmp_path / f"src{i}.h5", half)
     layout = h5py.VirtualLayout(shape=(1000,), dtype="f8")
     for i in range(2):
-        layout[i * 500:(i + 1) * 500] = h5py.VirtualSource(f"src{i}.h5", "x", shape=(500,))
+        layout[i * 500 : (i + 1) * 500] = h5py.VirtualSource(f"src{i}.h5", "x", shape=(500,))
     with h5py.File(tmp_path / "vds.h5", "w") as f:
         f.create_virtual_dataset("x", layout, fillvalue=0)
     rc, out, err, _ = spmd("run", reduce_job(tmp_path, "vds.h5"), cwd=tmp_path, ranks=2)
@@ -176,15 +191,19 @@ def test_every_hdf5_layout_reads_right_or_names_the_real_cause(tmp_path):
 
 # -- values a user types ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("override, message", [
-    ("timeout_s=1e15", "timeout_s: must be a positive number of seconds, got 1e+15"),
-    ("timeout_s=1.0e+15", "timeout_s: must be a positive number of seconds, got 1e+15"),
-    ("generate.seed=-1", "generate.seed: must be >= 0, got -1"),
-    ("generate.shape=[1e20]", "generate.shape[0]: 100000000000000000000 is out of range"),
-    ("generate.shape=[100000000000000000000]", "generate.shape[0]: 100000000000000000000 is out of range"),
-    ("repeats=1e3x", "repeats: expected an integer or auto, got '1e3x'"),
-    ("generate.loc=1e300", "generate.loc, generate.scale: values near 1e+300 +- 2 do not fit float32"),
-])
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("timeout_s=1e15", "timeout_s: must be a positive number of seconds, got 1e+15"),
+        ("timeout_s=1.0e+15", "timeout_s: must be a positive number of seconds, got 1e+15"),
+        ("generate.seed=-1", "generate.seed: must be >= 0, got -1"),
+        ("generate.shape=[1e20]", "generate.shape[0]: 100000000000000000000 is out of range"),
+        ("generate.shape=[100000000000000000000]", "generate.shape[0]: 100000000000000000000 is out of range"),
+        ("repeats=1e3x", "repeats: expected an integer or auto, got '1e3x'"),
+        ("generate.loc=1e300", "generate.loc, generate.scale: values near 1e+300 +- 2 do not fit float32"),
+    ],
+)
 def test_out_of_range_numbers_are_exit_2_naming_the_key(tmp_path, override, message):
     job = reduce_job(tmp_path, "x.h5", generate={"shape": [10]})
     for command in ("generate", "run"):
@@ -194,7 +213,9 @@ def test_out_of_range_numbers_are_exit_2_naming_the_key(tmp_path, override, mess
 
 def test_a_config_value_yaml_cannot_build_is_exit_2(tmp_path):
     write_dataset(tmp_path / "x.h5", np.arange(10.0))
-    (tmp_path / "big.yaml").write_text("workload: reduce\ninput: {path: x.h5, dataset: x}\nrepeats: " + "1" * 5000 + "\n")
+    (tmp_path / "big.yaml").write_text(
+        "workload: reduce\ninput: {path: x.h5, dataset: x}\nrepeats: " + "1" * 5000 + "\n"
+    )
     rc, out, err, _ = spmd("run", "big.yaml", cwd=tmp_path, ranks=2)
     assert rc == 2 and "config big.yaml: a value that cannot be read: Exceeds the limit" in err, err
     assert "internal error" not in err and "Traceback" not in err
@@ -202,8 +223,9 @@ def test_a_config_value_yaml_cannot_build_is_exit_2(tmp_path):
 
 def test_a_number_written_as_yaml_1_2_has_it_is_read_as_one(tmp_path):
     write_dataset(tmp_path / "x.h5", np.arange(10.0))
-    rc, out, err, _ = spmd("run", reduce_job(tmp_path, "x.h5"), "-o", "repeats=2e0", "-o", "timeout_s=1e2",
-                           cwd=tmp_path, ranks=2)
+    rc, out, err, _ = spmd(
+        "run", reduce_job(tmp_path, "x.h5"), "-o", "repeats=2e0", "-o", "timeout_s=1e2", cwd=tmp_path, ranks=2
+    )
     assert rc == 0, err
     report = json.loads((tmp_path / "out/report.json").read_text())
     assert report["config"]["repeats"] == 2 and report["config"]["timeout_s"] == 100.0
@@ -215,13 +237,15 @@ def test_unusable_output_folders_are_refused_before_the_work(tmp_path):
     (tmp_path / "rj/report.json").mkdir(parents=True)
     rc, out, err, _ = spmd("run", job, "--out", "rj", cwd=tmp_path, ranks=2)
     assert rc == 2 and "the report rj/report.json exists and is a folder" in err and "internal" not in err, err
-    rc, out, err, _ = spmd("generate", job, "-o", "input.path=x.h5/sub.h5", "-o", "generate.shape=[10]", cwd=tmp_path,
-                           ranks=2)
+    rc, out, err, _ = spmd(
+        "generate", job, "-o", "input.path=x.h5/sub.h5", "-o", "generate.shape=[10]", cwd=tmp_path, ranks=2
+    )
     assert rc == 2 and "the folder of the input x.h5: x.h5 exists and is not a folder" in err, err
     os.symlink("/nonexistent/zzz", tmp_path / "dang")
     rc, out, err, _ = spmd("run", job, "--out", "dang", cwd=tmp_path, ranks=2)
-    assert rc == 2 and "output folder dang: dang is a symbolic link to '/nonexistent/zzz', which does not exist" \
-        in err, err
+    assert (
+        rc == 2 and "output folder dang: dang is a symbolic link to '/nonexistent/zzz', which does not exist" in err
+    ), err
 
 
 def test_messages_stay_one_line_whatever_a_value_holds(tmp_path):
@@ -236,7 +260,7 @@ def test_messages_stay_one_line_whatever_a_value_holds(tmp_path):
     said = [line for line in err.splitlines() if line.strip() and not line.startswith(("-", " "))]
     assert rc == 2 and len([line for line in said if line.startswith("spmd")]) == 1, err
     assert "could not determine a constructor for the tag 'tag:yaml.org,2002:python/object:os.system' (line 2" in err
-    assert "^" not in err and "in \"<unicode string>\"" not in err, err  # PyYAML's multi-line text, with its caret
+    assert "^" not in err and 'in "<unicode string>"' not in err, err  # PyYAML's multi-line text, with its caret
 
 
 def test_run_on_more_ranks_than_cpus_says_so(tmp_path):
@@ -252,8 +276,14 @@ def test_run_on_more_ranks_than_cpus_says_so(tmp_path):
         pytest.fail("taskset (util-linux) is needed to pin the launch to one CPU")
     write_dataset(tmp_path / "x.h5", np.arange(10.0))
     job = reduce_job(tmp_path, "x.h5")
-    proc = subprocess.run(["taskset", "-c", "0", *mpiexec(), "-n", "2", sys.executable, "-m", "spmd", "run", job],
-                          cwd=tmp_path, env=LAUNCH_ENV, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["taskset", "-c", "0", *mpiexec(), "-n", "2", sys.executable, "-m", "spmd", "run", job],
+        cwd=tmp_path,
+        env=LAUNCH_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     warning = "oversubscribed: "
     assert f"spmd: warning: {warning}" in proc.stderr and "ran 2 ranks on 1 CPU(s)" in proc.stderr, proc.stderr
@@ -261,6 +291,7 @@ def test_run_on_more_ranks_than_cpus_says_so(tmp_path):
 
 
 # -- report compare on what it was not made for --------------------------------------------------------------
+
 
 def test_report_compare_bounds_what_it_reads_and_validates_what_it_compares(tmp_path):
     """A FIFO (it would block), /dev/zero (it never ends), deeply nested JSON, a string among the repeats, NaN
@@ -283,8 +314,14 @@ def test_report_compare_bounds_what_it_reads_and_validates_what_it_compares(tmp_
     long = {**good, "workload": "reduce\n" * 10_000}
     for name, data in (("stringy.json", stringy), ("nan.json", nan), ("long.json", long)):
         (tmp_path / name).write_text(json.dumps(data))
-    cases = {"fifo.json": "not a regular file", "/dev/zero": "not a regular file", "nested.json": "nested too deeply",
-             "stringy.json": "per_rank[].repeats[] (finite seconds", "nan.json": "(finite", "long.json": "workload"}
+    cases = {
+        "fifo.json": "not a regular file",
+        "/dev/zero": "not a regular file",
+        "nested.json": "nested too deeply",
+        "stringy.json": "per_rank[].repeats[] (finite seconds",
+        "nan.json": "(finite",
+        "long.json": "workload",
+    }
     for name, why in cases.items():
         start = time.monotonic()
         rc, out, err = cli("report", "compare", "out/report.json", name, "--fail-above", "10", cwd=tmp_path)
@@ -302,6 +339,7 @@ def test_report_merge_of_a_glob_that_matched_nothing_says_so(tmp_path):
 
 # -- verification that must not let a corrupted result through ---------------------------------------------
 
+
 def test_matmul_default_catches_every_element_the_docs_say_it_does(tmp_path):
     """Zero-mean data at k = 256 (the trial's case: one element 1% off passed): for each seed, the corrupted
     element's error against the documented bound, 2 min(8, sqrt(n/G)) tau ||a_i|| ||B_g||_F, computed here from
@@ -311,11 +349,22 @@ def test_matmul_default_catches_every_element_the_docs_say_it_does(tmp_path):
 
     from spmd.workloads.matmul.check import FREIVALDS_GROUPS, tau
 
-    cfg = {"workload": "matmul", "device": "cpu", "repeats": 1, "warmup": 0, "output": "out",
-           "input": {"path": "A.h5", "dataset": "A"},
-           "generate": {"shape": [512, 256], "seed": 11, "loc": 0.0, "scale": 1.0},
-           "params": {"b": {"path": "B.h5", "dataset": "B", "generate": {"shape": [256, 512], "seed": 12,
-                                                                         "loc": 0.0, "scale": 1.0}}}}
+    cfg = {
+        "workload": "matmul",
+        "device": "cpu",
+        "repeats": 1,
+        "warmup": 0,
+        "output": "out",
+        "input": {"path": "A.h5", "dataset": "A"},
+        "generate": {"shape": [512, 256], "seed": 11, "loc": 0.0, "scale": 1.0},
+        "params": {
+            "b": {
+                "path": "B.h5",
+                "dataset": "B",
+                "generate": {"shape": [256, 512], "seed": 12, "loc": 0.0, "scale": 1.0},
+            }
+        },
+    }
     (tmp_path / "mm.yaml").write_text(json.dumps(cfg))
     assert spmd("generate", "mm.yaml", cwd=tmp_path, ranks=1)[0] == 0
     a = h5py.File(tmp_path / "A.h5")["A"][...]
@@ -365,15 +414,29 @@ def test_a_checkpoint_from_a_failed_verification_is_not_resumed_without_saying_s
 
     config = train_config(tmp_path, **{"params.checkpoint": {"path": "ckpt.h5", "every": 20}, "repeats": 3})
     assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
-    rc, out, err, _ = spmd("run", config, cwd=tmp_path, ranks=2, env={"SPMD_FAULT": "rank=1,phase=compute,kind=corrupt"})
+    rc, out, err, _ = spmd(
+        "run", config, cwd=tmp_path, ranks=2, env={"SPMD_FAULT": "rank=1,phase=compute,kind=corrupt"}
+    )
     assert rc == 3 and (tmp_path / "ckpt.h5").exists(), err
     with h5py.File(tmp_path / "ckpt.h5") as f:
         assert "differ from rank 0's" in str(f.attrs["verification_failed"])
     rc, out, err, _ = spmd("run", config, "-o", "params.resume=ckpt.h5", "--out", "again", cwd=tmp_path, ranks=2)
     assert rc == 2 and "ckpt.h5 was written by a run whose verification failed" in err, err
     assert "params.resume_unverified: true" in err and not (tmp_path / "again").exists()
-    rc, out, err, _ = spmd("run", config, "-o", "params.resume=ckpt.h5", "-o", "params.resume_unverified=true",
-                           "-o", "repeats=4", "--out", "again", cwd=tmp_path, ranks=2)
+    rc, out, err, _ = spmd(
+        "run",
+        config,
+        "-o",
+        "params.resume=ckpt.h5",
+        "-o",
+        "params.resume_unverified=true",
+        "-o",
+        "repeats=4",
+        "--out",
+        "again",
+        cwd=tmp_path,
+        ranks=2,
+    )
     assert rc == 0, err
     warnings = json.loads((tmp_path / "again/report.json").read_text())["warnings"]
     assert any("resumed from ckpt.h5, written by a run whose verification failed" in w for w in warnings), warnings

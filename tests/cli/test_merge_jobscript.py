@@ -10,23 +10,40 @@ import sys
 import numpy as np
 import pytest
 import yaml
-
 from helpers import LAUNCH_ENV
 from mpi_job import spmd
 from test_workloads_cli import small
 
 
 def cli(*args, cwd):
-    proc = subprocess.run([sys.executable, "-m", "spmd", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, env=LAUNCH_ENV, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "spmd", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=LAUNCH_ENV,
+        timeout=120,
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
 def test_merge_of_separate_runs_gives_the_sweeps_own_figures(tmp_path):
     """The reports spmd scale measured, merged from files, give the same series as the sweep."""
     config = small("reduce.yaml", tmp_path, **{"generate.shape": [20011], "repeats": 2})
-    rc, out, err, _ = spmd("scale", config, "--mode", "both", "--ranks", "1,2", "--out", "sweep",
-                           "--probe-max-bytes", "0", cwd=tmp_path, ranks=2)
+    rc, out, err, _ = spmd(
+        "scale",
+        config,
+        "--mode",
+        "both",
+        "--ranks",
+        "1,2",
+        "--out",
+        "sweep",
+        "--probe-max-bytes",
+        "0",
+        cwd=tmp_path,
+        ranks=2,
+    )
     assert rc == 0, err
     sweep = json.loads((tmp_path / "sweep/scaling.json").read_text())
     paths = []
@@ -62,17 +79,48 @@ def test_merge_of_separate_runs_gives_the_sweeps_own_figures(tmp_path):
 
 def test_jobscript_writes_one_job_per_series_and_size_with_scaled_configs(tmp_path):
     config = small("reduce.yaml", tmp_path, **{"generate.shape": [1000]})
-    rc, out, err = cli("jobscript", config, "--nodes", "1,2,4", "--gpus-per-node", "4", "--partition", "gpu",
-                       "--account", "proj", "--time", "01:00:00", "--mpi", "pmix", "--out", "jobs", cwd=tmp_path)
+    rc, out, err = cli(
+        "jobscript",
+        config,
+        "--nodes",
+        "1,2,4",
+        "--gpus-per-node",
+        "4",
+        "--partition",
+        "gpu",
+        "--account",
+        "proj",
+        "--time",
+        "01:00:00",
+        "--mpi",
+        "pmix",
+        "--out",
+        "jobs",
+        cwd=tmp_path,
+    )
     assert rc == 0, err
     jobs = tmp_path / "jobs"
     assert sorted(p.name for p in jobs.glob("*.sbatch")) == [
-        "generate.sbatch", "merge.sbatch", "strong-1n.sbatch", "strong-2n.sbatch", "strong-4n.sbatch",
-        "weak-2n.sbatch", "weak-4n.sbatch"]
+        "generate.sbatch",
+        "merge.sbatch",
+        "strong-1n.sbatch",
+        "strong-2n.sbatch",
+        "strong-4n.sbatch",
+        "weak-2n.sbatch",
+        "weak-4n.sbatch",
+    ]
     text = (jobs / "weak-4n.sbatch").read_text()
-    for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=4", "#SBATCH --gpus-per-node=4",
-                 "#SBATCH --partition=gpu", "#SBATCH --account=proj", "#SBATCH --time=01:00:00",
-                 "#SBATCH --signal=B:USR1@120", f"#SBATCH --chdir={tmp_path}", "srun --mpi=pmix"):
+    for line in (
+        "#SBATCH --nodes=4",
+        "#SBATCH --ntasks-per-node=4",
+        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=proj",
+        "#SBATCH --time=01:00:00",
+        "#SBATCH --signal=B:USR1@120",
+        f"#SBATCH --chdir={tmp_path}",
+        "srun --mpi=pmix",
+    ):
         assert line in text
     weak = yaml.safe_load((jobs / "configs/weak-4n.yaml").read_text())
     strong = yaml.safe_load((jobs / "configs/strong-4n.yaml").read_text())
@@ -81,9 +129,11 @@ def test_jobscript_writes_one_job_per_series_and_size_with_scaled_configs(tmp_pa
     assert "--dependency=afterok:$gen" in (jobs / "submit.sh").read_text()
     assert "report merge" in (jobs / "merge.sbatch").read_text()
     assert "gpus" not in (jobs / "generate.sbatch").read_text()
-    for bad, why in ((["--gpus-per-node", "0"], "give it (>= 1) when --gpus-per-node is 0"),
-                     (["--gpus-per-node", "2", "--tasks-per-node", "4"], "spmd runs one rank per GPU"),
-                     (["--gpus-per-node", "2", "--nodes", "0"], "node counts must be >= 1")):
+    for bad, why in (
+        (["--gpus-per-node", "0"], "give it (>= 1) when --gpus-per-node is 0"),
+        (["--gpus-per-node", "2", "--tasks-per-node", "4"], "spmd runs one rank per GPU"),
+        (["--gpus-per-node", "2", "--nodes", "0"], "node counts must be >= 1"),
+    ):
         args = ["jobscript", config, "--nodes", "1,2", *bad, "--out", "no"]
         if "--nodes" in bad:
             args = ["jobscript", config, *bad, "--out", "no"]
@@ -118,8 +168,19 @@ def test_generated_scripts_run_nothing_a_value_smuggles_in(tmp_path):
 
     hostile = "$(touch INJECTED-1); touch INJECTED-2 `touch INJECTED-3`"
     config = small("matmul.yaml", tmp_path, **{"params.save.path": f"results/C {hostile}.h5"})
-    rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", "--out", "jobs",
-                       "--spmd", f"fake-spmd --note {hostile}", cwd=tmp_path)  # unquoted: words of a command
+    rc, out, err = cli(
+        "jobscript",
+        config,
+        "--nodes",
+        "1,2",
+        "--gpus-per-node",
+        "2",
+        "--out",
+        "jobs",
+        "--spmd",
+        f"fake-spmd --note {hostile}",
+        cwd=tmp_path,
+    )  # unquoted: words of a command
     assert rc == 0, err
     jobs = tmp_path / "jobs"
     for name in ("strong-1n", "strong-2n"):  # what the runs would have written: the merge job needs two reports
@@ -127,8 +188,9 @@ def test_generated_scripts_run_nothing_a_value_smuggles_in(tmp_path):
         (jobs / "results" / name / "report.json").write_text("{}")
     env = {**os.environ, "PATH": f"{stubs(tmp_path)}:{os.environ['PATH']}", "STUB_LOG": str(tmp_path / "calls.log")}
     for script in ["submit.sh", *sorted(p.name for p in jobs.glob("*.sbatch"))]:
-        proc = subprocess.run(["bash", str(jobs / script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=60)
+        proc = subprocess.run(
+            ["bash", str(jobs / script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
         assert proc.returncode == 0, (script, proc.stdout, proc.stderr)
     assert not [p for p in tmp_path.rglob("INJECTED*")], "a value ran as a command"
     calls = (tmp_path / "calls.log").read_text()
@@ -139,16 +201,19 @@ def test_generated_scripts_run_nothing_a_value_smuggles_in(tmp_path):
     assert saves == {f"results/C {hostile}-{name}.h5" for name in ("strong-1n", "strong-2n", "weak-2n")}
 
 
-@pytest.mark.parametrize("args, why", [
-    (["--partition", "gpu\ntouch pwned"], "--partition 'gpu\\ntouch pwned': a SLURM name"),
-    (["--account", "proj x"], "--account 'proj x': a SLURM name"),
-    (["--time", "01:00:00\nrm -rf ~"], "--time '01:00:00\\nrm -rf ~': a SLURM time limit"),
-    (["--time", "soon"], "--time 'soon'"),
-    (["--out", "jobs$(touch pwned)"], "an #SBATCH line cannot carry it safely"),
-    (["--out", "my jobs"], "an #SBATCH line cannot carry it safely"),
-    (["--spmd", "python3 -m spmd\ntouch pwned"], "--spmd"),
-    (["--spmd", "python3 'unbalanced"], "--spmd \"python3 'unbalanced\": No closing quotation"),
-])
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (["--partition", "gpu\ntouch pwned"], "--partition 'gpu\\ntouch pwned': a SLURM name"),
+        (["--account", "proj x"], "--account 'proj x': a SLURM name"),
+        (["--time", "01:00:00\nrm -rf ~"], "--time '01:00:00\\nrm -rf ~': a SLURM time limit"),
+        (["--time", "soon"], "--time 'soon'"),
+        (["--out", "jobs$(touch pwned)"], "an #SBATCH line cannot carry it safely"),
+        (["--out", "my jobs"], "an #SBATCH line cannot carry it safely"),
+        (["--spmd", "python3 -m spmd\ntouch pwned"], "--spmd"),
+        (["--spmd", "python3 'unbalanced"], '--spmd "python3 \'unbalanced": No closing quotation'),
+    ],
+)
 def test_jobscript_refuses_what_a_script_cannot_carry_and_writes_nothing(tmp_path, args, why):
     config = small("reduce.yaml", tmp_path, **{"generate.shape": [1000]})
     rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", *args, cwd=tmp_path)
@@ -191,9 +256,23 @@ def test_jobscripts_a_cluster_user_can_submit_as_they_are(tmp_path):
     the threads and NCCL environment in every job; every script valid bash; one node count: no merge job."""
     config = small("reduce.yaml", tmp_path, **{"generate.shape": [1000], "io": {"threads": 6}})
     (tmp_path / "modules.sh").write_text("module load openmpi/4.1\nsource /opt/site/env.sh\n")
-    rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", "--out", "jobs",
-                       "--prologue", "modules.sh", "--env", "NCCL_DEBUG=WARN",
-                       "--env", "WEIRD=a b $(touch pwned) 'q'", cwd=tmp_path)
+    rc, out, err = cli(
+        "jobscript",
+        config,
+        "--nodes",
+        "1,2",
+        "--gpus-per-node",
+        "2",
+        "--out",
+        "jobs",
+        "--prologue",
+        "modules.sh",
+        "--env",
+        "NCCL_DEBUG=WARN",
+        "--env",
+        "WEIRD=a b $(touch pwned) 'q'",
+        cwd=tmp_path,
+    )
     assert rc == 0, err
     jobs = tmp_path / "jobs"
     scripts = sorted(jobs.glob("*.sbatch")) + [jobs / "submit.sh"]
@@ -210,13 +289,30 @@ def test_jobscripts_a_cluster_user_can_submit_as_they_are(tmp_path):
         assert 'export SRUN_CPUS_PER_TASK="${SLURM_CPUS_PER_TASK:-1}"' in text
         assert 'export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"' in text
     env = {**LAUNCH_ENV, "PATH": f"{stubs(tmp_path)}:{LAUNCH_ENV['PATH']}", "STUB_LOG": str(tmp_path / "calls.log")}
-    run = subprocess.run(["bash", str(jobs / "strong-2n.sbatch")], cwd=tmp_path, capture_output=True, text=True,
-                         env={**env, "PATH": f"{tmp_path / 'bin'}:{env['PATH']}"}, timeout=60)
+    run = subprocess.run(
+        ["bash", str(jobs / "strong-2n.sbatch")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**env, "PATH": f"{tmp_path / 'bin'}:{env['PATH']}"},
+        timeout=60,
+    )
     assert run.returncode != 0 and "module: command not found" in run.stderr  # set -e: a failed prologue stops it
     assert not list(tmp_path.rglob("pwned"))
 
-    rc, out, err = cli("jobscript", config, "--nodes", "2", "--gpus-per-node", "2", "--cpus-per-task", "3",
-                       "--out", "one", cwd=tmp_path)
+    rc, out, err = cli(
+        "jobscript",
+        config,
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--cpus-per-task",
+        "3",
+        "--out",
+        "one",
+        cwd=tmp_path,
+    )
     assert rc == 0 and "one node count: no scaling report" in out, err
     assert sorted(p.name for p in (tmp_path / "one").glob("*.sbatch")) == ["generate.sbatch", "strong-2n.sbatch"]
     assert "merge" not in (tmp_path / "one/submit.sh").read_text()
@@ -225,21 +321,25 @@ def test_jobscripts_a_cluster_user_can_submit_as_they_are(tmp_path):
     assert rc == 0 and "strong: 1, 2 node(s); weak: 1 (strong-1n), 2 node(s)" in out, out
 
 
-@pytest.mark.parametrize("args, why", [
-    (["--prologue", "sbatch.sh"], "an #SBATCH line there would be ignored"),
-    (["--prologue", "broken.sh"], "not valid shell"),
-    (["--prologue", "missing.sh"], "--prologue 'missing.sh': not a regular file"),
-    (["--env", "1X=2"], "KEY=VALUE, KEY of letters"),
-    (["--env", "A=b\nc"], "a value of one line"),
-    (["--env", "NOEQUALS"], "KEY=VALUE"),
-    (["--cpus-per-task", "0"], "--cpus-per-task 0: from 1 to 4096"),
-])
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (["--prologue", "sbatch.sh"], "an #SBATCH line there would be ignored"),
+        (["--prologue", "broken.sh"], "not valid shell"),
+        (["--prologue", "missing.sh"], "--prologue 'missing.sh': not a regular file"),
+        (["--env", "1X=2"], "KEY=VALUE, KEY of letters"),
+        (["--env", "A=b\nc"], "a value of one line"),
+        (["--env", "NOEQUALS"], "KEY=VALUE"),
+        (["--cpus-per-task", "0"], "--cpus-per-task 0: from 1 to 4096"),
+    ],
+)
 def test_jobscript_refuses_a_prologue_or_env_it_cannot_carry(tmp_path, args, why):
     config = small("reduce.yaml", tmp_path, **{"generate.shape": [1000]})
     (tmp_path / "sbatch.sh").write_text("#SBATCH --mem=1G\nmodule load x\n")
     (tmp_path / "broken.sh").write_text("if then fi (\n")
-    rc, out, err = cli("jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", *args, "--out", "jobs",
-                       cwd=tmp_path)
+    rc, out, err = cli(
+        "jobscript", config, "--nodes", "1,2", "--gpus-per-node", "2", *args, "--out", "jobs", cwd=tmp_path
+    )
     assert rc == 2 and why in err, err
     assert not (tmp_path / "jobs").exists()
 
@@ -267,10 +367,24 @@ def test_a_series_on_the_users_own_input_weak_scales_copies_and_merges(tmp_path)
     (tmp_path / "data").mkdir()
     write_dataset(tmp_path / "data/events.h5", users)
     before = (tmp_path / "data/events.h5").read_bytes()
-    (tmp_path / "job.yaml").write_text(json.dumps({"workload": "reduce", "device": "cpu", "repeats": 2,
-                                                   "input": {"path": "data/events.h5", "dataset": "x"}}))
-    rc, out, err = cli("jobscript", "job.yaml", "--nodes", "1,2", "--gpus-per-node", "0", "--tasks-per-node", "1",
-                       "--out", "jobs", cwd=tmp_path)
+    (tmp_path / "job.yaml").write_text(
+        json.dumps(
+            {"workload": "reduce", "device": "cpu", "repeats": 2, "input": {"path": "data/events.h5", "dataset": "x"}}
+        )
+    )
+    rc, out, err = cli(
+        "jobscript",
+        "job.yaml",
+        "--nodes",
+        "1,2",
+        "--gpus-per-node",
+        "0",
+        "--tasks-per-node",
+        "1",
+        "--out",
+        "jobs",
+        cwd=tmp_path,
+    )
     assert rc == 0, err
     jobs = tmp_path / "jobs"
     weak = yaml.safe_load((jobs / "configs/weak-2n.yaml").read_text())
@@ -287,6 +401,8 @@ def test_a_series_on_the_users_own_input_weak_scales_copies_and_merges(tmp_path)
     rc, out, err = cli("report", "merge", *sorted(jobs.glob("results/*/report.json")), "--out", "m", cwd=tmp_path)
     assert rc == 0, err
     scaling = json.loads((tmp_path / "m/scaling.json").read_text())
-    assert {m: [r["ranks"] for r in rows] for m, rows in scaling["series"].items()} == {"strong": [1, 2],
-                                                                                      "weak": [1, 2]}
+    assert {m: [r["ranks"] for r in rows] for m, rows in scaling["series"].items()} == {
+        "strong": [1, 2],
+        "weak": [1, 2],
+    }
     assert (tmp_path / "data/events.h5").read_bytes() == before

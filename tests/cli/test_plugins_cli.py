@@ -16,7 +16,6 @@ import h5py
 import numpy as np
 import pytest
 import yaml
-
 from helpers import LAUNCH_ENV
 from mpi_job import DEADLINE_S, spmd
 
@@ -48,9 +47,19 @@ def config(folder: Path, workload: str, **keys) -> Path:
     with h5py.File(folder / "x.h5", "w") as f:
         f.create_dataset("x", data=np.random.default_rng(1).standard_normal(ROWS))
     path = folder / "job.yaml"
-    path.write_text(yaml.safe_dump({"workload": workload, "device": "cpu", "repeats": 2, "timeout_s": 5,
-                                    "output": str(folder / "out"), "input": {"path": str(folder / "x.h5"),
-                                                                             "dataset": "x"}, **keys}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "workload": workload,
+                "device": "cpu",
+                "repeats": 2,
+                "timeout_s": 5,
+                "output": str(folder / "out"),
+                "input": {"path": str(folder / "x.h5"), "dataset": "x"},
+                **keys,
+            }
+        )
+    )
     return path
 
 
@@ -79,22 +88,28 @@ def test_spmd_scale_strong_and_weak_of_a_plugin(tmp_path):
     assert any(line.startswith("Weak scaling 1 -> 2 ranks") for line in scaling["advice"])
 
 
-@pytest.mark.parametrize("workload, source, message", [
-    ("nope.py:f", None, "workload: nope.py: no such file"),
-    ("plug.py:f", "import math\nraise RuntimeError('no licence server')\n",
-     re.compile(r"workload: importing plug.py failed: RuntimeError: no licence server \(.*plug.py:2\)")),
-    ("plug.py:f", "def f(:\n", "workload: importing plug.py failed: SyntaxError:"),
-    ("plug.py:nope", "def f(block, xp, params):\n    return block\n", "workload: plug.py has no nope (it has: f)"),
-    ("plug.py:f", "f = 42\n", "workload: plug.py:f is a int, not a subclass of spmd.Workload"),
-    ("no_such_pkg.mod:f", None, "workload: no module no_such_pkg.mod on the Python path"),
-    ("plug.py:", None, "expected path/to/file.py:NAME or package.module:NAME"),
-])
+@pytest.mark.parametrize(
+    "workload, source, message",
+    [
+        ("nope.py:f", None, "workload: nope.py: no such file"),
+        (
+            "plug.py:f",
+            "import math\nraise RuntimeError('no licence server')\n",
+            re.compile(r"workload: importing plug.py failed: RuntimeError: no licence server \(.*plug.py:2\)"),
+        ),
+        ("plug.py:f", "def f(:\n", "workload: importing plug.py failed: SyntaxError:"),
+        ("plug.py:nope", "def f(block, xp, params):\n    return block\n", "workload: plug.py has no nope (it has: f)"),
+        ("plug.py:f", "f = 42\n", "workload: plug.py:f is a int, not a subclass of spmd.Workload"),
+        ("no_such_pkg.mod:f", None, "workload: no module no_such_pkg.mod on the Python path"),
+        ("plug.py:", None, "expected path/to/file.py:NAME or package.module:NAME"),
+    ],
+)
 def test_a_plugin_that_cannot_be_loaded_exits_2_naming_path_and_name(tmp_path, workload, source, message):
     if source is not None:
         plugin(tmp_path, source)
     rc, out, err, elapsed = spmd("run", config(tmp_path, workload), cwd=tmp_path)
     assert rc == 2 and f"rank 0 on {HOST}: " in err, err
-    assert (message.search(err) if isinstance(message, re.Pattern) else message in err), err
+    assert message.search(err) if isinstance(message, re.Pattern) else message in err, err
     assert elapsed < DEADLINE_S and not (tmp_path / "out").exists()
 
 
@@ -102,13 +117,17 @@ def test_a_plugin_from_a_package_on_the_python_path(tmp_path):
     package = tmp_path / "site" / "mine"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    plugin(package, """
+    plugin(
+        package,
+        """
         import spmd
 
         @spmd.map_reduce(combine="max")
         def largest(block, xp, params):
             return block.max(keepdims=True)
-    """, "stats.py")
+    """,
+        "stats.py",
+    )
     rc, out, err, _ = spmd("run", config(tmp_path, "mine.stats:largest"), env={"PYTHONPATH": str(tmp_path / "site")})
     assert rc == 0, err
     report = json.loads((tmp_path / "out/report.json").read_text())
@@ -137,11 +156,14 @@ PARAMS_PLUGIN = """
 """
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"bnis": 4}, "unknown key params.bnis"),
-    ({"bins": "many"}, "params.bins: expected an integer, got 'many'"),
-    ({"bins": 0}, "params.bins: must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"bnis": 4}, "unknown key params.bnis"),
+        ({"bins": "many"}, "params.bins: expected an integer, got 'many'"),
+        ({"bins": 0}, "params.bins: must be >= 1"),
+    ],
+)
 def test_a_plugins_params_dataclass_checks_the_config_like_the_builtins(tmp_path, params, message):
     path = plugin(tmp_path, PARAMS_PLUGIN)
     rc, out, err, _ = spmd("run", config(tmp_path, f"{path}:counts", params=params))
@@ -159,22 +181,29 @@ def test_a_plugins_params_dataclass_reaches_the_function(tmp_path):
 
 
 def test_results_of_different_shapes_are_refused_before_the_collective(tmp_path):
-    plugin(tmp_path, """
+    plugin(
+        tmp_path,
+        """
         import spmd
 
         @spmd.map_reduce(combine="sum")
         def per_row(block, xp, params):
             return block * 2  # one value per row: rank 2 holds one row fewer
-    """)
+    """,
+    )
     rc, out, err, elapsed = spmd("run", config(tmp_path, f"{tmp_path}/plug.py:per_row"))
     assert rc == 2, err
-    assert (f"rank 2 on {HOST}: per_row returned arrays of different shapes or dtypes (rank 0: [3336] float64, "
-            f"rank 1: [3336] float64, rank 2: [3335] float64)") in err, err
+    assert (
+        f"rank 2 on {HOST}: per_row returned arrays of different shapes or dtypes (rank 0: [3336] float64, "
+        f"rank 1: [3336] float64, rank 2: [3335] float64)"
+    ) in err, err
     assert elapsed < DEADLINE_S
 
 
 def test_an_exception_in_the_plugin_on_one_rank_names_function_file_and_line(tmp_path):
-    path = plugin(tmp_path, """
+    path = plugin(
+        tmp_path,
+        """
         import spmd
 
         @spmd.map_reduce(combine="sum")
@@ -182,11 +211,13 @@ def test_an_exception_in_the_plugin_on_one_rank_names_function_file_and_line(tmp
             if block.shape[0] == 3335:
                 raise ValueError("calibration table missing for this run")
             return block.sum(keepdims=True)
-    """)
+    """,
+    )
     rc, out, err, elapsed = spmd("run", config(tmp_path, f"{path}:fragile"))
     assert rc == 1, err
-    assert (f"spmd: error: rank 2 on {HOST}: fragile, {path}:7: ValueError: calibration table missing for this run"
-            in err), err
+    assert (
+        f"spmd: error: rank 2 on {HOST}: fragile, {path}:7: ValueError: calibration table missing for this run" in err
+    ), err
     assert "Traceback" not in err and elapsed < DEADLINE_S and not (tmp_path / "out").exists()
 
 
@@ -221,8 +252,9 @@ def test_an_exception_in_a_class_plugin_names_the_method_file_and_line(tmp_path)
     path = plugin(tmp_path, CLASS_PLUGIN)
     rc, out, err, elapsed = spmd("run", config(tmp_path, f"{path}:Step"))
     assert rc == 1, err
-    assert (f"spmd: error: rank 1 on {HOST}: Step.run, {path}:11: KeyError: 'no detector geometry for this run'"
-            in err), err
+    assert (
+        f"spmd: error: rank 1 on {HOST}: Step.run, {path}:11: KeyError: 'no detector geometry for this run'" in err
+    ), err
     assert elapsed < DEADLINE_S and not (tmp_path / "out").exists()
 
 
@@ -230,13 +262,16 @@ def test_a_problem_the_scaling_model_cannot_read_is_refused_naming_it(tmp_path):
     path = plugin(tmp_path, CLASS_PLUGIN)
     rc, out, err, elapsed = spmd("run", config(tmp_path, f"{path}:Modelled"))
     assert rc == 1, err
-    assert "Modelled.problem() returned comm[0] = {'op': 'alltoall', 'bytes': 8}: expected {'op': one of allreduce" \
-        in err, err
+    assert (
+        "Modelled.problem() returned comm[0] = {'op': 'alltoall', 'bytes': 8}: expected {'op': one of allreduce" in err
+    ), err
     assert elapsed < DEADLINE_S and not (tmp_path / "out").exists()
 
 
 def test_a_hang_in_the_plugin_is_ended_by_the_watchdog(tmp_path):
-    path = plugin(tmp_path, """
+    path = plugin(
+        tmp_path,
+        """
         import time
         import spmd
 
@@ -245,7 +280,8 @@ def test_a_hang_in_the_plugin_is_ended_by_the_watchdog(tmp_path):
             if block.shape[0] == 3335:
                 time.sleep(600)
             return block.sum(keepdims=True)
-    """)
+    """,
+    )
     rc, out, err, elapsed = spmd("run", config(tmp_path, f"{path}:slow"))
     assert rc == 4 and "watchdog: rank 0" in err and f"rank 2 on {HOST}: phase compute, not in a collective" in err, err
     assert elapsed < DEADLINE_S
@@ -253,33 +289,43 @@ def test_a_hang_in_the_plugin_is_ended_by_the_watchdog(tmp_path):
 
 def test_a_plugin_whose_parts_do_not_add_up_fails_verification(tmp_path):
     """The squares of the row counts: summed over ranks, not the square of all rows; exit 3, named."""
-    path = plugin(tmp_path, """
+    path = plugin(
+        tmp_path,
+        """
         import spmd
 
         @spmd.map_reduce(combine="sum")
         def rows_squared(block, xp, params):
             return xp.asarray([float(block.shape[0]) ** 2])
-    """)
+    """,
+    )
     rc, out, err, _ = spmd("run", config(tmp_path, f"{path}:rows_squared"))
     assert rc == 3 and "rows_squared: result[0] = " in err and "the reference gives 100140049.0" in err, err
     assert not (tmp_path / "out").exists()
 
 
 def test_verify_none_is_recorded_as_not_checked_and_only_for_plugins(tmp_path):
-    path = plugin(tmp_path, """
+    path = plugin(
+        tmp_path,
+        """
         import spmd
 
         @spmd.map_reduce(combine="sum")
         def rows_squared(block, xp, params):
             return xp.asarray([float(block.shape[0]) ** 2])
-    """)
+    """,
+    )
     rc, out, err, _ = spmd("run", config(tmp_path, f"{path}:rows_squared", verify="none"))
     assert rc == 0, err
     report = json.loads((tmp_path / "out/report.json").read_text())
     assert report["verified"] is False and "not checked" in report["verification"]["reference"]
     assert "NOT verified" in out
     rc, out, err, _ = spmd("run", config(tmp_path, "reduce", verify="none"))
-    assert rc == 2 and "verify: none is for plug-ins and the user's own model (torch) only; the built-in reduce always verifies" in err, err
+    assert (
+        rc == 2
+        and "verify: none is for plug-ins and the user's own model (torch) only; the built-in reduce always verifies"
+        in err
+    ), err
 
 
 def test_faults_jobscripts_merge_and_compare_take_plugins_too(tmp_path):
@@ -290,15 +336,57 @@ def test_faults_jobscripts_merge_and_compare_take_plugins_too(tmp_path):
     for ranks in (1, 2):
         rc, out, err, _ = spmd("run", cfg, "--out", tmp_path / f"r{ranks}", ranks=ranks)
         assert rc == 0, err
-    merged = subprocess.run([sys.executable, "-m", "spmd", "report", "merge", tmp_path / "r1", tmp_path / "r2",
-                             "--out", tmp_path / "merged"], capture_output=True, text=True, env=LAUNCH_ENV)
+    merged = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spmd",
+            "report",
+            "merge",
+            tmp_path / "r1",
+            tmp_path / "r2",
+            "--out",
+            tmp_path / "merged",
+        ],
+        capture_output=True,
+        text=True,
+        env=LAUNCH_ENV,
+    )
     assert merged.returncode == 0, merged.stderr
     assert json.loads((tmp_path / "merged/scaling.json").read_text())["series"]["strong"][1]["ranks"] == 2
-    compared = subprocess.run([sys.executable, "-m", "spmd", "report", "compare", tmp_path / "r1/report.json",
-                               tmp_path / "merged/scaling.json"], capture_output=True, text=True, env=LAUNCH_ENV)
+    compared = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spmd",
+            "report",
+            "compare",
+            tmp_path / "r1/report.json",
+            tmp_path / "merged/scaling.json",
+        ],
+        capture_output=True,
+        text=True,
+        env=LAUNCH_ENV,
+    )
     assert compared.returncode == 0 and "strong" in compared.stdout, compared.stderr
-    jobs = subprocess.run([sys.executable, "-m", "spmd", "jobscript", cfg, "--nodes", "1,2", "--gpus-per-node", "1",
-                           "--out", tmp_path / "jobs"], capture_output=True, text=True, env=LAUNCH_ENV)
+    jobs = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spmd",
+            "jobscript",
+            cfg,
+            "--nodes",
+            "1,2",
+            "--gpus-per-node",
+            "1",
+            "--out",
+            tmp_path / "jobs",
+        ],
+        capture_output=True,
+        text=True,
+        env=LAUNCH_ENV,
+    )
     assert jobs.returncode == 0, jobs.stderr
     label = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{EXAMPLES}/histogram.py:energy_histogram")  # a job name: plain
     assert f"#SBATCH --job-name=spmd-{label}-strong-2n\n" in (tmp_path / "jobs/strong-2n.sbatch").read_text()

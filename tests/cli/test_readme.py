@@ -48,8 +48,9 @@ def test_the_readme_lists_what_it_should():
     commands = readme_commands()
     assert ACTIVATE in commands and "spmd --help" in commands
     assert any(c.startswith("mpiexec -n 4 spmd scale") and "--out results/sweep0" in c for c in commands)
-    assert commands.index(next(c for c in commands if "results/sweep0" in c and "scale" in c)) < \
-        commands.index(next(c for c in commands if c.startswith("spmd report compare")))
+    assert commands.index(next(c for c in commands if "results/sweep0" in c and "scale" in c)) < commands.index(
+        next(c for c in commands if c.startswith("spmd report compare"))
+    )
 
 
 def test_every_readme_command_runs_as_written_in_a_fresh_copy(tmp_path):
@@ -72,7 +73,9 @@ def test_every_readme_command_runs_as_written_in_a_fresh_copy(tmp_path):
             command = re.sub(r"(^|\s)mpiexec ", lambda m: f"{m.group(1)}{launcher} ", command, count=1)
         out = subprocess.run(["bash", "-c", command], cwd=here, env=env, capture_output=True, text=True, timeout=600)
         allowed = {0, 1} if any(command.startswith(c) for c in EXIT_1_MEANS) else {0}
-        assert out.returncode in allowed, f"{command}\nexit {out.returncode}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+        assert out.returncode in allowed, (
+            f"{command}\nexit {out.returncode}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+        )
         ran.append(command)
     assert len(ran) >= 12, ran
     assert set(skipped) == set(NOT_HERE), "an exception above no README command needs any more"

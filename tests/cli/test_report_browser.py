@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from mpi_job import spmd
-from spmd.report.svg import CATEGORY_COLORS, PANELS, PHASE_COLORS, RANK_COLORS
 from test_trace import reduce_config
+
+from spmd.report.svg import CATEGORY_COLORS, PANELS, PHASE_COLORS, RANK_COLORS
 
 Image = pytest.importorskip("PIL.Image", reason="the test extra brings Pillow")
 
@@ -33,17 +33,33 @@ def chromium() -> str:
 
 def screenshot(page: Path, out: Path, height: int = 3000) -> np.ndarray:
     """``page`` rendered by headless Chromium at 1280 x ``height``, as an RGB array."""
-    done = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                           "--disable-sync", f"--user-data-dir={out.parent / 'chromium-profile'}", "--hide-scrollbars",
-                           f"--window-size=1280,{height}", f"--screenshot={out}", page.resolve().as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={out.parent / 'chromium-profile'}",
+            "--hide-scrollbars",
+            f"--window-size=1280,{height}",
+            f"--screenshot={out}",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0 and out.exists(), done.stderr[-2000:]
     return np.asarray(Image.open(out).convert("RGB"))
 
 
 def rgb(color: str) -> np.ndarray:
-    return np.array([int(color[i:i + 2], 16) for i in (1, 3, 5)])
+    return np.array([int(color[i : i + 2], 16) for i in (1, 3, 5)])
 
 
 def mask(image: np.ndarray, color: str) -> np.ndarray:
@@ -54,7 +70,7 @@ def panel(image: np.ndarray, name: str) -> np.ndarray:
     """The screenshot's pixels inside the bounding box of a figure's panel (its own background colour)."""
     ys, xs = np.nonzero(mask(image, PANELS[name]))
     assert len(ys) > 5000, f"no {name} panel drawn"
-    return image[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+    return image[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1]
 
 
 def inked(area: np.ndarray, color: str) -> int:
@@ -75,8 +91,9 @@ def columns(area: np.ndarray, color: str) -> int:
 @pytest.fixture(scope="module")
 def straggler_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("browser")
-    rc, _, err, _ = spmd("run", reduce_config(folder, repeats=4), env={"SPMD_FAULT": "rank=1,phase=read,kind=slow,"
-                                                                                     "seconds=0.05"})
+    rc, _, err, _ = spmd(
+        "run", reduce_config(folder, repeats=4), env={"SPMD_FAULT": "rank=1,phase=read,kind=slow,seconds=0.05"}
+    )
     assert rc == 0, err
     return folder
 

@@ -18,18 +18,24 @@ from pathlib import Path
 import h5py
 import pytest
 import yaml
-
 from mpi_job import spmd
+
 from spmd.units import fmt_bytes
 
 ROWS = 600_000
 
 
 def write_config(folder: Path, **keys) -> Path:
-    cfg = {"workload": "reduce", "device": "cpu", "warmup": 1, "repeats": 3,
-           "input": {"path": str(folder / "data" / "x.h5"), "dataset": "x"},
-           "generate": {"shape": [ROWS], "dtype": "float32", "seed": 7},
-           "output": str(folder / "out"), **keys}
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "warmup": 1,
+        "repeats": 3,
+        "input": {"path": str(folder / "data" / "x.h5"), "dataset": "x"},
+        "generate": {"shape": [ROWS], "dtype": "float32", "seed": 7},
+        "output": str(folder / "out"),
+        **keys,
+    }
     path = folder / "job.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -40,8 +46,19 @@ def sweep(tmp_path_factory):
     """One sweep at 1, 2 and 3 ranks, strong and weak, shared by the checks below."""
     folder = tmp_path_factory.mktemp("scale")
     config = write_config(folder)
-    rc, out, err, _ = spmd("scale", config, "--mode", "both", "--ranks", "1,2,3", "--out", folder / "sc",
-                           "--probe-max-bytes", "64K", timeout=240)
+    rc, out, err, _ = spmd(
+        "scale",
+        config,
+        "--mode",
+        "both",
+        "--ranks",
+        "1,2,3",
+        "--out",
+        folder / "sc",
+        "--probe-max-bytes",
+        "64K",
+        timeout=240,
+    )
     assert rc == 0, err
     return folder, out, json.loads((folder / "sc" / "scaling.json").read_text())
 
@@ -67,8 +84,11 @@ def test_sweep_runs_every_size_verified(sweep):
         with h5py.File(folder / "data" / f"weak-x{n}" / "x.h5") as f:
             assert f["x"].shape == (ROWS * n,)
     # one progress line per size measured (the weak base size reuses the strong run)
-    progress = [line for line in out.splitlines() if line.startswith("spmd scale: strong") or
-                line.startswith("spmd scale: weak")]
+    progress = [
+        line
+        for line in out.splitlines()
+        if line.startswith("spmd scale: strong") or line.startswith("spmd scale: weak")
+    ]
     assert len(progress) == 6 and all("verified" in line for line in progress)
 
 
@@ -99,8 +119,11 @@ def test_figures_follow_their_definitions(sweep):
                 assert timings[phase]["min"] <= timings[phase]["median"] <= timings[phase]["max"]
             # suspect: recomputed from the same figures (CI's 2 cores oversubscribe 3 ranks)
             place = row["placement"]
-            want = [bool(place["oversubscribed"]), row["efficiency"] > 1.05,
-                    row["karp_flatt"] is not None and row["karp_flatt"] < 0]
+            want = [
+                bool(place["oversubscribed"]),
+                row["efficiency"] > 1.05,
+                row["karp_flatt"] is not None and row["karp_flatt"] < 0,
+            ]
             got = [any(r.startswith(k) for r in row["suspect"]) for k in ("oversubscribed", "superlinear", "negative")]
             assert got == want, row["suspect"]
     for run in scaling["runs"]:
@@ -124,7 +147,12 @@ def test_model_and_advice_are_reported(sweep):
     model = scaling["model"]
     assert model["comm"]["backend"] == "mpi" and model["comm"]["alpha_s"] >= 0
     assert {(p["mode"], p["ranks"]) for p in model["points"]} == {
-        ("strong", 1), ("strong", 2), ("strong", 3), ("weak", 2), ("weak", 3)}
+        ("strong", 1),
+        ("strong", 2),
+        ("strong", 3),
+        ("weak", 2),
+        ("weak", 3),
+    }
     for p in model["points"]:
         assert p["error"] == pytest.approx((p["predicted_s"] - p["measured_s"]) / p["measured_s"])
     best = model["predictions"]["best"]
@@ -142,8 +170,9 @@ def test_model_and_advice_are_reported(sweep):
     largest = max(scaling["runs"], key=lambda r: r["ranks"])
     assert [x["bytes"] for x in largest["read_limit"]] == [4 * ROWS // 3] * 3
     assert all(x["seconds"] > 0 for x in largest["read_limit"])
-    assert any(line.startswith(f"At 3 ranks each rank read {fmt_bytes(4 * ROWS // 3)} at ")
-               for line in scaling["advice"]), scaling["advice"]
+    assert any(
+        line.startswith(f"At 3 ranks each rank read {fmt_bytes(4 * ROWS // 3)} at ") for line in scaling["advice"]
+    ), scaling["advice"]
 
 
 class _Resources(HTMLParser):
@@ -172,8 +201,10 @@ def test_every_output_file_exists_and_parses(sweep):
     assert [(r["series"], int(r["ranks"])) for r in table] == [(m, n) for m in ("strong", "weak") for n in (1, 2, 3)]
     strong2 = next(r for r in table if r["series"] == "strong" and r["ranks"] == "2")
     row2 = scaling["series"]["strong"][1]
-    assert float(strong2["speedup"]) == row2["speedup"] and float(strong2["comm_median_s"]) == \
-        row2["timings"]["comm"]["median"]
+    assert (
+        float(strong2["speedup"]) == row2["speedup"]
+        and float(strong2["comm_median_s"]) == row2["timings"]["comm"]["median"]
+    )
     markdown = (out / "scaling.md").read_text()
     assert "| series | ranks | nodes | link | time / repeat | speedup |" in markdown
     assert all(f"]({name})" in markdown for name in pngs)
@@ -240,8 +271,15 @@ def test_report_compare_flags_a_planted_regression(sweep, tmp_path):
 @pytest.mark.parametrize("reanalyse", [False, True])
 def test_report_render_rewrites_the_outputs(sweep, tmp_path, reanalyse):
     folder, _, scaling = sweep
-    rc, out, err, _ = spmd("report", "render", folder / "sc" / "scaling.json", "--out", tmp_path,
-                           *(["--reanalyse"] if reanalyse else []), ranks=1)
+    rc, out, err, _ = spmd(
+        "report",
+        "render",
+        folder / "sc" / "scaling.json",
+        "--out",
+        tmp_path,
+        *(["--reanalyse"] if reanalyse else []),
+        ranks=1,
+    )
     assert rc == 0, err
     assert (tmp_path / "scaling.html").read_text() and len(list(tmp_path.glob("*.png"))) == 4
     again = json.loads((tmp_path / "scaling.json").read_text())
@@ -277,10 +315,13 @@ def test_failed_verification_at_one_size_fails_the_sweep(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--ranks", "1,4"], "sizes must be between 1 and the 3 ranks launched"),
-    (["--ranks", "two"], "expected comma-separated integers"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--ranks", "1,4"], "sizes must be between 1 and the 3 ranks launched"),
+        (["--ranks", "two"], "expected comma-separated integers"),
+    ],
+)
 def test_bad_rank_lists_exit_2(tmp_path, args, message):
     rc, _, err, _ = spmd("scale", write_config(tmp_path), *args)
     assert rc == 2 and message in err

@@ -52,7 +52,7 @@ def user_data(folder: Path, rows=999, features=12, classes=4, seed=3) -> Path:
     """The user's own file: float64 features, int16 classes from a rule the model can learn."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((rows, features))
-    y = (np.argmax(x[:, :classes] + 0.3 * x[:, classes:2 * classes], axis=1)).astype(np.int16)
+    y = (np.argmax(x[:, :classes] + 0.3 * x[:, classes : 2 * classes], axis=1)).astype(np.int16)
     path = folder / "mine.h5"
     with h5py.File(path, "w") as f:
         f["features"] = x
@@ -63,12 +63,23 @@ def user_data(folder: Path, rows=999, features=12, classes=4, seed=3) -> Path:
 def config(folder: Path, **params) -> Path:
     (folder / "net.py").write_text(MODEL)
     user_data(folder)
-    cfg = {"workload": "torch", "warmup": 1, "repeats": 2,
-           "input": {"path": "mine.h5", "dataset": "features"},
-           "params": {"model": "net.py:make", "options": {"features": 12, "classes": 4},
-                      "labels": {"dataset": "target"}, "loss": "net.py:total_loss", "batch": 24, "steps": 6,
-                      "optimizer": {"name": "adamw", "lr": 0.01}, **params},
-           "output": "out"}
+    cfg = {
+        "workload": "torch",
+        "warmup": 1,
+        "repeats": 2,
+        "input": {"path": "mine.h5", "dataset": "features"},
+        "params": {
+            "model": "net.py:make",
+            "options": {"features": 12, "classes": 4},
+            "labels": {"dataset": "target"},
+            "loss": "net.py:total_loss",
+            "batch": 24,
+            "steps": 6,
+            "optimizer": {"name": "adamw", "lr": 0.01},
+            **params,
+        },
+        "output": "out",
+    }
     path = folder / "torch.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -88,15 +99,27 @@ def test_a_users_model_trains_alike_at_1_2_and_3_ranks(tmp_path):
     path = config(tmp_path)
     saved = {}
     for ranks in (1, 2, 3):
-        rc, out, err, _ = spmd("run", path, "-o", f"params.batch={48 // ranks}", "-o",
-                               f"params.save={{path: model-{ranks}.pt}}", cwd=tmp_path, ranks=ranks, timeout=180)
+        rc, out, err, _ = spmd(
+            "run",
+            path,
+            "-o",
+            f"params.batch={48 // ranks}",
+            "-o",
+            f"params.save={{path: model-{ranks}.pt}}",
+            cwd=tmp_path,
+            ranks=ranks,
+            timeout=180,
+        )
         assert rc == 0, err
         rep = report(tmp_path)
         assert rep["verified"] and rep["ranks"] == ranks
         result, verification = rep["result"], rep["verification"]
         assert result["global_batch"] == 48 and result["steps"] == 18 and result["backend"] == "gloo"
-        assert result["parameters"] == sum(p.numel() for p in torch.load(tmp_path / f"model-{ranks}.pt").values()
-                                           if p.is_floating_point() and p.dim() > 0)
+        assert result["parameters"] == sum(
+            p.numel()
+            for p in torch.load(tmp_path / f"model-{ranks}.pt").values()
+            if p.is_floating_point() and p.dim() > 0
+        )
         assert verification["parameter_relative_rms_error"] <= verification["parameter_tolerance"]
         assert verification["steps_compared"] == 18 and verification["reference_seconds"] > 0
         for phase in ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step"):
@@ -112,21 +135,45 @@ def test_accumulation_trains_like_the_whole_batch(tmp_path):
     """2 ranks x 2 micro-batches of 6 = 1 rank with a batch of 24: the same parameters."""
     path = config(tmp_path)
     for ranks, batch, acc in ((1, 24, 1), (2, 6, 2)):
-        rc, _, err, _ = spmd("run", path, "-o", f"params.batch={batch}", "-o", f"params.accumulate={acc}", "-o",
-                             f"params.save={{path: m{ranks}.pt}}", cwd=tmp_path, ranks=ranks, timeout=120)
+        rc, _, err, _ = spmd(
+            "run",
+            path,
+            "-o",
+            f"params.batch={batch}",
+            "-o",
+            f"params.accumulate={acc}",
+            "-o",
+            f"params.save={{path: m{ranks}.pt}}",
+            cwd=tmp_path,
+            ranks=ranks,
+            timeout=120,
+        )
         assert rc == 0, err
     assert relative_rms(torch.load(tmp_path / "m2.pt"), torch.load(tmp_path / "m1.pt")) < 1e-5
 
 
 def test_the_cnn_example_with_batchnorm_and_dropout_verifies_at_3_ranks(tmp_path):
-    rc, _, err, _ = spmd("generate", ROOT / "examples/torch/cnn.yaml", "-o", "generate.shape=[600,3,32,32]",
-                         cwd=tmp_path, ranks=1)
+    rc, _, err, _ = spmd(
+        "generate", ROOT / "examples/torch/cnn.yaml", "-o", "generate.shape=[600,3,32,32]", cwd=tmp_path, ranks=1
+    )
     assert rc == 0, err
     (tmp_path / "examples/torch").mkdir(parents=True)
     (tmp_path / "examples/torch/cnn.py").write_text((ROOT / "examples/torch/cnn.py").read_text())
-    rc, out, err, _ = spmd("run", ROOT / "examples/torch/cnn.yaml", "-o", "generate.shape=[600,3,32,32]", "-o",
-                           "params.batch=8", "-o", "params.steps=4", "-o", "repeats=2", cwd=tmp_path, ranks=3,
-                           timeout=180)
+    rc, out, err, _ = spmd(
+        "run",
+        ROOT / "examples/torch/cnn.yaml",
+        "-o",
+        "generate.shape=[600,3,32,32]",
+        "-o",
+        "params.batch=8",
+        "-o",
+        "params.steps=4",
+        "-o",
+        "repeats=2",
+        cwd=tmp_path,
+        ranks=3,
+        timeout=180,
+    )
     assert rc == 0, err
     rep = json.loads((tmp_path / "results/torch/cnn/report.json").read_text())
     assert rep["verified"] and rep["verification"]["buffers"].startswith("rank 0's")
@@ -149,8 +196,16 @@ def test_a_save_keeps_a_users_file_and_replaces_its_own(tmp_path):
 
 def test_corrupt_gradient_on_one_rank_fails_verification(tmp_path):
     path = config(tmp_path)
-    rc, _, err, _ = spmd("run", path, "-o", "params.batch=16", cwd=tmp_path, ranks=3, timeout=120,
-                         env={"SPMD_FAULT": "rank=1,phase=backward,kind=corrupt"})
+    rc, _, err, _ = spmd(
+        "run",
+        path,
+        "-o",
+        "params.batch=16",
+        cwd=tmp_path,
+        ranks=3,
+        timeout=120,
+        env={"SPMD_FAULT": "rank=1,phase=backward,kind=corrupt"},
+    )
     assert rc == 3, err
     assert "first step's gradient" in err and "one-process reference" in err
     assert not (tmp_path / "out/report.json").exists()
@@ -164,30 +219,37 @@ def test_verify_none_is_recorded(tmp_path):
     assert rep["verified"] is False and "not checked" in rep["verification"]["reference"]
 
 
-@pytest.mark.parametrize("override, code, words", [
-    ("params.model=missing.py:make", 2, ["params.model", "missing.py", "no such file"]),
-    ("params.model=net.py:nothing", 2, ["params.model", "net.py has no nothing"]),
-    ("params.model=net.py:Net", 2, ["params.model", "net.py:Net raised TypeError"]),
-    ("params.model=bad.py:make", 2, ["params.model", "importing bad.py failed", "ZeroDivisionError"]),
-    ("params.model=net.py:total_loss", 2, ["params.model", "net.py:total_loss raised TypeError"]),
-    ("params.model=notmodule.py:make", 2, ["params.model", "returned a dict, not a torch.nn.Module"]),
-    ("params.loss=vector.py:per_sample", 2, ["params.loss", "vector.py:per_sample returned [12]", "not a scalar"]),
-    ("params.loss=mse", 2, ["mine.h5:target", "mse takes floating-point targets"]),
-    ("params.labels.dataset=short", 2, ["mine.h5:short", "998 rows of targets for 999 rows"]),
-    ("params.options.features=13", 2, ["params.model", "forward of a micro-batch", "RuntimeError"]),
-    ("params.model=rankwise.py:make", 2, ["rank 1", "different parameters on different ranks", "0.weight"]),
-    ("params.optimizer.lr=1.0e+30", 3, ["the loss is", "at step", "training diverged"]),
-])
+@pytest.mark.parametrize(
+    "override, code, words",
+    [
+        ("params.model=missing.py:make", 2, ["params.model", "missing.py", "no such file"]),
+        ("params.model=net.py:nothing", 2, ["params.model", "net.py has no nothing"]),
+        ("params.model=net.py:Net", 2, ["params.model", "net.py:Net raised TypeError"]),
+        ("params.model=bad.py:make", 2, ["params.model", "importing bad.py failed", "ZeroDivisionError"]),
+        ("params.model=net.py:total_loss", 2, ["params.model", "net.py:total_loss raised TypeError"]),
+        ("params.model=notmodule.py:make", 2, ["params.model", "returned a dict, not a torch.nn.Module"]),
+        ("params.loss=vector.py:per_sample", 2, ["params.loss", "vector.py:per_sample returned [12]", "not a scalar"]),
+        ("params.loss=mse", 2, ["mine.h5:target", "mse takes floating-point targets"]),
+        ("params.labels.dataset=short", 2, ["mine.h5:short", "998 rows of targets for 999 rows"]),
+        ("params.options.features=13", 2, ["params.model", "forward of a micro-batch", "RuntimeError"]),
+        ("params.model=rankwise.py:make", 2, ["rank 1", "different parameters on different ranks", "0.weight"]),
+        ("params.optimizer.lr=1.0e+30", 3, ["the loss is", "at step", "training diverged"]),
+    ],
+)
 def test_a_users_mistake_ends_the_job_naming_it(tmp_path, override, code, words):
     path = config(tmp_path)
     (tmp_path / "bad.py").write_text("x = 1 / 0\n")
     (tmp_path / "notmodule.py").write_text("def make(params):\n    return {}\n")
-    (tmp_path / "vector.py").write_text("import torch\ndef per_sample(out, y):\n"
-                                        "    return torch.nn.functional.cross_entropy(out, y, reduction='none')\n")
-    (tmp_path / "rankwise.py").write_text("import torch\ndef make(params):\n"
-                                          "    r = torch.distributed.get_rank()\n"
-                                          "    return torch.nn.Sequential(torch.nn.Linear(12, 8 + r), torch.nn.ReLU(),"
-                                          " torch.nn.Linear(8 + r, 4))\n")
+    (tmp_path / "vector.py").write_text(
+        "import torch\ndef per_sample(out, y):\n"
+        "    return torch.nn.functional.cross_entropy(out, y, reduction='none')\n"
+    )
+    (tmp_path / "rankwise.py").write_text(
+        "import torch\ndef make(params):\n"
+        "    r = torch.distributed.get_rank()\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(12, 8 + r), torch.nn.ReLU(),"
+        " torch.nn.Linear(8 + r, 4))\n"
+    )
     with h5py.File(tmp_path / "mine.h5", "a") as f:
         f["short"] = np.zeros(998, np.int64)
     rc, out, err, _ = spmd("run", path, "-o", override, "-o", "params.batch=12", cwd=tmp_path, ranks=2, timeout=120)
@@ -199,8 +261,9 @@ def test_a_users_mistake_ends_the_job_naming_it(tmp_path, override, code, words)
 
 def test_a_model_too_large_for_one_device_is_refused(tmp_path):
     path = config(tmp_path)
-    rc, _, err, _ = spmd("run", path, cwd=tmp_path, ranks=2, timeout=120,
-                         env={"SPMD_FAULT": "rank=1,phase=h2d,kind=oom"})
+    rc, _, err, _ = spmd(
+        "run", path, cwd=tmp_path, ranks=2, timeout=120, env={"SPMD_FAULT": "rank=1,phase=h2d,kind=oom"}
+    )
     assert rc == 2 and "rank 1" in err and "data-parallel" in err and "parameters" in err, err
 
 
@@ -215,9 +278,11 @@ def test_without_pytorch_it_says_how_to_install_it(tmp_path):
 
 def test_cpu_only_strategies_and_precisions_are_refused_with_the_reason(tmp_path):
     path = config(tmp_path)
-    for override, words in (("params.strategy=ddp-graph", "needs device: gpu"),
-                            ("params.sync_batchnorm=true", "SyncBatchNorm runs on GPUs only"),
-                            ("params.precision=tf32", "tf32 is a GPU mode")):
+    for override, words in (
+        ("params.strategy=ddp-graph", "needs device: gpu"),
+        ("params.sync_batchnorm=true", "SyncBatchNorm runs on GPUs only"),
+        ("params.precision=tf32", "tf32 is a GPU mode"),
+    ):
         rc, _, err, _ = spmd("run", path, "-o", override, cwd=tmp_path, ranks=2, timeout=60)
         assert rc == 2 and words in err, (override, err)
 
@@ -233,8 +298,19 @@ def test_compile_and_bf16_run_and_verify_on_the_cpu(tmp_path):
 
 def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbers(tmp_path):
     path = config(tmp_path, save=None, steps=4)
-    rc, out, err, _ = spmd("scale", path, "--batches", "8,24", "--compare-comm", "none", "-o", "repeats=2",
-                           cwd=tmp_path, ranks=2, timeout=300)
+    rc, out, err, _ = spmd(
+        "scale",
+        path,
+        "--batches",
+        "8,24",
+        "--compare-comm",
+        "none",
+        "-o",
+        "repeats=2",
+        cwd=tmp_path,
+        ranks=2,
+        timeout=300,
+    )
     assert rc == 0, err
     scaling = json.loads((tmp_path / "out/scaling/scaling.json").read_text())
     sweep = scaling["batch_sweep"]
@@ -254,8 +330,13 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
     assert "Batch sweep" in (tmp_path / "out/scaling/scaling.html").read_text()
 
 
-@pytest.mark.parametrize("args, words", [(["--batches", "8,x"], "--batches '8,x': expected comma-separated integers"),
-                                         (["--batches", "0"], "batches must be >= 1")])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--batches", "8,x"], "--batches '8,x': expected comma-separated integers"),
+        (["--batches", "0"], "batches must be >= 1"),
+    ],
+)
 def test_scale_refuses_a_bad_batch_list(tmp_path, args, words):
     path = config(tmp_path, save=None)
     rc, _, err, _ = spmd("scale", path, *args, cwd=tmp_path, ranks=2, timeout=60)
@@ -264,8 +345,16 @@ def test_scale_refuses_a_bad_batch_list(tmp_path, args, words):
 
 def test_a_batch_sweep_needs_a_workload_with_a_batch(tmp_path):
     cfg = tmp_path / "reduce.yaml"
-    cfg.write_text(yaml.safe_dump({"workload": "reduce", "input": {"path": "r.h5", "dataset": "x"},
-                                   "generate": {"shape": [64, 4]}, "output": "out"}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "workload": "reduce",
+                "input": {"path": "r.h5", "dataset": "x"},
+                "generate": {"shape": [64, 4]},
+                "output": "out",
+            }
+        )
+    )
     rc, _, err, _ = spmd("scale", cfg, "--batches", "8", cwd=tmp_path, ranks=2, timeout=60)
     assert rc == 2 and "--batches: workload reduce has no params.batch" in err, err
 
@@ -278,12 +367,21 @@ def test_each_example_runs_and_verifies_at_1_2_and_3_ranks(tmp_path, example):
         (tmp_path / "examples/torch" / name).write_text((ROOT / "examples/torch" / name).read_text())
     config = ROOT / f"examples/torch/{example}.yaml"
     shape = yaml.safe_load(config.read_text())["generate"]["shape"]
-    small = ["-o", f"generate.shape={[601, *shape[1:]]}", "-o", "params.steps=3", "-o", "repeats=1", "-o",
-             "params.save=null"]
+    small = [
+        "-o",
+        f"generate.shape={[601, *shape[1:]]}",
+        "-o",
+        "params.steps=3",
+        "-o",
+        "repeats=1",
+        "-o",
+        "params.save=null",
+    ]
     assert spmd("generate", config, *small, cwd=tmp_path, ranks=1)[0] == 0
     for ranks in (1, 2, 3):
-        rc, _, err, _ = spmd("run", config, *small, "-o", f"params.batch={12 // ranks}", cwd=tmp_path, ranks=ranks,
-                             timeout=240)
+        rc, _, err, _ = spmd(
+            "run", config, *small, "-o", f"params.batch={12 // ranks}", cwd=tmp_path, ranks=ranks, timeout=240
+        )
         assert rc == 0, (ranks, err)
         rep = json.loads((tmp_path / f"results/torch/{example}/report.json").read_text())
         assert rep["verified"] and rep["ranks"] == ranks and rep["result"]["global_batch"] == 12

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from helpers import write_dataset
 from mpi_job import RANKS, spmd
 
@@ -19,9 +18,15 @@ RESOLUTION_S = 2e-6  # perf_counter readings, rounded to 1 ns in the trace; each
 
 def reduce_config(folder: Path, **keys) -> Path:
     write_dataset(folder / "x.h5", np.random.default_rng(1).standard_normal(200_003).astype(np.float32))
-    cfg = {"workload": "reduce", "device": "cpu", "warmup": 1, "repeats": 4, "input": {"path": str(folder / "x.h5"),
-                                                                                       "dataset": "x"},
-           "output": str(folder / "out"), **keys}
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "warmup": 1,
+        "repeats": 4,
+        "input": {"path": str(folder / "x.h5"), "dataset": "x"},
+        "output": str(folder / "out"),
+        **keys,
+    }
     path = folder / "job.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
@@ -84,8 +89,10 @@ def test_a_repeats_phases_are_in_order_inside_it_and_collectives_overlap_across_
             assert [e["cat"] for e in phases] == order
             for a, b in zip(phases, phases[1:]):
                 assert a["ts"] + a["dur"] <= b["ts"] + 1e-3
-            assert outline["ts"] <= phases[0]["ts"] and phases[-1]["ts"] + phases[-1]["dur"] <= \
-                outline["ts"] + outline["dur"] + 1e-3
+            assert (
+                outline["ts"] <= phases[0]["ts"]
+                and phases[-1]["ts"] + phases[-1]["dur"] <= outline["ts"] + outline["dur"] + 1e-3
+            )
     for i in range(report["warmup"] + report["repeats"]):
         comm = [e for e in events if e["cat"] == "comm" and e["args"]["repeat"] == i]
         assert len(comm) == RANKS and all(e["name"].startswith("comm (allgather ") for e in comm)
@@ -119,16 +126,18 @@ def test_report_render_rewrites_report_html_from_report_json_alone(traced, tmp_p
 
 def test_a_straggler_injected_in_read_is_named_with_the_others_wait(tmp_path):
     config = reduce_config(tmp_path, repeats=5)
-    rc, out, err, _ = spmd("run", config, "--trace", tmp_path / "t.json",
-                           env={"SPMD_FAULT": "rank=1,phase=read,kind=slow,seconds=0.2"})
+    rc, out, err, _ = spmd(
+        "run", config, "--trace", tmp_path / "t.json", env={"SPMD_FAULT": "rank=1,phase=read,kind=slow,seconds=0.2"}
+    )
     assert rc == 0, err
     assert "SPMD_FAULT: injecting slow at phase read (0.2 s each time this rank enters it)" in err
     report = json.loads((tmp_path / "out/report.json").read_text())
     s = report["breakdown"]["straggler"]
     assert (s["rank"], s["phase"], s["others_wait_in"]) == (1, "read", "wait")
     assert s["seconds"] >= 0.2 and s["others_wait"] >= 0.18
-    assert report["findings"][0].startswith(f"Rank 1 on {report['per_rank'][1]['host']} is the straggler: its read "
-                                            f"took")
+    assert report["findings"][0].startswith(
+        f"Rank 1 on {report['per_rank'][1]['host']} is the straggler: its read took"
+    )
     assert "finding: Rank 1 on" in out and "in wait" in out
     reads = [e for e in spans(json.loads((tmp_path / "t.json").read_text())) if e["cat"] == "read"]
     assert all(e["dur"] >= 0.2e6 for e in reads if e["pid"] == 1)
@@ -186,11 +195,29 @@ def test_a_quiet_sweep_is_tight_under_auto_and_a_deliberately_noisy_one_is_flagg
     write_dataset(tmp_path / "x.h5", np.ones(10_000, np.float32))
     # the noisy sweep at 2 ranks only: both processes call the function equally often, so they sleep alike
     for name, workload, budget, sizes in (("quiet", "reduce", 20, "1,2"), ("noisy", "bimodal.py:bimodal", 2, "2")):
-        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({
-            "workload": workload, "device": "cpu", "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
-            "max_seconds": budget, "verify": "auto" if name == "quiet" else "none", "output": str(tmp_path / name)}))
-        rc, out, err, _ = spmd("scale", tmp_path / f"{name}.yaml", "--ranks", sizes, "--out", tmp_path / name,
-                               ranks=2, cwd=tmp_path, timeout=120)
+        (tmp_path / f"{name}.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "workload": workload,
+                    "device": "cpu",
+                    "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
+                    "max_seconds": budget,
+                    "verify": "auto" if name == "quiet" else "none",
+                    "output": str(tmp_path / name),
+                }
+            )
+        )
+        rc, out, err, _ = spmd(
+            "scale",
+            tmp_path / f"{name}.yaml",
+            "--ranks",
+            sizes,
+            "--out",
+            tmp_path / name,
+            ranks=2,
+            cwd=tmp_path,
+            timeout=120,
+        )
         assert rc == 0, err
         scaling = json.loads((tmp_path / name / "scaling.json").read_text())
         rules = [r["report"]["repeat_rule"] for r in scaling["runs"]]
@@ -200,6 +227,7 @@ def test_a_quiet_sweep_is_tight_under_auto_and_a_deliberately_noisy_one_is_flagg
             assert suspects == [[], []] and not any("noisy" in line for line in scaling["advice"])
         else:
             assert all(r["stopped"] == "budget" for r in rules), rules
-            assert all(any(s.startswith("noisy: the 9") and "after its 2 s budget" in s for s in run)
-                       for run in suspects), suspects
+            assert all(
+                any(s.startswith("noisy: the 9") and "after its 2 s budget" in s for s in run) for run in suspects
+            ), suspects
             assert any(line.startswith("Suspect: strong at 2 ranks (noisy:") for line in scaling["advice"])

@@ -15,13 +15,19 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from helpers import LAUNCH_ENV
 from mpi_job import mpiexec, spmd
 from test_workloads_cli import small
 
-TINY = {"generate.shape": [2048, 24], "params.model": [24, 32, 16, 5], "params.batch": 16, "params.steps": 10,
-        "params.eval_rows": 512, "params.checkpoint": None, "repeats": 3}
+TINY = {
+    "generate.shape": [2048, 24],
+    "params.model": [24, 32, 16, 5],
+    "params.batch": 16,
+    "params.steps": 10,
+    "params.eval_rows": 512,
+    "params.checkpoint": None,
+    "repeats": 3,
+}
 
 
 def train_config(folder: Path, name="train.yaml", **overrides) -> Path:
@@ -37,10 +43,19 @@ def weights(path) -> np.ndarray:
 
 def test_training_reaches_the_stated_accuracy(tmp_path):
     """Stated in docs/configs.md: >= 85% held-out accuracy within 1,000 Adam steps."""
-    config = train_config(tmp_path, **{"generate.shape": [16384, 32], "params.model": [32, 128, 64, 10],
-                                       "params.batch": 64, "params.lr": 0.003, "params.steps": 100,
-                                       "params.eval_rows": 2048, "params.target_accuracy": 0.85,
-                                       "repeats": 9})
+    config = train_config(
+        tmp_path,
+        **{
+            "generate.shape": [16384, 32],
+            "params.model": [32, 128, 64, 10],
+            "params.batch": 64,
+            "params.lr": 0.003,
+            "params.steps": 100,
+            "params.eval_rows": 2048,
+            "params.target_accuracy": 0.85,
+            "repeats": 9,
+        },
+    )
     assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
     rc, out, err, _ = spmd("run", config, cwd=tmp_path, ranks=2, timeout=120)
     assert rc == 0, err
@@ -54,11 +69,22 @@ def test_resume_ends_on_the_weights_of_an_uninterrupted_run(tmp_path):
     assert spmd("generate", full, cwd=tmp_path, ranks=1)[0] == 0
     assert spmd("run", full, cwd=tmp_path, ranks=3)[0] == 0
     # the same training, stopped after 2 of its 4 windows, then resumed with the full config
-    half = train_config(tmp_path, "half.yaml", **{"params.checkpoint": {"path": "half.h5"}, "params.dropout": 0.2,
-                                                   "repeats": 1})
+    half = train_config(
+        tmp_path, "half.yaml", **{"params.checkpoint": {"path": "half.h5"}, "params.dropout": 0.2, "repeats": 1}
+    )
     assert spmd("run", half, cwd=tmp_path, ranks=3)[0] == 0
-    rc, out, err, _ = spmd("run", full, "-o", "params.resume=half.h5", "-o", "params.checkpoint.path=resumed.h5",
-                           "--out", "resumed", cwd=tmp_path, ranks=3)
+    rc, out, err, _ = spmd(
+        "run",
+        full,
+        "-o",
+        "params.resume=half.h5",
+        "-o",
+        "params.checkpoint.path=resumed.h5",
+        "--out",
+        "resumed",
+        cwd=tmp_path,
+        ranks=3,
+    )
     assert rc == 0, err
     report = json.loads((tmp_path / "resumed/report.json").read_text())
     assert report["result"]["resumed_from_step"] == 20 and report["result"]["steps"] == 40
@@ -70,17 +96,28 @@ def test_sigusr1_on_one_rank_checkpoints_and_exits_0_then_resume_finishes(tmp_pa
     full = train_config(tmp_path, "full.yaml", **{"params.checkpoint": {"path": "full.h5"}, "repeats": 199})
     assert spmd("generate", full, cwd=tmp_path, ranks=1)[0] == 0
     assert spmd("run", full, cwd=tmp_path, ranks=2, timeout=240)[0] == 0
-    long = train_config(tmp_path, "long.yaml", **{"params.checkpoint": {"path": "ckpt.h5", "every": 50},
-                                                   "repeats": 199})
+    long = train_config(
+        tmp_path, "long.yaml", **{"params.checkpoint": {"path": "ckpt.h5", "every": 50}, "repeats": 199}
+    )
     cmd = [*mpiexec(), "-n", "2", sys.executable, "-m", "spmd", "run", str(long), "--out", "stopped"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=LAUNCH_ENV, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=LAUNCH_ENV,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "ckpt.h5").exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
-        ranks = [int(p) for p in subprocess.run(["pgrep", "-f", f"spmd run {long}"], capture_output=True,
-                                                text=True).stdout.split() if int(p) != proc.pid]
+        ranks = [
+            int(p)
+            for p in subprocess.run(["pgrep", "-f", f"spmd run {long}"], capture_output=True, text=True).stdout.split()
+            if int(p) != proc.pid
+        ]
         assert len(ranks) == 2, ranks
         os.kill(ranks[1], signal.SIGUSR1)  # one rank only, as a node-local signal might
         out, err = proc.communicate(timeout=60)
@@ -93,16 +130,36 @@ def test_sigusr1_on_one_rank_checkpoints_and_exits_0_then_resume_finishes(tmp_pa
     with h5py.File(tmp_path / "ckpt.h5") as f:
         step = int(f.attrs["step"])
     assert 50 <= step < 2000 and step % 10 == 0
-    rc, out, err, _ = spmd("run", long, "-o", "params.resume=ckpt.h5", "-o", "params.checkpoint.path=end.h5",
-                           cwd=tmp_path, ranks=2, timeout=240)
+    rc, out, err, _ = spmd(
+        "run",
+        long,
+        "-o",
+        "params.resume=ckpt.h5",
+        "-o",
+        "params.checkpoint.path=end.h5",
+        cwd=tmp_path,
+        ranks=2,
+        timeout=240,
+    )
     assert rc == 0, err
     np.testing.assert_array_equal(weights(tmp_path / "end.h5"), weights(tmp_path / "full.h5"))
 
 
 def test_train_under_spmd_scale_strong_and_weak(tmp_path):
     config = train_config(tmp_path, **{"params.batch": 32})
-    rc, out, err, _ = spmd("scale", config, "--mode", "both", "--ranks", "1,2", "--probe-max-bytes", "64K",
-                           cwd=tmp_path, ranks=2, timeout=120)
+    rc, out, err, _ = spmd(
+        "scale",
+        config,
+        "--mode",
+        "both",
+        "--ranks",
+        "1,2",
+        "--probe-max-bytes",
+        "64K",
+        cwd=tmp_path,
+        ranks=2,
+        timeout=120,
+    )
     assert rc == 0, err
     scaling = json.loads((tmp_path / "results/train/scaling/scaling.json").read_text())
     batches = {(r["mode"], r["ranks"]): r["report"]["result"]["global_batch"] for r in scaling["runs"]}
@@ -115,9 +172,23 @@ def corrupt_labels(path, row, value):
         f["labels"][row] = value
 
 
-@pytest.mark.parametrize("case", ["label", "features", "labels-missing", "eval-missing", "shards", "resume-model",
-                                  "resume-end", "graph-cpu", "bf16-cpu", "unknown-key", "batch-shards",
-                                  "strong-batch"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "label",
+        "features",
+        "labels-missing",
+        "eval-missing",
+        "shards",
+        "resume-model",
+        "resume-end",
+        "graph-cpu",
+        "bf16-cpu",
+        "unknown-key",
+        "batch-shards",
+        "strong-batch",
+    ],
+)
 def test_failures_exit_2_naming_rank_and_cause_with_no_report(tmp_path, case):
     config = train_config(tmp_path)
     assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0

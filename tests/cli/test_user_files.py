@@ -13,7 +13,6 @@ import os
 import h5py
 import numpy as np
 import pytest
-
 from helpers import assert_result_close, reference, write_dataset
 from mpi_job import spmd
 
@@ -40,9 +39,16 @@ def user_input(tmp_path, kind: str):
 
 def config(tmp_path, **extra):
     """A reduce of the user's file with a generate section that does not match it (the case that destroyed data)."""
-    cfg = {"workload": "reduce", "device": "cpu", "repeats": 2, "timeout_s": 60, "output": "out",
-           "input": {"path": "data/events.h5", "dataset": "x"},
-           "generate": {"shape": [1000, 9], "dtype": "float64", "seed": 1}, **extra}
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "repeats": 2,
+        "timeout_s": 60,
+        "output": "out",
+        "input": {"path": "data/events.h5", "dataset": "x"},
+        "generate": {"shape": [1000, 9], "dtype": "float64", "seed": 1},
+        **extra,
+    }
     path = tmp_path / "job.yaml"
     path.write_text(json.dumps(cfg))
     return path
@@ -70,8 +76,9 @@ def test_a_users_file_is_left_byte_identical_by_every_command(tmp_path, kind):
     assert digest(source) == before
 
     for mode in ("strong", "weak", "both"):
-        rc, out, err, _ = spmd("scale", job, "--mode", mode, "--ranks", "1,2", "--out", f"sc-{mode}", cwd=tmp_path,
-                               ranks=2, timeout=180)
+        rc, out, err, _ = spmd(
+            "scale", job, "--mode", mode, "--ranks", "1,2", "--out", f"sc-{mode}", cwd=tmp_path, ranks=2, timeout=180
+        )
         assert digest(source) == before, mode
         if kind == "corrupt":
             assert rc == 2 and "data/events.h5" in err, (mode, err)
@@ -100,16 +107,22 @@ def test_generate_checks_every_file_before_any_rank_writes_one(tmp_path):
     (tmp_path / "d").mkdir()
     write_dataset(tmp_path / "d/part-002.h5", np.ones(10))
     before = digest(tmp_path / "d/part-002.h5")
-    cfg = {"workload": "reduce", "device": "cpu", "input": {"shards": "d/part-*.h5", "dataset": "x"},
-           "generate": {"shape": [400], "shards": 4}}
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "input": {"shards": "d/part-*.h5", "dataset": "x"},
+        "generate": {"shape": [400], "shards": 4},
+    }
     (tmp_path / "job.yaml").write_text(json.dumps(cfg))
     rc, out, err, _ = spmd("generate", "job.yaml", cwd=tmp_path, ranks=3)
     assert rc == 2 and "d/part-002.h5 exists and was not written by spmd generate" in err, err
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["part-002.h5"]
     assert digest(tmp_path / "d/part-002.h5") == before
     rc, out, err, _ = spmd("generate", "job.yaml", "--skip-user-files", cwd=tmp_path, ranks=3)
-    assert rc == 0 and "wrote 0 of 4 file(s), 1 of yours left as they are, 3 not made (their input holds files " \
-        "of yours)" in out, err
+    assert (
+        rc == 0
+        and "wrote 0 of 4 file(s), 1 of yours left as they are, 3 not made (their input holds files of yours)" in out
+    ), err
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["part-002.h5"]
     assert digest(tmp_path / "d/part-002.h5") == before
 
@@ -117,16 +130,26 @@ def test_generate_checks_every_file_before_any_rank_writes_one(tmp_path):
 def test_a_generated_input_is_regenerated_and_a_result_spmd_saved_is_not(tmp_path):
     """spmd's own generated input with another recipe is rewritten; a result spmd saved (its record says so)
     is not an input spmd generate may replace."""
-    cfg = {"workload": "reduce", "device": "cpu", "input": {"path": "x.h5", "dataset": "x"},
-           "generate": {"shape": [100], "seed": 1}}
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "input": {"path": "x.h5", "dataset": "x"},
+        "generate": {"shape": [100], "seed": 1},
+    }
     (tmp_path / "job.yaml").write_text(json.dumps(cfg))
     assert spmd("generate", "job.yaml", cwd=tmp_path, ranks=1)[0] == 0
     rc, out, err, _ = spmd("generate", "job.yaml", "-o", "generate.seed=2", cwd=tmp_path, ranks=1)
     assert rc == 0 and "wrote 1 of 1" in out, err
-    matmul = {"workload": "matmul", "device": "cpu", "input": {"path": "A.h5", "dataset": "A"},
-              "generate": {"shape": [40, 30]}, "params": {"b": {"path": "B.h5", "dataset": "B",
-                                                                "generate": {"shape": [30, 20]}},
-                                                          "save": {"path": "C.h5", "dataset": "C"}}}
+    matmul = {
+        "workload": "matmul",
+        "device": "cpu",
+        "input": {"path": "A.h5", "dataset": "A"},
+        "generate": {"shape": [40, 30]},
+        "params": {
+            "b": {"path": "B.h5", "dataset": "B", "generate": {"shape": [30, 20]}},
+            "save": {"path": "C.h5", "dataset": "C"},
+        },
+    }
     (tmp_path / "mm.yaml").write_text(json.dumps(matmul))
     assert spmd("generate", "mm.yaml", cwd=tmp_path, ranks=1)[0] == 0
     assert spmd("run", "mm.yaml", cwd=tmp_path, ranks=2)[0] == 0
@@ -138,8 +161,12 @@ def test_a_generated_input_is_regenerated_and_a_result_spmd_saved_is_not(tmp_pat
 
 
 def test_generate_refuses_a_shape_the_disk_cannot_take_before_writing(tmp_path):
-    cfg = {"workload": "reduce", "device": "cpu", "input": {"path": "big/x.h5", "dataset": "x"},
-           "generate": {"shape": [10 ** 15], "dtype": "float64"}}
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "input": {"path": "big/x.h5", "dataset": "x"},
+        "generate": {"shape": [10**15], "dtype": "float64"},
+    }
     (tmp_path / "job.yaml").write_text(json.dumps(cfg))
     rc, out, err, _ = spmd("generate", "job.yaml", cwd=tmp_path, ranks=2)
     assert rc == 2 and "generating 1 file(s) needs 7.11 PiB, the file system of" in err, err
@@ -150,8 +177,13 @@ def test_outputs_that_are_not_spmds_are_refused_before_the_work(tmp_path):
     """report.json, a save, a checkpoint, scaling outputs and --json paths holding a user's file: exit 2 naming
     it, nothing run; overwrite: true lets a save replace one; spmd's own files are replaced."""
     write_dataset(tmp_path / "x.h5", np.arange(1000.0))
-    cfg = {"workload": "reduce", "device": "cpu", "input": {"path": "x.h5", "dataset": "x"}, "output": "out",
-           "repeats": 1}
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "input": {"path": "x.h5", "dataset": "x"},
+        "output": "out",
+        "repeats": 1,
+    }
     (tmp_path / "job.yaml").write_text(json.dumps(cfg))
     (tmp_path / "out").mkdir()
     (tmp_path / "out/report.json").write_text('{"mine": "a report of another tool"}\n')
@@ -177,10 +209,17 @@ def test_outputs_that_are_not_spmds_are_refused_before_the_work(tmp_path):
 
 
 def test_a_save_path_holding_a_users_file_needs_overwrite(tmp_path):
-    matmul = {"workload": "matmul", "device": "cpu", "repeats": 1, "input": {"path": "A.h5", "dataset": "A"},
-              "generate": {"shape": [40, 30]}, "params": {"b": {"path": "B.h5", "dataset": "B",
-                                                                "generate": {"shape": [30, 20]}},
-                                                          "save": {"path": "C.h5", "dataset": "C"}}}
+    matmul = {
+        "workload": "matmul",
+        "device": "cpu",
+        "repeats": 1,
+        "input": {"path": "A.h5", "dataset": "A"},
+        "generate": {"shape": [40, 30]},
+        "params": {
+            "b": {"path": "B.h5", "dataset": "B", "generate": {"shape": [30, 20]}},
+            "save": {"path": "C.h5", "dataset": "C"},
+        },
+    }
     (tmp_path / "mm.yaml").write_text(json.dumps(matmul))
     assert spmd("generate", "mm.yaml", cwd=tmp_path, ranks=1)[0] == 0
     write_dataset(tmp_path / "C.h5", np.zeros(3), name="precious")
@@ -208,19 +247,25 @@ def test_a_checkpoint_path_holding_a_users_file_is_refused(tmp_path):
 def test_a_full_disk_for_the_outputs_is_exit_2_naming_the_file_and_leaves_nothing_half_written(tmp_path):
     """report.json and a scaling report on a disk that takes no more (a file size limit set after MPI started):
     exit 2 naming the file, no report, no temporary file, and a scaling report's files all or none."""
-    from test_hardening import LIMITED
     from mpi_job import spmd_script
+    from test_hardening import LIMITED
 
     write_dataset(tmp_path / "x.h5", np.arange(30000.0))
-    cfg = {"workload": "reduce", "device": "cpu", "input": {"path": "x.h5", "dataset": "x"}, "output": "out",
-           "repeats": 30}
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "input": {"path": "x.h5", "dataset": "x"},
+        "output": "out",
+        "repeats": 30,
+    }
     (tmp_path / "job.yaml").write_text(json.dumps(cfg))
     rc, out, err, _ = spmd_script(tmp_path, LIMITED, 6000, "run", "job.yaml", ranks=2)
     assert rc == 2 and "out/report.html: cannot write it (File too large); none of the 2 file(s)" in err, err
     assert "Traceback" not in err and not (tmp_path / "out/report.json").exists()
     assert not (tmp_path / "out/report.html").exists()  # report.json and report.html: both or neither
-    rc, out, err, _ = spmd_script(tmp_path, LIMITED, 20000, "scale", "job.yaml", "--ranks", "1,2", "--out", "sc",
-                                  "-o", "repeats=2", ranks=2)
+    rc, out, err, _ = spmd_script(
+        tmp_path, LIMITED, 20000, "scale", "job.yaml", "--ranks", "1,2", "--out", "sc", "-o", "repeats=2", ranks=2
+    )
     assert rc == 2 and "cannot write it (File too large); none of the" in err, err
     assert not (tmp_path / "sc").exists() and not list(tmp_path.rglob("*.tmp"))
 
@@ -235,11 +280,21 @@ def test_temporary_files_go_on_sigterm_and_stale_ones_on_the_next_write(tmp_path
 
     from helpers import LAUNCH_ENV
 
-    cfg = {"workload": "reduce", "device": "cpu", "input": {"path": "x.h5", "dataset": "x"},
-           "generate": {"shape": [100_000_000]}}  # 381 MiB: seconds of writing
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "input": {"path": "x.h5", "dataset": "x"},
+        "generate": {"shape": [100_000_000]},
+    }  # 381 MiB: seconds of writing
     (tmp_path / "job.yaml").write_text(json.dumps(cfg))
-    proc = subprocess.Popen([sys.executable, "-m", "spmd", "generate", "job.yaml"], cwd=tmp_path, env=LAUNCH_ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spmd", "generate", "job.yaml"],
+        cwd=tmp_path,
+        env=LAUNCH_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob(".x.h5.*.tmp")) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -250,8 +305,13 @@ def test_temporary_files_go_on_sigterm_and_stale_ones_on_the_next_write(tmp_path
     assert proc.returncode == -signal.SIGTERM
     assert not list(tmp_path.glob(".x.h5.*")) and not (tmp_path / "x.h5").exists()
 
-    proc = subprocess.Popen([sys.executable, "-m", "spmd", "generate", "job.yaml"], cwd=tmp_path, env=LAUNCH_ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spmd", "generate", "job.yaml"],
+        cwd=tmp_path,
+        env=LAUNCH_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     while not list(tmp_path.glob(".x.h5.*.tmp")) and time.monotonic() < deadline + 60:
         time.sleep(0.05)
     proc.kill()  # SIGKILL: no handler runs
@@ -269,8 +329,10 @@ def test_the_watchdog_ending_a_job_removes_the_file_being_written(tmp_path):
 
     from helpers import LAUNCH_ENV
 
-    code = ("from mpi4py import MPI\nfrom spmd.files import temp_beside\nfrom spmd.watchdog import end_job\n"
-            f"tmp = temp_beside({str(tmp_path / 'C.h5')!r})\nassert tmp.exists()\nend_job(None, 4)\n")
+    code = (
+        "from mpi4py import MPI\nfrom spmd.files import temp_beside\nfrom spmd.watchdog import end_job\n"
+        f"tmp = temp_beside({str(tmp_path / 'C.h5')!r})\nassert tmp.exists()\nend_job(None, 4)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], env=LAUNCH_ENV, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 4, proc.stderr
     assert not list(tmp_path.iterdir())
@@ -281,8 +343,8 @@ def test_stale_temporaries_of_live_or_foreign_processes_are_kept(tmp_path):
 
     live = tmp_path / f".x.h5.{_HOST}-{os.getpid()}.abc.tmp"
     foreign = tmp_path / ".x.h5.otherhost-1.abc.tmp"
-    dead = tmp_path / f".x.h5.{_HOST}-{2 ** 22 + 12345}.abc.tmp"  # above Linux's pid_max default: no such process
-    other = tmp_path / f".y.h5.{_HOST}-{2 ** 22 + 12345}.abc.tmp"
+    dead = tmp_path / f".x.h5.{_HOST}-{2**22 + 12345}.abc.tmp"  # above Linux's pid_max default: no such process
+    other = tmp_path / f".y.h5.{_HOST}-{2**22 + 12345}.abc.tmp"
     for path in (live, foreign, dead, other):
         path.write_text("partial")
     assert remove_stale_temps(tmp_path / "x.h5") == [dead]
@@ -296,8 +358,12 @@ def test_generate_never_adds_files_to_an_input_of_the_users(tmp_path):
     (tmp_path / "d").mkdir()
     for i in range(3):
         write_dataset(tmp_path / f"d/part-00{i}.h5", np.full(10, float(i)))
-    cfg = {"workload": "reduce", "device": "cpu", "input": {"shards": "d/part-*.h5", "dataset": "x"},
-           "generate": {"shape": [400], "shards": 4}}
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "input": {"shards": "d/part-*.h5", "dataset": "x"},
+        "generate": {"shape": [400], "shards": 4},
+    }
     (tmp_path / "job.yaml").write_text(json.dumps(cfg))
     rc, out, err, _ = spmd("generate", "job.yaml", "--skip-user-files", cwd=tmp_path, ranks=2)
     assert rc == 0 and "wrote 0 of 4 file(s), 3 of yours left as they are, 1 not made" in out, (out, err)

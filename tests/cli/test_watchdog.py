@@ -48,8 +48,9 @@ DRIVER = textwrap.dedent("""
 def test_an_nccl_async_error_ends_the_job_after_aborting_the_communicator(tmp_path):
     rc, out, err, elapsed = spmd_script(tmp_path, DRIVER, "nccl-error", "30", "400", ranks=2)
     assert rc == 4, (out, err)
-    assert f"rank 1 on {socket.gethostname()}: NCCL asynchronous error in phase comm: " \
-           "NCCL_ERROR_REMOTE_ERROR" in err, err
+    assert f"rank 1 on {socket.gethostname()}: NCCL asynchronous error in phase comm: NCCL_ERROR_REMOTE_ERROR" in err, (
+        err
+    )
     assert "stand-in communicator aborted" in err
     assert elapsed < 20  # polled every beat (1 s), not after timeout_s (30 s)
 
@@ -113,8 +114,11 @@ STUCK = textwrap.dedent("""
 def test_a_phase_that_never_ends_on_every_rank_ends_the_job(tmp_path):
     rc, out, err, elapsed = spmd_script(tmp_path, STUCK, "sleep", "2", ranks=3)
     assert rc == 4, (out, err)
-    assert re.search(r"watchdog: rank \d on .* has been in phase read for 2\.\d s \(timeout_s: 2\) and no rank "
-                     r"waits in a collective: a step that never returns", err), err
+    assert re.search(
+        r"watchdog: rank \d on .* has been in phase read for 2\.\d s \(timeout_s: 2\) and no rank "
+        r"waits in a collective: a step that never returns",
+        err,
+    ), err
     assert elapsed < 15
 
 

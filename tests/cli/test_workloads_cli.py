@@ -11,10 +11,9 @@ import h5py
 import numpy as np
 import pytest
 import yaml
-from scipy import ndimage
-
 from helpers import write_dataset
 from mpi_job import DEADLINE_S, spmd
+from scipy import ndimage
 
 INPUTS = Path(__file__).resolve().parents[2] / "inputs"
 
@@ -51,8 +50,11 @@ def test_matmul_configs_generate_run_and_save(tmp_path):
 
 
 def test_summa_on_a_2x2_grid_at_4_ranks(tmp_path):
-    config = small("matmul-summa.yaml", tmp_path, **{"generate.shape": [45, 31], "params.b.generate.shape": [31, 27],
-                                                     "params.panel": 4})
+    config = small(
+        "matmul-summa.yaml",
+        tmp_path,
+        **{"generate.shape": [45, 31], "params.b.generate.shape": [31, 27], "params.panel": 4},
+    )
     rc, out, err, _ = spmd("generate", config, cwd=tmp_path, ranks=1)
     assert rc == 0, err
     rc, out, err, _ = spmd("run", config, cwd=tmp_path, ranks=4, timeout=120)
@@ -66,8 +68,11 @@ def test_summa_on_a_2x2_grid_at_4_ranks(tmp_path):
 
 @pytest.mark.parametrize("config", ["stencil.yaml", "stencil-blocks.yaml"])
 def test_stencil_configs_generate_run_and_match_scipy(tmp_path, config):
-    path = small(config, tmp_path, **{"generate.shape": [61, 47], "params.iterations": 3,
-                                      "params.save": {"path": "out.h5", "dataset": "f"}})
+    path = small(
+        config,
+        tmp_path,
+        **{"generate.shape": [61, 47], "params.iterations": 3, "params.save": {"path": "out.h5", "dataset": "f"}},
+    )
     rc, out, err, _ = spmd("generate", path, cwd=tmp_path)
     assert rc == 0, err
     rc, out, err, _ = spmd("run", path, cwd=tmp_path)
@@ -89,11 +94,26 @@ def test_stencil_configs_generate_run_and_match_scipy(tmp_path, config):
 
 @pytest.mark.parametrize("workload,mode", [("matmul.yaml", "strong"), ("stencil.yaml", "weak")])
 def test_both_workloads_run_under_spmd_scale(tmp_path, workload, mode):
-    shape = {"generate.shape": [96, 64], "params.b.generate.shape": [64, 32]} if workload == "matmul.yaml" \
+    shape = (
+        {"generate.shape": [96, 64], "params.b.generate.shape": [64, 32]}
+        if workload == "matmul.yaml"
         else {"generate.shape": [64, 48], "params.iterations": 2}
+    )
     config = small(workload, tmp_path, **shape, **{"params.save": None})
-    rc, out, err, _ = spmd("scale", config, "--mode", mode, "--ranks", "1,3", "--out", tmp_path / "sc",
-                           "--probe-max-bytes", "64K", cwd=tmp_path, timeout=180)
+    rc, out, err, _ = spmd(
+        "scale",
+        config,
+        "--mode",
+        mode,
+        "--ranks",
+        "1,3",
+        "--out",
+        tmp_path / "sc",
+        "--probe-max-bytes",
+        "64K",
+        cwd=tmp_path,
+        timeout=180,
+    )
     assert rc == 0, err
     scaling = json.loads((tmp_path / "sc/scaling.json").read_text())
     rows = scaling["series"][mode]
@@ -104,8 +124,7 @@ def test_both_workloads_run_under_spmd_scale(tmp_path, workload, mode):
 
 
 def write_config(folder: Path, workload: str, params: dict, **keys) -> Path:
-    cfg = {"workload": workload, "device": "cpu", "repeats": 1, "output": str(folder / "out"),
-           "params": params, **keys}
+    cfg = {"workload": workload, "device": "cpu", "repeats": 1, "output": str(folder / "out"), "params": params, **keys}
     path = folder / "job.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

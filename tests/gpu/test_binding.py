@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 import yaml
-
 from helpers import write_dataset
 from mpi_job import spmd
 
@@ -16,9 +15,17 @@ pytestmark = pytest.mark.gpu
 def config(tmp_path):
     write_dataset(tmp_path / "x.h5", np.arange(1000, dtype=np.float32))
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump({"workload": "reduce", "device": "gpu", "repeats": 1,
-                                    "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
-                                    "output": str(tmp_path / "out")}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "workload": "reduce",
+                "device": "gpu",
+                "repeats": 1,
+                "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
+                "output": str(tmp_path / "out"),
+            }
+        )
+    )
     return path
 
 

@@ -13,7 +13,6 @@ import json
 import numpy as np
 import pytest
 import yaml
-
 from helpers import assert_result_close, reference, write_dataset
 from mpi_job import spmd
 
@@ -32,9 +31,18 @@ def reduce_job(tmp_path, data, **keys):
     """A reduce job over ``data`` with comm: mpi-cuda on the GPU: the config's path."""
     write_dataset(tmp_path / "x.h5", data)
     config = tmp_path / "job.yaml"
-    config.write_text(yaml.safe_dump({"workload": "reduce", "device": "gpu", "comm": "mpi-cuda",
-                                      "output": str(tmp_path / "out"),
-                                      "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"}, **keys}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "workload": "reduce",
+                "device": "gpu",
+                "comm": "mpi-cuda",
+                "output": str(tmp_path / "out"),
+                "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
+                **keys,
+            }
+        )
+    )
     return config
 
 
@@ -78,9 +86,26 @@ def test_cuda_support_switched_off_at_run_time_is_refused_not_crashed(tmp_path, 
 @pytest.mark.gpus(RANKS)
 @pytest.mark.parametrize("op", ["allreduce", "allgather", "bcast", "sendrecv"])
 def test_bench_comm_puts_all_three_backends_side_by_side(tmp_path, cuda_mpi, op):
-    rc, out, err, _ = spmd("bench", "comm", "--op", op, "--backend", "all", "--min-bytes", "8",
-                           "--max-bytes", "4M", "--factor", "64", "--iters", "5",
-                           "--json", tmp_path / "bench.json", ranks=RANKS, timeout=240)
+    rc, out, err, _ = spmd(
+        "bench",
+        "comm",
+        "--op",
+        op,
+        "--backend",
+        "all",
+        "--min-bytes",
+        "8",
+        "--max-bytes",
+        "4M",
+        "--factor",
+        "64",
+        "--iters",
+        "5",
+        "--json",
+        tmp_path / "bench.json",
+        ranks=RANKS,
+        timeout=240,
+    )
     assert rc == 0, out + err
     bench = json.loads((tmp_path / "bench.json").read_text())
     assert bench["wrong"] == 0 and bench["device"] == "gpu"
@@ -91,8 +116,9 @@ def test_bench_comm_puts_all_three_backends_side_by_side(tmp_path, cuda_mpi, op)
         assert list(bench["results"]) == ["nccl", "mpi"]
         assert "needs a CUDA-aware MPI" in bench["skipped"]["mpi-cuda"]
     # asked for by name, a backend that cannot run is an error, not a skip
-    rc, out, err, _ = spmd("bench", "comm", "--op", op, "--backend", "mpi-cuda", "--max-bytes", "64",
-                           ranks=RANKS, timeout=120)
+    rc, out, err, _ = spmd(
+        "bench", "comm", "--op", op, "--backend", "mpi-cuda", "--max-bytes", "64", ranks=RANKS, timeout=120
+    )
     if cuda_mpi:
         assert rc == 0 and "over mpi-cuda" in out, out + err
     else:
@@ -102,11 +128,20 @@ def test_bench_comm_puts_all_three_backends_side_by_side(tmp_path, cuda_mpi, op)
 @pytest.mark.gpus(RANKS)
 def test_scale_findings_name_the_fastest_communicator_for_the_measured_sizes(tmp_path, cuda_mpi):
     config = tmp_path / "scale.yaml"
-    config.write_text(yaml.safe_dump({
-        "workload": "stencil", "device": "gpu", "comm": "nccl", "repeats": 3, "output": str(tmp_path / "out"),
-        "input": {"path": str(tmp_path / "field.h5"), "dataset": "x"},
-        "generate": {"shape": [2048, 2048], "dtype": "float32", "seed": 3},
-        "params": {"kernel": "gaussian", "size": 5, "iterations": 2}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "workload": "stencil",
+                "device": "gpu",
+                "comm": "nccl",
+                "repeats": 3,
+                "output": str(tmp_path / "out"),
+                "input": {"path": str(tmp_path / "field.h5"), "dataset": "x"},
+                "generate": {"shape": [2048, 2048], "dtype": "float32", "seed": 3},
+                "params": {"kernel": "gaussian", "size": 5, "iterations": 2},
+            }
+        )
+    )
     rc, out, err, _ = spmd("scale", config, "--ranks", "1,2", "--probe-max-bytes", "0", ranks=RANKS, timeout=300)
     assert rc == 0, out + err
     scaling = json.loads((tmp_path / "out" / "scaling" / "scaling.json").read_text())

@@ -10,7 +10,6 @@ import socket
 import numpy as np
 import pytest
 import yaml
-
 from helpers import write_dataset
 from mpi_job import spmd
 from test_faults import watchdog_lines
@@ -27,9 +26,19 @@ pytestmark = [pytest.mark.gpu, pytest.mark.gpus(2)]  # a rank misbehaves beside 
 def config(tmp_path):
     write_dataset(tmp_path / "x.h5", np.random.default_rng(2).standard_normal(1 << 20).astype(np.float32))
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump({"workload": "reduce", "device": "gpu", "comm": "nccl", "repeats": 2,
-                                    "timeout_s": TIMEOUT_S, "output": str(tmp_path / "out"),
-                                    "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "workload": "reduce",
+                "device": "gpu",
+                "comm": "nccl",
+                "repeats": 2,
+                "timeout_s": TIMEOUT_S,
+                "output": str(tmp_path / "out"),
+                "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
+            }
+        )
+    )
     return path
 
 
@@ -37,10 +46,13 @@ def run(config, fault, *args, cwd=None):
     return spmd("run", config, *args, ranks=2, cwd=cwd, env={"SPMD_FAULT": fault}, timeout=LIMIT_S + 60)
 
 
-@pytest.mark.parametrize("fault", [
-    "rank=1,phase=comm,kind=hang",
-    "rank=0,phase=compute,kind=hang",  # rank 0 is stuck: its watchdog thread still judges
-])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "rank=1,phase=comm,kind=hang",
+        "rank=0,phase=compute,kind=hang",  # rank 0 is stuck: its watchdog thread still judges
+    ],
+)
 def test_a_hang_beside_an_nccl_collective_is_ended(config, fault):
     """The peer waits inside its first NCCL allgather: NCCL connects a pair of ranks lazily, on the
     host, at their first call. The watchdog aborts NCCL (the call then fails: an echo, not the
@@ -63,8 +75,11 @@ def test_a_raise_on_one_rank_aborts_nccl_and_the_job(config):
 def test_oom_on_the_gpu_is_refused_with_the_numbers(config):
     rc, _, err, _ = run(config, "rank=1,phase=h2d,kind=oom")
     assert rc == 2, err
-    assert re.search(rf"rank 1 on {re.escape(HOST)}: .* need 2 MiB, the GPU has 512 KiB free: refused before "
-                     "allocating", err), err
+    assert re.search(
+        rf"rank 1 on {re.escape(HOST)}: .* need 2 MiB, the GPU has 512 KiB free: refused before "
+        "allocating",
+        err,
+    ), err
 
 
 def test_nan_on_the_gpu_is_named_by_the_verification(config):

@@ -31,16 +31,22 @@ def test_reduce_reads_by_each_engine_on_the_gpu(tmp_path, engine, layout):
         except ConfigError as exc:
             pytest.skip(str(exc))
     data = write(tmp_path / "x.h5", layout)
-    cfg = job_config_from_dict({"workload": "reduce", "device": "gpu", "repeats": 3, "verify": "full",
-                                "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
-                                "io": {"engine": engine, "buffer_mb": 1}})
+    cfg = job_config_from_dict(
+        {
+            "workload": "reduce",
+            "device": "gpu",
+            "repeats": 3,
+            "verify": "full",
+            "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
+            "io": {"engine": engine, "buffer_mb": 1},
+        }
+    )
     ctx = Context()
     try:
         report = run_job(ctx, cfg).report
     finally:
         ctx.close()
-    assert report["verified"] and report["result"]["sum"] == pytest.approx(float(data.sum(dtype=np.float64)),
-                                                                           rel=1e-6)
+    assert report["verified"] and report["result"]["sum"] == pytest.approx(float(data.sum(dtype=np.float64)), rel=1e-6)
     assert [p["engine"] for p in report["io"]["per_rank"][0]] == [engine]
     timings = report["timings"]
     assert timings["h2d"]["median"] >= 0 and timings["read"]["median"] > 0

@@ -22,8 +22,9 @@ def run(tmp_path, example: str, *overrides, ranks=1):
     for name in ("mlp.py", "cnn.py"):
         (tmp_path / "examples/torch" / name).write_text((ROOT / "examples/torch" / name).read_text())
     args = [x for o in ("device=gpu", "params.save=null", "repeats=2", *overrides) for x in ("-o", o)]
-    rc, out, err, _ = spmd("run", ROOT / f"examples/torch/{example}.yaml", *args, cwd=tmp_path, ranks=ranks,
-                           timeout=300)
+    rc, out, err, _ = spmd(
+        "run", ROOT / f"examples/torch/{example}.yaml", *args, cwd=tmp_path, ranks=ranks, timeout=300
+    )
     report = tmp_path / f"results/torch/{example}/report.json"
     return rc, err, json.loads(report.read_text()) if rc == 0 else None
 

@@ -143,7 +143,7 @@ def test_bf16_primitives_match_numpy_on_the_rounded_operands(rows):
     out = cupy.full((rows, 128), 0xFFFF, BF16)  # NaN
     dev.linear_relu(dx, dw_, db_, out)
     want = np.maximum(rounded(x) @ rounded(w).T + rounded(b), 0)
-    np.testing.assert_allclose(bf16_values(cupy.asnumpy(out)), want, rtol=2 ** -8, atol=1e-5)
+    np.testing.assert_allclose(bf16_values(cupy.asnumpy(out)), want, rtol=2**-8, atol=1e-5)
     delta = rng.standard_normal((rows, 128))
     ddelta = dev.stage(delta.astype(np.float32))
     gw, gb = cupy.full((128, 256), np.nan, np.float32), cupy.full(128, np.nan, np.float32)
@@ -153,17 +153,24 @@ def test_bf16_primitives_match_numpy_on_the_rounded_operands(rows):
     d, a = rng.standard_normal((rows, 33)), rng.standard_normal((rows, 33))
     dd, da = dev.stage(d.astype(np.float32)), dev.stage(a.astype(np.float32))
     dev.act_backward(dd, da, 0.5)
-    np.testing.assert_allclose(bf16_values(cupy.asnumpy(dd)), np.where(rounded(a) > 0, rounded(d) * 2, 0),
-                               rtol=2 ** -8)
+    np.testing.assert_allclose(bf16_values(cupy.asnumpy(dd)), np.where(rounded(a) > 0, rounded(d) * 2, 0), rtol=2**-8)
     z, bias, y = rng.standard_normal((rows, 7)) * 3, rng.standard_normal(7), rng.integers(0, 7, rows)
     dz = cupy.full((rows, 7), 0xFFFF, BF16)
     loss, correct = cupy.zeros(rows), cupy.zeros(rows, np.int32)
-    dev.softmax_xent(cupy.asarray(z.astype(np.float32)), dev.stage(bias.astype(np.float32)),
-                     cupy.asarray(y.astype(np.int32)), 0.1, dz, loss, correct)
+    dev.softmax_xent(
+        cupy.asarray(z.astype(np.float32)),
+        dev.stage(bias.astype(np.float32)),
+        cupy.asarray(y.astype(np.int32)),
+        0.1,
+        dz,
+        loss,
+        correct,
+    )
     hdz, hloss, hcorrect = np.zeros((rows, 7)), np.zeros(rows), np.zeros(rows, np.int32)
-    HostOps(np.float64).softmax_xent(z.astype(np.float32).astype(np.float64), rounded(bias), y, 0.1, hdz, hloss,
-                                     hcorrect)
-    np.testing.assert_allclose(bf16_values(cupy.asnumpy(dz)), hdz, rtol=2 ** -8, atol=1e-7)
+    HostOps(np.float64).softmax_xent(
+        z.astype(np.float32).astype(np.float64), rounded(bias), y, 0.1, hdz, hloss, hcorrect
+    )
+    np.testing.assert_allclose(bf16_values(cupy.asnumpy(dz)), hdz, rtol=2**-8, atol=1e-7)
     np.testing.assert_allclose(cupy.asnumpy(loss), hloss, rtol=1e-5)
     dev.close()
 
@@ -186,11 +193,22 @@ def test_bf16_gradient_matches_float64_on_the_rounded_weights_and_inputs():
     got, _, _ = local_gradient(layout, dev, w16, batches, 1 / 48, 3, keep=0.75, seed=1)
     sides = relu_sides(layout, dev, w16, batches, 3, keep=0.75, seed=1)
     ref_batches = [(bf16_values(bf16_bits(x)).astype(np.float64), y) for x, y in batches]
-    want, _, differ = local_gradient(layout, HostOps(np.float64), bf16_values(bf16_bits(w)).astype(np.float64),
-                                     ref_batches, 1 / 48, 3, keep=0.75, seed=1, sides=sides)
+    want, _, differ = local_gradient(
+        layout,
+        HostOps(np.float64),
+        bf16_values(bf16_bits(w)).astype(np.float64),
+        ref_batches,
+        1 / 48,
+        3,
+        keep=0.75,
+        seed=1,
+        sides=sides,
+    )
     got = cupy.asnumpy(got)
-    errors = [np.linalg.norm(got[s.start:s.stop] - want[s.start:s.stop]) / np.linalg.norm(want[s.start:s.stop])
-              for s in layout.segments]
+    errors = [
+        np.linalg.norm(got[s.start : s.stop] - want[s.start : s.stop]) / np.linalg.norm(want[s.start : s.stop])
+        for s in layout.segments
+    ]
     assert max(errors) < GRADIENT_RTOL["bf16"] and differ <= 2, (errors, differ)
     assert max(errors) > 1e-5, errors  # bfloat16 really was used (float32 lands near 1e-7)
 
@@ -208,7 +226,7 @@ def test_device_gradient_matches_numpy_float64(dtype, tol):
     got, loss, _ = local_gradient(layout, dev, cupy.asarray(w.astype(dtype)), batches, 1 / 48, 3, keep=0.75, seed=1)
     got = cupy.asnumpy(got)
     for s in layout.segments:
-        err = np.linalg.norm(got[s.start:s.stop] - want[s.start:s.stop]) / np.linalg.norm(want[s.start:s.stop])
+        err = np.linalg.norm(got[s.start : s.stop] - want[s.start : s.stop]) / np.linalg.norm(want[s.start : s.stop])
         assert err < tol, (s.layer, err)
     assert loss == pytest.approx(want_loss, rel=tol * 10)
 
@@ -216,12 +234,28 @@ def test_device_gradient_matches_numpy_float64(dtype, tol):
 def small_train(tmp_path, graph, **params):
     from spmd.workloads.registry import job_config_from_dict
 
-    return job_config_from_dict({
-        "workload": "train", "device": "gpu", "warmup": 1, "repeats": 2,
-        "input": {"path": str(tmp_path / "t.h5")},
-        "generate": {"shape": [3000, 40], "seed": 1, "loc": 0.0, "scale": 1.0},
-        "params": {"model": [40, 64, 32, 6], "batch": 32, "accumulate": 2, "steps": 20, "dropout": 0.1,
-                   "optimizer": "adam", "lr": 0.003, "graph": graph, "eval_rows": 500, **params}})
+    return job_config_from_dict(
+        {
+            "workload": "train",
+            "device": "gpu",
+            "warmup": 1,
+            "repeats": 2,
+            "input": {"path": str(tmp_path / "t.h5")},
+            "generate": {"shape": [3000, 40], "seed": 1, "loc": 0.0, "scale": 1.0},
+            "params": {
+                "model": [40, 64, 32, 6],
+                "batch": 32,
+                "accumulate": 2,
+                "steps": 20,
+                "dropout": 0.1,
+                "optimizer": "adam",
+                "lr": 0.003,
+                "graph": graph,
+                "eval_rows": 500,
+                **params,
+            },
+        }
+    )
 
 
 def run_both(tmp_path, **params):
@@ -235,8 +269,9 @@ def run_both(tmp_path, **params):
     runs = {}
     for graph in (True, False):
         ctx = Context()
-        runs[graph] = run_job(ctx, small_train(tmp_path, graph, **params),
-                              after_run=lambda _, wl: wl.trainer.host_state()[0])
+        runs[graph] = run_job(
+            ctx, small_train(tmp_path, graph, **params), after_run=lambda _, wl: wl.trainer.host_state()[0]
+        )
         ctx.close()
     assert runs[True].report["result"]["graph"] and not runs[False].report["result"]["graph"]
     return runs
@@ -284,5 +319,9 @@ def test_inputs_first_trains_to_the_layers_weights_inside_its_l2_window(tmp_path
     assert layers.report["result"]["l2_window"] is None
     widths = (40, 64, 32, 6)
     for layer in range(3):
-        np.testing.assert_allclose(Layout(widths, True).weight(first[True].extra, layer),
-                                   Layout(widths).weight(layers.extra, layer), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            Layout(widths, True).weight(first[True].extra, layer),
+            Layout(widths).weight(layers.extra, layer),
+            rtol=1e-5,
+            atol=1e-6,
+        )

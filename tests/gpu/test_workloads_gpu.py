@@ -21,14 +21,14 @@ def test_fused_kernel_on_the_device_matches_the_reference(boundary, dtype):
     h, w, r = *field.shape, 2
     shape, col0 = aligned_layout(h, w, r, dtype)
     src = cupy.full(shape, np.nan, dtype=dtype)
-    src[r:r + h, col0:col0 + w] = cupy.asarray(field.astype(dtype))
+    src[r : r + h, col0 : col0 + w] = cupy.asarray(field.astype(dtype))
     dst = cupy.full_like(src, np.nan)
     kernel = FusedStencil(weights, boundary, dtype, 0.25)
     for region in ((0, 100, 0, w), (100, h, 0, 70), (100, h, 70, w)):  # launched in parts: no seams
         kernel.apply(src, dst, h, w, col0, region, [False] * 4)
     want = reference_filter(field.astype(dtype), weights, boundary, 0.25, 1)
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    np.testing.assert_allclose(cupy.asnumpy(dst[r:r + h, col0:col0 + w]), want, rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(cupy.asnumpy(dst[r : r + h, col0 : col0 + w]), want, rtol=tol, atol=tol * 10)
 
 
 def test_tf32_switches_float32_gemms_and_back():

@@ -38,8 +38,9 @@ def test_expected_matches_plain_numpy(context):
     assert np.array_equal(col.expected("allreduce", count, np.float32, ctx.rank, n), total)
     assert np.array_equal(col.expected("allgather", count, np.float32, ctx.rank, n), np.stack(inputs))
     block = count // n
-    assert np.array_equal(col.expected("reduce_scatter", count, np.float32, ctx.rank, n),
-                          total[ctx.rank * block:(ctx.rank + 1) * block])
+    assert np.array_equal(
+        col.expected("reduce_scatter", count, np.float32, ctx.rank, n), total[ctx.rank * block : (ctx.rank + 1) * block]
+    )
     gathered = col.expected("gather", count, np.float32, ctx.rank, n)
     assert np.array_equal(gathered, np.stack(inputs) if ctx.rank == 0 else np.full((n, count), -1, np.float32))
     assert np.array_equal(col.expected("bcast", count, np.float32, ctx.rank, n), inputs[0])
@@ -81,7 +82,9 @@ def test_scale_probe_times_the_workloads_collective_and_fails_on_a_wrong_result(
             return {"bytes": 1, "comm": [{"op": "allreduce", "bytes": 40}]}
 
     points = probe(ctx, comm, Workload(), 4096)
-    assert [(p["op"], p["ranks"], p["bytes"]) for p in points] == [("allreduce", ctx.size, m) for m in (8, 64, 512, 4096)]
+    assert [(p["op"], p["ranks"], p["bytes"]) for p in points] == [
+        ("allreduce", ctx.size, m) for m in (8, 64, 512, 4096)
+    ]
     assert all(p["seconds"] > 0 for p in points)
     with pytest.raises(VerificationError, match="comm probe: allreduce with 64 bytes per rank gave 1 wrong"):
         probe(ctx, CorruptOnRankOne(comm), Workload(), 4096)

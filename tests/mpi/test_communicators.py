@@ -59,7 +59,7 @@ def test_reduce_scatter(context, dtype):
     out = comm.reduce_scatter(on_device(ctx, rank_data(ctx.rank, rows, dtype, (2,))), "sum")
     check_kind(ctx, out)
     total = sum(rank_data(r, rows, dtype, (2,)) for r in range(ctx.size))
-    np.testing.assert_array_equal(xpmod.to_host(out), total[5 * ctx.rank:5 * ctx.rank + 5])
+    np.testing.assert_array_equal(xpmod.to_host(out), total[5 * ctx.rank : 5 * ctx.rank + 5])
     with pytest.raises(ValueError, match="divisible"):
         comm.reduce_scatter(on_device(ctx, rank_data(0, rows + 1, dtype)), "sum")
 
@@ -116,12 +116,20 @@ def test_results_land_in_a_given_out(context, op):
     n = ctx.size
     mine = rank_data(ctx.rank, 6 * n, np.float64)
     everyone = np.stack([rank_data(r, 6 * n, np.float64) for r in range(n)])
-    want = {"allreduce": everyone.sum(0), "allgather": everyone, "bcast": everyone[0],
-            "reduce_scatter": everyone.sum(0)[ctx.rank * 6:(ctx.rank + 1) * 6]}[op]
+    want = {
+        "allreduce": everyone.sum(0),
+        "allgather": everyone,
+        "bcast": everyone[0],
+        "reduce_scatter": everyone.sum(0)[ctx.rank * 6 : (ctx.rank + 1) * 6],
+    }[op]
     out = ctx.xp.full(want.shape, np.nan)
     x = on_device(ctx, mine)
-    run = {"allreduce": lambda o: comm.allreduce(x, out=o), "allgather": lambda o: comm.allgather(x, out=o),
-           "reduce_scatter": lambda o: comm.reduce_scatter(x, out=o), "bcast": lambda o: comm.bcast(x, 0, out=o)}[op]
+    run = {
+        "allreduce": lambda o: comm.allreduce(x, out=o),
+        "allgather": lambda o: comm.allgather(x, out=o),
+        "reduce_scatter": lambda o: comm.reduce_scatter(x, out=o),
+        "bcast": lambda o: comm.bcast(x, 0, out=o),
+    }[op]
     got = run(out)
     with pytest.raises(ValueError, match="out has shape"):
         run(ctx.xp.empty(want.shape + (1,)))

@@ -21,8 +21,13 @@ LAYOUTS = {
     "1d-chunks-straddle": ((100_003,), np.float64, {"chunks": (4_099,)}, None, "direct"),
     "2d-chunks-straddle": ((5_001, 7), np.float32, {"chunks": (333, 7)}, None, "direct"),
     "2d-chunks-tiles": ((5_001, 8), np.float32, {"chunks": (100, 4)}, None, "h5py"),
-    "gzip-shuffle": ((50_001, 3), np.float32, {"chunks": (1_000, 3), "compression": "gzip", "shuffle": True},
-                     None, "h5py"),
+    "gzip-shuffle": (
+        (50_001, 3),
+        np.float32,
+        {"chunks": (1_000, 3), "compression": "gzip", "shuffle": True},
+        None,
+        "h5py",
+    ),
     "big-endian": ((10_001,), ">f8", {}, None, "h5py"),
     "shards-uneven": ((20_011, 2), np.float64, {"chunks": (97, 2)}, 5, "direct"),
 }
@@ -36,11 +41,15 @@ def write(world, folder, name, shape, dtype, keywords, shards):
         parts = [data] if shards is None else np.array_split(data, shards)
         for i, part in enumerate(parts):
             with h5py.File(f"{base}/part-{i:02d}.h5", "w") as f:
-                f.create_dataset("x", data=part, **{k: v for k, v in keywords.items()
-                                                      if k != "chunks" or v[0] <= len(part)})
+                f.create_dataset(
+                    "x", data=part, **{k: v for k, v in keywords.items() if k != "chunks" or v[0] <= len(part)}
+                )
     world.Barrier()
-    return InputConfig(path=f"{base}/part-00.h5", dataset="x") if shards is None else \
-        InputConfig(shards=(f"{base}/part-*.h5",), dataset="x")
+    return (
+        InputConfig(path=f"{base}/part-00.h5", dataset="x")
+        if shards is None
+        else InputConfig(shards=(f"{base}/part-*.h5",), dataset="x")
+    )
 
 
 def read_with(world, input_cfg, io_cfg, hand_on=True):
@@ -53,7 +62,7 @@ def read_with(world, input_cfg, io_cfg, hand_on=True):
     reader = RowReader(plan, io_cfg)
     landed = []
     reader.read(got, landed=(lambda lo, hi: landed.append((lo, hi))) if hand_on else None)
-    want = np.concatenate([h5py.File(p.path, "r")[p.dataset][p.start:p.stop] for p in plan.pieces])
+    want = np.concatenate([h5py.File(p.path, "r")[p.dataset][p.start : p.stop] for p in plan.pieces])
     covered = np.zeros(got.nbytes, bool)
     for lo, hi in landed:
         covered[lo:hi] = True
@@ -62,15 +71,23 @@ def read_with(world, input_cfg, io_cfg, hand_on=True):
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("name", LAYOUTS)
-@pytest.mark.parametrize("engine,buffer_mb,hand_on", [("auto", 8.0, True), ("direct", 0.01, True),
-                                                     ("direct", 0.01, False), ("h5py", 8.0, True)])
+@pytest.mark.parametrize(
+    "engine,buffer_mb,hand_on",
+    [("auto", 8.0, True), ("direct", 0.01, True), ("direct", 0.01, False), ("h5py", 8.0, True)],
+)
 def test_every_engine_reads_what_h5py_reads(world, shared_tmp, name, engine, buffer_mb, hand_on):
     shape, dtype, keywords, shards, auto_pick = LAYOUTS[name]
     input_cfg = write(world, shared_tmp, name, shape, dtype, keywords, shards)
-    got, want, engines, covered = read_with(world, input_cfg, IoConfig(engine=engine, threads=4,
-                                                                        buffer_mb=buffer_mb), hand_on)
-    results = world.allgather((np.array_equal(got.view(np.uint8), np.ascontiguousarray(
-        want.astype(got.dtype)).view(np.uint8)), engines, covered))
+    got, want, engines, covered = read_with(
+        world, input_cfg, IoConfig(engine=engine, threads=4, buffer_mb=buffer_mb), hand_on
+    )
+    results = world.allgather(
+        (
+            np.array_equal(got.view(np.uint8), np.ascontiguousarray(want.astype(got.dtype)).view(np.uint8)),
+            engines,
+            covered,
+        )
+    )
     expected = "h5py" if engine == "h5py" else auto_pick
     assert all(same for same, _, _ in results), [same for same, _, _ in results]
     assert all(set(e) == {expected} for _, e, _ in results), results

@@ -1,12 +1,11 @@
 """matmul end to end in-process on 2 and 3 ranks (and 4 when launched so): every algorithm,
 source of B, gather mode and dtype, the saved C against NumPy float64 A @ B."""
 
-
 import h5py
 import numpy as np
 import pytest
-
 from helpers import write_dataset
+
 from spmd.errors import VerificationError
 from spmd.job import run_job
 from spmd.runtime import Context
@@ -29,16 +28,25 @@ def matrices(world, shared_tmp):
 
 
 def matmul_config(folder, backend, dtype, **params):
-    return job_config_from_dict({
-        "workload": "matmul", "device": backend[0], "comm": backend[1], "warmup": 1, "repeats": 2,
-        "input": {"path": f"{folder}/A-{dtype}.h5", "dataset": "A"},
-        "params": {"b": {"path": f"{folder}/B-{dtype}.h5", "dataset": "B"}, **params}})
+    return job_config_from_dict(
+        {
+            "workload": "matmul",
+            "device": backend[0],
+            "comm": backend[1],
+            "warmup": 1,
+            "repeats": 2,
+            "input": {"path": f"{folder}/A-{dtype}.h5", "dataset": "A"},
+            "params": {"b": {"path": f"{folder}/B-{dtype}.h5", "dataset": "B"}, **params},
+        }
+    )
 
 
 def run_and_load(world, folder, cfg, tag):
     """Run the job with C saved; every rank gets the report and the saved C."""
     save = f"{folder}/C-{tag}.h5"
-    cfg = job_config_from_dict({**cfg.to_dict(), "params": {**cfg.to_dict()["params"], "save": {"path": save, "dataset": "C"}}})
+    cfg = job_config_from_dict(
+        {**cfg.to_dict(), "params": {**cfg.to_dict()["params"], "save": {"path": save, "dataset": "C"}}}
+    )
     ctx = Context()
     report = run_job(ctx, cfg).report
     ctx.close()
@@ -47,8 +55,14 @@ def run_and_load(world, folder, cfg, tag):
         return report, f["C"][...]
 
 
-CASES = [("rows", "read", "none"), ("rows", "bcast", "root"), ("rows", "allgather", "allgather"),
-         ("summa", "read", "none"), ("summa", "read", "allgather"), ("summa", "read", "root")]
+CASES = [
+    ("rows", "read", "none"),
+    ("rows", "bcast", "root"),
+    ("rows", "allgather", "allgather"),
+    ("summa", "read", "none"),
+    ("summa", "read", "allgather"),
+    ("summa", "read", "root"),
+]
 
 
 @pytest.mark.mpi(min_size=2)
@@ -94,9 +108,11 @@ def test_a_wrong_product_fails_verification(backend, world, shared_tmp, matrices
         monkeypatch.setattr(MatmulWorkload, "_panels", lambda self: original(self)[:-1])
         cfg = matmul_config(shared_tmp, backend, "float64", algorithm="summa", panel=5)
     else:
+
         def shifted(self):  # the last rank multiplies by B with its rows rolled: a wrong block of C
             if self.ctx.rank == self.ctx.size - 1:
                 self.dev_b[...] = self.ctx.xp.roll(self.dev_b, 1, axis=0)
+
         monkeypatch.setattr(MatmulWorkload, "_share_b", shifted)
         cfg = matmul_config(shared_tmp, backend, "float64")
     ctx = Context()
@@ -112,7 +128,11 @@ def test_uneven_allgather_of_b_closes_the_gaps(backend, world, shared_tmp, matri
     """b_source allgather with K not divisible by the ranks: the slices are padded, then packed."""
     a64, b64 = matrices
     assert K % world.size or world.size == 1
-    report, c = run_and_load(world, shared_tmp, matmul_config(shared_tmp, backend, "float64", b_source="allgather"),
-                             f"{backend[0]}-{backend[1]}-ag")
+    report, c = run_and_load(
+        world,
+        shared_tmp,
+        matmul_config(shared_tmp, backend, "float64", b_source="allgather"),
+        f"{backend[0]}-{backend[1]}-ag",
+    )
     np.testing.assert_allclose(c, a64 @ b64, rtol=1e-12)
     assert report["problem"]["comm"][0]["op"] == "allgather"

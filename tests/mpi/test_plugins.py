@@ -50,9 +50,11 @@ COMBINES = textwrap.dedent("""
 def data(world, shared_tmp):
     """events (1-D), points (2-D, 2 columns), features (2-D, 5 columns), and the combine plug-ins."""
     rng = np.random.default_rng(3)
-    arrays = {"events": (rng.standard_normal(ROWS) * 15 + 50).astype(np.float32),
-              "points": rng.uniform(-10, 10, (ROWS, 2)).astype(np.float32),
-              "features": rng.standard_normal((ROWS, 5)) * [1, 2, 3, 4, 5] + 1}
+    arrays = {
+        "events": (rng.standard_normal(ROWS) * 15 + 50).astype(np.float32),
+        "points": rng.uniform(-10, 10, (ROWS, 2)).astype(np.float32),
+        "features": rng.standard_normal((ROWS, 5)) * [1, 2, 3, 4, 5] + 1,
+    }
     if world.rank == 0:
         for name, array in arrays.items():
             with h5py.File(f"{shared_tmp}/{name}.h5", "w") as f:
@@ -63,8 +65,16 @@ def data(world, shared_tmp):
 
 
 def run(backend, workload, name, shared_tmp, **keys):
-    cfg = job_config_from_dict({"workload": workload, "device": backend[0], "comm": backend[1], "repeats": 2,
-                                "input": {"path": f"{shared_tmp}/{name}.h5", "dataset": "x"}, **keys})
+    cfg = job_config_from_dict(
+        {
+            "workload": workload,
+            "device": backend[0],
+            "comm": backend[1],
+            "repeats": 2,
+            "input": {"path": f"{shared_tmp}/{name}.h5", "dataset": "x"},
+            **keys,
+        }
+    )
     with Context() as ctx:
         return run_job(ctx, cfg).report
 
@@ -105,21 +115,25 @@ def test_pca_example_equals_numpy_covariance(backend, data, shared_tmp):
     result = report["result"]
     np.testing.assert_allclose(result["mean"], x.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(result["covariance"], np.cov(x.T), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(result["principal_variances"], np.sort(np.linalg.eigvalsh(np.cov(x.T)))[::-1],
-                               rtol=1e-9)
+    np.testing.assert_allclose(result["principal_variances"], np.sort(np.linalg.eigvalsh(np.cov(x.T)))[::-1], rtol=1e-9)
     assert result["rows"] == ROWS
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("name, want", [
-    ("column_min", lambda x, n: x.min(axis=0)),
-    ("column_max", lambda x, n: x.max(axis=0)),
-    ("doubled_sums", lambda x, n: x.astype(np.float64).sum(axis=0) * 2),
-    ("rows_and_sums", lambda x, n: np.array([[b.shape[0], b.astype(np.float64).sum()]
-                                             for b in np.array_split(x, n)])),
-    ("grand_total", lambda x, n: np.sum(x, dtype=np.float64)),  # a 0-d result stays 0-d
-    ("row_counts", lambda x, n: np.array([len(b) for b in np.array_split(x, n)])),
-])
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("column_min", lambda x, n: x.min(axis=0)),
+        ("column_max", lambda x, n: x.max(axis=0)),
+        ("doubled_sums", lambda x, n: x.astype(np.float64).sum(axis=0) * 2),
+        (
+            "rows_and_sums",
+            lambda x, n: np.array([[b.shape[0], b.astype(np.float64).sum()] for b in np.array_split(x, n)]),
+        ),
+        ("grand_total", lambda x, n: np.sum(x, dtype=np.float64)),  # a 0-d result stays 0-d
+        ("row_counts", lambda x, n: np.array([len(b) for b in np.array_split(x, n)])),
+    ],
+)
 def test_every_combine_against_numpy(backend, data, shared_tmp, world, name, want):
     report = run(backend, f"{shared_tmp}/combines.py:{name}", "points", shared_tmp)
     expected = want(data["points"], world.size)

@@ -6,8 +6,8 @@ import zlib
 
 import numpy as np
 import pytest
-
 from helpers import assert_result_close, reference, write_dataset
+
 from spmd.io.hdf5 import plan_rank_input
 from spmd.job import run_job
 from spmd.runtime import Context
@@ -36,8 +36,11 @@ def make_input(world, folder, name, shape, dtype, shards):
             for i, part in enumerate(np.array_split(data, shards)):
                 write_dataset(f"{base}/part-{i:02d}.h5", part)
     world.Barrier()
-    spec = {"path": f"{base}/data.h5", "dataset": "x"} if shards is None else \
-        {"shards": f"{base}/part-*.h5", "dataset": "x"}
+    spec = (
+        {"path": f"{base}/data.h5", "dataset": "x"}
+        if shards is None
+        else {"shards": f"{base}/part-*.h5", "dataset": "x"}
+    )
     return data, spec
 
 
@@ -47,8 +50,17 @@ def make_input(world, folder, name, shape, dtype, shards):
 def test_reduce_matches_numpy(backend, world, shared_tmp, case, ddof):
     shape, dtype, shards = CASES[case]
     data, spec = make_input(world, shared_tmp, f"{case}-{backend[0]}-{backend[1]}", shape, dtype, shards)
-    cfg = job_config_from_dict({"workload": "reduce", "device": backend[0], "comm": backend[1], "input": spec,
-                            "warmup": 1, "repeats": 2, "params": {"ddof": ddof}})
+    cfg = job_config_from_dict(
+        {
+            "workload": "reduce",
+            "device": backend[0],
+            "comm": backend[1],
+            "input": spec,
+            "warmup": 1,
+            "repeats": 2,
+            "params": {"ddof": ddof},
+        }
+    )
     out = os.path.join(shared_tmp, f"out-{case}-{ddof}-{backend[0]}-{backend[1]}")
     ctx = Context()
     job = run_job(ctx, cfg, out)
@@ -100,9 +112,11 @@ def test_untimed_preparation_slower_on_one_rank_is_not_the_others_wait(world, sh
         prepare(self)
         if world.rank == 1:
             time.sleep(0.3)
+
     monkeypatch.setattr(Reduce, "prepare", slow_on_rank_1)
-    cfg = job_config_from_dict({"workload": "reduce", "device": "cpu", "comm": "mpi", "input": spec,
-                                "warmup": 0, "repeats": 2})
+    cfg = job_config_from_dict(
+        {"workload": "reduce", "device": "cpu", "comm": "mpi", "input": spec, "warmup": 0, "repeats": 2}
+    )
     with Context() as ctx:
         report = run_job(ctx, cfg).report
     assert_result_close(report["result"], reference(data, 0))

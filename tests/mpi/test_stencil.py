@@ -12,6 +12,7 @@ except ImportError:
     ndimage = None
 
 from helpers import write_dataset
+
 from spmd.comm.factory import open_communicator
 from spmd.job import run_job
 from spmd.runtime import Context
@@ -35,9 +36,17 @@ def field(world, shared_tmp):
 
 
 def stencil_config(folder, backend, dtype="float64", **params):
-    return job_config_from_dict({
-        "workload": "stencil", "device": backend[0], "comm": backend[1], "warmup": 1, "repeats": 2,
-        "input": {"path": f"{folder}/field-{dtype}.h5", "dataset": "f"}, "params": params})
+    return job_config_from_dict(
+        {
+            "workload": "stencil",
+            "device": backend[0],
+            "comm": backend[1],
+            "warmup": 1,
+            "repeats": 2,
+            "input": {"path": f"{folder}/field-{dtype}.h5", "dataset": "f"},
+            "params": params,
+        }
+    )
 
 
 def scipy_reference(data, weights, boundary, iterations, cval=0.0):
@@ -56,10 +65,21 @@ CASES = {
     "box3-constant": {"kernel": "box", "size": 3, "boundary": "constant", "cval": 2.5, "iterations": 2},
     "explicit-reflect-no-overlap": {"kernel": ASYMMETRIC, "boundary": "reflect", "overlap": False},
     "explicit-wrap-blocks": {"kernel": ASYMMETRIC, "boundary": "wrap", "decomposition": "blocks", "iterations": 2},
-    "gaussian5-constant-blocks": {"kernel": "gaussian", "size": 5, "boundary": "constant", "cval": -1.0,
-                                  "decomposition": "blocks", "iterations": 2},
-    "box5-reflect-blocks-1xn": {"kernel": "box", "size": 5, "boundary": "reflect", "decomposition": "blocks",
-                                "grid": "1xn"},
+    "gaussian5-constant-blocks": {
+        "kernel": "gaussian",
+        "size": 5,
+        "boundary": "constant",
+        "cval": -1.0,
+        "decomposition": "blocks",
+        "iterations": 2,
+    },
+    "box5-reflect-blocks-1xn": {
+        "kernel": "box",
+        "size": 5,
+        "boundary": "reflect",
+        "decomposition": "blocks",
+        "grid": "1xn",
+    },
 }
 
 
@@ -77,8 +97,9 @@ def test_stencil_equals_scipy(backend, world, shared_tmp, field, case, dtype):
     ctx.close()
     world.Barrier()
     weights = stencil_weights(params["kernel"], params.get("size", 3), params.get("sigma", 1.0))
-    want = scipy_reference(field.astype(dtype), weights, params["boundary"], params.get("iterations", 1),
-                           params.get("cval", 0.0))
+    want = scipy_reference(
+        field.astype(dtype), weights, params["boundary"], params.get("iterations", 1), params.get("cval", 0.0)
+    )
     with h5py.File(save, "r") as f:
         got = f["g"][...]
     tol = 1e-5 if dtype == "float32" else 1e-12
@@ -116,7 +137,7 @@ def test_skipping_the_halo_exchange_changes_exactly_the_rows_at_block_edges(back
     cfg = stencil_config(shared_tmp, backend, kernel="gaussian", size=5, boundary="reflect")
     right, rows = _one_repeat(backend, cfg, skip_exchange=False)
     wrong, _ = _one_repeat(backend, cfg, skip_exchange=True)
-    want = scipy_reference(field, stencil_weights("gaussian", 5, 1.0), "reflect", 1)[rows[0]:rows[1]]
+    want = scipy_reference(field, stencil_weights("gaussian", 5, 1.0), "reflect", 1)[rows[0] : rows[1]]
     np.testing.assert_allclose(right, want, rtol=1e-12)
     changed = np.flatnonzero(np.abs(wrong - want).max(axis=1) > 1e-9) + rows[0]
     edges = set()

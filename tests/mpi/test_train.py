@@ -29,12 +29,27 @@ def data_path(world, shared_tmp):
 
 
 def train_config(folder, backend, dtype, **params):
-    return job_config_from_dict({
-        "workload": "train", "device": backend[0], "comm": backend[1], "warmup": 1, "repeats": 2,
-        "input": {"path": f"{folder}/train.h5"},
-        "generate": {"shape": [600, WIDTHS[0]], "seed": 4, "loc": 0.0, "scale": 1.0},
-        "params": {"model": WIDTHS, "dtype": dtype, "batch": BATCH, "steps": 4, "data_shards": 12, "lr": 0.1,
-                   "eval_rows": 200, **params}})
+    return job_config_from_dict(
+        {
+            "workload": "train",
+            "device": backend[0],
+            "comm": backend[1],
+            "warmup": 1,
+            "repeats": 2,
+            "input": {"path": f"{folder}/train.h5"},
+            "generate": {"shape": [600, WIDTHS[0]], "seed": 4, "loc": 0.0, "scale": 1.0},
+            "params": {
+                "model": WIDTHS,
+                "dtype": dtype,
+                "batch": BATCH,
+                "steps": 4,
+                "data_shards": 12,
+                "lr": 0.1,
+                "eval_rows": 200,
+                **params,
+            },
+        }
+    )
 
 
 def train(cfg, comm=None):
@@ -49,8 +64,9 @@ def train(cfg, comm=None):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("accumulate", [1, 3])
 @pytest.mark.parametrize("overlap", [True, False])
-def test_n_ranks_train_like_one_rank_with_n_times_the_batch(backend, world, shared_tmp, data_path, dtype, accumulate,
-                                                           overlap):
+def test_n_ranks_train_like_one_rank_with_n_times_the_batch(
+    backend, world, shared_tmp, data_path, dtype, accumulate, overlap
+):
     n = world.size
     params = {"accumulate": accumulate, "optimizer": "adam", "lr": 0.01, "bucket_mb": 0.0002, "overlap": overlap}
     report, weights = train(train_config(shared_tmp, backend, dtype, **params))
@@ -71,15 +87,23 @@ def test_n_ranks_train_like_one_rank_with_n_times_the_batch(backend, world, shar
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("overlap", [True, False])
 @pytest.mark.parametrize("order", ["layers", "inputs_first"])
-def test_first_layer_gradient_in_row_blocks_trains_like_one_rank(backend, world, shared_tmp, data_path, dtype, overlap,
-                                                                 order):
+def test_first_layer_gradient_in_row_blocks_trains_like_one_rank(
+    backend, world, shared_tmp, data_path, dtype, overlap, order
+):
     """params.split_gradients: layer 0 (40 rows of 12) cut into buckets of 16 rows, its weight gradient computed
     block by block and each block's bucket reduced right after it (last in backward, or first with inputs_first):
     the same weights as one rank with the whole batch (a bucket reduced before its rows were computed, or never,
     would not be)."""
     n = world.size
-    params = {"model": [12, 40, 8, 3], "optimizer": "adam", "lr": 0.01, "bucket_mb": 0.0002, "overlap": overlap,
-              "split_gradients": True, "backward_order": order}
+    params = {
+        "model": [12, 40, 8, 3],
+        "optimizer": "adam",
+        "lr": 0.01,
+        "bucket_mb": 0.0002,
+        "overlap": overlap,
+        "split_gradients": True,
+        "backward_order": order,
+    }
     report, weights = train(train_config(shared_tmp, backend, dtype, **params))
     _, alone = train(train_config(shared_tmp, backend, dtype, **{**params, "batch": BATCH * n}), MPI.COMM_SELF)
     item = np.dtype(dtype).itemsize
@@ -96,14 +120,21 @@ def test_first_layer_gradient_in_row_blocks_trains_like_one_rank(backend, world,
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("overlap", [True, False])
-def test_inputs_first_backward_trains_like_one_rank_and_reduces_layer_0_first(backend, world, shared_tmp, data_path,
-                                                                             overlap):
+def test_inputs_first_backward_trains_like_one_rank_and_reduces_layer_0_first(
+    backend, world, shared_tmp, data_path, overlap
+):
     """params.backward_order: inputs_first: the weight gradients from layer 0 up, so layer 0's bucket is reduced
     first; the same weights as one rank with the whole batch (a bucket reduced before its layers were computed
     would differ), and overlapped its allreduce starts before backward ends."""
     n = world.size
-    params = {"model": [12, 40, 8, 3], "optimizer": "adam", "lr": 0.01, "bucket_mb": 0.003, "overlap": overlap,
-              "backward_order": "inputs_first"}
+    params = {
+        "model": [12, 40, 8, 3],
+        "optimizer": "adam",
+        "lr": 0.01,
+        "bucket_mb": 0.003,
+        "overlap": overlap,
+        "backward_order": "inputs_first",
+    }
     report, weights = train(train_config(shared_tmp, backend, "float32", **params))
     _, alone = train(train_config(shared_tmp, backend, "float32", **{**params, "batch": BATCH * n}), MPI.COMM_SELF)
     result = report["result"]
@@ -118,8 +149,9 @@ def test_inputs_first_backward_trains_like_one_rank_and_reduces_layer_0_first(ba
     assert result["backward_order"] == "inputs_first"
     assert (result["l2_window"] is not None) == (backend[0] == "gpu")  # the window is the GPU's
     # NCCL ran with graph mixing off unless the environment said otherwise; no NCCL, nothing to say
-    assert result["nccl_graph_mixing_support"] == (os.environ.get("NCCL_GRAPH_MIXING_SUPPORT", "0")
-                                                   if backend[1] == "nccl" else None)
+    assert result["nccl_graph_mixing_support"] == (
+        os.environ.get("NCCL_GRAPH_MIXING_SUPPORT", "0") if backend[1] == "nccl" else None
+    )
 
 
 @pytest.mark.mpi(min_size=2)
@@ -130,8 +162,14 @@ def test_bucket_by_bucket_updates_train_like_one_rank(backend, world, shared_tmp
     earlier ones while the last allreduce runs); elsewhere it changes nothing. Either way the same weights as one
     rank with the whole batch: a bucket updated before its allreduce ended, or twice, or never, would differ."""
     n = world.size
-    params = {"model": [12, 40, 8, 3], "optimizer": optimizer, "lr": 0.01 if optimizer == "adam" else 0.1,
-              "bucket_mb": 0.0002, "update_per_bucket": True, "split_gradients": split}
+    params = {
+        "model": [12, 40, 8, 3],
+        "optimizer": optimizer,
+        "lr": 0.01 if optimizer == "adam" else 0.1,
+        "bucket_mb": 0.0002,
+        "update_per_bucket": True,
+        "split_gradients": split,
+    }
     report, weights = train(train_config(shared_tmp, backend, "float32", **params))
     _, alone = train(train_config(shared_tmp, backend, "float32", **{**params, "batch": BATCH * n}), MPI.COMM_SELF)
     assert len(report["result"]["buckets"]) > 3 and report["verification"]["replicas_identical"]
@@ -141,8 +179,7 @@ def test_bucket_by_bucket_updates_train_like_one_rank(backend, world, shared_tmp
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("overlap", [True, False])
-def test_the_step_timeline_orders_the_marks_and_every_buckets_allreduce(backend, world, shared_tmp, data_path,
-                                                                       overlap):
+def test_the_step_timeline_orders_the_marks_and_every_buckets_allreduce(backend, world, shared_tmp, data_path, overlap):
     """result.step_timeline_us: the last step's marks in order from 0, one [start, end] per bucket, each allreduce
     ending by w (the optimizer needs them all); overlapped, the first bucket's starts before backward ends (inside
     it on the CPU, beside it on a GPU with NCCL), otherwise every one starts after backward."""

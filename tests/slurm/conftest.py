@@ -56,11 +56,15 @@ def slurm():
 def two_nodes(slurm):
     s = state()
     if s.get("SPMD_SLURM_NODES") != "2":
-        skip_or_fail(f"two SLURM nodes unavailable: {s.get('SPMD_SLURM_TWO_SKIP', 'ci/slurm/start.sh did not start them')}")
+        skip_or_fail(
+            f"two SLURM nodes unavailable: {s.get('SPMD_SLURM_TWO_SKIP', 'ci/slurm/start.sh did not start them')}"
+        )
 
 
 @pytest.fixture(scope="session")
 def namespaces():
     missing = [h for h in ("spmd-node1", "spmd-node2") if not os.path.exists(f"/run/netns/{h}")]
     if missing:
-        skip_or_fail(f"network namespaces {missing} absent: {state().get('SPMD_SLURM_TWO_SKIP', 'run ci/slurm/start.sh as root')}")
+        skip_or_fail(
+            f"network namespaces {missing} absent: {state().get('SPMD_SLURM_TWO_SKIP', 'run ci/slurm/start.sh as root')}"
+        )

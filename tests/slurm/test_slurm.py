@@ -15,7 +15,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from conftest import ROOT
 from helpers import LAUNCH_ENV, assert_result_close, reference
 from mpi_job import mpiexec
@@ -35,8 +34,9 @@ def sbatch(script, *options, env=None, cwd, wait=True, timeout=240):
     """Submit ``jobscripts/SCRIPT`` with sbatch (``--wait``: until it ends); (job id, exit code)."""
     cmd = ["sbatch", "--parsable", *(["--wait"] if wait else []), *CPU, *options, str(ROOT / "jobscripts" / script)]
     try:
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                              env={**SRUN_ENV, "SPMD": SPMD, **(env or {})})
+        proc = subprocess.run(
+            cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**SRUN_ENV, "SPMD": SPMD, **(env or {})}
+        )
     except subprocess.TimeoutExpired as exc:  # cancel it: its ranks would run on into the next tests
         job = (exc.output or b"").decode().strip().split(";")[0]
         if job:
@@ -62,8 +62,14 @@ def data(folder, path="data/r.h5"):
 
 def test_run_sbatch_three_tasks_on_one_node(slurm, tmp_path):
     config = reduce_config(tmp_path)
-    job, rc, err = sbatch("run.sbatch", "--partition=local", "--nodes=1", "--ntasks-per-node=3",
-                          env={"CONFIG": str(config), "OUT": "out"}, cwd=tmp_path)
+    job, rc, err = sbatch(
+        "run.sbatch",
+        "--partition=local",
+        "--nodes=1",
+        "--ntasks-per-node=3",
+        env={"CONFIG": str(config), "OUT": "out"},
+        cwd=tmp_path,
+    )
     assert rc == 0, err + log(tmp_path, job)
     report = json.loads((tmp_path / "out/report.json").read_text())
     assert report["ranks"] == 3 and report["verified"]
@@ -76,8 +82,15 @@ def test_run_sbatch_three_tasks_on_one_node(slurm, tmp_path):
 
 def test_run_sbatch_across_two_nodes_places_ranks_on_both(two_nodes, tmp_path):
     config = reduce_config(tmp_path)
-    job, rc, err = sbatch("run.sbatch", "--partition=pair", "--nodes=2", "--ntasks=3", "--ntasks-per-node=2",
-                          env={"CONFIG": str(config), "OUT": "out"}, cwd=tmp_path)
+    job, rc, err = sbatch(
+        "run.sbatch",
+        "--partition=pair",
+        "--nodes=2",
+        "--ntasks=3",
+        "--ntasks-per-node=2",
+        env={"CONFIG": str(config), "OUT": "out"},
+        cwd=tmp_path,
+    )
     assert rc == 0, err + log(tmp_path, job)
     report = json.loads((tmp_path / "out/report.json").read_text())
     assert_result_close(report["result"], reference(data(tmp_path)))
@@ -90,8 +103,14 @@ def test_run_sbatch_across_two_nodes_places_ranks_on_both(two_nodes, tmp_path):
 
 def test_scale_sbatch_sweeps_across_the_nodes_of_one_allocation(two_nodes, tmp_path):
     config = reduce_config(tmp_path)
-    job, rc, err = sbatch("scale.sbatch", "--partition=pair", "--nodes=2", "--ntasks-per-node=1",
-                          env={"CONFIG": str(config), "OUT": "scaling", "MODE": "both"}, cwd=tmp_path)
+    job, rc, err = sbatch(
+        "scale.sbatch",
+        "--partition=pair",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        env={"CONFIG": str(config), "OUT": "scaling", "MODE": "both"},
+        cwd=tmp_path,
+    )
     assert rc == 0, err + log(tmp_path, job)
     scaling = json.loads((tmp_path / "scaling/scaling.json").read_text())
     assert [r["ranks"] for r in scaling["series"]["strong"]] == [1, 2]
@@ -109,10 +128,20 @@ def test_a_pytorch_model_trains_across_two_nodes_under_srun(two_nodes, tmp_path)
     (tmp_path / "examples/torch").mkdir(parents=True)
     (tmp_path / "examples/torch/mlp.py").write_text((ROOT / "examples/torch/mlp.py").read_text())
     config = tmp_path / "mlp.yaml"
-    config.write_text((ROOT / "examples/torch/mlp-medium.yaml").read_text().replace("[8192, 844]", "[2048, 844]")
-                      .replace("steps: 20 ", "steps: 5  "))
-    job, rc, err = sbatch("run.sbatch", "--partition=pair", "--nodes=2", "--ntasks-per-node=1",
-                          env={"CONFIG": str(config), "OUT": "out"}, cwd=tmp_path)
+    config.write_text(
+        (ROOT / "examples/torch/mlp-medium.yaml")
+        .read_text()
+        .replace("[8192, 844]", "[2048, 844]")
+        .replace("steps: 20 ", "steps: 5  ")
+    )
+    job, rc, err = sbatch(
+        "run.sbatch",
+        "--partition=pair",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        env={"CONFIG": str(config), "OUT": "out"},
+        cwd=tmp_path,
+    )
     assert rc == 0, err + log(tmp_path, job)
     report = json.loads((tmp_path / "out/report.json").read_text())
     assert report["verified"] and report["ranks"] == 2 and report["result"]["backend"] == "gloo"
@@ -122,9 +151,14 @@ def test_a_pytorch_model_trains_across_two_nodes_under_srun(two_nodes, tmp_path)
 
 def test_array_sbatch_runs_one_size_per_task(slurm, tmp_path):
     config = reduce_config(tmp_path)
-    job, rc, err = sbatch("array.sbatch", "--partition=local", "--array=0-1", "--ntasks-per-node=2",
-                          env={"CONFIG": str(config), "OUT": "sizes", "SIZES": "1009 4001", "DATA": "data/sizes"},
-                          cwd=tmp_path)
+    job, rc, err = sbatch(
+        "array.sbatch",
+        "--partition=local",
+        "--array=0-1",
+        "--ntasks-per-node=2",
+        env={"CONFIG": str(config), "OUT": "sizes", "SIZES": "1009 4001", "DATA": "data/sizes"},
+        cwd=tmp_path,
+    )
     assert rc == 0, err + log(tmp_path, job)
     for rows in (1009, 4001):
         report = json.loads((tmp_path / f"sizes/{rows}/report.json").read_text())
@@ -151,19 +185,50 @@ def test_jobscript_series_submitted_then_merged_across_node_counts(two_nodes, tm
     config = reduce_config(tmp_path)
     out = tmp_path / "jobs"
     (tmp_path / "site.sh").write_text('echo "site set-up ran on $(hostname) with $OMP_NUM_THREADS thread(s)"\n')
-    subprocess.run([sys.executable, "-m", "spmd", "jobscript", config, "--nodes", "1,2", "--gpus-per-node", "0",
-                    "--tasks-per-node", "1", "--partition", "pair", "--time", "00:05:00", "--spmd", SPMD,
-                    "--cpus-per-task", "1", "--prologue", "site.sh", "--env", f"MPIR_CVAR_CH4_NETMOD={OFI}",
-                    "--out", out], cwd=tmp_path, check=True, env=LAUNCH_ENV)
-    submitted = subprocess.run(["bash", out / "submit.sh"], capture_output=True, text=True, check=True,
-                               env=LAUNCH_ENV).stdout
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spmd",
+            "jobscript",
+            config,
+            "--nodes",
+            "1,2",
+            "--gpus-per-node",
+            "0",
+            "--tasks-per-node",
+            "1",
+            "--partition",
+            "pair",
+            "--time",
+            "00:05:00",
+            "--spmd",
+            SPMD,
+            "--cpus-per-task",
+            "1",
+            "--prologue",
+            "site.sh",
+            "--env",
+            f"MPIR_CVAR_CH4_NETMOD={OFI}",
+            "--out",
+            out,
+        ],
+        cwd=tmp_path,
+        check=True,
+        env=LAUNCH_ENV,
+    )
+    submitted = subprocess.run(
+        ["bash", out / "submit.sh"], capture_output=True, text=True, check=True, env=LAUNCH_ENV
+    ).stdout
     merge = re.search(r"merge (\d+)", submitted).group(1)
     wait_for(merge)
     logs = "\n".join(p.read_text() for p in (out / "logs").glob("*.out"))
     assert "site set-up ran on" in logs and "with 1 thread(s)" in logs, logs
     scaling = json.loads((out / "scaling/scaling.json").read_text())
-    assert {m: [r["ranks"] for r in rows] for m, rows in scaling["series"].items()} == \
-        {"strong": [1, 2], "weak": [1, 2]}, logs
+    assert {m: [r["ranks"] for r in rows] for m, rows in scaling["series"].items()} == {
+        "strong": [1, 2],
+        "weak": [1, 2],
+    }, logs
     weak2 = next(r for r in scaling["runs"] if r["mode"] == "weak" and r["ranks"] == 2)["report"]
     assert weak2["launch"]["nodes"] == 2 and weak2["problem"]["bytes"] == 2 * 30011 * 4
     assert_result_close(weak2["result"], reference(data(tmp_path, "data/weak-x2/r.h5")))
@@ -189,21 +254,36 @@ def test_time_limit_signal_checkpoints_train_and_a_resubmit_resumes(slurm, tmp_p
     with h5py.File(tmp_path / "ckpt.h5") as f:
         step = int(f.attrs["step"])
     assert 50 <= step < 1990
-    job, rc, err = sbatch("run.sbatch", "--partition=local", "--ntasks-per-node=2", cwd=tmp_path,
-                          env={**env, "GENERATE": "0",
-                               "OVERRIDES": "-o params.resume=ckpt.h5 -o params.checkpoint.path=end.h5"})
+    job, rc, err = sbatch(
+        "run.sbatch",
+        "--partition=local",
+        "--ntasks-per-node=2",
+        cwd=tmp_path,
+        env={**env, "GENERATE": "0", "OVERRIDES": "-o params.resume=ckpt.h5 -o params.checkpoint.path=end.h5"},
+    )
     assert rc == 0, err + log(tmp_path, job)
     assert json.loads((tmp_path / "out/report.json").read_text())["result"]["resumed_from_step"] == step
-    rc = subprocess.run([*mpiexec(), "-n", "2", sys.executable, "-m", "spmd", "run", full],
-                        cwd=tmp_path, env=LAUNCH_ENV, capture_output=True, timeout=300).returncode
+    rc = subprocess.run(
+        [*mpiexec(), "-n", "2", sys.executable, "-m", "spmd", "run", full],
+        cwd=tmp_path,
+        env=LAUNCH_ENV,
+        capture_output=True,
+        timeout=300,
+    ).returncode
     assert rc == 0
     np.testing.assert_array_equal(weights(tmp_path / "end.h5"), weights(tmp_path / "full.h5"))
 
 
 def test_srun_without_an_mpi_plugin_is_refused_not_run_n_times(slurm, tmp_path):
     config = reduce_config(tmp_path)
-    proc = subprocess.run(["srun", "--partition=local", "-n", "2", "--mpi=none", sys.executable, "-m", "spmd",
-                           "run", config], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=LAUNCH_ENV)
+    proc = subprocess.run(
+        ["srun", "--partition=local", "-n", "2", "--mpi=none", sys.executable, "-m", "spmd", "run", config],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=LAUNCH_ENV,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "srun started 2 tasks, but MPI connected none of them" in proc.stderr and "--mpi=pmi2" in proc.stderr
     assert not (tmp_path / "results/reduce/report.json").exists()
@@ -213,13 +293,40 @@ def test_two_hosts_through_mpiexec_alone(namespaces, tmp_path):
     """No SLURM: MPICH's mpiexec starts its proxies on the two hosts through an rsh (here one that
     enters each namespace; on a cluster, ssh) and MPI crosses the veth link."""
     config = reduce_config(tmp_path)
-    assert subprocess.run([sys.executable, "-m", "spmd", "generate", config], cwd=tmp_path, env=LAUNCH_ENV,
-                          capture_output=True).returncode == 0
-    cmd = [*mpiexec(), "-localhost", "10.77.0.1", "-launcher", "ssh", "-launcher-exec",
-           str(ROOT / "ci/slurm/netns-rsh"), "-hosts", "spmd-node1:2,spmd-node2:1", "-n", "3",
-           sys.executable, "-m", "spmd", "run", str(config), "--out", "out"]
-    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={k: v for k, v in LAUNCH_ENV.items() if not k.startswith("SLURM_")})
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "spmd", "generate", config], cwd=tmp_path, env=LAUNCH_ENV, capture_output=True
+        ).returncode
+        == 0
+    )
+    cmd = [
+        *mpiexec(),
+        "-localhost",
+        "10.77.0.1",
+        "-launcher",
+        "ssh",
+        "-launcher-exec",
+        str(ROOT / "ci/slurm/netns-rsh"),
+        "-hosts",
+        "spmd-node1:2,spmd-node2:1",
+        "-n",
+        "3",
+        sys.executable,
+        "-m",
+        "spmd",
+        "run",
+        str(config),
+        "--out",
+        "out",
+    ]
+    proc = subprocess.run(
+        cmd,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in LAUNCH_ENV.items() if not k.startswith("SLURM_")},
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "out/report.json").read_text())
     assert report["launch"] == {"nodes": 2, "ranks_per_node": {"spmd-node1": 2, "spmd-node2": 1}, "slurm": None}

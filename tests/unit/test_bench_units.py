@@ -16,9 +16,9 @@ def test_sizes_are_geometric_like_nccl_tests():
 
 def test_counts_follow_nccl_tests_size_meaning():
     assert counts("allreduce", 1024, 4, 3) == (256, 256)
-    assert counts("allgather", 1024, 4, 3) == (85, 255)       # size = the gathered output
+    assert counts("allgather", 1024, 4, 3) == (85, 255)  # size = the gathered output
     assert counts("reduce_scatter", 1024, 4, 3) == (255, 255)  # size = each rank's input
-    assert counts("allgather", 4, 4, 3) == (1, 3)              # never below one element per rank
+    assert counts("allgather", 4, 4, 3) == (1, 3)  # never below one element per rank
     assert counts("bcast", 2, 4, 2) == (1, 1)
 
 
@@ -31,9 +31,17 @@ def test_bus_bandwidth_factors():
 
 def test_table_has_nccl_tests_columns_and_side_by_side():
     row = {"size": 1024, "count": 256, "time_us": 10.0, "algbw_GBps": 0.1024, "busbw_GBps": 0.1536, "wrong": 0}
-    bench = {"op": "allreduce", "dtype": "float32", "ranks": 4, "device": "gpu", "iters": 20, "warmup": 5,
-             "bus_factor": 1.5, "results": {"nccl": [row], "mpi": [{**row, "time_us": 40.0}]},
-             "skipped": {"mpi-cuda": "not CUDA-aware"}}
+    bench = {
+        "op": "allreduce",
+        "dtype": "float32",
+        "ranks": 4,
+        "device": "gpu",
+        "iters": 20,
+        "warmup": 5,
+        "bus_factor": 1.5,
+        "results": {"nccl": [row], "mpi": [{**row, "time_us": 40.0}]},
+        "skipped": {"mpi-cuda": "not CUDA-aware"},
+    }
     text = format_tables(bench)
     assert "#       size        count     type  redop  root      time   algbw   busbw #wrong" in text
     assert "        1024          256    float    sum    -1     10.00    0.10    0.15      0" in text
@@ -44,14 +52,20 @@ def test_table_has_nccl_tests_columns_and_side_by_side():
 
 def fake_topology():
     link = {"class": "pcie", "detail": "PCIe, through the CPU's host bridge"}
-    return {"gpus": [{"index": i, "name": "GPU X", "memory_GiB": 80.0, "pci_bus_id": f"0000:0{i}:00.0"}
-                     for i in range(2)],
-            "peer_access": [[True, False], [False, True]], "links": [[None, link], [link, None]],
-            "p2p": [[None, {"GBps": 12.5, "latency_us": 20.0, "verified": True}],
-                    [{"GBps": 12.0, "latency_us": 21.0, "verified": True}, None]],
-            "host": [{"h2d_pinned": 25.0, "d2h_pinned": 26.0, "h2d_pageable": 8.0, "d2h_pageable": 9.0}] * 2,
-            "bytes": 1 << 28, "iters": 10, "warnings": ["GPU 0 -> GPU 1: no peer access, copies go through host memory"],
-            "note": None}
+    return {
+        "gpus": [{"index": i, "name": "GPU X", "memory_GiB": 80.0, "pci_bus_id": f"0000:0{i}:00.0"} for i in range(2)],
+        "peer_access": [[True, False], [False, True]],
+        "links": [[None, link], [link, None]],
+        "p2p": [
+            [None, {"GBps": 12.5, "latency_us": 20.0, "verified": True}],
+            [{"GBps": 12.0, "latency_us": 21.0, "verified": True}, None],
+        ],
+        "host": [{"h2d_pinned": 25.0, "d2h_pinned": 26.0, "h2d_pageable": 8.0, "d2h_pageable": 9.0}] * 2,
+        "bytes": 1 << 28,
+        "iters": 10,
+        "warnings": ["GPU 0 -> GPU 1: no peer access, copies go through host memory"],
+        "note": None,
+    }
 
 
 def test_topology_text_and_heat_map():

@@ -10,8 +10,14 @@ from spmd.report.breakdown import breakdown, findings, per_repeat
 HOSTS = ["a", "b", "c"]
 
 
-def repeats(rank_read: list[float], comm_s: float = 0.010, compute: float = 0.050, n: int = 8, jitter: float = 0.0,
-            seed: int = 0) -> list[list[dict]]:
+def repeats(
+    rank_read: list[float],
+    comm_s: float = 0.010,
+    compute: float = 0.050,
+    n: int = 8,
+    jitter: float = 0.0,
+    seed: int = 0,
+) -> list[list[dict]]:
     """Per rank, n repeats of reduce's shape: read, then the barrier (wait) until the slowest read ends, compute,
     then a collective of ``comm_s`` that ends when the last rank arrives."""
     rng = np.random.default_rng(seed)
@@ -22,8 +28,9 @@ def repeats(rank_read: list[float], comm_s: float = 0.010, compute: float = 0.05
         start_comm = [max(reads) + c for c in computes]
         end = max(start_comm) + comm_s
         for rank, (read, c, sc) in enumerate(zip(reads, computes, start_comm)):
-            out[rank].append({"read": read, "wait": max(reads) - read, "compute": c, "comm": end - sc,
-                              "total": end + 1e-4})
+            out[rank].append(
+                {"read": read, "wait": max(reads) - read, "compute": c, "comm": end - sc, "total": end + 1e-4}
+            )
     return out
 
 
@@ -45,8 +52,13 @@ def test_a_slow_reader_is_named_with_its_phase_and_the_others_wait():
     assert s["seconds"] == pytest.approx(0.21, rel=0.06) and s["others_seconds"] == pytest.approx(0.01, rel=0.06)
     assert s["others_wait"] == pytest.approx(0.20, rel=0.1)
     assert b["per_rank"][0]["share"]["wait"] > 0.5 > b["per_rank"][1]["share"]["wait"]
-    text = findings({"breakdown": b, "intervals": {"total": {"median": 0.27, "low": 0.27, "high": 0.27,
-                                                             "level": 0.99, "n": 8}}, "repeat_rule": {"rule": "fixed"}})
+    text = findings(
+        {
+            "breakdown": b,
+            "intervals": {"total": {"median": 0.27, "low": 0.27, "high": 0.27, "level": 0.99, "n": 8}},
+            "repeat_rule": {"rule": "fixed"},
+        }
+    )
     assert text[0].startswith("Rank 1 on b is the straggler: its read took") and "in wait" in text[0]
 
 
@@ -87,8 +99,9 @@ def test_a_tight_run_has_no_noise_finding_and_a_wide_one_says_why():
     auto = {"rule": "auto", "bound": 0.05, "max_seconds": 30.0, "stopped": "budget"}
     assert findings({"breakdown": b, "intervals": {"total": tight}, "repeat_rule": auto}) == []
     said = findings({"breakdown": b, "intervals": {"total": wide}, "repeat_rule": auto})
-    assert said[0].startswith("Noisy: the time per repeat is 1 s with a 97% interval of 800 ms - 1.3 s over 40 repeats "
-                              "after the 30 s budget")
+    assert said[0].startswith(
+        "Noisy: the time per repeat is 1 s with a 97% interval of 800 ms - 1.3 s over 40 repeats after the 30 s budget"
+    )
 
 
 def test_sampled_phases_that_overshoot_the_repeat_are_scaled_to_it():

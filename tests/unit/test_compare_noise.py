@@ -10,12 +10,24 @@ from spmd.report.compare import HEADER, compare, entries, format_compare
 
 def report(compute_repeats: list[list[float]]) -> dict:
     """A report.json's parts compare reads: per rank, every repeat's compute (and total)."""
-    per_rank = [{"rank": r, "median": {}, "repeats": [{"compute": c, "total": c + 1e-3} for c in rank]}
-                for r, rank in enumerate(compute_repeats)]
+    per_rank = [
+        {"rank": r, "median": {}, "repeats": [{"compute": c, "total": c + 1e-3} for c in rank]}
+        for r, rank in enumerate(compute_repeats)
+    ]
     flat = {"median": 1.0, "min": 1.0, "max": 1.0}  # the ranks' medians: not what compare reads when repeats exist
-    return {"schema": 1, "workload": "reduce", "ranks": len(compute_repeats), "per_rank": per_rank,
-            "timings": {"compute": flat, "total": flat}, "config": {}, "result": {}, "nodes": [], "device": "cpu",
-            "comm": "mpi", "verified": True}
+    return {
+        "schema": 1,
+        "workload": "reduce",
+        "ranks": len(compute_repeats),
+        "per_rank": per_rank,
+        "timings": {"compute": flat, "total": flat},
+        "config": {},
+        "result": {},
+        "nodes": [],
+        "device": "cpu",
+        "comm": "mpi",
+        "verified": True,
+    }
 
 
 def test_a_change_inside_the_spread_is_noise_and_one_beyond_it_is_flagged():
@@ -27,8 +39,9 @@ def test_a_change_inside_the_spread_is_noise_and_one_beyond_it_is_flagged():
     assert compute["change_pct"] > 10 and compute["noise"] and slower == []
     assert compute["old_range"] == (105e-6, 160e-6) and compute["new_range"] == (130e-6, 150e-6)
     text = format_compare(rows, slower, 10)
-    assert "(intervals overlap)" in text and text.endswith("no slowdown above 10% (1 more whose intervals overlap: "
-                                                           "noise, not flagged)")
+    assert "(intervals overlap)" in text and text.endswith(
+        "no slowdown above 10% (1 more whose intervals overlap: noise, not flagged)"
+    )
     # every new repeat slower than every old one: a regression, however small the phase
     slow = report([[170e-6, 175e-6, 180e-6], [171e-6, 172e-6, 173e-6]])
     rows, slower = compare(entries(old), entries(slow), 10, 1.0)

@@ -19,7 +19,9 @@ def make(**changes):
 
 def test_defaults_and_params():
     cfg = make(params={"ddof": 1})
-    assert cfg.device == "auto" and cfg.comm == "auto" and cfg.repeats is None and cfg.warmup == 1  # run: 5, scale: auto
+    assert (
+        cfg.device == "auto" and cfg.comm == "auto" and cfg.repeats is None and cfg.warmup == 1
+    )  # run: 5, scale: auto
     assert cfg.max_seconds == 30.0 and make(repeats="auto").repeats == "auto"
     assert cfg.params.ddof == 1 and cfg.params.method == "auto"
     assert cfg.to_dict()["input"] == {"path": "data/x.h5", "dataset": "x", "shards": None}
@@ -34,31 +36,34 @@ def test_every_example_config_loads():
         assert isinstance(load_job_config(path), Config)
 
 
-@pytest.mark.parametrize("raw, key", [
-    ({**BASE, "repeat": 3}, "unknown key repeat"),
-    ({**BASE, "input": {"path": "a.h5", "datset": "x"}}, "unknown key input.datset"),
-    ({**BASE, "params": {"dof": 1}}, "unknown key params.dof"),
-    ({**BASE, "generate": {"shape": [4], "sed": 1}}, "unknown key generate.sed"),
-    ({**BASE, "repeats": "five"}, "repeats: expected an integer or auto, got 'five'"),
-    ({**BASE, "repeats": 0}, "repeats: must be >= 1 or auto"),
-    ({**BASE, "max_seconds": 0}, "max_seconds: must be a positive number of seconds"),
-    ({**BASE, "warmup": -1}, "warmup: must be >= 0"),
-    ({**BASE, "device": "tpu"}, "device: 'tpu' is not one of"),
-    ({**BASE, "comm": "gloo"}, "comm: 'gloo' is not one of"),
-    ({**BASE, "allow_shared_gpu": "yes"}, "allow_shared_gpu: expected true or false"),
-    ({**BASE, "params": {"ddof": -1}}, "params.ddof: must be >= 0"),
-    ({**BASE, "params": {"ddof": 1.5}}, "params.ddof: expected an integer"),
-    ({**BASE, "params": {"method": "magic"}}, "params.method"),
-    ({**BASE, "generate": {"shape": [0]}}, "generate.shape: sizes must be positive"),
-    ({**BASE, "generate": {"shape": [2, 2, 2, 2, 2, 2]}}, "generate.shape: 1 to 5 dimensions"),
-    ({**BASE, "generate": {"shape": [4], "dtype": "int32"}}, "generate.dtype"),
-    ({"workload": "reduce", "input": {"dataset": "x"}}, "exactly one of input.path or input.shards"),
-    ({"workload": "reduce", "input": {"path": "a", "shards": ["b"]}}, "exactly one of"),
-    ({"workload": "sort", "input": BASE["input"]}, "workload: unknown workload 'sort'"),
-    ({"input": BASE["input"]}, "workload: missing"),
-    ({"workload": "reduce"}, "input: missing"),
-    ({**BASE, "input": "data.h5"}, "input: expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({**BASE, "repeat": 3}, "unknown key repeat"),
+        ({**BASE, "input": {"path": "a.h5", "datset": "x"}}, "unknown key input.datset"),
+        ({**BASE, "params": {"dof": 1}}, "unknown key params.dof"),
+        ({**BASE, "generate": {"shape": [4], "sed": 1}}, "unknown key generate.sed"),
+        ({**BASE, "repeats": "five"}, "repeats: expected an integer or auto, got 'five'"),
+        ({**BASE, "repeats": 0}, "repeats: must be >= 1 or auto"),
+        ({**BASE, "max_seconds": 0}, "max_seconds: must be a positive number of seconds"),
+        ({**BASE, "warmup": -1}, "warmup: must be >= 0"),
+        ({**BASE, "device": "tpu"}, "device: 'tpu' is not one of"),
+        ({**BASE, "comm": "gloo"}, "comm: 'gloo' is not one of"),
+        ({**BASE, "allow_shared_gpu": "yes"}, "allow_shared_gpu: expected true or false"),
+        ({**BASE, "params": {"ddof": -1}}, "params.ddof: must be >= 0"),
+        ({**BASE, "params": {"ddof": 1.5}}, "params.ddof: expected an integer"),
+        ({**BASE, "params": {"method": "magic"}}, "params.method"),
+        ({**BASE, "generate": {"shape": [0]}}, "generate.shape: sizes must be positive"),
+        ({**BASE, "generate": {"shape": [2, 2, 2, 2, 2, 2]}}, "generate.shape: 1 to 5 dimensions"),
+        ({**BASE, "generate": {"shape": [4], "dtype": "int32"}}, "generate.dtype"),
+        ({"workload": "reduce", "input": {"dataset": "x"}}, "exactly one of input.path or input.shards"),
+        ({"workload": "reduce", "input": {"path": "a", "shards": ["b"]}}, "exactly one of"),
+        ({"workload": "sort", "input": BASE["input"]}, "workload: unknown workload 'sort'"),
+        ({"input": BASE["input"]}, "workload: missing"),
+        ({"workload": "reduce"}, "input: missing"),
+        ({**BASE, "input": "data.h5"}, "input: expected a mapping"),
+    ],
+)
 def test_invalid_configs_name_the_key(raw, key):
     with pytest.raises(ConfigError, match=key.replace("(", r"\(").replace("[", r"\[")):
         job_config_from_dict(raw)
@@ -96,11 +101,30 @@ def test_unreadable_and_non_yaml_files(tmp_path):
         load_job_config(listy)
 
 
-values = st.recursive(st.none() | st.booleans() | st.integers(-3, 10) | st.floats(allow_nan=False)
-                      | st.text(max_size=5), lambda inner: st.lists(inner, max_size=3)
-                      | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
-keys = st.sampled_from(["workload", "input", "device", "comm", "warmup", "repeats", "verify", "params",
-                        "generate", "output", "allow_shared_gpu", "timeout_s", "check_finite", "fault", "bogus"])
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10) | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+keys = st.sampled_from(
+    [
+        "workload",
+        "input",
+        "device",
+        "comm",
+        "warmup",
+        "repeats",
+        "verify",
+        "params",
+        "generate",
+        "output",
+        "allow_shared_gpu",
+        "timeout_s",
+        "check_finite",
+        "fault",
+        "bogus",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -129,8 +153,9 @@ def workload_configs(draw):
 
     workload = draw(st.sampled_from(sorted(REGISTRY)))
     params = draw(st.dictionaries(st.sampled_from(_param_keys(workload)), values, max_size=4))
-    extra = draw(st.dictionaries(st.sampled_from(["timeout_s", "check_finite", "fault", "repeats"]), values,
-                                 max_size=2))
+    extra = draw(
+        st.dictionaries(st.sampled_from(["timeout_s", "check_finite", "fault", "repeats"]), values, max_size=2)
+    )
     return {**BASE, "workload": workload, "params": params, **extra}
 
 
@@ -143,10 +168,31 @@ def test_fuzz_every_workloads_params(raw):
         pass
 
 
-fault_parts = st.one_of(st.sampled_from(["rank=0", "rank=2", "rank=-1", "rank=x", "phase=read", "phase=h2d",
-                                         "phase=comm", "phase=report", "phase=nope", "kind=raise", "kind=hang",
-                                         "kind=nan", "kind=oom", "kind=exit", "kind=boom", "", "=", "rank"]),
-                        st.text(max_size=8))
+fault_parts = st.one_of(
+    st.sampled_from(
+        [
+            "rank=0",
+            "rank=2",
+            "rank=-1",
+            "rank=x",
+            "phase=read",
+            "phase=h2d",
+            "phase=comm",
+            "phase=report",
+            "phase=nope",
+            "kind=raise",
+            "kind=hang",
+            "kind=nan",
+            "kind=oom",
+            "kind=exit",
+            "kind=boom",
+            "",
+            "=",
+            "rank",
+        ]
+    ),
+    st.text(max_size=8),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -162,15 +208,18 @@ def test_fuzz_fault_text_gives_a_fault_or_config_error(parts):
     assert fault.phase in PHASES and fault.kind in KINDS
 
 
-@pytest.mark.parametrize("raw, key", [
-    ({**BASE, "timeout_s": 0}, "timeout_s: must be a positive number of seconds"),
-    ({**BASE, "timeout_s": float("nan")}, "timeout_s: must be a positive number of seconds"),
-    ({**BASE, "timeout_s": "long"}, "timeout_s: expected a number"),
-    ({**BASE, "check_finite": 1}, "check_finite: expected true or false"),
-    ({**BASE, "fault": "rank=1"}, "fault: 'rank=1': phase missing"),
-    ({**BASE, "fault": "rank=1,phase=compute,kind=oom"}, "kind=oom acts at the memory check"),
-    ({**BASE, "fault": 3}, "fault: expected a string"),
-])
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({**BASE, "timeout_s": 0}, "timeout_s: must be a positive number of seconds"),
+        ({**BASE, "timeout_s": float("nan")}, "timeout_s: must be a positive number of seconds"),
+        ({**BASE, "timeout_s": "long"}, "timeout_s: expected a number"),
+        ({**BASE, "check_finite": 1}, "check_finite: expected true or false"),
+        ({**BASE, "fault": "rank=1"}, "fault: 'rank=1': phase missing"),
+        ({**BASE, "fault": "rank=1,phase=compute,kind=oom"}, "kind=oom acts at the memory check"),
+        ({**BASE, "fault": 3}, "fault: expected a string"),
+    ],
+)
 def test_reliability_keys_are_checked(raw, key):
     with pytest.raises(ConfigError, match=key.replace("(", r"\(").replace("[", r"\[")):
         job_config_from_dict(raw)
@@ -212,9 +261,11 @@ def test_the_top_level_parses_without_its_workload_and_the_registry_builds_param
     assert good.params.ddof == 1 and resolve_params(good) is good
     with pytest.raises(ConfigError, match="params: expected a mapping, got list"):
         config_from_dict({**BASE, "params": [1]})
-    code = ("import sys; from spmd.config import config_from_dict; "
-            "config_from_dict({'workload': 'matmul', 'input': {'path': 'a.h5'}, 'params': {'b': {'path': 'b.h5'}}}); "
-            "print(sorted(m for m in sys.modules if m.startswith('spmd.workloads')))")
+    code = (
+        "import sys; from spmd.config import config_from_dict; "
+        "config_from_dict({'workload': 'matmul', 'input': {'path': 'a.h5'}, 'params': {'b': {'path': 'b.h5'}}}); "
+        "print(sorted(m for m in sys.modules if m.startswith('spmd.workloads')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -236,13 +287,19 @@ output: *j
 """
 
 
-@pytest.mark.parametrize("text, message", [
-    (BOMB, "more than 100000 values once its aliases are expanded"),
-    ("workload: &w [reduce, *w]\ninput: {path: x.h5}\n", "an alias refers to the node that holds it"),
-    ("a: " + "[" * 200 + "]" * 200 + "\n", "nested more than 64 levels deep"),
-    ("workload: reduce\nworkload: matmul\ninput: {path: x.h5}\n", "key 'workload' appears twice in one mapping (line 2)"),
-    ("workload: reduce\ninput: {path: x.h5}\nparams: {method: xp, method: fused}\n", "key 'method' appears twice"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (BOMB, "more than 100000 values once its aliases are expanded"),
+        ("workload: &w [reduce, *w]\ninput: {path: x.h5}\n", "an alias refers to the node that holds it"),
+        ("a: " + "[" * 200 + "]" * 200 + "\n", "nested more than 64 levels deep"),
+        (
+            "workload: reduce\nworkload: matmul\ninput: {path: x.h5}\n",
+            "key 'workload' appears twice in one mapping (line 2)",
+        ),
+        ("workload: reduce\ninput: {path: x.h5}\nparams: {method: xp, method: fused}\n", "key 'method' appears twice"),
+    ],
+)
 def test_hostile_yaml_is_refused_fast_with_a_short_message(tmp_path, text, message):
     import time
 
@@ -275,26 +332,34 @@ def test_config_files_are_small_regular_utf8(tmp_path):
         load_job_config(good, ["x=" + "[" * 100 + "]" * 100])
 
 
-@pytest.mark.parametrize("raw, message", [
-    ({**BASE, "params": {"ddof": 1, "method": "x" * 100_000}}, "params.method: 'xxx"),
-    ({**BASE, "repeats": "y" * 100_000}, "repeats: expected an integer or auto, got 'yyy"),
-    ({**BASE, "fault": "rank=" + "x" * 100_000 + ",phase=read,kind=raise"}, "fault: rank 'xxx"),
-    ({**BASE, 7: 1, "zz": 2}, "unknown key 7"),  # keys of mixed types: sorted as text, not a TypeError
-    ({**BASE, "k" * 1000: 1}, "unknown key 'kkk"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({**BASE, "params": {"ddof": 1, "method": "x" * 100_000}}, "params.method: 'xxx"),
+        ({**BASE, "repeats": "y" * 100_000}, "repeats: expected an integer or auto, got 'yyy"),
+        ({**BASE, "fault": "rank=" + "x" * 100_000 + ",phase=read,kind=raise"}, "fault: rank 'xxx"),
+        ({**BASE, 7: 1, "zz": 2}, "unknown key 7"),  # keys of mixed types: sorted as text, not a TypeError
+        ({**BASE, "k" * 1000: 1}, "unknown key 'kkk"),
+    ],
+)
 def test_messages_never_carry_an_unbounded_value(raw, message):
     with pytest.raises(ConfigError, match=message) as info:
         job_config_from_dict(raw)
     assert len(str(info.value)) < 400
 
 
-@pytest.mark.parametrize("raw, key", [
-    ({"workload": "train", "input": BASE["input"], "params": {"lr": float("nan")}}, "params.lr"),
-    ({"workload": "stencil", "input": BASE["input"], "params": {"kernel": "gaussian", "sigma": float("nan")}},
-     "params.sigma"),
-    ({"workload": "stencil", "input": BASE["input"], "params": {"kernel": [[0, float("nan"), 0]] * 3}}, None),
-    ({**BASE, "generate": {"shape": [4], "loc": float("-inf")}}, "generate.loc"),
-])
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({"workload": "train", "input": BASE["input"], "params": {"lr": float("nan")}}, "params.lr"),
+        (
+            {"workload": "stencil", "input": BASE["input"], "params": {"kernel": "gaussian", "sigma": float("nan")}},
+            "params.sigma",
+        ),
+        ({"workload": "stencil", "input": BASE["input"], "params": {"kernel": [[0, float("nan"), 0]] * 3}}, None),
+        ({**BASE, "generate": {"shape": [4], "loc": float("-inf")}}, "generate.loc"),
+    ],
+)
 def test_numbers_are_finite(raw, key):
     with pytest.raises(ConfigError, match=rf"{key}: expected finite numbers" if key else "finite"):
         job_config_from_dict(raw)

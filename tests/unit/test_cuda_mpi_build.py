@@ -29,7 +29,8 @@ def sources(folder: Path, tamper: bool = False) -> Path:
         digest = "0" * 64
     (src / "openmpi_9.9.9-1.dsc").write_text(
         f"Format: 3.0 (quilt)\nSource: openmpi\nChecksums-Sha256:\n {digest} {orig.stat().st_size} {orig.name}\n"
-        f" {'1' * 64} 100 openmpi_9.9.9-1.debian.tar.xz\nFiles:\n 0 0 x\n")
+        f" {'1' * 64} 100 openmpi_9.9.9-1.debian.tar.xz\nFiles:\n 0 0 x\n"
+    )
     return src
 
 
@@ -55,8 +56,13 @@ def build(src: Path, prefix: Path, python: str = "exit 0", **env):
     (default: one that has mpi4py's build tools, as far as the check can tell)."""
     clean = {k: v for k, v in os.environ.items() if k != "CUDA_HOME"}
     path = f"{python3(src.parent, python)}:/usr/bin:/bin"
-    return subprocess.run(["bash", str(BUILD), str(src), str(prefix)], capture_output=True, text=True,
-                          env={**clean, "PATH": path, **env}, timeout=60)
+    return subprocess.run(
+        ["bash", str(BUILD), str(src), str(prefix)],
+        capture_output=True,
+        text=True,
+        env={**clean, "PATH": path, **env},
+        timeout=60,
+    )
 
 
 def test_without_nvcc_or_cuda_home_it_says_what_is_missing(tmp_path):

@@ -19,10 +19,18 @@ def test_named_weights():
     assert stencil_weights([[1, 2, 3], [4, 5, 6], [7, 8, 9]], 3, 1.0)[0, 2] == 3
 
 
-@pytest.mark.parametrize("kernel,size,sigma,match", [
-    ("box", 4, 1.0, "odd width"), ("gaussian", 3, 0.0, "sigma"), ("laplacian", 5, 1.0, "5-point"),
-    ("sobel", 3, 1.0, "not box"), ([[1, 2], [3, 4]], 3, 1.0, "odd square"), ([[1, 2, 3]], 3, 1.0, "odd square"),
-    ([[float("nan")]], 3, 1.0, "finite")])
+@pytest.mark.parametrize(
+    "kernel,size,sigma,match",
+    [
+        ("box", 4, 1.0, "odd width"),
+        ("gaussian", 3, 0.0, "sigma"),
+        ("laplacian", 5, 1.0, "5-point"),
+        ("sobel", 3, 1.0, "not box"),
+        ([[1, 2], [3, 4]], 3, 1.0, "odd square"),
+        ([[1, 2, 3]], 3, 1.0, "odd square"),
+        ([[float("nan")]], 3, 1.0, "finite"),
+    ],
+)
 def test_bad_kernels_are_config_errors(kernel, size, sigma, match):
     with pytest.raises(ConfigError, match=match):
         stencil_weights(kernel, size, sigma)
@@ -48,8 +56,10 @@ def test_error_bound_grows_with_iterations_and_gain():
     assert error_bound(smooth, 100, np.float32, 1.0) < 1e-3  # a smoothing filter does not amplify
 
 
-@pytest.mark.parametrize("size,want", [(1, (1, 1)), (2, (2, 1)), (3, (3, 1)), (4, (2, 2)), (6, (3, 2)),
-                                       (8, (4, 2)), (12, (4, 3)), (7, (7, 1))])
+@pytest.mark.parametrize(
+    "size,want",
+    [(1, (1, 1)), (2, (2, 1)), (3, (3, 1)), (4, (2, 2)), (6, (3, 2)), (8, (4, 2)), (12, (4, 3)), (7, (7, 1))],
+)
 def test_default_grids_are_nearly_square(size, want):
     assert (choose_grid(size).rows, choose_grid(size).cols) == want
 
@@ -68,7 +78,7 @@ def test_blocks_tile_the_matrix_exactly_once(grid):
     for rank in range(grid.size):
         b = grid_block((11, 7), grid, rank)
         assert grid.rank(*grid.position(rank)) == rank
-        count[b.r0:b.r1, b.c0:b.c1] += 1
+        count[b.r0 : b.r1, b.c0 : b.c1] += 1
     assert (count == 1).all()
 
 

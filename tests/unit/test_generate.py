@@ -7,8 +7,13 @@ from spmd.workloads.registry import job_config_from_dict
 
 
 def cfg_for(tmp_path, **generate_keys):
-    return job_config_from_dict({"workload": "reduce", "input": {"path": str(tmp_path / "d.h5"), "dataset": "x"},
-                             "generate": {"shape": [1001], "seed": 5, **generate_keys}})
+    return job_config_from_dict(
+        {
+            "workload": "reduce",
+            "input": {"path": str(tmp_path / "d.h5"), "dataset": "x"},
+            "generate": {"shape": [1001], "seed": 5, **generate_keys},
+        }
+    )
 
 
 def test_single_file_with_reference_attributes(tmp_path):
@@ -37,8 +42,13 @@ def test_same_seed_same_data_other_seed_other_data(tmp_path):
 
 
 def test_glob_shards_are_numbered_and_split_over_ranks(tmp_path):
-    cfg = job_config_from_dict({"workload": "reduce", "input": {"shards": str(tmp_path / "s" / "p-*.h5")},
-                            "generate": {"shape": [103], "shards": 4, "distribution": "uniform"}})
+    cfg = job_config_from_dict(
+        {
+            "workload": "reduce",
+            "input": {"shards": str(tmp_path / "s" / "p-*.h5")},
+            "generate": {"shape": [103], "shards": 4, "distribution": "uniform"},
+        }
+    )
     targets = target_files(cfg, ReduceWorkload)
     assert [r for _, r in targets] == [26, 26, 26, 25]
     assert targets[3][0].endswith("p-003.h5")

@@ -28,7 +28,7 @@ def test_byte_ranges_point_at_the_rows_bytes_in_the_file(tmp_path):
         assert why is None
         got = bytearray(2332 * 24)
         for r in ranges:
-            got[r.dest:r.dest + r.nbytes] = raw[r.file_offset:r.file_offset + r.nbytes]
+            got[r.dest : r.dest + r.nbytes] = raw[r.file_offset : r.file_offset + r.nbytes]
         assert bytes(got) == data[1001:3333].tobytes(), name
         assert sum(r.nbytes for r in ranges) == 2332 * 24
     # h5py writes the chunks of a fresh dataset one after another: neighbours merge into few ranges
@@ -53,8 +53,13 @@ def test_what_the_direct_engine_cannot_read_is_said_and_left_to_h5py(tmp_path):
     assert "byte order" in byte_ranges(str(path), "be", 0, 50)[1]
     plan = plan_rank_input(InputConfig(path=str(path), dataset="gz"), None, 0, 1, ("float32",), (2,))
     reader = RowReader(plan, IoConfig(engine="direct"))
-    assert reader.engines() == [{"source": f"{path}:gz rows 0-100", "engine": "h5py",
-                                 "why_h5py": "filtered (compressed or shuffled): HDF5 decodes it"}]
+    assert reader.engines() == [
+        {
+            "source": f"{path}:gz rows 0-100",
+            "engine": "h5py",
+            "why_h5py": "filtered (compressed or shuffled): HDF5 decodes it",
+        }
+    ]
     out = np.full((100, 2), np.nan, np.float32)
     reader.read(out)
     assert (out == 1).all()
@@ -79,7 +84,9 @@ def test_a_short_file_and_an_io_error_are_named(tmp_path):
     buffer = memoryview(bytearray(600))
     fd = os.open(path, os.O_RDONLY)
     try:
-        with pytest.raises(InputError, match=r"f.h5:x rows 0-5: the file ends at 1000 bytes, inside the data \(bytes 700-1300"):
+        with pytest.raises(
+            InputError, match=r"f.h5:x rows 0-5: the file ends at 1000 bytes, inside the data \(bytes 700-1300"
+        ):
             pread_into(fd, buffer, ByteRange(700, 600, 0), "f.h5:x rows 0-5")
     finally:
         os.close(fd)
@@ -100,7 +107,7 @@ def test_the_first_failed_piece_stops_the_read_and_is_raised(tmp_path):
     with pytest.raises(InputError, match="the file ends at 16384 bytes"):
         read_pieces(str(path), pieces, buffer, 1, "data.bin", landed.append)  # one thread: in order
     assert pieces[-1] not in landed and set(landed) <= set(pieces[:-1])  # the failed piece is never handed on
-    assert bytes(buffer[:16 * 1024]) == path.read_bytes()
+    assert bytes(buffer[: 16 * 1024]) == path.read_bytes()
 
 
 def test_an_injected_nan_is_in_place_before_any_piece_is_handed_on(ones_plan):
@@ -148,8 +155,11 @@ def test_kvikio_missing_is_a_config_error_saying_how_to_get_it(monkeypatch, ones
     from spmd.io.reader import load_kvikio
 
     monkeypatch.setitem(sys.modules, "kvikio", None)  # import kvikio raises ImportError
-    with pytest.raises(ConfigError, match=r"io.engine: kvikio is not usable here \(ModuleNotFoundError.*pip install "
-                                          r"'spmd\[gds\]'.*io.engine: direct"):
+    with pytest.raises(
+        ConfigError,
+        match=r"io.engine: kvikio is not usable here \(ModuleNotFoundError.*pip install "
+        r"'spmd\[gds\]'.*io.engine: direct",
+    ):
         load_kvikio()
     plan = ones_plan(10)
     with pytest.raises(ConfigError, match="kvikio is not usable here"):
@@ -174,7 +184,9 @@ def test_kvikio_reads_on_the_configured_threads_in_whole_row_tasks(monkeypatch, 
         f.create_dataset("x", data=np.ones((3000, 3), np.float32), chunks=(1000, 3))  # 12,000-byte chunks
     plan = plan_rank_input(InputConfig(path=str(path), dataset="x"), None, 0, 1, ("float32",), (2,))
     reader = RowReader(plan, IoConfig(engine="kvikio", threads=6, buffer_mb=0.01), threads=5)
-    assert sys.modules["kvikio.defaults"].settings == [{"num_threads": 5, "task_size": 10476}]  # 873 rows of 12 bytes: whole rows in 10,485 bytes
+    assert sys.modules["kvikio.defaults"].settings == [
+        {"num_threads": 5, "task_size": 10476}
+    ]  # 873 rows of 12 bytes: whole rows in 10,485 bytes
     assert [p.engine for p in reader.parts] == ["kvikio"]
     assert sum(r.nbytes for r in reader.parts[0].reads) == 36000 and len(reader.parts[0].reads) <= 3
 
@@ -186,17 +198,28 @@ def test_cached_fraction_sees_a_read_file_in_the_page_cache_and_the_table_says_w
     path.write_bytes(os.urandom(1 << 20))
     path.read_bytes()
     assert cached_fraction([str(path)]) == pytest.approx(1.0)
-    record = {"rank": 0, "host": "h", "bytes": 10, "source": "f.h5:x rows 0-1", "cold": True, "threads": 1,
-              "engines": [{"source": "f.h5:x rows 0-1", "engine": "direct"}], "seconds": {"direct": [1.0]},
-              "cached_after_drop": 0.5}
+    record = {
+        "rank": 0,
+        "host": "h",
+        "bytes": 10,
+        "source": "f.h5:x rows 0-1",
+        "cold": True,
+        "threads": 1,
+        "engines": [{"source": "f.h5:x rows 0-1", "engine": "direct"}],
+        "seconds": {"direct": [1.0]},
+        "cached_after_drop": 0.5,
+    }
     result = {"device": "cpu", "io": {"threads": 1, "buffer_mb": 8}, "rounds": 1, "per_rank": [record]}
-    assert "cold asked, but up to 50% of the file stayed in the page cache after the drop: these reads are " \
-           "partly warm" in format_io(result)
+    assert (
+        "cold asked, but up to 50% of the file stayed in the page cache after the drop: these reads are "
+        "partly warm" in format_io(result)
+    )
     record["cached_after_drop"] = 0.0
     assert "cold (pages dropped before each read, at most 0% stayed)" in format_io(result)
     record["skipped"] = {"file to GPU (mapped)": "io.engine: mapped could not page-lock f.h5:x (no)"}
-    assert "#  file to GPU (mapped): not measured: io.engine: mapped could not page-lock f.h5:x (no)" in \
-        format_io(result)
+    assert "#  file to GPU (mapped): not measured: io.engine: mapped could not page-lock f.h5:x (no)" in format_io(
+        result
+    )
 
 
 def test_ctrl_c_while_the_readers_start_stays_a_keyboard_interrupt(tmp_path, monkeypatch):

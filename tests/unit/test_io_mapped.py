@@ -68,13 +68,19 @@ def test_a_truncated_file_and_pages_that_cannot_be_locked_are_refused_by_name(tm
     with h5py.File(path, "w") as f:
         f.create_dataset("x", data=np.ones((50_000,)))
     ranges, _ = byte_ranges(str(path), "x", 0, 50_000)
-    with pytest.raises(ConfigError, match=r"io.engine: mapped could not page-lock x.h5:x \(cudaErrorNotSupported.*"
-                                          r"use io.engine: direct"):
+    with pytest.raises(
+        ConfigError,
+        match=r"io.engine: mapped could not page-lock x.h5:x \(cudaErrorNotSupported.*"
+        r"use io.engine: direct",
+    ):
         MappedRanges(str(path), ranges, "x.h5:x", Runtime(refuse=True))
     with open(path, "r+b") as f:
         f.truncate(ranges[0].file_offset + 1000)
-    with pytest.raises(InputError, match=r"x.h5:x: the file ends at \d+ bytes, inside the data .* a short or "
-                                         r"truncated file"):
+    with pytest.raises(
+        InputError,
+        match=r"x.h5:x: the file ends at \d+ bytes, inside the data .* a short or "
+        r"truncated file",
+    ):
         MappedRanges(str(path), ranges, "x.h5:x", Runtime())
 
 
@@ -100,14 +106,19 @@ def stand_in_cupy(runtime):
     """The parts of CuPy the mapped engine calls: its runtime, a stream, the current stream's events."""
     stream = types.SimpleNamespace(ptr=7, synchronize=lambda: None, wait_event=lambda event: None)
     current = types.SimpleNamespace(record=lambda: object())
-    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime, Stream=lambda non_blocking: stream,
-                                                            get_current_stream=lambda: current),
-                                 ndarray=DeviceArray, asnumpy=lambda a: np.asarray(a).copy())
+    return types.SimpleNamespace(
+        cuda=types.SimpleNamespace(
+            runtime=runtime, Stream=lambda non_blocking: stream, get_current_stream=lambda: current
+        ),
+        ndarray=DeviceArray,
+        asnumpy=lambda a: np.asarray(a).copy(),
+    )
 
 
 @pytest.mark.parametrize("chunks", [None, (700, 3)])
-def test_a_mapped_reader_fills_the_device_rows_without_a_host_buffer_and_unlocks_on_close(tmp_path, monkeypatch,
-                                                                                          chunks):
+def test_a_mapped_reader_fills_the_device_rows_without_a_host_buffer_and_unlocks_on_close(
+    tmp_path, monkeypatch, chunks
+):
     from spmd import xp as xpmod
     from spmd.config import InputConfig
     from spmd.io.hdf5 import plan_rank_input
@@ -128,7 +139,7 @@ def test_a_mapped_reader_fills_the_device_rows_without_a_host_buffer_and_unlocks
     device = np.full(plan.shape, np.nan, np.float32).view(DeviceArray)  # poisoned: rows no copy writes show
     reader.read(None, check_finite=True, device=device)
     start = plan.pieces[0].start
-    np.testing.assert_array_equal(np.asarray(device), data[start:start + plan.rows])
+    np.testing.assert_array_equal(np.asarray(device), data[start : start + plan.rows])
     assert not reader.host_current
     reader.close()
     assert runtime.locked == {}

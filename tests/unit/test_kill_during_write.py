@@ -18,7 +18,6 @@ import time
 import h5py
 import numpy as np
 import pytest
-
 from helpers import LAUNCH_ENV
 
 WRITER = textwrap.dedent("""
@@ -90,8 +89,9 @@ def load_step(kind: str, path) -> int:
         from spmd.workloads.train.model import Layout
 
         layout = Layout((64, 512, 512, 10))
-        weights, state, step, _ = load_checkpoint(str(path), layout, {"widths": [64, 512, 512, 10], "dtype": "float32"},
-                                               ("m",))
+        weights, state, step, _ = load_checkpoint(
+            str(path), layout, {"widths": [64, 512, 512, 10], "dtype": "float32"}, ("m",)
+        )
         for buf in (weights, state["m"]):
             assert set(np.unique(buf[buf != 0])) == {step}
         return step
@@ -102,8 +102,13 @@ def load_step(kind: str, path) -> int:
 
 
 def start(kind, path, moment, first):
-    return subprocess.Popen([sys.executable, "-c", WRITER, kind, str(path), moment, str(first)], env=LAUNCH_ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, kind, str(path), moment, str(first)],
+        env=LAUNCH_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 KINDS = {"report": "report.json", "checkpoint": "checkpoint.h5", "result": "C.h5"}

@@ -20,8 +20,26 @@ LAYERS = [
     ("workloads", ["workloads"]),
     ("context", ["runtime"]),
     ("services", ["io", "comm", "measure", "report", "timing", "topology", "memory", "clock"]),
-    ("foundations", ["watchdog", "waits", "stops", "faults", "config", "launch", "xp", "errors", "files", "units",
-                     "libraries", "version", "progress", "stats", "annotate"]),
+    (
+        "foundations",
+        [
+            "watchdog",
+            "waits",
+            "stops",
+            "faults",
+            "config",
+            "launch",
+            "xp",
+            "errors",
+            "files",
+            "units",
+            "libraries",
+            "version",
+            "progress",
+            "stats",
+            "annotate",
+        ],
+    ),
 ]
 MAX_LINES = 500
 
@@ -39,7 +57,7 @@ def imports_of(path: Path, known: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             stems, names = [a.name for a in node.names], []
         elif isinstance(node, ast.ImportFrom) and node.level:  # relative: from the file's package up
-            base = package[:len(package) - node.level + 1]
+            base = package[: len(package) - node.level + 1]
             stems, names = [".".join(base + ([node.module] if node.module else []))], [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             stems, names = [node.module or ""], [a.name for a in node.names]
@@ -97,8 +115,12 @@ def test_every_module_has_a_layer(graph):
 
 
 def test_no_import_points_up(graph):
-    upward = [f"spmd.{a} ({LAYERS[layer_of(a)][0]}) imports spmd.{b} ({LAYERS[layer_of(b)][0]})"
-              for a, targets in graph.items() for b in targets if layer_of(b) < layer_of(a)]
+    upward = [
+        f"spmd.{a} ({LAYERS[layer_of(a)][0]}) imports spmd.{b} ({LAYERS[layer_of(b)][0]})"
+        for a, targets in graph.items()
+        for b in targets
+        if layer_of(b) < layer_of(a)
+    ]
     assert not upward, "\n".join(upward)
 
 
@@ -111,7 +133,7 @@ def test_no_import_cycle(graph):
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state:
                 cycle = visit(nxt)
                 if cycle:
@@ -140,12 +162,19 @@ def test_package_faces_hold_no_code():
         tree = ast.parse(path.read_text())
         code = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
         if path.parent == ROOT:  # spmd itself: its version, and the public names loaded on first use
-            code = [n for n in code if not isinstance(n, (ast.ImportFrom, ast.Assign))
-                    and not (isinstance(n, ast.FunctionDef) and n.name == "__getattr__")]
+            code = [
+                n
+                for n in code
+                if not isinstance(n, (ast.ImportFrom, ast.Assign))
+                and not (isinstance(n, ast.FunctionDef) and n.name == "__getattr__")
+            ]
         assert not code, f"{path.relative_to(ROOT.parent)}: a package face holds code; give it a module"
 
 
 def test_no_module_over_500_lines():
-    long = {str(p.relative_to(ROOT.parent)): n for p in ROOT.rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    long = {
+        str(p.relative_to(ROOT.parent)): n
+        for p in ROOT.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
     assert not long, long

@@ -1,17 +1,23 @@
 import numpy as np
 import pytest
+from helpers import reference
 
 from spmd.errors import VerificationError
 from spmd.workloads.reduce import moments as mom
 from spmd.workloads.reduce.workload import compare, finalize, merge_stats, reference_stats
-from helpers import reference
 
 
 def stats_of(x):
     """Reference statistics in the reduce attrs layout, straight from NumPy."""
     x2 = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
-    return {"count": np.full(x2.shape[1], float(len(x2))), "sum": x2.sum(0), "abs_sum": np.abs(x2).sum(0),
-            "min": x2.min(0), "max": x2.max(0), "m2": ((x2 - x2.mean(0)) ** 2).sum(0)}
+    return {
+        "count": np.full(x2.shape[1], float(len(x2))),
+        "sum": x2.sum(0),
+        "abs_sum": np.abs(x2).sum(0),
+        "min": x2.min(0),
+        "max": x2.max(0),
+        "m2": ((x2 - x2.mean(0)) ** 2).sum(0),
+    }
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -85,9 +91,9 @@ def test_compare_accepts_right_and_rejects_wrong_answers():
 
 def test_ddof_of_as_many_rows_as_the_input_has_is_refused(tmp_path):
     """var = M2 / (n - ddof) is undefined for n <= ddof: it used to divide by 1 and report 'verified'."""
+    from helpers import write_dataset
     from mpi4py import MPI
 
-    from helpers import write_dataset
     from spmd.errors import ConfigError
     from spmd.job import run_job
     from spmd.runtime import Context
@@ -95,8 +101,14 @@ def test_ddof_of_as_many_rows_as_the_input_has_is_refused(tmp_path):
 
     write_dataset(tmp_path / "x.h5", np.arange(3.0))
     for ddof, ok in ((2, True), (3, False)):
-        cfg = job_config_from_dict({"workload": "reduce", "device": "cpu", "params": {"ddof": ddof},
-                                    "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"}})
+        cfg = job_config_from_dict(
+            {
+                "workload": "reduce",
+                "device": "cpu",
+                "params": {"ddof": ddof},
+                "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
+            }
+        )
         with Context(MPI.COMM_SELF) as ctx:
             if ok:
                 assert run_job(ctx, cfg).report["result"]["var"] == pytest.approx(2.0)  # 2 / (3 - 2)

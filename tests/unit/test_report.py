@@ -3,18 +3,21 @@ import os
 
 import pytest
 
-from spmd.version import __version__
 from spmd.files import write_json_atomic
 from spmd.report.summary import summarize
 from spmd.report.table import format_report
+from spmd.version import __version__
 
 
 def test_summary_is_min_median_max_of_rank_medians():
     records = [
-        [{"read": 1.0, "compute": 2.0, "total": 4.0}, {"read": 3.0, "compute": 2.0, "total": 6.0},
-         {"read": 2.0, "compute": 2.0, "total": 5.0}],                       # rank 0: read median 2
-        [{"read": 4.0, "compute": 1.0, "total": 5.0}] * 3,                    # rank 1: read 4
-        [{"read": 6.0, "compute": 3.0, "total": 9.0, "extra": 1.0}] * 3,     # rank 2: read 6
+        [
+            {"read": 1.0, "compute": 2.0, "total": 4.0},
+            {"read": 3.0, "compute": 2.0, "total": 6.0},
+            {"read": 2.0, "compute": 2.0, "total": 5.0},
+        ],  # rank 0: read median 2
+        [{"read": 4.0, "compute": 1.0, "total": 5.0}] * 3,  # rank 1: read 4
+        [{"read": 6.0, "compute": 3.0, "total": 9.0, "extra": 1.0}] * 3,  # rank 2: read 6
     ]
     timings, medians = summarize(records)
     assert list(timings)[:6] == ["read", "wait", "h2d", "compute", "comm", "total"]
@@ -34,10 +37,19 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
 
 
 def test_table_mentions_phases_and_result():
-    report = {"workload": "reduce", "ranks": 2, "nodes": [{}], "device": "cpu", "comm": "mpi",
-              "repeats": 3, "warmup": 1, "verified": True, "verification": {"reference": "attrs"},
-              "timings": {"read": {"min": 1, "median": 1, "max": 1, "imbalance": 1}},
-              "result": {"sum": 1.5, "var": [1.0, 2.0]}}
+    report = {
+        "workload": "reduce",
+        "ranks": 2,
+        "nodes": [{}],
+        "device": "cpu",
+        "comm": "mpi",
+        "repeats": 3,
+        "warmup": 1,
+        "verified": True,
+        "verification": {"reference": "attrs"},
+        "timings": {"read": {"min": 1, "median": 1, "max": 1, "imbalance": 1}},
+        "result": {"sum": 1.5, "var": [1.0, 2.0]},
+    }
     text = format_report(report, "r/report.json")
     assert "verified (attrs)" in text and "read" in text and "sum" in text and "r/report.json" in text
 
@@ -56,14 +68,28 @@ def test_train_table_shows_only_phases_that_ran_with_samples_per_s_and_tidy_line
     """Issue 25: train's table had rows of zeros for read/wait/h2d/compute, 'graph_failure = None', 'tf32  = False'
     and no samples/s."""
     zero = {"min": 0.0, "median": 0.0, "max": 0.0, "imbalance": 1.0}
-    report = {"workload": "train", "ranks": 2, "nodes": [{}], "device": "cpu", "comm": "mpi", "repeats": 2,
-              "warmup": 1, "verified": True, "verification": {"reference": "float64 NumPy gradient"},
-              "timings": {"read": zero, "wait": zero, "h2d": zero, "compute": zero,
-                          "comm": {"min": 0.01, "median": 0.02, "max": 0.03, "imbalance": 1.1},
-                          "total": {"min": 0.1, "median": 0.11, "max": 0.12, "imbalance": 1.0},
-                          "forward": {"min": 0.03, "median": 0.03, "max": 0.03, "imbalance": 1.0}},
-              "result": {"graph": False, "graph_failure": None, "tf32": False, "loss_per_window": [2.07, 1.57]},
-              "metrics": {"samples_per_s": 55876.4, "step_ms": 2.29, "phase_ms_per_step": {"forward": 0.6}}}
+    report = {
+        "workload": "train",
+        "ranks": 2,
+        "nodes": [{}],
+        "device": "cpu",
+        "comm": "mpi",
+        "repeats": 2,
+        "warmup": 1,
+        "verified": True,
+        "verification": {"reference": "float64 NumPy gradient"},
+        "timings": {
+            "read": zero,
+            "wait": zero,
+            "h2d": zero,
+            "compute": zero,
+            "comm": {"min": 0.01, "median": 0.02, "max": 0.03, "imbalance": 1.1},
+            "total": {"min": 0.1, "median": 0.11, "max": 0.12, "imbalance": 1.0},
+            "forward": {"min": 0.03, "median": 0.03, "max": 0.03, "imbalance": 1.0},
+        },
+        "result": {"graph": False, "graph_failure": None, "tf32": False, "loss_per_window": [2.07, 1.57]},
+        "metrics": {"samples_per_s": 55876.4, "step_ms": 2.29, "phase_ms_per_step": {"forward": 0.6}},
+    }
     lines = format_report(report, "r/report.json").splitlines()
     phases = [line.split()[0] for line in lines[3:] if line and not line.startswith(" ") and "report:" not in line]
     assert phases == ["comm", "forward", "total"]

@@ -13,14 +13,38 @@ HOSTILE = '<script>alert(1)</script>"&'
 
 
 def old_report() -> dict:
-    per_rank = [{"rank": r, "host": HOSTILE if r else "node0", "median": {},
-                 "repeats": [{"read": 0.01 + 0.2 * r, "wait": 0.2 * (1 - r), "compute": 0.05, "comm": 0.01,
-                              "total": 0.27 + 0.001 * i} for i in range(6)]} for r in range(2)]
-    return {"schema": 1, "workload": "reduce", "ranks": 2, "per_rank": per_rank, "device": "cpu", "comm": "mpi",
-            "verified": True, "nodes": [{"host": "node0", "ranks": [0], "devices": []}], "config": {},
-            "result": {"note": HOSTILE}, "timings": {"total": {"min": 0.27, "median": 0.27, "max": 0.27,
-                                                               "imbalance": 1.0}},
-            "warnings": [HOSTILE]}
+    per_rank = [
+        {
+            "rank": r,
+            "host": HOSTILE if r else "node0",
+            "median": {},
+            "repeats": [
+                {
+                    "read": 0.01 + 0.2 * r,
+                    "wait": 0.2 * (1 - r),
+                    "compute": 0.05,
+                    "comm": 0.01,
+                    "total": 0.27 + 0.001 * i,
+                }
+                for i in range(6)
+            ],
+        }
+        for r in range(2)
+    ]
+    return {
+        "schema": 1,
+        "workload": "reduce",
+        "ranks": 2,
+        "per_rank": per_rank,
+        "device": "cpu",
+        "comm": "mpi",
+        "verified": True,
+        "nodes": [{"host": "node0", "ranks": [0], "devices": []}],
+        "config": {},
+        "result": {"note": HOSTILE},
+        "timings": {"total": {"min": 0.27, "median": 0.27, "max": 0.27, "imbalance": 1.0}},
+        "warnings": [HOSTILE],
+    }
 
 
 class Tags(html.parser.HTMLParser):

@@ -2,8 +2,8 @@ import pytest
 
 from spmd.comm.factory import BACKENDS, check_backend, resolve_backend
 from spmd.comm.mpi_cuda import CudaAwareMPICommunicator, cuda_aware_mpi
-from spmd.libraries import loaded_libraries
 from spmd.errors import BackendUnavailable, ConfigError
+from spmd.libraries import loaded_libraries
 from spmd.runtime import find_shared_devices
 
 
@@ -38,8 +38,7 @@ def test_cuda_awareness_is_asked_of_the_loaded_library():
 
 
 @pytest.mark.parametrize("built, at_run_time, aware", [(1, 1, True), (1, 0, False), (0, 1, False), (1, None, True)])
-def test_open_mpi_is_cuda_aware_only_when_built_so_and_switched_on_at_run_time(monkeypatch, built, at_run_time,
-                                                                               aware):
+def test_open_mpi_is_cuda_aware_only_when_built_so_and_switched_on_at_run_time(monkeypatch, built, at_run_time, aware):
     """Open MPI 4.1's MPIX_Query_cuda_support() only says how it was built: a build with CUDA on a
     node where libcuda does not load (or under --mca opal_cuda_support 0) says 1 there, and its
     run-time switch opal_cuda_support says 0. Both must say yes (seen: tests/gpu/test_cuda_mpi.py)."""
@@ -74,9 +73,10 @@ def test_what_a_workload_asks_of_a_backend_is_a_capability_not_its_name():
     assert tuple(BACKENDS) == ("nccl", "mpi", "mpi-cuda")  # config.COMM_BACKENDS' order: tables list them so
 
 
-@pytest.mark.parametrize("capturable, ranks, graph, wanted", [
-    (True, 2, "auto", True), (False, 2, "auto", False), (False, 1, "auto", True), (True, 2, False, False),
-])
+@pytest.mark.parametrize(
+    "capturable, ranks, graph, wanted",
+    [(True, 2, "auto", True), (False, 2, "auto", False), (False, 1, "auto", True), (True, 2, False, False)],
+)
 def test_train_captures_a_step_only_on_a_capturable_communicator(capturable, ranks, graph, wanted):
     """A communicator called 'custom' that can be captured gets a graph; one that cannot, none."""
     from types import SimpleNamespace

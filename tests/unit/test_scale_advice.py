@@ -6,8 +6,10 @@ from spmd.scale.advice import backend_advice, oversubscription_advice, series_ad
 
 
 def row(mode, ranks, time, bytes_per_rank, **phases):
-    timings = {p: {"min": t, "median": t, "max": t} for p, t in
-               {"read": 0.0, "wait": 0.0, "compute": 0.0, "comm": 0.0, **phases}.items()}
+    timings = {
+        p: {"min": t, "median": t, "max": t}
+        for p, t in {"read": 0.0, "wait": 0.0, "compute": 0.0, "comm": 0.0, **phases}.items()
+    }
     timings["total"] = {"min": time, "median": time, "max": time}
     return {"mode": mode, "ranks": ranks, "time": time, "bytes_per_rank": bytes_per_rank, "timings": timings}
 
@@ -26,8 +28,9 @@ def with_figures(rows):
 
 
 def test_strong_slowdown_names_the_phase_that_grew():
-    rows = with_figures([row("strong", 1, 1.0, 1e9, compute=0.9, comm=0.1),
-                         row("strong", 2, 1.2, 5e8, compute=0.45, comm=0.75)])
+    rows = with_figures(
+        [row("strong", 1, 1.0, 1e9, compute=0.9, comm=0.1), row("strong", 2, 1.2, 5e8, compute=0.45, comm=0.75)]
+    )
     lines = series_advice(rows)
     assert lines[0] == "Strong scaling 1 -> 2 ranks: speedup 0.83x, efficiency 42%."
     slower = [line for line in lines if line.startswith("Adding ranks made the job slower")]
@@ -35,8 +38,9 @@ def test_strong_slowdown_names_the_phase_that_grew():
 
 
 def test_strong_fixed_cost_is_named():
-    rows = with_figures([row("strong", 1, 1e-3, 1e6, compute=5e-4, read=5e-4),
-                         row("strong", 2, 8e-4, 5e5, compute=4.8e-4, read=2.5e-4)])
+    rows = with_figures(
+        [row("strong", 1, 1e-3, 1e6, compute=5e-4, read=5e-4), row("strong", 2, 8e-4, 5e5, compute=4.8e-4, read=2.5e-4)]
+    )
     lines = series_advice(rows)
     fixed = [line for line in lines if "does not shrink" in line]
     assert len(fixed) == 1 and fixed[0].startswith("compute took 500.0 us at 1 rank(s) and 480.0 us at 2")
@@ -44,8 +48,9 @@ def test_strong_fixed_cost_is_named():
 
 
 def test_weak_contention_is_named():
-    rows = with_figures([row("weak", 1, 1.0, 1e9, read=0.5, compute=0.5),
-                         row("weak", 2, 1.5, 1e9, read=1.0, compute=0.5)])
+    rows = with_figures(
+        [row("weak", 1, 1.0, 1e9, read=0.5, compute=0.5), row("weak", 2, 1.5, 1e9, read=1.0, compute=0.5)]
+    )
     lines = series_advice(rows)
     assert lines[0] == "Weak scaling 1 -> 2 ranks: efficiency 67% (each rank's share took 1.50x as long)."
     shared = [line for line in lines if "share something" in line]
@@ -56,14 +61,22 @@ def test_hidden_phases_are_never_named_as_the_cost():
     """h2d_overlapped (the copy to the GPU the read hid) and comm_overlapped are not part of a repeat: a sweep
     whose read slowed is said to be slowed by the read, however much hidden copying grew with it (as measured
     on 2 H200s: 152 ms of hidden copies, named instead of the read)."""
-    rows = with_figures([row("strong", 1, 0.156, 4e9, read=0.154, h2d_overlapped=0.152, compute=1e-3),
-                         row("strong", 2, 0.135, 2e9, read=0.127, h2d_overlapped=0.132, compute=5e-4)])
+    rows = with_figures(
+        [
+            row("strong", 1, 0.156, 4e9, read=0.154, h2d_overlapped=0.152, compute=1e-3),
+            row("strong", 2, 0.135, 2e9, read=0.127, h2d_overlapped=0.132, compute=5e-4),
+        ]
+    )
     lines = series_advice(rows)
     assert any(line.startswith("read took 154 ms at 1 rank(s) and 127 ms at 2") for line in lines), lines
     assert any(line.startswith("At 2 ranks efficiency is 58%: read is") for line in lines), lines
     assert not any("h2d_overlapped" in line for line in lines), lines
-    weak = with_figures([row("weak", 1, 1.0, 1e9, read=0.5, compute=0.5, comm_overlapped=0.1),
-                         row("weak", 2, 1.5, 1e9, read=0.9, compute=0.5, comm_overlapped=2.0)])
+    weak = with_figures(
+        [
+            row("weak", 1, 1.0, 1e9, read=0.5, compute=0.5, comm_overlapped=0.1),
+            row("weak", 2, 1.5, 1e9, read=0.9, compute=0.5, comm_overlapped=2.0),
+        ]
+    )
     assert any(line.startswith("At 2 ranks efficiency is 67%: read is 400 ms") for line in series_advice(weak))
 
 
@@ -75,46 +88,69 @@ def test_good_scaling_says_only_so():
 
 def test_oversubscription_is_reported_once_per_size():
     place = {"oversubscribed": ["vm"], "ranks_per_node": {"vm": 3}, "cpus_per_node": {"vm": 2}}
-    runs = [{"ranks": 3, "placement": place}, {"ranks": 3, "placement": place},
-            {"ranks": 2, "placement": {"oversubscribed": []}}]
+    runs = [
+        {"ranks": 3, "placement": place},
+        {"ranks": 3, "placement": place},
+        {"ranks": 2, "placement": {"oversubscribed": []}},
+    ]
     lines = oversubscription_advice(runs)
-    assert lines == ["At 3 ranks, host vm runs 3 ranks on 2 CPUs: they compete for cores, so this size measures "
-                     "contention, not scaling (the model is fitted without it)."]
+    assert lines == [
+        "At 3 ranks, host vm runs 3 ranks on 2 CPUs: they compete for cores, so this size measures "
+        "contention, not scaling (the model is fitted without it)."
+    ]
 
 
 def compared(mode, ranks, nbytes, time=1e-3, skipped=None, **seconds):
-    return {"mode": mode, "ranks": ranks, "time": time, "backends": {
-        "ranks": ranks, "ops": [{"op": "allreduce", "bytes": nbytes}],
-        "seconds": {k.replace("_", "-"): v for k, v in seconds.items()}, "skipped": skipped or {}}}
+    return {
+        "mode": mode,
+        "ranks": ranks,
+        "time": time,
+        "backends": {
+            "ranks": ranks,
+            "ops": [{"op": "allreduce", "bytes": nbytes}],
+            "seconds": {k.replace("_", "-"): v for k, v in seconds.items()},
+            "skipped": skipped or {},
+        },
+    }
 
 
 def test_one_fastest_backend_at_every_size_is_one_sentence_with_the_spread():
-    runs = [compared("strong", 2, 1024, nccl=20e-6, mpi=80e-6, mpi_cuda=700e-6),
-            compared("strong", 4, 512, nccl=30e-6, mpi=150e-6, mpi_cuda=900e-6)]
+    runs = [
+        compared("strong", 2, 1024, nccl=20e-6, mpi=80e-6, mpi_cuda=700e-6),
+        compared("strong", 4, 512, nccl=30e-6, mpi=150e-6, mpi_cuda=900e-6),
+    ]
     lines = backend_advice(runs, "nccl")
-    assert lines == ["Communicator: nccl was fastest for this workload's own collectives at every measured size "
-                     "(allreduce of 512 B to 1 KiB per rank; per repeat nccl 20.0 us to 30.0 us, mpi 4 to 5x as "
-                     "long, mpi-cuda 30 to 35x as long); the sweep used nccl."]
+    assert lines == [
+        "Communicator: nccl was fastest for this workload's own collectives at every measured size "
+        "(allreduce of 512 B to 1 KiB per rank; per repeat nccl 20.0 us to 30.0 us, mpi 4 to 5x as "
+        "long, mpi-cuda 30 to 35x as long); the sweep used nccl."
+    ]
 
 
 def test_switching_is_advised_only_when_it_saves_a_real_share_of_a_repeat():
-    runs = [compared("strong", 2, 1024, time=1e-3, nccl=20e-6, mpi=80e-6),
-            compared("strong", 4, 512, time=1e-3, nccl=30e-6, mpi=150e-6)]
+    runs = [
+        compared("strong", 2, 1024, time=1e-3, nccl=20e-6, mpi=80e-6),
+        compared("strong", 4, 512, time=1e-3, nccl=30e-6, mpi=150e-6),
+    ]
     assert backend_advice(runs, "mpi")[0].endswith(
         "the sweep used mpi, which took 60.0 us to 120.0 us more per repeat (12.0% of a repeat at most): "
-        "set comm: nccl.")
+        "set comm: nccl."
+    )
     slow_job = [{**r, "time": 10.0} for r in runs]
     assert backend_advice(slow_job, "mpi")[0].endswith(
         "the sweep used mpi, which took 60.0 us to 120.0 us more per repeat (0.0% of a repeat at most): "
-        "not worth a change.")
+        "not worth a change."
+    )
 
 
 def test_a_winner_that_changes_with_size_is_named_per_run():
     runs = [compared("strong", 2, 8, nccl=20e-6, mpi=10e-6), compared("weak", 2, 1 << 26, nccl=1e-3, mpi=90e-3)]
     lines = backend_advice(runs, "nccl")
-    assert lines[0] == ("Communicator at strong 2 ranks (allreduce of 8 B per rank): mpi was fastest "
-                        "(per repeat mpi 10.0 us, nccl 2x as long); the sweep used nccl, which took 10.0 us more "
-                        "per repeat (1.0% of a repeat at most): not worth a change.")
+    assert lines[0] == (
+        "Communicator at strong 2 ranks (allreduce of 8 B per rank): mpi was fastest "
+        "(per repeat mpi 10.0 us, nccl 2x as long); the sweep used nccl, which took 10.0 us more "
+        "per repeat (1.0% of a repeat at most): not worth a change."
+    )
     assert lines[1].startswith("Communicator at weak 2 ranks (allreduce of 64 MiB per rank): nccl was fastest")
     assert lines[1].endswith("the sweep used nccl.") and len(lines) == 2
 
@@ -124,5 +160,6 @@ def test_backends_that_could_not_run_are_named_with_the_reason_and_cpu_runs_say_
     lines = backend_advice([compared("strong", 2, 64, skipped={"mpi-cuda": why}, nccl=1e-5, mpi=2e-5)], "nccl")
     assert lines[0].startswith("Communicator: nccl was fastest for this workload's own collectives at 2 ranks")
     assert lines[1] == f"Communicator mpi-cuda not compared: {why}"
-    assert backend_advice([{"mode": "strong", "ranks": 2, "backends": None}, {"mode": "strong", "ranks": 1}],
-                          "mpi") == []
+    assert (
+        backend_advice([{"mode": "strong", "ranks": 2, "backends": None}, {"mode": "strong", "ranks": 1}], "mpi") == []
+    )

@@ -21,8 +21,13 @@ MOMENTS = 40  # bytes per rank allgathered by reduce
 def true_time(ranks: int, problem: float) -> dict:
     share = problem / ranks
     steps, volume = model_terms("allgather", ranks, MOMENTS)
-    phases = {"read": READ_INTERCEPT + share / READ_RATE, "wait": 0.0, "h2d": 0.0,
-              "compute": share / COMPUTE_RATE, "comm": OVERHEAD + ALPHA * steps + BETA * volume}
+    phases = {
+        "read": READ_INTERCEPT + share / READ_RATE,
+        "wait": 0.0,
+        "h2d": 0.0,
+        "compute": share / COMPUTE_RATE,
+        "comm": OVERHEAD + ALPHA * steps + BETA * volume,
+    }
     return phases
 
 
@@ -31,8 +36,13 @@ def synthetic_run(mode: str, ranks: int, problem: float) -> dict:
     timings = {p: {"min": t, "median": t, "max": t} for p, t in phases.items()}
     total = sum(phases.values()) + GAP
     timings["total"] = {"min": total, "median": total, "max": total}
-    return {"mode": mode, "ranks": ranks, "time": total, "timings": timings,
-            "problem": {"bytes": problem, "comm": [{"op": "allgather", "bytes": MOMENTS}]}}
+    return {
+        "mode": mode,
+        "ranks": ranks,
+        "time": total,
+        "timings": timings,
+        "problem": {"bytes": problem, "comm": [{"op": "allgather", "bytes": MOMENTS}]},
+    }
 
 
 def synthetic_probe() -> list[dict]:
@@ -111,9 +121,13 @@ def test_message_growth_scales_the_comm_with_the_share():
 
 def test_fit_local_affine_and_proportional():
     fit = fit_local([1e6, 2e6, 4e6], [1e-3 + 1e6 / 1e9, 1e-3 + 2e6 / 1e9, 1e-3 + 4e6 / 1e9])
-    assert fit["fit"] == "affine" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == pytest.approx(1e-3)
+    assert (
+        fit["fit"] == "affine" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == pytest.approx(1e-3)
+    )
     fit = fit_local([1e6, 2e6, 2e6], [2e-3, 3e-3, 3e-3])  # two shares: the line through both
-    assert fit["fit"] == "affine" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == pytest.approx(1e-3)
+    assert (
+        fit["fit"] == "affine" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == pytest.approx(1e-3)
+    )
     fit = fit_local([1e6, 1e6], [1e-3, 1e-3])  # one share: only a rate
     assert fit["fit"] == "proportional" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == 0
     fit = fit_local([1e6, 2e6, 4e6], [3e-3, 2e-3, 1e-3])  # slower with less data: no negative rate
@@ -143,9 +157,16 @@ def test_oversubscribed_runs_are_left_out_of_the_fit():
     assert all(abs(p["error"]) < 1e-9 for p in model["points"] if p["fitted"])
 
 
-@pytest.mark.parametrize("op, n, factor", [("allreduce", 4, 1.5), ("allgather", 4, 0.75),
-                                           ("reduce_scatter", 8, 0.875), ("bcast", 4, 1.0),
-                                           ("sendrecv", 2, 1.0)])
+@pytest.mark.parametrize(
+    "op, n, factor",
+    [
+        ("allreduce", 4, 1.5),
+        ("allgather", 4, 0.75),
+        ("reduce_scatter", 8, 0.875),
+        ("bcast", 4, 1.0),
+        ("sendrecv", 2, 1.0),
+    ],
+)
 def test_bus_factors_are_nccl_tests(op, n, factor):
     assert COLLECTIVES[op].bus_factor(n) == pytest.approx(factor)
     assert model_terms(op, 1, 1024) == (0.0, 0.0)  # one rank moves nothing
@@ -159,7 +180,9 @@ def test_advice_names_the_phase_that_makes_more_ranks_slower():
     best = best_ranks(slow, S, [1, 2, 4, 8])
     lines = model_advice(slow, best, [break_even(slow, 2)], measured_max=4)
     k = 1 / READ_RATE + 1 / COMPUTE_RATE
-    assert best["best_ranks"] == min([1, 2, 4, 8], key=lambda n: S / n * k + 0.02 * (n - 1) + (BETA * MOMENTS) * (n - 1))
+    assert best["best_ranks"] == min(
+        [1, 2, 4, 8], key=lambda n: S / n * k + 0.02 * (n - 1) + (BETA * MOMENTS) * (n - 1)
+    )
     n = best["best_ranks"]
     rise = [line for line in lines if line.startswith(f"Beyond {n} ranks the predicted time rises")]
     assert len(rise) == 1 and ": comm grows by" in rise[0]
@@ -193,13 +216,27 @@ def test_matmul_states_that_its_b_slices_follow_the_ranks(tmp_path):
     from spmd.workloads.matmul.workload import MatmulWorkload
     from spmd.workloads.registry import job_config_from_dict
 
-    cfg = job_config_from_dict({
-        "workload": "matmul", "device": "cpu", "comm": "mpi", "warmup": 0, "repeats": 1,
-        "input": {"path": str(tmp_path / "A.h5"), "dataset": "A"}, "output": str(tmp_path / "out"),
-        "generate": {"shape": [8, 6], "dtype": "float64", "seed": 1},
-        "params": {"b": {"path": str(tmp_path / "B.h5"), "dataset": "B",
-                         "generate": {"shape": [6, 4], "dtype": "float64", "seed": 2}},
-                   "b_source": "allgather", "gather": "none"}})
+    cfg = job_config_from_dict(
+        {
+            "workload": "matmul",
+            "device": "cpu",
+            "comm": "mpi",
+            "warmup": 0,
+            "repeats": 1,
+            "input": {"path": str(tmp_path / "A.h5"), "dataset": "A"},
+            "output": str(tmp_path / "out"),
+            "generate": {"shape": [8, 6], "dtype": "float64", "seed": 1},
+            "params": {
+                "b": {
+                    "path": str(tmp_path / "B.h5"),
+                    "dataset": "B",
+                    "generate": {"shape": [6, 4], "dtype": "float64", "seed": 2},
+                },
+                "b_source": "allgather",
+                "gather": "none",
+            },
+        }
+    )
     generate(cfg, MatmulWorkload)
     with Context(MPI.COMM_SELF) as ctx:
         report = run_job(ctx, cfg).report

@@ -31,8 +31,12 @@ def test_default_ranks_are_powers_of_two_plus_the_launch():
 
 
 def config(**keys):
-    raw = {"workload": "reduce", "input": {"path": "d/x.h5"},
-           "generate": {"shape": [100, 3], "dtype": "float32"}, **keys}
+    raw = {
+        "workload": "reduce",
+        "input": {"path": "d/x.h5"},
+        "generate": {"shape": [100, 3], "dtype": "float32"},
+        **keys,
+    }
     return job_config_from_dict(raw)
 
 
@@ -52,13 +56,19 @@ def test_weak_config_grows_rows_into_its_own_files():
     assert steps[2].cfg is cfg and steps[3].cfg.generate.shape == (200, 3)
 
 
-@pytest.mark.parametrize("keys, factor, message", [
-    ({"generate": None}, 2, "needs a generate section"),
-    ({"input": {"shards": ["a.h5", "b.h5"]}}, 2, "not a list of files"),
-    ({"generate": {"shape": [101]}}, Fraction(3, 2), "not a whole number of rows"),
-    ({"input": {"shards": "s/*.h5"}, "generate": {"shape": [300], "shards": 2}}, Fraction(4, 3),
-     "not a whole number of shards"),
-])
+@pytest.mark.parametrize(
+    "keys, factor, message",
+    [
+        ({"generate": None}, 2, "needs a generate section"),
+        ({"input": {"shards": ["a.h5", "b.h5"]}}, 2, "not a list of files"),
+        ({"generate": {"shape": [101]}}, Fraction(3, 2), "not a whole number of rows"),
+        (
+            {"input": {"shards": "s/*.h5"}, "generate": {"shape": [300], "shards": 2}},
+            Fraction(4, 3),
+            "not a whole number of shards",
+        ),
+    ],
+)
 def test_weak_config_errors(keys, factor, message):
     with pytest.raises(ConfigError, match=message):
         scaled_input(config(**keys), factor)
@@ -83,14 +93,36 @@ def test_scaled_config_is_the_workloads_own_rule_for_each_mode():
 def report(ranks: int, totals_by_rank: list[list[float]], busy_by_rank=None) -> dict:
     """A minimal report.json: per-rank repeat totals; busy = read per rank (median)."""
     busy_by_rank = busy_by_rank or [0.5 * min(t) for t in totals_by_rank]
-    per_rank = [{"rank": r, "median": {"read": b, "h2d": 0.0, "compute": 0.0, "wait": 0.0, "comm": 0.0},
-                 "repeats": [{"total": t} for t in totals]}
-                for r, (totals, b) in enumerate(zip(totals_by_rank, busy_by_rank))]
+    per_rank = [
+        {
+            "rank": r,
+            "median": {"read": b, "h2d": 0.0, "compute": 0.0, "wait": 0.0, "comm": 0.0},
+            "repeats": [{"total": t} for t in totals],
+        }
+        for r, (totals, b) in enumerate(zip(totals_by_rank, busy_by_rank))
+    ]
     med = {"median": 1.0, "min": 1.0, "max": 1.0}
-    return {"schema": 1, "workload": "reduce", "ranks": ranks, "per_rank": per_rank, "problem": {"bytes": 1000},
-            "timings": {"read": med, "wait": med, "h2d": med, "compute": med,
-                        "comm": {"median": 0.25, "min": 0.2, "max": 0.3}, "total": med},
-            "config": {}, "result": {}, "nodes": [], "device": "cpu", "comm": "mpi", "verified": True}
+    return {
+        "schema": 1,
+        "workload": "reduce",
+        "ranks": ranks,
+        "per_rank": per_rank,
+        "problem": {"bytes": 1000},
+        "timings": {
+            "read": med,
+            "wait": med,
+            "h2d": med,
+            "compute": med,
+            "comm": {"median": 0.25, "min": 0.2, "max": 0.3},
+            "total": med,
+        },
+        "config": {},
+        "result": {},
+        "nodes": [],
+        "device": "cpu",
+        "comm": "mpi",
+        "verified": True,
+    }
 
 
 def test_job_time_is_the_median_of_the_slowest_rank_per_repeat():
@@ -161,11 +193,15 @@ def test_gpu_pair_link_from_nvml():
 
 
 def test_placement_summary_worst_link_and_oversubscription():
-    ranks = [{"rank": r, "host": h, "name": "NVIDIA H200", "cpus": 2} for r, h in
-             enumerate(["n1", "n1", "n2", "n2", "n2"])]
-    pairs = [{"ranks": [0, 1], "class": "nvlink", "detail": "NVLink, 18 links per GPU"},
-             {"ranks": [2, 3], "class": "pcie", "detail": "x"}, {"ranks": [2, 4], "class": "pcie", "detail": "x"},
-             {"ranks": [3, 4], "class": "pcie", "detail": "x"}]
+    ranks = [
+        {"rank": r, "host": h, "name": "NVIDIA H200", "cpus": 2} for r, h in enumerate(["n1", "n1", "n2", "n2", "n2"])
+    ]
+    pairs = [
+        {"ranks": [0, 1], "class": "nvlink", "detail": "NVLink, 18 links per GPU"},
+        {"ranks": [2, 3], "class": "pcie", "detail": "x"},
+        {"ranks": [2, 4], "class": "pcie", "detail": "x"},
+        {"ranks": [3, 4], "class": "pcie", "detail": "x"},
+    ]
     s = summarize_placement(ranks, pairs)
     assert s["hosts"] == {"n1": [0, 1], "n2": [2, 3, 4]} and s["ranks_per_node"] == {"n1": 2, "n2": 3}
     assert s["link_class"] == "network" and s["link"] == "across nodes"
@@ -180,11 +216,14 @@ def scaling_file(tmp_path, name, compute_s, **changes):
     def t(s):
         return {"median": s, "min": s, "max": s}
 
-    rows = [{"ranks": n, "time": 1.0 / n, "timings": {"compute": t(compute_s / n), "wait": t(1e-6), "total": t(1.0 / n)}}
-            for n in (1, 2)]
+    rows = [
+        {"ranks": n, "time": 1.0 / n, "timings": {"compute": t(compute_s / n), "wait": t(1e-6), "total": t(1.0 / n)}}
+        for n in (1, 2)
+    ]
     path = tmp_path / name
-    path.write_text(json.dumps({"kind": "scaling", "schema": 1, "workload": "reduce", "series": {"strong": rows},
-                                **changes}))
+    path.write_text(
+        json.dumps({"kind": "scaling", "schema": 1, "workload": "reduce", "series": {"strong": rows}, **changes})
+    )
     return path
 
 
@@ -192,8 +231,10 @@ def test_compare_flags_slowdowns_above_the_threshold_only(tmp_path):
     old = load_entries(scaling_file(tmp_path, "old.json", 0.010))
     new = load_entries(scaling_file(tmp_path, "new.json", 0.012))
     rows, slower = compare(old, new, fail_above=10, min_seconds=1e-4)
-    assert {(r["series"], r["ranks"], r["phase"]) for r in slower} == {("strong", 1, "compute"),
-                                                                      ("strong", 2, "compute")}
+    assert {(r["series"], r["ranks"], r["phase"]) for r in slower} == {
+        ("strong", 1, "compute"),
+        ("strong", 2, "compute"),
+    }
     assert all(r["change_pct"] == pytest.approx(20.0) for r in slower)
     assert compare(old, new, fail_above=25, min_seconds=1e-4)[1] == []
     assert compare(old, old, fail_above=0, min_seconds=0)[1] == []
@@ -217,18 +258,21 @@ def test_compare_reads_report_json_and_rejects_strangers(tmp_path):
         compare(entries, other, 5, 0)
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"schema": 2}, "report schema 2; this spmd reads schema 1"),
-    ({"per_rank": [{"median": {}}]}, "missing or malformed: per_rank (one entry per rank)"),
-    ({"per_rank": [{"median": {}, "repeats": [{"total": "1"}]}] * 2}, "per_rank[].repeats[] (finite seconds"),
-    ({"per_rank": [{"median": {}, "repeats": [{"total": 1.0, "read": "x"}]}] * 2}, "per_rank[].repeats[] (finite"),
-    ({"per_rank": [{"median": {}, "repeats": [{"total": float("nan")}]}] * 2}, "per_rank[].repeats[] (finite"),
-    ({"timings": {"total": {"median": None}}}, "timings.'total'"),
-    ({"timings": {"total": {"median": float("nan"), "min": 1, "max": 1}}}, "timings.'total' (finite"),
-    ({"workload": "reduce\n" * 10_000}, "missing or malformed: workload"),
-    ({"ranks": True}, "missing or malformed: ranks"),
-    ({"verified": "yes"}, "verified"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"schema": 2}, "report schema 2; this spmd reads schema 1"),
+        ({"per_rank": [{"median": {}}]}, "missing or malformed: per_rank (one entry per rank)"),
+        ({"per_rank": [{"median": {}, "repeats": [{"total": "1"}]}] * 2}, "per_rank[].repeats[] (finite seconds"),
+        ({"per_rank": [{"median": {}, "repeats": [{"total": 1.0, "read": "x"}]}] * 2}, "per_rank[].repeats[] (finite"),
+        ({"per_rank": [{"median": {}, "repeats": [{"total": float("nan")}]}] * 2}, "per_rank[].repeats[] (finite"),
+        ({"timings": {"total": {"median": None}}}, "timings.'total'"),
+        ({"timings": {"total": {"median": float("nan"), "min": 1, "max": 1}}}, "timings.'total' (finite"),
+        ({"workload": "reduce\n" * 10_000}, "missing or malformed: workload"),
+        ({"ranks": True}, "missing or malformed: ranks"),
+        ({"verified": "yes"}, "verified"),
+    ],
+)
 def test_a_report_that_parses_but_is_malformed_is_named_not_a_traceback(tmp_path, change, message):
     """What compare and merge read is checked first: exit 2 naming the file and the field."""
     from spmd.report.compare import compare_files

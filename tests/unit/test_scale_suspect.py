@@ -4,13 +4,12 @@ count past the hardware present, and no GPU words in a CPU run's findings."""
 from __future__ import annotations
 
 import pytest
+from test_scale_model import RUNS, S, synthetic_probe, synthetic_run
 
 from spmd.scale.advice import model_advice, series_advice, suspect_advice
 from spmd.scale.figures import noise_reason, series_figures, suspect_reasons, time_interval
 from spmd.scale.model import best_ranks, fit_model
 from spmd.scale.render import tables
-
-from test_scale_model import RUNS, S, synthetic_probe, synthetic_run
 
 FAIR = {"oversubscribed": [], "ranks_per_node": {"vm": 2}, "cpus_per_node": {"vm": 4}}
 
@@ -18,23 +17,32 @@ FAIR = {"oversubscribed": [], "ranks_per_node": {"vm": 2}, "cpus_per_node": {"vm
 def report(ranks: int, totals: list[float]) -> dict:
     """A report whose every rank took ``totals`` (seconds per repeat)."""
     med = {"median": totals[0], "min": totals[0], "max": totals[0]}
-    return {"ranks": ranks, "problem": {"bytes": 1000},
-            "per_rank": [{"rank": r, "median": {"compute": min(totals)}, "repeats": [{"total": t} for t in totals]}
-                         for r in range(ranks)],
-            "timings": {"compute": med, "comm": {"median": 0.0, "min": 0.0, "max": 0.0}, "total": med}}
+    return {
+        "ranks": ranks,
+        "problem": {"bytes": 1000},
+        "per_rank": [
+            {"rank": r, "median": {"compute": min(totals)}, "repeats": [{"total": t} for t in totals]}
+            for r in range(ranks)
+        ],
+        "timings": {"compute": med, "comm": {"median": 0.0, "min": 0.0, "max": 0.0}, "total": med},
+    }
 
 
 def test_a_sound_run_has_no_reasons():
     rows = series_figures("strong", [report(1, [8.0, 8.1, 8.0]), report(2, [4.4, 4.5, 4.4])])
-    assert [suspect_reasons(r, FAIR, rep) for r, rep in zip(rows, [report(1, [8.0] * 3), report(2, [4.4] * 3)])] \
-        == [[], []]
+    assert [suspect_reasons(r, FAIR, rep) for r, rep in zip(rows, [report(1, [8.0] * 3), report(2, [4.4] * 3)])] == [
+        [],
+        [],
+    ]
 
 
 def test_superlinear_and_negative_karp_flatt_are_named():
     reports = [report(1, [8.0] * 3), report(2, [3.0] * 3)]  # 2.67x on 2 ranks: 133%
     row = series_figures("strong", reports)[1]
     assert suspect_reasons(row, FAIR, reports[1]) == [
-        "superlinear: efficiency 133% (above 105%)", "negative Karp-Flatt serial fraction (-0.250)"]
+        "superlinear: efficiency 133% (above 105%)",
+        "negative Karp-Flatt serial fraction (-0.250)",
+    ]
 
 
 def test_oversubscribed_and_noisy_runs_are_named():
@@ -45,7 +53,8 @@ def test_oversubscribed_and_noisy_runs_are_named():
     assert (iv.low, iv.median, iv.high, iv.level) == (4.0, 4.2, 6.0, 0.75)
     assert suspect_reasons(row, crowded, reports[1]) == [
         "oversubscribed: vm ran 3 ranks on 2 CPUs",
-        "noisy: the 75% interval of the time per repeat reaches +-43% of its median over 3 repeats (bound +-5%)"]
+        "noisy: the 75% interval of the time per repeat reaches +-43% of its median over 3 repeats (bound +-5%)",
+    ]
     assert noise_reason(report(1, [8.0])) is None  # one repeat: nothing to judge
 
 
@@ -70,18 +79,23 @@ def test_a_quiet_run_is_not_noisy_and_a_bimodal_one_is(n):
 def test_under_auto_five_repeats_are_too_few_for_the_95_percent_level_but_a_fixed_five_are_judged():
     tight = [1.0, 1.01, 0.99, 1.0, 1.02]
     assert noise_reason({**report(1, tight), "repeat_rule": {"rule": "fixed"}}) is None
-    assert noise_reason({**report(1, tight), "repeat_rule": {"rule": "auto", "max_seconds": 1.0,
-                                                              "stopped": "budget"}}).startswith("noisy: the 94%")
+    assert noise_reason(
+        {**report(1, tight), "repeat_rule": {"rule": "auto", "max_seconds": 1.0, "stopped": "budget"}}
+    ).startswith("noisy: the 94%")
 
 
 def test_the_findings_and_the_runs_table_show_them():
     rows = series_figures("strong", [report(1, [8.0] * 3), report(2, [3.0] * 3)])
     for row in rows:
-        row.update(placement={**FAIR, "hosts": {"vm": [0, 1]}, "link": "one rank", "devices": ["cpu"]}, verified=True,
-                   suspect=suspect_reasons(row, FAIR, report(row["ranks"], [row["time"]] * 3)))
+        row.update(
+            placement={**FAIR, "hosts": {"vm": [0, 1]}, "link": "one rank", "devices": ["cpu"]},
+            verified=True,
+            suspect=suspect_reasons(row, FAIR, report(row["ranks"], [row["time"]] * 3)),
+        )
     assert suspect_advice({"strong": rows}) == [
         "Suspect: strong at 2 ranks (superlinear: efficiency 133% (above 105%); negative Karp-Flatt serial fraction "
-        "(-0.250)): read its figures with care."]
+        "(-0.250)): read its figures with care."
+    ]
     runs = tables({"series": {"strong": rows}, "model": None})[0]
     assert runs.header[-1] == "suspect" and runs.rows[0][-1] == "-" and runs.rows[1][-1].startswith("superlinear")
 
@@ -99,11 +113,14 @@ def test_a_model_fitted_on_no_more_points_than_parameters_is_not_validated():
     assert without_probe["parameters"] == 3 and not without_probe["validated"]
 
 
-@pytest.mark.parametrize("hardware, says", [
-    ({"count": 2, "what": "CPU cores", "nodes": 1}, "(an extrapolation: only 2 CPU cores are present on 1 node(s)"),
-    ({"count": 64, "what": "GPUs", "nodes": 8}, "(extrapolated beyond the 4 measured"),
-    (None, "(extrapolated beyond the 4 measured"),
-])
+@pytest.mark.parametrize(
+    "hardware, says",
+    [
+        ({"count": 2, "what": "CPU cores", "nodes": 1}, "(an extrapolation: only 2 CPU cores are present on 1 node(s)"),
+        ({"count": 64, "what": "GPUs", "nodes": 8}, "(extrapolated beyond the 4 measured"),
+        (None, "(extrapolated beyond the 4 measured"),
+    ],
+)
 def test_a_best_rank_count_beyond_the_hardware_is_labelled_with_its_count(hardware, says):
     model = fit_model(RUNS, synthetic_probe(), "mpi", growth=0.0)
     best = best_ranks(model, S, [1, 2, 4, 8, 16, 32])
@@ -115,9 +132,17 @@ def test_a_best_rank_count_beyond_the_hardware_is_labelled_with_its_count(hardwa
 def test_cpu_findings_never_blame_kernel_launches():
     def row(ranks, time, device):
         t = {"min": time, "median": time, "max": time}
-        return {"mode": "strong", "ranks": ranks, "time": time, "device": device, "bytes_per_rank": 1e6 / ranks,
-                "timings": {"compute": t, "comm": {"min": 0, "median": 0, "max": 0}, "total": t},
-                "speedup": 1.0 / time, "efficiency": 1.0 / time / ranks}
+        return {
+            "mode": "strong",
+            "ranks": ranks,
+            "time": time,
+            "device": device,
+            "bytes_per_rank": 1e6 / ranks,
+            "timings": {"compute": t, "comm": {"min": 0, "median": 0, "max": 0}, "total": t},
+            "speedup": 1.0 / time,
+            "efficiency": 1.0 / time / ranks,
+        }
+
     cpu = series_advice([row(1, 1.0, "cpu"), row(2, 0.95, "cpu")])
     gpu = series_advice([row(1, 1.0, "gpu"), row(2, 0.95, "gpu")])
     assert any("does not shrink" in line for line in cpu) and not any("kernel" in line for line in cpu)

@@ -41,8 +41,11 @@ def host_kernel(tmp_path, weights, boundary, rows_per_thread):
     src = PRELUDE + kernel_source(weights, boundary, np.float64, rows_per_thread).replace("#pragma unroll", "")
     src += "typedef double T;\n" + DRIVER
     (tmp_path / "k.cpp").write_text(src)
-    subprocess.run([COMPILER, "-O1", "-shared", "-fPIC", "-o", str(tmp_path / "k.so"), str(tmp_path / "k.cpp")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [COMPILER, "-O1", "-shared", "-fPIC", "-o", str(tmp_path / "k.so"), str(tmp_path / "k.cpp")],
+        check=True,
+        capture_output=True,
+    )
     lib = ctypes.CDLL(str(tmp_path / "k.so"))
     ptr, i, ll, d, u = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_double, ctypes.c_uint
     lib.launch.argtypes = [ptr, ptr, i, i, ll, i, i, i, i, i, i, i, i, i, d, u, u, u, u]
@@ -51,8 +54,23 @@ def host_kernel(tmp_path, weights, boundary, rows_per_thread):
         i0, i1, j0, j1 = region
         rows = block[1] * rows_per_thread
         grid = (-(-(j1 - j0) // block[0]), -(-(i1 - i0) // rows))
-        lib.launch(src_buf.ctypes.data, dst_buf.ctypes.data, h, w, src_buf.shape[1], col0, i0, i1, j0, j1,
-                   *map(int, neighbours), cval, *block, *grid)
+        lib.launch(
+            src_buf.ctypes.data,
+            dst_buf.ctypes.data,
+            h,
+            w,
+            src_buf.shape[1],
+            col0,
+            i0,
+            i1,
+            j0,
+            j1,
+            *map(int, neighbours),
+            cval,
+            *block,
+            *grid,
+        )
+
     return apply
 
 
@@ -76,12 +94,12 @@ def test_generated_kernel_matches_scipy_on_every_region_and_ghost(tmp_path, boun
     src = np.full(shape, np.nan)
     if layout == "whole field":
         neighbours = (False,) * 4
-        src[r:r + h, col0:col0 + w] = full
+        src[r : r + h, col0 : col0 + w] = full
     else:
         periodic = boundary == "wrap"
         neighbours = (periodic, True, periodic, True)  # top, bottom, left, right
-        ghosts = np.pad(full, r, mode="wrap")[:h + 2 * r, :w + 2 * r]  # the block with every ghost around it
-        src[:, col0 - r:col0 + w + r] = ghosts
+        ghosts = np.pad(full, r, mode="wrap")[: h + 2 * r, : w + 2 * r]  # the block with every ghost around it
+        src[:, col0 - r : col0 + w + r] = ghosts
         if not periodic:  # a global edge's ghosts are never read: leave them poisoned
             src[:r] = np.nan
             src[:, :col0] = np.nan
@@ -89,11 +107,14 @@ def test_generated_kernel_matches_scipy_on_every_region_and_ghost(tmp_path, boun
     i0, j0 = (r if neighbours[0] else 0), (r if neighbours[2] else 0)
     i1, j1 = h - (r if neighbours[1] else 0), w - (r if neighbours[3] else 0)
     regions = [(i0, i1, j0, j1)]  # the interior, then a strip along each side with a neighbour
-    regions += [reg for reg, present in zip([(0, r, 0, w), (h - r, h, 0, w), (i0, i1, 0, r), (i0, i1, w - r, w)],
-                                            neighbours) if present]
+    regions += [
+        reg
+        for reg, present in zip([(0, r, 0, w), (h - r, h, 0, w), (i0, i1, 0, r), (i0, i1, w - r, w)], neighbours)
+        if present
+    ]
     for region in regions:
         apply(src, dst, h, w, col0, region, neighbours, 0.5)
-    np.testing.assert_allclose(dst[r:r + h, col0:col0 + w], want[:h, :w], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dst[r : r + h, col0 : col0 + w], want[:h, :w], rtol=1e-12, atol=1e-12)
     assert np.isnan(dst[:r]).all() and np.isnan(dst[:, :col0]).all()  # nothing written outside the block
 
 

@@ -6,14 +6,18 @@ from spmd.scale.advice import storage_advice
 
 def run(ranks, read_s, total_s, limit_s, nbytes=1 << 30):
     timings = {"read": {"min": read_s, "median": read_s, "max": read_s}, "total": {"median": total_s}}
-    return {"ranks": ranks, "report": {"timings": timings},
-            "read_limit": [{"bytes": nbytes, "seconds": limit_s}] * ranks}
+    return {
+        "ranks": ranks,
+        "report": {"timings": timings},
+        "read_limit": [{"bytes": nbytes, "seconds": limit_s}] * ranks,
+    }
 
 
 def test_reads_at_the_storages_limit_and_most_of_a_repeat_are_storage_bound():
     (line,) = storage_advice([run(1, 0.5, 0.6, 0.25), run(2, 0.5, 0.6, 0.45)])
-    assert line.startswith("At 2 ranks each rank read 1 GiB at 2.15 GB/s (the slowest rank), 90% of what plain "
-                           "preads of the same bytes")
+    assert line.startswith(
+        "At 2 ranks each rank read 1 GiB at 2.15 GB/s (the slowest rank), 90% of what plain preads of the same bytes"
+    )
     assert "reading is 83% of a repeat" in line and "storage-bound" in line and "fewer bytes or faster storage" in line
 
 

@@ -74,8 +74,14 @@ def test_nvtx_ranges_nest_a_repeat_around_its_phases():
     with timer.phase("compute"):
         pass
     timer.end_repeat(record=False)
-    assert rec.calls == [("push", "repeat 0 (warm-up)"), ("push", "read"), ("pop",), ("push", "compute"), ("pop",),
-                         ("pop",)]
+    assert rec.calls == [
+        ("push", "repeat 0 (warm-up)"),
+        ("push", "read"),
+        ("pop",),
+        ("push", "compute"),
+        ("pop",),
+        ("pop",),
+    ]
 
 
 def test_a_phase_that_raises_still_pops_its_range():

@@ -16,8 +16,10 @@ class Driver:
     """libcuda's calls L2Window makes, on a state it can inspect; ``refuse``: names that return CUresult 1."""
 
     def __init__(self, persisting=30 * MiB, window=128 * MiB, limit=0, refuse=()):
-        self.attributes = {l2.CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: persisting,
-                           l2.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: window}
+        self.attributes = {
+            l2.CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: persisting,
+            l2.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: window,
+        }
         self.limit, self.window, self.resets, self.refuse = limit, None, 0, refuse
 
     def __getattr__(self, name):
@@ -25,6 +27,7 @@ class Driver:
 
         def call(*args):
             return 1 if name in self.refuse else method(*args) or 0
+
         return call
 
     def _cuCtxGetDevice(self, device):
@@ -60,6 +63,7 @@ def driver(monkeypatch):
         fake = Driver(**kwargs)
         monkeypatch.setattr(l2, "cuda_driver", lambda: fake)
         return fake
+
     return use
 
 
@@ -84,11 +88,14 @@ def test_a_buffer_larger_than_the_device_allows_gets_a_proportional_hit_ratio(dr
     assert fake.window[1:3] == (64 * MiB, round(20 / 64, 6))  # the window capped, a share of it persisting
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"persisting": 0}, "no persisting L2 lines"),
-    ({"refuse": ("cuCtxSetLimit",)}, "cuCtxSetLimit failed with CUresult 1"),
-    ({"refuse": ("cuStreamSetAttribute",)}, "cuStreamSetAttribute failed with CUresult 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"persisting": 0}, "no persisting L2 lines"),
+        ({"refuse": ("cuCtxSetLimit",)}, "cuCtxSetLimit failed with CUresult 1"),
+        ({"refuse": ("cuStreamSetAttribute",)}, "cuStreamSetAttribute failed with CUresult 1"),
+    ],
+)
 def test_a_device_or_driver_that_refuses_leaves_nothing_set_and_says_why(driver, kwargs, message):
     fake = driver(limit=3 * MiB, **kwargs)
     window = l2.L2Window(Stream(), 0x10000, 8 * MiB)

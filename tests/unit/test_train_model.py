@@ -50,11 +50,13 @@ def test_every_layer_gradient_matches_finite_differences(keep, micro, inputs_fir
             up, down = w.copy(), w.copy()
             up[i] += h
             down[i] -= h
-            numeric = (loss(layout, up, data, scale, step, keep) - loss(layout, down, data, scale, step, keep)) / (2 * h)
+            numeric = (loss(layout, up, data, scale, step, keep) - loss(layout, down, data, scale, step, keep)) / (
+                2 * h
+            )
             assert g[i] == pytest.approx(numeric, rel=1e-5, abs=1e-9), (s.layer, i)
     padding = np.ones(layout.size, bool)
     for s in layout.segments:
-        padding[s.start:s.stop] = False
+        padding[s.start : s.stop] = False
     assert not g[padding].any()  # padding never gets a gradient
 
 
@@ -121,14 +123,21 @@ def test_sgd_and_adam_follow_their_formulas():
     for t, g in enumerate(grads, start=1):
         ops.adam(w, g, m, v, 0.01, 0.9, 0.99, 1e-8, np.array([0, t - 1]))
         mm, vv = 0.9 * mm + 0.1 * g, 0.99 * vv + 0.01 * g * g
-        want = want - 0.01 * (mm / (1 - 0.9 ** t)) / (np.sqrt(vv / (1 - 0.99 ** t)) + 1e-8)
+        want = want - 0.01 * (mm / (1 - 0.9**t)) / (np.sqrt(vv / (1 - 0.99**t)) + 1e-8)
     np.testing.assert_allclose(w, want, rtol=1e-13)
 
 
 @pytest.mark.parametrize("inputs_first", [False, True])
-@pytest.mark.parametrize("widths,cap_bytes", [(PRESETS["large"], 25 << 20), (PRESETS["large"], 1 << 20),
-                                              (PRESETS["medium"], 25 << 20), (PRESETS["medium"], 4096),
-                                              ((10, 300, 3), 1000)])
+@pytest.mark.parametrize(
+    "widths,cap_bytes",
+    [
+        (PRESETS["large"], 25 << 20),
+        (PRESETS["large"], 1 << 20),
+        (PRESETS["medium"], 25 << 20),
+        (PRESETS["medium"], 4096),
+        ((10, 300, 3), 1000),
+    ],
+)
 def test_buckets_cover_every_parameter_once_within_the_cap(widths, cap_bytes, inputs_first):
     layout = Layout(widths, inputs_first)
     buckets = plan_buckets(layout, cap_bytes, 4)
@@ -174,8 +183,9 @@ def test_split_buckets_cut_the_first_layer_at_aligned_whole_rows(cap_mb):
     assert buckets[0].start == 0 and buckets[-1].stop == layout.size
     assert all(a.stop == b.start for a, b in zip(buckets, buckets[1:]))
     pieces = [b for b in buckets if b.ready_after == 0]
-    assert [b.part for b in pieces] == list(range(len(pieces))) and len(pieces) == -(-seg.fan_out // (
-        (cap_mb << 20) // 4 // seg.fan_in // 16 * 16))
+    assert [b.part for b in pieces] == list(range(len(pieces))) and len(pieces) == -(
+        -seg.fan_out // ((cap_mb << 20) // 4 // seg.fan_in // 16 * 16)
+    )
     assert all(b.size * 4 <= cap_mb << 20 for b in pieces[:-1]) and pieces[-1].stop == layout.size
     assert all((b.start - seg.start) % seg.fan_in == 0 and b.start % 64 == 0 for b in pieces)
     blocks = row_blocks(layout, buckets)[0]
@@ -215,7 +225,7 @@ def test_each_epoch_visits_every_row_of_a_shard_once_and_epochs_differ():
     s = Sampler(40, 2, 1, 0, global_batch=4, seed=1)  # shards of 20 rows, 2 samples each per step
     one_epoch = s.window(0, 10)
     for k in range(2):
-        assert sorted(one_epoch[:, 2 * k:2 * k + 2].ravel()) == list(range(20 * k, 20 * k + 20))
+        assert sorted(one_epoch[:, 2 * k : 2 * k + 2].ravel()) == list(range(20 * k, 20 * k + 20))
     assert not np.array_equal(one_epoch, s.window(10, 10))
 
 
@@ -228,8 +238,7 @@ def test_sampler_refuses_impossible_splits():
         Sampler(3, 4, 2, 0, 8, 0)
 
 
-META = {"widths": [7, 6, 5, 4], "dtype": "float64", "optimizer": "adam", "global_batch": 8, "data_shards": 2,
-        "seed": 0}
+META = {"widths": [7, 6, 5, 4], "dtype": "float64", "optimizer": "adam", "global_batch": 8, "data_shards": 2, "seed": 0}
 
 
 def test_checkpoint_round_trip_and_mismatch(tmp_path):
@@ -269,23 +278,26 @@ def config(**params):
     return job_config_from_dict({"workload": "train", "input": {"path": "x.h5"}, "params": params})
 
 
-@pytest.mark.parametrize("params,message", [
-    ({"model": "huge"}, "unknown preset 'huge'"),
-    ({"model": [10]}, "at least 2 positive widths"),
-    ({"model": [10, 1]}, "number of classes"),
-    ({"batch": 0}, "params.batch: must be >= 1"),
-    ({"dropout": 1.0}, "params.dropout"),
-    ({"betas": [0.9]}, "params.betas"),
-    ({"tf32": True, "dtype": "float64"}, "params.tf32: applies to float32 only"),
-    ({"precision": "bf16", "dtype": "float64"}, "params.precision: applies to float32 only"),
-    ({"precision": "fp8"}, "params.precision"),
-    ({"tf32": True, "precision": "bf16"}, "params.tf32: true and params.precision: bf16 disagree"),
-    ({"checkpoint": {"path": "c.h5", "every": 30}, "steps": 20}, "not a multiple of params.steps"),
-    ({"target_accuracy": 0.9, "eval": None}, "needs the held-out set"),
-    ({"graph": "sometimes"}, "params.graph"),
-    ({"bucket_mb": 0}, "params.bucket_mb"),
-    ({"optimiser": "sgd"}, "unknown key params.optimiser"),
-])
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"model": "huge"}, "unknown preset 'huge'"),
+        ({"model": [10]}, "at least 2 positive widths"),
+        ({"model": [10, 1]}, "number of classes"),
+        ({"batch": 0}, "params.batch: must be >= 1"),
+        ({"dropout": 1.0}, "params.dropout"),
+        ({"betas": [0.9]}, "params.betas"),
+        ({"tf32": True, "dtype": "float64"}, "params.tf32: applies to float32 only"),
+        ({"precision": "bf16", "dtype": "float64"}, "params.precision: applies to float32 only"),
+        ({"precision": "fp8"}, "params.precision"),
+        ({"tf32": True, "precision": "bf16"}, "params.tf32: true and params.precision: bf16 disagree"),
+        ({"checkpoint": {"path": "c.h5", "every": 30}, "steps": 20}, "not a multiple of params.steps"),
+        ({"target_accuracy": 0.9, "eval": None}, "needs the held-out set"),
+        ({"graph": "sometimes"}, "params.graph"),
+        ({"bucket_mb": 0}, "params.bucket_mb"),
+        ({"optimiser": "sgd"}, "unknown key params.optimiser"),
+    ],
+)
 def test_config_errors_name_the_key(params, message):
     with pytest.raises(ConfigError, match=message):
         config(**params)
@@ -328,8 +340,12 @@ def test_bfloat16_rounding_is_to_the_nearest_even():
     from spmd.workloads.train.ops import bf16_bits, bf16_values
 
     rng = np.random.default_rng(5)
-    x = np.concatenate([rng.standard_normal(20000).astype(np.float32) * np.float32(10.0) ** rng.integers(-30, 30, 20000),
-                        np.float32([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 3.0e38, 1e-40])]).astype(np.float32)
+    x = np.concatenate(
+        [
+            rng.standard_normal(20000).astype(np.float32) * np.float32(10.0) ** rng.integers(-30, 30, 20000),
+            np.float32([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 3.0e38, 1e-40]),
+        ]
+    ).astype(np.float32)
     bits = bf16_bits(x)
     low = (x.view(np.uint32) >> 16).astype(np.uint16)  # truncation: one neighbour, same sign
     high = low + np.uint16(1)  # the next pattern away from zero

@@ -35,8 +35,10 @@ def kinked_problem():
 
 
 def layer_errors(layout, got, want):
-    return [np.linalg.norm(got[s.start:s.stop] - want[s.start:s.stop]) / np.linalg.norm(want[s.start:s.stop])
-            for s in layout.segments]
+    return [
+        np.linalg.norm(got[s.start : s.stop] - want[s.start : s.stop]) / np.linalg.norm(want[s.start : s.stop])
+        for s in layout.segments
+    ]
 
 
 def test_reference_takes_the_runs_side_of_a_relu_kink():
@@ -64,14 +66,35 @@ def test_a_float32_run_with_a_unit_on_the_kink_verifies(tmp_path):
     data, ckpt = tmp_path / "kink.h5", tmp_path / "start.h5"
     with h5py.File(data, "w") as f:
         f["data"], f["labels"] = x, y
-    meta = {"widths": list(WIDTHS), "dtype": "float32", "optimizer": "sgd", "global_batch": ROWS,
-            "data_shards": 1, "seed": 0}
+    meta = {
+        "widths": list(WIDTHS),
+        "dtype": "float32",
+        "optimizer": "sgd",
+        "global_batch": ROWS,
+        "data_shards": 1,
+        "seed": 0,
+    }
     save_checkpoint(str(ckpt), layout, w32, {"momentum": np.zeros_like(w32)}, 0, meta)
-    cfg = job_config_from_dict({
-        "workload": "train", "device": "cpu", "comm": "mpi", "warmup": 0, "repeats": 1,
-        "input": {"path": str(data)}, "output": str(tmp_path / "out"),
-        "params": {"model": list(WIDTHS), "dtype": "float32", "batch": ROWS, "steps": 1, "data_shards": 1,
-                   "eval": None, "resume": str(ckpt)}})
+    cfg = job_config_from_dict(
+        {
+            "workload": "train",
+            "device": "cpu",
+            "comm": "mpi",
+            "warmup": 0,
+            "repeats": 1,
+            "input": {"path": str(data)},
+            "output": str(tmp_path / "out"),
+            "params": {
+                "model": list(WIDTHS),
+                "dtype": "float32",
+                "batch": ROWS,
+                "steps": 1,
+                "data_shards": 1,
+                "eval": None,
+                "resume": str(ckpt),
+            },
+        }
+    )
     ctx = Context(MPI.COMM_SELF)
     report = run_job(ctx, cfg).report
     ctx.close()
@@ -96,11 +119,25 @@ def test_a_forward_pass_on_other_sides_than_rounding_explains_fails(tmp_path, mo
     with h5py.File(data, "w") as f:
         f["data"] = rng.standard_normal((rows, 4)).astype(np.float32)
         f["labels"] = rng.integers(0, 2, rows).astype(np.int32)
-    cfg = job_config_from_dict({
-        "workload": "train", "device": "cpu", "comm": "mpi", "warmup": 0, "repeats": 1,
-        "input": {"path": str(data)}, "output": str(tmp_path / "out"),
-        "params": {"model": [4, 32, 2], "dtype": "float32", "batch": rows, "steps": 1, "data_shards": 1,
-                   "eval": None}})
+    cfg = job_config_from_dict(
+        {
+            "workload": "train",
+            "device": "cpu",
+            "comm": "mpi",
+            "warmup": 0,
+            "repeats": 1,
+            "input": {"path": str(data)},
+            "output": str(tmp_path / "out"),
+            "params": {
+                "model": [4, 32, 2],
+                "dtype": "float32",
+                "batch": rows,
+                "steps": 1,
+                "data_shards": 1,
+                "eval": None,
+            },
+        }
+    )
     ctx = Context(MPI.COMM_SELF)
     with pytest.raises(VerificationError, match=r"of 2048 hidden units on the other side of the ReLU"):
         run_job(ctx, cfg)
@@ -119,14 +156,32 @@ def test_a_diverging_run_fails_naming_batch_and_lr(tmp_path):
     with h5py.File(data, "w") as f:
         f["data"] = rng.standard_normal((rows, 4)).astype(np.float32)
         f["labels"] = rng.integers(0, 2, rows).astype(np.int32)
-    cfg = job_config_from_dict({
-        "workload": "train", "device": "cpu", "comm": "mpi", "warmup": 0, "repeats": 1,
-        "input": {"path": str(data)}, "output": str(tmp_path / "out"),
-        "params": {"model": [4, 32, 2], "dtype": "float32", "batch": 16, "steps": 40, "data_shards": 1,
-                   "eval": None, "lr": 1e30}})
+    cfg = job_config_from_dict(
+        {
+            "workload": "train",
+            "device": "cpu",
+            "comm": "mpi",
+            "warmup": 0,
+            "repeats": 1,
+            "input": {"path": str(data)},
+            "output": str(tmp_path / "out"),
+            "params": {
+                "model": [4, 32, 2],
+                "dtype": "float32",
+                "batch": 16,
+                "steps": 40,
+                "data_shards": 1,
+                "eval": None,
+                "lr": 1e30,
+            },
+        }
+    )
     ctx = Context(MPI.COMM_SELF)
-    with pytest.raises(VerificationError, match=r"not finite after 40 steps at global batch 16 and lr 1e\+30: "
-                                                r"training diverged"):
+    with pytest.raises(
+        VerificationError,
+        match=r"not finite after 40 steps at global batch 16 and lr 1e\+30: "
+        r"training diverged",
+    ):
         run_job(ctx, cfg)
     ctx.close()
     assert not (tmp_path / "out" / "report.json").exists()

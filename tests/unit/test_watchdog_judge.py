@@ -64,8 +64,11 @@ def test_idle_ranks_of_a_sweep_are_shown_but_never_timed(dog):
     heard(dog, 3, "compute", None, None)
     dog._judge_all()  # ranks 2 and 3 run a long size: no Ended
     heard(dog, 3, "comm", "Allgather", 11.0)
-    with pytest.raises(Ended, match=r"rank 1 on a: phase comm, waiting in idle barrier for 500\.\d s "
-                                    r"\(idle: not in this run\)"):
+    with pytest.raises(
+        Ended,
+        match=r"rank 1 on a: phase comm, waiting in idle barrier for 500\.\d s "
+        r"\(idle: not in this run\)",
+    ):
         dog._judge_all()
 
 
@@ -88,8 +91,10 @@ def test_a_phase_no_rank_leaves_ends_the_job_when_nobody_waits(dog):
     with pytest.raises(Ended) as ended:
         dog._judge_all()
     text = str(ended.value)
-    assert text.startswith("watchdog: rank 1 on a has been in phase read for 11.5 s (timeout_s: 10) and no rank "
-                           "waits in a collective: a step that never returns. Where every rank is:")
+    assert text.startswith(
+        "watchdog: rank 1 on a has been in phase read for 11.5 s (timeout_s: 10) and no rank "
+        "waits in a collective: a step that never returns. Where every rank is:"
+    )
     assert "rank 2 on b: phase read, not in a collective" in text and "never reached" not in text
 
 

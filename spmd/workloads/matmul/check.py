@@ -38,7 +38,7 @@ from ...io.hdf5 import open_h5
 CHUNK_ROWS = 2048  # float64 copies of this many rows at a time bound verification memory
 FREIVALDS_GROUPS = 256  # columns of C checked in this many groups: A (B X) costs 2 m k G float64 flops
 
-UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "tf32": 2.0 ** -11, "float64": 2.0 ** -53}
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "tf32": 2.0**-11, "float64": 2.0**-53}
 
 
 def tau(dtype: str, k: int, tf32: bool) -> float:
@@ -53,7 +53,7 @@ def matvec64(xp, m, x: np.ndarray) -> np.ndarray:
     xd = xp.asarray(x)
     out = np.empty((m.shape[0], x.shape[1]))
     for i in range(0, m.shape[0], CHUNK_ROWS):
-        out[i:i + CHUNK_ROWS] = xpmod.to_host(m[i:i + CHUNK_ROWS].astype(xp.float64) @ xd)
+        out[i : i + CHUNK_ROWS] = xpmod.to_host(m[i : i + CHUNK_ROWS].astype(xp.float64) @ xd)
     return out
 
 
@@ -61,9 +61,9 @@ def squares64(xp, m, axis: int) -> np.ndarray:
     """Sums of squares of ``m`` along ``axis`` (1: per row, 0: per column), float64, host."""
     out = np.zeros(m.shape[1 - axis])
     for i in range(0, m.shape[0], CHUNK_ROWS):
-        part = xpmod.to_host((m[i:i + CHUNK_ROWS].astype(xp.float64) ** 2).sum(axis=axis))
+        part = xpmod.to_host((m[i : i + CHUNK_ROWS].astype(xp.float64) ** 2).sum(axis=axis))
         if axis == 1:
-            out[i:i + CHUNK_ROWS] = part
+            out[i : i + CHUNK_ROWS] = part
         else:
             out += part
     return out
@@ -101,8 +101,8 @@ def freivalds(ctx, xp, shapes, blocks, local, seed: int, tol_scale: float) -> fl
     signs = np.random.default_rng([seed, 1]).choice([-1.0, 1.0], size=n)
     bx = np.zeros((k, groups))
     col_sq = np.zeros(n)
-    bx[b.r0:b.r1] = matvec64(xp, local["b"], selector(signs[b.c0:b.c1], b.c0, groups))
-    col_sq[b.c0:b.c1] = squares64(xp, local["b"], axis=0)
+    bx[b.r0 : b.r1] = matvec64(xp, local["b"], selector(signs[b.c0 : b.c1], b.c0, groups))
+    col_sq[b.c0 : b.c1] = squares64(xp, local["b"], axis=0)
     ctx.allreduce_host(bx, col_sq)
     group_norm = np.sqrt(np.bincount(np.arange(n) % groups, weights=col_sq, minlength=groups))  # ||B_g||_F
     limit = min(8.0, math.sqrt(math.ceil(n / groups))) * tol_scale
@@ -111,9 +111,9 @@ def freivalds(ctx, xp, shapes, blocks, local, seed: int, tol_scale: float) -> fl
         found = own_rows(xp, local["a"], local["c"], bx, selector(signs, 0, groups), group_norm, limit, c.r0)
     else:  # blocks of rows: each rank's part of C X, A (B X) and the rows' squared norms, summed on the host
         abx, cx, row_sq = np.zeros((m, groups)), np.zeros((m, groups)), np.zeros(m)
-        abx[a.r0:a.r1] = matvec64(xp, local["a"], bx[a.c0:a.c1])
-        row_sq[a.r0:a.r1] = squares64(xp, local["a"], axis=1)
-        cx[c.r0:c.r1] = matvec64(xp, local["c"], selector(signs[c.c0:c.c1], c.c0, groups))
+        abx[a.r0 : a.r1] = matvec64(xp, local["a"], bx[a.c0 : a.c1])
+        row_sq[a.r0 : a.r1] = squares64(xp, local["a"], axis=1)
+        cx[c.r0 : c.r1] = matvec64(xp, local["c"], selector(signs[c.c0 : c.c1], c.c0, groups))
         ctx.allreduce_host(abx, row_sq, cx)
         found = judge_rows(np, cx, abx, np.sqrt(row_sq), group_norm, limit, 0) if ctx.rank == 0 else (0.0, None, 0)
 
@@ -121,9 +121,11 @@ def freivalds(ctx, xp, shapes, blocks, local, seed: int, tol_scale: float) -> fl
         worst, bad, rows = found
         if bad is not None:
             i, g, cx, abx, bound = bad
-            raise VerificationError(f"Freivalds check failed in {rows} row(s) of C, first row {i} (columns j with j "
-                                    f"mod {groups} = {g}): (C X)[{i}, {g}] = {cx!r}, A (B X)[{i}, {g}] = {abx!r} "
-                                    f"(bound {bound:.3g})")
+            raise VerificationError(
+                f"Freivalds check failed in {rows} row(s) of C, first row {i} (columns j with j "
+                f"mod {groups} = {g}): (C X)[{i}, {g}] = {cx!r}, A (B X)[{i}, {g}] = {abx!r} "
+                f"(bound {bound:.3g})"
+            )
         return worst / limit
 
     return max(ctx.comm.allgather(ctx.agree(judge)))
@@ -134,9 +136,16 @@ def own_rows(xp, a, c, bx: np.ndarray, select: np.ndarray, group_norm: np.ndarra
     bxd, sel = xp.asarray(bx), xp.asarray(select)
     worst, bad, rows = 0.0, None, 0
     for i in range(0, a.shape[0], CHUNK_ROWS):
-        a64 = a[i:i + CHUNK_ROWS].astype(xp.float64)
-        part = judge_rows(xp, c[i:i + CHUNK_ROWS].astype(xp.float64) @ sel, a64 @ bxd,
-                          xp.sqrt((a64 * a64).sum(axis=1)), group_norm, limit, first_row + i)
+        a64 = a[i : i + CHUNK_ROWS].astype(xp.float64)
+        part = judge_rows(
+            xp,
+            c[i : i + CHUNK_ROWS].astype(xp.float64) @ sel,
+            a64 @ bxd,
+            xp.sqrt((a64 * a64).sum(axis=1)),
+            group_norm,
+            limit,
+            first_row + i,
+        )
         worst, bad, rows = max(worst, part[0]), bad or part[1], rows + part[2]
     return worst, bad, rows
 
@@ -163,8 +172,7 @@ def sample_rows(m: int, c_blocks, count: int, seed: int) -> list[int]:
     return sorted(rows)
 
 
-def sampled_rows(ctx, xp, rows: list[int], c_block, c_local, n: int, a_source, b_source,
-                 tol_scale: float) -> float:
+def sampled_rows(ctx, xp, rows: list[int], c_block, c_local, n: int, a_source, b_source, tol_scale: float) -> float:
     """Compare ``rows`` of the distributed C with float64 rows from A and B as stored; collective.
 
     Args:
@@ -175,8 +183,7 @@ def sampled_rows(ctx, xp, rows: list[int], c_block, c_local, n: int, a_source, b
     Returns:
         The largest |C_ij - (A B)_ij| / (||a_i|| ||b_j||) over the sampled elements.
     """
-    mine = [(i, c_block.c0, xpmod.to_host(c_local[i - c_block.r0]))
-            for i in rows if c_block.r0 <= i < c_block.r1]
+    mine = [(i, c_block.c0, xpmod.to_host(c_local[i - c_block.r0])) for i in rows if c_block.r0 <= i < c_block.r1]
     parts = ctx.comm.gather(mine, root=0)
 
     def check():
@@ -184,16 +191,18 @@ def sampled_rows(ctx, xp, rows: list[int], c_block, c_local, n: int, a_source, b
         where = {r: j for j, r in enumerate(rows)}
         for part in parts:
             for i, c0, values in part:
-                got[where[i], c0:c0 + len(values)] = values
+                got[where[i], c0 : c0 + len(values)] = values
         want, a_norm, b_norm = _reference_rows(rows, a_source, b_source)
         scale = np.outer(a_norm, b_norm) + np.finfo(np.float64).tiny
         err = np.abs(got - want)
         bad = ~np.isfinite(got) | (err > tol_scale * scale)
         if bad.any():
             j, col = np.unravel_index(int(np.argmax(bad)), bad.shape)
-            raise VerificationError(f"C[{rows[j]}, {col}] = {float(got[j, col])!r}, float64 recomputation gives "
-                                    f"{float(want[j, col])!r} (tolerance {tol_scale * scale[j, col]:.3g}); "
-                                    f"{int(bad.sum())} of {bad.size} sampled elements wrong")
+            raise VerificationError(
+                f"C[{rows[j]}, {col}] = {float(got[j, col])!r}, float64 recomputation gives "
+                f"{float(want[j, col])!r} (tolerance {tol_scale * scale[j, col]:.3g}); "
+                f"{int(bad.sum())} of {bad.size} sampled elements wrong"
+            )
         return float((err / scale).max())
 
     return ctx.agree(check, root_only=True)
@@ -208,10 +217,10 @@ def _reference_rows(rows: list[int], a_source, b_source):
         out = np.zeros((len(rows), b.shape[1]))
         col_sq = np.zeros(b.shape[1])
         for start in range(0, b.shape[0], CHUNK_ROWS):
-            part = b[start:start + CHUNK_ROWS].astype(np.float64)
-            out += a_rows[:, start:start + part.shape[0]] @ part
-            col_sq += (part ** 2).sum(axis=0)
-    return out, np.sqrt((a_rows ** 2).sum(axis=1)), np.sqrt(col_sq)
+            part = b[start : start + CHUNK_ROWS].astype(np.float64)
+            out += a_rows[:, start : start + part.shape[0]] @ part
+            col_sq += (part**2).sum(axis=0)
+    return out, np.sqrt((a_rows**2).sum(axis=1)), np.sqrt(col_sq)
 
 
 def every_element(xp, c_block, c_local, a_source, b_source, tol_scale: float) -> float:
@@ -223,7 +232,7 @@ def every_element(xp, c_block, c_local, a_source, b_source, tol_scale: float) ->
     """
     tiny = np.finfo(np.float64).tiny
     with open_h5(b_source[0]) as f:
-        b = xp.asarray(f[b_source[1]][:, c_block.c0:c_block.c1].astype(np.float64))
+        b = xp.asarray(f[b_source[1]][:, c_block.c0 : c_block.c1].astype(np.float64))
     b_norm = xp.sqrt((b * b).sum(axis=0))
     worst = 0.0
     with open_h5(a_source[0]) as f:
@@ -232,7 +241,7 @@ def every_element(xp, c_block, c_local, a_source, b_source, tol_scale: float) ->
             stop = min(start + CHUNK_ROWS, c_block.r1)
             a = xp.asarray(a_rows[start:stop, :].astype(np.float64))
             want = a @ b
-            got = c_local[start - c_block.r0:stop - c_block.r0].astype(xp.float64)
+            got = c_local[start - c_block.r0 : stop - c_block.r0].astype(xp.float64)
             scale = xp.sqrt((a * a).sum(axis=1))[:, None] * b_norm[None, :] + tiny
             err = xp.abs(got - want)
             bad = ~xp.isfinite(got) | (err > tol_scale * scale)
@@ -242,6 +251,7 @@ def every_element(xp, c_block, c_local, a_source, b_source, tol_scale: float) ->
                 raise VerificationError(
                     f"C[{start + i}, {c_block.c0 + j}] = {float(got[i, j])!r}, float64 recomputation gives "
                     f"{float(want[i, j])!r} (tolerance {tol_scale * float(scale[i, j]):.3g}); {count} element(s) "
-                    f"of rows {start}-{stop} wrong")
+                    f"of rows {start}-{stop} wrong"
+                )
             worst = max(worst, float((err / scale).max()))
     return worst

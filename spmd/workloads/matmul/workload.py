@@ -65,8 +65,9 @@ class MatmulParams:
         if self.samples < 0:
             raise ConfigError(f"params.samples: must be >= 0, got {self.samples}")
         if self.algorithm == "summa" and self.b_source != "read":
-            raise ConfigError("params.b_source: summa reads each rank's block of B itself; "
-                              "b_source applies to algorithm: rows")
+            raise ConfigError(
+                "params.b_source: summa reads each rank's block of B itself; b_source applies to algorithm: rows"
+            )
         if self.algorithm == "rows" and self.grid is not None:
             raise ConfigError("params.grid: only algorithm: summa uses a process grid")
         if self.b.generate is not None and len(self.b.generate.shape) != 2:
@@ -84,8 +85,10 @@ class MatmulWorkload(Workload):
     def extra_inputs(cls, cfg):
         b = cfg.params.b
         if b.generate is not None and cfg.generate is not None and b.generate.shape[0] != cfg.generate.shape[1]:
-            raise ConfigError(f"params.b.generate.shape: B has {b.generate.shape[0]} rows, but A "
-                              f"(generate.shape) has {cfg.generate.shape[1]} columns")
+            raise ConfigError(
+                f"params.b.generate.shape: B has {b.generate.shape[0]} rows, but A "
+                f"(generate.shape) has {cfg.generate.shape[1]} columns"
+            )
         return [(b.input_config(), b.generate)]
 
     # -- setup ---------------------------------------------------------------------------
@@ -98,7 +101,9 @@ class MatmulWorkload(Workload):
         self.b_source = (p.b.path, p.b.dataset)
         self.m, self.k, self.n, self.dtype = ctx.agree(self._shapes)
         if p.tf32 and self.dtype != np.float32:
-            raise ctx.collective_error(ConfigError, 0, f"params.tf32: TF32 applies to float32; A and B are {self.dtype}")
+            raise ctx.collective_error(
+                ConfigError, 0, f"params.tf32: TF32 applies to float32; A and B are {self.dtype}"
+            )
         self.grid = ctx.agree(choose_grid, ctx.size, p.grid) if p.algorithm == "summa" else Grid(ctx.size, 1)
         self.blocks = [self._blocks(r) for r in range(ctx.size)]
         ctx.agree(self._check_sizes)
@@ -121,11 +126,12 @@ class MatmulWorkload(Workload):
         m, (k,), a_dtype = dataset_info(*self.a_source, self.DTYPES, (2,))
         kb, (n,), b_dtype = dataset_info(*self.b_source, self.DTYPES, (2,))
         if kb != k:
-            raise InputError(f"{self.b_source[0]}:{self.b_source[1]}: B has {kb} rows, but A "
-                             f"({self.a_source[0]}:{self.a_source[1]}) has {k} columns")
+            raise InputError(
+                f"{self.b_source[0]}:{self.b_source[1]}: B has {kb} rows, but A "
+                f"({self.a_source[0]}:{self.a_source[1]}) has {k} columns"
+            )
         if b_dtype != a_dtype:
-            raise InputError(f"{self.b_source[0]}:{self.b_source[1]}: B is {b_dtype}, A is {a_dtype}; "
-                             f"use one dtype")
+            raise InputError(f"{self.b_source[0]}:{self.b_source[1]}: B is {b_dtype}, A is {a_dtype}; use one dtype")
         return m, k, n, np.dtype(a_dtype)
 
     def _blocks(self, rank: int) -> dict:
@@ -134,26 +140,39 @@ class MatmulWorkload(Workload):
         m, k, n = self.m, self.k, self.n
         if self.params.algorithm == "summa":
             b = grid_block((k, n), self.grid, rank)
-            return {"a": grid_block((m, k), self.grid, rank), "b": b, "b_own": b,
-                    "c": grid_block((m, n), self.grid, rank)}
+            return {
+                "a": grid_block((m, k), self.grid, rank),
+                "b": b,
+                "b_own": b,
+                "c": grid_block((m, n), self.grid, rank),
+            }
         r0, r1 = block_range(m, self.ctx.size, rank)
         k0, k1 = block_range(k, self.ctx.size, rank)
         own = Block(k0, k1, 0, n)
-        return {"a": Block(r0, r1, 0, k), "c": Block(r0, r1, 0, n), "b_own": own,
-                "b": own if self.params.b_source == "allgather" else Block(0, k, 0, n)}
+        return {
+            "a": Block(r0, r1, 0, k),
+            "c": Block(r0, r1, 0, n),
+            "b_own": own,
+            "b": own if self.params.b_source == "allgather" else Block(0, k, 0, n),
+        }
 
     def _check_sizes(self):
         g, (m, k, n) = self.grid, (self.m, self.k, self.n)
         where = f"{self.a_source[0]}:{self.a_source[1]}"
         if m < g.rows:
-            raise InputError(f"{where}: {m} rows of A cannot be split over {g.rows} ranks "
-                             f"(each rank needs at least one row)")
+            raise InputError(
+                f"{where}: {m} rows of A cannot be split over {g.rows} ranks (each rank needs at least one row)"
+            )
         if self.params.algorithm == "summa" and (k < max(g.rows, g.cols) or n < g.cols):
-            raise InputError(f"{where}: A {m}x{k} and B {k}x{n} are too small for a {g.rows}x{g.cols} "
-                             f"grid (every block needs a row and a column)")
+            raise InputError(
+                f"{where}: A {m}x{k} and B {k}x{n} are too small for a {g.rows}x{g.cols} "
+                f"grid (every block needs a row and a column)"
+            )
         if self.params.b_source == "allgather" and k < self.ctx.size:
-            raise InputError(f"{self.b_source[0]}:{self.b_source[1]}: {k} rows of B cannot be split over "
-                             f"{self.ctx.size} ranks for b_source: allgather")
+            raise InputError(
+                f"{self.b_source[0]}:{self.b_source[1]}: {k} rows of B cannot be split over "
+                f"{self.ctx.size} ranks for b_source: allgather"
+            )
 
     def _panels(self) -> list[tuple[int, int, int, int]]:
         """SUMMA's panels of k: (k0, k1, grid column owning A's columns, grid row owning B's rows);
@@ -171,7 +190,9 @@ class MatmulWorkload(Workload):
         panels = []
         for lo, hi in zip(edges, edges[1:]):
             for k0 in range(lo, hi, self.params.panel):
-                panels.append((k0, min(hi, k0 + self.params.panel), owner(self.grid.cols, k0), owner(self.grid.rows, k0)))
+                panels.append(
+                    (k0, min(hi, k0 + self.params.panel), owner(self.grid.cols, k0), owner(self.grid.rows, k0))
+                )
         return panels
 
     def _allocate(self):
@@ -179,8 +200,11 @@ class MatmulWorkload(Workload):
         a, b, c = mine["a"], mine["b"], mine["c"]
         c_pad = max(blk["c"].shape[0] * blk["c"].shape[1] for blk in self.blocks)
         rows_b_pad = max(blk["b"].shape[0] for blk in self.blocks)
-        need = {"A block": a.shape, "B": (self.k, self.n) if self.params.algorithm == "rows" else b.shape,
-                "C block": (c_pad,)}
+        need = {
+            "A block": a.shape,
+            "B": (self.k, self.n) if self.params.algorithm == "rows" else b.shape,
+            "C block": (c_pad,),
+        }
         if self.params.b_source == "allgather":
             need["B slices"] = (self.ctx.size, rows_b_pad, self.n)
         holds_full_c = self.params.gather == "allgather" or (self.params.gather == "root" and self.ctx.rank == 0)
@@ -194,8 +218,12 @@ class MatmulWorkload(Workload):
         buffers = "matmul's buffers (" + ", ".join(f"{k} {list(s)}" for k, s in need.items()) + ")"
         require_memory(total, "device", self.ctx, buffers)
         if gpu:  # the pinned staging of A and B
-            require_memory((a.shape[0] * a.shape[1] + int(np.prod(need["B"]))) * dt.itemsize, "host", self.ctx,
-                           "matmul's host staging of A and B")
+            require_memory(
+                (a.shape[0] * a.shape[1] + int(np.prod(need["B"]))) * dt.itemsize,
+                "host",
+                self.ctx,
+                "matmul's host staging of A and B",
+            )
         self.host_a = xpmod.empty_host(a.shape, dt, pinned=gpu)
         self.dev_a = xp.empty(a.shape, dt) if gpu else self.host_a
         if self.params.b_source == "allgather":
@@ -208,7 +236,7 @@ class MatmulWorkload(Workload):
             self.host_b = xpmod.empty_host(b.shape, dt, pinned=gpu)
             self.dev_b = xp.empty(b.shape, dt) if gpu else self.host_b
         self.c_flat = xp.empty(c_pad, dt)
-        self.c_local = self.c_flat[:c.shape[0] * c.shape[1]].reshape(c.shape)
+        self.c_local = self.c_flat[: c.shape[0] * c.shape[1]].reshape(c.shape)
         self.c_gathered = xp.empty((self.ctx.size, c_pad), dt) if holds_full_c else None
         self.c_full = None
         if holds_full_c:
@@ -233,10 +261,11 @@ class MatmulWorkload(Workload):
     def run(self, timer):
         gpu, xp, p = self.ctx.device == "gpu", self.ctx.xp, self.params
         a, b = self.mine["a"], self.mine["b"]
+
         def read():
             self.read_input_block(self.a_source, a, self.host_a)
             if p.b_source == "allgather":
-                self.read_input_block(self.b_source, b, self.host_b[:b.shape[0]])
+                self.read_input_block(self.b_source, b, self.host_b[: b.shape[0]])
             elif p.b_source == "read" or self.ctx.rank == 0:
                 self.read_input_block(self.b_source, b, self.host_b)
 
@@ -266,7 +295,7 @@ class MatmulWorkload(Workload):
             self.comm.allgather(self.dev_b_slice, out=self.b_slices)
             if self.dev_b.base is not self.b_slices:  # uneven slices: close the gaps
                 for r, blk in enumerate(self.blocks):
-                    self.dev_b[blk["b"].r0:blk["b"].r1] = self.b_slices[r, :blk["b"].shape[0]]
+                    self.dev_b[blk["b"].r0 : blk["b"].r1] = self.b_slices[r, : blk["b"].shape[0]]
 
     def _summa(self, timer, xp):
         a, b = self.mine["a"], self.mine["b"]
@@ -274,10 +303,22 @@ class MatmulWorkload(Workload):
         for i, (k0, k1, owner_col, owner_row) in enumerate(self.panels):
             w = k1 - k0
             with timer.phase("comm"):
-                a_panel = self._panel(self.row_comm, self.a_panel, (a.shape[0], w), owner_col, col,
-                                      lambda: self.dev_a[:, k0 - a.c0:k1 - a.c0])
-                b_panel = self._panel(self.col_comm, self.b_panel, (w, b.shape[1]), owner_row, row,
-                                      lambda: self.dev_b[k0 - b.r0:k1 - b.r0])
+                a_panel = self._panel(
+                    self.row_comm,
+                    self.a_panel,
+                    (a.shape[0], w),
+                    owner_col,
+                    col,
+                    lambda: self.dev_a[:, k0 - a.c0 : k1 - a.c0],
+                )
+                b_panel = self._panel(
+                    self.col_comm,
+                    self.b_panel,
+                    (w, b.shape[1]),
+                    owner_row,
+                    row,
+                    lambda: self.dev_b[k0 - b.r0 : k1 - b.r0],
+                )
             with timer.phase("compute"):
                 if i == 0:
                     xp.matmul(a_panel, b_panel, out=self.c_local)
@@ -290,7 +331,7 @@ class MatmulWorkload(Workload):
         """The panel as every rank of ``comm`` needs it: the owner's slice, broadcast."""
         if comm.size == 1:
             return local_slice()  # nobody to send to: use the block in place
-        panel = buffer[:shape[0] * shape[1]].reshape(shape)
+        panel = buffer[: shape[0] * shape[1]].reshape(shape)
         if me == owner:
             panel[...] = local_slice()
         comm.bcast(panel, root=owner, out=panel)
@@ -307,7 +348,7 @@ class MatmulWorkload(Workload):
         if self.c_full is not None and self.c_full.base is not self.c_gathered:
             for r, blk in enumerate(self.blocks):
                 c = blk["c"]
-                self.c_full[c.r0:c.r1, c.c0:c.c1] = self.c_gathered[r, :c.shape[0] * c.shape[1]].reshape(c.shape)
+                self.c_full[c.r0 : c.r1, c.c0 : c.c1] = self.c_gathered[r, : c.shape[0] * c.shape[1]].reshape(c.shape)
 
     # -- verification and results ---------------------------------------------------------
 
@@ -317,15 +358,15 @@ class MatmulWorkload(Workload):
         every, every_s = 0.0, None
         if self.cfg.verify == "full":  # every element, recomputed in float64 from the files: the most specific
             start = time.perf_counter()  # every_element ends on host reads of its results: nothing left queued
-            every = ctx.agree(check.every_element, xp, self.mine["c"], self.c_local, self.a_source, self.b_source,
-                              tol)
+            every = ctx.agree(check.every_element, xp, self.mine["c"], self.c_local, self.a_source, self.b_source, tol)
             every_s = time.perf_counter() - start
         local = {"a": self.dev_a, "c": self.c_local, "b": self._b_own()}
         blocks = {"a": self.mine["a"], "b": self.mine["b_own"], "c": self.mine["c"]}
         freivalds = check.freivalds(ctx, xp, (self.m, self.k, self.n), blocks, local, p.seed, tol)
         rows = check.sample_rows(self.m, [blk["c"] for blk in self.blocks], p.samples, p.seed)
-        worst = check.sampled_rows(ctx, xp, rows, self.mine["c"], self.c_local, self.n, self.a_source,
-                                   self.b_source, tol)
+        worst = check.sampled_rows(
+            ctx, xp, rows, self.mine["c"], self.c_local, self.n, self.a_source, self.b_source, tol
+        )
         worst = max(worst, every)
         # both sides sum a contiguous host copy with NumPy, so equal blocks give bit-equal sums
         # (a device sum or a strided view adds in another order)
@@ -334,15 +375,22 @@ class MatmulWorkload(Workload):
         sums = [*self.sums, float(self.c_local.sum(dtype=np.float64))]
         ctx.agree(same_every_repeat, sums, "C blocks")
         self.stats = self._checksums()
-        full = ", every element recomputed in float64 from the files (verify: full)" if self.cfg.verify == "full" else ""
-        return {"reference": f"grouped Freivalds ({min(self.n, check.FREIVALDS_GROUPS)} groups of columns, random "
-                             f"signs, float64) + sampled rows recomputed in float64{full}",
-                "sampled_rows": len(rows), "tolerance_tau": tol, "freivalds_worst_to_bound": freivalds,
-                "max_relative_error": worst, "every_element_s": every_s}
+        full = (
+            ", every element recomputed in float64 from the files (verify: full)" if self.cfg.verify == "full" else ""
+        )
+        return {
+            "reference": f"grouped Freivalds ({min(self.n, check.FREIVALDS_GROUPS)} groups of columns, random "
+            f"signs, float64) + sampled rows recomputed in float64{full}",
+            "sampled_rows": len(rows),
+            "tolerance_tau": tol,
+            "freivalds_worst_to_bound": freivalds,
+            "max_relative_error": worst,
+            "every_element_s": every_s,
+        }
 
     def _b_own(self):
         own = self.mine["b_own"]
-        return self.dev_b if self.params.algorithm == "summa" else self.dev_b[own.r0:own.r1]
+        return self.dev_b if self.params.algorithm == "summa" else self.dev_b[own.r0 : own.r1]
 
     def _check_gathered(self, block_sums):
         """The gathered C holds exactly every rank's block (same float64 sums, block by block)."""
@@ -350,16 +398,24 @@ class MatmulWorkload(Workload):
             return
         for r, blk in enumerate(self.blocks):
             c = blk["c"]
-            got = float(np.ascontiguousarray(xpmod.to_host(self.c_full[c.r0:c.r1, c.c0:c.c1])).sum(dtype=np.float64))
+            got = float(
+                np.ascontiguousarray(xpmod.to_host(self.c_full[c.r0 : c.r1, c.c0 : c.c1])).sum(dtype=np.float64)
+            )
             if got != block_sums[r]:
-                raise VerificationError(f"gathered C: the block of rank {r} ({c.describe()}) sums to {got!r}, "
-                                        f"rank {r} computed {block_sums[r]!r}")
+                raise VerificationError(
+                    f"gathered C: the block of rank {r} ({c.describe()}) sums to {got!r}, "
+                    f"rank {r} computed {block_sums[r]!r}"
+                )
 
     def _checksums(self) -> np.ndarray:
         """sum, sum of |C|, sum of C^2 over the whole C (collective)."""
-        stats = np.array([float(self.c_local.sum(dtype=np.float64)),
-                          float(abs(self.c_local).sum(dtype=np.float64)),
-                          float((self.c_local.astype(np.float64) ** 2).sum())])
+        stats = np.array(
+            [
+                float(self.c_local.sum(dtype=np.float64)),
+                float(abs(self.c_local).sum(dtype=np.float64)),
+                float((self.c_local.astype(np.float64) ** 2).sum()),
+            ]
+        )
         self.ctx.allreduce_host(stats)
         return stats
 
@@ -370,9 +426,17 @@ class MatmulWorkload(Workload):
 
     def result(self):
         stats = self.stats
-        out = {"shape": [self.m, self.n], "k": self.k, "dtype": self.dtype.name, "algorithm": self.params.algorithm,
-               "grid": [self.grid.rows, self.grid.cols], "gather": self.params.gather,
-               "sum": stats[0], "abs_sum": stats[1], "frobenius_norm": float(np.sqrt(stats[2]))}
+        out = {
+            "shape": [self.m, self.n],
+            "k": self.k,
+            "dtype": self.dtype.name,
+            "algorithm": self.params.algorithm,
+            "grid": [self.grid.rows, self.grid.cols],
+            "gather": self.params.gather,
+            "sum": stats[0],
+            "abs_sum": stats[1],
+            "frobenius_norm": float(np.sqrt(stats[2])),
+        }
         if self.params.save is not None:
             out["saved"] = f"{self.params.save.path}:{self.params.save.dataset}"
         return out
@@ -381,17 +445,27 @@ class MatmulWorkload(Workload):
         s = self.params.save
         if s is None:
             return None
-        return save_blocks(self.ctx, s.path, s.dataset, (self.m, self.n), self.dtype, self.mine["c"],
-                           xpmod.to_host(self.c_local), self.cfg.overwrite)
+        return save_blocks(
+            self.ctx,
+            s.path,
+            s.dataset,
+            (self.m, self.n),
+            self.dtype,
+            self.mine["c"],
+            xpmod.to_host(self.c_local),
+            self.cfg.overwrite,
+        )
 
     def metrics(self, rank_medians):
         flops = [2.0 * blk["c"].shape[0] * blk["c"].shape[1] * self.k for blk in self.blocks]
         compute = [m.get("compute", 0.0) for m in rank_medians]
         slowest_total = max(m["total"] for m in rank_medians)
-        return {"flop_total": sum(flops),
-                "tflops_per_rank": [f / t / 1e12 if t > 0 else None for f, t in zip(flops, compute)],
-                "tflops_compute": sum(flops) / max(compute) / 1e12 if max(compute) > 0 else None,
-                "tflops_job": sum(flops) / slowest_total / 1e12 if slowest_total > 0 else None}
+        return {
+            "flop_total": sum(flops),
+            "tflops_per_rank": [f / t / 1e12 if t > 0 else None for f, t in zip(flops, compute)],
+            "tflops_compute": sum(flops) / max(compute) / 1e12 if max(compute) > 0 else None,
+            "tflops_job": sum(flops) / slowest_total / 1e12 if slowest_total > 0 else None,
+        }
 
     def problem(self):
         isz, p = self.dtype.itemsize, self.params
@@ -404,8 +478,10 @@ class MatmulWorkload(Workload):
         if p.algorithm == "summa":
             a, b = self.mine["a"], self.mine["b"]
             w = min(p.panel, self.k)
-            comm += [{"op": "bcast", "bytes": a.shape[0] * w * isz, "calls": len(self.panels)},
-                     {"op": "bcast", "bytes": w * b.shape[1] * isz, "calls": len(self.panels)}]
+            comm += [
+                {"op": "bcast", "bytes": a.shape[0] * w * isz, "calls": len(self.panels)},
+                {"op": "bcast", "bytes": w * b.shape[1] * isz, "calls": len(self.panels)},
+            ]
         if p.gather != "none":
             comm.append({"op": "allgather" if p.gather == "allgather" else "gather", "bytes": self.c_flat.nbytes})
         return {"bytes": self.m * self.k * isz, "comm": comm}
@@ -420,4 +496,3 @@ class MatmulWorkload(Workload):
                 setattr(self, name, None)
         self.host_a = self.dev_a = self.host_b = self.dev_b = self.c_flat = self.c_local = None
         self.c_gathered = self.c_full = None
-

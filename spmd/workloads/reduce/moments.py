@@ -51,7 +51,7 @@ def moments_xp(x, xp):
     chunk = max(1, CHUNK_ELEMENTS // columns)
     total = None
     for start in range(0, x.shape[0], chunk):
-        part = x[start:start + chunk]  # 1-D stays 1-D: full reductions, not a strided axis
+        part = x[start : start + chunk]  # 1-D stays 1-D: full reductions, not a strided axis
         m = xp.empty((5, columns), dtype=np.float64)
         m[COUNT] = part.shape[0]
         m[MEAN] = part.sum(axis=0, dtype=np.float64) / part.shape[0]
@@ -70,9 +70,11 @@ class FusedMoments:
     def __init__(self, loads: int = 8, blocks_per_sm: int = 4):
         cupy = xpmod.cupy
         source = resources.files(__package__).joinpath("moments.cu").read_text()
-        self._module = cupy.RawModule(code=source, options=("--std=c++14", f"-DLOADS={loads}"),
-                                      name_expressions=("moments_partial<float>", "moments_partial<double>",
-                                                        "moments_final"))
+        self._module = cupy.RawModule(
+            code=source,
+            options=("--std=c++14", f"-DLOADS={loads}"),
+            name_expressions=("moments_partial<float>", "moments_partial<double>", "moments_final"),
+        )
         self._final = self._module.get_function("moments_final")
         self._per_block = self.THREADS * loads * 4  # elements a block takes per round (float32)
         self._max_blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * blocks_per_sm
@@ -80,13 +82,20 @@ class FusedMoments:
     @staticmethod
     def supports(x) -> bool:
         """The kernel takes 1-D contiguous float32/float64 device arrays, 16-byte aligned."""
-        return (xpmod.is_device_array(x) and x.ndim == 1 and x.flags.c_contiguous
-                and x.dtype in (np.float32, np.float64) and x.data.ptr % 16 == 0 and x.size > 0)
+        return (
+            xpmod.is_device_array(x)
+            and x.ndim == 1
+            and x.flags.c_contiguous
+            and x.dtype in (np.float32, np.float64)
+            and x.data.ptr % 16 == 0
+            and x.size > 0
+        )
 
     def __call__(self, x):
         cupy = xpmod.cupy
         kernel = self._module.get_function(
-            "moments_partial<float>" if x.dtype == np.float32 else "moments_partial<double>")
+            "moments_partial<float>" if x.dtype == np.float32 else "moments_partial<double>"
+        )
         blocks = max(1, min(self._max_blocks, math.ceil(x.size / self._per_block)))
         partial = cupy.empty(blocks * 5, dtype=np.float64)
         kernel((blocks,), (self.THREADS,), (x, np.int64(x.size), partial))

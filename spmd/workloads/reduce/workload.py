@@ -53,8 +53,12 @@ class ReduceWorkload(Workload):
         self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
         self.rows = InputRows(ctx, cfg, self.DTYPES, self.NDIMS)
         if self.params.ddof >= self.rows.global_rows:  # var = M2 / (n - ddof) would divide by max(0, 1) and pass
-            raise ctx.collective_error(ConfigError, 0, f"params.ddof: {self.params.ddof}, but the input has "
-                                       f"{self.rows.global_rows} rows: var and std need more rows than ddof")
+            raise ctx.collective_error(
+                ConfigError,
+                0,
+                f"params.ddof: {self.params.ddof}, but the input has "
+                f"{self.rows.global_rows} rows: var and std need more rows than ddof",
+            )
         self._fused = ctx.agree(self._choose_method)
         self.results: list[np.ndarray] = []
 
@@ -83,15 +87,20 @@ class ReduceWorkload(Workload):
         for i, m in enumerate(self.results[1:], start=1):
             if not np.array_equal(m, self.results[0], equal_nan=True):
                 raise self.ctx.collective_error(
-                    VerificationError, self.ctx.rank,
-                    f"repeat {i} gave different moments than repeat 0 (a race or unwritten memory)")
+                    VerificationError,
+                    self.ctx.rank,
+                    f"repeat {i} gave different moments than repeat 0 (a race or unwritten memory)",
+                )
         # Each rank's own moments first: a wrong partial min or max that another rank's hides from the
         # merged answer (silent corruption on one rank) shows only here.
         own = self.ctx.agree(self._check_own_moments)
         expected, how = self.ctx.agree(self._reference, root_only=True)
         worst = self.ctx.agree(compare, self.results[-1], expected, root_only=True)
-        return {"reference": how, "each_rank": "its moments against plain float64 NumPy over its rows",
-                "max_relative_error": max(worst, own)}
+        return {
+            "reference": how,
+            "each_rank": "its moments against plain float64 NumPy over its rows",
+            "max_relative_error": max(worst, own),
+        }
 
     def _check_own_moments(self) -> float:
         """This rank's last moments against plain float64 NumPy over the rows it read (still in host memory)."""
@@ -112,8 +121,10 @@ class ReduceWorkload(Workload):
                 return merge_stats(found), "attrs"
             if mode == "attrs":
                 missing = [p for (p, _), s in zip(sources, found) if s is None]
-                raise InputError(f"verify: attrs, but {missing[0]} has no expected-answer attributes "
-                                 f"(make it with spmd generate, or use verify: full)")
+                raise InputError(
+                    f"verify: attrs, but {missing[0]} has no expected-answer attributes "
+                    f"(make it with spmd generate, or use verify: full)"
+                )
         stats = []
         for path, name in sources:
             with open_h5(path) as f:
@@ -147,8 +158,14 @@ def finalize(m: np.ndarray, ddof: int, scalar: bool) -> dict:
     """report.json's ``result``: sum, mean, min, max, var, std (scalars for 1-D data)."""
     n = m[mom.COUNT]
     var = m[mom.M2] / np.maximum(n - ddof, 1)
-    stats = {"sum": m[mom.MEAN] * n, "mean": m[mom.MEAN], "min": m[mom.MIN], "max": m[mom.MAX],
-             "var": var, "std": np.sqrt(var)}
+    stats = {
+        "sum": m[mom.MEAN] * n,
+        "mean": m[mom.MEAN],
+        "min": m[mom.MIN],
+        "max": m[mom.MAX],
+        "var": var,
+        "std": np.sqrt(var),
+    }
     return {k: float(v[0]) if scalar else [float(x) for x in v] for k, v in stats.items()}
 
 
@@ -165,7 +182,7 @@ def reference_stats(dataset) -> dict:
     lo = np.full(columns, np.inf)
     hi = np.full(columns, -np.inf)
     for start in range(0, rows, step):
-        part = dataset[start:start + step].reshape(-1, columns).astype(np.float64)
+        part = dataset[start : start + step].reshape(-1, columns).astype(np.float64)
         total += part.sum(axis=0)
         abs_total += np.abs(part).sum(axis=0)
         lo = np.minimum(lo, part.min(axis=0))
@@ -173,10 +190,9 @@ def reference_stats(dataset) -> dict:
     mean = total / rows
     m2 = np.zeros(columns)
     for start in range(0, rows, step):
-        part = dataset[start:start + step].reshape(-1, columns).astype(np.float64)
+        part = dataset[start : start + step].reshape(-1, columns).astype(np.float64)
         m2 += ((part - mean) ** 2).sum(axis=0)
-    return {"count": np.full(columns, float(rows)), "sum": total, "abs_sum": abs_total,
-            "min": lo, "max": hi, "m2": m2}
+    return {"count": np.full(columns, float(rows)), "sum": total, "abs_sum": abs_total, "min": lo, "max": hi, "m2": m2}
 
 
 def read_stat_attrs(path: str, name: str) -> dict | None:
@@ -191,11 +207,17 @@ def read_stat_attrs(path: str, name: str) -> dict | None:
 def merge_stats(parts: list[dict]) -> dict:
     """Statistics of the union of disjoint datasets (shards): sums added, the rest merged
     by ``moments.combine`` (NumPy tests check it independently)."""
-    merged = mom.combine_all([np.stack([p["count"], p["sum"] / p["count"], p["m2"], p["min"], p["max"]])
-                              for p in parts])
-    return {"count": merged[mom.COUNT], "sum": sum(p["sum"] for p in parts),
-            "abs_sum": sum(p["abs_sum"] for p in parts), "min": merged[mom.MIN], "max": merged[mom.MAX],
-            "m2": merged[mom.M2]}
+    merged = mom.combine_all(
+        [np.stack([p["count"], p["sum"] / p["count"], p["m2"], p["min"], p["max"]]) for p in parts]
+    )
+    return {
+        "count": merged[mom.COUNT],
+        "sum": sum(p["sum"] for p in parts),
+        "abs_sum": sum(p["abs_sum"] for p in parts),
+        "min": merged[mom.MIN],
+        "max": merged[mom.MAX],
+        "m2": merged[mom.M2],
+    }
 
 
 def compare(moments: np.ndarray, expected: dict) -> float:
@@ -205,12 +227,21 @@ def compare(moments: np.ndarray, expected: dict) -> float:
     plus the second raw moment. Count, min and max must match exactly; NaN never passes.
     """
     n = moments[mom.COUNT]
-    got = {"count": n, "sum": moments[mom.MEAN] * n, "min": moments[mom.MIN],
-           "max": moments[mom.MAX], "m2": moments[mom.M2]}
+    got = {
+        "count": n,
+        "sum": moments[mom.MEAN] * n,
+        "min": moments[mom.MIN],
+        "max": moments[mom.MAX],
+        "m2": moments[mom.M2],
+    }
     raw2 = expected["m2"] + expected["sum"] ** 2 / expected["count"]  # sum of x^2
-    scale = {"count": None, "min": None, "max": None,
-             "sum": SUM_RTOL * expected["abs_sum"],
-             "m2": M2_RTOL * expected["m2"] + SUM_RTOL * raw2}
+    scale = {
+        "count": None,
+        "min": None,
+        "max": None,
+        "sum": SUM_RTOL * expected["abs_sum"],
+        "m2": M2_RTOL * expected["m2"] + SUM_RTOL * raw2,
+    }
     worst = 0.0
     for key, tol in scale.items():
         g, e = got[key], expected[key]

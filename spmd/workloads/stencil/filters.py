@@ -26,7 +26,7 @@ def stencil_weights(kernel, size: int, sigma: float) -> np.ndarray:
         if size < 1 or size % 2 == 0:
             raise ConfigError(f"params.size: an odd width >= 1 is needed, got {size}")
         if kernel == "box":
-            return np.full((size, size), 1.0 / size ** 2)
+            return np.full((size, size), 1.0 / size**2)
         if kernel == "gaussian":
             if sigma <= 0:
                 raise ConfigError(f"params.sigma: must be > 0, got {sigma}")
@@ -41,8 +41,9 @@ def stencil_weights(kernel, size: int, sigma: float) -> np.ndarray:
         raise ConfigError(f"params.kernel: {kernel!r} is not box, gaussian, laplacian or a list of rows")
     w = np.asarray(kernel, dtype=np.float64)
     if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] % 2 == 0 or w.size == 0:
-        raise ConfigError(f"params.kernel: explicit weights must be an odd square list of rows, got shape "
-                          f"{list(w.shape)}")
+        raise ConfigError(
+            f"params.kernel: explicit weights must be an odd square list of rows, got shape {list(w.shape)}"
+        )
     if not np.isfinite(w).all():
         raise ConfigError("params.kernel: weights must be finite")
     return w
@@ -55,13 +56,14 @@ def reference_filter(field, weights: np.ndarray, boundary: str, cval: float, ite
     u = xp.asarray(field, dtype=xp.float64)
     h, w = u.shape
     for _ in range(iterations):
-        pad = xp.pad(u, r, mode=NUMPY_PAD_MODE[boundary], **({"constant_values": cval}
-                                                                if boundary == "constant" else {}))
+        pad = xp.pad(
+            u, r, mode=NUMPY_PAD_MODE[boundary], **({"constant_values": cval} if boundary == "constant" else {})
+        )
         out = xp.zeros_like(u)
         for a in range(2 * r + 1):
             for b in range(2 * r + 1):
                 if weights[a, b] != 0:
-                    out += float(weights[a, b]) * pad[a:a + h, b:b + w]
+                    out += float(weights[a, b]) * pad[a : a + h, b : b + w]
         u = out
     return u
 

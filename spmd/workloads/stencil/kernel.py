@@ -93,8 +93,15 @@ class FusedStencil:
         rows_per_thread: rows each thread computes.
     """
 
-    def __init__(self, weights: np.ndarray, boundary: str, dtype, cval: float, block=BLOCK,
-                 rows_per_thread: int = ROWS_PER_THREAD):
+    def __init__(
+        self,
+        weights: np.ndarray,
+        boundary: str,
+        dtype,
+        cval: float,
+        block=BLOCK,
+        rows_per_thread: int = ROWS_PER_THREAD,
+    ):
         import cupy
 
         self.radius = weights.shape[0] // 2
@@ -115,6 +122,18 @@ class FusedStencil:
         bx, by = self.block
         rows = by * self.rows_per_thread
         grid = ((j1 - j0 + bx - 1) // bx, (i1 - i0 + rows - 1) // rows)
-        args = (src, dst, np.int32(h), np.int32(w), np.int64(src.shape[1]), np.int32(col0), np.int32(i0),
-                np.int32(i1), np.int32(j0), np.int32(j1), *(np.int32(bool(n)) for n in neighbours), self.cval)
+        args = (
+            src,
+            dst,
+            np.int32(h),
+            np.int32(w),
+            np.int64(src.shape[1]),
+            np.int32(col0),
+            np.int32(i0),
+            np.int32(i1),
+            np.int32(j0),
+            np.int32(j1),
+            *(np.int32(bool(n)) for n in neighbours),
+            self.cval,
+        )
         self.kernel(grid, self.block, args)

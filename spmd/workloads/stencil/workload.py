@@ -116,10 +116,12 @@ class StencilWorkload(Workload):
         for rank, blk in enumerate(self.blocks):
             h, w = blk.shape
             if h < need or w < need:
-                raise InputError(f"{self.source[0]}:{self.source[1]}: a {self.shape[0]}x{self.shape[1]} field "
-                                 f"on a {self.grid.rows}x{self.grid.cols} grid gives rank {rank} a {h}x{w} "
-                                 f"block; each block needs at least {need} row(s) and column(s) (the filter "
-                                 f"radius) — use fewer ranks or a larger field")
+                raise InputError(
+                    f"{self.source[0]}:{self.source[1]}: a {self.shape[0]}x{self.shape[1]} field "
+                    f"on a {self.grid.rows}x{self.grid.cols} grid gives rank {rank} a {h}x{w} "
+                    f"block; each block needs at least {need} row(s) and column(s) (the filter "
+                    f"radius) — use fewer ranks or a larger field"
+                )
 
     def _choose_method(self):
         method = self.params.method
@@ -148,8 +150,12 @@ class StencilWorkload(Workload):
     def _allocate(self):
         xp, r, h, w = self.ctx.xp, self.r, self.h, self.w
         padded, self.c0 = aligned_layout(h, w, r, self.dtype)
-        require_memory(2 * padded[0] * padded[1] * self.dtype.itemsize, "device", self.ctx,
-                       f"stencil: two padded {padded[0]}x{padded[1]} {self.dtype} fields")
+        require_memory(
+            2 * padded[0] * padded[1] * self.dtype.itemsize,
+            "device",
+            self.ctx,
+            f"stencil: two padded {padded[0]}x{padded[1]} {self.dtype} fields",
+        )
         if self.gpu:
             require_memory(h * w * self.dtype.itemsize, "host", self.ctx, f"stencil: the {h}x{w} host staging block")
         self.fields = [xp.empty(padded, self.dtype), xp.empty(padded, self.dtype)]
@@ -177,11 +183,12 @@ class StencilWorkload(Workload):
 
     def run(self, timer):
         r, h, w, p = self.r, self.h, self.w, self.params
+
         def read():
             if self.gpu:
                 self.read_input_block(self.source, self.block, self.host)
             else:
-                self.read_input_block(self.source, self.block, self.fields[0], np.s_[r:r + h, self.c0:self.c0 + w])
+                self.read_input_block(self.source, self.block, self.fields[0], np.s_[r : r + h, self.c0 : self.c0 + w])
 
         read_then_wait(self.ctx, timer, read)
         with self._on(self._compute_stream()):
@@ -214,8 +221,16 @@ class StencilWorkload(Workload):
         rt, r = xpmod.cupy.cuda.runtime, self.r
         item = self.dtype.itemsize
         dst = field.data.ptr + (r * field.shape[1] + self.c0) * item
-        rt.memcpy2DAsync(dst, field.shape[1] * item, self.host.ctypes.data, self.w * item, self.w * item, self.h,
-                         rt.memcpyHostToDevice, self.compute_stream.ptr)
+        rt.memcpy2DAsync(
+            dst,
+            field.shape[1] * item,
+            self.host.ctypes.data,
+            self.w * item,
+            self.w * item,
+            self.h,
+            rt.memcpyHostToDevice,
+            self.compute_stream.ptr,
+        )
 
     def _step_overlapped(self, timer, src, dst):
         """One iteration on two streams: halos on the comm stream, the interior meanwhile."""
@@ -247,20 +262,21 @@ class StencilWorkload(Workload):
             return
         if self.col_send is not None:  # columns, interior rows only; packed (they are strided)
             for send_cols, dest, recv_cols, source in (
-                    (slice(c0 + w - r, c0 + w), "right", slice(c0 - r, c0), "left"),
-                    (slice(c0, c0 + r), "left", slice(c0 + w, c0 + w + r), "right")):
+                (slice(c0 + w - r, c0 + w), "right", slice(c0 - r, c0), "left"),
+                (slice(c0, c0 + r), "left", slice(c0 + w, c0 + w + r), "right"),
+            ):
                 if nb[dest] is None and nb[source] is None:
                     continue
-                self.col_send[...] = u[r:r + h, send_cols]
+                self.col_send[...] = u[r : r + h, send_cols]
                 self.comm.sendrecv(self.col_send, nb[dest], self.col_recv, nb[source])
                 if nb[source] is not None:
-                    u[r:r + h, recv_cols] = self.col_recv
+                    u[r : r + h, recv_cols] = self.col_recv
         if fill:
             self._fill_columns(u)
         # rows over the full padded width (ghost columns included: that fills the corners)
         if nb["top"] is not None or nb["bottom"] is not None:
-            self.comm.sendrecv(u[h:h + r], nb["bottom"], u[0:r], nb["top"])  # shift down
-            self.comm.sendrecv(u[r:2 * r], nb["top"], u[h + r:h + 2 * r], nb["bottom"])  # shift up
+            self.comm.sendrecv(u[h : h + r], nb["bottom"], u[0:r], nb["top"])  # shift down
+            self.comm.sendrecv(u[r : 2 * r], nb["top"], u[h + r : h + 2 * r], nb["bottom"])  # shift up
         if fill:
             self._fill_rows(u)
 
@@ -268,16 +284,16 @@ class StencilWorkload(Workload):
         r, h, w, c0, nb, mode = self.r, self.h, self.w, self.c0, self.neighbours, self.params.boundary
         rows, first, last = slice(r, r + h), slice(c0, c0 + r), slice(c0 + w - r, c0 + w)
         if nb["left"] is None:
-            u[rows, c0 - r:c0] = self._edge(u[rows, first][:, ::-1], u[rows, last], mode)
+            u[rows, c0 - r : c0] = self._edge(u[rows, first][:, ::-1], u[rows, last], mode)
         if nb["right"] is None:
-            u[rows, c0 + w:c0 + w + r] = self._edge(u[rows, last][:, ::-1], u[rows, first], mode)
+            u[rows, c0 + w : c0 + w + r] = self._edge(u[rows, last][:, ::-1], u[rows, first], mode)
 
     def _fill_rows(self, u):
         r, h, nb, mode = self.r, self.h, self.neighbours, self.params.boundary
         if nb["top"] is None:
-            u[0:r] = self._edge(u[r:2 * r][::-1], u[h:h + r], mode)
+            u[0:r] = self._edge(u[r : 2 * r][::-1], u[h : h + r], mode)
         if nb["bottom"] is None:
-            u[h + r:h + 2 * r] = self._edge(u[h:h + r][::-1], u[r:2 * r], mode)
+            u[h + r : h + 2 * r] = self._edge(u[h : h + r][::-1], u[r : 2 * r], mode)
 
     def _edge(self, mirrored, wrapped, mode):
         """What lies beyond a global edge: the mirror image, the opposite edge, or cval."""
@@ -289,8 +305,7 @@ class StencilWorkload(Workload):
 
     def _apply(self, src, dst, region):
         if self.fused is not None:
-            self.fused.apply(src, dst, self.h, self.w, self.c0, region,
-                             [self.neighbours[s] is not None for s in SIDES])
+            self.fused.apply(src, dst, self.h, self.w, self.c0, region, [self.neighbours[s] is not None for s in SIDES])
             return
         i0, i1, j0, j1 = region
         if i1 <= i0 or j1 <= j0:
@@ -302,14 +317,14 @@ class StencilWorkload(Workload):
                 weight = self.weights[a, b]
                 if weight == 0:
                     continue
-                term = self.dtype.type(weight) * src[i0 + a:i1 + a, c + j0 + b:c + j1 + b]
+                term = self.dtype.type(weight) * src[i0 + a : i1 + a, c + j0 + b : c + j1 + b]
                 acc = term if acc is None else acc + term
-        dst[r + i0:r + i1, self.c0 + j0:self.c0 + j1] = acc if acc is not None else 0
+        dst[r + i0 : r + i1, self.c0 + j0 : self.c0 + j1] = acc if acc is not None else 0
 
     def result_block(self):
         """This rank's block of the filtered field (a view into its padded buffer)."""
         r = self.r
-        return self.fields[self.params.iterations % 2][r:r + self.h, self.c0:self.c0 + self.w]
+        return self.fields[self.params.iterations % 2][r : r + self.h, self.c0 : self.c0 + self.w]
 
     # -- verification and results ---------------------------------------------------------
 
@@ -342,9 +357,12 @@ class StencilWorkload(Workload):
         ctx.allreduce_host(stats)
         ctx.allreduce_host(lo_hi, op="min")
         self.stats = {"sum": stats[0], "abs_sum": stats[1], "min": lo_hi[0], "max": -lo_hi[1]}
-        return {"reference": "single-process float64 filter of the whole field (padding + shifted sums)",
-                "compared": "every element, block edges included", "error_bound": bound,
-                "max_abs_error": worst}
+        return {
+            "reference": "single-process float64 filter of the whole field (padding + shifted sums)",
+            "compared": "every element, block edges included",
+            "error_bound": bound,
+            "max_abs_error": worst,
+        }
 
     def _reference(self):
         """Rank 0: the whole field filtered by the plain reference; returns the error bound."""
@@ -353,20 +371,23 @@ class StencilWorkload(Workload):
         xp = self.ctx.xp
         p = self.params
         self._reference_field = xpmod.to_host(
-            reference_filter(field, self.weights, p.boundary, p.cval, p.iterations, xp))
+            reference_filter(field, self.weights, p.boundary, p.cval, p.iterations, xp)
+        )
         peak = float(np.abs(field.astype(np.float64)).max()) if field.size else 0.0
         return error_bound(self.weights, p.iterations, self.dtype, max(peak, abs(p.cval)))
 
     def _compare(self, rank, blk, got, bound, worst):
-        want = self._reference_field[blk.r0:blk.r1, blk.c0:blk.c1]
+        want = self._reference_field[blk.r0 : blk.r1, blk.c0 : blk.c1]
         err = np.abs(got.astype(np.float64) - want)
         bad = ~np.isfinite(got) | (err > bound)
         if bad.any():
             i, j = np.unravel_index(int(np.argmax(bad)), bad.shape)
             rows = np.flatnonzero(bad.any(axis=1)) + blk.r0
-            return (f"rank {rank}'s block ({blk.describe()}): {int(bad.sum())} element(s) differ from the "
-                    f"single-process filter, in rows {_ranges(rows)}; first at ({blk.r0 + i}, {blk.c0 + j}): "
-                    f"{float(got[i, j])!r} instead of {float(want[i, j])!r} (bound {bound:.3g})"), worst
+            return (
+                f"rank {rank}'s block ({blk.describe()}): {int(bad.sum())} element(s) differ from the "
+                f"single-process filter, in rows {_ranges(rows)}; first at ({blk.r0 + i}, {blk.c0 + j}): "
+                f"{float(got[i, j])!r} instead of {float(want[i, j])!r} (bound {bound:.3g})"
+            ), worst
         return None, max(worst, float(err.max()) if err.size else 0.0)
 
     def check_input_finite(self):
@@ -374,11 +395,19 @@ class StencilWorkload(Workload):
 
     def result(self):
         p = self.params
-        out = {"shape": list(self.shape), "dtype": self.dtype.name, "iterations": p.iterations,
-               "kernel": p.kernel if isinstance(p.kernel, str) else "explicit", "radius": self.r,
-               "boundary": p.boundary, "decomposition": p.decomposition,
-               "grid": [self.grid.rows, self.grid.cols], "method": "fused" if self.fused else "xp",
-               "overlap": bool(p.overlap and self.fused is not None), **self.stats}
+        out = {
+            "shape": list(self.shape),
+            "dtype": self.dtype.name,
+            "iterations": p.iterations,
+            "kernel": p.kernel if isinstance(p.kernel, str) else "explicit",
+            "radius": self.r,
+            "boundary": p.boundary,
+            "decomposition": p.decomposition,
+            "grid": [self.grid.rows, self.grid.cols],
+            "method": "fused" if self.fused else "xp",
+            "overlap": bool(p.overlap and self.fused is not None),
+            **self.stats,
+        }
         if p.save is not None:
             out["saved"] = f"{p.save.path}:{p.save.dataset}"
         return out
@@ -387,8 +416,16 @@ class StencilWorkload(Workload):
         s = self.params.save
         if s is None:
             return None
-        return save_blocks(self.ctx, s.path, s.dataset, self.shape, self.dtype, self.block,
-                           xpmod.to_host(self.result_block()), self.cfg.overwrite)
+        return save_blocks(
+            self.ctx,
+            s.path,
+            s.dataset,
+            self.shape,
+            self.dtype,
+            self.block,
+            xpmod.to_host(self.result_block()),
+            self.cfg.overwrite,
+        )
 
     def metrics(self, rank_medians):
         it, item = self.params.iterations, self.dtype.itemsize
@@ -397,10 +434,12 @@ class StencilWorkload(Workload):
         cells = self.shape[0] * self.shape[1] * it
         hidden = [m.get("comm_overlapped", 0.0) for m in rank_medians]
         exposed = [m.get("comm", 0.0) for m in rank_medians]
-        return {"effective_GBps_per_rank": [b / t / 1e9 if t > 0 else None for b, t in zip(moved, compute)],
-                "cell_updates_per_s": cells / max(compute) if max(compute) > 0 else None,
-                "ms_per_iteration": [t / it * 1e3 for t in compute],
-                "comm_hidden_fraction": [x / (x + e) if x + e > 0 else 0.0 for x, e in zip(hidden, exposed)]}
+        return {
+            "effective_GBps_per_rank": [b / t / 1e9 if t > 0 else None for b, t in zip(moved, compute)],
+            "cell_updates_per_s": cells / max(compute) if max(compute) > 0 else None,
+            "ms_per_iteration": [t / it * 1e3 for t in compute],
+            "comm_hidden_fraction": [x / (x + e) if x + e > 0 else 0.0 for x, e in zip(hidden, exposed)],
+        }
 
     def problem(self):
         r, item, it = self.r, self.dtype.itemsize, self.params.iterations

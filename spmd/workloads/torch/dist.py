@@ -21,8 +21,7 @@ def import_torch():
     try:
         import torch
     except ImportError as exc:
-        raise ConfigError(f"workload: torch needs PyTorch, which cannot be imported here ({exc}): {INSTALL}") \
-            from None
+        raise ConfigError(f"workload: torch needs PyTorch, which cannot be imported here ({exc}): {INSTALL}") from None
     return torch
 
 

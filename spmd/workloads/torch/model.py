@@ -30,14 +30,14 @@ def build_model(torch, params):
     ``torch.manual_seed(params.seed)`` (rank 0's parameters are broadcast to every rank afterwards)."""
     build = load_object(params.model, "params.model")
     if not callable(build):
-        raise ConfigError(f"params.model: {params.model} is a {type(build).__name__}, not a function that "
-                          f"builds a torch.nn.Module")
+        raise ConfigError(
+            f"params.model: {params.model} is a {type(build).__name__}, not a function that builds a torch.nn.Module"
+        )
     torch.manual_seed(params.seed)
     view = types.MappingProxyType({**asdict(params), "options": dict(params.options or {})})
     module = user_call("params.model", params.model, build, view)
     if not isinstance(module, torch.nn.Module):
-        raise ConfigError(f"params.model: {params.model} returned a {type(module).__name__}, not a "
-                          f"torch.nn.Module")
+        raise ConfigError(f"params.model: {params.model} returned a {type(module).__name__}, not a torch.nn.Module")
     if not any(p.requires_grad for p in module.parameters()):
         raise ConfigError(f"params.model: {params.model} built a module with no trainable parameters")
     return module
@@ -45,8 +45,7 @@ def build_model(torch, params):
 
 def parameter_layout(module) -> list[tuple[str, tuple[int, ...], str]]:
     """(name, shape, dtype) of every parameter and buffer: what must be equal on every rank."""
-    return [(name, tuple(t.shape), str(t.dtype)) for name, t in
-            [*module.named_parameters(), *module.named_buffers()]]
+    return [(name, tuple(t.shape), str(t.dtype)) for name, t in [*module.named_parameters(), *module.named_buffers()]]
 
 
 def require_same_layout(ctx, layout) -> None:
@@ -63,11 +62,18 @@ def require_same_layout(ctx, layout) -> None:
             what = f"has no {missing[0]}" if missing else "orders its tensors differently"
         else:
             n, s, d = diff
-            what = (f"has {n} of shape {list(s)} {d}, rank 0 {list(names0[n][0])} {names0[n][1]}" if n in names0
-                    else f"has {n}, which rank 0 does not")
-        raise ctx.collective_error(InputError, rank, f"params.model builds different parameters on different "
-                                   f"ranks: rank {rank} {what} (a model built from the rank number cannot be "
-                                   f"trained data-parallel)")
+            what = (
+                f"has {n} of shape {list(s)} {d}, rank 0 {list(names0[n][0])} {names0[n][1]}"
+                if n in names0
+                else f"has {n}, which rank 0 does not"
+            )
+        raise ctx.collective_error(
+            InputError,
+            rank,
+            f"params.model builds different parameters on different "
+            f"ranks: rank {rank} {what} (a model built from the rank number cannot be "
+            f"trained data-parallel)",
+        )
 
 
 def loss_function(torch, spec: str):
@@ -97,5 +103,7 @@ def require_scalar_loss(torch, loss, spec: str) -> None:
     """A loss must be one finite number per micro-batch (a per-sample vector cannot be backpropagated as is)."""
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.is_floating_point():
         shape = list(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
-        raise ConfigError(f"params.loss: {spec} returned {brief(shape)}, not a scalar floating-point tensor "
-                          f"(reduce it, e.g. with .mean())")
+        raise ConfigError(
+            f"params.loss: {spec} returned {brief(shape)}, not a scalar floating-point tensor "
+            f"(reduce it, e.g. with .mean())"
+        )

@@ -24,8 +24,13 @@ from .step import autocast, make_optimizer, micro_seed, prepare_inputs, state_te
 # into differences that grow step by step; BLAS results may even depend on memory alignment); the first step's gradients (same parameters
 # on both sides) element by element: |run - reference| <= GRADIENT_FACTOR * tolerance * (|reference| + the rms
 # of every gradient of the model), so one element changed by 1% shows unless it is ~30x below that rms.
-TOLERANCES = {("fp32", "cpu"): 1e-5, ("fp32", "gpu"): 1e-4, ("tf32", "gpu"): 5e-3, ("bf16", "gpu"): 3e-2,
-              ("bf16", "cpu"): 3e-2}
+TOLERANCES = {
+    ("fp32", "cpu"): 1e-5,
+    ("fp32", "gpu"): 1e-4,
+    ("tf32", "gpu"): 5e-3,
+    ("bf16", "gpu"): 3e-2,
+    ("bf16", "cpu"): 3e-2,
+}
 
 
 SPREAD_FACTOR = 10  # the parameters may differ from the reference by 10x what two roundings of it differ by
@@ -45,15 +50,29 @@ class Reference:
             order the ranks hold them).
     """
 
-    def __init__(self, torch, params, module, loss_fn, transform, x, y, compute_device, input_dtype, ranks: int,
-                 gpu: bool, reseed: bool):
+    def __init__(
+        self,
+        torch,
+        params,
+        module,
+        loss_fn,
+        transform,
+        x,
+        y,
+        compute_device,
+        input_dtype,
+        ranks: int,
+        gpu: bool,
+        reseed: bool,
+    ):
         self.torch, self.params, self.module, self.loss_fn = torch, params, module, loss_fn
         self.transform, self.x, self.y, self.device = transform, x, y, compute_device
         self.input_dtype, self.ranks, self.gpu = input_dtype, ranks, gpu
         self.reseed = reseed
         # ddp-graph's capturable Adam rounds its bias correction on the device: the reference does the same
-        self.optimizer = make_optimizer(torch, params.optimizer, module.parameters(),
-                                        capturable=params.strategy == "ddp-graph")
+        self.optimizer = make_optimizer(
+            torch, params.optimizer, module.parameters(), capturable=params.strategy == "ddp-graph"
+        )
         self.first_grads: dict | None = None
 
     def _micro(self, rows: np.ndarray):
@@ -79,7 +98,7 @@ class Reference:
             for j in range(k):
                 if p.sync_batchnorm:
                     order = range(n - 1, -1, -1) if reverse else range(n)
-                    part = np.concatenate([rows[r * per_rank + j * b: r * per_rank + (j + 1) * b] for r in order])
+                    part = np.concatenate([rows[r * per_rank + j * b : r * per_rank + (j + 1) * b] for r in order])
                     self._backward(part, k, step, 0, j)
                     continue
                 start = [t.detach().clone() for t in buffers]
@@ -88,8 +107,9 @@ class Reference:
                     with torch.no_grad():
                         for t, v in zip(buffers, start):
                             t.copy_(v)
-                    self._backward(rows[r * per_rank + j * b: r * per_rank + (j + 1) * b], k * (1 if reverse else n),
-                                   step, r, j)
+                    self._backward(
+                        rows[r * per_rank + j * b : r * per_rank + (j + 1) * b], k * (1 if reverse else n), step, r, j
+                    )
             if reverse and not p.sync_batchnorm:
                 with torch.no_grad():
                     for t in self.module.parameters():
@@ -118,10 +138,10 @@ def compare(run: dict, reference: dict, tol: float, what: str, elementwise: bool
     tensor's rms, or (``elementwise`` False) each tensor's relative RMS error."""
     worst, failure = 0.0, None
     every = np.concatenate([ref.reshape(-1) for ref in reference.values()]) if reference else np.zeros(1)
-    floor = np.sqrt(np.mean(every ** 2))  # a gradient that is zero but for rounding (a bias before a norm)
+    floor = np.sqrt(np.mean(every**2))  # a gradient that is zero but for rounding (a bias before a norm)
     for name, ref in reference.items():
         got = run[name]
-        rms = np.sqrt(np.mean(ref ** 2)) + np.finfo(np.float64).tiny
+        rms = np.sqrt(np.mean(ref**2)) + np.finfo(np.float64).tiny
         if elementwise:
             err = np.abs(got - ref) / (np.abs(ref) + floor + np.finfo(np.float64).tiny)
         else:
@@ -132,12 +152,16 @@ def compare(run: dict, reference: dict, tol: float, what: str, elementwise: bool
         if bad.any() and failure is None:
             if elementwise:
                 i = int(np.argmax(bad.reshape(-1)))
-                failure = (f"{what} {name} element {i}: {float(got.reshape(-1)[i])!r} in the run, "
-                           f"{float(ref.reshape(-1)[i])!r} in the one-process reference ({int(bad.sum())} of "
-                           f"{bad.size} elements beyond the tolerance {tol:g})")
+                failure = (
+                    f"{what} {name} element {i}: {float(got.reshape(-1)[i])!r} in the run, "
+                    f"{float(ref.reshape(-1)[i])!r} in the one-process reference ({int(bad.sum())} of "
+                    f"{bad.size} elements beyond the tolerance {tol:g})"
+                )
             else:
-                failure = (f"{what} {name}: relative RMS error {float(err[0]):.3g} against the one-process "
-                           f"reference, beyond the tolerance {tol:g}")
+                failure = (
+                    f"{what} {name}: relative RMS error {float(err[0]):.3g} against the one-process "
+                    f"reference, beyond the tolerance {tol:g}"
+                )
     return worst, failure
 
 
@@ -147,8 +171,7 @@ def host_tensors(module, grads: bool = False) -> dict:
         items = [(n, p.grad) for n, p in module.named_parameters() if p.grad is not None]
     else:
         items = [*module.named_parameters(), *module.named_buffers()]
-    return {name: t.detach().to("cpu", copy=True).double().numpy() for name, t in items
-            if t.is_floating_point()}
+    return {name: t.detach().to("cpu", copy=True).double().numpy() for name, t in items if t.is_floating_point()}
 
 
 __all__ = ["Reference", "compare", "host_tensors", "state_tensors", "tolerance"]

@@ -117,8 +117,11 @@ class Stepper:
         self.bucket_bytes: dict[int, int] = {}
         # one step in phase_every is marked (each CUDA event record costs ~14 us of host time); at least one a window
         self.every = min(params.phase_every, window_steps)
-        self.slots = [StepMarks(torch, self.gpu, self.micro) for _ in range(window_steps // self.every)] \
-            if params.phases else None
+        self.slots = (
+            [StepMarks(torch, self.gpu, self.micro) for _ in range(window_steps // self.every)]
+            if params.phases
+            else None
+        )
         self.reseed = params.reseed if params.reseed is not None else draws_random_numbers(torch, module)
         self.current: StepMarks | None = None
         self.last: StepMarks | None = None
@@ -149,7 +152,7 @@ class Stepper:
 
     def load_window(self, indices) -> None:
         """The next window's local row numbers (steps x batch*accumulate)."""
-        self.idx[:len(indices)].copy_(self.torch.from_numpy(indices).to(self.idx.device))
+        self.idx[: len(indices)].copy_(self.torch.from_numpy(indices).to(self.idx.device))
         self.cursor.zero_()
         self.i = 0
 
@@ -167,7 +170,7 @@ class Stepper:
         ddp = self.marked_ddp if marks is not None else self.ddp
         forward = ddp if ddp is not self.ddp else self.forward
         for j in range(k):
-            x, y = self.batches.take(rows_all[j * b:(j + 1) * b])
+            x, y = self.batches.take(rows_all[j * b : (j + 1) * b])
             mark(f"d{j}")
             if self.reseed and not self.graph_mode:  # ~100 us on a GPU: only for models that draw random numbers
                 torch.manual_seed(micro_seed(self.params.seed, self.step, self.ctx.rank, j))
@@ -185,7 +188,7 @@ class Stepper:
             self.losses.index_copy_(0, self.cursor, mean)
             self.cursor.add_(1)
         else:
-            self.losses[self.i:self.i + 1].copy_(mean)
+            self.losses[self.i : self.i + 1].copy_(mean)
             self.i += 1
 
     def run_window(self, steps: int, timer) -> None:
@@ -193,8 +196,11 @@ class Stepper:
         steps' phases, scaled to the window's steps."""
         marked = []
         for n in range(steps):
-            marks = self.slots[len(marked)] if self.slots and (n + 1) % self.every == 0 \
-                and len(marked) < len(self.slots) else None
+            marks = (
+                self.slots[len(marked)]
+                if self.slots and (n + 1) % self.every == 0 and len(marked) < len(self.slots)
+                else None
+            )
             if marks is not None:
                 marks.reset()
                 marked.append(marks)
@@ -210,8 +216,9 @@ class Stepper:
                 self.current = None
             self.step += 1
             if self.step == 1:  # the first step's gradients, for verification (one copy, queued on the device)
-                self.first_grads = {name: t.grad.detach().clone() for name, t in self.module.named_parameters()
-                                    if t.grad is not None}
+                self.first_grads = {
+                    name: t.grad.detach().clone() for name, t in self.module.named_parameters() if t.grad is not None
+                }
         if marked:
             self.synchronize()
             scale = steps / len(marked)
@@ -296,8 +303,9 @@ def draws_random_numbers(torch, module) -> bool:
     forward is seeded, so the reference draws the same masks. A forward that calls the RNG itself needs
     ``params.reseed: true`` (verification says so when the masks differ)."""
     kinds = tuple(getattr(torch.nn, name) for name in RANDOM_MODULES)
-    return any(isinstance(m, kinds) and getattr(m, "p", 1.0) > 0 or isinstance(m, torch.nn.RReLU)
-               for m in module.modules())
+    return any(
+        isinstance(m, kinds) and getattr(m, "p", 1.0) > 0 or isinstance(m, torch.nn.RReLU) for m in module.modules()
+    )
 
 
 def state_tensors(module) -> list:

@@ -65,8 +65,11 @@ class StepMarks:
         if self.gpu:
             start = self.events["s"]
             marks = {name: start.elapsed_time(e) / 1e3 for name, e in self.events.items()}
-            spans = [(start.elapsed_time(a) / 1e3, start.elapsed_time(b) / 1e3)
-                     for a, b in self.spans.values() if b is not None]
+            spans = [
+                (start.elapsed_time(a) / 1e3, start.elapsed_time(b) / 1e3)
+                for a, b in self.spans.values()
+                if b is not None
+            ]
         else:
             s = self.t["s"]
             marks = {name: v - s for name, v in self.t.items()}
@@ -87,9 +90,15 @@ class StepMarks:
             compute_done = max(a for a, _ in spans)
             exposed = max(0.0, marks[f"b{k - 1}"] - max(compute_done, marks[f"f{k - 1}"]))
         union = _union(spans)
-        return {"data": data, "forward": forward, "backward": max(0.0, backward - exposed),
-                "comm_exposed": exposed, "comm_overlapped": max(0.0, union - exposed),
-                "optimizer": marks["o"] - marks[f"b{k - 1}"], "step": marks["o"]}
+        return {
+            "data": data,
+            "forward": forward,
+            "backward": max(0.0, backward - exposed),
+            "comm_exposed": exposed,
+            "comm_overlapped": max(0.0, union - exposed),
+            "optimizer": marks["o"] - marks[f"b{k - 1}"],
+            "step": marks["o"],
+        }
 
     def drawn(self) -> list[tuple[str, str, float, float]]:
         """The step's phases and its buckets' allreduces as (name, track, start, end), seconds from ``s``."""
@@ -98,8 +107,11 @@ class StepMarks:
         out = []
         for j in range(self.micro):
             begin = marks["s"] if j == 0 else marks[f"b{j - 1}"]
-            out += [("data", compute, begin, marks[f"d{j}"]), ("forward", compute, marks[f"d{j}"], marks[f"f{j}"]),
-                    ("backward", compute, marks[f"f{j}"], marks[f"b{j}"])]
+            out += [
+                ("data", compute, begin, marks[f"d{j}"]),
+                ("forward", compute, marks[f"d{j}"], marks[f"f{j}"]),
+                ("backward", compute, marks[f"f{j}"], marks[f"b{j}"]),
+            ]
         out += [("allreduce", "gpu comm stream" if self.gpu else "comm", a, b) for a, b in buckets]
         out.append(("optimizer", compute, marks[f"b{self.micro - 1}"], marks["o"]))
         return out
@@ -117,8 +129,10 @@ class StepMarks:
     def timeline(self) -> dict:
         """This step's marks and allreduce spans in microseconds from its start (report.json)."""
         marks, spans = self._times()
-        return {"marks": {name: round(v * 1e6, 1) for name, v in sorted(marks.items(), key=lambda kv: kv[1])},
-                "allreduce": [[round(a * 1e6, 1), round(b * 1e6, 1)] for a, b in spans]}
+        return {
+            "marks": {name: round(v * 1e6, 1) for name, v in sorted(marks.items(), key=lambda kv: kv[1])},
+            "allreduce": [[round(a * 1e6, 1), round(b * 1e6, 1)] for a, b in spans],
+        }
 
 
 def _union(spans: list[tuple[float, float]]) -> float:

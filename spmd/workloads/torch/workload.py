@@ -19,22 +19,28 @@ import numpy as np
 from ... import faults
 from ...errors import ConfigError, InputError, VerificationError
 from ...files import MARK, discard, publish, require_replaceable, temp_beside
-from ...io.hdf5 import Piece, RankInput, dataset_info, open_h5, require_finite
+from ...io.hdf5 import Piece, RankInput, open_h5
 from ...io.reader import RowReader, reader_threads
 from ...memory import free_device_memory, require_memory
 from ...timing import enter_phase
 from ...units import fmt_bytes
 from ..base import Workload, split_batch
-from ..rows import NUMBERS
-from ..train.data import Sampler, teacher, teacher_labels
+from ..train.data import Sampler
 from . import dist
-from .model import (build_model, loss_function, parameter_layout, require_same_layout, require_scalar_loss,
-                    transform_function, user_call)
+from .inputs import check_inputs, check_rows, label_array, read_all, targets, write_targets
+from .model import (
+    build_model,
+    loss_function,
+    parameter_layout,
+    require_same_layout,
+    require_scalar_loss,
+    transform_function,
+    user_call,
+)
 from .params import TorchParams
 from .reference import GRADIENT_FACTOR, SPREAD_FACTOR, Reference, compare, host_tensors, tolerance
 from .step import Batches, Stepper, autocast, set_precision, state_tensors
 
-LABEL_DTYPES = NUMBERS
 OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2}  # tensors the optimizer keeps per parameter
 
 
@@ -59,30 +65,13 @@ class TorchWorkload(Workload):
     @classmethod
     def input_recipe(cls, cfg) -> dict:
         p = cfg.params
-        return {"loss": p.loss, "labels": p.labels.dataset, "targets": _targets(p)}
+        return {"loss": p.loss, "labels": p.labels.dataset, "targets": targets(p)}
 
     @classmethod
     def finish_input(cls, cfg, dataset) -> dict:
         """``spmd generate``: targets for the generated rows from a fixed random teacher network on the flattened
         rows: class numbers (cross_entropy; ``options.classes``, default 10) or values (mse; ``options.outputs``)."""
-        p, g = cfg.params, cfg.generate
-        if p.labels.path not in (None, cfg.input.path):
-            raise ConfigError("params.labels.path: spmd generate writes the targets beside the input (leave path out)")
-        features = math.prod(dataset.shape[1:])
-        outputs = _targets(p)
-        weights = teacher(g.seed, features, 8, outputs)
-        rows = dataset.shape[0]
-        mse = p.loss == "mse"
-        out = dataset.parent.create_dataset(p.labels.dataset, shape=(rows, outputs) if mse else (rows,),
-                                            dtype=np.float32 if mse else np.int64)
-        for start in range(0, rows, 8192):
-            flat = np.asarray(dataset[start:start + 8192], np.float64).reshape(-1, features)
-            if mse:
-                a, c, b = weights
-                out[start:start + len(flat)] = np.tanh(((flat - g.loc) / g.scale) @ a + c) @ b
-            else:
-                out[start:start + len(flat)] = teacher_labels(flat, weights, g.loc, g.scale)
-        return {}
+        return write_targets(cfg, dataset)
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -130,33 +119,23 @@ class TorchWorkload(Workload):
         if cfg.input.path is None:
             raise ConfigError("input.shards: the torch workload reads one dataset (input.path)")
         if cfg.verify in ("attrs",):
-            raise ConfigError("verify: attrs: the torch workload verifies against a one-process reference (use auto "
-                              "or none)")
+            raise ConfigError(
+                "verify: attrs: the torch workload verifies against a one-process reference (use auto or none)"
+            )
         if p.strategy == "ddp-graph" and not gpu:
             raise ConfigError("params.strategy: ddp-graph captures the step in a CUDA graph: it needs device: gpu")
         if p.sync_batchnorm and not gpu:
-            raise ConfigError("params.sync_batchnorm: SyncBatchNorm runs on GPUs only (on the CPU, DDP keeps rank 0's "
-                              "BatchNorm statistics, which the reference reproduces: leave it false)")
+            raise ConfigError(
+                "params.sync_batchnorm: SyncBatchNorm runs on GPUs only (on the CPU, DDP keeps rank 0's "
+                "BatchNorm statistics, which the reference reproduces: leave it false)"
+            )
         if p.precision == "tf32" and not gpu:
             raise ConfigError("params.precision: tf32 is a GPU mode (use fp32 or bf16 on the CPU)")
         if faults.corrupting() and p.strategy == "ddp-graph":
             raise ConfigError("SPMD_FAULT kind=corrupt changes a gradient in eager code: use strategy ddp or compile")
 
     def _check_inputs(self):
-        p, path, name = self.params, self.cfg.input.path, self.cfg.input.dataset
-        rows, row_shape, dtype = dataset_info(path, name, NUMBERS, (1, 2, 3, 4, 5))
-        labels_path = p.labels.path or path
-        labels, label_shape, label_dtype = dataset_info(labels_path, p.labels.dataset, LABEL_DTYPES, (1, 2, 3, 4, 5))
-        if labels != rows:
-            raise InputError(f"{labels_path}:{p.labels.dataset}: {labels} rows of targets for {rows} rows of "
-                             f"{path}:{name} (row i of both is one sample)")
-        if p.loss == "cross_entropy" and label_dtype.kind not in "iuf":
-            raise InputError(f"{labels_path}:{p.labels.dataset}: dtype {label_dtype}: cross_entropy takes class "
-                             f"numbers (integers) or class probabilities (floats)")
-        if p.loss == "mse" and label_dtype.kind != "f":
-            raise InputError(f"{labels_path}:{p.labels.dataset}: dtype {label_dtype}: mse takes floating-point "
-                             f"targets")
-        return rows, row_shape, dtype, (label_shape, label_dtype)
+        return check_inputs(self.cfg)
 
     def _require_model_memory(self) -> None:
         """Parameters, gradients, DDP's buckets and the optimizer's state must fit on one device: this workload
@@ -165,9 +144,14 @@ class TorchWorkload(Workload):
         states = OPTIMIZER_STATES[p.optimizer.name]
         twin = p.phases and p.strategy == "ddp"  # the marked steps' DDP keeps buckets of its own (step.Stepper)
         need = self.gradient_bytes * (3 + states + twin) + (self.gradient_bytes if self.start_state_wanted else 0)
-        require_memory(need, "device", self.ctx, f"the model's {self.parameters:,} parameters ({fmt_bytes(self.gradient_bytes)}"
-                       f"), their gradients, DDP's buckets and the {self.params.optimizer.name} state (the torch "
-                       f"workload is data-parallel: every device holds the whole model)")
+        require_memory(
+            need,
+            "device",
+            self.ctx,
+            f"the model's {self.parameters:,} parameters ({fmt_bytes(self.gradient_bytes)}"
+            f"), their gradients, DDP's buckets and the {self.params.optimizer.name} state (the torch "
+            f"workload is data-parallel: every device holds the whole model)",
+        )
 
     @property
     def start_state_wanted(self) -> bool:
@@ -191,13 +175,7 @@ class TorchWorkload(Workload):
         with open_h5(p.labels.path or path) as f:
             y = f[p.labels.dataset][start:stop]
         seconds = time.perf_counter() - t0
-        if x.dtype.kind == "f":
-            require_finite(x, f"{path}:{name}", start)  # a NaN would poison every parameter
-        if y.dtype.kind == "f":
-            require_finite(y, f"{p.labels.path or path}:{p.labels.dataset}", start)
-        elif p.loss == "cross_entropy" and y.size and int(y.min()) < 0:
-            row = start + int(np.argmin(y.reshape(len(y), -1).min(axis=1)))
-            raise InputError(f"{p.labels.path or path}:{p.labels.dataset} row {row}: class {int(y.min())} is negative")
+        check_rows(self.cfg, x, y, start)
         return x, y, seconds
 
     def input_engines(self):
@@ -206,7 +184,7 @@ class TorchWorkload(Workload):
     def _place(self, x, y) -> Batches:
         """The rows on the device when they fit beside the model (else pinned host memory, said in the report)."""
         torch, gpu = self.torch, self.ctx.device == "gpu"
-        tx, ty = torch.from_numpy(x), torch.from_numpy(_label_array(y, self.params.loss))
+        tx, ty = torch.from_numpy(x), torch.from_numpy(label_array(y, self.params.loss))
         placement = "host"
         if gpu:
             room = free_device_memory() - 4 * self.gradient_bytes * 2  # leave the model and its activations room
@@ -232,22 +210,29 @@ class TorchWorkload(Workload):
         cannot take the rows, a loss that is not a scalar, or a batch that does not fit in memory ends the job
         here (exit 2), named, before any rank steps."""
         torch, p = self.torch, self.params
-        rows = torch.from_numpy(self.sampler.window(0, 1)[0][:p.batch].astype(np.int64)).to(self.batches.x.device)
+        rows = torch.from_numpy(self.sampler.window(0, 1)[0][: p.batch].astype(np.int64)).to(self.batches.x.device)
         saved = [t.detach().clone() for t in module.buffers()]
         try:
             x, y = self.batches.take(rows)
             what = f"a micro-batch of {p.batch} rows of shape {list(self.row_shape)} {self.dtype}"
             with autocast(torch, p.precision, self.ctx.device == "gpu"):
                 out = user_call("params.model", f"{p.model} (forward of {what})", module, x)
-                loss = user_call("params.loss", f"{p.loss} (on the model's output {_shape(out)} and targets "
-                                 f"{_shape(y)})", self.loss_fn, out, y)
+                loss = user_call(
+                    "params.loss",
+                    f"{p.loss} (on the model's output {_shape(out)} and targets {_shape(y)})",
+                    self.loss_fn,
+                    out,
+                    y,
+                )
             require_scalar_loss(torch, loss, p.loss)
             loss.backward()
         except torch.cuda.OutOfMemoryError as exc:
             free, total = torch.cuda.mem_get_info()
-            raise InputError(f"out of GPU memory in the first step at params.batch {p.batch}: "
-                             f"{str(exc).splitlines()[0][:200]} ({fmt_bytes(free)} of {fmt_bytes(total)} free now): "
-                             f"use a smaller batch (params.accumulate keeps the global batch)") from None
+            raise InputError(
+                f"out of GPU memory in the first step at params.batch {p.batch}: "
+                f"{str(exc).splitlines()[0][:200]} ({fmt_bytes(free)} of {fmt_bytes(total)} free now): "
+                f"use a smaller batch (params.accumulate keeps the global batch)"
+            ) from None
         finally:
             module.zero_grad(set_to_none=True)
             with torch.no_grad():
@@ -272,8 +257,10 @@ class TorchWorkload(Workload):
         first = self.stepper.step - len(losses)
         bad = np.flatnonzero(~np.isfinite(losses))
         if len(bad):
-            raise VerificationError(f"the loss is {losses[bad[0]]} at step {first + int(bad[0])}: training diverged "
-                                    f"(lower params.optimizer.lr, or look for a bad input row)")
+            raise VerificationError(
+                f"the loss is {losses[bad[0]]} at step {first + int(bad[0])}: training diverged "
+                f"(lower params.optimizer.lr, or look for a bad input row)"
+            )
         self.losses.append(float(np.mean(losses)))
 
     def progress_note(self, seconds: float) -> str:
@@ -292,12 +279,19 @@ class TorchWorkload(Workload):
         digests = ctx.comm.allgather(digest)
         differ = [r for r, d in enumerate(digests) if d != digests[0]]
         if differ:
-            raise ctx.collective_error(VerificationError, differ[0], f"parameters differ from rank 0's after "
-                                       f"{self.stepper.step} steps: the replicas diverged")
+            raise ctx.collective_error(
+                VerificationError,
+                differ[0],
+                f"parameters differ from rank 0's after {self.stepper.step} steps: the replicas diverged",
+            )
         outcome = ctx.agree(self._against_reference, mine, root_only=True)
-        return {"reference": "the same steps in one process (DDP's semantics: each rank's micro-batch, gradients "
-                             "averaged over ranks, rank 0's buffers), same start and batches",
-                "replicas_identical": True, "parameters_sha256": digest, **outcome}
+        return {
+            "reference": "the same steps in one process (DDP's semantics: each rank's micro-batch, gradients "
+            "averaged over ranks, rank 0's buffers), same start and batches",
+            "replicas_identical": True,
+            "parameters_sha256": digest,
+            **outcome,
+        }
 
     def _against_reference(self, run_tensors: dict) -> dict:
         torch, p = self.torch, self.params
@@ -307,9 +301,22 @@ class TorchWorkload(Workload):
             need = x.nbytes + y.nbytes
             on_device = need < 0.5 * free_device_memory()
             x, y = (x.to(self.compute_device), y.to(self.compute_device)) if on_device else (x, y)
+
         def reference(module, reverse: bool):
-            ref = Reference(torch, p, module, self.loss_fn, self.transform, x, y, self.compute_device,
-                            self._param_dtype, self.ctx.size, gpu, self.stepper.reseed)
+            ref = Reference(
+                torch,
+                p,
+                module,
+                self.loss_fn,
+                self.transform,
+                x,
+                y,
+                self.compute_device,
+                self._param_dtype,
+                self.ctx.size,
+                gpu,
+                self.stepper.reseed,
+            )
             return ref, ref.train(whole.window, 0, self.stepper.step, reverse)
 
         whole = Sampler(self.rows, self.shards, 1, 0, self.global_batch, p.seed)
@@ -323,34 +330,39 @@ class TorchWorkload(Workload):
         seconds += more
         spread, _ = compare(host_tensors(other.module), expected, 0.0, "", elementwise=False)
         param_tol = max(tol, SPREAD_FACTOR * spread)
-        error, failure = compare(run_tensors, expected, param_tol, "after the last step, parameter or buffer",
-                                 elementwise=False)
+        error, failure = compare(
+            run_tensors, expected, param_tol, "after the last step, parameter or buffer", elementwise=False
+        )
         first = {name: t.detach().cpu().double().numpy() for name, t in (self.stepper.first_grads or {}).items()}
-        grad_error, grad_failure = compare(first, ref.first_grads, GRADIENT_FACTOR * tol,
-                                           "the first step's gradient of", elementwise=True)
+        grad_error, grad_failure = compare(
+            first, ref.first_grads, GRADIENT_FACTOR * tol, "the first step's gradient of", elementwise=True
+        )
         self.reference_seconds = seconds
         if grad_failure or failure:
-            hint = "" if self.stepper.reseed else (" (a forward that draws random numbers itself, not through "
-                                                   "nn.Dropout, needs params.reseed: true)")
+            hint = (
+                ""
+                if self.stepper.reseed
+                else (
+                    " (a forward that draws random numbers itself, not through nn.Dropout, needs params.reseed: true)"
+                )
+            )
             raise VerificationError(f"after {self.stepper.step} steps: {grad_failure or failure}{hint}")
-        return {"steps_compared": self.stepper.step, "parameter_relative_rms_error": error,
-                "first_gradient_relative_error": grad_error, "tolerance": tol,
-                "gradient_tolerance": GRADIENT_FACTOR * tol, "rounding_spread": spread,
-                "parameter_tolerance": param_tol, "reference_seconds": seconds,
-                "buffers": "rank 0's (DDP broadcasts them before every forward)" if list(ref.module.buffers())
-                else None}
+        return {
+            "steps_compared": self.stepper.step,
+            "parameter_relative_rms_error": error,
+            "first_gradient_relative_error": grad_error,
+            "tolerance": tol,
+            "gradient_tolerance": GRADIENT_FACTOR * tol,
+            "rounding_spread": spread,
+            "parameter_tolerance": param_tol,
+            "reference_seconds": seconds,
+            "buffers": "rank 0's (DDP broadcasts them before every forward)" if list(ref.module.buffers()) else None,
+        }
 
     def _read_all(self):
         """Every row and target (rank 0, for the reference), read again with h5py: independent of the run's path."""
-        torch, p = self.torch, self.params
-        path, name = self.cfg.input.path, self.cfg.input.dataset
-        require_memory(self.rows * math.prod(self.row_shape) * self.dtype.itemsize, "host", self.ctx,
-                       f"the one-process reference's copy of {path}:{name} (verify: none skips it)")
-        with open_h5(path) as f:
-            x = f[name][...]
-        with open_h5(p.labels.path or path) as f:
-            y = f[p.labels.dataset][...]
-        return torch.from_numpy(x), torch.from_numpy(_label_array(y, p.loss))
+        x, y = read_all(self.cfg, self.ctx, self.rows, self.row_shape, self.dtype)
+        return self.torch.from_numpy(x), self.torch.from_numpy(y)
 
     # -- save, report --------------------------------------------------------------------
 
@@ -380,15 +392,32 @@ class TorchWorkload(Workload):
     def result(self):
         p, st = self.params, self.stepper
         buckets = self._buckets()
-        return {"model": p.model, "parameters": self.parameters, "gradient_bytes": self.gradient_bytes,
-                "buckets": buckets, "bucket_mb": p.bucket_mb, "strategy": p.strategy, "precision": p.precision, "backend": self.backend,
-                "batch_per_rank": p.batch, "accumulate": p.accumulate, "global_batch": self.global_batch,
-                "data_shards": self.shards, "steps": st.step, "steps_per_repeat": p.steps,
-                "input_rows": self.rows, "row_shape": list(self.row_shape), "data_placement": self.batches.placement,
-                "read_seconds": self.read_seconds, "loss_per_window": self.losses,
-                "step_timeline_us": st.timeline(), "optimizer": p.optimizer.name, "reseed": st.reseed,
-                "phases_marked_every": st.every if p.phases else None,
-                "save": p.save.path if p.save else None}
+        return {
+            "model": p.model,
+            "parameters": self.parameters,
+            "gradient_bytes": self.gradient_bytes,
+            "buckets": buckets,
+            "bucket_mb": p.bucket_mb,
+            "strategy": p.strategy,
+            "precision": p.precision,
+            "backend": self.backend,
+            "batch_per_rank": p.batch,
+            "accumulate": p.accumulate,
+            "global_batch": self.global_batch,
+            "data_shards": self.shards,
+            "steps": st.step,
+            "steps_per_repeat": p.steps,
+            "input_rows": self.rows,
+            "row_shape": list(self.row_shape),
+            "data_placement": self.batches.placement,
+            "read_seconds": self.read_seconds,
+            "loss_per_window": self.losses,
+            "step_timeline_us": st.timeline(),
+            "optimizer": p.optimizer.name,
+            "reseed": st.reseed,
+            "phases_marked_every": st.every if p.phases else None,
+            "save": p.save.path if p.save else None,
+        }
 
     def _buckets(self) -> list[int]:
         """DDP's gradient buckets in bytes: as the hook saw them, else from DDP's logging data."""
@@ -399,17 +428,25 @@ class TorchWorkload(Workload):
         p = self.params
         total = max(m["total"] for m in rank_medians)
         phases = ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step")
-        per_step = {phase: float(np.median([m.get(phase, 0.0) for m in rank_medians])) / p.steps * 1e3
-                    for phase in phases if any(phase in m for m in rank_medians)}
-        return {"samples_per_s": self.global_batch * p.steps / total, "step_ms": total / p.steps * 1e3,
-                "phase_ms_per_step": per_step}
+        per_step = {
+            phase: float(np.median([m.get(phase, 0.0) for m in rank_medians])) / p.steps * 1e3
+            for phase in phases
+            if any(phase in m for m in rank_medians)
+        }
+        return {
+            "samples_per_s": self.global_batch * p.steps / total,
+            "step_ms": total / p.steps * 1e3,
+            "phase_ms_per_step": per_step,
+        }
 
     def problem(self):
         p = self.params
         row_bytes = math.prod(self.row_shape) * self.dtype.itemsize
         buckets = self._buckets() if self.stepper else []
-        return {"bytes": self.global_batch * row_bytes * p.steps,
-                "comm": [{"op": "allreduce", "bytes": b, "calls": p.steps, "growth": 0.0} for b in buckets]}
+        return {
+            "bytes": self.global_batch * row_bytes * p.steps,
+            "comm": [{"op": "allreduce", "bytes": b, "calls": p.steps, "growth": 0.0} for b in buckets],
+        }
 
     def close(self):
         self.stepper = None
@@ -437,18 +474,6 @@ def _ddp_buckets(ddp) -> list[int]:
         return [int(x) for x in str(sizes).split(",") if x.strip()]
     except Exception:  # a private API: the report then lists no buckets
         return []
-
-
-def _targets(p) -> int:
-    options = p.options or {}
-    return int(options.get("outputs", 1)) if p.loss == "mse" else int(options.get("classes", 10))
-
-
-def _label_array(y: np.ndarray, loss: str) -> np.ndarray:
-    """Targets as the loss takes them: class numbers as int64, values as float32."""
-    if y.dtype.kind in "iu":
-        return y.astype(np.int64, copy=False)
-    return y.astype(np.float32, copy=False)
 
 
 def _shape(t) -> str:

@@ -100,7 +100,7 @@ class GradientExchange:
     def __init__(self, comm, grads, buckets: list[Bucket], overlap: bool):
         self.comm = comm
         self.buckets = buckets
-        self.views = [grads[b.start:b.stop] for b in buckets]
+        self.views = [grads[b.start : b.stop] for b in buckets]
         self.by_layer: dict[tuple[int, int], list[int]] = {}
         for i, b in enumerate(buckets):
             self.by_layer.setdefault((b.ready_after, b.part), []).append(i)

@@ -32,7 +32,7 @@ MATCH = ("widths", "dtype", "optimizer", "global_batch", "data_shards", "seed")
 
 def _flatten(layout, flat: np.ndarray) -> np.ndarray:
     """The real parameters of the padded flat buffer, layer 0 first (W then b)."""
-    return np.concatenate([flat[s.start:s.stop] for s in layout.segments])
+    return np.concatenate([flat[s.start : s.stop] for s in layout.segments])
 
 
 def _unflatten(layout, values: np.ndarray, dtype) -> np.ndarray:
@@ -40,7 +40,7 @@ def _unflatten(layout, values: np.ndarray, dtype) -> np.ndarray:
     offset = 0
     for s in layout.segments:
         n = s.stop - s.start
-        flat[s.start:s.stop] = values[offset:offset + n]
+        flat[s.start : s.stop] = values[offset : offset + n]
         offset += n
     return flat
 
@@ -53,8 +53,9 @@ def _attrs_sha256(step: int, meta: str) -> str:
     return hashlib.sha256(f"{FORMAT}\n{step}\n{meta}".encode()).hexdigest()
 
 
-def save_checkpoint(path: str, layout, weights: np.ndarray, state: dict, step: int, meta: dict,
-                    overwrite: bool = False) -> None:
+def save_checkpoint(
+    path: str, layout, weights: np.ndarray, state: dict, step: int, meta: dict, overwrite: bool = False
+) -> None:
     """Write a checkpoint; the previous file at ``path`` stays intact until the new one is complete. A file
     there that spmd did not write is refused (InputError) unless ``overwrite``."""
     try:
@@ -81,8 +82,9 @@ def mark_failed(path: str, reason: str) -> None:
     write_bytes_atomic(path, image.getvalue(), what="the checkpoint")
 
 
-def load_checkpoint(path: str, layout, meta: dict, state_names,
-                    unverified: bool = False) -> tuple[np.ndarray, dict, int, str | None]:
+def load_checkpoint(
+    path: str, layout, meta: dict, state_names, unverified: bool = False
+) -> tuple[np.ndarray, dict, int, str | None]:
     """Parameters, optimizer buffers and step of a checkpoint made by a compatible run, and why the run that
     wrote it failed verification (None when it did not).
 
@@ -94,21 +96,27 @@ def load_checkpoint(path: str, layout, meta: dict, state_names,
     with open_h5(path) as f:
         failed = str(f.attrs[FAILED]) if FAILED in f.attrs else None
         if failed is not None and not unverified:
-            raise ConfigError(f"params.resume: {path} was written by a run whose verification failed ({brief(failed)}"
-                              f"): resuming would continue a wrong training; set params.resume_unverified: true to "
-                              f"resume from it anyway (the report says so)")
+            raise ConfigError(
+                f"params.resume: {path} was written by a run whose verification failed ({brief(failed)}"
+                f"): resuming would continue a wrong training; set params.resume_unverified: true to "
+                f"resume from it anyway (the report says so)"
+            )
         try:
             if int(f.attrs["format"]) != FORMAT:
-                raise InputError(f"{path}: a checkpoint of format {int(f.attrs['format'])}, which carries no "
-                                 f"checksums and cannot be verified; this spmd reads format {FORMAT}")
+                raise InputError(
+                    f"{path}: a checkpoint of format {int(f.attrs['format'])}, which carries no "
+                    f"checksums and cannot be verified; this spmd reads format {FORMAT}"
+                )
             text, step = str(f.attrs["meta"]), int(f.attrs["step"])
             if f.attrs["sha256"] != _attrs_sha256(step, text):
                 raise InputError(f"{path}: damaged: its attributes (step, meta) do not match their checksum")
             stored = json.loads(text)
             for key in MATCH:
                 if stored.get(key) != meta.get(key):
-                    raise ConfigError(f"params.resume: {path} was made with {key} = {stored.get(key)}, this run "
-                                      f"has {meta.get(key)}; resuming would not continue the same training")
+                    raise ConfigError(
+                        f"params.resume: {path} was made with {key} = {stored.get(key)}, this run "
+                        f"has {meta.get(key)}; resuming would not continue the same training"
+                    )
             data = {name: _verified(f, path, name) for name in ["weights", *(f"optimizer/{n}" for n in state_names)]}
         except (KeyError, ValueError, OSError) as exc:
             raise InputError(f"{path}: not a complete spmd training checkpoint ({exc})") from None
@@ -116,8 +124,12 @@ def load_checkpoint(path: str, layout, meta: dict, state_names,
     if weights.size != layout.parameters:
         raise InputError(f"{path}: {weights.size} weights, the model has {layout.parameters}")
     dtype = np.dtype(meta["dtype"])
-    return (_unflatten(layout, weights, dtype),
-            {k: _unflatten(layout, data[f"optimizer/{k}"], dtype) for k in state_names}, step, failed)
+    return (
+        _unflatten(layout, weights, dtype),
+        {k: _unflatten(layout, data[f"optimizer/{k}"], dtype) for k in state_names},
+        step,
+        failed,
+    )
 
 
 def _verified(f, path: str, name: str) -> np.ndarray:
@@ -125,6 +137,21 @@ def _verified(f, path: str, name: str) -> np.ndarray:
     dataset = f[name]
     values = dataset[...]
     if dataset.attrs["sha256"] != _sha256(values):
-        raise InputError(f"{path}: damaged: dataset {name} does not match its checksum (written at step "
-                         f"{int(f.attrs['step'])}); resume from another checkpoint")
+        raise InputError(
+            f"{path}: damaged: dataset {name} does not match its checksum (written at step "
+            f"{int(f.attrs['step'])}); resume from another checkpoint"
+        )
     return values
+
+
+def state_digest(weights, state) -> str:
+    """SHA-256 of parameters and optimizer state: the replicas must agree on it bit for bit."""
+    h = hashlib.sha256(np.ascontiguousarray(weights).tobytes())
+    for name in sorted(state):
+        h.update(np.ascontiguousarray(state[name]).tobytes())
+    return h.hexdigest()
+
+
+def checkpoint_path(cfg) -> str:
+    """Where a run of ``cfg`` writes its checkpoint: ``params.checkpoint.path``, else the output folder's."""
+    return cfg.params.checkpoint.path if cfg.params.checkpoint else f"{cfg.output}/checkpoint.h5"

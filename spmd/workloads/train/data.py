@@ -67,11 +67,15 @@ class Sampler:
 
     def __init__(self, rows: int, shards: int, ranks: int, rank: int, global_batch: int, seed: int):
         if shards % ranks:
-            raise ConfigError(f"params.data_shards: {shards} logical shards cannot be split evenly over "
-                              f"{ranks} ranks (use a multiple of {ranks})")
+            raise ConfigError(
+                f"params.data_shards: {shards} logical shards cannot be split evenly over "
+                f"{ranks} ranks (use a multiple of {ranks})"
+            )
         if global_batch % shards:
-            raise ConfigError(f"params.data_shards: the global batch of {global_batch} samples cannot take the "
-                              f"same number from each of {shards} shards (use a divisor of {global_batch})")
+            raise ConfigError(
+                f"params.data_shards: the global batch of {global_batch} samples cannot take the "
+                f"same number from each of {shards} shards (use a divisor of {global_batch})"
+            )
         if rows < shards:
             raise InputError(f"{rows} rows cannot make {shards} data shards (each needs at least one row)")
         self.seed, self.per_shard = seed, global_batch // shards

@@ -42,14 +42,18 @@ class GradientCheck:
         """Raise VerificationError when the forward pass or the gradient is wrong."""
         allowed = max(RELU_SIDES_ALLOWED[0], RELU_SIDES_ALLOWED[1] * self.hidden_units)
         if self.sides_from_run > allowed:
-            raise VerificationError(f"the forward pass at step {self.step} has {self.sides_from_run} of "
-                                    f"{self.hidden_units} hidden units on the other side of the ReLU from the "
-                                    f"float64 reference: more than rounding explains")
+            raise VerificationError(
+                f"the forward pass at step {self.step} has {self.sides_from_run} of "
+                f"{self.hidden_units} hidden units on the other side of the ReLU from the "
+                f"float64 reference: more than rounding explains"
+            )
         if not max(self.errors) <= tolerance:
             layer = int(np.argmax(self.errors))
-            raise VerificationError(f"the reduced gradient of layer {layer} at step {self.step} is off by "
-                                    f"{self.errors[layer]:.3g} (relative norm) from the float64 reference "
-                                    f"(tolerance {tolerance:g})")
+            raise VerificationError(
+                f"the reduced gradient of layer {layer} at step {self.step} is off by "
+                f"{self.errors[layer]:.3g} (relative norm) from the float64 reference "
+                f"(tolerance {tolerance:g})"
+            )
 
 
 def check_first_gradient(ctx, trainer, layout, p, batches, global_batch: int) -> GradientCheck:
@@ -62,13 +66,23 @@ def check_first_gradient(ctx, trainer, layout, p, batches, global_batch: int) ->
     if trainer.wg.dtype == BF16:  # the reference starts from what the GEMMs read: bfloat16 weights and inputs
         weights = bf16_values(xpmod.to_host(trainer.wg))
         batches = [(bf16_values(bf16_bits(x)), y) for x, y in batches]
-    ref, _, differ = local_gradient(layout, HostOps(np.float64), weights.astype(np.float64), batches,
-                                    1.0 / global_batch, step, keep, p.seed, rank, sides=sides)
+    ref, _, differ = local_gradient(
+        layout,
+        HostOps(np.float64),
+        weights.astype(np.float64),
+        batches,
+        1.0 / global_batch,
+        step,
+        keep,
+        p.seed,
+        rank,
+        sides=sides,
+    )
     ctx.allreduce_host(ref)
     errors = []
     for s in layout.segments:
-        want = ref[s.start:s.stop]
-        diff = np.linalg.norm(got[s.start:s.stop] - want)
+        want = ref[s.start : s.stop]
+        diff = np.linalg.norm(got[s.start : s.stop] - want)
         errors.append(float(diff / max(np.linalg.norm(want), np.finfo(np.float64).tiny)))
     units = len(batches) * len(batches[0][0]) * sum(layout.widths[1:-1])
     counts = np.array([differ, units], dtype=np.int64)

@@ -23,8 +23,13 @@ CU_ACCESS_PROPERTY_NORMAL, CU_ACCESS_PROPERTY_STREAMING, CU_ACCESS_PROPERTY_PERS
 
 
 class _Window(ctypes.Structure):  # CUaccessPolicyWindow
-    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hitRatio", ctypes.c_float),
-                ("hitProp", ctypes.c_int), ("missProp", ctypes.c_int)]
+    _fields_ = [
+        ("base_ptr", ctypes.c_void_p),
+        ("num_bytes", ctypes.c_size_t),
+        ("hitRatio", ctypes.c_float),
+        ("hitProp", ctypes.c_int),
+        ("missProp", ctypes.c_int),
+    ]
 
 
 class _StreamAttribute(ctypes.Union):  # CUstreamAttrValue (a CUlaunchAttributeValue: 64 bytes)
@@ -83,8 +88,12 @@ class L2Window:
     def _set(self, window: _Window) -> None:
         value = _StreamAttribute()
         value.accessPolicyWindow = window
-        self._call("cuStreamSetAttribute", ctypes.c_void_p(self.stream.ptr),
-                   ctypes.c_int(CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW), ctypes.byref(value))
+        self._call(
+            "cuStreamSetAttribute",
+            ctypes.c_void_p(self.stream.ptr),
+            ctypes.c_int(CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW),
+            ctypes.byref(value),
+        )
 
     def describe(self) -> dict:
         """For report.json: the window's bytes, the persisting bytes set, and why none were where so."""

@@ -40,8 +40,13 @@ _CHOSEN: dict[tuple, tuple] = {}
 
 
 class _Heuristic(ctypes.Structure):
-    _fields_ = [("algo", ctypes.c_uint64 * 8), ("workspace_size", ctypes.c_size_t), ("state", ctypes.c_int),
-                ("waves", ctypes.c_float), ("reserved", ctypes.c_int * 4)]
+    _fields_ = [
+        ("algo", ctypes.c_uint64 * 8),
+        ("workspace_size", ctypes.c_size_t),
+        ("state", ctypes.c_int),
+        ("waves", ctypes.c_float),
+        ("reserved", ctypes.c_int * 4),
+    ]
 
 
 def load_cublaslt():
@@ -75,41 +80,64 @@ class _Plan:
         rows_a, cols_a = (m, k) if op_a == 0 else (k, m)
         rows_b, cols_b = (k, n) if op_b == 0 else (n, k)
         type_a, type_b, type_c = types
-        self.layouts = [lt.layout(rows_a, cols_a, lda, type_a), lt.layout(rows_b, cols_b, ldb, type_b),
-                        lt.layout(m, n, ldc, type_c)]
+        self.layouts = [
+            lt.layout(rows_a, cols_a, lda, type_a),
+            lt.layout(rows_b, cols_b, ldb, type_b),
+            lt.layout(m, n, ldc, type_c),
+        ]
         self.algo = None
         self.candidates = []
         self.tuned_us = None  # the chosen algorithm's time, once measured
         self.timings: list[float] = []  # every candidate's, in the heuristic's order (inf: did not run)
 
     def set(self, attr: int, value) -> None:
-        self.lt.check(self.lt.lib.cublasLtMatmulDescSetAttribute(self.desc, attr, ctypes.byref(value),
-                                                                  ctypes.c_size_t(ctypes.sizeof(value))),
-                      "cublasLtMatmulDescSetAttribute")
+        self.lt.check(
+            self.lt.lib.cublasLtMatmulDescSetAttribute(
+                self.desc, attr, ctypes.byref(value), ctypes.c_size_t(ctypes.sizeof(value))
+            ),
+            "cublasLtMatmulDescSetAttribute",
+        )
 
     def heuristics(self, alignments) -> list:
         """cuBLASLt's candidates for pointers of these alignments (A, B, C) in bytes."""
         lt = self.lt
         for attr, align in zip(_PREF_MIN_ALIGNMENT, (*alignments, alignments[2])):
             value = ctypes.c_uint32(align)
-            lt.check(lt.lib.cublasLtMatmulPreferenceSetAttribute(lt.pref, attr, ctypes.byref(value),
-                                                                 ctypes.c_size_t(4)),
-                     "cublasLtMatmulPreferenceSetAttribute")
+            lt.check(
+                lt.lib.cublasLtMatmulPreferenceSetAttribute(lt.pref, attr, ctypes.byref(value), ctypes.c_size_t(4)),
+                "cublasLtMatmulPreferenceSetAttribute",
+            )
         results = (_Heuristic * CANDIDATES)()
         count = ctypes.c_int(0)
         a, b, c = self.layouts
-        status = lt.lib.cublasLtMatmulAlgoGetHeuristic(lt.handle, self.desc, a, b, c, c, lt.pref, CANDIDATES,
-                                                       results, ctypes.byref(count))
+        status = lt.lib.cublasLtMatmulAlgoGetHeuristic(
+            lt.handle, self.desc, a, b, c, c, lt.pref, CANDIDATES, results, ctypes.byref(count)
+        )
         if status:
             return []
-        return [r for r in results[:count.value] if r.state == 0 and r.workspace_size <= lt.workspace_bytes]
+        return [r for r in results[: count.value] if r.state == 0 and r.workspace_size <= lt.workspace_bytes]
 
     def run(self, algo, a_ptr, b_ptr, out_ptr, beta_ptr, stream) -> int:
         lt = self.lt
         la, lb, lc = self.layouts
-        return lt.lib.cublasLtMatmul(lt.handle, self.desc, lt.one, a_ptr, la, b_ptr, lb, beta_ptr, out_ptr, lc,
-                                     out_ptr, lc, ctypes.byref(algo), lt.workspace_ptr,
-                                     ctypes.c_size_t(lt.workspace_bytes), stream)
+        return lt.lib.cublasLtMatmul(
+            lt.handle,
+            self.desc,
+            lt.one,
+            a_ptr,
+            la,
+            b_ptr,
+            lb,
+            beta_ptr,
+            out_ptr,
+            lc,
+            out_ptr,
+            lc,
+            ctypes.byref(algo),
+            lt.workspace_ptr,
+            ctypes.c_size_t(lt.workspace_bytes),
+            stream,
+        )
 
 
 class LtGemms:
@@ -131,8 +159,12 @@ class LtGemms:
         self.handle = self.call_create("cublasLtCreate")
         self.pref = self.call_create("cublasLtMatmulPreferenceCreate")
         size = ctypes.c_uint64(self.workspace_bytes)
-        self.check(lib.cublasLtMatmulPreferenceSetAttribute(self.pref, _PREF_MAX_WORKSPACE, ctypes.byref(size),
-                                                            ctypes.c_size_t(8)), "cublasLtMatmulPreferenceSetAttribute")
+        self.check(
+            lib.cublasLtMatmulPreferenceSetAttribute(
+                self.pref, _PREF_MAX_WORKSPACE, ctypes.byref(size), ctypes.c_size_t(8)
+            ),
+            "cublasLtMatmulPreferenceSetAttribute",
+        )
         self.plans: dict[tuple, _Plan | None] = {}
 
     @staticmethod
@@ -146,11 +178,17 @@ class LtGemms:
         return out
 
     def layout(self, rows: int, cols: int, ld: int, dtype) -> ctypes.c_void_p:
-        return self.call_create("cublasLtMatrixLayoutCreate", ctypes.c_int(dtype), ctypes.c_uint64(rows),
-                                ctypes.c_uint64(cols), ctypes.c_int64(ld))
+        return self.call_create(
+            "cublasLtMatrixLayoutCreate",
+            ctypes.c_int(dtype),
+            ctypes.c_uint64(rows),
+            ctypes.c_uint64(cols),
+            ctypes.c_int64(ld),
+        )
 
-    def matmul(self, m, n, k, op_a, op_b, a, lda, b, ldb, out, ldc, beta: float, stream: int,
-               epilogue: str = "none", bias=None) -> bool:
+    def matmul(
+        self, m, n, k, op_a, op_b, a, lda, b, ldb, out, ldc, beta: float, stream: int, epilogue: str = "none", bias=None
+    ) -> bool:
         """D = op(A) op(B) + beta D (column-major, pointers of CuPy arrays), with ``epilogue`` on ``bias``;
         False (nothing run) when cuBLASLt has no algorithm for it, so the caller runs it another way."""
         ptrs = (a.data.ptr, b.data.ptr, out.data.ptr, bias.data.ptr if bias is not None else 256)
@@ -165,9 +203,17 @@ class LtGemms:
             return False
         if bias is not None:
             plan.set(_DESC_BIAS_POINTER, ctypes.c_void_p(bias.data.ptr))
-        self.check(plan.run(plan.algo, ctypes.c_void_p(a.data.ptr), ctypes.c_void_p(b.data.ptr),
-                            ctypes.c_void_p(out.data.ptr), self.betas[float(beta)], ctypes.c_void_p(stream)),
-                   "cublasLtMatmul")
+        self.check(
+            plan.run(
+                plan.algo,
+                ctypes.c_void_p(a.data.ptr),
+                ctypes.c_void_p(b.data.ptr),
+                ctypes.c_void_p(out.data.ptr),
+                self.betas[float(beta)],
+                ctypes.c_void_p(stream),
+            ),
+            "cublasLtMatmul",
+        )
         return True
 
     def _plan(self, key, a, b, out, bias, beta, stream):

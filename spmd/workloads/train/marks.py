@@ -56,8 +56,9 @@ class HostMarks:
 
     def timeline(self) -> dict:
         s = self.t["s"]
-        return _timeline({k: (v - s) * 1e6 for k, v in self.t.items()},
-                         [((a - s) * 1e6, (b - s) * 1e6) for a, b in self.spans])
+        return _timeline(
+            {k: (v - s) * 1e6 for k, v in self.t.items()}, [((a - s) * 1e6, (b - s) * 1e6) for a, b in self.spans]
+        )
 
     def add_to(self, timer, weight: int = 1) -> None:
         t, k = self.t, self.micro
@@ -135,8 +136,10 @@ class DeviceMarks:
 
 def _timeline(marks: dict[str, float], buckets: list[tuple[float, float]]) -> dict:
     order = sorted(marks, key=marks.get)
-    return {"marks": {k: round(marks[k], 2) for k in order},
-            "allreduce": [[round(a, 2), round(b, 2)] for a, b in buckets]}
+    return {
+        "marks": {k: round(marks[k], 2) for k in order},
+        "allreduce": [[round(a, 2), round(b, 2)] for a, b in buckets],
+    }
 
 
 def make_marks(device: str, micro: int, buckets: int):

@@ -27,13 +27,13 @@ def model_widths(model) -> tuple[int, ...]:
     """Layer widths (input, hidden..., classes) of a preset name or an explicit list."""
     if isinstance(model, str):
         if model not in PRESETS:
-            raise ConfigError(f"params.model: unknown preset {model!r} (one of {', '.join(PRESETS)}, "
-                              f"or a list of layer widths)")
+            raise ConfigError(
+                f"params.model: unknown preset {model!r} (one of {', '.join(PRESETS)}, or a list of layer widths)"
+            )
         return PRESETS[model]
     widths = tuple(model)
     if len(widths) < 2 or any(int(w) != w or w < 1 for w in widths):
-        raise ConfigError(f"params.model: a list of at least 2 positive widths (input ... classes), got "
-                          f"{list(widths)}")
+        raise ConfigError(f"params.model: a list of at least 2 positive widths (input ... classes), got {list(widths)}")
     if widths[-1] < 2:
         raise ConfigError("params.model: the last width is the number of classes; it must be at least 2")
     return tuple(int(w) for w in widths)
@@ -75,7 +75,7 @@ class Layout:
         layers = len(widths) - 1
         segments = [None] * layers
         offset = 0
-        for layer in (range(layers) if inputs_first else reversed(range(layers))):  # the order backward fills them
+        for layer in range(layers) if inputs_first else reversed(range(layers)):  # the order backward fills them
             seg = Segment(layer, widths[layer], widths[layer + 1], offset)
             segments[layer] = seg
             offset = -(-seg.stop // ALIGN) * ALIGN
@@ -90,12 +90,12 @@ class Layout:
     def weight(self, flat, layer: int):
         """View of layer ``layer``'s W (fan_out x fan_in) in ``flat``."""
         s = self.segments[layer]
-        return flat[s.start:s.weight_stop].reshape(s.fan_out, s.fan_in)
+        return flat[s.start : s.weight_stop].reshape(s.fan_out, s.fan_in)
 
     def bias(self, flat, layer: int):
         """View of layer ``layer``'s b (fan_out) in ``flat``."""
         s = self.segments[layer]
-        return flat[s.weight_stop:s.stop]
+        return flat[s.weight_stop : s.stop]
 
     def initial(self, seed: int, dtype) -> np.ndarray:
         """Host parameters as PyTorch's nn.Linear draws them: U(-1/sqrt(in), 1/sqrt(in))."""
@@ -109,3 +109,22 @@ class Layout:
 
     def describe(self) -> str:
         return "-".join(map(str, self.widths))
+
+
+def held_out_sums(xp, layout, w, x, y) -> tuple[float, float]:
+    """Summed cross-entropy loss and correct predictions of the MLP with flat parameters ``w`` on rows ``x``
+    (labels ``y``), in float64 logits, plain array code, 4096 rows at a time."""
+    loss = correct = 0.0
+    for start in range(0, len(x), 4096):
+        h = xp.asarray(x[start : start + 4096])
+        labels = xp.asarray(y[start : start + 4096])
+        for layer in range(layout.layers):
+            h = h @ layout.weight(w, layer).T + layout.bias(w, layer)
+            if layer < layout.layers - 1:
+                h = xp.maximum(h, 0)
+        h = h.astype(xp.float64)
+        top = h.max(axis=1, keepdims=True)
+        logsum = xp.log(xp.exp(h - top).sum(axis=1)) + top[:, 0]
+        loss += float((logsum - h[xp.arange(len(labels)), labels]).sum())
+        correct += float((h.argmax(axis=1) == labels).sum())
+    return loss, correct

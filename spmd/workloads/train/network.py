@@ -49,7 +49,7 @@ class Network:
         shapes += [((rows, w), storage) for w in widths[1:-1]] + [((rows, widths[-1]), storage)]  # deltas, dlogits
         self.arena, views = _arena(xp, shapes)
         hidden = len(widths) - 2
-        self.acts, self.deltas, self.dlogits = views[:hidden + 1], views[hidden + 1:-1], views[-1]
+        self.acts, self.deltas, self.dlogits = views[: hidden + 1], views[hidden + 1 : -1], views[-1]
         self.loss_sum = xp.zeros(rows, np.float64)
         self.correct = xp.zeros(rows, np.int32)
         self.row_blocks: dict[int, list[tuple[int, int]]] = {}  # layers whose dW is computed in row blocks
@@ -65,11 +65,18 @@ class Network:
             else:
                 ops.gemm(inp, layout.weight(w, layer), self.acts[layer], trans_b=True)
                 if layer < last:
-                    ops.act_forward(self.acts[layer], layout.bias(w, layer), self.keep, self.seed,
-                                    dropout_salt(layer, micro, self.rank), counters)
+                    ops.act_forward(
+                        self.acts[layer],
+                        layout.bias(w, layer),
+                        self.keep,
+                        self.seed,
+                        dropout_salt(layer, micro, self.rank),
+                        counters,
+                    )
             inp = self.acts[layer]
-        ops.softmax_xent(self.acts[last], layout.bias(w, last), self.y, scale, self.dlogits, self.loss_sum,
-                         self.correct)
+        ops.softmax_xent(
+            self.acts[last], layout.bias(w, last), self.y, scale, self.dlogits, self.loss_sum, self.correct
+        )
 
     def backward(self, w, g, accumulate: bool, layer_done=None, sides=None) -> None:
         """Gradients into ``g`` (added to it when ``accumulate``); ``layer_done(layer, part)`` is
@@ -114,18 +121,18 @@ class Network:
         on = self.acts[layer - 1] if sides is None else sides[layer - 1]
         self.ops.act_backward(below, on, self.keep)
 
+
 ARENA_ALIGN = 256  # bytes: each array of the arena starts where cuBLAS and vector loads like it
 
 
 def _arena(xp, shapes):
     """One zeroed byte buffer and a view of it for each (shape, dtype), each starting on ARENA_ALIGN bytes."""
-    sizes = [-(-int(np.prod(shape)) * np.dtype(dtype).itemsize // ARENA_ALIGN) * ARENA_ALIGN
-             for shape, dtype in shapes]
+    sizes = [-(-int(np.prod(shape)) * np.dtype(dtype).itemsize // ARENA_ALIGN) * ARENA_ALIGN for shape, dtype in shapes]
     arena = xp.zeros(sum(sizes), np.uint8)
     views, offset = [], 0
     for (shape, dtype), size in zip(shapes, sizes):
         nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        views.append(arena[offset:offset + nbytes].view(dtype).reshape(shape))
+        views.append(arena[offset : offset + nbytes].view(dtype).reshape(shape))
         offset += size
     return arena, views
 
@@ -143,8 +150,9 @@ def _forward_passes(layout, ops, w, batches, scale: float, step: int, keep: floa
         yield micro, net
 
 
-def local_gradient(layout, ops, w, batches, scale: float, step: int, keep: float = 1.0, seed: int = 0,
-                   rank: int = 0, sides=None):
+def local_gradient(
+    layout, ops, w, batches, scale: float, step: int, keep: float = 1.0, seed: int = 0, rank: int = 0, sides=None
+):
     """This rank's gradient (summed over its micro-batches, each scaled by ``scale``) for
     host batches [(x, y), ...] at optimizer step ``step``: the reference and the tests' entry.
     ``sides`` (``relu_sides`` of another run) makes the backward pass take that run's sides of
@@ -170,8 +178,10 @@ def relu_sides(layout, ops, w, batches, step: int, keep: float = 1.0, seed: int 
     """Which hidden units the forward pass of ``ops`` leaves on (output > 0), per micro-batch:
     [[host bool array per hidden layer], ...]. With the trainer's own ops and parameters this is
     the side of every ReLU kink that the run's rounding took (the same GEMMs, shapes, kernels)."""
-    return [[xpmod.to_host(_positive(a)) for a in net.acts[:-1]]
-            for _, net in _forward_passes(layout, ops, w, batches, 1.0, step, keep, seed, rank)]
+    return [
+        [xpmod.to_host(_positive(a)) for a in net.acts[:-1]]
+        for _, net in _forward_passes(layout, ops, w, batches, 1.0, step, keep, seed, rank)
+    ]
 
 
 def _positive(a):

@@ -43,10 +43,11 @@ def _mix32(x: np.ndarray) -> np.ndarray:
 
 def keep_mask(shape, keep: float, seed: int, step: int, salt: int) -> np.ndarray:
     """Which elements dropout keeps (True) for one layer and micro-batch."""
-    key = _mix32(np.uint32(seed & 0xFFFFFFFF) ^ _mix32(np.uint32(step & 0xFFFFFFFF)
-                                                       ^ _mix32(np.array(salt, np.uint32))))
+    key = _mix32(
+        np.uint32(seed & 0xFFFFFFFF) ^ _mix32(np.uint32(step & 0xFFFFFFFF) ^ _mix32(np.array(salt, np.uint32)))
+    )
     h = _mix32(key ^ np.arange(int(np.prod(shape)), dtype=np.uint32))
-    return ((h >> np.uint32(8)).astype(np.float32) * np.float32(2.0 ** -24) < np.float32(keep)).reshape(shape)
+    return ((h >> np.uint32(8)).astype(np.float32) * np.float32(2.0**-24) < np.float32(keep)).reshape(shape)
 
 
 class HostOps:
@@ -90,7 +91,7 @@ class HostOps:
     def gather(self, xs, ys, idx, counters, per_step, offset, xb, yb):
         """Rows of this micro-batch: xb, yb = xs[rows], ys[rows] for the cursor's step."""
         start = int(counters[CURSOR]) * per_step + offset
-        rows = idx[start:start + xb.shape[0]]
+        rows = idx[start : start + xb.shape[0]]
         np.take(xs, rows, axis=0, out=xb)
         np.take(ys, rows, axis=0, out=yb)
 
@@ -137,8 +138,8 @@ class HostOps:
         m += T(1 - beta1) * g
         v *= T(beta2)
         v += T(1 - beta2) * g * g
-        mhat = m / T(1 - beta1 ** t)
-        vhat = v / T(1 - beta2 ** t)
+        mhat = m / T(1 - beta1**t)
+        vhat = v / T(1 - beta2**t)
         w -= T(lr) * mhat / (np.sqrt(vhat) + T(eps))
 
     def advance(self, counters):
@@ -190,10 +191,14 @@ def bf16_values(bits) -> np.ndarray:
 def _kernel_types(ctype: str, bf16: bool) -> dict:
     """name -> {storage dtype: C++ instantiation} of the templated kernels this precision needs."""
     real = np.dtype(np.float32 if ctype == "float" else np.float64)
-    types = {"gather_rows": {real: f"gather_rows<{ctype}>"}, "act_forward": {real: f"act_forward<{ctype}>"},
-             "act_backward": {real: f"act_backward<{ctype}>"},
-             "softmax_xent": {real: f"softmax_xent<{ctype}, {ctype}, {ctype}>"},
-             "sgd": {real: f"sgd<{ctype}>"}, "adam": {real: f"adam<{ctype}>"}}
+    types = {
+        "gather_rows": {real: f"gather_rows<{ctype}>"},
+        "act_forward": {real: f"act_forward<{ctype}>"},
+        "act_backward": {real: f"act_backward<{ctype}>"},
+        "softmax_xent": {real: f"softmax_xent<{ctype}, {ctype}, {ctype}>"},
+        "sgd": {real: f"sgd<{ctype}>"},
+        "adam": {real: f"adam<{ctype}>"},
+    }
     if bf16:
         for name in ("gather_rows", "act_forward", "act_backward"):
             types[name][BF16] = f"{name}<unsigned short>"
@@ -227,13 +232,29 @@ class DeviceOps:
         self._lib = _loaded_cublas()
         if self._lib is not None:
             self._workspace = cupy.empty(WORKSPACE_BYTES, np.uint8)
-            self._lib.cublasSetWorkspace_v2(ctypes.c_void_p(self._handle), ctypes.c_void_p(self._workspace.data.ptr),
-                                            ctypes.c_size_t(WORKSPACE_BYTES))
+            self._lib.cublasSetWorkspace_v2(
+                ctypes.c_void_p(self._handle),
+                ctypes.c_void_p(self._workspace.data.ptr),
+                ctypes.c_size_t(WORKSPACE_BYTES),
+            )
             name = "cublasSgemm_v2" if self.dtype == np.float32 else "cublasDgemm_v2"
             self._gemm = getattr(self._lib, name)
-            self._gemm.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                   ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-                                   ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+            self._gemm.argtypes = (
+                ctypes.c_void_p,
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_int,
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                ctypes.c_int,
+                ctypes.c_void_p,
+                ctypes.c_int,
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                ctypes.c_int,
+            )
             self._gemm.restype = ctypes.c_int
         cublas.setPointerMode(self._handle, getattr(cublas, "CUBLAS_POINTER_MODE_HOST", 0))
         if precision == "tf32":
@@ -242,15 +263,17 @@ class DeviceOps:
         self._scalars = {}  # host scalars cuBLAS reads through pointers: kept alive here
         types = _kernel_types(ctype, precision == "bf16")
         source = resources.files(__package__).joinpath("kernels.cu").read_text()
-        module = cupy.RawModule(code=source, options=("--std=c++17",),
-                                name_expressions=[n for by in types.values() for n in by.values()])
+        module = cupy.RawModule(
+            code=source, options=("--std=c++17",), name_expressions=[n for by in types.values() for n in by.values()]
+        )
         # (kernel, storage dtype of its main array) -> function
         self._k = {(k, t): module.get_function(n) for k, by in types.items() for t, n in by.items()}
         for name in ("advance", "sgd_float4", "to_bf16"):
             self._k[name] = module.get_function(name)
         # column sums as a GEMM with a ones row, in the operands' type
-        self._ones = cupy.ones(max_rows, self.dtype) if self.storage != BF16 else \
-            cupy.full(max_rows, 0x3F80, BF16)  # bfloat16 1.0
+        self._ones = (
+            cupy.ones(max_rows, self.dtype) if self.storage != BF16 else cupy.full(max_rows, 0x3F80, BF16)
+        )  # bfloat16 1.0
         self._no_counters = cupy.zeros(2, np.int64)  # act_forward without dropout never reads them
         self.T = self.dtype.type
         # cuBLASLt where it loads: each GEMM on its measured-fastest algorithm, bias/ReLU/bias-gradient fused
@@ -278,19 +301,53 @@ class DeviceOps:
         k = a.shape[0] if trans_a else a.shape[1]
         lda, ldb = _leading(a), _leading(b)  # a block of columns (split_gradients' row blocks of dZ) keeps its row
         stream = self._stream()
-        if self._lt is not None and beta in (0.0, 1.0) and self._lt.matmul(
-                n, m, k, self._op[trans_b], self._op[trans_a], b, ldb, a, lda, out, _leading(out), beta, stream,
-                epilogue, bias):
+        if (
+            self._lt is not None
+            and beta in (0.0, 1.0)
+            and self._lt.matmul(
+                n,
+                m,
+                k,
+                self._op[trans_b],
+                self._op[trans_a],
+                b,
+                ldb,
+                a,
+                lda,
+                out,
+                _leading(out),
+                beta,
+                stream,
+                epilogue,
+                bias,
+            )
+        ):
             return True
         if epilogue != "none":
             return False
         if not a.dtype == b.dtype == out.dtype == self.dtype:
-            raise RuntimeError(f"cuBLASLt has no algorithm for a {a.dtype} x {b.dtype} -> {out.dtype} GEMM "
-                               f"({m} x {n} x {k}) on this GPU")
+            raise RuntimeError(
+                f"cuBLASLt has no algorithm for a {a.dtype} x {b.dtype} -> {out.dtype} GEMM "
+                f"({m} x {n} x {k}) on this GPU"
+            )
         if stream != self._on_stream:
             self._set_stream(stream)
-        status = self._gemm(self._handle, self._op[trans_b], self._op[trans_a], n, m, k, self._scalar(1.0),
-                            b.data.ptr, ldb, a.data.ptr, lda, self._scalar(beta), out.data.ptr, _leading(out))
+        status = self._gemm(
+            self._handle,
+            self._op[trans_b],
+            self._op[trans_a],
+            n,
+            m,
+            k,
+            self._scalar(1.0),
+            b.data.ptr,
+            ldb,
+            a.data.ptr,
+            lda,
+            self._scalar(beta),
+            out.data.ptr,
+            _leading(out),
+        )
         if status:  # the ctypes path returns the cublasStatus_t (CuPy's raises by itself)
             raise RuntimeError(f"cuBLAS gemm failed with status {status}")
         return True
@@ -307,7 +364,7 @@ class DeviceOps:
         self._set_stream(stream.ptr)
 
     def column_sums(self, x, out, beta=0.0):
-        self.gemm(self._ones[:x.shape[0]].reshape(1, -1), x, out.reshape(1, -1), beta=beta)
+        self.gemm(self._ones[: x.shape[0]].reshape(1, -1), x, out.reshape(1, -1), beta=beta)
 
     def linear_relu(self, x, w, bias, out):
         if not self.gemm(x, w, out, trans_b=True, epilogue="bias_relu", bias=bias):
@@ -327,24 +384,40 @@ class DeviceOps:
 
     def gather(self, xs, ys, idx, counters, per_step, offset, xb, yb):
         rows, cols = xb.shape
-        self._k["gather_rows", xb.dtype](self._grid(rows * cols), (BLOCK,),
-                               (xs, ys, idx, counters, np.int32(per_step), np.int32(offset), np.int32(rows),
-                                np.int32(cols), xb, yb))
+        self._k["gather_rows", xb.dtype](
+            self._grid(rows * cols),
+            (BLOCK,),
+            (xs, ys, idx, counters, np.int32(per_step), np.int32(offset), np.int32(rows), np.int32(cols), xb, yb),
+        )
 
     def act_forward(self, z, bias, keep, seed, salt, counters):
         rows, cols = z.shape
-        self._k["act_forward", z.dtype](self._grid(z.size), (BLOCK,),
-                                        (z, bias, np.int32(rows), np.int32(cols), np.float32(keep), self.T(1.0 / keep),
-                                np.uint32(seed & 0xFFFFFFFF), np.uint32(salt), counters))
+        self._k["act_forward", z.dtype](
+            self._grid(z.size),
+            (BLOCK,),
+            (
+                z,
+                bias,
+                np.int32(rows),
+                np.int32(cols),
+                np.float32(keep),
+                self.T(1.0 / keep),
+                np.uint32(seed & 0xFFFFFFFF),
+                np.uint32(salt),
+                counters,
+            ),
+        )
 
     def act_backward(self, d, a, keep):
         self._k["act_backward", d.dtype](self._grid(d.size), (BLOCK,), (d, a, np.int32(d.size), self.T(1.0 / keep)))
 
     def softmax_xent(self, z, bias, y, scale, dz, loss_acc, correct_acc):
         rows, classes = z.shape
-        self._k["softmax_xent", dz.dtype](self._grid(rows), (BLOCK,),
-                                (z, bias, y, np.int32(rows), np.int32(classes), self.T(scale), dz, loss_acc,
-                                 correct_acc))
+        self._k["softmax_xent", dz.dtype](
+            self._grid(rows),
+            (BLOCK,),
+            (z, bias, y, np.int32(rows), np.int32(classes), self.T(scale), dz, loss_acc, correct_acc),
+        )
 
     def sgd(self, w, g, v, lr, momentum, counters):
         if self.dtype == np.float32 and w.size % 4 == 0 and all(a.data.ptr % 16 == 0 for a in (w, g, v)):
@@ -354,9 +427,11 @@ class DeviceOps:
         self._k["sgd", w.dtype](self._grid(w.size), (BLOCK,), (w, g, v, np.int64(w.size), self.T(lr), self.T(momentum)))
 
     def adam(self, w, g, m, v, lr, beta1, beta2, eps, counters):
-        self._k["adam", w.dtype](self._grid(w.size), (BLOCK,),
-                        (w, g, m, v, np.int64(w.size), self.T(lr), self.T(beta1), self.T(beta2), self.T(eps),
-                         counters))
+        self._k["adam", w.dtype](
+            self._grid(w.size),
+            (BLOCK,),
+            (w, g, m, v, np.int64(w.size), self.T(lr), self.T(beta1), self.T(beta2), self.T(eps), counters),
+        )
 
     def advance(self, counters):
         self._k["advance"]((1,), (1,), (counters,))

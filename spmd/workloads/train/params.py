@@ -81,8 +81,10 @@ class TrainParams:
         if self.target_accuracy is not None and self.eval is None:
             raise ConfigError("params.target_accuracy: needs the held-out set (params.eval)")
         if self.checkpoint and self.checkpoint.every % self.steps:
-            raise ConfigError(f"params.checkpoint.every: {self.checkpoint.every} is not a multiple of params.steps "
-                              f"({self.steps}); checkpoints are written between timed windows")
+            raise ConfigError(
+                f"params.checkpoint.every: {self.checkpoint.every} is not a multiple of params.steps "
+                f"({self.steps}); checkpoints are written between timed windows"
+            )
 
     @property
     def gemm_precision(self) -> str | None:

@@ -72,19 +72,26 @@ class Trainer:
         self.counters = xp.zeros(2, np.int64)
         self.step = 0
         self.idx = xp.zeros(window_steps * self.per_step, np.int32)
-        self.buckets = plan_buckets(layout, int(params.bucket_mb * 2**20), ops.dtype.itemsize,
-                                    split=params.split_gradients)
+        self.buckets = plan_buckets(
+            layout, int(params.bucket_mb * 2**20), ops.dtype.itemsize, split=params.split_gradients
+        )
         self.exchange = GradientExchange(comm, self.g, self.buckets, params.overlap) if ctx.size > 1 else None
         if params.split_gradients and self.exchange is not None:  # one rank has nothing to reduce: layers stay whole
             self.net.row_blocks = row_blocks(layout, self.buckets)
         nb = len(self.buckets) if self.exchange else 0
         self.stream = xp.cuda.Stream(non_blocking=True) if self.gpu else None
         # inputs_first: layer 0's weight gradient would evict the other layers' operands from L2 (l2.py)
-        self.l2 = L2Window(self.stream, self.net.arena.data.ptr, self.net.arena.nbytes) \
-            if self.gpu and layout.inputs_first else None
+        self.l2 = (
+            L2Window(self.stream, self.net.arena.data.ptr, self.net.arena.nbytes)
+            if self.gpu and layout.inputs_first
+            else None
+        )
         per_slot = window_steps if self.gpu else 1  # events are read after the window; host times at once
-        self.marks = [make_marks("gpu" if self.gpu else "cpu", self.micro, nb) for _ in range(per_slot)] \
-            if params.phases else None
+        self.marks = (
+            [make_marks("gpu" if self.gpu else "cpu", self.micro, nb) for _ in range(per_slot)]
+            if params.phases
+            else None
+        )
         self.graph = None
         self.graph_marks = None
         self.last_marks = None  # those of the last timed step (step_timeline)
@@ -109,7 +116,7 @@ class Trainer:
     def load_window(self, indices: np.ndarray) -> None:
         """Batch indices of the next window's steps (steps x batch*accumulate, local rows)."""
         with self._on_stream():
-            self.idx[:indices.size] = self.ops.xp.asarray(indices.reshape(-1))
+            self.idx[: indices.size] = self.ops.xp.asarray(indices.reshape(-1))
             self.counters[CURSOR] = 0
             self.net.loss_sum.fill(0)
             self.net.correct.fill(0)
@@ -147,16 +154,21 @@ class Trainer:
             mark(f"f{j}")
             done = None
             if exchange is not None and j == self.micro - 1:
+
                 def done(layer, part):
                     exchange.layer_done(layer, marks, part)
+
             net.backward(self.wg, self.g, accumulate=j > 0, layer_done=done)
             mark(f"b{j}")
         last = None  # the part of the buffers the update after the last wait covers (None: all)
         if exchange is not None:
             # params.update_per_bucket: each bucket's update runs as soon as its allreduce is done, those before
             # the last while the last allreduce runs (inside comm's exposed time); then the last bucket's
-            early = (lambda b: self.optimizer.step(self.w, self.g, self.counters, b.start, b.stop)) \
-                if update and self.params.update_per_bucket and exchange.asynchronous else None
+            early = (
+                (lambda b: self.optimizer.step(self.w, self.g, self.counters, b.start, b.stop))
+                if update and self.params.update_per_bucket and exchange.asynchronous
+                else None
+            )
             last = exchange.finish(marks, early)
         mark("w")
         if update:
@@ -274,5 +286,7 @@ def require_same_parameters(run: np.ndarray, again: np.ndarray, what: str) -> No
     bad = ~np.isfinite(run) | (diff > bound)
     if bad.any():
         i = int(np.argmax(bad))
-        raise VerificationError(f"{what} end on other parameters: element {i} is {float(run[i])!r} in the run, "
-                                f"{float(again[i])!r} again ({int(bad.sum())} of {bad.size} differ)")
+        raise VerificationError(
+            f"{what} end on other parameters: element {i} is {float(run[i])!r} in the run, "
+            f"{float(again[i])!r} again ({int(bad.sum())} of {bad.size} differ)"
+        )

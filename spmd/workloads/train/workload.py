@@ -13,11 +13,7 @@ reaches ``target_accuracy`` when one is set.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import signal
 import statistics
-import threading
 
 import numpy as np
 
@@ -30,14 +26,13 @@ from ...timing import enter_phase
 from ...units import fmt_bytes
 from ..base import Workload, require_one_dataset, split_batch
 from . import data as train_data
-from .checkpoint import load_checkpoint, mark_failed, save_checkpoint
+from .checkpoint import checkpoint_path, load_checkpoint, mark_failed, save_checkpoint, state_digest
 from .gradcheck import GRADIENT_RTOL, check_first_gradient
-from .model import Layout
+from .model import Layout, held_out_sums
 from .ops import make_ops
 from .params import CheckpointConfig, TrainParams  # noqa: F401  (CheckpointConfig: part of this module's face)
+from .stopping import StopFlag
 from .trainer import Trainer, require_same_parameters
-
-STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # SLURM: SIGTERM at the time limit, --signal=USR1@T before it
 
 
 class TrainWorkload(Workload):
@@ -68,16 +63,22 @@ class TrainWorkload(Workload):
     @classmethod
     def input_recipe(cls, cfg) -> dict:
         p = cfg.params
-        return {"classes": p.widths[-1], "teacher_width": p.teacher_width, "eval": p.eval,
-                "eval_rows": p.eval_rows if p.eval else 0, "labels": p.labels}
+        return {
+            "classes": p.widths[-1],
+            "teacher_width": p.teacher_width,
+            "eval": p.eval,
+            "eval_rows": p.eval_rows if p.eval else 0,
+            "labels": p.labels,
+        }
 
     @classmethod
     def finish_input(cls, cfg, dataset) -> dict:
         """Labels from the teacher network, and the held-out set."""
         p, g = cfg.params, cfg.generate
         if dataset.ndim != 2 or dataset.shape[1] != p.widths[0]:
-            raise ConfigError(f"generate.shape: train needs [rows, {p.widths[0]}] (the model's inputs), got "
-                              f"{list(dataset.shape)}")
+            raise ConfigError(
+                f"generate.shape: train needs [rows, {p.widths[0]}] (the model's inputs), got {list(dataset.shape)}"
+            )
         weights = train_data.teacher(g.seed, p.widths[0], p.teacher_width, p.widths[-1])
         train_data.write_labels(dataset, weights, g.loc, g.scale, name=p.labels)
         if p.eval:
@@ -91,33 +92,44 @@ class TrainWorkload(Workload):
         self.trainer = None
         self.checkpoints_written: set[str] = set()
         p = self.params
-        self._stop = _StopFlag()  # from here on a stop signal is noted, and acted on between windows
+        self._stop = StopFlag()  # from here on a stop signal is noted, and acted on between windows
         ctx.agree(require_one_dataset, cfg, "train", "a float64 gradient check")
         self.layout = Layout(p.widths, inputs_first=p.backward_order == "inputs_first")
         self.global_batch = p.batch * p.accumulate * ctx.size
         ctx.agree(self._require_batch_memory)
         self.shards = p.data_shards or ctx.size
         self.rows = ctx.agree(self._check_inputs)
-        self.sampler = ctx.agree(train_data.Sampler, self.rows, self.shards, ctx.size, ctx.rank,
-                                 self.global_batch, p.seed)
+        self.sampler = ctx.agree(
+            train_data.Sampler, self.rows, self.shards, ctx.size, ctx.rank, self.global_batch, p.seed
+        )
         self.host_x, self.host_y, self.eval_x, self.eval_y, self.read_seconds = ctx.agree(self._read)
         self.use_graph = ctx.agree(self._graph_wanted)
         self.trainer = ctx.agree(self._build)
         self.start_step = 0
         if p.resume:
-            weights, state, step, failed = ctx.agree(load_checkpoint, p.resume, self.layout, self._meta(),
-                                                     tuple(self.trainer.optimizer.state), p.resume_unverified)
+            weights, state, step, failed = ctx.agree(
+                load_checkpoint,
+                p.resume,
+                self.layout,
+                self._meta(),
+                tuple(self.trainer.optimizer.state),
+                p.resume_unverified,
+            )
             ctx.agree(self._check_resume_step, step)
             if failed and ctx.rank == 0:
-                ctx.warnings.append(f"resumed from {p.resume}, written by a run whose verification failed "
-                                    f"({brief(failed)}); params.resume_unverified: true")
+                ctx.warnings.append(
+                    f"resumed from {p.resume}, written by a run whose verification failed "
+                    f"({brief(failed)}); params.resume_unverified: true"
+                )
             self.trainer.set_state(weights, state, step)
             self.start_step = step
         first = self.sampler.window(self.start_step, 1)
         self.trainer.gradient_step(first)
         rows = first[0]
-        batches = [(self.host_x[rows[j * p.batch:(j + 1) * p.batch]], self.host_y[rows[j * p.batch:(j + 1) * p.batch]])
-                   for j in range(p.accumulate)]
+        batches = [
+            (self.host_x[rows[j * p.batch : (j + 1) * p.batch]], self.host_y[rows[j * p.batch : (j + 1) * p.batch]])
+            for j in range(p.accumulate)
+        ]
         self.gradient_check = check_first_gradient(ctx, self.trainer, self.layout, p, batches, self.global_batch)
         if self.use_graph:
             self._capture()
@@ -127,21 +139,26 @@ class TrainWorkload(Workload):
         p, path = self.params, self.cfg.input.path
         rows, row_shape, _ = dataset_info(path, self.cfg.input.dataset, self.DTYPES, (2,))
         if row_shape[0] != p.widths[0]:
-            raise InputError(f"{path}:{self.cfg.input.dataset}: {row_shape[0]} features per row, the model "
-                             f"{self.layout.describe()} takes {p.widths[0]}")
+            raise InputError(
+                f"{path}:{self.cfg.input.dataset}: {row_shape[0]} features per row, the model "
+                f"{self.layout.describe()} takes {p.widths[0]}"
+            )
         labels, _, _ = dataset_info(path, p.labels, ("int32", "int64", "int16", "uint8"), (1,))
         if labels != rows:
             raise InputError(f"{path}:{p.labels}: {labels} labels for {rows} rows")
         if p.eval:
             with open_h5(path) as f:
                 if p.eval not in f:
-                    raise InputError(f"{path}: no held-out group {p.eval!r} (set params.eval: null to train "
-                                     f"without one)")
+                    raise InputError(
+                        f"{path}: no held-out group {p.eval!r} (set params.eval: null to train without one)"
+                    )
             eval_rows, eval_shape, _ = dataset_info(path, f"{p.eval}/data", self.DTYPES, (2,))
             eval_labels, _, _ = dataset_info(path, f"{p.eval}/labels", ("int32", "int64", "int16", "uint8"), (1,))
             if eval_shape != row_shape or eval_labels != eval_rows:
-                raise InputError(f"{path}:{p.eval}: data {eval_rows} x {eval_shape} and {eval_labels} labels do "
-                                 f"not match the training set's rows of {row_shape[0]} features")
+                raise InputError(
+                    f"{path}:{p.eval}: data {eval_rows} x {eval_shape} and {eval_labels} labels do "
+                    f"not match the training set's rows of {row_shape[0]} features"
+                )
         return rows
 
     def _read(self):
@@ -150,8 +167,12 @@ class TrainWorkload(Workload):
 
         p, path, dtype = self.params, self.cfg.input.path, np.dtype(self.params.dtype)
         start, stop = self.sampler.local_rows
-        require_memory((stop - start) * (p.widths[0] * dtype.itemsize + 4), "host", self.ctx,
-                       f"rows {start}-{stop} of {path}:{self.cfg.input.dataset}")
+        require_memory(
+            (stop - start) * (p.widths[0] * dtype.itemsize + 4),
+            "host",
+            self.ctx,
+            f"rows {start}-{stop} of {path}:{self.cfg.input.dataset}",
+        )
         enter_phase("read")
         t0 = time.perf_counter()
         with open_h5(path) as f:
@@ -171,8 +192,10 @@ class TrainWorkload(Workload):
         for labels, name, first in ((y, p.labels, start), (ey, f"{p.eval}/labels", e0 if p.eval else 0)):
             bad = np.flatnonzero((labels < 0) | (labels >= classes)) if labels is not None else ()
             if len(bad):
-                raise InputError(f"{path}:{name} row {first + int(bad[0])}: label {int(labels[bad[0]])} is "
-                                 f"outside 0..{classes - 1} (the model has {classes} classes)")
+                raise InputError(
+                    f"{path}:{name} row {first + int(bad[0])}: label {int(labels[bad[0]])} is "
+                    f"outside 0..{classes - 1} (the model has {classes} classes)"
+                )
         require_finite(x, f"{path}:{self.cfg.input.dataset}", start)  # always: a NaN would poison every weight
         return x, y, ex, ey, seconds
 
@@ -185,7 +208,9 @@ class TrainWorkload(Workload):
         item = np.dtype(p.dtype).itemsize
         per_rank = p.batch * p.accumulate
         host = p.steps * per_rank * 36 + per_rank * (widths[0] * item + 24 * sum(widths))
-        require_memory(host, "host", self.ctx, f"a window's sample indices and the gradient check of {per_rank} samples")
+        require_memory(
+            host, "host", self.ctx, f"a window's sample indices and the gradient check of {per_rank} samples"
+        )
         device = p.batch * ((widths[0] + 2 * sum(widths[1:])) * item + 16) + p.steps * per_rank * 4
         require_memory(device, "device", self.ctx, f"the buffers of a micro-batch of {p.batch} samples")
 
@@ -195,8 +220,9 @@ class TrainWorkload(Workload):
             raise ConfigError("params.graph: CUDA graphs need device: gpu")
         if graph is True and not self.comm.capturable and self.ctx.size > 1:
             raise ConfigError(f"params.graph: a captured step can only hold NCCL calls, not comm: {self.comm.name}")
-        return graph is True or (graph == "auto" and self.ctx.device == "gpu"
-                                 and (self.ctx.size == 1 or self.comm.capturable))
+        return graph is True or (
+            graph == "auto" and self.ctx.device == "gpu" and (self.ctx.size == 1 or self.comm.capturable)
+        )
 
     def _build(self) -> Trainer:
         p, xp = self.params, self.ctx.xp
@@ -208,8 +234,7 @@ class TrainWorkload(Workload):
             raise ConfigError("params.precision: bf16 runs on the GPU only (the CPU path computes in params.dtype)")
         ops = make_ops(self.ctx.device, p.dtype, p.gemm_precision, max_rows=p.batch)
         xs, ys = ops.stage(self.host_x), xp.asarray(self.host_y)  # bfloat16 inputs under precision bf16
-        return Trainer(self.ctx, self.comm, self.layout, ops, p, xs, ys, p.steps,
-                       self.layout.initial(p.seed, p.dtype))
+        return Trainer(self.ctx, self.comm, self.layout, ops, p, xs, ys, p.steps, self.layout.initial(p.seed, p.dtype))
 
     def _capture(self) -> None:
         """Capture the step in a CUDA graph on every rank, or on none."""
@@ -224,25 +249,36 @@ class TrainWorkload(Workload):
         if not bad:
             return
         if self.params.graph is True:
-            raise self.ctx.collective_error(BackendUnavailable, bad[0], f"params.graph: capture failed: "
-                                            f"{failures[bad[0]]}")
+            raise self.ctx.collective_error(
+                BackendUnavailable, bad[0], f"params.graph: capture failed: {failures[bad[0]]}"
+            )
         self.trainer.graph = None  # auto: run the steps eagerly on every rank
         self.use_graph = False
         self.graph_failure = failures[bad[0]]
 
     def _meta(self) -> dict:
         p = self.params
-        return {"widths": list(p.widths), "dtype": p.dtype, "optimizer": p.optimizer,
-                "global_batch": self.global_batch, "data_shards": self.shards, "seed": p.seed}
+        return {
+            "widths": list(p.widths),
+            "dtype": p.dtype,
+            "optimizer": p.optimizer,
+            "global_batch": self.global_batch,
+            "data_shards": self.shards,
+            "seed": p.seed,
+        }
 
     def _check_resume_step(self, step: int) -> None:
         total = (self.cfg.warmup + self.cfg.repeats) * self.params.steps
         if step % self.params.steps:
-            raise ConfigError(f"params.resume: the checkpoint is at step {step}, not at a window boundary of "
-                              f"params.steps = {self.params.steps}")
+            raise ConfigError(
+                f"params.resume: the checkpoint is at step {step}, not at a window boundary of "
+                f"params.steps = {self.params.steps}"
+            )
         if step >= total:
-            raise ConfigError(f"params.resume: the checkpoint is at step {step}; this config trains "
-                              f"{total} steps in all ((warmup + repeats) x steps): nothing is left to do")
+            raise ConfigError(
+                f"params.resume: the checkpoint is at step {step}; this config trains "
+                f"{total} steps in all ((warmup + repeats) x steps): nothing is left to do"
+            )
 
     def schedule(self, warmup, repeats):
         if not self.start_step:
@@ -264,9 +300,12 @@ class TrainWorkload(Workload):
             rank = got[0][1]
             path = self._checkpoint_path()
             ctx.agree(self._write_checkpoint, path, root_only=True)
-            raise ctx.collective_error(Interrupted if received[rank] == "SIGINT" else Stopped, rank,
-                                       f"{received[rank]} received: checkpoint at step {trainer.step} written "
-                                       f"to {path}; continue with -o params.resume={path}")
+            raise ctx.collective_error(
+                Interrupted if received[rank] == "SIGINT" else Stopped,
+                rank,
+                f"{received[rank]} received: checkpoint at step {trainer.step} written "
+                f"to {path}; continue with -o params.resume={path}",
+            )
         every = p.checkpoint.every if p.checkpoint else 0
         if every and trainer.step > self.start_step and trainer.step % every == 0:
             ctx.agree(self._write_checkpoint, p.checkpoint.path, root_only=True)
@@ -312,20 +351,25 @@ class TrainWorkload(Workload):
         except VerificationError as exc:
             if exc.collective:  # every rank is here: the run's checkpoints must not resume silently
                 reason = str(exc)
-                self.ctx.agree(lambda: [mark_failed(path, reason) for path in sorted(self.checkpoints_written)],
-                               root_only=True)
+                self.ctx.agree(
+                    lambda: [mark_failed(path, reason) for path in sorted(self.checkpoints_written)], root_only=True
+                )
             raise
 
     def _verify(self):
         ctx = self.ctx
         self._collect_window()
         weights, state = self.trainer.host_state()
-        digest = _digest(weights, state)
+        digest = state_digest(weights, state)
         digests = ctx.comm.allgather(digest)
         differ = [r for r, d in enumerate(digests) if d != digests[0]]
         if differ:
-            raise ctx.collective_error(VerificationError, differ[0], f"parameters or optimizer state differ from "
-                                       f"rank 0's after {self.trainer.step} steps: the replicas diverged")
+            raise ctx.collective_error(
+                VerificationError,
+                differ[0],
+                f"parameters or optimizer state differ from "
+                f"rank 0's after {self.trainer.step} steps: the replicas diverged",
+            )
         ctx.agree(_finite, weights, self.trainer.step, self.global_batch, self.params.lr)
         if ctx.size == 1 and self.windows_run:
             ctx.agree(self._same_as_eager, weights)
@@ -335,42 +379,38 @@ class TrainWorkload(Workload):
         self.eval_loss, self.eval_accuracy = self._evaluate()
         target = self.params.target_accuracy
         if target is not None and self.eval_accuracy < target:
-            raise ctx.collective_error(VerificationError, 0, f"held-out accuracy {self.eval_accuracy:.4f} after "
-                                       f"{self.trainer.step} steps is below params.target_accuracy {target}")
-        return {"reference": "float64 NumPy gradient of the first step, summed over ranks by MPI",
-                "gradient_relative_error": check.errors, "tolerance": tol,
-                "relu_sides_from_run": check.sides_from_run, "hidden_units": check.hidden_units,
-                "replicas_identical": True,
-                "parameters_sha256": digest}
+            raise ctx.collective_error(
+                VerificationError,
+                0,
+                f"held-out accuracy {self.eval_accuracy:.4f} after "
+                f"{self.trainer.step} steps is below params.target_accuracy {target}",
+            )
+        return {
+            "reference": "float64 NumPy gradient of the first step, summed over ranks by MPI",
+            "gradient_relative_error": check.errors,
+            "tolerance": tol,
+            "relu_sides_from_run": check.sides_from_run,
+            "hidden_units": check.hidden_units,
+            "replicas_identical": True,
+            "parameters_sha256": digest,
+        }
 
     def _same_as_eager(self, weights: np.ndarray) -> None:
         """One rank: the last window stepped again from its starting state, eagerly (never the graph), must
         end on the run's parameters: what replicas would show, a silently wrong step shows here."""
         step = self.window_start[0]
-        again = self.trainer.replay_window(self.window_start, self.sampler.window(step, self.params.steps),
-                                           self.params.steps)
-        require_same_parameters(weights, again, f"the last window's {self.params.steps} step(s), run again "
-                                                f"eagerly from its starting state,")
+        again = self.trainer.replay_window(
+            self.window_start, self.sampler.window(step, self.params.steps), self.params.steps
+        )
+        require_same_parameters(
+            weights, again, f"the last window's {self.params.steps} step(s), run again eagerly from its starting state,"
+        )
 
     def _evaluate(self) -> tuple[float | None, float | None]:
-        """Loss and accuracy on the held-out set (each rank its rows), plain array code."""
+        """Loss and accuracy on the held-out set (each rank its rows), summed over ranks."""
         if self.eval_x is None:
             return None, None
-        xp, layout = self.ctx.xp, self.layout
-        w = self.trainer.w
-        loss = correct = 0.0
-        for start in range(0, len(self.eval_x), 4096):
-            h = xp.asarray(self.eval_x[start:start + 4096])
-            y = xp.asarray(self.eval_y[start:start + 4096])
-            for layer in range(layout.layers):
-                h = h @ layout.weight(w, layer).T + layout.bias(w, layer)
-                if layer < layout.layers - 1:
-                    h = xp.maximum(h, 0)
-            h = h.astype(xp.float64)
-            top = h.max(axis=1, keepdims=True)
-            logsum = xp.log(xp.exp(h - top).sum(axis=1)) + top[:, 0]
-            loss += float((logsum - h[xp.arange(len(y)), y]).sum())
-            correct += float((h.argmax(axis=1) == y).sum())
+        loss, correct = held_out_sums(self.ctx.xp, self.layout, self.trainer.w, self.eval_x, self.eval_y)
         loss, correct, total = _sum_over_ranks(self.ctx, loss, correct, len(self.eval_x))
         return loss / total, correct / total
 
@@ -383,36 +423,59 @@ class TrainWorkload(Workload):
 
     def result(self):
         p = self.params
-        return {"model": list(p.widths), "parameters": self.layout.parameters, "dtype": p.dtype,
-                "optimizer": p.optimizer, "batch_per_rank": p.batch, "accumulate": p.accumulate,
-                "global_batch": self.global_batch, "steps": self.trainer.step, "resumed_from_step": self.start_step,
-                "steps_per_repeat": p.steps, "data_shards": self.shards,
-                "buckets": [b.size * np.dtype(p.dtype).itemsize for b in self.trainer.buckets],
-                "overlap": p.overlap and self.ctx.size > 1, "graph": self.use_graph,
-                "graph_failure": getattr(self, "graph_failure", None), "tf32": p.gemm_precision == "tf32",
-                "precision": p.gemm_precision or p.dtype,
-                "loss_per_window": self.losses, "train_accuracy_per_window": self.accuracies,
-                "eval_loss": self.eval_loss, "eval_accuracy": self.eval_accuracy,
-                "read_seconds": self.read_seconds, "step_timeline_us": self.trainer.step_timeline(),
-                "backward_order": p.backward_order,
-                "nccl_graph_mixing_support": getattr(self.comm, "graph_mixing", None),
-                "l2_window": self.trainer.l2.describe() if self.trainer.l2 is not None else None,
-                "checkpoint": p.checkpoint.path if p.checkpoint else None}
+        return {
+            "model": list(p.widths),
+            "parameters": self.layout.parameters,
+            "dtype": p.dtype,
+            "optimizer": p.optimizer,
+            "batch_per_rank": p.batch,
+            "accumulate": p.accumulate,
+            "global_batch": self.global_batch,
+            "steps": self.trainer.step,
+            "resumed_from_step": self.start_step,
+            "steps_per_repeat": p.steps,
+            "data_shards": self.shards,
+            "buckets": [b.size * np.dtype(p.dtype).itemsize for b in self.trainer.buckets],
+            "overlap": p.overlap and self.ctx.size > 1,
+            "graph": self.use_graph,
+            "graph_failure": getattr(self, "graph_failure", None),
+            "tf32": p.gemm_precision == "tf32",
+            "precision": p.gemm_precision or p.dtype,
+            "loss_per_window": self.losses,
+            "train_accuracy_per_window": self.accuracies,
+            "eval_loss": self.eval_loss,
+            "eval_accuracy": self.eval_accuracy,
+            "read_seconds": self.read_seconds,
+            "step_timeline_us": self.trainer.step_timeline(),
+            "backward_order": p.backward_order,
+            "nccl_graph_mixing_support": getattr(self.comm, "graph_mixing", None),
+            "l2_window": self.trainer.l2.describe() if self.trainer.l2 is not None else None,
+            "checkpoint": p.checkpoint.path if p.checkpoint else None,
+        }
 
     def metrics(self, rank_medians):
         p = self.params
         total = max(m["total"] for m in rank_medians)
-        per_step = {phase: statistics.median(m.get(phase, 0.0) for m in rank_medians) / p.steps * 1e3
-                    for phase in ("forward", "backward", "comm", "comm_overlapped", "optimizer")}
-        return {"samples_per_s": self.global_batch * p.steps / total, "step_ms": total / p.steps * 1e3,
-                "phase_ms_per_step": per_step if p.phases else {}}
+        per_step = {
+            phase: statistics.median(m.get(phase, 0.0) for m in rank_medians) / p.steps * 1e3
+            for phase in ("forward", "backward", "comm", "comm_overlapped", "optimizer")
+        }
+        return {
+            "samples_per_s": self.global_batch * p.steps / total,
+            "step_ms": total / p.steps * 1e3,
+            "phase_ms_per_step": per_step if p.phases else {},
+        }
 
     def problem(self):
         p = self.params
         itemsize = np.dtype(p.dtype).itemsize
-        return {"bytes": self.global_batch * p.widths[0] * itemsize * p.steps,
-                "comm": [{"op": "allreduce", "bytes": b.size * itemsize, "calls": p.steps, "growth": 0.0}
-                         for b in self.trainer.buckets]}
+        return {
+            "bytes": self.global_batch * p.widths[0] * itemsize * p.steps,
+            "comm": [
+                {"op": "allreduce", "bytes": b.size * itemsize, "calls": p.steps, "growth": 0.0}
+                for b in self.trainer.buckets
+            ],
+        }
 
     def close(self):
         self._stop.restore()
@@ -426,45 +489,10 @@ def _sum_over_ranks(ctx, *values: float) -> list[float]:
     return sums.tolist()
 
 
-def _digest(weights, state) -> str:
-    h = hashlib.sha256(np.ascontiguousarray(weights).tobytes())
-    for name in sorted(state):
-        h.update(np.ascontiguousarray(state[name]).tobytes())
-    return h.hexdigest()
-
-
-def checkpoint_path(cfg) -> str:
-    """Where a run of ``cfg`` writes its checkpoint: ``params.checkpoint.path``, else the output folder's."""
-    return cfg.params.checkpoint.path if cfg.params.checkpoint else f"{cfg.output}/checkpoint.h5"
-
-
 def _finite(weights, step, global_batch, lr) -> None:
     if not np.isfinite(weights).all():
-        raise VerificationError(f"parameters are not finite after {step} steps at global batch {global_batch} and "
-                                f"lr {lr:g}: training diverged (lower params.lr; weak scaling keeps lr while the "
-                                f"global batch grows with the ranks)")
-
-
-class _StopFlag:
-    """SIGTERM / SIGUSR1 set a flag (and nothing else); the job checks it, and Ctrl-C
-    (``spmd.stops``), between windows, writing a checkpoint before it stops."""
-
-    def __init__(self):
-        self.name, self._old = None, {}
-        self._clean = contextlib.ExitStack()
-        self._clean.enter_context(stops.clean_stop())  # the watchdog gives Ctrl-C time to reach a window's end
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread
-        for name in STOP_SIGNALS:
-            num = getattr(signal, name, None)
-            if num is not None:
-                self._old[num] = signal.signal(num, self._handle)
-
-    def _handle(self, signum, frame):
-        self.name = signal.Signals(signum).name
-
-    def restore(self) -> None:
-        for num, old in self._old.items():
-            signal.signal(num, old)
-        self._old.clear()
-        self._clean.close()
+        raise VerificationError(
+            f"parameters are not finite after {step} steps at global batch {global_batch} and "
+            f"lr {lr:g}: training diverged (lower params.lr; weak scaling keeps lr while the "
+            f"global batch grows with the ranks)"
+        )
