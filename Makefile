@@ -64,9 +64,11 @@ test-mpi: $(VENV)/.installed-test,$(EXTRAS)
 	$(TIMEOUT) $(MPIEXEC) -n 3 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
 	$(TIMEOUT) $(MPIEXEC) -n 4 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi/test_matmul.py tests/mpi/test_stencil.py tests/mpi/test_train.py tests/mpi/test_plugins.py $(GPU_FLAG)
 
-# Every figure README.md and docs/ quote that bench/claims.py covers, recomputed from its raw file (exit 1 on a mismatch).
-claims:
-	$(PYTHON) bench/claims.py
+# The documents' figures: rendering the committed raw results reproduces them byte for byte (python -m bench report
+# --check); those measured before the runner are recomputed from their raw files by bench/earlier/claims.py.
+claims: $(VENV)/.installed-test,$(EXTRAS)
+	$(PY) -m bench report --check
+	$(PY) bench/earlier/claims.py
 
 clean:
 	rm -rf $(VENV) data results .pytest_cache .hypothesis

@@ -1,4 +1,4 @@
-"""bench/claims.py: the documents agree with their raw files, and a document that does not is caught."""
+"""bench/earlier/claims.py: the documents agree with their raw files, and a document that does not is caught."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("claims", ROOT / "bench/claims.py")
+spec = importlib.util.spec_from_file_location("claims", ROOT / "bench/earlier/claims.py")
 claims = importlib.util.module_from_spec(spec)
 sys.modules["claims"] = claims  # its dataclasses look their module up there
 spec.loader.exec_module(claims)

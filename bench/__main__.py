@@ -1,0 +1,42 @@
+"""python -m bench list | run SUITE... --out DIR | report [--check]"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m bench", description="spmd's benchmark runner and report")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="the suites and their cases")
+    run = sub.add_parser("run", help="run suites: raw records and a manifest per suite under --out")
+    run.add_argument("suites", nargs="+", help="suite names, or gpu (every GPU suite), cpu (what runs without one)")
+    run.add_argument("--out", required=True, type=Path, help="output folder (DIR/SUITE/records.jsonl, manifest.json)")
+    run.add_argument("--runs", type=int, default=3, help="runs of each case; figures are medians over them (default 3)")
+    run.add_argument("--ranks", type=int, help="ranks of multi-rank cases (default: every GPU, or 2 on a CPU)")
+    run.add_argument("--quick", action="store_true", help="small sizes: a smoke run (tests, CI), not for the docs")
+    run.add_argument("--only", metavar="TEXT", help="only the cases whose name holds TEXT")
+    run.add_argument("--max-minutes", type=float, help="skip the cases that would start after this many minutes")
+    report = sub.add_parser("report", help="render docs/benchmarks.md and README's results from docs/results")
+    report.add_argument("--check", action="store_true", help="render in memory; exit 1 if a document differs")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        from .suites import suites
+
+        for name, module in suites().items():
+            print(f"{name}: {(module.__doc__ or '').strip().splitlines()[0]}")
+        return 0
+    if args.command == "run":
+        from .runner import run as run_suites
+
+        return run_suites(args.suites, args.out, args.runs, args.quick, args.ranks, argv, args.only, args.max_minutes)
+    from .report import render
+
+    return render(check=args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""What a benchmark ran on, kept beside its results: machine, CPUs, GPU model and count, driver, CUDA, NCCL, MPI
+and library versions, the commit, the date and the command."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from .env import ROOT, launcher
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    match = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    return match[1].strip() if match else platform.processor()
+
+
+def gpus() -> list[dict]:
+    """Each GPU's name, memory and driver (nvidia-smi; nothing without one)."""
+    text = _run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"])
+    out = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3:
+            out.append({"name": parts[0], "memory": parts[1], "driver": parts[2]})
+    return out
+
+
+def versions() -> dict:
+    """Versions of what the benchmarks run through (None where not installed)."""
+    out = {"python": platform.python_version()}
+    for name in ("numpy", "h5py", "mpi4py", "cupy", "torch", "matplotlib", "nvtx"):
+        try:
+            module = __import__(name)
+            out[name] = getattr(module, "__version__", "?")
+        except Exception:  # noqa: BLE001 - not installed, or a broken install: say none
+            out[name] = None
+    try:
+        import cupy
+
+        out["cuda_runtime"] = cupy.cuda.runtime.runtimeGetVersion()
+        from cupy.cuda import nccl
+
+        out["nccl"] = nccl.get_version()
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import torch
+
+        out["torch_cuda"] = torch.version.cuda
+    except Exception:  # noqa: BLE001
+        pass
+    # the MPI library, from a process of its own (loading MPI here would make this process an MPI singleton)
+    out["mpi"] = _run(
+        [sys.executable, "-c", "from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])"]
+    )
+    from spmd.version import __version__
+
+    out["spmd"] = __version__
+    return out
+
+
+def machine_kind(gpu_list: list[dict], cpus: int) -> str:
+    """A short name for the kind of machine: 'h200x2', 'h100x1', 'cpu-2core'."""
+    if not gpu_list:
+        return f"cpu-{cpus}core"
+    name = gpu_list[0]["name"].lower()
+    model = next(
+        (m for m in ("h200", "h100", "b200", "a100", "l40s", "l4", "a10") if m in name),
+        re.sub(r"[^a-z0-9]+", "-", name).strip("-"),
+    )
+    return f"{model}x{len(gpu_list)}"
+
+
+def manifest(argv: list[str], ranks: int) -> dict:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    gpu_list = gpus()
+    commit = _run(["git", "rev-parse", "HEAD"])
+    dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"]))
+    return {
+        "machine_kind": machine_kind(gpu_list, cpus),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cpus": cpus,
+        "gpus": gpu_list,
+        "versions": versions(),
+        "launcher": shlex.join(launcher()),
+        "ranks": ranks,
+        "commit": commit + ("+changes" if dirty else ""),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": shlex.join(["python", "-m", "bench", *argv]),
+    }

@@ -1,0 +1,1 @@
+"""Programs the suites launch (under MPI where they need ranks), each also a script a person can run."""

@@ -1,0 +1,71 @@
+"""The same model trained in a plain DDP script written by hand, the baseline of spmd's `ddp` strategy: one
+process (world size 1), rows resident on the device, AdamW, 25 MiB buckets, fp32; windows of ``--steps`` steps
+timed the way spmd times a repeat (device synchronized at both ends). Prints one JSON line: samples/s of the
+median window, and every window's seconds.
+
+    python bench/programs/plain_ddp.py --size large --batch 256 [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/torch"))
+import mlp  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="large")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--windows", type=int, default=5)
+    ap.add_argument("--rows", type=int, default=16384)
+    ap.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    gpu = a.device == "gpu"
+    on = "cuda" if gpu else "cpu"
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    if not gpu:  # as spmd gives one rank: the cores it may use
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
+    dist.init_process_group(
+        "nccl" if gpu else "gloo", store=dist.TCPStore("127.0.0.1", 0, 1, True), rank=0, world_size=1
+    )
+    torch.manual_seed(0)
+    model = mlp.build({"options": {"size": a.size}}).to(on)
+    ddp = DDP(model, device_ids=[0] if gpu else None, bucket_cap_mb=25)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(a.rows, mlp.WIDTHS[a.size][0], device=on)
+    y = torch.randint(0, 10, (a.rows,), device=on)
+    times = []
+    for w in range(a.windows + 1):  # the first window warms up
+        idx = torch.randint(0, a.rows, (a.steps, a.batch), device=on)
+        sync()
+        t0 = time.perf_counter()
+        for i in range(a.steps):
+            opt.zero_grad(set_to_none=True)
+            rows = idx[i]
+            loss = torch.nn.functional.cross_entropy(ddp(x.index_select(0, rows)), y.index_select(0, rows))
+            loss.backward()
+            opt.step()
+        sync()
+        if w:
+            times.append(time.perf_counter() - t0)
+    dist.destroy_process_group()
+    print(json.dumps({"samples_per_s": a.batch * a.steps / statistics.median(times), "windows_s": times}))
+
+
+if __name__ == "__main__":
+    main()

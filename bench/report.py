@@ -1,0 +1,194 @@
+"""``python -m bench report``: the documents' figures rendered from the raw results (Jinja2 templates in
+bench/templates), never typed by hand.
+
+Raw results live in docs/results/<machine-kind>/<suite>/ (records.jsonl and manifest.json, as ``bench run``
+wrote them). ``render`` writes docs/benchmarks.md whole, and every block of a document between
+``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` (README's results, a figure in a doc) from
+templates/NAME.md.j2; ``--check`` renders in memory and fails (exit 1), naming the document, where a committed
+one differs: re-rendering the committed results must change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import jinja2
+
+from .env import ROOT
+from .records import Record, ratios, read_records, summary
+from .suites import suites
+
+RESULTS = ROOT / "docs/results"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+WHOLE = {"benchmarks.md.j2": ROOT / "docs/benchmarks.md"}
+# <!-- bench:NAME key=value ... --> ... <!-- /bench:NAME -->: a block rendered from templates/NAME.md.j2 with the keys
+BLOCK = re.compile(
+    r"(<!-- bench:(?P<name>[\w-]+)(?P<args>(?: [\w-]+=[\w.-]+)*) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S
+)
+
+
+def fmt(value: float, unit: str = "") -> str:
+    """Three significant digits, thousands grouped: 2.75 TB/s, 829,000 samples/s, 0.0453 s."""
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        return f"{value:,.0f}"
+    digits = 3 - len(str(int(magnitude))) if magnitude >= 1 else 3
+    if magnitude < 1:
+        text = f"{value:#.3g}".rstrip(".")
+        return text if "e" not in text else f"{value:.2e}"
+    return f"{value:.{max(digits, 0)}f}"
+
+
+def spread(values: list[float]) -> str:
+    s = summary(values)
+    if s["n"] == 1:
+        return f"{fmt(s['median'])} (1 run)"
+    return f"{fmt(s['median'])} ({fmt(s['min'])} - {fmt(s['max'])}, {s['n']} runs)"
+
+
+def rows_of(records: list[Record]) -> list[dict]:
+    """A table's rows: per case and metric, each result subject with the ceiling and the strongest peer measured
+    beside it, and spmd's margin against each (the median of the run-by-run ratios, above 1: spmd ahead)."""
+    groups: dict[tuple, list[Record]] = {}
+    for r in records:
+        groups.setdefault((r.case, r.metric), []).append(r)
+    out = []
+    for (case, metric), members in groups.items():
+        ceilings = [r for r in members if r.role == "ceiling"]
+        peers = [r for r in members if r.role == "peer"]
+        sign = -1 if members[0].better == "lower" else 1
+        peer = max(peers, key=lambda r: sign * summary(r.values)["median"]) if peers else None
+        for result in (r for r in members if r.role == "result"):
+            row = {
+                "case": case,
+                "metric": metric,
+                "unit": result.unit,
+                "subject": result.subject,
+                "value": spread(result.values),
+                "better": result.better,
+            }
+            for name, ref in (("ceiling", ceilings[0] if ceilings else None), ("peer", peer)):
+                if ref is None:
+                    row[name] = row[f"{name}_ratio"] = "-"
+                    continue
+                row[name] = f"{ref.subject}: {fmt(summary(ref.values)['median'])}"
+                paired = ratios(result, ref)
+                row[f"{name}_ratio"] = spread(paired) if paired else "-"
+            out.append(row)
+    return out
+
+
+def fault_rows(records: list[Record]) -> list[dict]:
+    """The faults suite's table: per case its fault, exit code, time to exit and message (its records' params)."""
+    return [
+        {
+            "case": r.case,
+            "fault": r.params.get("fault"),
+            "exit": r.params.get("exit"),
+            "seconds": f"{summary(r.values)['median']:.1f} s",
+            "message": r.params.get("message", ""),
+        }
+        for r in records
+        if r.suite == "faults" and r.role == "result" and "exit" in r.params
+    ]
+
+
+def machine(manifest: dict) -> str:
+    """'2 x NVIDIA H200 (driver 580.159.04), 32 CPUs' or 'Intel Xeon ..., 2 CPUs, no GPU'."""
+    gpus = manifest.get("gpus") or []
+    if gpus:
+        return f"{len(gpus)} x {gpus[0]['name']} (driver {gpus[0]['driver']}), {manifest['cpus']} CPUs"
+    return f"{manifest['cpu']}, {manifest['cpus']} CPUs, no GPU"
+
+
+def kinds() -> list[str]:
+    return sorted(p.name for p in RESULTS.iterdir() if p.is_dir() and any(p.glob("*/manifest.json")))
+
+
+def load() -> dict:
+    """{suite: [{kind, manifest, rows, raw, skipped, failed}]} of every committed result, suites in runner order."""
+    out: dict[str, list] = {name: [] for name in suites()}
+    for kind in kinds():
+        for name in out:
+            folder = RESULTS / kind / name
+            if not (folder / "manifest.json").exists():
+                continue
+            manifest = json.loads((folder / "manifest.json").read_text())
+            records = read_records(folder / "records.jsonl") if (folder / "records.jsonl").exists() else []
+            cases = manifest.get("cases", [])
+            out[name].append(
+                {
+                    "kind": kind,
+                    "manifest": manifest,
+                    "rows": rows_of(records),
+                    "raw": f"results/{kind}/{name}/records.jsonl",
+                    "faults": fault_rows(records),
+                    "skipped": [c for c in cases if "skipped" in c],
+                    "failed": [c for c in cases if "failed" in c],
+                }
+            )
+    return out
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["fmt"] = fmt
+    env.filters["cell"] = lambda text: str(text).replace("|", "/").replace("\n", " ")
+    env.filters["machine"] = machine
+    env.filters["oneline"] = lambda text: " ".join(str(text).split())
+    env.filters["wrap"] = lambda text, width=112, indent="": "\n".join(
+        textwrap.wrap(str(text), width, initial_indent=indent, subsequent_indent=indent)
+    )
+    return env
+
+
+def documents() -> dict[Path, str]:
+    """Every rendered document's new text."""
+    env, results = environment(), load()
+    context = {
+        "results": results,
+        "suites": {name: (m.__doc__ or "").strip() for name, m in suites().items()},
+        "entry": lambda suite, kind: next((e for e in results[suite] if e["kind"] == kind), None),
+        "raw": lambda path: json.loads((RESULTS / path).read_text()),
+    }
+    out = {path: env.get_template(name).render(**context) for name, path in WHOLE.items()}
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = out.get(path, path.read_text())
+
+        def block(match: re.Match) -> str:
+            args = dict(pair.split("=", 1) for pair in match["args"].split())
+            body = env.get_template(f"{match['name']}.md.j2").render(**context, **args)
+            return f"{match[1]}{body}{match[5]}"
+
+        new = BLOCK.sub(block, text)
+        if new != text or path in out:
+            out[path] = new
+    return out
+
+
+def render(check: bool = False) -> int:
+    """Write (or, with ``check``, compare) every rendered document; 1 when a committed one differs."""
+    differ = []
+    for path, text in documents().items():
+        if path.exists() and path.read_text() == text:
+            continue
+        if check:
+            differ.append(path.relative_to(ROOT))
+        else:
+            path.write_text(text)
+            print(f"bench report: wrote {path.relative_to(ROOT)}")
+    for path in differ:
+        print(f"bench report: {path} is not what its raw results render (python -m bench report)", file=sys.stderr)
+    return 1 if differ else 0

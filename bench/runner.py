@@ -1,0 +1,109 @@
+"""``python -m bench run``: every case of the named suites, each run ``--runs`` times, its records written as soon
+as it ends (a time limit keeps what finished), and a manifest per suite saying what ran, what was skipped and why,
+and what failed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from .env import CaseFailed, Env, gpu_count
+from .manifest import manifest
+from .records import collect, write_records
+from .suites import expand, suites
+
+
+def run(
+    names: list[str],
+    out: Path,
+    runs: int,
+    quick: bool,
+    ranks: int | None,
+    argv: list[str],
+    only: str | None = None,
+    max_minutes: float | None = None,
+) -> int:
+    """Run the suites; 0 when every case that could run did, 1 when one failed."""
+    gpus = gpu_count()
+    env = Env(
+        out=out,
+        work=Path(tempfile.mkdtemp(prefix="spmd-bench-")),
+        quick=quick,
+        ranks=ranks or (gpus if gpus else 2),
+        gpus=gpus,
+    )
+    deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
+    failed = False
+    facts = manifest(argv, env.ranks)
+    try:
+        for name in expand(names):
+            module = suites()[name]
+            folder = out / name
+            folder.mkdir(parents=True, exist_ok=True)
+            status = []
+            if only:  # the other cases' records and status stay as an earlier run left them
+                status = [c for c in _earlier_cases(folder) if only not in c["case"]]
+                _drop_records(folder / "records.jsonl", only)
+            else:
+                (folder / "records.jsonl").unlink(missing_ok=True)
+            for case in module.cases(env):
+                if only and only not in case.name:
+                    continue
+                entry = {"case": case.name}
+                why = env.missing(case.needs)
+                if why or (deadline and time.monotonic() > deadline):
+                    entry["skipped"] = why or "the run's --max-minutes were spent"
+                    status.append(entry)
+                    print(f"bench {name}: {case.name}: skipped ({entry['skipped']})", flush=True)
+                    continue
+                t0 = time.monotonic()
+                count = case.runs or runs
+                try:
+                    measures = case.measure(env, count) if case.batched else [case.measure(env) for _ in range(count)]
+                except (CaseFailed, Exception) as exc:  # noqa: BLE001 - a failed case is recorded, the rest goes on
+                    failed = True
+                    entry["failed"] = f"{type(exc).__name__}: {exc}"[:2000]
+                    if not isinstance(exc, CaseFailed):
+                        entry["traceback"] = traceback.format_exc()[-3000:]
+                    print(f"bench {name}: {case.name}: FAILED: {entry['failed'][:500]}", flush=True)
+                else:
+                    records = collect(name, measures, case.name)
+                    write_records(folder / "records.jsonl", records)
+                    entry["records"] = len(records)
+                    print(f"bench {name}: {case.name}: {len(measures)} run(s), {len(records)} record(s)", flush=True)
+                entry["seconds"] = round(time.monotonic() - t0, 1)
+                status.append(entry)
+                _free_device_memory()  # the next case (often another process) gets the GPU's memory
+            about = (module.__doc__ or "").strip()
+            (folder / "manifest.json").write_text(
+                json.dumps(
+                    {**facts, "suite": name, "about": about, "runs": runs, "quick": quick, "cases": status}, indent=1
+                )
+                + "\n"
+            )
+    finally:
+        shutil.rmtree(env.work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+def _free_device_memory() -> None:
+    import sys
+
+    if "cupy" in sys.modules:
+        sys.modules["cupy"].get_default_memory_pool().free_all_blocks()
+
+
+def _earlier_cases(folder: Path) -> list[dict]:
+    path = folder / "manifest.json"
+    return json.loads(path.read_text()).get("cases", []) if path.exists() else []
+
+
+def _drop_records(path: Path, only: str) -> None:
+    """Remove from ``path`` the records of the cases about to run again (their names hold ``only``)."""
+    if path.exists():
+        kept = [line for line in path.read_text().splitlines() if only not in json.loads(line).get("bench_case", "")]
+        path.write_text("".join(line + "\n" for line in kept))

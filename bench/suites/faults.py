@@ -1,0 +1,71 @@
+"""Failure: every injected fault, bad input and hostile or unlucky use of docs/reliability.md's table
+(bench/faultcases.py), each run as a user would: its exit code, its time to exit against the bound (timeout_s +
+30 s) and its message; and on a GPU what matmul's default check costs beside the GEMM it checks."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import numpy as np
+
+from .. import faultcases
+from ..env import CaseFailed, launcher
+from ..records import Measure
+from . import Case
+
+BOUND_S = faultcases.TIMEOUT_S + 30
+
+
+def catalogue(env) -> list:
+    mpiexec = launcher()
+    return [
+        *faultcases.fault_cases(env.ranks, env.gpus > 0),
+        *faultcases.input_cases(env.ranks),
+        *faultcases.config_cases(),
+        *faultcases.use_cases(mpiexec),
+        *faultcases.data_cases(mpiexec),
+        *faultcases.hostile_cases(),
+    ]
+
+
+def one(env, case) -> list[Measure]:
+    folder = env.work / "faults"
+    if not (folder / "x.h5").exists():
+        folder.mkdir(exist_ok=True)
+        faultcases._dataset(folder / "x.h5", np.random.default_rng(0).standard_normal(30_000).astype(np.float32))
+    row = faultcases.run_case(folder, launcher(), env.ranks, env.device, case)
+    if not row["ok"]:
+        raise CaseFailed(
+            f"exit {row['exit']} in {row['seconds']} s, report left {row['report_left']}, "
+            f"{row['problem'] or ''}: {row['message']}"
+        )
+    params = {
+        "fault": row["fault"],
+        "exit": row["exit"],
+        "message": row["message"],
+        "ranks": env.ranks,
+        "launcher": shlex.join(launcher()[:1]),
+    }
+    return [
+        Measure(case.name, "spmd", row["seconds"], "time to exit", "s", better="lower", params=params),
+        Measure(case.name, "bound (timeout_s + 30 s)", BOUND_S, "time to exit", "s", "ceiling", "lower"),
+    ]
+
+
+def verify_cost(env) -> list[Measure]:
+    sizes = "2048,4096" if env.quick else "8192,16384"
+    out = json.loads(env.program("verify_cost.py", "--sizes", sizes, ranks=1).stdout.strip().splitlines()[-1])
+    measures = []
+    for row in out["rows"]:
+        case = f"matmul's check of C = A @ B, n = {row['n']} float32"
+        measures += [
+            Measure(case, "grouped Freivalds check", row["check_median_s"], "time", "s", better="lower"),
+            Measure(case, "the GEMM it checks", row["gemm_median_s"], "time", "s", "peer", "lower"),
+        ]
+    return measures
+
+
+def cases(env) -> list[Case]:
+    rows = [Case(c.name, lambda e, c=c: one(e, c), runs=1) for c in catalogue(env)]
+    return [*rows, Case("matmul's check against its GEMM", verify_cost, needs=("gpu",))]

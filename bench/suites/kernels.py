@@ -1,0 +1,97 @@
+"""One GPU's kernels against their ceilings, measured beside them: reduce's fused one-pass moments (float64
+accumulation) against CuPy's float32 sum over the same bytes (the HBM read ceiling); the stencil's fused step
+against a device-to-device copy of the field (read once, written once, what a step must move); matmul's compute
+phase against cuBLAS at the same shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import yaml
+
+from ..ceilings import device_copy_TBps, gemm_TFLOPs, hbm_read_TBps, median_seconds
+from ..records import Measure
+from . import Case
+
+JACOBI = np.array([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]])
+
+
+def reduce_moments(env) -> list[Measure]:
+    import cupy
+
+    from spmd.workloads.reduce.moments import FusedMoments
+
+    nbytes = (256 << 20) if env.quick else (4 << 30)
+    x = cupy.random.standard_normal(nbytes // 4, dtype=cupy.float32)
+    kernel = FusedMoments()
+    mine = nbytes / median_seconds(lambda: kernel(x), repeats=30) / 1e12
+    ceiling = hbm_read_TBps(x)
+    case = f"reduce: moments of {nbytes >> 20} MiB float32"
+    return [
+        Measure(case, "spmd fused moments (float64 sums)", mine, "read rate", "TB/s"),
+        Measure(case, "CuPy float32 sum", ceiling, "read rate", "TB/s", "ceiling"),
+    ]
+
+
+def stencil_step(env) -> list[Measure]:
+    import cupy
+
+    from spmd.workloads.stencil.kernel import FusedStencil, aligned_layout
+
+    n = 4096 if env.quick else 16384
+    shape, col0 = aligned_layout(n, n, 1, np.float32)
+    src = cupy.random.standard_normal(shape, dtype=np.float32)
+    dst = cupy.full_like(src, np.nan)
+    moved = 2 * n * n * 4  # the field read once and written once
+    fused = FusedStencil(JACOBI, "reflect", np.float32, 0.0)
+    mine = moved / median_seconds(lambda: fused.apply(src, dst, n, n, col0, (0, n, 0, n), [False] * 4)) / 1e12
+    case = f"stencil: a 5-point step of {n}^2 float32"
+    return [
+        Measure(case, "spmd fused stencil", mine, "bytes moved per second", "TB/s"),
+        Measure(
+            case, "device copy (read + write)", device_copy_TBps(n * n * 4), "bytes moved per second", "TB/s", "ceiling"
+        ),
+    ]
+
+
+def matmul_compute(env) -> list[Measure]:
+    n = 4096 if env.quick else 16384
+    data = env.work / f"kernels-A{n}.h5"
+    cfg = env.work / "kernels-matmul.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "workload": "matmul",
+                "device": "gpu",
+                "warmup": 1,
+                "repeats": 3,
+                "input": {"path": str(data), "dataset": "A"},
+                "generate": {"shape": [n, n], "dtype": "float32", "seed": 1},
+                "params": {
+                    "b": {
+                        "path": str(env.work / f"kernels-B{n}.h5"),
+                        "dataset": "B",
+                        "generate": {"shape": [n, n], "dtype": "float32", "seed": 2},
+                    },
+                    "gather": "none",
+                },
+                "output": str(env.work / "kernels-matmul-out"),
+            }
+        )
+    )
+    if not data.exists():
+        env.spmd("generate", cfg, ranks=None)
+    env.spmd("run", cfg, "-q", ranks=1)
+    mine = env.report(env.work / "kernels-matmul-out")["metrics"]["tflops_compute"]
+    case = f"matmul: C = A @ B, {n}^3 float32, 1 GPU"
+    return [
+        Measure(case, "spmd matmul (compute phase)", mine, "FLOP rate", "TFLOP/s"),
+        Measure(case, "cuBLAS GEMM (CuPy)", gemm_TFLOPs(n, n, n, np.float32), "FLOP rate", "TFLOP/s", "ceiling"),
+    ]
+
+
+def cases(env) -> list[Case]:
+    return [
+        Case("reduce moments", reduce_moments, needs=("gpu",)),
+        Case("stencil step", stencil_step, needs=("gpu",)),
+        Case("matmul compute", matmul_compute, needs=("gpu",)),
+    ]

@@ -1,0 +1,100 @@
+"""Scaling: ``spmd scale`` of the built-in workloads over 1, 2, 4, ... ranks of the launch, strong (the same
+problem) and weak (the problem per rank), each size verified; the speedup against the ideal one (the rank
+ratio), and how far the fitted model's prediction was from each measured point."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from ..records import Measure
+from . import Case
+
+
+def workload(env, name: str) -> dict:
+    """The config of ``name`` at this machine's sizes: GPU-sized where there are GPUs."""
+    gpu, quick = env.gpus > 0, env.quick
+    data = str(env.work / f"scale-{name}.h5")
+    common = {
+        "device": env.device,
+        "warmup": 1,
+        "repeats": 3 if quick else "auto",
+        "max_seconds": 20,
+        "output": str(env.work / f"scale-{name}-out"),
+    }
+    if name == "reduce":
+        rows = 1 << 20 if quick else (1 << 30 if gpu else 1 << 25)  # 4 GiB per GPU box, 128 MiB on a CPU
+        return {
+            **common,
+            "workload": "reduce",
+            "input": {"path": data, "dataset": "x"},
+            "generate": {"shape": [rows], "dtype": "float32", "seed": 3},
+        }
+    if name == "stencil":
+        n = 1024 if quick else (16384 if gpu else 2048)
+        return {
+            **common,
+            "workload": "stencil",
+            "input": {"path": data, "dataset": "field"},
+            "generate": {"shape": [n, n], "dtype": "float32", "seed": 3},
+            "params": {
+                "kernel": [[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]],
+                "boundary": "reflect",
+                "iterations": 20 if quick else (200 if gpu else 50),
+            },
+        }
+    n = 1024 if quick else (16384 if gpu else 2048)
+    return {
+        **common,
+        "workload": "matmul",
+        "input": {"path": data, "dataset": "A"},
+        "generate": {"shape": [n, n], "dtype": "float32", "seed": 1},
+        "params": {
+            "b": {
+                "path": str(env.work / "scale-B.h5"),
+                "dataset": "B",
+                "generate": {"shape": [n, n], "dtype": "float32", "seed": 2},
+            },
+            "gather": "none",
+            "b_source": "allgather",
+        },
+    }
+
+
+def sweep(env, name: str) -> list[Measure]:
+    path = env.work / f"scale-{name}.yaml"
+    path.write_text(yaml.safe_dump(workload(env, name)))
+    out = env.work / f"scale-{name}-report"
+    env.spmd("scale", path, "--mode", "both", "--out", out, "-q", ranks=env.ranks)
+    scaling = json.loads((out / "scaling.json").read_text())
+    errors = {(p["mode"], p["ranks"]): p["error"] for p in (scaling.get("model") or {}).get("points", [])}
+    measures = []
+    for mode, rows in scaling["series"].items():
+        base = rows[0]["ranks"]
+        for row in rows[1:]:
+            case = f"{name} {mode}, {base} -> {row['ranks']} ranks"
+            ideal = row["ranks"] / base
+            measures += [
+                Measure(case, "spmd", row["speedup"], "speedup", "x"),
+                Measure(case, "ideal", ideal, "speedup", "x", "ceiling"),
+            ]
+            if (mode, row["ranks"]) in errors:
+                measures.append(
+                    Measure(
+                        case,
+                        "spmd scale's model",
+                        abs(errors[mode, row["ranks"]]),
+                        "error of the model's prediction",
+                        "share",
+                        better="lower",
+                    )
+                )
+    return measures
+
+
+def cases(env) -> list[Case]:
+    return [
+        Case(f"{name} strong and weak", lambda e, name=name: sweep(e, name), needs=("ranks2",))
+        for name in ("reduce", "stencil", "matmul")
+    ]

@@ -1,0 +1,149 @@
+"""Your PyTorch model under spmd (workload torch): spmd's strategies against the same model in a plain DDP script
+written by hand (same batch, precision, buckets), and what timing the buckets costs a step (a Python comm hook
+on every step against spmd's hooked twin on one step in eight, against DDP's own C++ path)."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from ..env import ROOT
+from ..records import Measure
+from . import Case
+
+
+def sizes(env) -> dict:
+    if env.gpus:
+        return {"size": "large", "batch": 256, "steps": 20 if env.quick else 50, "rows": 16384}
+    return {"size": "medium", "batch": 32, "steps": 20 if env.quick else 100, "rows": 4096}
+
+
+def spmd_rate(env, strategy: str, s: dict, **params) -> float:
+    """samples/s of ``spmd run`` (one rank) training examples/torch/mlp.py with ``strategy``."""
+    features = {"medium": 844, "large": 4812}[s["size"]]
+    cfg = env.work / f"torch-{strategy}.yaml"
+    data = env.work / f"torch-{s['size']}.h5"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "workload": "torch",
+                "device": env.device,
+                "warmup": 1,
+                "repeats": 3 if env.quick else 5,
+                "input": {"path": str(data), "dataset": "x"},
+                "generate": {"shape": [s["rows"], features], "dtype": "float32", "seed": 1},
+                "params": {
+                    "model": str(ROOT / "examples/torch/mlp.py:build"),
+                    "options": {"size": s["size"]},
+                    "labels": {"dataset": "y"},
+                    "batch": s["batch"],
+                    "steps": s["steps"],
+                    "strategy": strategy,
+                    "optimizer": {"name": "adamw", "lr": 1e-3},
+                    "bucket_mb": 25,
+                    **params,
+                },
+                "output": str(env.work / f"torch-out-{strategy}"),
+            }
+        )
+    )
+    if not data.exists():
+        env.spmd("generate", cfg, ranks=None)
+    env.spmd("run", cfg, "-q", ranks=1)
+    return env.report(env.work / f"torch-out-{strategy}")["metrics"]["samples_per_s"]
+
+
+def overhead(env) -> list[Measure]:
+    s = sizes(env)
+    case = f"MLP {s['size']}, batch {s['batch']}, fp32, AdamW, 1 rank"
+    plain = json.loads(
+        env.program(
+            "plain_ddp.py",
+            "--size",
+            s["size"],
+            "--batch",
+            s["batch"],
+            "--steps",
+            s["steps"],
+            "--rows",
+            s["rows"],
+            "--device",
+            env.device,
+            ranks=None,
+        ).stdout.splitlines()[-1]
+    )
+    out = [
+        Measure(case, "plain DDP script", plain["samples_per_s"], "training rate", "samples/s", "peer"),
+        Measure(case, "spmd ddp", spmd_rate(env, "ddp", s), "training rate", "samples/s"),
+    ]
+    if env.gpus:
+        out += [
+            Measure(case, f"spmd {strategy}", spmd_rate(env, strategy, s), "training rate", "samples/s")
+            for strategy in ("ddp-graph", "compile")
+        ]
+    return out
+
+
+def hook_cost(env) -> list[Measure]:
+    windows = ("--windows", 5, "--steps", 50) if env.quick else ("--windows", 20, "--steps", 200)
+    us = json.loads(
+        env.program("torch_hook_cost.py", "--device", env.device, *windows, ranks=None).stdout.splitlines()[-1]
+    )
+    case = "launch-bound step (16-16-10 MLP, batch 32), phases on"
+    roles = {"DDP's C++ allreduce": "ceiling", "hook every step": "peer", "spmd: twin on 1 step in 8": "result"}
+    return [
+        Measure(case, name, value, "time per step", "us", roles[name], better="lower") for name, value in us.items()
+    ]
+
+
+def batch_sweep(env) -> list[Measure]:
+    """``spmd scale --batches``: per per-GPU batch, the speedup of all ranks over one against the ideal, and the
+    break-even batch the step model finds (the question "is N GPUs slower than 1, at which batch?")."""
+    s = sizes(env)
+    batches = "16,64" if env.quick else "16,64,256"
+    spmd_rate(env, "ddp", s)  # the config and its data (one run of it: the sweep's runs are its own)
+    cfg = env.work / "torch-ddp.yaml"
+    out = env.work / "torch-sweep"
+    env.spmd(
+        "scale",
+        cfg,
+        "--ranks",
+        f"1,{env.ranks}",
+        "--batches",
+        batches,
+        "-o",
+        "repeats=3",
+        "--out",
+        out,
+        "-q",
+        ranks=env.ranks,
+    )
+    sweep = json.loads((out / "scaling.json").read_text())["batch_sweep"]
+    measures = []
+    for row in sweep["rows"]:
+        case = f"MLP {s['size']}, {env.ranks} ranks against 1, batch {row['batch']} per rank"
+        measures += [
+            Measure(case, "spmd ddp", row["speedup"], "speedup", "x"),
+            Measure(case, "ideal", float(env.ranks), "speedup", "x", "ceiling"),
+        ]
+    if sweep.get("model") and sweep["model"].get("break_even_batch"):
+        measures.append(
+            Measure(
+                f"MLP {s['size']}, {env.ranks} ranks against 1",
+                "spmd scale's step model",
+                float(sweep["model"]["break_even_batch"]),
+                "break-even batch per rank",
+                "samples",
+                better="lower",
+            )
+        )
+    return measures
+
+
+def cases(env) -> list[Case]:
+    return [
+        Case("against a plain DDP script", overhead, needs=("torch",)),
+        Case("the cost of timing buckets", hook_cost, needs=("torch",)),
+        Case("batch sweep", batch_sweep, needs=("torch", "ranks2")),
+    ]

@@ -1,0 +1,37 @@
+"""The fused moments kernel alone, per variant, against the HBM read ceiling (GPU).
+
+python -m bench.tools.fused_kernel        -> a Markdown table (median of 30 event-timed runs)
+"""
+
+import itertools
+
+import cupy
+import numpy as np
+
+from bench.ceilings import hbm_read_TBps, median_seconds
+from spmd.workloads.reduce.moments import FusedMoments
+
+
+def main():
+    nbytes = 4 << 30
+    data = {
+        np.float32: cupy.random.standard_normal(nbytes // 4, dtype=cupy.float32),
+        np.float64: cupy.random.standard_normal(nbytes // 8, dtype=cupy.float64),
+    }
+    ceiling = hbm_read_TBps(data[np.float32])
+    print(f"HBM read ceiling (CuPy sum, 4 GiB float32): {ceiling:.2f} TB/s\n")
+    print("| loads/thread | blocks/SM | dtype | ms | TB/s | / ceiling |")
+    print("|---|---|---|---|---|---|")
+    for loads, blocks in itertools.product((4, 8), (2, 4, 8)):
+        kernel = FusedMoments(loads=loads, blocks_per_sm=blocks)
+        for dtype, x in data.items():
+            seconds = median_seconds(lambda: kernel(x), repeats=30)
+            rate = nbytes / seconds / 1e12
+            print(
+                f"| {loads} | {blocks} | {np.dtype(dtype).name} | {seconds * 1e3:.3f} | {rate:.2f} "
+                f"| {rate / ceiling:.1%} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

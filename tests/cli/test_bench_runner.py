@@ -1,0 +1,62 @@
+"""``python -m bench`` as a person runs it on a machine without a GPU: a CPU suite's case measured beside its ceiling
+and written with its manifest, GPU suites skipped saying why, and --only keeping the other cases' results."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import LAUNCH_ENV
+
+pytest.importorskip("jinja2", reason="the test extra brings Jinja2")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bench(*args, timeout=600):
+    env = {**LAUNCH_ENV, "PYTHONPATH": str(ROOT)}
+    if os.environ.get("SPMD_MPIEXEC"):
+        env["SPMD_MPIEXEC"] = os.environ["SPMD_MPIEXEC"]
+    return subprocess.run([sys.executable, "-m", "bench", *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def records(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "records.jsonl").read_text().splitlines()]
+
+
+def test_a_cpu_case_is_measured_beside_its_ceiling_with_a_manifest(tmp_path):
+    done = bench("run", "io", "--quick", "--runs", "2", "--only", "read, 1 rank", "--out", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = records(tmp_path / "io")
+    roles = {r["subject"]: r["role"] for r in rows if "cold" not in r["case"]}
+    assert roles["direct"] == "result" and "ceiling" in roles.values() and roles["h5py"] == "peer"
+    assert all(len(r["values"]) == 2 and all(v > 0 for v in r["values"]) for r in rows)
+    manifest = json.loads((tmp_path / "io/manifest.json").read_text())
+    assert manifest["machine_kind"].startswith("cpu-") and manifest["suite"] == "io" and manifest["runs"] == 2
+    assert manifest["versions"]["numpy"] and manifest["command"].startswith("python -m bench run io")
+    assert {c["case"] for c in manifest["cases"]} == {"read, 1 rank", "read, 1 rank, cold"}
+
+    again = bench("run", "io", "--quick", "--runs", "1", "--only", "reduce repeat", "--out", tmp_path)
+    assert again.returncode == 0, again.stderr
+    cases = {c["case"] for c in json.loads((tmp_path / "io/manifest.json").read_text())["cases"]}
+    assert cases == {"read, 1 rank", "read, 1 rank, cold", "reduce repeat by engine"}
+    assert {r["bench_case"] for r in records(tmp_path / "io")} == cases
+
+
+def test_gpu_suites_skip_on_a_cpu_saying_why_and_list_names_every_suite(tmp_path):
+    done = bench("run", "kernels", "--quick", "--runs", "1", "--out", tmp_path)
+    assert done.returncode == 0, done.stderr
+    status = json.loads((tmp_path / "kernels/manifest.json").read_text())["cases"]
+    assert [c["skipped"] for c in status] == ["needs a GPU"] * 3
+    listing = bench("list")
+    assert listing.returncode == 0 and all(f"{name}:" in listing.stdout for name in
+                                           ("kernels", "io", "comm", "train", "torch", "plugins", "scaling", "faults",
+                                            "cuda-mpi"))
+    unknown = bench("run", "nope", "--out", tmp_path)
+    assert unknown.returncode == 1 and "unknown suite 'nope'" in unknown.stderr

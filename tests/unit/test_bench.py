@@ -1,0 +1,98 @@
+"""The benchmark runner and its report: records and their statistics, ratios that say which way is better, the
+strongest peer, a failing case recorded while the others run, and documents rendered from raw results (a
+document that disagrees with its raw results is named)."""
+
+from __future__ import annotations
+
+import json
+import types
+
+import pytest
+
+pytest.importorskip("jinja2", reason="the test extra brings Jinja2 (bench report's templates)")
+
+from bench import report, runner  # noqa: E402
+from bench.records import Measure, Record, collect, ratios, read_records, summary, write_records  # noqa: E402
+from bench.suites import Case, expand  # noqa: E402
+
+
+def rec(subject, values, role="result", better="higher", case="c", metric="rate"):
+    return Record("s", case, subject, metric, "GB/s", role, better, list(values))
+
+
+def test_runs_become_records_and_ratios_pair_them_run_by_run():
+    runs = [[Measure("c", "spmd", 2.0, "rate", "GB/s"), Measure("c", "limit", 4.0, "rate", "GB/s", "ceiling")],
+            [Measure("c", "spmd", 3.0, "rate", "GB/s"), Measure("c", "limit", 3.0, "rate", "GB/s", "ceiling")]]
+    spmd, limit = collect("io", runs, "read")
+    assert (spmd.values, limit.values, spmd.bench_case) == ([2.0, 3.0], [4.0, 3.0], "read")
+    assert ratios(spmd, limit) == [0.5, 1.0]
+    fast, slow = rec("spmd", [1.0, 2.0], better="lower"), rec("peer", [3.0, 3.0], "peer", better="lower")
+    assert ratios(fast, slow) == [3.0, 1.5]  # lower is better: above 1, spmd ahead
+    s = summary([1.0, 2.0, 3.0, 10.0, 4.0, 5.0])
+    assert (s["median"], s["min"], s["max"], s["n"]) == (3.5, 1.0, 10.0, 6) and s["level"] > 0.95
+
+
+def test_records_round_trip_through_json_lines(tmp_path):
+    records = [rec("spmd", [1.0, 2.0]), rec("limit", [3.0, 3.0], "ceiling")]
+    write_records(tmp_path / "r.jsonl", records)
+    assert read_records(tmp_path / "r.jsonl") == records
+
+
+def test_a_row_shows_the_ceiling_and_the_strongest_peer():
+    rows = report.rows_of([rec("spmd", [10.0, 12.0]), rec("HBM", [20.0, 20.0], "ceiling"),
+                           rec("torch eager", [5.0, 5.0], "peer"), rec("torch graph", [11.0, 11.0], "peer")])
+    (row,) = rows
+    assert row["ceiling"] == "HBM: 20.0" and row["peer"] == "torch graph: 11.0"
+    assert row["ceiling_ratio"].startswith("0.550 (0.500 - 0.600, 2 runs)")
+    times = report.rows_of([rec("spmd", [1.0], better="lower"), rec("by hand", [2.0], "peer", better="lower"),
+                            rec("other", [0.5], "peer", better="lower")])
+    assert times[0]["peer"] == "other: 0.500" and times[0]["ceiling"] == "-"
+
+
+def test_expand_spells_out_the_aliases_once_and_refuses_an_unknown_suite():
+    assert expand(["gpu"])[:2] == ["kernels", "io"] and "cuda-mpi" not in expand(["gpu"])
+    assert expand(["io", "cpu"]).count("io") == 1
+    with pytest.raises(SystemExit, match="unknown suite 'nope'"):
+        expand(["nope"])
+
+
+def test_a_failing_case_is_recorded_and_the_others_still_run(tmp_path, monkeypatch):
+    def broken(env):
+        raise RuntimeError("no such device")
+
+    fake = types.ModuleType("fake")
+    fake.__doc__ = "A fake suite."
+    fake.cases = lambda env: [Case("breaks", broken), Case("works", lambda env: [Measure("w", "spmd", 1.0, "r", "u")]),
+                              Case("needs two GPUs", broken, needs=("gpu", "ranks2"))]
+    monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
+    monkeypatch.setattr(runner, "expand", lambda names: names)
+    monkeypatch.setattr(runner, "gpu_count", lambda: 0)
+    monkeypatch.setattr(runner, "manifest", lambda argv, ranks: {"machine_kind": "test"})
+    assert runner.run(["fake"], tmp_path, runs=2, quick=True, ranks=None, argv=["run", "fake"]) == 1
+    status = json.loads((tmp_path / "fake/manifest.json").read_text())["cases"]
+    assert status[0]["failed"] == "RuntimeError: no such device" and "traceback" in status[0]
+    assert status[1]["records"] == 1 and status[2]["skipped"] == "needs a GPU"
+    assert read_records(tmp_path / "fake/records.jsonl")[0].values == [1.0, 1.0]
+
+
+def test_rendering_the_committed_results_changes_no_document():
+    assert report.render(check=True) == 0
+
+
+def test_a_document_that_disagrees_with_its_results_is_named(tmp_path, monkeypatch, capsys):
+    (tmp_path / "docs/results/box/io").mkdir(parents=True)
+    write_records(tmp_path / "docs/results/box/io/records.jsonl", [rec("spmd", [2.0]), rec("lim", [4.0], "ceiling")])
+    (tmp_path / "docs/results/box/io/manifest.json").write_text(json.dumps(
+        {"cpu": "a CPU", "cpus": 2, "gpus": [], "date": "2026-11-25T00:00:00", "commit": "abc", "command": "x",
+         "cases": []}))
+    doc = tmp_path / "docs/x.md"
+    doc.write_text("before\n<!-- bench:table suite=io kind=box -->\nhand-typed 9.99\n<!-- /bench:table -->\nafter\n")
+    (tmp_path / "README.md").write_text("readme\n")
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    monkeypatch.setattr(report, "RESULTS", tmp_path / "docs/results")
+    monkeypatch.setattr(report, "WHOLE", {})
+    assert report.render(check=True) == 1
+    assert "docs/x.md is not what its raw results render" in capsys.readouterr().err
+    assert report.render() == 0 and "| c | rate (GB/s) | spmd | 2.00 (1 run) | lim: 4.00 |" in doc.read_text()
+    assert doc.read_text().startswith("before\n<!-- bench:table") and doc.read_text().endswith("after\n")
+    assert report.render(check=True) == 0
