@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import LAUNCH_ENV
 
 pytest.importorskip("jinja2", reason="the test extra brings Jinja2")
@@ -22,8 +21,14 @@ def bench(*args, timeout=600):
     env = {**LAUNCH_ENV, "PYTHONPATH": str(ROOT)}
     if os.environ.get("SPMD_MPIEXEC"):
         env["SPMD_MPIEXEC"] = os.environ["SPMD_MPIEXEC"]
-    return subprocess.run([sys.executable, "-m", "bench", *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def records(folder: Path) -> list[dict]:
@@ -55,8 +60,9 @@ def test_gpu_suites_skip_on_a_cpu_saying_why_and_list_names_every_suite(tmp_path
     status = json.loads((tmp_path / "kernels/manifest.json").read_text())["cases"]
     assert [c["skipped"] for c in status] == ["needs a GPU"] * 3
     listing = bench("list")
-    assert listing.returncode == 0 and all(f"{name}:" in listing.stdout for name in
-                                           ("kernels", "io", "comm", "train", "torch", "plugins", "scaling", "faults",
-                                            "cuda-mpi"))
+    assert listing.returncode == 0 and all(
+        f"{name}:" in listing.stdout
+        for name in ("kernels", "io", "comm", "train", "torch", "plugins", "scaling", "faults", "cuda-mpi")
+    )
     unknown = bench("run", "nope", "--out", tmp_path)
     assert unknown.returncode == 1 and "unknown suite 'nope'" in unknown.stderr

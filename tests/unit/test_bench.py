@@ -21,8 +21,10 @@ def rec(subject, values, role="result", better="higher", case="c", metric="rate"
 
 
 def test_runs_become_records_and_ratios_pair_them_run_by_run():
-    runs = [[Measure("c", "spmd", 2.0, "rate", "GB/s"), Measure("c", "limit", 4.0, "rate", "GB/s", "ceiling")],
-            [Measure("c", "spmd", 3.0, "rate", "GB/s"), Measure("c", "limit", 3.0, "rate", "GB/s", "ceiling")]]
+    runs = [
+        [Measure("c", "spmd", 2.0, "rate", "GB/s"), Measure("c", "limit", 4.0, "rate", "GB/s", "ceiling")],
+        [Measure("c", "spmd", 3.0, "rate", "GB/s"), Measure("c", "limit", 3.0, "rate", "GB/s", "ceiling")],
+    ]
     spmd, limit = collect("io", runs, "read")
     assert (spmd.values, limit.values, spmd.bench_case) == ([2.0, 3.0], [4.0, 3.0], "read")
     assert ratios(spmd, limit) == [0.5, 1.0]
@@ -39,13 +41,24 @@ def test_records_round_trip_through_json_lines(tmp_path):
 
 
 def test_a_row_shows_the_ceiling_and_the_strongest_peer():
-    rows = report.rows_of([rec("spmd", [10.0, 12.0]), rec("HBM", [20.0, 20.0], "ceiling"),
-                           rec("torch eager", [5.0, 5.0], "peer"), rec("torch graph", [11.0, 11.0], "peer")])
+    rows = report.rows_of(
+        [
+            rec("spmd", [10.0, 12.0]),
+            rec("HBM", [20.0, 20.0], "ceiling"),
+            rec("torch eager", [5.0, 5.0], "peer"),
+            rec("torch graph", [11.0, 11.0], "peer"),
+        ]
+    )
     (row,) = rows
     assert row["ceiling"] == "HBM: 20.0" and row["peer"] == "torch graph: 11.0"
     assert row["ceiling_ratio"].startswith("0.550 (0.500 - 0.600, 2 runs)")
-    times = report.rows_of([rec("spmd", [1.0], better="lower"), rec("by hand", [2.0], "peer", better="lower"),
-                            rec("other", [0.5], "peer", better="lower")])
+    times = report.rows_of(
+        [
+            rec("spmd", [1.0], better="lower"),
+            rec("by hand", [2.0], "peer", better="lower"),
+            rec("other", [0.5], "peer", better="lower"),
+        ]
+    )
     assert times[0]["peer"] == "other: 0.500" and times[0]["ceiling"] == "-"
 
 
@@ -62,8 +75,11 @@ def test_a_failing_case_is_recorded_and_the_others_still_run(tmp_path, monkeypat
 
     fake = types.ModuleType("fake")
     fake.__doc__ = "A fake suite."
-    fake.cases = lambda env: [Case("breaks", broken), Case("works", lambda env: [Measure("w", "spmd", 1.0, "r", "u")]),
-                              Case("needs two GPUs", broken, needs=("gpu", "ranks2"))]
+    fake.cases = lambda env: [
+        Case("breaks", broken),
+        Case("works", lambda env: [Measure("w", "spmd", 1.0, "r", "u")]),
+        Case("needs two GPUs", broken, needs=("gpu", "ranks2")),
+    ]
     monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
     monkeypatch.setattr(runner, "expand", lambda names: names)
     monkeypatch.setattr(runner, "gpu_count", lambda: 0)
@@ -82,9 +98,19 @@ def test_rendering_the_committed_results_changes_no_document():
 def test_a_document_that_disagrees_with_its_results_is_named(tmp_path, monkeypatch, capsys):
     (tmp_path / "docs/results/box/io").mkdir(parents=True)
     write_records(tmp_path / "docs/results/box/io/records.jsonl", [rec("spmd", [2.0]), rec("lim", [4.0], "ceiling")])
-    (tmp_path / "docs/results/box/io/manifest.json").write_text(json.dumps(
-        {"cpu": "a CPU", "cpus": 2, "gpus": [], "date": "2026-11-25T00:00:00", "commit": "abc", "command": "x",
-         "cases": []}))
+    (tmp_path / "docs/results/box/io/manifest.json").write_text(
+        json.dumps(
+            {
+                "cpu": "a CPU",
+                "cpus": 2,
+                "gpus": [],
+                "date": "2026-11-25T00:00:00",
+                "commit": "abc",
+                "command": "x",
+                "cases": [],
+            }
+        )
+    )
     doc = tmp_path / "docs/x.md"
     doc.write_text("before\n<!-- bench:table suite=io kind=box -->\nhand-typed 9.99\n<!-- /bench:table -->\nafter\n")
     (tmp_path / "README.md").write_text("readme\n")
