@@ -23,27 +23,9 @@ def sizes(env) -> tuple[int, int]:
 def spmd_comm(env, op: str) -> dict:
     small, large = sizes(env)
     out = env.work / f"comm-{op}.json"
-    env.spmd(
-        "bench",
-        "comm",
-        "--op",
-        op,
-        "--backend",
-        "all",
-        "--min-bytes",
-        small,
-        "--max-bytes",
-        large,
-        "--factor",
-        32,
-        "--iters",
-        20 if env.gpus else 10,
-        "--warmup",
-        5,
-        "--json",
-        out,
-        ranks=env.ranks,
-    )
+    iters = 20 if env.gpus else 10
+    args = ["--op", op, "--backend", "all", "--min-bytes", small, "--max-bytes", large, "--factor", 32]
+    env.spmd("bench", "comm", *args, "--iters", iters, "--warmup", 5, "--json", out, ranks=env.ranks)
     return json.loads(out.read_text())
 
 
@@ -57,40 +39,23 @@ def measures(case: str, backend: str, rows: list[dict], role: str) -> list[Measu
 
 def allreduce(env) -> list[Measure]:
     """spmd's allreduce on each backend against PyTorch's at the same sizes."""
-    result = spmd_comm(env, "allreduce")
     case = f"allreduce, {env.ranks} ranks"
-    out = []
-    for backend, rows in result["results"].items():
-        if any(r["wrong"] for r in rows):
-            raise RuntimeError(f"{backend}: {sum(r['wrong'] for r in rows)} wrong element(s)")
-        role = "result" if backend == ("nccl" if env.gpus else "mpi") else "peer"
-        out += measures(case, f"spmd {backend}", rows, role)
+    out = other(env, "allreduce")
     small, large = sizes(env)
-    torch = json.loads(
-        env.program(
-            "torch_allreduce.py",
-            "--min-bytes",
-            small,
-            "--max-bytes",
-            large,
-            "--factor",
-            32,
-            "--iters",
-            20 if env.gpus else 10,
-            ranks=env.ranks,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
+    sweep = ["--min-bytes", small, "--max-bytes", large, "--factor", 32, "--iters", 20 if env.gpus else 10]
+    torch = json.loads(env.program("torch_allreduce.py", *sweep, ranks=env.ranks).stdout.strip().splitlines()[-1])
     rows = torch["results"]
     out += measures(case, f"PyTorch {torch['backend']}", rows, "ceiling" if env.gpus else "peer")
     return out
 
 
 def other(env, op: str) -> list[Measure]:
+    """``op`` on every backend that runs here, each checked (a wrong element fails the case)."""
     result = spmd_comm(env, op)
     out = []
     for backend, rows in result["results"].items():
+        if any(r["wrong"] for r in rows):
+            raise RuntimeError(f"{backend}: {sum(r['wrong'] for r in rows)} wrong element(s)")
         role = "result" if backend == ("nccl" if env.gpus else "mpi") else "peer"
         out += measures(f"{op}, {env.ranks} ranks", f"spmd {backend}", rows, role)
     return out
