@@ -613,10 +613,11 @@ def mapped_before_barrier() -> dict:
     return {**b, "wait": worst * 1e3}
 
 
+CALLS = {1: "default-and-split", 3: "default-and-perbucket"}  # the first and third GPU calls' settings
+
+
 def large512(call: int, setting: str) -> dict:
-    r = next(
-        r for r in settings(RESULTS / MAPPED / "train-large512" / f"session-call{call}") if r["setting"] == setting
-    )
+    r = next(r for r in settings(RESULTS / MAPPED / "train-large512" / CALLS[call]) if r["setting"] == setting)
     if r["runs"] < 3:
         raise ValueError(f"{MAPPED}/train-large512: {setting} has {r['runs']} runs")
     return {k.replace("_ms", "_us"): (v * 1e3 if k.endswith("_ms") else v) for k, v in r.items()}  # in us
@@ -628,9 +629,7 @@ def large512_effects() -> dict:
     split, early = large512(1, "split"), large512(3, "perbucket")
     bucket = max(
         json.loads(line)["buckets"][-1]
-        for line in (RESULTS / MAPPED / "train-large512" / "session-call3" / "default-run1.jsonl")
-        .read_text()
-        .splitlines()
+        for line in (RESULTS / MAPPED / "train-large512" / CALLS[3] / "default-run1.jsonl").read_text().splitlines()
     )
     alone = comm_tables("comm-h200x2/spmd-allreduce-nccl.txt")["nccl"]
     return {
