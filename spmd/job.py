@@ -21,7 +21,7 @@ from .files import json_text, require_replaceable, require_writable_folder, writ
 from .progress import Progress
 from .report.build import TIMELINE_REPEATS, build_report
 from .report.html import run_html
-from .report.trace import chrome_trace
+from .report.trace import chrome_trace, rank_devices
 from .stats import BOUND, MIN_REPEATS_95, median_interval
 from .timing import PhaseTimer, enter_phase
 from .topology import describe_placement
@@ -220,10 +220,8 @@ class RepeatPlan:
 
 def run_trace(report: dict, timelines: list) -> dict:
     """The Chrome trace of a run (spmd.report.trace) from its report and every rank's repeats."""
-    devices = [
-        next((d for node in report["nodes"] for d in node["devices"] if d["rank"] == r), None)
-        for r in range(report["ranks"])
-    ]
+    by_rank = rank_devices(report)
+    devices = [by_rank.get(r) for r in range(report["ranks"])]
     meta = {
         "workload": report["workload"],
         "ranks": report["ranks"],

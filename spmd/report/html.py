@@ -10,7 +10,7 @@ from ..files import MARK
 from ..units import fmt_seconds
 from .breakdown import per_repeat
 from .svg import repeat_lines, stacked_bars, timeline
-from .trace import track_ids, track_name
+from .trace import rank_devices, track_ids, track_name
 
 MAX_TIMELINE_RANKS = 32  # beyond this a page of rows helps nobody: the trace (--trace) has them all
 
@@ -105,7 +105,7 @@ def timeline_rows(report: dict) -> list[tuple[str, list]]:
     tl = report.get("timeline") or {}
     per_rank = tl.get("per_rank") or []
     ids = track_ids(per_rank)
-    devices = _devices(report)
+    devices = rank_devices(report)
     rows = []
     for rank, repeats in enumerate(per_rank[:MAX_TIMELINE_RANKS]):
         tracks: dict[str, list] = {}
@@ -119,10 +119,6 @@ def timeline_rows(report: dict) -> list[tuple[str, list]]:
         for track in sorted(tracks, key=ids.get):
             rows.append((f"rank {rank} · {track_name(track, devices.get(rank))}", tracks[track]))
     return rows
-
-
-def _devices(report: dict) -> dict[int, dict]:
-    return {d["rank"]: d for node in report.get("nodes", []) for d in node.get("devices", [])}
 
 
 def timeline_section(report: dict) -> str:

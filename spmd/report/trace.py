@@ -22,6 +22,11 @@ def track_ids(timelines: list[list[dict]]) -> dict[str, int]:
     return {track: i for i, track in enumerate(ordered)}
 
 
+def rank_devices(report: dict) -> dict[int, dict]:
+    """report.json's device record of each rank (from ``nodes``), by rank."""
+    return {d["rank"]: d for node in report.get("nodes", []) for d in node.get("devices", [])}
+
+
 def process_name(rank: int, host: str, device: dict | None) -> str:
     where = f"GPU {device['device_id']}" if device and device.get("device_id") is not None else "CPU"
     return f"rank {rank} on {host}, {where}"

@@ -64,10 +64,10 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
             "time": row["time"],
             "oversubscribed": bool(r["placement"]["oversubscribed"]),
         }
-        for r in _unique(runs)
+        for r in measured_once(runs)
         for row in [_row(series, r)]
     ]
-    probe = [p for r in _unique(runs) for p in (r["probe"] or [])]
+    probe = [p for r in measured_once(runs) for p in (r["probe"] or [])]
     backend = runs[0]["report"]["comm"]
     model = fit_model(model_runs, probe, backend, growth)
     measured_max = max(r["ranks"] for r in runs)
@@ -82,10 +82,10 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         model["predictions"] = {"best": best, "break_even": even, "measured_max_ranks": measured_max}
     advice = oversubscription_advice(runs)
     advice += suspect_advice(series)
-    advice += straggler_advice(_unique(runs))
+    advice += straggler_advice(measured_once(runs))
     advice += [line for mode in modes for line in series_advice(series[mode])]
     advice += model_advice(model, best, even, measured_max, hardware_present(runs))
-    advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in _unique(runs)], backend)
+    advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in measured_once(runs)], backend)
     advice += storage_advice(runs)
     sweep = batch_sweep(batch_runs, model["comm"] if model else None)
     advice += sweep["advice"] if sweep else []
@@ -134,7 +134,7 @@ def hardware_present(runs: list[dict]) -> dict | None:
     return {"count": sum(per_node.values()), "what": "GPUs" if gpu else "CPU cores", "nodes": len(per_node)}
 
 
-def _unique(runs: list[dict]) -> list[dict]:
+def measured_once(runs: list[dict]) -> list[dict]:
     """Runs measured once (a weak run reusing the strong run of its size counts once)."""
     out: list[dict] = []
     for r in runs:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..report.summary import job_time
+from ..report.summary import job_time, slowest_per_repeat
 from ..stats import BOUND, Interval, median_interval, ratio_interval
 
 # Phases that ran hidden behind others (communication behind compute, copies to the GPU behind the read): they
@@ -45,8 +45,7 @@ def karp_flatt(speedup: float, p: float) -> float | None:
 
 def time_interval(report: dict) -> Interval:
     """The median over repeats of the slowest rank's total, with its confidence interval (spmd.stats)."""
-    per_rank = [r["repeats"] for r in report["per_rank"]]
-    return median_interval(max(repeats[i]["total"] for repeats in per_rank) for i in range(len(per_rank[0])))
+    return median_interval(slowest_per_repeat([r["repeats"] for r in report["per_rank"]])["total"])
 
 
 def noise_reason(report: dict) -> str | None:

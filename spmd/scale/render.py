@@ -16,6 +16,7 @@ from ..files import MARK, json_text, require_replaceable, write_files_atomic
 from ..report.breakdown import breakdown
 from ..report.svg import stacked_bars
 from ..units import fmt_bytes, fmt_seconds
+from .analysis import measured_once
 from .plots import PLOTS, render_plots
 
 
@@ -227,13 +228,8 @@ def run_breakdown(report: dict) -> dict:
 
 def _unique_runs(scaling: dict) -> list[dict]:
     """The sweep's runs, each measured once (a weak run reusing its strong twin is left out), batch runs last."""
-    out, seen = [], []
-    for run in scaling.get("runs", []):
-        if any(run["report"] is r or run["report"] == r for r in seen):
-            continue
-        seen.append(run["report"])
-        out.append(run)
-    return sorted(out, key=lambda r: (r["mode"] == "batch", r["mode"], r["ranks"]))
+    runs = measured_once(scaling.get("runs", []))
+    return sorted(runs, key=lambda r: (r["mode"] == "batch", r["mode"], r["ranks"]))
 
 
 def batch_tables(sweep: dict | None) -> list[Table]:
