@@ -68,6 +68,8 @@ class Env:
                 return f"needs {need[5:]} ranks (--ranks {self.ranks})"
             if need == "torch" and not _importable("torch"):
                 return "needs PyTorch (the torch extra)"
+            if need == "nvmath" and not _importable("nvmath"):
+                return "needs nvmath-python (pip install nvmath-python)"
             if need == "cuda-mpi" and not os.environ.get("SPMD_CUDA_MPI"):
                 return "needs a CUDA-aware MPI (bench/cuda-mpi/build.sh, then SPMD_CUDA_MPI=1 with its mpirun)"
         return None

@@ -1,8 +1,7 @@
-"""The shared libraries this process has loaded (not what a search path would find), and the CUDA driver's."""
+"""The shared libraries this process has loaded (not what a search path would find), and the CUDA driver's API."""
 
 from __future__ import annotations
 
-import ctypes
 import functools
 
 
@@ -19,8 +18,28 @@ def loaded_libraries(fragment: str) -> list[str]:
 
 @functools.cache
 def cuda_driver():
-    """The CUDA driver library (libcuda), for calls CuPy does not wrap; None where it does not load."""
+    """The CUDA driver API through cuda-bindings (``cuda.bindings.driver``, NVIDIA's maintained bindings), for
+    calls CuPy does not wrap; None where that package is not installed. Its calls load libcuda on first use."""
     try:
-        return ctypes.CDLL("libcuda.so.1")
-    except OSError:
+        from cuda.bindings import driver
+    except ImportError:
         return None
+    return driver
+
+
+def driver_call(name: str, *args):
+    """``cuda_driver().name(*args)``, its CUresult checked: the value it returns (None, one, or a tuple).
+
+    Raises:
+        OSError: cuda-bindings missing, libcuda not loadable, or the call's CUresult (named) not CUDA_SUCCESS.
+    """
+    driver = cuda_driver()
+    if driver is None:
+        raise OSError("the CUDA driver's Python bindings (cuda-bindings) are not installed")
+    try:
+        status, *values = getattr(driver, name)(*args)
+    except (RuntimeError, OSError) as exc:  # libcuda not found (cuda.pathfinder's error is a RuntimeError)
+        raise OSError(f"{name}: {exc}") from exc
+    if status != driver.CUresult.CUDA_SUCCESS:
+        raise OSError(f"{name} failed with {getattr(status, 'name', status)}")
+    return None if not values else values[0] if len(values) == 1 else tuple(values)

@@ -11,7 +11,7 @@ from typing import Callable
 class Case:
     """One benchmark: ``measure(env)`` takes one run's measures (``batched``: ``measure(env, runs)`` takes every
     run's at once, a list per run, for programs that repeat inside themselves); ``needs`` what it runs on ('gpu',
-    'ranks2', 'torch', 'cuda-mpi'); ``runs`` overrides the run's count."""
+    'ranks2', 'torch', 'nvmath', 'cuda-mpi'); ``runs`` overrides the run's count."""
 
     name: str
     measure: Callable[..., list]

@@ -9,6 +9,7 @@ import random
 
 from ..records import Measure
 from . import Case
+from .train_gemms import step_gemms
 
 PEERS = ("torch-eager", "torch-graph", "torch-compile", "torch-compile-graphs")
 
@@ -113,4 +114,5 @@ def cases(env) -> list[Case]:
             needs=("gpu", "torch", "ranks2"),
             batched=True,
         ),
+        Case("GEMMs against nvmath-python", step_gemms, needs=("gpu", "nvmath")),
     ]

@@ -4,53 +4,65 @@ told: the carve-out and the stream's access-policy window set as asked, and put 
 import numpy as np
 import pytest
 
+from spmd import libraries
 from spmd.workloads.train import l2
 from spmd.workloads.train.model import PRESETS, Layout
 from spmd.workloads.train.network import ARENA_ALIGN, Network
 from spmd.workloads.train.ops import HostOps
 
+real = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is in the test extra")
 MiB = 1 << 20
+ACCESS = real.CUaccessProperty
 
 
 class Driver:
-    """libcuda's calls L2Window makes, on a state it can inspect; ``refuse``: names that return CUresult 1."""
+    """cuda.bindings.driver as L2Window sees it: its own types and enums, and the calls L2Window makes on a
+    state the test can inspect; ``refuse``: calls that answer CUDA_ERROR_INVALID_VALUE."""
 
     def __init__(self, persisting=30 * MiB, window=128 * MiB, limit=0, refuse=()):
+        attribute = real.CUdevice_attribute
         self.attributes = {
-            l2.CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: persisting,
-            l2.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: window,
+            attribute.CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: persisting,
+            attribute.CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: window,
         }
         self.limit, self.window, self.resets, self.refuse = limit, None, 0, refuse
 
     def __getattr__(self, name):
+        if not name.startswith("cu"):
+            return getattr(real, name)  # types and enums: the real ones
         method = getattr(self, "_" + name)
 
         def call(*args):
-            return 1 if name in self.refuse else method(*args) or 0
+            if name in self.refuse:
+                return (real.CUresult.CUDA_ERROR_INVALID_VALUE,)
+            return (real.CUresult.CUDA_SUCCESS, *method(*args))
 
         return call
 
-    def _cuCtxGetDevice(self, device):
-        device._obj.value = 0
+    def _cuCtxGetDevice(self):
+        return (real.CUdevice(0),)
 
-    def _cuDeviceGetAttribute(self, value, attribute, device):
-        value._obj.value = self.attributes[attribute.value]
+    def _cuDeviceGetAttribute(self, attribute, device):
+        return (self.attributes[attribute],)
 
-    def _cuCtxGetLimit(self, value, limit):
-        assert limit.value == l2.CU_LIMIT_PERSISTING_L2_CACHE_SIZE
-        value._obj.value = self.limit
+    def _cuCtxGetLimit(self, limit):
+        assert limit == real.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+        return (self.limit,)
 
     def _cuCtxSetLimit(self, limit, value):
-        assert limit.value == l2.CU_LIMIT_PERSISTING_L2_CACHE_SIZE
-        self.limit = value.value
+        assert limit == real.CUlimit.CU_LIMIT_PERSISTING_L2_CACHE_SIZE
+        self.limit = value
+        return ()
 
     def _cuStreamSetAttribute(self, stream, attribute, value):
-        assert stream.value == 0xABC and attribute.value == l2.CU_STREAM_ATTRIBUTE_ACCESS_POLICY_WINDOW
-        w = value._obj.accessPolicyWindow
-        self.window = (w.base_ptr, w.num_bytes, round(w.hitRatio, 6), w.hitProp, w.missProp)
+        assert int(stream) == 0xABC and attribute == real.CUstreamAttrID.CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW
+        w = value.accessPolicyWindow
+        self.window = (int(w.base_ptr), w.num_bytes, round(w.hitRatio, 6), w.hitProp, w.missProp)
+        return ()
 
     def _cuCtxResetPersistingL2Cache(self):
         self.resets += 1
+        return ()
 
 
 class Stream:
@@ -61,6 +73,7 @@ class Stream:
 def driver(monkeypatch):
     def use(**kwargs):
         fake = Driver(**kwargs)
+        monkeypatch.setattr(libraries, "cuda_driver", lambda: fake)
         monkeypatch.setattr(l2, "cuda_driver", lambda: fake)
         return fake
 
@@ -72,11 +85,17 @@ def test_the_window_persists_the_buffer_and_close_puts_everything_back(driver):
     window = l2.L2Window(Stream(), 0x10000, 12 * MiB)
     assert window.failure is None and window.persisting_bytes == 12 * MiB
     assert fake.limit == 12 * MiB
-    assert fake.window == (0x10000, 12 * MiB, 1.0, l2.CU_ACCESS_PROPERTY_PERSISTING, l2.CU_ACCESS_PROPERTY_STREAMING)
+    assert fake.window == (
+        0x10000,
+        12 * MiB,
+        1.0,
+        ACCESS.CU_ACCESS_PROPERTY_PERSISTING,
+        ACCESS.CU_ACCESS_PROPERTY_STREAMING,
+    )
     assert window.describe() == {"bytes": 12 * MiB, "persisting_bytes": 12 * MiB, "failure": None}
     window.close()
     assert fake.limit == 5 * MiB and fake.resets == 1  # the carve-out as it was, the lines released
-    assert fake.window == (None, 0, 0.0, l2.CU_ACCESS_PROPERTY_NORMAL, l2.CU_ACCESS_PROPERTY_NORMAL)
+    assert fake.window == (0, 0, 0.0, ACCESS.CU_ACCESS_PROPERTY_NORMAL, ACCESS.CU_ACCESS_PROPERTY_NORMAL)
     window.close()  # twice: nothing more
     assert fake.resets == 1
 
@@ -92,8 +111,8 @@ def test_a_buffer_larger_than_the_device_allows_gets_a_proportional_hit_ratio(dr
     "kwargs,message",
     [
         ({"persisting": 0}, "no persisting L2 lines"),
-        ({"refuse": ("cuCtxSetLimit",)}, "cuCtxSetLimit failed with CUresult 1"),
-        ({"refuse": ("cuStreamSetAttribute",)}, "cuStreamSetAttribute failed with CUresult 1"),
+        ({"refuse": ("cuCtxSetLimit",)}, "cuCtxSetLimit failed with CUDA_ERROR_INVALID_VALUE"),
+        ({"refuse": ("cuStreamSetAttribute",)}, "cuStreamSetAttribute failed with CUDA_ERROR_INVALID_VALUE"),
     ],
 )
 def test_a_device_or_driver_that_refuses_leaves_nothing_set_and_says_why(driver, kwargs, message):
@@ -104,10 +123,16 @@ def test_a_device_or_driver_that_refuses_leaves_nothing_set_and_says_why(driver,
     assert window.describe()["persisting_bytes"] == 0
 
 
-def test_without_the_driver_library_the_window_is_a_named_no_op(monkeypatch):
+def test_without_the_driver_bindings_the_window_is_a_named_no_op(monkeypatch):
     monkeypatch.setattr(l2, "cuda_driver", lambda: None)
     window = l2.L2Window(Stream(), 0x10000, 8 * MiB)
-    assert "libcuda.so.1" in window.failure
+    assert "cuda-bindings" in window.failure
+    window.close()
+
+
+def test_without_a_driver_to_load_the_window_is_a_named_no_op():
+    window = l2.L2Window(Stream(), 0x10000, 8 * MiB)  # the real bindings, on a machine with no libcuda
+    assert window.failure and window.persisting_bytes == 0
     window.close()
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 BLOCK = (32, 4)  # threads per block along (columns, rows): 32 coalesced columns per warp
-ROWS_PER_THREAD = 4  # 32x4 threads x 4 rows: fastest of the shapes bench/stencil_kernel.py sweeps
+ROWS_PER_THREAD = 4  # 32x4 threads x 4 rows: fastest of the shapes bench/tools/stencil_kernel.py sweeps
 
 _TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 

@@ -3,7 +3,7 @@ bias + ReLU of a hidden layer and the bias gradient fused into the GEMM's epilog
 
 Why: cuBLAS's own heuristic picks badly for some of train's tiny shapes. On one H100 the medium model's second
 layer at batch 16 (16 x 256 x 128) ran a kernel of 51 us where its neighbours take 2-8 us, a third of the whole
-step (bench/train_ops.py, docs/results/train-h100x1). So each distinct GEMM (shapes, transposes, epilogue,
+step (bench/tools/train_ops.py, docs/results/train-h100x1). So each distinct GEMM (shapes, transposes, epilogue,
 alignment) asks cuBLASLt's heuristic for its candidates once, times each on scratch output, and keeps the
 fastest. The fused epilogues remove one kernel per layer and pass.
 

@@ -12,24 +12,25 @@ optimizer = o - w; comm_overlapped = (time the buckets' allreduces took) - comm.
 
 from __future__ import annotations
 
-import ctypes
 import time
 
 from ... import xp as xpmod
-from ...libraries import cuda_driver
-
-CU_EVENT_RECORD_EXTERNAL = 0x1
+from ...libraries import cuda_driver, driver_call
 
 
 def _driver_record():
-    """cuEventRecordWithFlags from the CUDA driver, or None: recording a timing event inside
-    a CUDA graph capture needs the EXTERNAL flag, which CuPy's Event.record does not pass."""
-    fn = getattr(cuda_driver(), "cuEventRecordWithFlags", None)
-    if fn is None:
+    """Records a CuPy event on a CuPy stream with CU_EVENT_RECORD_EXTERNAL (cuda-bindings), or None where the
+    bindings are missing: a timing event inside a CUDA graph capture needs that flag, which CuPy's Event.record
+    does not pass."""
+    driver = cuda_driver()
+    if driver is None:
         return None
-    fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)
-    fn.restype = ctypes.c_int
-    return fn
+    external = driver.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL
+
+    def record(event, stream) -> None:
+        driver_call("cuEventRecordWithFlags", driver.CUevent(event.ptr), driver.CUstream(stream.ptr), external)
+
+    return record
 
 
 class HostMarks:
@@ -100,9 +101,7 @@ class DeviceMarks:
     def _put(self, event) -> None:
         stream = xpmod.cupy.cuda.get_current_stream()
         if self.capturing:  # a timing event inside a graph: an event-record node
-            status = self._record(event.ptr, stream.ptr, CU_EVENT_RECORD_EXTERNAL)
-            if status != 0:
-                raise RuntimeError(f"cuEventRecordWithFlags failed with CUresult {status}")
+            self._record(event, stream)
         else:
             event.record(stream)
 

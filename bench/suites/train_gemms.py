@@ -1,0 +1,166 @@
+"""The train suite's GEMM case: train's GEMMs, one step's worth, through spmd's cuBLASLt plans (spmd/workloads/train/lt.py: the heuristic's
+candidates timed, bias + ReLU and the bias gradient fused) against nvmath-python's stateful Matmul (cuBLASLt
+too, planned with the same epilogues and autotuned), the same operands and stream. Each side's sequence (every
+layer's forward GEMM, weight gradient and input gradient) is captured into one CUDA graph, as train's step is,
+and the graph timed; where nvmath cannot be captured, both sides are timed launched from Python and the record
+says so. The decision of docs/architecture.md ("kept and not taken") reads these figures."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ceilings import median_seconds
+from ..records import Measure
+
+REPS = 20  # the sequence, this many times per graph: a graph launch is then a small share
+
+
+def _layers(widths, batch, cupy):
+    rng = np.random.default_rng(7)
+    make = lambda *shape: cupy.asarray(rng.standard_normal(shape, dtype=np.float32) * 0.1)  # noqa: E731
+    layers = []
+    for n_in, n_out in zip(widths[:-1], widths[1:]):
+        layers.append(
+            {
+                "x": make(batch, n_in),
+                "w": make(n_out, n_in),
+                "bias": make(n_out),
+                "out": cupy.zeros((batch, n_out), np.float32),
+                "delta": make(batch, n_out),
+                "dw": cupy.zeros((n_out, n_in), np.float32),
+                "db": cupy.zeros(n_out, np.float32),
+                "dx": cupy.zeros((batch, n_in), np.float32),
+            }
+        )
+    return layers
+
+
+def _spmd_step(ops, layers):
+    def step():
+        for i, layer in enumerate(layers):
+            if i < len(layers) - 1:
+                ops.linear_relu(layer["x"], layer["w"], layer["bias"], layer["out"])
+            else:
+                ops.gemm(layer["x"], layer["w"], layer["out"], trans_b=True)
+        for i, layer in reversed(list(enumerate(layers))):
+            ops.weight_gradient(layer["delta"], layer["x"], layer["dw"], layer["db"], accumulate=False)
+            if i:
+                ops.gemm(layer["delta"], layer["w"], layer["dx"])
+
+    return step
+
+
+def _nvmath_step(layers, stream):
+    """The same GEMMs as nvmath Matmul objects, in the column-major form cuBLASLt's bias epilogues want (the bias
+    runs along the result's rows): out^T = W x^T (+bias, ReLU); dW^T = x^T delta (bias gradient of delta's
+    columns); dx^T = W^T delta^T. Results written in place into the same arrays spmd writes."""
+    from nvmath.linalg.advanced import Matmul, MatmulEpilog
+
+    plans = []
+
+    def plan(a, b, c, epilog=None, bias=None):
+        mm = Matmul(a, b, c=c, beta=0.0, options={"inplace": True}, stream=stream)
+        inputs = {"bias": bias} if bias is not None else None
+        mm.plan(epilog=epilog, epilog_inputs=inputs, stream=stream)
+        mm.autotune(iterations=10, stream=stream)
+        plans.append(mm)
+        return mm
+
+    forward, backward = [], []
+    for i, layer in enumerate(layers):
+        x, w, out = layer["x"], layer["w"], layer["out"]
+        hidden = i < len(layers) - 1
+        forward.append(
+            plan(w, x.T, out.T, MatmulEpilog.RELU_BIAS if hidden else None, layer["bias"] if hidden else None)
+        )
+    for i, layer in reversed(list(enumerate(layers))):
+        backward.append(plan(layer["x"].T, layer["delta"], layer["dw"].T, MatmulEpilog.BGRADB))
+        if i:
+            backward.append(plan(layer["w"].T, layer["delta"].T, layer["dx"].T))
+
+    def step():
+        for mm in forward + backward:
+            mm.execute(stream=stream)
+
+    return step, plans
+
+
+def _timed(step, stream, capture: bool) -> float:
+    """Seconds per step: a graph of REPS steps replayed (capture), or REPS steps launched from Python."""
+    import cupy
+
+    if capture:
+        with stream:
+            stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
+            try:
+                for _ in range(REPS):
+                    step()
+            finally:
+                graph = stream.end_capture()
+        run = lambda: graph.launch(stream)  # noqa: E731
+    else:
+
+        def run():
+            for _ in range(REPS):
+                step()
+
+    with stream:
+        seconds = median_seconds(run, repeats=15)
+    cupy.cuda.Device().synchronize()
+    return seconds / REPS
+
+
+def step_gemms(env) -> list[Measure]:
+    import cupy
+
+    from spmd.workloads.train.model import PRESETS
+    from spmd.workloads.train.ops import make_ops
+
+    table = {"medium": (16,)} if env.quick else {"medium": (16, 1024), "large": (8, 512)}
+    out = []
+    for model, batches in table.items():
+        for batch in batches:
+            layers = _layers(PRESETS[model], batch, cupy)
+            stream = cupy.cuda.Stream(non_blocking=True)
+            ops = make_ops("gpu", np.float32, None, max_rows=batch)
+            ops.bind(stream)
+            with stream:
+                mine = _spmd_step(ops, layers)
+                mine()  # plans and tunes outside the capture
+                theirs, plans = _nvmath_step(layers, stream)
+                theirs()
+            stream.synchronize()
+            try:
+                t_nvmath = _timed(theirs, stream, capture=True)
+                captured = True
+            except Exception as exc:  # noqa: BLE001 - nvmath refusing a capture is itself the finding
+                captured = False
+                why = f"{type(exc).__name__}: {exc}"[:300]
+                t_nvmath = _timed(theirs, stream, capture=False)
+            t_spmd = _timed(mine, stream, capture=captured)
+            params = {"captured": captured} | ({} if captured else {"capture_failed": why})
+            case = f"train GEMMs of one step: {model} batch {batch}, fp32"
+            out += [
+                Measure(
+                    case,
+                    "spmd cuBLASLt plans (lt.py)",
+                    t_spmd * 1e6,
+                    "time per step's GEMMs",
+                    "us",
+                    better="lower",
+                    params=params,
+                ),
+                Measure(
+                    case,
+                    "nvmath-python Matmul (autotuned)",
+                    t_nvmath * 1e6,
+                    "time per step's GEMMs",
+                    "us",
+                    "peer",
+                    better="lower",
+                    params=params,
+                ),
+            ]
+            for mm in plans:
+                mm.free()
+    return out
