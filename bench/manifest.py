@@ -107,4 +107,6 @@ def manifest(argv: list[str], ranks: int) -> dict:
         "commit": commit + ("+changes" if dirty else ""),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "-m", "bench", *argv]),
+        # settings that change what is measured (NCCL_P2P_DISABLE=1: all-reduce through host memory, ...)
+        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "SPMD_FAULT"))},
     }

@@ -1,9 +1,11 @@
 """The same model trained in a plain DDP script written by hand, the baseline of spmd's `ddp` strategy: one
-process (world size 1), rows resident on the device, AdamW, 25 MiB buckets, fp32; windows of ``--steps`` steps
-timed the way spmd times a repeat (device synchronized at both ends). Prints one JSON line: samples/s of the
-median window, and every window's seconds.
+process, or one per rank under mpiexec (the world and a free port for PyTorch's store taken from MPI, one GPU per
+node-local rank; one node), rows resident on the device, AdamW, 25 MiB buckets, fp32; windows of ``--steps`` steps timed
+the way spmd times a repeat (device synchronized at both ends, the slowest rank's window). Rank 0 prints one JSON
+line: samples/s of all ranks over the median window, and every window's seconds.
 
     python bench/programs/plain_ddp.py --size large --batch 256 [--device cpu]
+    mpiexec -n 2 python bench/programs/plain_ddp.py --size large --batch 256
 """
 
 from __future__ import annotations
@@ -38,14 +40,24 @@ def main() -> None:
     gpu = a.device == "gpu"
     on = "cuda" if gpu else "cpu"
     sync = torch.cuda.synchronize if gpu else (lambda: None)
-    if not gpu:  # as spmd gives one rank: the cores it may use
-        torch.set_num_threads(len(os.sched_getaffinity(0)))
-    dist.init_process_group(
-        "nccl" if gpu else "gloo", store=dist.TCPStore("127.0.0.1", 0, 1, True), rank=0, world_size=1
-    )
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    if gpu:  # one GPU per node-local rank, as spmd binds
+        torch.cuda.set_device(node.Get_rank() % torch.cuda.device_count())
+        on = f"cuda:{torch.cuda.current_device()}"
+    else:  # as spmd gives each rank: its share of the node's cores
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // node.Get_size()))
+    store = dist.TCPStore("127.0.0.1", 0, world, True, wait_for_workers=False) if rank == 0 else None
+    port = comm.bcast(store.port if store else None)
+    if store is None:
+        store = dist.TCPStore("127.0.0.1", port, world, False)
+    dist.init_process_group("nccl" if gpu else "gloo", store=store, rank=rank, world_size=world)
     torch.manual_seed(0)
     model = mlp.build({"options": {"size": a.size}}).to(on)
-    ddp = DDP(model, device_ids=[0] if gpu else None, bucket_cap_mb=25)
+    ddp = DDP(model, device_ids=[torch.cuda.current_device()] if gpu else None, bucket_cap_mb=25)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randn(a.rows, mlp.WIDTHS[a.size][0], device=on)
     y = torch.randint(0, 10, (a.rows,), device=on)
@@ -62,9 +74,11 @@ def main() -> None:
             opt.step()
         sync()
         if w:
-            times.append(time.perf_counter() - t0)
+            times.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
     dist.destroy_process_group()
-    print(json.dumps({"samples_per_s": a.batch * a.steps / statistics.median(times), "windows_s": times}))
+    if rank == 0:
+        rate = world * a.batch * a.steps / statistics.median(times)
+        print(json.dumps({"samples_per_s": rate, "ranks": world, "windows_s": times}))
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ def sizes(env) -> dict:
     return {"size": "medium", "batch": 32, "steps": 20 if env.quick else 100, "rows": 4096}
 
 
-def spmd_rate(env, strategy: str, s: dict, **params) -> float:
-    """samples/s of ``spmd run`` (one rank) training examples/torch/mlp.py with ``strategy``."""
+def spmd_rate(env, strategy: str, s: dict, ranks: int = 1, **params) -> float:
+    """samples/s of ``spmd run`` (``ranks`` ranks) training examples/torch/mlp.py with ``strategy``."""
     features = {"medium": 844, "large": 4812}[s["size"]]
     cfg = env.work / f"torch-{strategy}.yaml"
     data = env.work / f"torch-{s['size']}.h5"
@@ -50,37 +50,42 @@ def spmd_rate(env, strategy: str, s: dict, **params) -> float:
     )
     if not data.exists():
         env.spmd("generate", cfg, ranks=None)
-    env.spmd("run", cfg, "-q", ranks=1)
+    env.spmd("run", cfg, "-q", ranks=ranks)
     return env.report(env.work / f"torch-out-{strategy}")["metrics"]["samples_per_s"]
 
 
 def overhead(env) -> list[Measure]:
     s = sizes(env)
     case = f"MLP {s['size']}, batch {s['batch']}, fp32, AdamW, 1 rank"
-    plain = json.loads(
-        env.program(
-            "plain_ddp.py",
-            "--size",
-            s["size"],
-            "--batch",
-            s["batch"],
-            "--steps",
-            s["steps"],
-            "--rows",
-            s["rows"],
-            "--device",
-            env.device,
-            ranks=None,
-        ).stdout.splitlines()[-1]
-    )
     out = [
-        Measure(case, "plain DDP script", plain["samples_per_s"], "training rate", "samples/s", "peer"),
+        Measure(case, "plain DDP script", plain_ddp(env, s, None), "training rate", "samples/s", "peer"),
         Measure(case, "spmd ddp", spmd_rate(env, "ddp", s), "training rate", "samples/s"),
     ]
     if env.gpus:
         out += [
             Measure(case, f"spmd {strategy}", spmd_rate(env, strategy, s), "training rate", "samples/s")
             for strategy in ("ddp-graph", "compile")
+        ]
+    return out
+
+
+def plain_ddp(env, s: dict, ranks: int | None) -> float:
+    """samples/s of bench/programs/plain_ddp.py, plainly (None) or under the launcher with ``ranks`` ranks."""
+    args = ("--size", s["size"], "--batch", s["batch"], "--steps", s["steps"], "--rows", s["rows"])
+    done = env.program("plain_ddp.py", *args, "--device", env.device, ranks=ranks)
+    return json.loads(done.stdout.splitlines()[-1])["samples_per_s"]
+
+
+def overhead_all_ranks(env) -> list[Measure]:
+    """spmd's ddp on every rank of the launch against the plain DDP script on as many, at each batch of the
+    sweep: what spmd's phases, verification and data path cost a multi-GPU step."""
+    out = []
+    for batch in (16, 64) if env.quick else (16, 64, 256):
+        s = sizes(env) | {"batch": batch}
+        case = f"MLP {s['size']}, batch {batch} per rank, fp32, AdamW, {env.ranks} ranks"
+        out += [
+            Measure(case, "plain DDP script", plain_ddp(env, s, env.ranks), "training rate", "samples/s", "peer"),
+            Measure(case, "spmd ddp", spmd_rate(env, "ddp", s, ranks=env.ranks), "training rate", "samples/s"),
         ]
     return out
 
@@ -127,6 +132,11 @@ def batch_sweep(env) -> list[Measure]:
             Measure(case, "spmd ddp", row["speedup"], "speedup", "x"),
             Measure(case, "ideal", float(env.ranks), "speedup", "x", "ceiling"),
         ]
+    for point in (sweep.get("model") or {}).get("points", []):  # the advice's model against the measurement
+        case = f"MLP {s['size']}, {env.ranks} ranks against 1, batch {point['batch']} per rank"
+        measures.append(
+            Measure(case, "predicted by the step model", point["predicted_speedup"], "speedup", "x", "peer")
+        )
     if sweep.get("model") and sweep["model"].get("break_even_batch"):
         measures.append(
             Measure(
@@ -145,5 +155,6 @@ def cases(env) -> list[Case]:
     return [
         Case("against a plain DDP script", overhead, needs=("torch",)),
         Case("the cost of timing buckets", hook_cost, needs=("torch",)),
+        Case("against a plain DDP script, all ranks", overhead_all_ranks, needs=("torch", "ranks2")),
         Case("batch sweep", batch_sweep, needs=("torch", "ranks2")),
     ]

@@ -130,9 +130,16 @@ def test_without_the_driver_bindings_the_window_is_a_named_no_op(monkeypatch):
     window.close()
 
 
-def test_without_a_driver_to_load_the_window_is_a_named_no_op():
-    window = l2.L2Window(Stream(), 0x10000, 8 * MiB)  # the real bindings, on a machine with no libcuda
-    assert window.failure and window.persisting_bytes == 0
+def test_a_driver_that_cannot_load_names_the_call_and_why(driver):
+    fake = driver()
+
+    def unloadable(*args):  # what cuda.pathfinder raises on a machine without libcuda
+        raise RuntimeError('"cuda" is an NVIDIA driver library and can only be found via system search')
+
+    fake._cuCtxGetDevice = unloadable
+    window = l2.L2Window(Stream(), 0x10000, 8 * MiB)
+    assert window.failure.startswith("cuCtxGetDevice: ") and "NVIDIA driver library" in window.failure
+    assert window.persisting_bytes == 0 and fake.limit == 0
     window.close()
 
 
