@@ -24,6 +24,8 @@ LINK_CLASSES = {
     "network": "across nodes",
 }
 MAX_LISTED_PAIRS = 120
+# NCCL settings that take a same-node GPU link out of NCCL's hands (as behind a PCIe host bridge, or across nodes)
+NCCL_PATH_VARS = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_P2P_LEVEL")
 
 # NVML_TOPOLOGY_* levels of the common PCIe ancestor of two GPUs.
 PCIE_LEVELS = {
@@ -104,6 +106,7 @@ def describe_placement(ctx) -> dict | None:
         "pci_bus_id": bus_id,
         "cpus": node_cpus,
         "gpus": xpmod.gpu_count() if ctx.device == "gpu" else 0,
+        "nccl_env": {k: os.environ[k] for k in NCCL_PATH_VARS if k in os.environ},
     }
     everyone = ctx.comm.allgather(mine)
     pairs = node_pairs(everyone, ctx.host) if ctx.local_rank == 0 else []
@@ -145,6 +148,7 @@ def summarize_placement(ranks: list[dict], pairs: list[dict]) -> dict:
         counts["network"] = n * (n - 1) // 2 - len(pairs)
     worst = max(counts, key=list(LINK_CLASSES).index) if counts else "single"
     details = sorted({p["detail"] for p in pairs if p["class"] == worst})
+    path = nccl_path(ranks[0].get("nccl_env") or {}) if worst in ("nvlink", "pcie", "unknown") else None
     return {
         "hosts": hosts,
         "ranks_per_node": {h: len(rs) for h, rs in hosts.items()},
@@ -154,7 +158,23 @@ def summarize_placement(ranks: list[dict], pairs: list[dict]) -> dict:
         "ranks": ranks,
         "devices": sorted({r["name"] for r in ranks}),
         "link_class": worst,
-        "link": LINK_CLASSES[worst] + (f" ({'; '.join(details)})" if details else ""),
+        "link": LINK_CLASSES[worst]
+        + (f" ({'; '.join(details + ([path] if path else []))})" if details or path else ""),
+        "nccl_env": ranks[0].get("nccl_env") or {},
         "pair_counts": counts,
         "pairs": pairs[:MAX_LISTED_PAIRS],
     }
+
+
+def nccl_path(env: dict) -> str | None:
+    """What rank 0's NCCL settings make of a same-node GPU link (the launcher passes them to every rank), or None
+    where NCCL may use the link: the study's slow topologies are reproduced exactly this way."""
+    p2p_off = env.get("NCCL_P2P_DISABLE", "0") not in ("", "0")
+    shm_off = env.get("NCCL_SHM_DISABLE", "0") not in ("", "0")
+    if p2p_off and shm_off:
+        return "but NCCL_P2P_DISABLE and NCCL_SHM_DISABLE are set: NCCL uses its network transport (sockets) instead"
+    if p2p_off:
+        return "but NCCL_P2P_DISABLE is set: NCCL goes through host shared memory instead"
+    if env.get("NCCL_P2P_LEVEL"):
+        return f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']} limits where NCCL uses it"
+    return None

@@ -212,6 +212,26 @@ def test_placement_summary_worst_link_and_oversubscription():
     assert summarize_placement(ranks[:1], [])["link_class"] == "single"
 
 
+@pytest.mark.parametrize(
+    "env,says",
+    [
+        ({}, None),
+        ({"NCCL_P2P_DISABLE": "0"}, None),
+        ({"NCCL_P2P_DISABLE": "1"}, "NCCL_P2P_DISABLE is set: NCCL goes through host shared memory"),
+        ({"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}, "NCCL uses its network transport (sockets)"),
+        ({"NCCL_P2P_LEVEL": "PIX"}, "NCCL_P2P_LEVEL=PIX limits where NCCL uses it"),
+    ],
+)
+def test_the_link_says_when_nccls_settings_take_it_out_of_nccls_hands(env, says):
+    ranks = [{"rank": r, "host": "n1", "name": "NVIDIA H200", "cpus": 32, "nccl_env": env} for r in range(2)]
+    s = summarize_placement(ranks, [{"ranks": [0, 1], "class": "nvlink", "detail": "NVLink, 18 links per GPU"}])
+    assert s["link_class"] == "nvlink" and s["link"].startswith("same node, NVLink (NVLink, 18 links per GPU")
+    assert (says in s["link"]) if says else s["link"] == "same node, NVLink (NVLink, 18 links per GPU)"
+    assert s["nccl_env"] == env
+    cpu = summarize_placement(ranks, [{"ranks": [0, 1], "class": "cpu-shm", "detail": "MPI shared memory"}])
+    assert "NCCL" not in cpu["link"]  # ranks on CPUs: NCCL's settings say nothing about their link
+
+
 def scaling_file(tmp_path, name, compute_s, **changes):
     def t(s):
         return {"median": s, "min": s, "max": s}
