@@ -2,10 +2,11 @@
 process, or one per rank under mpiexec (the world and a free port for PyTorch's store taken from MPI, one GPU per
 node-local rank; one node), rows resident on the device, AdamW, 25 MiB buckets, fp32; windows of ``--steps`` steps timed
 the way spmd times a repeat (device synchronized at both ends, the slowest rank's window). Rank 0 prints one JSON
-line: samples/s of all ranks over the median window, and every window's seconds.
+line per batch: samples/s of all ranks over the median window, and every window's seconds (several batches in one
+launch: a launch with its NCCL set-up costs more than the timed steps).
 
     python bench/programs/plain_ddp.py --size large --batch 256 [--device cpu]
-    mpiexec -n 2 python bench/programs/plain_ddp.py --size large --batch 256
+    mpiexec -n 2 python bench/programs/plain_ddp.py --size large --batch 16,64,256
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import mlp  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="large")
-    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batch", default="256", help="per-rank batch, or several: 16,64,256")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--windows", type=int, default=5)
     ap.add_argument("--rows", type=int, default=16384)
@@ -61,24 +62,25 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     x = torch.randn(a.rows, mlp.WIDTHS[a.size][0], device=on)
     y = torch.randint(0, 10, (a.rows,), device=on)
-    times = []
-    for w in range(a.windows + 1):  # the first window warms up
-        idx = torch.randint(0, a.rows, (a.steps, a.batch), device=on)
-        sync()
-        t0 = time.perf_counter()
-        for i in range(a.steps):
-            opt.zero_grad(set_to_none=True)
-            rows = idx[i]
-            loss = torch.nn.functional.cross_entropy(ddp(x.index_select(0, rows)), y.index_select(0, rows))
-            loss.backward()
-            opt.step()
-        sync()
-        if w:
-            times.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+    for batch in [int(b) for b in a.batch.split(",")]:
+        times = []
+        for w in range(a.windows + 1):  # the first window warms up
+            idx = torch.randint(0, a.rows, (a.steps, batch), device=on)
+            sync()
+            t0 = time.perf_counter()
+            for i in range(a.steps):
+                opt.zero_grad(set_to_none=True)
+                rows = idx[i]
+                loss = torch.nn.functional.cross_entropy(ddp(x.index_select(0, rows)), y.index_select(0, rows))
+                loss.backward()
+                opt.step()
+            sync()
+            if w:
+                times.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        if rank == 0:
+            rate = world * batch * a.steps / statistics.median(times)
+            print(json.dumps({"batch": batch, "samples_per_s": rate, "ranks": world, "windows_s": times}), flush=True)
     dist.destroy_process_group()
-    if rank == 0:
-        rate = world * a.batch * a.steps / statistics.median(times)
-        print(json.dumps({"samples_per_s": rate, "ranks": world, "windows_s": times}))
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def overhead(env) -> list[Measure]:
     s = sizes(env)
     case = f"MLP {s['size']}, batch {s['batch']}, fp32, AdamW, 1 rank"
     out = [
-        Measure(case, "plain DDP script", plain_ddp(env, s, None), "training rate", "samples/s", "peer"),
+        Measure(case, "plain DDP script", plain_ddp(env, s, None)[s["batch"]], "training rate", "samples/s", "peer"),
         Measure(case, "spmd ddp", spmd_rate(env, "ddp", s), "training rate", "samples/s"),
     ]
     if env.gpus:
@@ -69,25 +69,49 @@ def overhead(env) -> list[Measure]:
     return out
 
 
-def plain_ddp(env, s: dict, ranks: int | None) -> float:
-    """samples/s of bench/programs/plain_ddp.py, plainly (None) or under the launcher with ``ranks`` ranks."""
-    args = ("--size", s["size"], "--batch", s["batch"], "--steps", s["steps"], "--rows", s["rows"])
+def plain_ddp(env, s: dict, ranks: int | None, batches: str | None = None) -> dict[int, float]:
+    """batch -> samples/s of bench/programs/plain_ddp.py (one launch for every batch), plainly (None) or under
+    the launcher with ``ranks`` ranks."""
+    args = ("--size", s["size"], "--batch", batches or s["batch"], "--steps", s["steps"], "--rows", s["rows"])
     done = env.program("plain_ddp.py", *args, "--device", env.device, ranks=ranks)
-    return json.loads(done.stdout.splitlines()[-1])["samples_per_s"]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {line["batch"]: line["samples_per_s"] for line in lines}
 
 
 def overhead_all_ranks(env) -> list[Measure]:
     """spmd's ddp on every rank of the launch against the plain DDP script on as many, at each batch of the
-    sweep: what spmd's phases, verification and data path cost a multi-GPU step."""
-    out = []
-    for batch in (16, 64) if env.quick else (16, 64, 256):
-        s = sizes(env) | {"batch": batch}
-        case = f"MLP {s['size']}, batch {batch} per rank, fp32, AdamW, {env.ranks} ranks"
-        out += [
-            Measure(case, "plain DDP script", plain_ddp(env, s, env.ranks), "training rate", "samples/s", "peer"),
-            Measure(case, "spmd ddp", spmd_rate(env, "ddp", s, ranks=env.ranks), "training rate", "samples/s"),
+    sweep (each side one launch for all batches: spmd's through ``spmd scale --batches``, whose rows give the
+    samples/s at the launch's rank count): what spmd's phases, verification and data path cost a multi-GPU step."""
+    s = sizes(env)
+    batches = "16,64" if env.quick else "16,64,256"
+    plain = plain_ddp(env, s, env.ranks, batches)
+    spmd_rate(env, "ddp", s)  # the config and its data (one run of it: the sweep's runs are its own)
+    out = env.work / "torch-sweep-all"
+    env.spmd(
+        "scale",
+        env.work / "torch-ddp.yaml",
+        "--ranks",
+        f"1,{env.ranks}",
+        "--batches",
+        batches,
+        "--compare-comm",
+        "none",
+        "-o",
+        "repeats=5",
+        "--out",
+        out,
+        "-q",
+        ranks=env.ranks,
+    )
+    rows = json.loads((out / "scaling.json").read_text())["batch_sweep"]["rows"]
+    measures = []
+    for row in rows:
+        case = f"MLP {s['size']}, batch {row['batch']} per rank, fp32, AdamW, {env.ranks} ranks"
+        measures += [
+            Measure(case, "plain DDP script", plain[row["batch"]], "training rate", "samples/s", "peer"),
+            Measure(case, "spmd ddp", row["samples_per_s_n"], "training rate", "samples/s"),
         ]
-    return out
+    return measures
 
 
 def hook_cost(env) -> list[Measure]:
