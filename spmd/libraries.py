@@ -27,15 +27,21 @@ def cuda_driver():
     return driver
 
 
+def require_driver():
+    """``cuda_driver()``, or OSError where cuda-bindings is not installed."""
+    driver = cuda_driver()
+    if driver is None:
+        raise OSError("the CUDA driver's Python bindings (cuda-bindings) are not installed")
+    return driver
+
+
 def driver_call(name: str, *args):
     """``cuda_driver().name(*args)``, its CUresult checked: the value it returns (None, one, or a tuple).
 
     Raises:
         OSError: cuda-bindings missing, libcuda not loadable, or the call's CUresult (named) not CUDA_SUCCESS.
     """
-    driver = cuda_driver()
-    if driver is None:
-        raise OSError("the CUDA driver's Python bindings (cuda-bindings) are not installed")
+    driver = require_driver()
     try:
         status, *values = getattr(driver, name)(*args)
     except (RuntimeError, OSError) as exc:  # libcuda not found (cuda.pathfinder's error is a RuntimeError)

@@ -5,6 +5,7 @@ on every step against spmd's hooked twin on one step in eight, against DDP's own
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import yaml
 
@@ -19,8 +20,8 @@ def sizes(env) -> dict:
     return {"size": "medium", "batch": 32, "steps": 20 if env.quick else 100, "rows": 4096}
 
 
-def spmd_rate(env, strategy: str, s: dict, ranks: int = 1, **params) -> float:
-    """samples/s of ``spmd run`` (``ranks`` ranks) training examples/torch/mlp.py with ``strategy``."""
+def torch_config(env, strategy: str, s: dict, **params) -> Path:
+    """The config training examples/torch/mlp.py with ``strategy`` (its data generated once per run of the suite)."""
     features = {"medium": 844, "large": 4812}[s["size"]]
     cfg = env.work / f"torch-{strategy}.yaml"
     data = env.work / f"torch-{s['size']}.h5"
@@ -50,8 +51,23 @@ def spmd_rate(env, strategy: str, s: dict, ranks: int = 1, **params) -> float:
     )
     if not data.exists():
         env.spmd("generate", cfg, ranks=None)
-    env.spmd("run", cfg, "-q", ranks=ranks)
+    return cfg
+
+
+def spmd_rate(env, strategy: str, s: dict, ranks: int = 1, **params) -> float:
+    """samples/s of ``spmd run`` (``ranks`` ranks) training examples/torch/mlp.py with ``strategy``."""
+    env.spmd("run", torch_config(env, strategy, s, **params), "-q", ranks=ranks)
     return env.report(env.work / f"torch-out-{strategy}")["metrics"]["samples_per_s"]
+
+
+def ddp_sweep(env, s: dict, batches: str, name: str, *options) -> dict:
+    """``spmd scale --batches`` of the ddp config on 1 rank and every rank of the launch: scaling.json's batch_sweep."""
+    out = env.work / name
+    cfg = torch_config(env, "ddp", s)
+    env.spmd(
+        "scale", cfg, "--ranks", f"1,{env.ranks}", "--batches", batches, *options, "--out", out, "-q", ranks=env.ranks
+    )
+    return json.loads((out / "scaling.json").read_text())["batch_sweep"]
 
 
 def overhead(env) -> list[Measure]:
@@ -85,25 +101,7 @@ def overhead_all_ranks(env) -> list[Measure]:
     s = sizes(env)
     batches = "16,64" if env.quick else "16,64,256"
     plain = plain_ddp(env, s, env.ranks, batches)
-    spmd_rate(env, "ddp", s)  # the config and its data (one run of it: the sweep's runs are its own)
-    out = env.work / "torch-sweep-all"
-    env.spmd(
-        "scale",
-        env.work / "torch-ddp.yaml",
-        "--ranks",
-        f"1,{env.ranks}",
-        "--batches",
-        batches,
-        "--compare-comm",
-        "none",
-        "-o",
-        "repeats=5",
-        "--out",
-        out,
-        "-q",
-        ranks=env.ranks,
-    )
-    rows = json.loads((out / "scaling.json").read_text())["batch_sweep"]["rows"]
+    rows = ddp_sweep(env, s, batches, "torch-sweep-all", "--compare-comm", "none", "-o", "repeats=5")["rows"]
     measures = []
     for row in rows:
         case = f"MLP {s['size']}, batch {row['batch']} per rank, fp32, AdamW, {env.ranks} ranks"
@@ -131,24 +129,7 @@ def batch_sweep(env) -> list[Measure]:
     break-even batch the step model finds (the question "is N GPUs slower than 1, at which batch?")."""
     s = sizes(env)
     batches = "16,64" if env.quick else "16,64,256"
-    spmd_rate(env, "ddp", s)  # the config and its data (one run of it: the sweep's runs are its own)
-    cfg = env.work / "torch-ddp.yaml"
-    out = env.work / "torch-sweep"
-    env.spmd(
-        "scale",
-        cfg,
-        "--ranks",
-        f"1,{env.ranks}",
-        "--batches",
-        batches,
-        "-o",
-        "repeats=3",
-        "--out",
-        out,
-        "-q",
-        ranks=env.ranks,
-    )
-    sweep = json.loads((out / "scaling.json").read_text())["batch_sweep"]
+    sweep = ddp_sweep(env, s, batches, "torch-sweep", "-o", "repeats=3")
     measures = []
     for row in sweep["rows"]:
         case = f"MLP {s['size']}, {env.ranks} ranks against 1, batch {row['batch']} per rank"

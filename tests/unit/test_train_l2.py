@@ -124,7 +124,7 @@ def test_a_device_or_driver_that_refuses_leaves_nothing_set_and_says_why(driver,
 
 
 def test_without_the_driver_bindings_the_window_is_a_named_no_op(monkeypatch):
-    monkeypatch.setattr(l2, "cuda_driver", lambda: None)
+    monkeypatch.setattr(libraries, "cuda_driver", lambda: None)
     window = l2.L2Window(Stream(), 0x10000, 8 * MiB)
     assert "cuda-bindings" in window.failure
     window.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ...libraries import cuda_driver, driver_call
+from ...libraries import cuda_driver, driver_call, require_driver
 
 
 class L2Window:
@@ -43,9 +43,7 @@ class L2Window:
         return driver_call("cuDeviceGetAttribute", attribute, driver_call("cuCtxGetDevice"))
 
     def _open(self, base: int, nbytes: int) -> None:
-        driver = cuda_driver()
-        if driver is None:
-            raise OSError("the CUDA driver's Python bindings (cuda-bindings) are not installed")
+        driver = require_driver()
         most = self._attribute("CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE")
         window = min(nbytes, self._attribute("CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE"))
         if most <= 0 or window <= 0:
