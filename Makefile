@@ -65,10 +65,9 @@ test-mpi: $(VENV)/.installed-test,$(EXTRAS)
 	$(TIMEOUT) $(MPIEXEC) -n 4 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi/test_matmul.py tests/mpi/test_stencil.py tests/mpi/test_train.py tests/mpi/test_plugins.py $(GPU_FLAG)
 
 # The documents' figures: rendering the committed raw results reproduces them byte for byte (python -m bench report
-# --check); those measured before the runner are recomputed from their raw files by bench/earlier/claims.py.
+# --check; tests/unit/test_bench.py runs the same check in make test).
 claims: $(VENV)/.installed-test,$(EXTRAS)
 	$(PY) -m bench report --check
-	$(PY) bench/earlier/claims.py
 
 clean:
 	rm -rf $(VENV) data results .pytest_cache .hypothesis

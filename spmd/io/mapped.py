@@ -6,7 +6,7 @@ buffer, and the GPU's copy engine reads it again from there. Two GPUs reading at
 bandwidth: on the 2 x H200 machine eight-thread preads reach 29.1 GB/s for one rank and 20.2 per rank for two,
 so reduce's weak efficiency at 2 GPUs stopped at 66%. Mapped, the CPU copies nothing: 4 GiB per rank registered
 in 0.10 s (0.11 s with both ranks at once) and copied at 55.4 GB/s per rank, one rank or two
-(docs/results/mapped-h200x2, bench/mapped_h2d.py).
+(bench/tools/mapped_h2d.py; the raw files, docs/results/mapped-h200x2, are in git history up to 2f310dd).
 
 The pages stay locked (and in memory) while the run holds them: the cost moves to set-up (report.json ``io``
 says how long it took and how many bytes it holds), and the file's pages cannot be evicted until the run ends.

@@ -1,11 +1,11 @@
 """train's GEMMs through cuBLASLt: each distinct GEMM on the algorithm measured fastest for it, with the
 bias + ReLU of a hidden layer and the bias gradient fused into the GEMM's epilogue.
 
-Why: cuBLAS's own heuristic picks badly for some of train's tiny shapes. On one H100 the medium model's second
-layer at batch 16 (16 x 256 x 128) ran a kernel of 51 us where its neighbours take 2-8 us, a third of the whole
-step (bench/tools/train_ops.py, docs/results/train-h100x1). So each distinct GEMM (shapes, transposes, epilogue,
-alignment) asks cuBLASLt's heuristic for its candidates once, times each on scratch output, and keeps the
-fastest. The fused epilogues remove one kernel per layer and pass.
+Why: cuBLAS's own heuristic picks badly for some of train's tiny shapes. On one H100 the medium model's second layer
+at batch 16 (16 x 256 x 128) ran a kernel of 51 us where its neighbours take 2-8 us, a third of the whole step
+(bench/tools/train_ops.py; raw files in git history up to 2f310dd, docs/results/train-h100x1). So each distinct GEMM
+(shapes, transposes, epilogue, alignment) asks cuBLASLt's heuristic for its candidates once, times each on scratch
+output, and keeps the fastest. The fused epilogues remove one kernel per layer and pass.
 
 Called through ctypes on the libcublasLt that CuPy's libcublas loaded (CuPy wraps no cuBLASLt). Capture-safe:
 a workspace of our own, nothing allocated per call, the stream passed on every call, tuning only outside a
