@@ -70,7 +70,7 @@ def versions() -> dict:
     # the MPI library, from a process of its own (loading MPI here would make this process an MPI singleton)
     out["mpi"] = _run(
         [sys.executable, "-c", "from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])"]
-    )
+    ).replace("\x00", "")
     from spmd.version import __version__
 
     out["spmd"] = __version__
@@ -99,7 +99,8 @@ def manifest(argv: list[str], ranks: int) -> dict:
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "cpu": cpu_model(),
-        "cpus": cpus,
+        "cpus": cpus,  # the CPUs this process may use (taskset, a cpuset), of cpus_total
+        "cpus_total": os.cpu_count(),
         "gpus": gpu_list,
         "versions": versions(),
         "launcher": shlex.join(launcher()),

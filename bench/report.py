@@ -102,9 +102,12 @@ def fault_rows(records: list[Record]) -> list[dict]:
 def machine(manifest: dict) -> str:
     """'2 x NVIDIA H200 (driver 580.159.04), 32 CPUs' or 'Intel Xeon ..., 2 CPUs, no GPU'."""
     gpus = manifest.get("gpus") or []
+    cpus = f"{manifest['cpus']} CPUs"
+    if manifest.get("cpus_total", manifest["cpus"]) != manifest["cpus"]:
+        cpus = f"{manifest['cpus']} of its {manifest['cpus_total']} CPUs"
     if gpus:
-        return f"{len(gpus)} x {gpus[0]['name']} (driver {gpus[0]['driver']}), {manifest['cpus']} CPUs"
-    return f"{manifest['cpu']}, {manifest['cpus']} CPUs, no GPU"
+        return f"{len(gpus)} x {gpus[0]['name']} (driver {gpus[0]['driver']}), {cpus}"
+    return f"{manifest['cpu']}, {cpus}, no GPU"
 
 
 def kinds() -> list[str]:
@@ -147,6 +150,8 @@ def environment() -> jinja2.Environment:
     env.filters["fmt"] = fmt
     env.filters["cell"] = lambda text: str(text).replace("|", "/").replace("\n", " ")
     env.filters["machine"] = machine
+    # every command that measured a suite's cases (bench run --only adds to an earlier run's), in order
+    env.filters["commands"] = lambda m: ", then ".join(f"`{c}`" for c in m.get("commands", [m["command"]]))
     env.filters["oneline"] = lambda text: " ".join(str(text).split())
     env.filters["wrap"] = lambda text, width=112, indent="": "\n".join(
         textwrap.wrap(str(text), width, initial_indent=indent, subsequent_indent=indent)

@@ -44,16 +44,18 @@ def run(
             module = suites()[name]
             folder = out / name
             folder.mkdir(parents=True, exist_ok=True)
-            status = []
-            if only:  # the other cases' records and status stay as an earlier run left them
-                status = [c for c in _earlier_cases(folder) if only not in c["case"]]
+            status, commands = [], [facts["command"]]
+            if only:  # the other cases' records and status, and the commands that ran them, stay as they were
+                earlier = _earlier_manifest(folder)
+                status = [c for c in earlier.get("cases", []) if only not in c["case"]]
+                commands = [*earlier.get("commands", [earlier["command"]] if "command" in earlier else []), *commands]
                 _drop_records(folder / "records.jsonl", only)
             else:
                 (folder / "records.jsonl").unlink(missing_ok=True)
             for case in module.cases(env):
                 if only and only not in case.name:
                     continue
-                entry = {"case": case.name}
+                entry = {"case": case.name, "command": facts["command"]}
                 why = env.missing(case.needs)
                 if why or (deadline and time.monotonic() > deadline):
                     entry["skipped"] = why or "the run's --max-minutes were spent"
@@ -81,7 +83,16 @@ def run(
             about = (module.__doc__ or "").strip()
             (folder / "manifest.json").write_text(
                 json.dumps(
-                    {**facts, "suite": name, "about": about, "runs": runs, "quick": quick, "cases": status}, indent=1
+                    {
+                        **facts,
+                        "commands": commands,
+                        "suite": name,
+                        "about": about,
+                        "runs": runs,
+                        "quick": quick,
+                        "cases": status,
+                    },
+                    indent=1,
                 )
                 + "\n"
             )
@@ -97,9 +108,9 @@ def _free_device_memory() -> None:
         sys.modules["cupy"].get_default_memory_pool().free_all_blocks()
 
 
-def _earlier_cases(folder: Path) -> list[dict]:
+def _earlier_manifest(folder: Path) -> dict:
     path = folder / "manifest.json"
-    return json.loads(path.read_text()).get("cases", []) if path.exists() else []
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def _drop_records(path: Path, only: str) -> None:

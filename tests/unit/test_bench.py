@@ -83,12 +83,48 @@ def test_a_failing_case_is_recorded_and_the_others_still_run(tmp_path, monkeypat
     monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
     monkeypatch.setattr(runner, "expand", lambda names: names)
     monkeypatch.setattr(runner, "gpu_count", lambda: 0)
-    monkeypatch.setattr(runner, "manifest", lambda argv, ranks: {"machine_kind": "test"})
+    monkeypatch.setattr(runner, "manifest", lambda argv, ranks: {"machine_kind": "test", "command": "bench run fake"})
     assert runner.run(["fake"], tmp_path, runs=2, quick=True, ranks=None, argv=["run", "fake"]) == 1
     status = json.loads((tmp_path / "fake/manifest.json").read_text())["cases"]
     assert status[0]["failed"] == "RuntimeError: no such device" and "traceback" in status[0]
     assert status[1]["records"] == 1 and status[2]["skipped"] == "needs a GPU"
     assert read_records(tmp_path / "fake/records.jsonl")[0].values == [1.0, 1.0]
+
+
+def test_only_keeps_the_other_cases_and_every_command_that_measured_them(tmp_path, monkeypatch):
+    fake = types.ModuleType("fake")
+    fake.cases = lambda env: [
+        Case("first", lambda env: [Measure("a", "spmd", 1.0, "r", "u")]),
+        Case("second", lambda env: [Measure("b", "spmd", 2.0, "r", "u")]),
+    ]
+    monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
+    monkeypatch.setattr(runner, "expand", lambda names: names)
+    monkeypatch.setattr(runner, "gpu_count", lambda: 0)
+    monkeypatch.setattr(runner, "manifest", lambda argv, ranks: {"command": " ".join(argv)})
+    runner.run(["fake"], tmp_path, runs=1, quick=True, ranks=None, argv=["run", "fake", "--max-minutes", "1"])
+    runner.run(
+        ["fake"], tmp_path, runs=2, quick=True, ranks=None, argv=["run", "fake", "--only", "second"], only="second"
+    )
+    manifest = json.loads((tmp_path / "fake/manifest.json").read_text())
+    assert manifest["commands"] == ["run fake --max-minutes 1", "run fake --only second"]
+    assert [(c["case"], c["command"]) for c in manifest["cases"]] == [
+        ("first", "run fake --max-minutes 1"),
+        ("second", "run fake --only second"),
+    ]
+    assert {r.case: r.values for r in read_records(tmp_path / "fake/records.jsonl")} == {"a": [1.0], "b": [2.0, 2.0]}
+    shown = report.environment().from_string("{{ m | commands }}").render(m=manifest)
+    assert shown == "`run fake --max-minutes 1`, then `run fake --only second`"
+    assert report.environment().from_string("{{ m | commands }}").render(m={"command": "x"}) == "`x`"
+
+
+def test_the_machine_says_when_the_run_had_fewer_cpus_than_the_host():
+    gpu = {"name": "NVIDIA H200", "driver": "580"}
+    assert (
+        report.machine({"gpus": [gpu], "cpus": 16, "cpus_total": 32})
+        == "1 x NVIDIA H200 (driver 580), 16 of its 32 CPUs"
+    )
+    assert report.machine({"gpus": [gpu, gpu], "cpus": 32}) == "2 x NVIDIA H200 (driver 580), 32 CPUs"
+    assert report.machine({"cpu": "EPYC", "cpus": 2, "cpus_total": 2}) == "EPYC, 2 CPUs, no GPU"
 
 
 def test_rendering_the_committed_results_changes_no_document():
