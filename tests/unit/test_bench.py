@@ -158,3 +158,29 @@ def test_a_document_that_disagrees_with_its_results_is_named(tmp_path, monkeypat
     assert report.render() == 0 and "| c | rate (GB/s) | spmd | 2.00 (1 run) | lim: 4.00 |" in doc.read_text()
     assert doc.read_text().startswith("before\n<!-- bench:table") and doc.read_text().endswith("after\n")
     assert report.render(check=True) == 0
+
+
+def test_bench_run_gpu_starts_no_case_after_its_default_budget(monkeypatch, tmp_path):
+    import bench.__main__ as cli
+
+    seen = []
+    monkeypatch.setattr(runner, "run", lambda *args: seen.append(args[-1]) or 0)
+    assert cli.main(["run", "gpu", "--out", str(tmp_path)]) == 0
+    assert cli.main(["run", "gpu", "--out", str(tmp_path), "--max-minutes", "3"]) == 0
+    assert cli.main(["run", "kernels", "--out", str(tmp_path)]) == 0
+    assert seen == [cli.GPU_MINUTES, 3.0, None] and cli.GPU_MINUTES <= 7
+
+
+def test_the_faults_suite_on_a_gpu_machine_injects_faults_on_two_ranks_and_times_the_check(tmp_path):
+    pytest.importorskip("h5py")
+    from bench.suites import faults
+
+    def env(gpus):
+        return types.SimpleNamespace(ranks=2, gpus=gpus, device="gpu" if gpus else "cpu")
+
+    on_gpu, on_cpu = faults.cases(env(2)), faults.cases(env(0))
+    assert len(on_cpu) > len(on_gpu) > 10
+    assert "raise at h2d on rank 1" in {c.name for c in on_gpu} - {c.name for c in on_cpu}  # the device's own phase
+    assert "missing file" in {c.name for c in on_cpu} - {c.name for c in on_gpu}
+    assert all(c.needs == ("ranks2",) for c in on_gpu[:-1]) and on_gpu[-1].needs == ("gpu",)
+    assert any(c.needs == () for c in on_cpu)  # the bad inputs and configs run on one rank too
