@@ -97,7 +97,9 @@ def plain_ddp(env, s: dict, ranks: int | None, batches: str | None = None) -> di
 def overhead_all_ranks(env) -> list[Measure]:
     """spmd's ddp on every rank of the launch against the plain DDP script on as many, at each batch of the
     sweep (each side one launch for all batches: spmd's through ``spmd scale --batches``, whose rows give the
-    samples/s at the launch's rank count): what spmd's phases, verification and data path cost a multi-GPU step."""
+    samples/s at the launch's rank count): what spmd's phases, verification and data path cost a multi-GPU step;
+    and spmd's ddp with ``phases: false`` at each batch (no timing marks, no instrumented twin), which splits that
+    cost into what timing takes and the rest."""
     s = sizes(env)
     batches = "16,64" if env.quick else "16,64,256"
     plain = plain_ddp(env, s, env.ranks, batches)
@@ -105,9 +107,11 @@ def overhead_all_ranks(env) -> list[Measure]:
     measures = []
     for row in rows:
         case = f"MLP {s['size']}, batch {row['batch']} per rank, fp32, AdamW, {env.ranks} ranks"
+        untimed = spmd_rate(env, "ddp", s, ranks=env.ranks, phases=False, batch=row["batch"])
         measures += [
             Measure(case, "plain DDP script", plain[row["batch"]], "training rate", "samples/s", "peer"),
             Measure(case, "spmd ddp", row["samples_per_s_n"], "training rate", "samples/s"),
+            Measure(case, "spmd ddp, phases: false", untimed, "training rate", "samples/s"),
         ]
     return measures
 
