@@ -125,12 +125,12 @@ class IoConfig:
     """How a rank reads its input (``io``): the engine, its reader threads and the size of each read."""
 
     engine: Literal["auto", "h5py", "direct", "kvikio", "mapped"] = "auto"
-    threads: int = 8
+    threads: int | Literal["auto"] = "auto"  # auto: the rank's share of the node's CPUs (io.cpus)
     buffer_mb: float = 8.0
 
     def __post_init__(self):
-        if not 1 <= self.threads <= 256:
-            raise ConfigError(f"io.threads: from 1 to 256 reader threads, got {self.threads}")
+        if self.threads != "auto" and not (isinstance(self.threads, int) and 1 <= self.threads <= 256):
+            raise ConfigError(f"io.threads: auto, or from 1 to 256 reader threads, got {self.threads!r}")
         if not 0 < self.buffer_mb <= 4096:
             raise ConfigError(f"io.buffer_mb: more than 0 and at most 4096 (MiB per read), got {self.buffer_mb}")
 

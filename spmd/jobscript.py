@@ -6,7 +6,7 @@ that generates every input; with two node counts or more a last job merges the r
 scaling report. ``submit.sh`` submits them in that order with ``--dependency``, which SLURM enforces.
 
 Scripts a cluster user can submit as they are: ``set -euo pipefail``; ``--cpus-per-task`` (default: the
-config's ``io.threads``) with the threads environment that follows from it; the NCCL settings of
+config's ``io.threads`` where it is a number, else 8) with the threads environment that follows from it; the NCCL settings of
 jobscripts/run.sbatch; the user's ``--prologue`` files (``module load ...``) and ``--env KEY=VALUE``.
 
 Every value a user gave reaches the scripts quoted or not at all: shell lines quote each word
@@ -55,7 +55,7 @@ class JobOptions:
 
     gpus_per_node: int
     tasks_per_node: int | None = None
-    cpus_per_task: int | None = None  # default: the config's io.threads
+    cpus_per_task: int | None = None  # default: the config's io.threads where it is a number, else 8
     partition: str | None = None
     account: str | None = None
     time: str = "00:30:00"
@@ -78,7 +78,9 @@ def write_jobscripts(
         )
     if options.mpi not in MPI_PLUGINS:
         raise ConfigError(f"--mpi {brief(options.mpi)}: one of {', '.join(MPI_PLUGINS)}")
-    cpus = cfg.io.threads if options.cpus_per_task is None else options.cpus_per_task
+    cpus = options.cpus_per_task
+    if cpus is None:  # io.threads: auto reads on what SLURM gives each task: 8 CPUs unless told
+        cpus = cfg.io.threads if isinstance(cfg.io.threads, int) else 8
     if not 1 <= cpus <= 4096:
         raise ConfigError(f"--cpus-per-task {cpus}: from 1 to 4096")
     out = Path(out).resolve()

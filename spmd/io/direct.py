@@ -22,6 +22,7 @@ import h5py
 import numpy as np
 
 from ..errors import InputError
+from .cpus import pin_reader_thread
 from .hdf5 import open_h5
 
 
@@ -133,6 +134,7 @@ def read_pieces(path: str, pieces: list[ByteRange], buffer: memoryview, threads:
     fd = os.open(path, os.O_RDONLY)
 
     def work(run: list[ByteRange]) -> None:
+        pin_reader_thread()  # io.threads: auto may give the readers more CPUs than the rank is bound to
         for piece in run:
             if stop.is_set():
                 return

@@ -13,7 +13,6 @@ no CPU copy. Under both the host buffer stays unread (``host_current``).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +20,7 @@ import numpy as np
 from .. import faults
 from .. import xp as xpmod
 from ..errors import ConfigError, InputError
+from .cpus import reader_cpus, reader_threads
 from .direct import ByteRange, as_bytes, byte_ranges, merge, read_pieces, split
 from .hdf5 import Piece, open_h5, require_finite
 from .mapped import MappedRanges
@@ -39,15 +39,6 @@ class Part:
 
 
 GPU_ENGINES = ("kvikio", "mapped")  # read straight into GPU memory: whole byte ranges, no host buffer
-
-
-def reader_threads(wanted: int, local_ranks: int = 1) -> int:
-    """``io.threads``, at most the cores this rank can use: those of its CPU binding, or its share of the node's
-    when it is not bound (more threads than cores read no faster, and a cold file slower)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if cores == (os.cpu_count() or cores):  # not bound: the node's ranks share its cores
-        cores = max(1, cores // max(1, local_ranks))
-    return max(1, min(wanted, cores))
 
 
 def load_kvikio():
@@ -73,7 +64,7 @@ class RowReader:
 
     def __init__(self, plan, io_cfg, threads: int | None = None):
         self.plan, self.cfg = plan, io_cfg
-        self.threads = threads or io_cfg.threads
+        self.threads = threads or reader_threads(io_cfg.threads)  # one rank on the node, unless told
         self._kvikio = load_kvikio() if io_cfg.engine == "kvikio" else None
         if io_cfg.engine == "mapped" and xpmod.gpu_count() == 0:
             raise ConfigError(
@@ -131,7 +122,7 @@ class RowReader:
             {
                 "source": self._where(p),
                 "engine": p.engine,
-                **({"why_h5py": p.why} if not p.reads else {"threads": self.threads} if p.engine == "direct" else {}),
+                **({"why_h5py": p.why} if not p.reads else self._threads() if p.engine == "direct" else {}),
                 **(
                     {"locked_bytes": self._mapped[i].nbytes, "lock_s": self._mapped[i].seconds}
                     if i in self._mapped
@@ -140,6 +131,11 @@ class RowReader:
             }
             for i, p in enumerate(self.parts)
         ]
+
+    def _threads(self) -> dict:
+        """The direct engine's threads, and their CPUs where they run beyond the rank's binding (io.cpus)."""
+        cpus = reader_cpus()
+        return {"threads": self.threads, **({"reader_cpus": len(cpus)} if cpus else {})}
 
     def read(self, host: np.ndarray | None, check_finite: bool = False, landed=None, device=None) -> None:
         """Fill ``host`` (shape ``plan.shape``, C-contiguous); ``landed(lo, hi)`` is called for each range of its

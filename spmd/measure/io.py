@@ -29,8 +29,9 @@ import numpy as np
 from .. import xp as xpmod
 from ..config import IoConfig
 from ..errors import ConfigError
+from ..io.cpus import reader_cpus, reader_threads
 from ..io.direct import as_bytes, merge, read_pieces, split
-from ..io.reader import RowReader, reader_threads
+from ..io.reader import RowReader
 from ..units import fmt_bytes
 
 PREAD_MAX = 1 << 30  # one pread call reads at most this much (Linux stops near 2 GiB anyway)
@@ -133,6 +134,7 @@ def measure_rank_io(plan, io_cfg, device: str, rounds: int, cold: bool, threads:
         "cold": bool(dropped),
         "cached_after_drop": max(left) if left else None,
         "threads": threads,
+        "reader_cpus": len(reader_cpus() or ()) or None,  # where io.threads: auto moved them beyond the binding
         "seconds": times,
         **({"skipped": skipped} if skipped else {}),
     }
@@ -211,7 +213,13 @@ def pread_limit(plan, threads: int, buffer_mb: float, rounds: int = 3) -> float 
 def bench_io(ctx, plan, io_cfg, rounds: int, cold: bool) -> dict:
     """Every rank measures its part at once; rank 0 gets {config, per_rank: [...]} (others: None)."""
     mine = ctx.agree(
-        measure_rank_io, plan, io_cfg, ctx.device, rounds, cold, reader_threads(io_cfg.threads, ctx.local_size)
+        measure_rank_io,
+        plan,
+        io_cfg,
+        ctx.device,
+        rounds,
+        cold,
+        reader_threads(io_cfg.threads, ctx.local_size, ctx.local_rank),
     )
     ranks = ctx.comm.gather({"rank": ctx.rank, "host": ctx.host, **mine}, root=0)
     if ranks is None:
@@ -233,8 +241,8 @@ def format_io(result: dict) -> str:
     """The table of ``spmd bench io``: per rank and way, median GB/s (min-max) and the share of the N-thread
     pread limit."""
     lines = [
-        f"# spmd bench io: {result['device']}, io.threads {result['io']['threads']} (at most the cores a rank "
-        f"has), io.buffer_mb {result['io']['buffer_mb']}, median of {result['rounds']} rounds after one untimed"
+        f"# spmd bench io: {result['device']}, io.threads {result['io']['threads']} (auto: the rank's share of "
+        f"the node's CPUs), io.buffer_mb {result['io']['buffer_mb']}, median of {result['rounds']} rounds after one untimed"
     ]
     for r in result["per_rank"]:
         cache = "from the page cache"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..comm.factory import open_communicator
 from ..config import COMM_BACKENDS
 from ..errors import BackendUnavailable, VerificationError
-from ..io.reader import reader_threads
+from ..io.cpus import reader_threads
 from ..measure.collectives import COLLECTIVES, measure, probe_sizes
 from ..measure.io import pread_limit
 
@@ -32,7 +32,7 @@ def read_limit(ctx, workload, io_cfg) -> list | None:
     plan = getattr(getattr(workload, "rows", None), "plan", None)
     if plan is None:
         return None
-    threads = reader_threads(io_cfg.threads, ctx.local_size)
+    threads = reader_threads(io_cfg.threads, ctx.local_size, ctx.local_rank)
     seconds = ctx.agree(pread_limit, plan, threads, io_cfg.buffer_mb)
     return ctx.comm.gather({"bytes": plan.nbytes, "seconds": seconds} if seconds else None, root=0)
 

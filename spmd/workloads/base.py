@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ConfigError, UserCodeError, VerificationError
 from ..io.blocks import read_block
-from ..io.reader import reader_threads
+from ..io.cpus import reader_threads
 from ..io.weak import scaled_input
 from ..measure.collectives import COLLECTIVES
 
@@ -181,7 +181,7 @@ class Workload(ABC):
             out_sel,
             check_finite=cfg.check_finite,
             io=cfg.io,
-            threads=reader_threads(cfg.io.threads, self.ctx.local_size),
+            threads=reader_threads(cfg.io.threads, self.ctx.local_size, self.ctx.local_rank),
         )
         self.__dict__.setdefault("_block_engines", {})[f"{source[0]}:{source[1]} {block.describe()}"] = engine
 

@@ -15,8 +15,9 @@ import numpy as np
 
 from .. import xp as xpmod
 from ..errors import ConfigError, InputError
+from ..io.cpus import reader_threads
 from ..io.hdf5 import expand_shards, open_h5, plan_rank_input
-from ..io.reader import GPU_ENGINES, RowReader, reader_threads
+from ..io.reader import GPU_ENGINES, RowReader
 from ..memory import require_memory
 from .base import read_then_wait
 
@@ -58,7 +59,7 @@ class InputRows:
             raise ConfigError(
                 f"io.engine: {io_cfg.engine} reads into GPU memory; this run is on the CPU (use io.engine: direct)"
             )
-        return RowReader(self.plan, io_cfg, reader_threads(io_cfg.threads, self.ctx.local_size))
+        return RowReader(self.plan, io_cfg, reader_threads(io_cfg.threads, self.ctx.local_size, self.ctx.local_rank))
 
     def _allocate(self):
         gpu = self.ctx.device == "gpu"

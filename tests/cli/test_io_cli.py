@@ -5,13 +5,16 @@ the file, dataset and rows, with no report."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 
 import h5py
 import numpy as np
 import pytest
 import yaml
-from mpi_job import spmd
+from mpi_job import LAUNCH_ENV, mpiexec, spmd
 
 HOST = socket.gethostname()
 
@@ -90,7 +93,8 @@ def test_rows_missing_from_one_ranks_part_of_the_file_end_the_job_naming_it(tmp_
         ("io.engine=kvik", "io.engine: 'kvik' is not one of auto, h5py, direct, kvikio, mapped"),
         ("io.engine=kvikio", "io.engine: kvikio reads into GPU memory; this run is on the CPU"),
         ("io.engine=mapped", "io.engine: mapped reads into GPU memory; this run is on the CPU"),
-        ("io.threads=0", "io.threads: from 1 to 256"),
+        ("io.threads=0", "io.threads: auto, or from 1 to 256 reader threads, got 0"),
+        ("io.threads=many", "io.threads: expected an integer or auto, got 'many'"),
         ("io.buffer_size=8", "unknown key io.buffer_size"),
     ],
 )
@@ -146,3 +150,31 @@ def test_train_reads_its_rows_with_the_direct_engine_and_says_so(tmp_path):
     report = json.loads((tmp_path / "out/report.json").read_text())
     assert [[piece["engine"] for piece in rank] for rank in report["io"]["per_rank"]] == [["direct"], ["direct"]]
     assert report["io"]["per_rank"][1][0]["source"].endswith("rows 1024-2048, columns 0-24")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to bind a rank to fewer than it may use")
+def test_a_rank_bound_to_one_cpu_reads_on_its_share_of_the_node(tmp_path):
+    """The launcher bound the rank to one CPU (as Open MPI's mpirun does): io.threads: auto reads on every CPU of
+    its share of the node (here one rank: all of them), report.json says how many, and the answer is verified."""
+    config, data = reduce_config(tmp_path)
+    node = len(os.sched_getaffinity(0))
+    cmd = [*mpiexec(), "-n", "1", sys.executable, "-m", "spmd", "run", str(config), "-o", "io.buffer_mb=0.01"]
+    done = subprocess.run(
+        cmd,
+        cwd=tmp_path,
+        env={k: v for k, v in LAUNCH_ENV.items() if k != "SLURM_CPUS_PER_TASK"},  # no allocation to keep to
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}),
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert report["verified"] and report["result"]["sum"] == pytest.approx(data.sum(), rel=1e-12)
+    piece = report["io"]["per_rank"][0][0]
+    assert (report["io"]["threads"], piece["engine"], piece["threads"], piece["reader_cpus"]) == (
+        "auto",
+        "direct",
+        node,
+        node,
+    )

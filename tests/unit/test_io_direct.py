@@ -136,18 +136,6 @@ def test_a_failure_on_one_thread_is_raised_after_every_reader_thread_stopped(tmp
     assert not [t for t in threading.enumerate() if t.name == "spmd-read"]
 
 
-def test_reader_threads_are_at_most_the_cores_a_rank_has(monkeypatch):
-    from spmd.io import reader
-
-    monkeypatch.setattr(reader.os, "cpu_count", lambda: 16)
-    monkeypatch.setattr(reader.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    assert reader.reader_threads(8, local_ranks=1) == 8
-    assert reader.reader_threads(8, local_ranks=4) == 4  # unbound: the node's 16 cores shared by 4 ranks
-    assert reader.reader_threads(8, local_ranks=32) == 1
-    monkeypatch.setattr(reader.os, "sched_getaffinity", lambda pid: {3, 4}, raising=False)
-    assert reader.reader_threads(8, local_ranks=4) == 2  # bound to 2 cores: those are its own
-
-
 def test_kvikio_missing_is_a_config_error_saying_how_to_get_it(monkeypatch, ones_plan):
     import sys
 

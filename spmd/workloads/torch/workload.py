@@ -19,8 +19,9 @@ import numpy as np
 from ... import faults
 from ...errors import ConfigError, InputError, VerificationError
 from ...files import MARK, discard, publish, require_replaceable, temp_beside
+from ...io.cpus import reader_threads
 from ...io.hdf5 import Piece, RankInput, open_h5
-from ...io.reader import RowReader, reader_threads
+from ...io.reader import RowReader
 from ...memory import free_device_memory, require_memory
 from ...timing import enter_phase
 from ...units import fmt_bytes
@@ -165,7 +166,9 @@ class TorchWorkload(Workload):
         require_memory(plan.nbytes, "host", self.ctx, f"rows {start}-{stop} of {path}:{name}")
         t0 = time.perf_counter()
         x = np.empty(plan.shape, plan.dtype)
-        reader = RowReader(plan, self.cfg.io, reader_threads(self.cfg.io.threads, self.ctx.local_size))
+        reader = RowReader(
+            plan, self.cfg.io, reader_threads(self.cfg.io.threads, self.ctx.local_size, self.ctx.local_rank)
+        )
         try:
             reader.read(x, self.cfg.check_finite)
         finally:
