@@ -1,6 +1,7 @@
 """Your PyTorch model under spmd (workload torch): spmd's strategies against the same model in a plain DDP script
-written by hand (same batch, precision, buckets), and what timing the buckets costs a step (a Python comm hook
-on every step against spmd's hooked twin on one step in eight, against DDP's own C++ path)."""
+written by hand (same batch, precision, buckets), what timing the buckets costs a step (a Python comm hook
+on every step against spmd's hooked twin on one step in eight, against DDP's own C++ path), and the batch sweep:
+all ranks against one at each batch, the step model's predictions beside them, its advice run and measured."""
 
 from __future__ import annotations
 
@@ -130,10 +131,32 @@ def hook_cost(env) -> list[Measure]:
 
 def batch_sweep(env) -> list[Measure]:
     """``spmd scale --batches``: per per-GPU batch, the speedup of all ranks over one against the ideal, and the
-    break-even batch the step model finds (the question "is N GPUs slower than 1, at which batch?")."""
+    break-even batch the step model finds (the question "is N GPUs slower than 1, at which batch?"); then the
+    advice measured: ``accumulate: 4`` at the largest batch, run, against what the step model predicted for it."""
     s = sizes(env)
     batches = "16,64" if env.quick else "16,64,256"
     sweep = ddp_sweep(env, s, batches, "torch-sweep", "-o", "repeats=3")
+    return sweep_measures(env, s, sweep) + advice_measured(env, s, sweep)
+
+
+def advice_measured(env, s: dict, sweep: dict) -> list[Measure]:
+    """The step model's prediction for ``accumulate: k`` at the sweep's largest batch against a sweep that runs it."""
+    from spmd.scale.batches import ACCUMULATE, speedup
+
+    if not sweep.get("model"):
+        return []
+    top, k = sweep["rows"][-1]["batch"], ACCUMULATE[-1]
+    ran = ddp_sweep(env, s, str(top), "torch-sweep-accumulate", "-o", "repeats=3", "-o", f"params.accumulate={k}")
+    case = f"MLP {s['size']}, {env.ranks} ranks against 1, batch {top} per rank, accumulate: {k}"
+    return [
+        Measure(case, "spmd ddp", ran["rows"][0]["speedup"], "speedup", "x"),
+        Measure(case, "ideal", float(env.ranks), "speedup", "x", "ceiling"),
+        Measure(case, "predicted by the step model", speedup(sweep["model"], top, k), "speedup", "x", "peer"),
+    ]
+
+
+def sweep_measures(env, s: dict, sweep: dict) -> list[Measure]:
+    """The batch sweep's table and its model's predictions and break-even batch, as measures."""
     measures = []
     for row in sweep["rows"]:
         case = f"MLP {s['size']}, {env.ranks} ranks against 1, batch {row['batch']} per rank"
