@@ -5,8 +5,8 @@ often bind each rank to one core (Open MPI's mpirun does for 2 ranks or fewer): 
 that core, and one H200 box read 1 GiB at 5.9 GB/s where the node's cores read several times faster.
 ``io.threads: auto`` (the default) gives the readers the rank's share of the node: the CPUs this job may use
 (its cgroup's cpuset, else the online CPUs) cut into one contiguous block per rank on the node. Where the
-launcher bound the rank to fewer CPUs than that, and no SLURM allocation says how many CPUs a task has
-(``SLURM_CPUS_PER_TASK``), the reader threads alone run on the share and the rank's own CPUs (the main thread
+launcher bound the rank to fewer CPUs than that, outside a SLURM job step (whose tasks have the CPUs the
+allocation gave them), the reader threads alone run on the share and the rank's own CPUs (the main thread
 keeps its binding); report.json ``io`` says so. An integer ``io.threads`` keeps the threads within the rank's
 binding (or, unbound, its share), at most that many.
 
@@ -34,17 +34,23 @@ def parse_cpu_list(text: str) -> frozenset[int]:
 
 
 def node_cpus() -> frozenset[int]:
-    """The CPUs this job may use on the node: its cgroup's cpuset (v2) within the online CPUs, else the online ones."""
+    """The CPUs this job may use on the node: its cgroup's cpuset (v2, or v1's cpuset controller) within the
+    online CPUs, else the online ones."""
     online = _read_cpu_list(Path("/sys/devices/system/cpu/online")) or frozenset(range(os.cpu_count() or 1))
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return online
     for line in lines:
-        if line.startswith("0::"):
-            cpuset = _read_cpu_list(Path("/sys/fs/cgroup") / line[3:].lstrip("/") / "cpuset.cpus.effective")
-            if cpuset and cpuset & online:
-                return cpuset & online
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one hierarchy
+            cpuset = _read_cpu_list(Path("/sys/fs/cgroup") / path.lstrip("/") / "cpuset.cpus.effective")
+        elif "cpuset" in controllers.split(","):
+            cpuset = _read_cpu_list(Path("/sys/fs/cgroup/cpuset") / path.lstrip("/") / "cpuset.effective_cpus")
+        else:
+            continue
+        if cpuset & online:
+            return cpuset & online
     return online
 
 
@@ -79,10 +85,15 @@ def reader_threads(wanted: int | str, local_ranks: int = 1, local_rank: int = 0)
     _reader_cpus = None
     if wanted != "auto":
         return max(1, min(int(wanted), own))
-    if unbound or len(bound) >= len(share) or "SLURM_CPUS_PER_TASK" in os.environ:
+    if unbound or len(bound) >= len(share) or in_slurm_step():
         return max(1, own)
     _reader_cpus = share | bound
     return len(share)
+
+
+def in_slurm_step() -> bool:
+    """Inside a SLURM job step (srun, or mpirun through it) a task's CPUs are what the allocation gave it."""
+    return "SLURM_STEP_ID" in os.environ or "SLURM_CPUS_PER_TASK" in os.environ
 
 
 def reader_cpus() -> frozenset[int] | None:

@@ -162,7 +162,7 @@ def test_a_rank_bound_to_one_cpu_reads_on_its_share_of_the_node(tmp_path):
     done = subprocess.run(
         cmd,
         cwd=tmp_path,
-        env={k: v for k, v in LAUNCH_ENV.items() if k != "SLURM_CPUS_PER_TASK"},  # no allocation to keep to
+        env={k: v for k, v in LAUNCH_ENV.items() if k not in ("SLURM_CPUS_PER_TASK", "SLURM_STEP_ID")},
         capture_output=True,
         text=True,
         timeout=120,

@@ -25,6 +25,7 @@ def node(monkeypatch):
         monkeypatch.setattr(cpus, "bound_cpus", lambda: frozenset(bound))
 
     monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
     yield bind
     cpus._reader_cpus = None
 
@@ -61,6 +62,25 @@ def test_a_number_stays_within_the_binding_and_slurm_allocations_are_kept(node, 
     node({3, 4})
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "2")  # what the allocation gives a task is what it reads with
     assert cpus.reader_threads("auto", local_ranks=4) == 2 and cpus.reader_cpus() is None
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK")
+    monkeypatch.setenv("SLURM_STEP_ID", "0")  # srun without --cpus-per-task: still the allocation's CPUs
+    assert cpus.reader_threads("auto", local_ranks=4) == 2 and cpus.reader_cpus() is None
+
+
+def test_the_cgroup_cpuset_bounds_the_node(monkeypatch, tmp_path):
+    real = Path.read_text
+    files = {
+        "/proc/self/cgroup": "0::/job/step\n",
+        "/sys/devices/system/cpu/online": "0-15\n",
+        "/sys/fs/cgroup/job/step/cpuset.cpus.effective": "4-7,12\n",
+    }
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: files[str(self)] if str(self) in files else real(self))
+    assert cpus.node_cpus() == {4, 5, 6, 7, 12}
+    files["/proc/self/cgroup"] = "5:cpuset:/slurm/job\n3:memory:/x\n"  # cgroup v1
+    files["/sys/fs/cgroup/cpuset/slurm/job/cpuset.effective_cpus"] = "0-1"
+    assert cpus.node_cpus() == {0, 1}
+    files["/proc/self/cgroup"] = "3:memory:/x\n"  # no cpuset: the online CPUs
+    assert cpus.node_cpus() == frozenset(range(16))
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
