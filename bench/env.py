@@ -30,10 +30,14 @@ def gpu_count() -> int:
 
 
 def launcher() -> list[str]:
-    """The MPI launcher: SPMD_MPIEXEC as given (the GPU machine's mpirun as root), else mpiexec beside Python."""
+    """The MPI launcher: SPMD_MPIEXEC as given (the GPU machine's mpirun as root), else mpiexec beside Python. A
+    relative path in it (make's .venv/bin/mpiexec) is made absolute: cases launch from folders of their own."""
     configured = os.environ.get("SPMD_MPIEXEC")
     if configured:
-        return shlex.split(configured)
+        words = shlex.split(configured)
+        if words and os.sep in words[0] and not os.path.isabs(words[0]) and os.path.exists(words[0]):
+            words[0] = os.path.abspath(words[0])
+        return words
     beside = Path(sys.executable).parent / "mpiexec"
     return [str(beside) if beside.exists() else (shutil.which("mpiexec") or "mpiexec")]
 

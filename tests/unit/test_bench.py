@@ -184,3 +184,15 @@ def test_the_faults_suite_on_a_gpu_machine_injects_faults_on_two_ranks_and_times
     assert "missing file" in {c.name for c in on_cpu} - {c.name for c in on_gpu}
     assert all(c.needs == ("ranks2",) for c in on_gpu[:-1]) and on_gpu[-1].needs == ("gpu",)
     assert any(c.needs == () for c in on_cpu)  # the bad inputs and configs run on one rank too
+
+
+def test_a_relative_launcher_path_survives_the_cases_own_folders(monkeypatch, tmp_path):
+    from bench.env import launcher
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/mpiexec").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPMD_MPIEXEC", "bin/mpiexec --oversubscribe")
+    assert launcher() == [str(tmp_path / "bin/mpiexec"), "--oversubscribe"]
+    monkeypatch.setenv("SPMD_MPIEXEC", "mpirun --allow-run-as-root")  # a name on PATH stays a name
+    assert launcher() == ["mpirun", "--allow-run-as-root"]
