@@ -118,6 +118,7 @@ def test_jobscript_writes_one_job_per_series_and_size_with_scaled_configs(tmp_pa
         "#SBATCH --account=proj",
         "#SBATCH --time=01:00:00",
         "#SBATCH --signal=B:USR1@120",
+        "#SBATCH --cpus-per-task=8",  # io.threads: auto reads on the task's CPUs: 8 unless told
         f"#SBATCH --chdir={tmp_path}",
         "srun --mpi=pmix",
     ):
