@@ -22,6 +22,7 @@ from . import waits
 from . import xp as xpmod
 from .comm.watched import watched
 from .errors import BackendUnavailable, SpmdError, error_class
+from .io.cpus import bound_cpus
 from .launch import check_launch
 from .watchdog import start as start_watchdog
 from .watchdog import stop as stop_watchdog
@@ -225,8 +226,7 @@ def share_cpu_cores(ranks_on_node: int) -> int | None:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - a dependency; absent only where spmd is not installed
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = max(1, cores // max(1, ranks_on_node))
+    threads = max(1, len(bound_cpus()) // max(1, ranks_on_node))
     threadpool_limits(limits=threads, user_api="blas")
     return threads
 

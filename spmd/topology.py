@@ -12,6 +12,7 @@ import functools
 import os
 
 from . import xp as xpmod
+from .io.cpus import bound_cpus
 
 # Link classes, best to worst; a group of ranks is as good as its worst pair.
 LINK_CLASSES = {
@@ -94,8 +95,7 @@ def describe_placement(ctx) -> dict | None:
     """
     bus_id = xpmod.device_pci_bus_id(ctx.device_id) if ctx.device == "gpu" else None
     # the CPUs this node's ranks may run on (their affinity, which a launcher or SLURM may narrow), not the node's
-    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
-    node_cpus = len(set().union(*ctx.node_comm.allgather(allowed)))
+    node_cpus = len(frozenset().union(*ctx.node_comm.allgather(bound_cpus())))
     mine = {
         "rank": ctx.rank,
         "host": ctx.host,

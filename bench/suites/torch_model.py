@@ -16,9 +16,11 @@ from . import Case
 
 
 def sizes(env) -> dict:
+    """The model, its batch and steps, the data's rows, and the per-rank batches the sweeps compare."""
+    batches = {"batches": "16,64" if env.quick else "16,64,256"}
     if env.gpus:
-        return {"size": "large", "batch": 256, "steps": 20 if env.quick else 50, "rows": 16384}
-    return {"size": "medium", "batch": 32, "steps": 20 if env.quick else 100, "rows": 4096}
+        return {"size": "large", "batch": 256, "steps": 20 if env.quick else 50, "rows": 16384, **batches}
+    return {"size": "medium", "batch": 32, "steps": 20 if env.quick else 100, "rows": 4096, **batches}
 
 
 def torch_config(env, strategy: str, s: dict, **params) -> Path:
@@ -102,9 +104,8 @@ def overhead_all_ranks(env) -> list[Measure]:
     and spmd's ddp with ``phases: false`` at each batch (no timing marks, no instrumented twin), which splits that
     cost into what timing takes and the rest."""
     s = sizes(env)
-    batches = "16,64" if env.quick else "16,64,256"
-    plain = plain_ddp(env, s, env.ranks, batches)
-    rows = ddp_sweep(env, s, batches, "torch-sweep-all", "--compare-comm", "none", "-o", "repeats=5")["rows"]
+    plain = plain_ddp(env, s, env.ranks, s["batches"])
+    rows = ddp_sweep(env, s, s["batches"], "torch-sweep-all", "--compare-comm", "none", "-o", "repeats=5")["rows"]
     measures = []
     for row in rows:
         case = f"MLP {s['size']}, batch {row['batch']} per rank, fp32, AdamW, {env.ranks} ranks"
@@ -134,8 +135,7 @@ def batch_sweep(env) -> list[Measure]:
     break-even batch the step model finds (the question "is N GPUs slower than 1, at which batch?"); then the
     advice measured: ``accumulate: 4`` at the largest batch, run, against what the step model predicted for it."""
     s = sizes(env)
-    batches = "16,64" if env.quick else "16,64,256"
-    sweep = ddp_sweep(env, s, batches, "torch-sweep", "-o", "repeats=3")
+    sweep = ddp_sweep(env, s, s["batches"], "torch-sweep", "-o", "repeats=3")
     return sweep_measures(env, s, sweep) + advice_measured(env, s, sweep)
 
 

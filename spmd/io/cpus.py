@@ -70,6 +70,7 @@ def node_share(cpus: frozenset[int], local_rank: int, local_size: int) -> frozen
 
 
 def bound_cpus() -> frozenset[int]:
+    """The CPUs this process may run on now (its affinity, which a launcher or SLURM may narrow)."""
     if hasattr(os, "sched_getaffinity"):
         return frozenset(os.sched_getaffinity(0))
     return frozenset(range(os.cpu_count() or 1))

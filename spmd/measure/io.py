@@ -242,7 +242,8 @@ def format_io(result: dict) -> str:
     pread limit."""
     lines = [
         f"# spmd bench io: {result['device']}, io.threads {result['io']['threads']} (auto: the rank's share of "
-        f"the node's CPUs), io.buffer_mb {result['io']['buffer_mb']}, median of {result['rounds']} rounds after one untimed"
+        f"the node's CPUs), io.buffer_mb {result['io']['buffer_mb']}, median of {result['rounds']} rounds after "
+        "one untimed"
     ]
     for r in result["per_rank"]:
         cache = "from the page cache"
