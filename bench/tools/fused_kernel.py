@@ -22,7 +22,7 @@ def main():
     print(f"HBM read ceiling (CuPy sum, 4 GiB float32): {ceiling:.2f} TB/s\n")
     print("| loads/thread | blocks/SM | dtype | ms | TB/s | / ceiling |")
     print("|---|---|---|---|---|---|")
-    for loads, blocks in itertools.product((4, 8), (2, 4, 8)):
+    for loads, blocks in itertools.product((4, 8, 16), (2, 3, 4, 6, 8)):
         kernel = FusedMoments(loads=loads, blocks_per_sm=blocks)
         for dtype, x in data.items():
             seconds = median_seconds(lambda: kernel(x), repeats=30)

@@ -1,4 +1,4 @@
-"""The stencil's local step on one GPU, against its ceilings: a 16384^2 float32 5-point Jacobi
+"""The stencil's local step on one GPU, against its ceilings: a 16384^2 (or argv[1]^2) float32 5-point Jacobi
 step by the fused kernel and by array slicing, beside the HBM read ceiling (CuPy sum, as in
 ../shared/device/NOTES.md) and a device-to-device copy (read once + write once, the traffic
 a stencil step needs). Prints JSON.
@@ -14,7 +14,7 @@ from bench.ceilings import hbm_read_TBps, median_seconds
 from spmd.workloads.stencil.filters import reference_filter
 from spmd.workloads.stencil.kernel import BLOCK, ROWS_PER_THREAD, FusedStencil, aligned_layout
 
-N = 16384
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 16384
 JACOBI = np.array([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]])
 
 
@@ -34,11 +34,12 @@ def main():
     out["fused_ms"] = s * 1e3
     out["fused_TBps"] = moved / s / 1e12
     variants = {}
-    for block in ((32, 8), (32, 4), (64, 4), (128, 2), (32, 16), (256, 1)):
-        for rows in (1, 2, 4, 8):
-            k = FusedStencil(JACOBI, "reflect", np.float32, 0.0, block=block, rows_per_thread=rows)
-            t = median_seconds(lambda: k.apply(src, dst, N, N, col0, (0, N, 0, N), [False] * 4), repeats=10)
-            variants[f"{block[0]}x{block[1]}x{rows}"] = moved / t / 1e12
+    for vector in (1, 4):  # columns per thread: one (scalar accesses) or four (16-byte loads, a rolling window)
+        for block in ((32, 8), (32, 4), (64, 4), (128, 2), (32, 16), (256, 1), (64, 2), (128, 1)):
+            for rows in (1, 2, 4, 8, 16):
+                k = FusedStencil(JACOBI, "reflect", np.float32, 0.0, block=block, rows_per_thread=rows, vector=vector)
+                t = median_seconds(lambda: k.apply(src, dst, N, N, col0, (0, N, 0, N), [False] * 4), repeats=10)
+                variants[f"{block[0]}x{block[1]}x{rows}, {vector} col"] = moved / t / 1e12
     out["variants_TBps"] = variants
     unaligned = cupy.random.standard_normal((N + 2, N + 2), dtype=np.float32)  # pitch N + 2: rows off 128 B
     t = median_seconds(lambda: fused.apply(unaligned, cupy.empty_like(unaligned), N, N, 1, (0, N, 0, N), [False] * 4))
@@ -59,7 +60,7 @@ def main():
     # correctness on a small field at every boundary mode, interior and edges launched apart
     small = cupy.random.standard_normal((67, 45), dtype=np.float64)
     for mode in ("reflect", "wrap", "constant"):
-        k = FusedStencil(np.arange(25.0).reshape(5, 5) / 300, mode, np.float64, 1.5)
+        k = FusedStencil(np.arange(25.0).reshape(5, 5) / 300, mode, np.float64, 1.5, vector=None)
         shape, c0 = aligned_layout(67, 45, 2, np.float64)
         a = cupy.full(shape, np.nan)
         a[2:-2, c0 : c0 + 45] = small

@@ -13,44 +13,111 @@ from __future__ import annotations
 import numpy as np
 
 BLOCK = (32, 4)  # threads per block along (columns, rows): 32 coalesced columns per warp
-ROWS_PER_THREAD = 4  # 32x4 threads x 4 rows: fastest of the shapes bench/tools/stencil_kernel.py sweeps
+ROWS_PER_THREAD = 8  # rows per thread: the window rolls down 8 rows, reading 8 + 2r rows for 8 results
+VECTOR = None  # columns per thread: 16 bytes' worth (bench/tools/stencil_kernel.py sweeps these shapes)
 
 _TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
-def kernel_source(weights: np.ndarray, boundary: str, dtype, rows_per_thread: int = 1) -> str:
-    """CUDA source of the ``stencil`` kernel for these weights, boundary mode and dtype; each
-    thread computes ``rows_per_thread`` rows of one column (amortising its index arithmetic)."""
+def kernel_source(weights: np.ndarray, boundary: str, dtype, rows_per_thread: int = 1, vector: int = 1) -> str:
+    """CUDA source of the ``stencil`` kernel for these weights, boundary mode and dtype.
+
+    Each thread computes ``rows_per_thread`` rows of ``vector`` adjacent columns. With ``vector`` > 1 (16-byte
+    loads: 4 floats or 2 doubles) a thread whose tile and its filter's reach lie inside the buffer (the usual
+    case) reads each row once into a window of registers that rolls down its rows, the side taps by scalar loads
+    of the neighbours' lines (cache hits), and stores its columns with one vector store; a tile on an edge of
+    the domain or the region takes the per-element path, whose boundary tests map each index.
+    """
     t = _TYPES[np.dtype(dtype)]
     r = weights.shape[0] // 2
-    taps = []
-    for a in range(2 * r + 1):
-        for b in range(2 * r + 1):
-            if weights[a, b] != 0:
-                weight = f"static_cast<{t}>({float(weights[a, b])!r})"  # rounded to the field's type, once
-                taps.append(_tap(a - r, b - r, weight, boundary))
-    body = "\n".join(taps)
+    taps = [
+        (a - r, b - r, f"static_cast<{t}>({float(weights[a, b])!r})")  # rounded to the field's type, once
+        for a in range(2 * r + 1)
+        for b in range(2 * r + 1)
+        if weights[a, b] != 0
+    ]
+    body = "\n".join(_tap(di, dj, weight, boundary) for di, dj, weight in taps)
+    per_element = f"""
+    #pragma unroll
+    for (int k = 0; k < {rows_per_thread}; ++k) {{
+        const int i = first + k;
+        if (i >= i1) return;
+        #pragma unroll
+        for (int c = 0; c < {vector}; ++c) {{
+        const int j = jv + c;
+        if (j >= j1) break;
+        {t} acc = 0;
+{body}
+        dst[(long long)i * pitch + j] = acc;
+        }}
+    }}"""
+    fast = _rolling_window(taps, t, r, rows_per_thread, vector) if vector > 1 else ""
     return f"""
 extern "C" __global__ void stencil(const {t}* __restrict__ in, {t}* __restrict__ out,
                                    const int h, const int w, const long long pitch, const int col0,
                                    const int i0, const int i1, const int j0, const int j1,
                                    const int top_nb, const int bottom_nb, const int left_nb, const int right_nb,
                                    const {t} cval) {{
-    const int j = j0 + blockIdx.x * blockDim.x + threadIdx.x;
+    const int jv = j0 + (blockIdx.x * blockDim.x + threadIdx.x) * {vector};
     const int first = i0 + (blockIdx.y * blockDim.y + threadIdx.y) * {rows_per_thread};
-    if (j >= j1) return;
+    if (jv >= j1) return;
     const {t}* base = in + (long long){r} * pitch + col0;  // element (0, 0) of the unpadded block
     {t}* dst = out + (long long){r} * pitch + col0;
-    #pragma unroll
-    for (int k = 0; k < {rows_per_thread}; ++k) {{
-        const int i = first + k;
-        if (i >= i1) return;
-        {t} acc = 0;
-{body}
-        dst[(long long)i * pitch + j] = acc;
-    }}
+{fast}
+{per_element}
 }}
 """
+
+
+_LANES = ("x", "y", "z", "w")
+
+
+def _rolling_window(taps, t: str, r: int, rows: int, vector: int) -> str:
+    """The fast path of the vector kernel: rows first-r .. first+rows-1+r read once each into ``win``, a
+    (2r+1) x (vector+2r) register window; returns after storing, so the per-element path after it only runs
+    for tiles on an edge."""
+    vt = f"{t}{vector}"
+    width = vector + 2 * r
+
+    def load(row: str, slot: int) -> str:
+        lines = [
+            f"        {{ const {t}* p = base + (long long)({row}) * pitch + jv;",
+            f"          const {vt} v = *reinterpret_cast<const {vt}*>(p);",
+        ]
+        lines += [f"          win[{slot}][{r + c}] = v.{_LANES[c]};" for c in range(vector)]
+        for s in range(1, r + 1):
+            lines.append(
+                f"          win[{slot}][{r - s}] = p[-{s}]; win[{slot}][{r + vector - 1 + s}] = p[{vector - 1 + s}];"
+            )
+        return "\n".join(lines) + " }"
+
+    sums = []
+    for c in range(vector):
+        terms = " ".join(f"acc{c} += win[{di + r}][{r + c + dj}] * {weight};" for di, dj, weight in taps)
+        sums.append(f"            {t} acc{c} = 0; {terms}")
+    store = " ".join(f"o.{_LANES[c]} = acc{c};" for c in range(vector))
+    shift = "\n".join(f"            win[{a}][q] = win[{a + 1}][q];" for a in range(2 * r))
+    prime = "\n".join(load(f"first - {r} + {a}", a) for a in range(2 * r))
+    return f"""
+    const bool inside = first + {rows} <= i1 && jv + {vector} <= j1
+        && (first - {r} >= 0 || top_nb) && (first + {rows - 1 + r} < h || bottom_nb)
+        && (jv - {r} >= 0 || left_nb) && (jv + {vector - 1 + r} < w || right_nb);
+    if (inside) {{
+        {t} win[{2 * r + 1}][{width}];
+{prime}
+        #pragma unroll
+        for (int k = 0; k < {rows}; ++k) {{
+{load(f"first + k + {r}", 2 * r)}
+{chr(10).join(sums)}
+            {{ {vt} o; {store}
+              *reinterpret_cast<{vt}*>(dst + (long long)(first + k) * pitch + jv) = o; }}
+            #pragma unroll
+            for (int q = 0; q < {width}; ++q) {{
+{shift}
+            }}
+        }}
+        return;
+    }}"""
 
 
 def _tap(di: int, dj: int, weight: str, boundary: str) -> str:
@@ -91,6 +158,9 @@ class FusedStencil:
     Args:
         block: threads per block along (columns, rows).
         rows_per_thread: rows each thread computes.
+        vector: columns each thread computes with 16-byte loads and stores (1: one column, scalar accesses;
+            None: 16 bytes' worth of the dtype). A region whose first column is not 16-byte aligned in the
+            buffer runs a one-column kernel instead.
     """
 
     def __init__(
@@ -101,6 +171,7 @@ class FusedStencil:
         cval: float,
         block=BLOCK,
         rows_per_thread: int = ROWS_PER_THREAD,
+        vector: int | None = VECTOR,
     ):
         import cupy
 
@@ -109,8 +180,19 @@ class FusedStencil:
         self.cval = self.dtype.type(cval)
         self.block = tuple(block)
         self.rows_per_thread = rows_per_thread
-        self.source = kernel_source(weights, boundary, dtype, rows_per_thread)
+        self.vector = 16 // self.dtype.itemsize if vector is None else vector
+        self.source = kernel_source(weights, boundary, dtype, rows_per_thread, self.vector)
         self.kernel = cupy.RawKernel(self.source, "stencil")
+        self._args = (weights, boundary, dtype)
+        self._scalar = None if self.vector > 1 else self.kernel
+
+    def _one_column(self):
+        """The kernel for regions that do not start on a 16-byte boundary (compiled on first use)."""
+        import cupy
+
+        if self._scalar is None:
+            self._scalar = cupy.RawKernel(kernel_source(*self._args, self.rows_per_thread, 1), "stencil")
+        return self._scalar
 
     def apply(self, src, dst, h: int, w: int, col0: int, region, neighbours) -> None:
         """dst[region] = filter(src) on the current stream; region = (i0, i1, j0, j1) in block
@@ -119,15 +201,20 @@ class FusedStencil:
         i0, i1, j0, j1 = region
         if i1 <= i0 or j1 <= j0:
             return
+        v = self.vector
+        pitch = src.shape[1]
+        aligned = (col0 + j0) % v == 0 and pitch % v == 0 and src.data.ptr % 16 == 0 and dst.data.ptr % 16 == 0
+        kernel = self.kernel if aligned else self._one_column()
+        v = v if aligned else 1
         bx, by = self.block
         rows = by * self.rows_per_thread
-        grid = ((j1 - j0 + bx - 1) // bx, (i1 - i0 + rows - 1) // rows)
+        grid = ((j1 - j0 + bx * v - 1) // (bx * v), (i1 - i0 + rows - 1) // rows)
         args = (
             src,
             dst,
             np.int32(h),
             np.int32(w),
-            np.int64(src.shape[1]),
+            np.int64(pitch),
             np.int32(col0),
             np.int32(i0),
             np.int32(i1),
@@ -136,4 +223,4 @@ class FusedStencil:
             *(np.int32(bool(n)) for n in neighbours),
             self.cval,
         )
-        self.kernel(grid, self.block, args)
+        kernel(grid, self.block, args)
