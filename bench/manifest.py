@@ -11,6 +11,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from .env import ROOT, launcher
@@ -21,6 +22,21 @@ def _run(cmd: list[str]) -> str:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return ""
+
+
+def tree_hash(root: Path = ROOT) -> str:
+    """The git tree of the files as they are (tracked and untracked-not-ignored), through a throwaway index: it
+    names the code that ran even where HEAD does not (the GPU machine gets a copy of the working tree whose git
+    may lag behind); ``git rev-parse COMMIT^{tree}`` finds the commit it matches."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        try:
+            for cmd in (["git", "read-tree", "HEAD"], ["git", "add", "-A"]):
+                subprocess.run(cmd, capture_output=True, timeout=120, cwd=root, env=env, check=True)
+            done = subprocess.run(["git", "write-tree"], capture_output=True, text=True, timeout=60, cwd=root, env=env)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip()
 
 
 def cpu_model() -> str:
@@ -106,6 +122,7 @@ def manifest(argv: list[str], ranks: int) -> dict:
         "launcher": shlex.join(launcher()),
         "ranks": ranks,
         "commit": commit + ("+changes" if dirty else ""),
+        "tree": tree_hash(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "-m", "bench", *argv]),
         # settings that change what is measured (NCCL_P2P_DISABLE=1: all-reduce through host memory, ...)

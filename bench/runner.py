@@ -1,12 +1,16 @@
 """``python -m bench run``: every case of the named suites, each run ``--runs`` times, its records written as soon
-as it ends (a time limit keeps what finished), and a manifest per suite saying what ran, what was skipped and why,
-and what failed."""
+as it ends, and a manifest per suite, rewritten after every case, saying what ran, what was skipped and why, and what
+failed. A SIGTERM (``timeout``'s, a batch system's time limit) stops the case in progress, which the manifest names
+as stopped; what finished before it stays."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -15,6 +19,14 @@ from .env import CaseFailed, Env, gpu_count
 from .manifest import manifest
 from .records import collect, write_records
 from .suites import expand, suites
+
+
+class Stopped(BaseException):
+    """A SIGTERM arrived: not an Exception, so that no case's error handling swallows it."""
+
+
+def _stop(signum, frame):
+    raise Stopped(signal.Signals(signum).name)
 
 
 def run(
@@ -39,6 +51,8 @@ def run(
     deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
     failed = False
     facts = manifest(argv, env.ranks)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop) if main else None
     try:
         for name in expand(names):
             module = suites()[name]
@@ -52,6 +66,8 @@ def run(
                 _drop_records(folder / "records.jsonl", only)
             else:
                 (folder / "records.jsonl").unlink(missing_ok=True)
+            about = (module.__doc__ or "").strip()
+            suite_facts = {**facts, "commands": commands, "suite": name, "about": about, "runs": runs, "quick": quick}
             for case in module.cases(env):
                 if only and only not in case.name:
                     continue
@@ -66,6 +82,12 @@ def run(
                 count = case.runs or runs
                 try:
                     measures = case.measure(env, count) if case.batched else [case.measure(env) for _ in range(count)]
+                except Stopped as stop:
+                    entry["failed"] = f"stopped by {stop} after {time.monotonic() - t0:.0f} s: the run's time limit"
+                    entry["seconds"] = round(time.monotonic() - t0, 1)
+                    _write_manifest(folder, suite_facts, [*status, entry])
+                    print(f"bench {name}: {case.name}: {entry['failed']}; the run ends here", flush=True)
+                    return 1
                 except (CaseFailed, Exception) as exc:  # noqa: BLE001 - a failed case is recorded, the rest goes on
                     failed = True
                     entry["failed"] = f"{type(exc).__name__}: {exc}"[:2000]
@@ -79,26 +101,21 @@ def run(
                     print(f"bench {name}: {case.name}: {len(measures)} run(s), {len(records)} record(s)", flush=True)
                 entry["seconds"] = round(time.monotonic() - t0, 1)
                 status.append(entry)
+                _write_manifest(folder, suite_facts, status)  # a run stopped later keeps this case
                 _free_device_memory()  # the next case (often another process) gets the GPU's memory
-            about = (module.__doc__ or "").strip()
-            (folder / "manifest.json").write_text(
-                json.dumps(
-                    {
-                        **facts,
-                        "commands": commands,
-                        "suite": name,
-                        "about": about,
-                        "runs": runs,
-                        "quick": quick,
-                        "cases": status,
-                    },
-                    indent=1,
-                )
-                + "\n"
-            )
+            _write_manifest(folder, suite_facts, status)
     finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
         shutil.rmtree(env.work, ignore_errors=True)
     return 1 if failed else 0
+
+
+def _write_manifest(folder: Path, facts: dict, status: list[dict]) -> None:
+    """The suite's manifest as it stands, replaced whole (a reader never sees half of one)."""
+    tmp = folder / f".manifest.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({**facts, "cases": status}, indent=1) + "\n")
+    os.replace(tmp, folder / "manifest.json")
 
 
 def _free_device_memory() -> None:

@@ -5,6 +5,9 @@ document that disagrees with its raw results is named)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import types
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 pytest.importorskip("jinja2", reason="the test extra brings Jinja2 (bench report's templates)")
 
 from bench import report, runner  # noqa: E402
+from bench.manifest import tree_hash  # noqa: E402
 from bench.records import Measure, Record, collect, ratios, read_records, summary, write_records  # noqa: E402
 from bench.suites import Case, expand  # noqa: E402
 
@@ -115,6 +119,58 @@ def test_only_keeps_the_other_cases_and_every_command_that_measured_them(tmp_pat
     shown = report.environment().from_string("{{ m | commands }}").render(m=manifest)
     assert shown == "`run fake --max-minutes 1`, then `run fake --only second`"
     assert report.environment().from_string("{{ m | commands }}").render(m={"command": "x"}) == "`x`"
+
+
+def test_a_sigterm_ends_the_run_with_a_manifest_naming_the_stopped_case(tmp_path, monkeypatch):
+    """What `timeout` does to a run that overstays: the cases that ended keep their records, the one in progress
+    is named as stopped, the rest never start, and the run says it failed."""
+    ran = []
+
+    def killed(env):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered before kill() returns: the handler raises here
+        ran.append("after the signal")
+
+    fake = types.ModuleType("fake")
+    fake.cases = lambda env: [
+        Case("first", lambda env: [Measure("a", "spmd", 1.0, "r", "u")]),
+        Case("second", killed),
+        Case("third", lambda env: ran.append("third") or [Measure("c", "spmd", 3.0, "r", "u")]),
+    ]
+    monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
+    monkeypatch.setattr(runner, "expand", lambda names: names)
+    monkeypatch.setattr(runner, "gpu_count", lambda: 0)
+    monkeypatch.setattr(runner, "manifest", lambda argv, ranks: {"command": "bench run fake"})
+    before = signal.getsignal(signal.SIGTERM)
+    assert runner.run(["fake"], tmp_path, runs=1, quick=True, ranks=None, argv=["run", "fake"]) == 1
+    assert ran == [] and signal.getsignal(signal.SIGTERM) is before
+    cases = json.loads((tmp_path / "fake/manifest.json").read_text())["cases"]
+    assert [c["case"] for c in cases] == ["first", "second"] and cases[0]["records"] == 1
+    assert cases[1]["failed"].startswith("stopped by SIGTERM after")
+    assert [r.case for r in read_records(tmp_path / "fake/records.jsonl")] == ["a"]
+    assert not list((tmp_path / "fake").glob(".*tmp"))
+
+
+def test_the_tree_hash_names_the_files_that_ran_whatever_head_says(tmp_path):
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.org")
+    git("config", "user.name", "t")
+    (tmp_path / ".gitignore").write_text("ignored\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("commit", "-qm", "one")
+    committed = git("rev-parse", "HEAD^{tree}")
+    (tmp_path / "ignored").write_text("not code")
+    assert tree_hash(tmp_path) == committed  # ignored files are not the code
+    (tmp_path / "code.py").write_text("x = 2\n")
+    (tmp_path / "new.py").write_text("y = 1\n")
+    changed = tree_hash(tmp_path)
+    assert changed != committed and git("status", "--porcelain") == "M code.py\n?? new.py".strip()
+    git("add", "-A")
+    git("commit", "-qm", "two")
+    assert git("rev-parse", "HEAD^{tree}") == changed  # the later commit that holds exactly those files
 
 
 def test_the_machine_says_when_the_run_had_fewer_cpus_than_the_host():
