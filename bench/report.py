@@ -21,6 +21,7 @@ import jinja2
 from .env import ROOT
 from .records import Record, ratios, read_records, summary
 from .suites import suites
+from .targets import rows as target_rows
 
 RESULTS = ROOT / "docs/results"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -129,6 +130,8 @@ def load() -> dict:
                 {
                     "kind": kind,
                     "manifest": manifest,
+                    "folder": folder,
+                    "records": records,
                     "rows": rows_of(records),
                     "raw": f"results/{kind}/{name}/records.jsonl",
                     "faults": fault_rows(records),
@@ -148,6 +151,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["fmt"] = fmt
+    env.filters["spread"] = spread
     env.filters["cell"] = lambda text: str(text).replace("|", "/").replace("\n", " ")
     env.filters["machine"] = machine
     # every command that measured a suite's cases (bench run --only adds to an earlier run's), in order
@@ -167,6 +171,10 @@ def documents() -> dict[Path, str]:
         "suites": {name: (m.__doc__ or "").strip() for name, m in suites().items()},
         "entry": lambda suite, kind: next((e for e in results[suite] if e["kind"] == kind), None),
         "raw": lambda path: json.loads((RESULTS / path).read_text()),
+        "targets": {
+            kind: target_rows({name: e for name, entries in results.items() for e in entries if e["kind"] == kind})
+            for kind in kinds()
+        },
     }
     out = {path: env.get_template(name).render(**context) for name, path in WHOLE.items()}
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:

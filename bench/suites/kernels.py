@@ -1,7 +1,7 @@
 """One GPU's kernels against their ceilings, measured beside them: reduce's fused one-pass moments (float64
-accumulation) against CuPy's float32 sum over the same bytes (the HBM read ceiling); the stencil's fused step
-against a device-to-device copy of the field (read once, written once, what a step must move); matmul's compute
-phase against cuBLAS at the same shape."""
+accumulation) of float32 and float64 data against CuPy's sum over the same bytes (the HBM read ceiling); the
+stencil's fused step against a device-to-device copy of the field (read once, written once, what a step must
+move); matmul's compute phase against cuBLAS at the same shape."""
 
 from __future__ import annotations
 
@@ -16,20 +16,26 @@ JACOBI = np.array([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]])
 
 
 def reduce_moments(env) -> list[Measure]:
+    """float32 (the target) and float64 data of the same size: the same kernel on half as many elements per byte
+    shows whether its gap to the ceiling is memory or per-element work."""
     import cupy
 
     from spmd.workloads.reduce.moments import FusedMoments
 
     nbytes = (256 << 20) if env.quick else (4 << 30)
-    x = cupy.random.standard_normal(nbytes // 4, dtype=cupy.float32)
     kernel = FusedMoments()
-    mine = nbytes / median_seconds(lambda: kernel(x), repeats=30) / 1e12
-    ceiling = hbm_read_TBps(x)
-    case = f"reduce: moments of {nbytes >> 20} MiB float32"
-    return [
-        Measure(case, "spmd fused moments (float64 sums)", mine, "read rate", "TB/s"),
-        Measure(case, "CuPy float32 sum", ceiling, "read rate", "TB/s", "ceiling"),
-    ]
+    out = []
+    for dtype in (cupy.float32, cupy.float64):
+        x = cupy.random.standard_normal(nbytes // cupy.dtype(dtype).itemsize, dtype=dtype)
+        mine = nbytes / median_seconds(lambda: kernel(x), repeats=30) / 1e12
+        name = cupy.dtype(dtype).name
+        case = f"reduce: moments of {nbytes >> 20} MiB {name}"
+        out += [
+            Measure(case, "spmd fused moments (float64 sums)", mine, "read rate", "TB/s"),
+            Measure(case, f"CuPy {name} sum", hbm_read_TBps(x), "read rate", "TB/s", "ceiling"),
+        ]
+        x = None  # freed before the next array
+    return out
 
 
 def stencil_step(env) -> list[Measure]:

@@ -1,6 +1,7 @@
 """Data-parallel training (workload train) against PyTorch's strongest setup at the study's batches: spmd's
 captured step against PyTorch eager, its whole step captured in a CUDA graph, torch.compile and compile's own
-graphs, the same MLP, batch, SGD and data on the GPU, one GPU; and on two GPUs against DDP in the same setups."""
+graphs, the same MLP, batch, SGD and data on the GPU, one GPU; in bf16 (spmd's params.precision: bf16 against
+PyTorch's autocast, graph-captured and compiled) at the largest batches; and on two GPUs against DDP."""
 
 from __future__ import annotations
 
@@ -11,13 +12,21 @@ from ..records import Measure
 from . import Case
 from .train_gemms import step_gemms
 
-PEERS = ("torch-eager", "torch-graph", "torch-compile", "torch-compile-graphs")
+PEERS = {
+    "fp32": ("torch-eager", "torch-graph", "torch-compile", "torch-compile-graphs"),
+    # PyTorch's mixed precision (autocast to bfloat16) in its two fastest setups
+    "bf16": ("torch-graph-bf16", "torch-compile-graphs-bf16"),
+}
+SPMD_VARIANT = {"fp32": "graph", "bf16": "graph-bf16"}  # bench/programs/train_sweep.py's variants
 
 
-def table(env) -> dict:
-    """The batches measured: the study's smallest and largest per model (all of them is bench's --only train)."""
+def table(env, precision: str = "fp32") -> dict:
+    """The batches measured: the study's smallest and largest per model in fp32, the largest in bf16 (where
+    tensor cores run the GEMMs)."""
     if env.quick:
         return {"medium": "16"}
+    if precision == "bf16":
+        return {"medium": "1024", "large": "512"}
     return {"medium": "16,1024", "large": "8,512"}
 
 
@@ -26,7 +35,7 @@ def generated(env) -> None:
         env.spmd("generate", config, ranks=None)
 
 
-def spmd_lines(env, models: str, batches: str, ranks: str, steps: int) -> list[dict]:
+def spmd_lines(env, models: str, batches: str, ranks: str, steps: int, variant: str = "graph") -> list[dict]:
     done = env.program(
         "train_sweep.py",
         "--models",
@@ -36,7 +45,7 @@ def spmd_lines(env, models: str, batches: str, ranks: str, steps: int) -> list[d
         "--ranks",
         ranks,
         "--variants",
-        "graph",
+        variant,
         "--steps",
         steps,
         ranks=int(ranks.split(",")[-1]),
@@ -44,7 +53,7 @@ def spmd_lines(env, models: str, batches: str, ranks: str, steps: int) -> list[d
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def torch_lines(env, models: str, batches: str, ranks: int, steps: int, runs: int) -> list[dict]:
+def torch_lines(env, models: str, batches: str, ranks: int, steps: int, runs: int, peers=PEERS["fp32"]) -> list[dict]:
     port = str(random.randint(20000, 40000))
     done = env.program(
         "train_torch.py",
@@ -57,24 +66,24 @@ def torch_lines(env, models: str, batches: str, ranks: int, steps: int, runs: in
         "--runs",
         runs,
         "--variants",
-        ",".join(PEERS),
+        ",".join(peers),
         ranks=ranks,
         env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "NCCL_GRAPH_MIXING_SUPPORT": "0"},
     )
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def against_torch(env, runs: int, gpus: int) -> list[list[Measure]]:
+def against_torch(env, runs: int, gpus: int, precision: str = "fp32") -> list[list[Measure]]:
     generated(env)
     steps = 50 if env.quick else 200
     per_run: list[list[Measure]] = [[] for _ in range(runs)]
     ranks = "1" if gpus == 1 else f"1,{gpus}"
-    for model, batches in table(env).items():
+    for model, batches in table(env, precision).items():
         for run in range(runs):
-            for line in spmd_lines(env, model, batches, ranks, steps):
+            for line in spmd_lines(env, model, batches, ranks, steps, SPMD_VARIANT[precision]):
                 if line["gpus"] != gpus:
                     continue
-                case = f"{model} batch {line['batch']} per GPU, fp32, {gpus} GPU(s)"
+                case = f"{model} batch {line['batch']} per GPU, {precision}, {gpus} GPU(s)"
                 per_run[run].append(
                     Measure(
                         case,
@@ -85,15 +94,16 @@ def against_torch(env, runs: int, gpus: int) -> list[list[Measure]]:
                         params={"graph": line["graph"]},
                     )
                 )
-        for line in torch_lines(env, model, batches, gpus, steps, runs):
+        for line in torch_lines(env, model, batches, gpus, steps, runs, PEERS[precision]):
             if "error" in line:
                 continue  # a setup this machine cannot run is absent from its case, said in the manifest's log
-            case = f"{model} batch {line['batch']} per GPU, fp32, {gpus} GPU(s)"
+            case = f"{model} batch {line['batch']} per GPU, {precision}, {gpus} GPU(s)"
             for run, value in enumerate(line["runs_samples_per_s"][:runs]):
                 per_run[run].append(
                     Measure(
                         case,
-                        f"PyTorch {line['variant'].removeprefix('torch-')}" + (" (DDP)" if gpus > 1 else ""),
+                        f"PyTorch {line['variant'].removeprefix('torch-').removesuffix('-bf16')}"
+                        + (" (DDP)" if gpus > 1 else ""),
                         value,
                         "training rate",
                         "samples/s",
@@ -107,6 +117,12 @@ def cases(env) -> list[Case]:
     return [
         Case(
             "one GPU against PyTorch", lambda e, runs: against_torch(e, runs, 1), needs=("gpu", "torch"), batched=True
+        ),
+        Case(
+            "one GPU in bf16 against PyTorch's autocast",
+            lambda e, runs: against_torch(e, runs, 1, "bf16"),
+            needs=("gpu", "torch"),
+            batched=True,
         ),
         Case(
             "two GPUs against PyTorch DDP",

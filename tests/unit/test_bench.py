@@ -252,3 +252,45 @@ def test_a_relative_launcher_path_survives_the_cases_own_folders(monkeypatch, tm
     assert launcher() == [str(tmp_path / "bin/mpiexec"), "--oversubscribe"]
     monkeypatch.setenv("SPMD_MPIEXEC", "mpirun --allow-run-as-root")  # a name on PATH stays a name
     assert launcher() == ["mpirun", "--allow-run-as-root"]
+
+
+def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
+    from bench import targets
+
+    def r(case, subject, values, role="result", unit="TB/s", better="higher"):
+        return Record("s", case, subject, "m", unit, role, better, list(values))
+
+    kernels = [
+        r("reduce: moments of 4096 MiB float32", "spmd", [0.94, 0.93, 0.95]),
+        r("reduce: moments of 4096 MiB float32", "CuPy float32 sum", [1, 1, 1], "ceiling"),
+        r("reduce: moments of 4096 MiB float64", "spmd", [0.99, 0.99, 0.99]),
+        r("reduce: moments of 4096 MiB float64", "CuPy float64 sum", [1, 1, 1], "ceiling"),
+        r("stencil: a 5-point step of 16384^2 float32", "spmd", [0.96, 0.97, 0.95]),
+        r("stencil: a 5-point step of 16384^2 float32", "device copy", [1, 1, 1], "ceiling"),
+    ]
+    train = [
+        r("large batch 512 per GPU, fp32, 1 GPU(s)", "spmd", [1000.0] * 3, unit="samples/s"),
+        r("large batch 512 per GPU, fp32, 1 GPU(s)", "PyTorch eager", [500.0] * 3, "peer"),
+        r("large batch 512 per GPU, fp32, 1 GPU(s)", "PyTorch graph", [800.0] * 3, "peer"),  # the strongest
+        r("train GEMMs of one step: large batch 512, fp32", "lt", [0.4e6] * 3, unit="us", better="lower"),
+        r("train GEMMs of one step: large batch 512, fp32", "nvmath", [0.5e6] * 3, "peer", unit="us", better="lower"),
+    ]
+    entries = {
+        "kernels": {"records": kernels, "manifest": {"commit": "c"}, "folder": tmp_path},
+        "train": {"records": train},
+    }
+    rows = {row["what"]: row for row in targets.rows(entries)}
+    reduce = rows["moments of 4096 MiB float32"]
+    assert reduce["met"] is False and reduce["target"] == 0.97
+    assert "float64 data of the same size at 0.990x" in reduce["limit"]
+    stencil = rows["a 5-point step of 16384^2 float32"]
+    assert stencil["met"] is True and stencil["limit"] == "" and stencil["ratios"] == [0.96, 0.97, 0.95]
+    step = rows["large batch 512 per GPU, fp32, 1 GPU(s)"]
+    assert step["against"] == "PyTorch graph" and step["met"] is False  # 1.25x against 1.5x
+    # step 512 / 1000 = 0.512 s, GEMMs 0.4 s (78%); PyTorch graph's step 0.64 s: GEMMs alone would be 1.60x
+    assert (
+        "78% of spmd's" in step["limit"]
+        and "1.60x PyTorch graph" in step["limit"]
+        and "nvmath: 500000 us" in step["limit"]
+    )
+    assert rows["train bf16 against PyTorch's autocast"]["met"] is None  # not measured: said, not hidden

@@ -1,0 +1,193 @@
+"""One GPU against the targets set for it: each kernel, the read path and training held to a ratio of the ceiling
+or peer measured beside it (reduce 0.97x CuPy's sum, the stencil 0.95x a device copy, the direct read 0.9x the
+same bytes by N-thread pread, training 1.5x PyTorch's strongest setup in fp32 and 1.3x in bf16), and where one is
+missed, the measurement that shows what bounds it, from the same call's raw files. ``python -m bench report``
+renders these rows into docs/benchmarks.md; nothing here is typed by hand but the targets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .records import Record, ratios, summary
+
+STENCIL_TARGET_N = 16384
+
+
+def _find(records: list[Record], case: str, role: str, subject: str | None = None) -> Record | None:
+    return next(
+        (r for r in records if r.case == case and r.role == role and (subject is None or r.subject == subject)), None
+    )
+
+
+def _strongest_peer(records: list[Record], case: str) -> Record | None:
+    peers = [r for r in records if r.case == case and r.role == "peer"]
+    return max(peers, key=lambda r: summary(r.values)["median"]) if peers else None
+
+
+def _row(what: str, target: float | None, result: Record | None, reference: Record | None, limit: str = "") -> dict:
+    paired = ratios(result, reference) if result and reference else []
+    median = summary(paired)["median"] if paired else None
+    met = None if median is None or target is None else median >= target
+    return {
+        "what": what,
+        "target": target,
+        "against": reference.subject if reference else "",
+        "ratios": paired,
+        "met": met,
+        "limit": limit if met is False or median is None else "",
+    }
+
+
+def _sweeps(folder: Path) -> dict:
+    path = folder / "sweeps.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def kernel_rows(records: list[Record], manifest: dict, folder: Path) -> list[dict]:
+    rows = []
+    sweeps = _sweeps(folder)
+    same_call = sweeps.get("commit") == manifest.get("commit")
+    f32 = next((r.case for r in records if r.case.startswith("reduce: moments") and r.case.endswith("float32")), None)
+    if f32:
+        f64 = f32.replace("float32", "float64")
+        limit = ""
+        if _find(records, f64, "result"):
+            on64 = summary(ratios(_find(records, f64, "result"), _find(records, f64, "ceiling")))["median"]
+            limit = f"the same kernel reads float64 data of the same size at {on64:.3f}x its ceiling"
+        elif same_call and sweeps.get("reduce"):
+            best = {
+                dtype: max(v["TBps"] for v in sweeps["reduce"]["variants"] if v["dtype"] == dtype)
+                / sweeps["reduce"]["ceiling_TBps"]
+                for dtype in ("float32", "float64")
+            }
+            limit = (
+                f"the launch-shape sweep of the same call (sweeps.json, 15 shapes): float32 data at best "
+                f"{best['float32']:.3f}x the ceiling, float64 data of the same size at {best['float64']:.3f}x"
+            )
+        if limit:
+            limit += (
+                ": with half the elements per byte the same kernel keeps up with memory, so the float32 gap is "
+                "per-element work (each value converted to double, folded into float64 sums), not memory"
+            )
+        rows.append(
+            _row(
+                f32.removeprefix("reduce: "), 0.97, _find(records, f32, "result"), _find(records, f32, "ceiling"), limit
+            )
+        )
+    for r in records:
+        match = re.match(r"stencil: .* of (\d+)\^2 float32", r.case)
+        if not match or r.role != "result":
+            continue
+        n = int(match[1])
+        limit = ""
+        if n == STENCIL_TARGET_N and same_call and sweeps.get("stencil"):
+            st = sweeps["stencil"]
+            name, best = max(st["variants_TBps"].items(), key=lambda kv: kv[1])
+            limit = (
+                f"the run's launch shape was {st['fused']}; the sweep of the same call (sweeps.json) reached "
+                f"{best / st['copy_TBps']:.3f}x with {name.replace(' col', ' column(s)')} per thread (threads x rows)"
+                + (", spmd's shape since" if _current_stencil_shape() == name else "")
+            )
+        rows.append(
+            _row(
+                r.case.removeprefix("stencil: "),
+                0.95 if n == STENCIL_TARGET_N else None,
+                r,
+                _find(records, r.case, "ceiling"),
+                limit,
+            )
+        )
+    return rows
+
+
+def _current_stencil_shape() -> str:
+    """spmd's stencil launch shape as bench/tools/stencil_kernel.py names its variants ('64x4x2, 4 col')."""
+    import numpy as np
+
+    from spmd.workloads.stencil.kernel import BLOCK, ROWS_PER_THREAD, VECTOR
+
+    vector = 16 // np.dtype(np.float32).itemsize if VECTOR is None else VECTOR
+    return f"{BLOCK[0]}x{BLOCK[1]}x{ROWS_PER_THREAD}, {vector} col"
+
+
+def io_rows(records: list[Record]) -> list[dict]:
+    rows = []
+    for case in dict.fromkeys(r.case for r in records if r.case.startswith("read ") and "1 rank(s)" in r.case):
+        ceiling = _find(records, case, "ceiling")
+        direct = _find(records, case, "result", "direct")
+        if direct:
+            rows.append(_row(f"{case}: direct", 0.9, direct, ceiling))
+        mapped = _find(records, case, "peer", "file to GPU (mapped, locked at set-up)")
+        to_gpu = _find(records, case, "result", "file to GPU (direct, copies as pieces land)")
+        if mapped and to_gpu:
+            gain = summary(ratios(mapped, to_gpu))["median"]
+            rows.append(
+                {
+                    "what": f"{case}: io.engine auto picks the fastest safe engine",
+                    "target": None,
+                    "against": "",
+                    "ratios": [],
+                    "met": False,
+                    "limit": f"auto reads with direct; mapped (pages locked once at set-up) moved the same bytes to "
+                    f"the GPU {gain:.2f}x as fast in the same run: auto does not choose it yet",
+                }
+            )
+    return rows
+
+
+def train_rows(records: list[Record]) -> list[dict]:
+    rows = []
+    gemms = {
+        (m[1], m[2], m[3]): r
+        for r in records
+        if r.role == "result" and (m := re.match(r"train GEMMs of one step: (\w+) batch (\d+), (\w+)", r.case))
+    }
+    for r in records:
+        match = re.match(r"(\w+) batch (\d+) per GPU, (\w+), 1 GPU\(s\)", r.case)
+        if not match or r.role != "result":
+            continue
+        model, batch, precision = match.groups()
+        peer = _strongest_peer(records, r.case)
+        limit = ""
+        gemm = gemms.get((model, batch, precision))
+        if peer and gemm:
+            step_us = int(batch) / summary(r.values)["median"] * 1e6
+            peer_us = int(batch) / summary(peer.values)["median"] * 1e6
+            gemm_us = summary(gemm.values)["median"]
+            others = [o for o in records if o.case == gemm.case and o.role == "peer"]
+            other = min(others, key=lambda o: summary(o.values)["median"]) if others else None
+            beside = f"; {other.subject}: {summary(other.values)['median']:.0f} us" if other else ""
+            limit = (
+                f"its GEMMs alone take {gemm_us:.0f} us ({gemm.subject}{beside}), {gemm_us / step_us:.0%} of spmd's "
+                f"{step_us:.0f} us step: a step of nothing but those GEMMs would be {peer_us / gemm_us:.2f}x {peer.subject}"
+            )
+        rows.append(_row(r.case, 1.5 if precision == "fp32" else 1.3, r, peer, limit))
+    return rows
+
+
+def rows(entries: dict) -> list[dict]:
+    """The target rows of one machine kind; ``entries``: {suite: the report's entry for that kind}."""
+    out = []
+    if "kernels" in entries:
+        e = entries["kernels"]
+        out += kernel_rows(e["records"], e["manifest"], e["folder"])
+    if "io" in entries:
+        out += io_rows(entries["io"]["records"])
+    if "train" in entries:
+        out += train_rows(entries["train"]["records"])
+        fp32 = any(" fp32, 1 GPU" in r["what"] for r in out)
+        if fp32 and not any(" bf16, " in r["what"] for r in out):
+            out.append(
+                {
+                    "what": "train bf16 against PyTorch's autocast",
+                    "target": 1.3,
+                    "against": "",
+                    "ratios": [],
+                    "met": None,
+                    "limit": "not measured by this machine's train results (the suite's bf16 case came after them)",
+                }
+            )
+    return out
