@@ -2,7 +2,8 @@
 
 The same source CuPy compiles on a GPU is built by the host C++ compiler with a few
 definitions standing in for CUDA's, and launched thread by thread: its boundary mapping,
-ghost reads, regions and rows-per-thread loop are checked against SciPy without a GPU
+ghost reads, regions, rows-per-thread loop and the vector kernel's rolling window (with the
+one-column kernel for regions off the 16-byte grid) are checked against SciPy without a GPU
 (tests/gpu run it on the device).
 """
 
@@ -15,9 +16,10 @@ import pytest
 from scipy import ndimage
 
 from spmd.workloads.stencil.filters import stencil_weights
-from spmd.workloads.stencil.kernel import aligned_layout, kernel_source
+from spmd.workloads.stencil.kernel import aligned_layout, kernel_source, launch_grid
 
 PRELUDE = """
+struct double2 { double x, y; };
 struct spmd_dim3 { unsigned x, y; };
 static spmd_dim3 blockIdx, threadIdx, blockDim;
 #define __global__
@@ -37,24 +39,32 @@ extern "C" void launch(const T* in, T* out, int h, int w, long long pitch, int c
 COMPILER = shutil.which("g++") or shutil.which("c++")
 
 
-def host_kernel(tmp_path, weights, boundary, rows_per_thread):
-    src = PRELUDE + kernel_source(weights, boundary, np.float64, rows_per_thread).replace("#pragma unroll", "")
+def build(tmp_path, weights, boundary, rows_per_thread, vector):
+    src = PRELUDE + kernel_source(weights, boundary, np.float64, rows_per_thread, vector).replace("#pragma unroll", "")
     src += "typedef double T;\n" + DRIVER
-    (tmp_path / "k.cpp").write_text(src)
+    path = tmp_path / f"k{vector}.cpp"
+    path.write_text(src)
     subprocess.run(
-        [COMPILER, "-O1", "-shared", "-fPIC", "-o", str(tmp_path / "k.so"), str(tmp_path / "k.cpp")],
+        [COMPILER, "-O1", "-shared", "-fPIC", "-o", str(path.with_suffix(".so")), str(path)],
         check=True,
         capture_output=True,
     )
-    lib = ctypes.CDLL(str(tmp_path / "k.so"))
+    lib = ctypes.CDLL(str(path.with_suffix(".so")))
     ptr, i, ll, d, u = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_double, ctypes.c_uint
     lib.launch.argtypes = [ptr, ptr, i, i, ll, i, i, i, i, i, i, i, i, i, d, u, u, u, u]
+    return lib
+
+
+def host_kernel(tmp_path, weights, boundary, rows_per_thread, vector=1):
+    """FusedStencil.apply on the host: the vector kernel where launch_grid says, else the one-column kernel; the
+    columns each launch used are collected in ``apply.used``."""
+    libs = {v: build(tmp_path, weights, boundary, rows_per_thread, v) for v in {1, vector}}
 
     def apply(src_buf, dst_buf, h, w, col0, region, neighbours, cval, block=(4, 3)):
         i0, i1, j0, j1 = region
-        rows = block[1] * rows_per_thread
-        grid = (-(-(j1 - j0) // block[0]), -(-(i1 - i0) // rows))
-        lib.launch(
+        used, grid = launch_grid(region, col0, src_buf.shape[1], vector, block, rows_per_thread)
+        apply.used.append(used)
+        libs[used].launch(
             src_buf.ctypes.data,
             dst_buf.ctypes.data,
             h,
@@ -71,6 +81,7 @@ def host_kernel(tmp_path, weights, boundary, rows_per_thread):
             *grid,
         )
 
+    apply.used = []
     return apply
 
 
@@ -78,16 +89,18 @@ def host_kernel(tmp_path, weights, boundary, rows_per_thread):
 @pytest.mark.parametrize("boundary", ["reflect", "wrap", "constant"])
 @pytest.mark.parametrize("rows_per_thread", [1, 3])
 @pytest.mark.parametrize("layout", ["corner block", "whole field"])
-def test_generated_kernel_matches_scipy_on_every_region_and_ghost(tmp_path, boundary, rows_per_thread, layout):
+@pytest.mark.parametrize("vector", [1, 2], ids=["one-column", "16-byte"])
+def test_generated_kernel_matches_scipy_on_every_region_and_ghost(tmp_path, boundary, rows_per_thread, layout, vector):
     """``corner block``: the top-left block of a 2x2 split, neighbours below and right (ghosts
     filled from the field; with wrap the grid is periodic, so above and left too) and global
-    edges elsewhere (mapped by the kernel). ``whole field``: one block, every edge mapped."""
+    edges elsewhere (mapped by the kernel). ``whole field``: one block, every edge mapped,
+    launched in two parts split at an odd column (the second off the 16-byte grid)."""
     rng = np.random.default_rng(3)
     weights = rng.standard_normal((5, 5))
     weights[1, 3] = 0  # a zero tap is left out of the source
     full = rng.standard_normal((17, 14))
     want = ndimage.correlate(full, weights, mode=boundary, cval=0.5)
-    apply = host_kernel(tmp_path, weights, boundary, rows_per_thread)
+    apply = host_kernel(tmp_path, weights, boundary, rows_per_thread, vector)
     r = 2
     h, w = (9, 8) if layout == "corner block" else full.shape
     shape, col0 = aligned_layout(h, w, r, np.float64)
@@ -106,7 +119,8 @@ def test_generated_kernel_matches_scipy_on_every_region_and_ghost(tmp_path, boun
     dst = np.full(shape, np.nan)
     i0, j0 = (r if neighbours[0] else 0), (r if neighbours[2] else 0)
     i1, j1 = h - (r if neighbours[1] else 0), w - (r if neighbours[3] else 0)
-    regions = [(i0, i1, j0, j1)]  # the interior, then a strip along each side with a neighbour
+    regions = [(i0, i1, j0, j1)] if layout == "corner block" else [(0, h, 0, 7), (0, h, 7, w)]
+    # the interior, then a strip along each side with a neighbour
     regions += [
         reg
         for reg, present in zip([(0, r, 0, w), (h - r, h, 0, w), (i0, i1, 0, r), (i0, i1, w - r, w)], neighbours)
@@ -116,6 +130,9 @@ def test_generated_kernel_matches_scipy_on_every_region_and_ghost(tmp_path, boun
         apply(src, dst, h, w, col0, region, neighbours, 0.5)
     np.testing.assert_allclose(dst[r : r + h, col0 : col0 + w], want[:h, :w], rtol=1e-12, atol=1e-12)
     assert np.isnan(dst[:r]).all() and np.isnan(dst[:, :col0]).all()  # nothing written outside the block
+    assert np.isnan(dst[r + h :]).all() and np.isnan(dst[:, col0 + w :]).all()
+    if vector > 1:  # both kernels ran: the vector one where aligned, the one-column one off the grid
+        assert set(apply.used) == ({2} if layout == "corner block" else {1, 2})
 
 
 def test_kernel_source_bakes_only_nonzero_taps():

@@ -155,6 +155,17 @@ def aligned_layout(h: int, w: int, r: int, dtype) -> tuple[tuple[int, int], int]
     return (h + 2 * r, pitch), col0
 
 
+def launch_grid(region, col0: int, pitch: int, vector: int, block, rows_per_thread: int, aligned: bool = True):
+    """(columns per thread, grid) of a launch on ``region``: ``vector`` columns where the region's first column
+    and the pitch sit on the 16-byte grid (and the buffers do: ``aligned``), else one column per thread."""
+    i0, i1, j0, j1 = region
+    if not (aligned and (col0 + j0) % vector == 0 and pitch % vector == 0):
+        vector = 1
+    bx, by = block
+    rows = by * rows_per_thread
+    return vector, ((j1 - j0 + bx * vector - 1) // (bx * vector), (i1 - i0 + rows - 1) // rows)
+
+
 class FusedStencil:
     """The compiled kernel for one filter; ``apply`` launches it on a region of a padded field.
 
@@ -201,17 +212,13 @@ class FusedStencil:
         """dst[region] = filter(src) on the current stream; region = (i0, i1, j0, j1) in block
         coordinates; col0: buffer column of block column 0; neighbours = (top, bottom, left,
         right) present or not."""
-        i0, i1, j0, j1 = region
-        if i1 <= i0 or j1 <= j0:
+        if region[1] <= region[0] or region[3] <= region[2]:
             return
-        v = self.vector
+        aligned = src.data.ptr % 16 == 0 and dst.data.ptr % 16 == 0
+        vector, grid = launch_grid(region, col0, src.shape[1], self.vector, self.block, self.rows_per_thread, aligned)
+        kernel = self.kernel if vector == self.vector else self._one_column()
+        i0, i1, j0, j1 = region
         pitch = src.shape[1]
-        aligned = (col0 + j0) % v == 0 and pitch % v == 0 and src.data.ptr % 16 == 0 and dst.data.ptr % 16 == 0
-        kernel = self.kernel if aligned else self._one_column()
-        v = v if aligned else 1
-        bx, by = self.block
-        rows = by * self.rows_per_thread
-        grid = ((j1 - j0 + bx * v - 1) // (bx * v), (i1 - i0 + rows - 1) // rows)
         args = (
             src,
             dst,
