@@ -3,7 +3,9 @@ piece as the pieces land, so the copy hides behind the read.
 
 Engines: ``direct`` (io.direct: parallel positional reads of the dataset's bytes) wherever the layout allows it,
 ``h5py`` (one hyperslab read) for the rest: filtered, byte-swapped or tiled datasets, or ``engine: h5py``.
-``auto`` is ``direct`` where it can be; the report names the engine of every piece, and why h5py read one.
+``auto`` is ``direct`` where it can be, and on a GPU run ``mapped`` where that is safe (io.choose: the page cache
+holds the rank's bytes and they may be locked); the report names the engine of every piece, why h5py read one, and
+why auto chose as it did.
 ``kvikio`` (optional extra ``gds``) reads the same byte ranges straight into GPU memory through KvikIO
 (GPUDirect Storage where the file system has it, KvikIO's own threads and bounce buffers otherwise); ``mapped``
 (io.mapped) page-locks the file's pages holding them at set-up and has the GPU copy them from the page cache,
@@ -20,6 +22,7 @@ import numpy as np
 from .. import faults
 from .. import xp as xpmod
 from ..errors import ConfigError, InputError
+from .choose import auto_engine, lock_limit, node_memory, resident_bytes
 from .cpus import reader_cpus, reader_threads
 from .direct import ByteRange, as_bytes, byte_ranges, merge, read_pieces, split
 from .hdf5 import Piece, open_h5, require_finite
@@ -62,7 +65,7 @@ class RowReader:
         host_current: whether the last read filled the host buffer everywhere (not under kvikio or mapped).
     """
 
-    def __init__(self, plan, io_cfg, threads: int | None = None):
+    def __init__(self, plan, io_cfg, threads: int | None = None, gpu: bool = False, ranks_on_node: int = 1):
         self.plan, self.cfg = plan, io_cfg
         self.threads = threads or reader_threads(io_cfg.threads)  # one rank on the node, unless told
         self._kvikio = load_kvikio() if io_cfg.engine == "kvikio" else None
@@ -74,19 +77,48 @@ class RowReader:
         self._mapped: dict[int, MappedRanges] = {}  # by part, under io.engine: mapped
         self._stream = None
         self._row_bytes = row_bytes = plan.dtype.itemsize * math.prod(plan.row_shape)
-        piece_bytes = max(1, int(io_cfg.buffer_mb * 2**20) // row_bytes) * row_bytes  # whole rows per read
+        self._piece_bytes = max(1, int(io_cfg.buffer_mb * 2**20) // row_bytes) * row_bytes  # whole rows per read
         if self._kvikio:  # KvikIO's own pool reads on 1 thread in 4 MiB tasks unless told: the same as direct
-            self._kvikio.defaults.set({"num_threads": self.threads, "task_size": piece_bytes})
+            self._kvikio.defaults.set({"num_threads": self.threads, "task_size": self._piece_bytes})
+        self.auto = None  # under io.engine auto on a GPU run: why it reads with mapped or direct (choose.py)
+        engine = io_cfg.engine
+        if engine == "auto" and gpu:
+            engine, self.auto = auto_engine(*self._resident(), ranks_on_node, node_memory(), lock_limit())
+        try:
+            self._build(engine)
+        except ConfigError as exc:
+            if self.auto is None or engine != "mapped":
+                raise
+            self.close()  # the driver would not lock these pages: auto reads them with direct instead
+            self.auto = f"mapped could not lock the pages ({exc})"
+            self._build("direct")
+
+    def _ranges(self, piece, offset: int):
+        """(the piece's byte ranges in the file, each with its place in the rank's buffer; why h5py reads it)."""
+        ranges, why = byte_ranges(piece.path, piece.dataset, piece.start, piece.stop)
+        return [ByteRange(r.file_offset, r.nbytes, r.dest + offset) for r in ranges], why
+
+    def _resident(self) -> tuple[int, int]:
+        """(bytes the direct engine would read, of them those whose pages the page cache holds)."""
+        total = resident = offset = 0
+        for piece in self.plan.pieces:
+            ranges, _ = self._ranges(piece, offset)
+            total += sum(r.nbytes for r in ranges)
+            resident += resident_bytes(piece.path, ranges)
+            offset += piece.rows * self._row_bytes
+        return total, resident
+
+    def _build(self, engine: str) -> None:
+        """The parts read by ``engine`` (h5py where the layout needs it); mapped's pages locked here."""
         parts, offset = [], 0
-        for piece in plan.pieces:
-            nbytes, reads, why = piece.rows * row_bytes, (), "io.engine: h5py"
-            if io_cfg.engine != "h5py":
-                ranges, why = byte_ranges(piece.path, piece.dataset, piece.start, piece.stop)
-                moved = [ByteRange(r.file_offset, r.nbytes, r.dest + offset) for r in ranges]
+        for piece in self.plan.pieces:
+            nbytes, reads, why = piece.rows * self._row_bytes, (), "io.engine: h5py"
+            if engine != "h5py":
+                moved, why = self._ranges(piece, offset)
                 # KvikIO cuts a read into tasks on its own threads, and one DMA copies a mapped range: whole ranges
-                reads = tuple(merge(moved) if io_cfg.engine in GPU_ENGINES else split(moved, piece_bytes))
-            engine = (io_cfg.engine if io_cfg.engine in GPU_ENGINES else "direct") if reads else "h5py"
-            parts.append(Part(piece, engine, None if reads else why, reads, offset, nbytes))
+                reads = tuple(merge(moved) if engine in GPU_ENGINES else split(moved, self._piece_bytes))
+            used = (engine if engine in GPU_ENGINES else "direct") if reads else "h5py"
+            parts.append(Part(piece, used, None if reads else why, reads, offset, nbytes))
             offset += nbytes
         self.parts = parts
         try:
@@ -128,6 +160,7 @@ class RowReader:
                     if i in self._mapped
                     else {}
                 ),
+                **({"auto": self.auto} if self.auto else {}),
             }
             for i, p in enumerate(self.parts)
         ]

@@ -59,13 +59,16 @@ class InputRows:
             raise ConfigError(
                 f"io.engine: {io_cfg.engine} reads into GPU memory; this run is on the CPU (use io.engine: direct)"
             )
-        return RowReader(self.plan, io_cfg, reader_threads(io_cfg.threads, self.ctx.local_size, self.ctx.local_rank))
+        threads = reader_threads(io_cfg.threads, self.ctx.local_size, self.ctx.local_rank)
+        return RowReader(self.plan, io_cfg, threads, gpu=self.ctx.device == "gpu", ranks_on_node=self.ctx.local_size)
 
     def _allocate(self):
         gpu = self.ctx.device == "gpu"
         what = f"{self.plan.describe()}: the shard's rows"
         if self.reader.fills_host:  # not under io.engine kvikio or mapped: every piece goes straight to the GPU
             require_memory(self.plan.nbytes, "host", self.ctx, what)
+        elif any(p.engine == "mapped" for p in self.reader.parts):  # its pages held locked in the page cache
+            require_memory(self.plan.nbytes, "host", self.ctx, f"{what}, page-locked in the page cache")
         if gpu:
             require_memory(self.plan.nbytes, "device", self.ctx, what)
         host = xpmod.empty_host(self.plan.shape, self.plan.dtype, pinned=gpu) if self.reader.fills_host else None

@@ -55,3 +55,31 @@ def test_reduce_reads_by_each_engine_on_the_gpu(tmp_path, engine, layout):
         assert piece["locked_bytes"] >= data.nbytes and piece["lock_s"] > 0, piece
     if engine == "direct":  # 12 pieces of 1 MiB: the copies of all but the last ran during the read
         assert timings["h2d_overlapped"]["median"] > 0, timings
+
+
+def test_auto_maps_a_file_the_page_cache_holds_on_the_gpu(tmp_path):
+    """io.engine: auto (the default) on a GPU run, the file just written (so in the page cache): read by mapped,
+    the report saying why; the result verified against NumPy float64."""
+    from spmd.job import run_job
+    from spmd.runtime import Context
+    from spmd.workloads.registry import job_config_from_dict
+
+    data = write(tmp_path / "x.h5", "contiguous")
+    cfg = job_config_from_dict(
+        {
+            "workload": "reduce",
+            "device": "gpu",
+            "repeats": 3,
+            "verify": "full",
+            "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
+        }
+    )
+    ctx = Context()
+    try:
+        report = run_job(ctx, cfg).report
+    finally:
+        ctx.close()
+    assert report["verified"] and report["result"]["sum"] == pytest.approx(float(data.sum(dtype=np.float64)), rel=1e-6)
+    (piece,) = report["io"]["per_rank"][0]
+    assert piece["engine"] == "mapped" and piece["auto"].startswith("the page cache holds all"), piece
+    assert piece["locked_bytes"] >= data.nbytes
