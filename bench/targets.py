@@ -64,7 +64,8 @@ def kernel_rows(records: list[Record], manifest: dict, folder: Path) -> list[dic
                 for dtype in ("float32", "float64")
             }
             limit = (
-                f"the launch-shape sweep of the same call (sweeps.json, 15 shapes): float32 data at best "
+                f"the launch-shape sweep of the same call (sweeps.json, {len(sweeps['reduce']['variants']) // 2} "
+                f"variants of the kernel): float32 data at best "
                 f"{best['float32']:.3f}x the ceiling, float64 data of the same size at {best['float64']:.3f}x"
             )
         if limit:

@@ -11,9 +11,11 @@ from spmd.workloads.reduce.workload import finalize
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def fused():
-    return mom.FusedMoments()
+@pytest.fixture(scope="module", params=[False, True], ids=["select", "fast-minmax"])
+def fused(request):
+    """The kernel as spmd runs it, and its variant with min/max instructions and a NaN flag (measured by
+    bench/tools/fused_kernel.py): both must give the same answers, NaN included."""
+    return mom.FusedMoments(fast_minmax=request.param)
 
 
 # sizes around every boundary: scalar tail, vector tail, one round of a block, many blocks

@@ -11,6 +11,12 @@
 #ifndef LOADS
 #define LOADS 8
 #endif
+// FAST_MINMAX=1: a tile's min and max by the min/max instructions (which skip NaN) and one NaN flag, instead of
+// a NaN-propagating compare and select per value; fewer instructions per value (bench/tools/fused_kernel.py
+// measures both; the default stays 0 until a GPU run has shown it faster and tests/gpu correct).
+#ifndef FAST_MINMAX
+#define FAST_MINMAX 0
+#endif
 
 struct Moments {
     double n, mean, m2, lo, hi;
@@ -44,16 +50,30 @@ __device__ __forceinline__ Moments combine(const Moments& a, const Moments& b) {
     return r;
 }
 
+__device__ __forceinline__ float plain_min(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double plain_min(double a, double b) { return fmin(a, b); }
+__device__ __forceinline__ float plain_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double plain_max(double a, double b) { return fmax(a, b); }
+
 // Statistics of K values held in registers (two passes over registers, one over memory).
 template <typename T, int K>
 __device__ __forceinline__ Moments tile_moments(const T (&v)[K]) {
     double s = 0.0;
     T lo = v[0], hi = v[0];
+#if FAST_MINMAX
+    bool nan = false;
+#endif
 #pragma unroll
     for (int i = 0; i < K; ++i) {
         s += (double)v[i];
+#if FAST_MINMAX
+        lo = plain_min(lo, v[i]);
+        hi = plain_max(hi, v[i]);
+        nan |= v[i] != v[i];
+#else
         lo = nan_min(lo, v[i]);
         hi = nan_max(hi, v[i]);
+#endif
     }
     Moments m;
     m.n = K;
@@ -67,6 +87,9 @@ __device__ __forceinline__ Moments tile_moments(const T (&v)[K]) {
     m.m2 = m2;
     m.lo = (double)lo;
     m.hi = (double)hi;
+#if FAST_MINMAX
+    if (nan) m.lo = m.hi = m.mean;  // a NaN among the values made the sum, so the mean, NaN
+#endif
     return m;
 }
 

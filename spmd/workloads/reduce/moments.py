@@ -67,12 +67,12 @@ class FusedMoments:
 
     THREADS = 256
 
-    def __init__(self, loads: int = 8, blocks_per_sm: int = 4):
+    def __init__(self, loads: int = 8, blocks_per_sm: int = 4, fast_minmax: bool = False):
         cupy = xpmod.cupy
         source = resources.files(__package__).joinpath("moments.cu").read_text()
         self._module = cupy.RawModule(
             code=source,
-            options=("--std=c++14", f"-DLOADS={loads}"),
+            options=("--std=c++14", f"-DLOADS={loads}", f"-DFAST_MINMAX={int(fast_minmax)}"),
             name_expressions=("moments_partial<float>", "moments_partial<double>", "moments_final"),
         )
         self._final = self._module.get_function("moments_final")
