@@ -1,6 +1,7 @@
 """Scaling: ``spmd scale`` of the built-in workloads over 1, 2, 4, ... ranks of the launch, strong (the same
 problem) and weak (the problem per rank), each size verified; the speedup against the ideal one (the rank
-ratio), and how far the fitted model's prediction was from each measured point."""
+ratio), how far the fitted model's prediction was from each measured point, and, with 4 ranks or more, how far
+the model fitted to the smaller counts alone was from the largest (the prediction before buying the GPUs)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ def workload(env, name: str) -> dict:
 
 
 def sweep(env, name: str) -> list[Measure]:
+    from spmd.scale.analysis import held_out
+
     path = env.work / f"scale-{name}.yaml"
     path.write_text(yaml.safe_dump(workload(env, name)))
     out = env.work / f"scale-{name}-report"
@@ -97,6 +100,18 @@ def sweep(env, name: str) -> list[Measure]:
                         better="lower",
                     )
                 )
+    for row in held_out(scaling):  # with 4 or more ranks: what 1 and 2 would have predicted for the top count
+        measures.append(
+            Measure(
+                f"{name} {row['mode']}, {row['ranks']} ranks predicted from 1 -> {row['fit']}",
+                f"spmd scale's model fitted to <= {row['fit']} ranks",
+                abs(row["error"]),
+                "error of the prediction",
+                "share",
+                better="lower",
+                params={k: row[k] for k in ("measured_s", "predicted_s", "error", "worst_phase")},
+            )
+        )
     return measures
 
 

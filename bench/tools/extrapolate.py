@@ -8,48 +8,12 @@ prediction with what the largest size measured, in total and per phase.
 import argparse
 import json
 
-from spmd.scale.analysis import reanalyse
-from spmd.scale.model import measured, predict
+from spmd.scale.analysis import held_out
 
 
 def extrapolate(path, fit):
-    scaling = json.load(open(path))
-    top = max(r["ranks"] for r in scaling["runs"])
-    fit = fit or max(r["ranks"] for r in scaling["runs"] if r["ranks"] < top)
-    small = [
-        {**r, "probe": [q for q in (r["probe"] or []) if q["ranks"] <= fit] or None}
-        for r in scaling["runs"]
-        if r["ranks"] <= fit
-    ]
-    model = reanalyse({**scaling, "runs": small})["model"]  # the sweep as if it had stopped at ``fit``
-    rows = []
-    for run in scaling["runs"]:
-        if run["ranks"] != top or model is None:
-            continue
-        report = run["report"]
-        row = next(x for x in scaling["series"][run["mode"]] if x["ranks"] == top)
-        guess = predict(model, top, report["problem"]["bytes"])
-        phases = {
-            p: (measured({"timings": report["timings"]}, p), guess[p])
-            for p in guess
-            if p != "total" and p in report["timings"]
-        }
-        worst = max(phases, key=lambda p: abs(phases[p][1] - phases[p][0]))
-        rows.append(
-            {
-                "workload": scaling["workload"],
-                "mode": run["mode"],
-                "fit": fit,
-                "ranks": top,
-                "measured_s": row["time"],
-                "predicted_s": guess["total"],
-                "error": (guess["total"] - row["time"]) / row["time"],
-                "worst_phase": worst,
-                "worst_measured_s": phases[worst][0],
-                "worst_predicted_s": phases[worst][1],
-            }
-        )
-    return rows
+    with open(path) as f:
+        return held_out(json.load(f), fit)
 
 
 def main():

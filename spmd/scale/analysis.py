@@ -19,7 +19,7 @@ from .advice import (
 )
 from .batches import batch_sweep
 from .figures import series_figures, suspect_reasons
-from .model import best_ranks, break_even, fit_model
+from .model import best_ranks, break_even, fit_model, measured, predict
 
 
 def reanalyse(scaling: dict) -> dict:
@@ -30,6 +30,53 @@ def reanalyse(scaling: dict) -> dict:
     again = analyse(cfg, runs, scaling["world_size"], scaling["mpi_library"].replace("\x00", ""))
     again["created"] = scaling["created"]  # when it was measured
     return again
+
+
+def held_out(scaling: dict, fit: int | None = None) -> list[dict]:
+    """The model as if the sweep had stopped at ``fit`` ranks (default: the largest count below the top), asked
+    to predict the largest count measured: per mode, the predicted and measured time, the error, and the phase
+    furthest off. The question before buying GPUs: what would 1 and 2 have said about 4?"""
+    top = max(r["ranks"] for r in scaling["runs"])
+    below = [r["ranks"] for r in scaling["runs"] if r["ranks"] < top]
+    if not below:
+        return []
+    fit = fit or max(below)
+    small = [
+        {**r, "probe": [q for q in (r["probe"] or []) if q["ranks"] <= fit] or None}
+        for r in scaling["runs"]
+        if r["ranks"] <= fit
+    ]
+    model = reanalyse({**scaling, "runs": small})["model"]
+    if model is None:
+        return []
+    rows = []
+    for run in scaling["runs"]:
+        if run["ranks"] != top:
+            continue
+        report = run["report"]
+        row = next(x for x in scaling["series"][run["mode"]] if x["ranks"] == top)
+        guess = predict(model, top, report["problem"]["bytes"])
+        phases = {
+            p: (measured({"timings": report["timings"]}, p), guess[p])
+            for p in guess
+            if p != "total" and p in report["timings"]
+        }
+        worst = max(phases, key=lambda p: abs(phases[p][1] - phases[p][0])) if phases else None
+        rows.append(
+            {
+                "workload": scaling["workload"],
+                "mode": run["mode"],
+                "fit": fit,
+                "ranks": top,
+                "measured_s": row["time"],
+                "predicted_s": guess["total"],
+                "error": (guess["total"] - row["time"]) / row["time"],
+                "worst_phase": worst,
+                "worst_measured_s": phases[worst][0] if worst else None,
+                "worst_predicted_s": phases[worst][1] if worst else None,
+            }
+        )
+    return rows
 
 
 def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:

@@ -335,3 +335,45 @@ def test_weak_scaling_needs_a_generate_section(tmp_path):
     config.write_text(yaml.safe_dump(raw))
     rc, _, err, _ = spmd("scale", config, "--mode", "weak")
     assert rc == 2 and "needs a generate section" in err
+
+
+def test_the_model_fitted_on_fewer_ranks_predicts_the_largest_without_seeing_it(sweep):
+    """held_out: 1 and 2 ranks' model asked about 3 (the question before buying GPUs); the 3-rank runs changed
+    tenfold change what was measured, not what was predicted."""
+    import copy
+
+    from spmd.scale.analysis import held_out
+
+    _, _, scaling = sweep
+    rows = {r["mode"]: r for r in held_out(scaling)}
+    assert set(rows) == {"strong", "weak"}
+    for mode, row in rows.items():
+        assert row["fit"] == 2 and row["ranks"] == 3 and row["predicted_s"] > 0
+        three = next(r for r in scaling["series"][mode] if r["ranks"] == 3)
+        assert row["measured_s"] == three["time"]
+        assert row["error"] == pytest.approx((row["predicted_s"] - three["time"]) / three["time"])
+        assert row["worst_phase"] in scaling["runs"][0]["report"]["timings"]
+    # a copy whose 3-rank runs a fit would use (not marked oversubscribed, as on a machine with the cores for them)
+    # and that took ten times as long
+    fair = copy.deepcopy(scaling)
+    for run in fair["runs"]:
+        run["placement"]["oversubscribed"] = []
+    rows = {r["mode"]: r for r in held_out(fair)}
+    slower = copy.deepcopy(fair)
+    for run in slower["runs"]:
+        for q in run["probe"] or []:  # the collectives timed on 3 ranks, too
+            if q["ranks"] == 3:
+                q["seconds"] *= 10
+        if run["ranks"] == 3:
+            for phase in run["report"]["timings"].values():
+                for key in ("min", "median", "max"):
+                    if isinstance(phase.get(key), float):
+                        phase[key] *= 10
+    for rows_of_mode in slower["series"].values():
+        for r in rows_of_mode:
+            if r["ranks"] == 3:
+                r["time"] *= 10
+    again = {r["mode"]: r for r in held_out(slower)}
+    for mode in rows:
+        assert again[mode]["predicted_s"] == pytest.approx(rows[mode]["predicted_s"])
+        assert again[mode]["measured_s"] == pytest.approx(10 * rows[mode]["measured_s"])
