@@ -70,6 +70,14 @@ def ratios(result: Record, reference: Record) -> list[float]:
     return [a / b for a, b in pairs if b > 0]
 
 
+def strongest(peers: list[Record]) -> Record | None:
+    """The peer with the best median (the highest, or the lowest where lower is better): what spmd is held to."""
+    if not peers:
+        return None
+    sign = -1 if peers[0].better == "lower" else 1
+    return max(peers, key=lambda r: sign * summary(r.values)["median"])
+
+
 def collect(suite: str, runs: list[list[Measure]], bench_case: str = "") -> list[Record]:
     """Records of ``runs`` (each run's measures), one per (case, subject, metric), in the order first seen."""
     out: dict[tuple, Record] = {}

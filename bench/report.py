@@ -19,7 +19,7 @@ from pathlib import Path
 import jinja2
 
 from .env import ROOT
-from .records import Record, ratios, read_records, summary
+from .records import Record, ratios, read_records, strongest, summary
 from .suites import suites
 from .targets import rows as target_rows
 
@@ -63,8 +63,7 @@ def rows_of(records: list[Record]) -> list[dict]:
     for (case, metric), members in groups.items():
         ceilings = [r for r in members if r.role == "ceiling"]
         peers = [r for r in members if r.role == "peer"]
-        sign = -1 if members[0].better == "lower" else 1
-        peer = max(peers, key=lambda r: sign * summary(r.values)["median"]) if peers else None
+        peer = strongest(peers)
         for result in (r for r in members if r.role == "result"):
             row = {
                 "case": case,

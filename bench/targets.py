@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from .records import Record, ratios, summary
+from .records import Record, ratios, strongest, summary
 
 STENCIL_TARGET_N = 16384
 
@@ -22,9 +22,8 @@ def _find(records: list[Record], case: str, role: str, subject: str | None = Non
     )
 
 
-def _strongest_peer(records: list[Record], case: str) -> Record | None:
-    peers = [r for r in records if r.case == case and r.role == "peer"]
-    return max(peers, key=lambda r: summary(r.values)["median"]) if peers else None
+def _peers(records: list[Record], case: str) -> list[Record]:
+    return [r for r in records if r.case == case and r.role == "peer"]
 
 
 def _row(what: str, target: float | None, result: Record | None, reference: Record | None, limit: str = "") -> dict:
@@ -158,15 +157,14 @@ def train_rows(records: list[Record]) -> list[dict]:
         if not match or r.role != "result":
             continue
         model, batch, precision = match.groups()
-        peer = _strongest_peer(records, r.case)
+        peer = strongest(_peers(records, r.case))
         limit = ""
         gemm = gemms.get((model, batch, precision))
         if peer and gemm:
             step_us = int(batch) / summary(r.values)["median"] * 1e6
             peer_us = int(batch) / summary(peer.values)["median"] * 1e6
             gemm_us = summary(gemm.values)["median"]
-            others = [o for o in records if o.case == gemm.case and o.role == "peer"]
-            other = min(others, key=lambda o: summary(o.values)["median"]) if others else None
+            other = strongest(_peers(records, gemm.case))
             beside = f"; {other.subject}: {summary(other.values)['median']:.0f} us" if other else ""
             limit = (
                 f"its GEMMs alone take {gemm_us:.0f} us ({gemm.subject}{beside}), {gemm_us / step_us:.0%} of spmd's "
