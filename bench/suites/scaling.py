@@ -1,7 +1,8 @@
 """Scaling: ``spmd scale`` of the built-in workloads over 1, 2, 4, ... ranks of the launch, strong (the same
 problem) and weak (the problem per rank), each size verified; the speedup against the ideal one (the rank
 ratio), how far the fitted model's prediction was from each measured point, and, with 4 ranks or more, how far
-the model fitted to the smaller counts alone was from the largest (the prediction before buying the GPUs)."""
+the model fitted to the smaller counts alone was from the largest (the prediction before buying the GPUs; there
+training, spmd's train and a PyTorch model under spmd's ddp, is swept too)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,20 @@ def workload(env, name: str) -> dict:
                 "iterations": 20 if quick else (100 if gpu else 50),
             },
         }
+    if name == "train":  # the study's medium MLP, data-parallel; each repeat a window of steps
+        return {
+            **common,
+            "repeats": 3,  # train's repeats are a count: they set how long it trains
+            "workload": "train",
+            "input": {"path": data, "dataset": "data"},
+            "generate": {"shape": [4096 if quick else 32768, 844], "dtype": "float32", "seed": 17},
+            "params": {"model": "medium", "batch": 64, "steps": 10 if quick else 50, "optimizer": "adam"},
+        }
+    if name == "torch":  # a user's PyTorch model (examples/torch/mlp.py) under spmd's ddp
+        from .torch_model import sizes, torch_job
+
+        job = torch_job(env, "ddp", sizes(env))
+        return {**common, **{k: v for k, v in job.items() if k not in common}, "repeats": job["repeats"]}
     n = 1024 if quick else (8192 if gpu else 2048)
     return {
         **common,
@@ -116,7 +131,13 @@ def sweep(env, name: str) -> list[Measure]:
 
 
 def cases(env) -> list[Case]:
-    return [
+    out = [
         Case(f"{name} strong and weak", lambda e, name=name: sweep(e, name), needs=("ranks2",))
         for name in ("reduce", "stencil", "matmul")
     ]
+    # training's sweeps serve the prediction check (1 and 2 ranks' model against 4): they run from 4 ranks on
+    out += [
+        Case("train strong and weak", lambda e: sweep(e, "train"), needs=("ranks4",)),
+        Case("torch strong and weak", lambda e: sweep(e, "torch"), needs=("ranks4", "torch")),
+    ]
+    return out

@@ -23,36 +23,37 @@ def sizes(env) -> dict:
     return {"size": "medium", "batch": 32, "steps": 20 if env.quick else 100, "rows": 4096, **batches}
 
 
-def torch_config(env, strategy: str, s: dict, **params) -> Path:
-    """The config training examples/torch/mlp.py with ``strategy`` (its data generated once per run of the suite)."""
+def torch_job(env, strategy: str, s: dict, **params) -> dict:
+    """The job training examples/torch/mlp.py with ``strategy`` at sizes ``s`` (its data: work/torch-SIZE.h5)."""
     features = {"medium": 844, "large": 4812}[s["size"]]
+    return {
+        "workload": "torch",
+        "device": env.device,
+        "warmup": 1,
+        "repeats": 3 if env.quick else 5,
+        "input": {"path": str(env.work / f"torch-{s['size']}.h5"), "dataset": "x"},
+        "generate": {"shape": [s["rows"], features], "dtype": "float32", "seed": 1},
+        "params": {
+            "model": str(ROOT / "examples/torch/mlp.py:build"),
+            "options": {"size": s["size"]},
+            "labels": {"dataset": "y"},
+            "batch": s["batch"],
+            "steps": s["steps"],
+            "strategy": strategy,
+            "optimizer": {"name": "adamw", "lr": 1e-3},
+            "bucket_mb": 25,
+            **params,
+        },
+        "output": str(env.work / f"torch-out-{strategy}"),
+    }
+
+
+def torch_config(env, strategy: str, s: dict, **params) -> Path:
+    """torch_job written as a config file (its data generated once per run of the suite)."""
     cfg = env.work / f"torch-{strategy}.yaml"
-    data = env.work / f"torch-{s['size']}.h5"
-    cfg.write_text(
-        yaml.safe_dump(
-            {
-                "workload": "torch",
-                "device": env.device,
-                "warmup": 1,
-                "repeats": 3 if env.quick else 5,
-                "input": {"path": str(data), "dataset": "x"},
-                "generate": {"shape": [s["rows"], features], "dtype": "float32", "seed": 1},
-                "params": {
-                    "model": str(ROOT / "examples/torch/mlp.py:build"),
-                    "options": {"size": s["size"]},
-                    "labels": {"dataset": "y"},
-                    "batch": s["batch"],
-                    "steps": s["steps"],
-                    "strategy": strategy,
-                    "optimizer": {"name": "adamw", "lr": 1e-3},
-                    "bucket_mb": 25,
-                    **params,
-                },
-                "output": str(env.work / f"torch-out-{strategy}"),
-            }
-        )
-    )
-    if not data.exists():
+    job = torch_job(env, strategy, s, **params)
+    cfg.write_text(yaml.safe_dump(job))
+    if not Path(job["input"]["path"]).exists():
         env.spmd("generate", cfg, ranks=None)
     return cfg
 
