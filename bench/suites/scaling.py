@@ -61,7 +61,7 @@ def workload(env, name: str) -> dict:
         from .torch_model import sizes, torch_job
 
         job = torch_job(env, "ddp", sizes(env))
-        return {**common, **{k: v for k, v in job.items() if k not in common}, "repeats": job["repeats"]}
+        return {**job, **common, "repeats": job["repeats"]}  # the sweep's device, output and warm-up
     n = 1024 if quick else (8192 if gpu else 2048)
     return {
         **common,

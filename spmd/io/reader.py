@@ -81,40 +81,38 @@ class RowReader:
         if self._kvikio:  # KvikIO's own pool reads on 1 thread in 4 MiB tasks unless told: the same as direct
             self._kvikio.defaults.set({"num_threads": self.threads, "task_size": self._piece_bytes})
         self.auto = None  # under io.engine auto on a GPU run: why it reads with mapped or direct (choose.py)
+        # each piece's byte ranges in the file, placed in the rank's buffer, and why h5py reads it (once per reader)
+        ranges = self._piece_ranges() if io_cfg.engine != "h5py" else None
         engine = io_cfg.engine
         if engine == "auto" and gpu:
-            engine, self.auto = auto_engine(*self._resident(), ranks_on_node, node_memory(), lock_limit())
+            total = sum(r.nbytes for moved, _ in ranges for r in moved)
+            resident = sum(resident_bytes(p.path, moved) for p, (moved, _) in zip(plan.pieces, ranges))
+            engine, self.auto = auto_engine(total, resident, ranks_on_node, node_memory(), lock_limit())
         try:
-            self._build(engine)
+            self._build(engine, ranges)
         except ConfigError as exc:
             if self.auto is None or engine != "mapped":
                 raise
             self.close()  # the driver would not lock these pages: auto reads them with direct instead
             self.auto = f"mapped could not lock the pages ({exc})"
-            self._build("direct")
+            self._build("direct", ranges)
 
-    def _ranges(self, piece, offset: int):
-        """(the piece's byte ranges in the file, each with its place in the rank's buffer; why h5py reads it)."""
-        ranges, why = byte_ranges(piece.path, piece.dataset, piece.start, piece.stop)
-        return [ByteRange(r.file_offset, r.nbytes, r.dest + offset) for r in ranges], why
-
-    def _resident(self) -> tuple[int, int]:
-        """(bytes the direct engine would read, of them those whose pages the page cache holds)."""
-        total = resident = offset = 0
+    def _piece_ranges(self) -> list[tuple[list[ByteRange], str | None]]:
+        out, offset = [], 0
         for piece in self.plan.pieces:
-            ranges, _ = self._ranges(piece, offset)
-            total += sum(r.nbytes for r in ranges)
-            resident += resident_bytes(piece.path, ranges)
+            ranges, why = byte_ranges(piece.path, piece.dataset, piece.start, piece.stop)
+            out.append(([ByteRange(r.file_offset, r.nbytes, r.dest + offset) for r in ranges], why))
             offset += piece.rows * self._row_bytes
-        return total, resident
+        return out
 
-    def _build(self, engine: str) -> None:
-        """The parts read by ``engine`` (h5py where the layout needs it); mapped's pages locked here."""
+    def _build(self, engine: str, ranges) -> None:
+        """The parts read by ``engine`` (h5py where the layout needs it, or everywhere when ``ranges`` is None);
+        mapped's pages locked here."""
         parts, offset = [], 0
-        for piece in self.plan.pieces:
+        for i, piece in enumerate(self.plan.pieces):
             nbytes, reads, why = piece.rows * self._row_bytes, (), "io.engine: h5py"
             if engine != "h5py":
-                moved, why = self._ranges(piece, offset)
+                moved, why = ranges[i]
                 # KvikIO cuts a read into tasks on its own threads, and one DMA copies a mapped range: whole ranges
                 reads = tuple(merge(moved) if engine in GPU_ENGINES else split(moved, self._piece_bytes))
             used = (engine if engine in GPU_ENGINES else "direct") if reads else "h5py"

@@ -16,14 +16,26 @@ def write(path, layout):
     return data
 
 
+def reduce_on_gpu(path, io=None) -> dict:
+    """report.json of reduce on this GPU over ``path``:x, verified in full, with config ``io`` (None: defaults)."""
+    from spmd.job import run_job
+    from spmd.runtime import Context
+    from spmd.workloads.registry import job_config_from_dict
+
+    job = {"workload": "reduce", "device": "gpu", "repeats": 3, "verify": "full"}
+    cfg = job_config_from_dict({**job, "input": {"path": str(path), "dataset": "x"}, **({"io": io} if io else {})})
+    ctx = Context()
+    try:
+        return run_job(ctx, cfg).report
+    finally:
+        ctx.close()
+
+
 @pytest.mark.parametrize("layout", ["contiguous", "chunked"])
 @pytest.mark.parametrize("engine", ["h5py", "direct", "kvikio", "mapped"])
 def test_reduce_reads_by_each_engine_on_the_gpu(tmp_path, engine, layout):
     from spmd.errors import ConfigError
     from spmd.io.reader import load_kvikio
-    from spmd.job import run_job
-    from spmd.runtime import Context
-    from spmd.workloads.registry import job_config_from_dict
 
     if engine == "kvikio":
         try:
@@ -31,21 +43,7 @@ def test_reduce_reads_by_each_engine_on_the_gpu(tmp_path, engine, layout):
         except ConfigError as exc:
             pytest.skip(str(exc))
     data = write(tmp_path / "x.h5", layout)
-    cfg = job_config_from_dict(
-        {
-            "workload": "reduce",
-            "device": "gpu",
-            "repeats": 3,
-            "verify": "full",
-            "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
-            "io": {"engine": engine, "buffer_mb": 1},
-        }
-    )
-    ctx = Context()
-    try:
-        report = run_job(ctx, cfg).report
-    finally:
-        ctx.close()
+    report = reduce_on_gpu(tmp_path / "x.h5", {"engine": engine, "buffer_mb": 1})
     assert report["verified"] and report["result"]["sum"] == pytest.approx(float(data.sum(dtype=np.float64)), rel=1e-6)
     assert [p["engine"] for p in report["io"]["per_rank"][0]] == [engine]
     timings = report["timings"]
@@ -60,25 +58,8 @@ def test_reduce_reads_by_each_engine_on_the_gpu(tmp_path, engine, layout):
 def test_auto_maps_a_file_the_page_cache_holds_on_the_gpu(tmp_path):
     """io.engine: auto (the default) on a GPU run, the file just written (so in the page cache): read by mapped,
     the report saying why; the result verified against NumPy float64."""
-    from spmd.job import run_job
-    from spmd.runtime import Context
-    from spmd.workloads.registry import job_config_from_dict
-
     data = write(tmp_path / "x.h5", "contiguous")
-    cfg = job_config_from_dict(
-        {
-            "workload": "reduce",
-            "device": "gpu",
-            "repeats": 3,
-            "verify": "full",
-            "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
-        }
-    )
-    ctx = Context()
-    try:
-        report = run_job(ctx, cfg).report
-    finally:
-        ctx.close()
+    report = reduce_on_gpu(tmp_path / "x.h5")
     assert report["verified"] and report["result"]["sum"] == pytest.approx(float(data.sum(dtype=np.float64)), rel=1e-6)
     (piece,) = report["io"]["per_rank"][0]
     assert piece["engine"] == "mapped" and piece["auto"].startswith("the page cache holds all"), piece
