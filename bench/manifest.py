@@ -39,6 +39,17 @@ def tree_hash(root: Path = ROOT) -> str:
         return done.stdout.strip()
 
 
+def changed_files(root: Path = ROOT, most: int = 50) -> list[str]:
+    """``git status --porcelain`` lines (tracked files changed, untracked ones not ignored): where ``tree`` is not
+    HEAD's tree, the files that made the difference (the first ``most``, then how many more)."""
+    try:
+        done = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, timeout=60, cwd=root)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    lines = done.stdout.rstrip("\n").splitlines()
+    return lines[:most] + ([f"... {len(lines) - most} more"] if len(lines) > most else [])
+
+
 def cpu_model() -> str:
     try:
         text = Path("/proc/cpuinfo").read_text()
@@ -110,6 +121,7 @@ def manifest(argv: list[str], ranks: int) -> dict:
     gpu_list = gpus()
     commit = _run(["git", "rev-parse", "HEAD"])
     dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"]))
+    changes = changed_files()
     return {
         "machine_kind": machine_kind(gpu_list, cpus),
         "host": socket.gethostname(),
@@ -123,6 +135,7 @@ def manifest(argv: list[str], ranks: int) -> dict:
         "ranks": ranks,
         "commit": commit + ("+changes" if dirty else ""),
         "tree": tree_hash(),
+        "changes": changes,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "-m", "bench", *argv]),
         # settings that change what is measured (NCCL_P2P_DISABLE=1: all-reduce through host memory, ...)

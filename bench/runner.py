@@ -71,7 +71,7 @@ def run(
             for case in module.cases(env):
                 if only and only not in case.name:
                     continue
-                entry = {"case": case.name, "command": facts["command"]}
+                entry = {"case": case.name, "command": facts["command"], "commit": facts.get("commit")}  # --only merges
                 why = env.missing(case.needs)
                 if why or (deadline and time.monotonic() > deadline):
                     entry["skipped"] = why or "the run's --max-minutes were spent"

@@ -45,10 +45,14 @@ def _sweeps(folder: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def _same_call(sweeps: dict, name: str, manifest: dict) -> bool:
+    """Whether sweep ``name`` ran in the call of the suite's manifest (its own ``commit``, else the file's)."""
+    return bool(sweeps.get(name)) and sweeps[name].get("commit", sweeps.get("commit")) == manifest.get("commit")
+
+
 def kernel_rows(records: list[Record], manifest: dict, folder: Path) -> list[dict]:
     rows = []
     sweeps = _sweeps(folder)
-    same_call = sweeps.get("commit") == manifest.get("commit")
     f32 = next((r.case for r in records if r.case.startswith("reduce: moments") and r.case.endswith("float32")), None)
     if f32:
         f64 = f32.replace("float32", "float64")
@@ -56,7 +60,7 @@ def kernel_rows(records: list[Record], manifest: dict, folder: Path) -> list[dic
         if _find(records, f64, "result"):
             on64 = summary(ratios(_find(records, f64, "result"), _find(records, f64, "ceiling")))["median"]
             limit = f"the same kernel reads float64 data of the same size at {on64:.3f}x its ceiling"
-        elif same_call and sweeps.get("reduce"):
+        elif _same_call(sweeps, "reduce", manifest):
             best = {
                 dtype: max(v["TBps"] for v in sweeps["reduce"]["variants"] if v["dtype"] == dtype)
                 / sweeps["reduce"]["ceiling_TBps"]
@@ -83,7 +87,7 @@ def kernel_rows(records: list[Record], manifest: dict, folder: Path) -> list[dic
             continue
         n = int(match[1])
         limit = ""
-        if n == STENCIL_TARGET_N and same_call and sweeps.get("stencil"):
+        if n == STENCIL_TARGET_N and _same_call(sweeps, "stencil", manifest):
             st = sweeps["stencil"]
             name, best = max(st["variants_TBps"].items(), key=lambda kv: kv[1])
             limit = (

@@ -3,7 +3,9 @@ candidates timed, bias + ReLU and the bias gradient fused) against nvmath-python
 too, planned with the same epilogues and autotuned), the same operands and stream. Each side's sequence (every
 layer's forward GEMM, weight gradient and input gradient) is captured into one CUDA graph, as train's step is,
 and the graph timed; where nvmath cannot be captured, both sides are timed launched from Python and the record
-says so. The decision of docs/architecture.md ("kept and not taken") reads these figures."""
+says so. The decision of docs/architecture.md ("kept and not taken") reads these figures. In bf16 (the train suite's
+bf16 shapes) spmd's sequence alone is timed: what the GEMMs leave of a bf16 step, the bound its target is read
+against."""
 
 from __future__ import annotations
 
@@ -17,21 +19,34 @@ from ..records import Measure
 REPS = 20  # the sequence, this many times per graph: a graph launch is then a small share
 
 
-def _layers(widths, batch, cupy):
+def _layers(widths, batch, cupy, precision: str = "fp32"):
+    """One step's operands per layer, typed as train's are: in bf16 the GEMMs' operands (inputs, weights and
+    biases, hidden outputs, gradients passed down) are bfloat16 bits, the logits and the weight and bias gradients
+    float32."""
+    from spmd.workloads.train.ops import bf16_bits
+
     rng = np.random.default_rng(7)
-    make = lambda *shape: cupy.asarray(rng.standard_normal(shape, dtype=np.float32) * 0.1)  # noqa: E731
+    last = len(widths) - 2
+
+    def make(*shape, full=False):
+        values = rng.standard_normal(shape, dtype=np.float32) * 0.1
+        return cupy.asarray(values if full or precision == "fp32" else bf16_bits(values))
+
+    def zeros(*shape, full=False):
+        return cupy.zeros(shape, np.float32 if full or precision == "fp32" else np.uint16)
+
     layers = []
-    for n_in, n_out in zip(widths[:-1], widths[1:]):
+    for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:])):
         layers.append(
             {
                 "x": make(batch, n_in),
                 "w": make(n_out, n_in),
                 "bias": make(n_out),
-                "out": cupy.zeros((batch, n_out), np.float32),
+                "out": zeros(batch, n_out, full=i == last),
                 "delta": make(batch, n_out),
-                "dw": cupy.zeros((n_out, n_in), np.float32),
-                "db": cupy.zeros(n_out, np.float32),
-                "dx": cupy.zeros((batch, n_in), np.float32),
+                "dw": zeros(n_out, n_in, full=True),
+                "db": zeros(n_out, full=True),
+                "dx": zeros(batch, n_in),
             }
         )
     return layers
@@ -113,57 +128,88 @@ def _timed(step, stream, capture: bool) -> float:
 
 
 def step_gemms(env) -> list[Measure]:
+    """fp32: spmd's plans against nvmath-python's at the study's batches; bf16 (where spmd's train in bf16 is
+    measured): spmd's plans alone, the bound of that step."""
+    table = {"medium": (16,)} if env.quick else {"medium": (16, 1024), "large": (8, 512)}
+    out = []
+    for model, batches in table.items():
+        for batch in batches:
+            out += _fp32_against_nvmath(model, batch)
+    if env.gpus and not env.quick:
+        for model, batch in (("medium", 1024), ("large", 512)):  # the train suite's bf16 case
+            out.append(_bf16_alone(model, batch))
+    return out
+
+
+def _planned(model: str, batch: int, precision: str):
+    """The layers of ``model`` at ``batch`` and spmd's GEMM sequence over them, planned and run once."""
     import cupy
 
     from spmd.workloads.train.model import PRESETS
     from spmd.workloads.train.ops import make_ops
 
-    table = {"medium": (16,)} if env.quick else {"medium": (16, 1024), "large": (8, 512)}
-    out = []
-    for model, batches in table.items():
-        for batch in batches:
-            layers = _layers(PRESETS[model], batch, cupy)
-            stream = cupy.cuda.Stream(non_blocking=True)
-            ops = make_ops("gpu", np.float32, None, max_rows=batch)
-            ops.bind(stream)
-            with stream:
-                mine = _spmd_step(ops, layers)
-                mine()  # plans and tunes outside the capture
-                theirs, plans = _nvmath_step(layers, stream)
-                theirs()
-            stream.synchronize()
-            try:
-                t_nvmath = _timed(theirs, stream, capture=True)
-                captured = True
-            except Exception as exc:  # noqa: BLE001 - nvmath refusing a capture is itself the finding
-                captured = False
-                why = f"{type(exc).__name__}: {exc}"[:300]
-                t_nvmath = _timed(theirs, stream, capture=False)
-            t_spmd = _timed(mine, stream, capture=captured)
-            params = {"captured": captured} | ({} if captured else {"capture_failed": why})
-            case = f"train GEMMs of one step: {model} batch {batch}, fp32"
-            out += [
-                Measure(
-                    case,
-                    "spmd cuBLASLt plans (lt.py)",
-                    t_spmd * 1e6,
-                    "time per step's GEMMs",
-                    "us",
-                    better="lower",
-                    params=params,
-                ),
-                Measure(
-                    case,
-                    "nvmath-python Matmul (autotuned)",
-                    t_nvmath * 1e6,
-                    "time per step's GEMMs",
-                    "us",
-                    "peer",
-                    better="lower",
-                    params=params,
-                ),
-            ]
-            for mm in plans:  # a Matmul whose last execute was captured cannot wait on it: freeing may refuse
-                with contextlib.suppress(Exception):
-                    mm.free()
+    layers = _layers(PRESETS[model], batch, cupy, precision)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    ops = make_ops("gpu", np.float32, None if precision == "fp32" else precision, max_rows=batch)
+    ops.bind(stream)
+    with stream:
+        mine = _spmd_step(ops, layers)
+        mine()  # plans and tunes outside the capture
+    return layers, stream, mine
+
+
+def _bf16_alone(model: str, batch: int) -> Measure:
+    layers, stream, mine = _planned(model, batch, "bf16")
+    stream.synchronize()
+    return Measure(
+        f"train GEMMs of one step: {model} batch {batch}, bf16",
+        "spmd cuBLASLt plans (lt.py)",
+        _timed(mine, stream, capture=True) * 1e6,
+        "time per step's GEMMs",
+        "us",
+        better="lower",
+        params={"captured": True},
+    )
+
+
+def _fp32_against_nvmath(model: str, batch: int) -> list[Measure]:
+    layers, stream, mine = _planned(model, batch, "fp32")
+    with stream:
+        theirs, plans = _nvmath_step(layers, stream)
+        theirs()
+    stream.synchronize()
+    try:
+        t_nvmath = _timed(theirs, stream, capture=True)
+        captured = True
+    except Exception as exc:  # noqa: BLE001 - nvmath refusing a capture is itself the finding
+        captured = False
+        why = f"{type(exc).__name__}: {exc}"[:300]
+        t_nvmath = _timed(theirs, stream, capture=False)
+    t_spmd = _timed(mine, stream, capture=captured)
+    params = {"captured": captured} | ({} if captured else {"capture_failed": why})
+    case = f"train GEMMs of one step: {model} batch {batch}, fp32"
+    out = [
+        Measure(
+            case,
+            "spmd cuBLASLt plans (lt.py)",
+            t_spmd * 1e6,
+            "time per step's GEMMs",
+            "us",
+            better="lower",
+            params=params,
+        ),
+        Measure(
+            case,
+            "nvmath-python Matmul (autotuned)",
+            t_nvmath * 1e6,
+            "time per step's GEMMs",
+            "us",
+            "peer",
+            better="lower",
+            params=params,
+        ),
+    ]
+    for mm in plans:  # a Matmul whose last execute was captured cannot wait on it: freeing may refuse
+        with contextlib.suppress(Exception):
+            mm.free()
     return out

@@ -1,7 +1,8 @@
 """The fused moments kernel alone, per variant, against the HBM read ceiling (GPU).
 
 python -m bench.tools.fused_kernel        -> JSON on stdout, a Markdown table on stderr (median of 30 event-timed
-runs of each launch shape and input dtype)
+runs of each launch shape and input dtype; each shape with the blocks the driver keeps resident on an SM and the
+registers a thread takes)
 """
 
 import itertools
@@ -15,6 +16,16 @@ from bench.ceilings import hbm_read_TBps, median_seconds
 from spmd.workloads.reduce.moments import FusedMoments
 
 
+def variants():
+    """(label, kernel): spmd's default, then loads x min/max x launch bounds at the resident grid, then the
+    default's loads at fixed blocks per SM (a grid past the resident blocks runs a second wave)."""
+    yield "default", FusedMoments()
+    for fast, loads, min_blocks in itertools.product((False, True), (2, 4, 8, 16), (0, 4)):
+        yield "resident grid", FusedMoments(loads=loads, fast_minmax=fast, min_blocks=min_blocks)
+    for blocks in (2, 3, 4, 6, 8):
+        yield "fixed grid", FusedMoments(blocks_per_sm=blocks)
+
+
 def main():
     nbytes = 4 << 30
     data = {
@@ -24,31 +35,37 @@ def main():
     ceiling = hbm_read_TBps(data[np.float32])
     print(f"HBM read ceiling (CuPy sum, 4 GiB float32): {ceiling:.2f} TB/s\n", file=sys.stderr)
     print(
-        "| loads/thread | blocks/SM | min/max | dtype | ms | TB/s | / ceiling |\n|---|---|---|---|---|---|---|",
+        "| variant | loads/thread | blocks/SM (resident) | registers | launch bounds | min/max | dtype | ms | TB/s "
+        "| / ceiling |\n|---|---|---|---|---|---|---|---|---|---|",
         file=sys.stderr,
     )
-    variants = []
-    for fast, loads, blocks in itertools.product((False, True), (4, 8, 16), (2, 3, 4, 6, 8)):
-        kernel = FusedMoments(loads=loads, blocks_per_sm=blocks, fast_minmax=fast)
-        minmax = "min/max + NaN flag" if fast else "NaN-propagating select"
+    rows = []
+    for label, kernel in variants():
+        minmax = "min/max + NaN flag" if kernel.fast_minmax else "NaN-propagating select"
         for dtype, x in data.items():
+            shape = kernel.shape(dtype)
             seconds = median_seconds(lambda: kernel(x), repeats=30)
             rate = nbytes / seconds / 1e12
-            variants.append(
-                {
-                    "loads": loads,
-                    "blocks_per_sm": blocks,
-                    "minmax": minmax,
-                    "dtype": np.dtype(dtype).name,
-                    "ms": seconds * 1e3,
-                    "TBps": rate,
-                }
-            )
+            row = {
+                "variant": label,
+                "loads": shape["loads"],
+                "blocks_per_sm": shape["blocks_per_sm"],
+                "resident_per_sm": shape["resident_per_sm"],
+                "registers": shape["registers"],
+                "min_blocks": kernel.min_blocks,
+                "minmax": minmax,
+                "dtype": np.dtype(dtype).name,
+                "ms": seconds * 1e3,
+                "TBps": rate,
+            }
+            rows.append(row)
             print(
-                f"| {loads} | {blocks} | {minmax} | {np.dtype(dtype).name} | {seconds * 1e3:.3f} | {rate:.2f} | {rate / ceiling:.1%} |",
+                f"| {label} | {row['loads']} | {row['blocks_per_sm']} ({row['resident_per_sm']}) | {row['registers']} "
+                f"| {row['min_blocks'] or '-'} | {minmax} | {row['dtype']} | {seconds * 1e3:.3f} | {rate:.2f} "
+                f"| {rate / ceiling:.1%} |",
                 file=sys.stderr,
             )
-    print(json.dumps({"bytes": nbytes, "ceiling_TBps": ceiling, "variants": variants}))
+    print(json.dumps({"bytes": nbytes, "ceiling_TBps": ceiling, "variants": rows}))
 
 
 if __name__ == "__main__":

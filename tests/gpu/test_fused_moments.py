@@ -11,11 +11,26 @@ from spmd.workloads.reduce.workload import finalize
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["select", "fast-minmax"])
+VARIANTS = {
+    "default": {},
+    "select": {"fast_minmax": False},
+    "bounded": {"loads": 2, "min_blocks": 4, "blocks_per_sm": 6},  # launch bounds, a grid past the resident blocks
+}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
 def fused(request):
-    """The kernel as spmd runs it, and its variant with min/max instructions and a NaN flag (measured by
-    bench/tools/fused_kernel.py): both must give the same answers, NaN included."""
-    return mom.FusedMoments(fast_minmax=request.param)
+    """The kernel as spmd runs it (min/max instructions and a NaN flag, the resident grid) and variants that
+    bench/tools/fused_kernel.py measures: all must give the same answers, NaN included."""
+    return mom.FusedMoments(**VARIANTS[request.param])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_default_grid_is_the_resident_blocks(dtype):
+    shape = mom.FusedMoments().shape(dtype)
+    assert shape["resident_per_sm"] >= 1 and shape["registers"] >= 1, "the driver's occupancy (cuda-bindings)"
+    assert shape["blocks_per_sm"] == shape["resident_per_sm"]
+    assert shape["loads"] * (16 // np.dtype(dtype).itemsize) == 16  # 16 values a tile either way
 
 
 # sizes around every boundary: scalar tail, vector tail, one round of a block, many blocks

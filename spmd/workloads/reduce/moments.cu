@@ -7,15 +7,25 @@
 // is deterministic for a given grid. NaN propagates into min and max as NumPy's does.
 // Min and max stay in the input type (exact, and cheap: float compares run at 4x the
 // double rate); only the sums are double. LOADS is set at compile time (-DLOADS=n).
+// MIN_BLOCKS=n > 0: __launch_bounds__ asks the compiler to fit n blocks of 256 threads on an SM (fewer registers
+// per thread); the host sizes the grid to the blocks that are resident at once (one wave, no tail).
 
 #ifndef LOADS
 #define LOADS 8
 #endif
-// FAST_MINMAX=1: a tile's min and max by the min/max instructions (which skip NaN) and one NaN flag, instead of
-// a NaN-propagating compare and select per value; fewer instructions per value (bench/tools/fused_kernel.py
-// measures both; the default stays 0 until a GPU run has shown it faster and tests/gpu correct).
+// FAST_MINMAX=1 (the host's default): a tile's min and max by the min/max instructions (which skip NaN) and one NaN
+// flag, instead of a NaN-propagating compare and select per value; fewer instructions per value, the same answers
+// (tests/gpu runs both; bench/tools/fused_kernel.py measures both).
 #ifndef FAST_MINMAX
 #define FAST_MINMAX 0
+#endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 0
+#endif
+#if MIN_BLOCKS > 0
+#define PARTIAL_BOUNDS __launch_bounds__(256, MIN_BLOCKS)
+#else
+#define PARTIAL_BOUNDS
 #endif
 
 struct Moments {
@@ -129,9 +139,9 @@ __device__ Moments block_reduce(Moments m) {
     return m;
 }
 
-// x must be 16-byte aligned. Writes one Moments per block into partial[blockIdx.x].
+// x must be 16-byte aligned, blockDim.x 256. Writes one Moments per block into partial[blockIdx.x].
 template <typename T>
-__global__ void moments_partial(const T* __restrict__ x, long long n, Moments* __restrict__ partial) {
+__global__ void PARTIAL_BOUNDS moments_partial(const T* __restrict__ x, long long n, Moments* __restrict__ partial) {
     typedef typename Vec<T>::type V;
     const int W = Vec<T>::width;
     const long long nvec = n / W;

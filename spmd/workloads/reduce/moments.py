@@ -62,22 +62,29 @@ def moments_xp(x, xp):
     return total
 
 
+# Vector loads per thread per round, by input dtype: 16 values a tile either way (4 float4 / 8 double2), so both
+# kernels hold as many values in registers and fit as many blocks on an SM
+DEFAULT_LOADS = {np.dtype(np.float32): 4, np.dtype(np.float64): 8}
+FALLBACK_BLOCKS_PER_SM = 4  # where the occupancy cannot be asked (cuda-bindings missing)
+
+
 class FusedMoments:
-    """One-pass moments of a 1-D CuPy array with the kernel in ``moments.cu`` beside this file."""
+    """One-pass moments of a 1-D CuPy array with the kernel in ``moments.cu`` beside this file.
+
+    The grid is the blocks the device holds at once (the driver's occupancy for the compiled kernel, one wave):
+    each block takes an equal share by a grid-stride loop, so a grid of more blocks than are resident would run
+    a second, partly empty wave. ``loads``, ``blocks_per_sm`` and ``min_blocks`` fix a launch shape instead
+    (bench/tools/fused_kernel.py sweeps them).
+    """
 
     THREADS = 256
 
-    def __init__(self, loads: int = 8, blocks_per_sm: int = 4, fast_minmax: bool = False):
-        cupy = xpmod.cupy
-        source = resources.files(__package__).joinpath("moments.cu").read_text()
-        self._module = cupy.RawModule(
-            code=source,
-            options=("--std=c++14", f"-DLOADS={loads}", f"-DFAST_MINMAX={int(fast_minmax)}"),
-            name_expressions=("moments_partial<float>", "moments_partial<double>", "moments_final"),
-        )
-        self._final = self._module.get_function("moments_final")
-        self._per_block = self.THREADS * loads * 4  # elements a block takes per round (float32)
-        self._max_blocks = cupy.cuda.Device().attributes["MultiProcessorCount"] * blocks_per_sm
+    def __init__(
+        self, loads: int | None = None, blocks_per_sm: int | None = None, fast_minmax: bool = True, min_blocks: int = 0
+    ):
+        self.loads, self.blocks_per_sm = loads, blocks_per_sm
+        self.fast_minmax, self.min_blocks = fast_minmax, min_blocks
+        self._compiled: dict = {}  # dtype -> (partial kernel, final kernel, shape)
 
     @staticmethod
     def supports(x) -> bool:
@@ -91,14 +98,59 @@ class FusedMoments:
             and x.size > 0
         )
 
+    def shape(self, dtype) -> dict:
+        """The launch shape for ``dtype`` data: loads per thread, blocks per SM (and how many are resident at
+        once, and the registers a thread takes, where the driver says)."""
+        return self._kernels(np.dtype(dtype))[2]
+
+    def _kernels(self, dtype: np.dtype):
+        if dtype not in self._compiled:
+            cupy = xpmod.cupy
+            loads = self.loads or DEFAULT_LOADS[dtype]
+            source = resources.files(__package__).joinpath("moments.cu").read_text()
+            name = "moments_partial<float>" if dtype == np.float32 else "moments_partial<double>"
+            module = cupy.RawModule(
+                code=source,
+                options=(
+                    "--std=c++14",
+                    f"-DLOADS={loads}",
+                    f"-DFAST_MINMAX={int(self.fast_minmax)}",
+                    f"-DMIN_BLOCKS={self.min_blocks}",
+                ),
+                name_expressions=(name, "moments_final"),
+            )
+            partial = module.get_function(name)
+            resident, regs = _occupancy(partial, self.THREADS)
+            per_sm = self.blocks_per_sm or resident or FALLBACK_BLOCKS_PER_SM
+            shape = {"loads": loads, "blocks_per_sm": per_sm, "resident_per_sm": resident, "registers": regs}
+            shape["blocks"] = cupy.cuda.Device().attributes["MultiProcessorCount"] * per_sm
+            shape["per_block"] = self.THREADS * loads * (16 // dtype.itemsize)  # elements a block takes a round
+            self._compiled[dtype] = (partial, module.get_function("moments_final"), shape)
+        return self._compiled[dtype]
+
     def __call__(self, x):
         cupy = xpmod.cupy
-        kernel = self._module.get_function(
-            "moments_partial<float>" if x.dtype == np.float32 else "moments_partial<double>"
-        )
-        blocks = max(1, min(self._max_blocks, math.ceil(x.size / self._per_block)))
+        partial_kernel, final, shape = self._kernels(x.dtype)
+        blocks = max(1, min(shape["blocks"], math.ceil(x.size / shape["per_block"])))
         partial = cupy.empty(blocks * 5, dtype=np.float64)
-        kernel((blocks,), (self.THREADS,), (x, np.int64(x.size), partial))
+        partial_kernel((blocks,), (self.THREADS,), (x, np.int64(x.size), partial))
         out = cupy.empty((5, 1), dtype=np.float64)
-        self._final((1,), (self.THREADS,), (partial, np.int32(blocks), out))
+        final((1,), (self.THREADS,), (partial, np.int32(blocks), out))
         return out
+
+
+def _occupancy(function, threads: int) -> tuple[int | None, int | None]:
+    """(blocks of ``threads`` resident on one SM at once, registers per thread) of a compiled CuPy function, from
+    the driver (cuda-bindings); (None, None) where it cannot be asked."""
+    from ...libraries import cuda_driver, driver_call
+
+    driver = cuda_driver()
+    if driver is None:
+        return None, None
+    handle = driver.CUfunction(function.ptr)
+    try:
+        resident = driver_call("cuOccupancyMaxActiveBlocksPerMultiprocessor", handle, threads, 0)
+        regs = driver_call("cuFuncGetAttribute", driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, handle)
+    except OSError:
+        return None, None
+    return int(resident), int(regs)
