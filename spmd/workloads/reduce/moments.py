@@ -140,17 +140,23 @@ class FusedMoments:
 
 
 def _occupancy(function, threads: int) -> tuple[int | None, int | None]:
-    """(blocks of ``threads`` resident on one SM at once, registers per thread) of a compiled CuPy function, from
-    the driver (cuda-bindings); (None, None) where it cannot be asked."""
+    """(blocks of ``threads`` resident on one SM at once, registers per thread) of a compiled CuPy kernel: the
+    driver's occupancy (cuda-bindings) on the kernel's CUfunction; else worked out from its registers and the
+    device's limits (registers allocated 8 a thread, per warp); (None, None) where neither can be had."""
     from ...libraries import cuda_driver, driver_call
 
+    regs = getattr(function, "num_regs", None)
+    ptr = getattr(getattr(function, "kernel", None), "ptr", None) or getattr(function, "ptr", None)
     driver = cuda_driver()
-    if driver is None:
+    if driver is not None and ptr:
+        try:
+            resident = driver_call("cuOccupancyMaxActiveBlocksPerMultiprocessor", driver.CUfunction(ptr), threads, 0)
+            return int(resident), regs
+        except OSError:
+            pass
+    if not regs:
         return None, None
-    handle = driver.CUfunction(function.ptr)
-    try:
-        resident = driver_call("cuOccupancyMaxActiveBlocksPerMultiprocessor", handle, threads, 0)
-        regs = driver_call("cuFuncGetAttribute", driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, handle)
-    except OSError:
-        return None, None
-    return int(resident), int(regs)
+    limits = xpmod.cupy.cuda.Device().attributes
+    by_regs = limits["MaxRegistersPerMultiprocessor"] // (-(-regs // 8) * 8 * threads)
+    by_threads = limits["MaxThreadsPerMultiProcessor"] // threads
+    return max(1, min(by_regs, by_threads, limits.get("MaxBlocksPerMultiprocessor", 32))), regs
