@@ -67,7 +67,12 @@ class ReduceWorkload(Workload):
         gpu_1d = self.ctx.device == "gpu" and len(self.rows.plan.row_shape) == 0
         if method == "fused" and not gpu_1d:
             raise ConfigError("params.method: fused needs device gpu and 1-D data; use auto or xp")
-        return mom.FusedMoments() if method in ("auto", "fused") and gpu_1d else None
+        if not (method in ("auto", "fused") and gpu_1d):
+            return None
+        fused = mom.FusedMoments()
+        if self.rows.plan.dtype in (np.float32, np.float64):
+            fused.shape(self.rows.plan.dtype)  # compiled now, not inside the first repeat's compute phase
+        return fused
 
     def prepare(self):
         self.rows.poison()  # rows the read misses show up as NaN
@@ -75,7 +80,8 @@ class ReduceWorkload(Workload):
     def run(self, timer):
         data = self.rows.read(timer)
         with timer.phase("compute"):
-            local = self._fused(data) if self._fused else mom.moments_xp(data, self.ctx.xp)
+            fused = self._fused is not None and self._fused.supports(data)  # else the array path (other dtypes)
+            local = self._fused(data) if fused else mom.moments_xp(data, self.ctx.xp)
             faults.corrupt(local, "moments")
         with timer.phase("comm"):
             stacked = self.comm.allgather(local)
