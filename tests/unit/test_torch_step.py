@@ -77,3 +77,29 @@ def test_a_corrupt_fault_anywhere_keeps_one_hooked_ddp_on_every_rank(group):
         faults.disarm()
     assert stepper.marked_ddp is stepper.ddp  # every rank makes the same DDPs (their construction is collective)
     assert calls == [False] * 7 + [True]  # the fault's hook runs on every step
+
+
+def test_the_window_losses_are_each_steps_loss_in_order(group):
+    from spmd.workloads.torch.step import make_optimizer
+
+    params = TorchParams(model="m.py:build", batch=8, steps=6, phases=False)
+    _, stepper, _ = train(params, 6)
+    got = stepper.window_losses(6)
+    # the same six steps by hand (train()'s seed, data and rows), one loss read per step
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    rng = np.random.default_rng(1)
+    x = torch.from_numpy(rng.standard_normal((64, 6)).astype(np.float32))
+    y = torch.from_numpy(rng.integers(0, 3, 64))
+    optimizer = make_optimizer(torch, params.optimizer, module.parameters())
+    want = []
+    for rows in torch.from_numpy(rng.integers(0, 64, (6, 8))):
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(module(x[rows]), y[rows])
+        loss.backward()
+        optimizer.step()
+        want.append(loss.item())
+    assert len(got) == 6 and len(set(want)) == 6
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    stepper.load_window(np.zeros((6, 8), dtype=np.int64))
+    assert stepper.step_losses == []  # a new window starts empty

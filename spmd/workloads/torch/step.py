@@ -73,7 +73,7 @@ class Stepper:
     """One rank's training: DDP module, optimizer, steps, marks.
 
     Attributes:
-        step: optimizer steps taken; losses: the window's per-step mean loss (device);
+        step: optimizer steps taken; losses (ddp-graph) / step_losses (eager): the window's per-step mean loss (device);
         bucket_bytes: DDP's gradient buckets (bytes, in the order of their index), seen on the first step.
     """
 
@@ -111,7 +111,8 @@ class Stepper:
         data_device = batches.x.device
         self.idx = torch.zeros((window_steps, self.micro * self.batch), dtype=torch.int64, device=data_device)
         self.cursor = torch.zeros(1, dtype=torch.int64, device=batches.compute_device)  # ddp-graph: the step's row
-        self.losses = torch.zeros(window_steps, dtype=torch.float32, device=batches.compute_device)
+        self.losses = torch.zeros(window_steps, dtype=torch.float32, device=batches.compute_device)  # ddp-graph
+        self.step_losses: list = []  # eager: the window's per-step mean losses (0-d device tensors)
         self.i = 0  # the step within the window (eager)
         self.step = 0
         self.bucket_bytes: dict[int, int] = {}
@@ -155,6 +156,7 @@ class Stepper:
         self.idx[: len(indices)].copy_(self.torch.from_numpy(indices).to(self.idx.device))
         self.cursor.zero_()
         self.i = 0
+        self.step_losses = []
 
     def train_step(self, marks: StepMarks | None) -> None:
         """One optimizer step over ``accumulate`` micro-batches (queued on the device on a GPU)."""
@@ -183,12 +185,12 @@ class Stepper:
             total = loss.detach() if total is None else total + loss.detach()
         self.optimizer.step()
         mark("o")
-        mean = (total / k if k > 1 else total).float().reshape(1)
-        if self.graph_mode:
-            self.losses.index_copy_(0, self.cursor, mean)
+        mean = total / k if k > 1 else total
+        if self.graph_mode:  # inside the graph: the step's row of the device buffer, chosen by the device cursor
+            self.losses.index_copy_(0, self.cursor, mean.float().reshape(1))
             self.cursor.add_(1)
-        else:
-            self.losses[self.i : self.i + 1].copy_(mean)
+        else:  # eager: the tensor kept, stacked once a window (a copy into a slice costs ~10 us of host time a step)
+            self.step_losses.append(mean)
             self.i += 1
 
     def run_window(self, steps: int, timer) -> None:
@@ -257,7 +259,7 @@ class Stepper:
         try:
             with torch.cuda.stream(side):
                 for _ in range(GRAPH_WARMUP):
-                    self.i = 0
+                    self.i, self.step_losses = 0, []
                     self.train_step(None)
         finally:
             self.graph_mode = graph_mode
@@ -282,7 +284,9 @@ class Stepper:
     def window_losses(self, steps: int):
         """The window's per-step losses on the host (NumPy)."""
         self.synchronize()
-        return self.losses[:steps].cpu().numpy()
+        if self.graph is not None:
+            return self.losses[:steps].cpu().numpy()
+        return self.torch.stack(self.step_losses[:steps]).float().cpu().numpy()
 
     def synchronize(self) -> None:
         if self.gpu:
