@@ -137,18 +137,21 @@ def step_gemms(env) -> list[Measure]:
             out += _fp32_against_nvmath(model, batch)
     if env.gpus and not env.quick:
         for model, batch in (("medium", 1024), ("large", 512)):  # the train suite's bf16 case
-            out.append(_bf16_alone(model, batch))
+            out += _bf16_alone(model, batch)
     return out
 
 
-def _planned(model: str, batch: int, precision: str):
-    """The layers of ``model`` at ``batch`` and spmd's GEMM sequence over them, planned and run once."""
+def _planned(model: str, batch: int, precision: str, pad_to: int = 1):
+    """The layers of ``model`` at ``batch`` (its input width rounded up to a multiple of ``pad_to``) and spmd's GEMM
+    sequence over them, planned and run once."""
     import cupy
 
     from spmd.workloads.train.model import PRESETS
     from spmd.workloads.train.ops import make_ops
 
-    layers = _layers(PRESETS[model], batch, cupy, precision)
+    widths = list(PRESETS[model])
+    widths[0] = -(-widths[0] // pad_to) * pad_to
+    layers = _layers(widths, batch, cupy, precision)
     stream = cupy.cuda.Stream(non_blocking=True)
     ops = make_ops("gpu", np.float32, None if precision == "fp32" else precision, max_rows=batch)
     ops.bind(stream)
@@ -158,18 +161,33 @@ def _planned(model: str, batch: int, precision: str):
     return layers, stream, mine
 
 
-def _bf16_alone(model: str, batch: int) -> Measure:
-    layers, stream, mine = _planned(model, batch, "bf16")
-    stream.synchronize()
-    return Measure(
-        f"train GEMMs of one step: {model} batch {batch}, bf16",
-        "spmd cuBLASLt plans (lt.py)",
-        _timed(mine, stream, capture=True) * 1e6,
-        "time per step's GEMMs",
-        "us",
-        better="lower",
-        params={"captured": True},
-    )
+def _bf16_alone(model: str, batch: int) -> list[Measure]:
+    """spmd's bf16 GEMMs at the model's widths, and with its input width padded to a multiple of 8: a bfloat16 row
+    of 844 or 4812 values is not a whole number of 16 bytes, which tensor-core kernels want of a leading
+    dimension (float32 rows of those widths are)."""
+    from spmd.workloads.train.model import PRESETS
+
+    case = f"train GEMMs of one step: {model} batch {batch}, bf16"
+    out = []
+    for pad in (1, 8):
+        if pad > 1 and PRESETS[model][0] % pad == 0:
+            continue
+        layers, stream, mine = _planned(model, batch, "bf16", pad)
+        stream.synchronize()
+        width = layers[0]["x"].shape[1]
+        out.append(
+            Measure(
+                case,
+                "spmd cuBLASLt plans (lt.py)" if pad == 1 else f"the same, input width padded to {width}",
+                _timed(mine, stream, capture=True) * 1e6,
+                "time per step's GEMMs",
+                "us",
+                "result" if pad == 1 else "peer",
+                better="lower",
+                params={"captured": True, "input_width": width},
+            )
+        )
+    return out
 
 
 def _fp32_against_nvmath(model: str, batch: int) -> list[Measure]:
