@@ -19,18 +19,21 @@ from ..records import Measure
 REPS = 20  # the sequence, this many times per graph: a graph launch is then a small share
 
 
-def _layers(widths, batch, cupy, precision: str = "fp32"):
+def _layers(widths, batch, cupy, precision: str = "fp32", pitch: int = 1):
     """One step's operands per layer, typed as train's are: in bf16 the GEMMs' operands (inputs, weights and
     biases, hidden outputs, gradients passed down) are bfloat16 bits, the logits and the weight and bias gradients
-    float32."""
+    float32. ``pitch`` > 1: the first layer's input and weight rows start every ``pitch``-multiple of elements
+    (the same widths, views of wider arrays), so each row starts on its own 16 bytes."""
     from spmd.workloads.train.ops import bf16_bits
 
     rng = np.random.default_rng(7)
     last = len(widths) - 2
 
-    def make(*shape, full=False):
-        values = rng.standard_normal(shape, dtype=np.float32) * 0.1
-        return cupy.asarray(values if full or precision == "fp32" else bf16_bits(values))
+    def make(*shape, full=False, wide=False):
+        stored = (*shape[:-1], -(-shape[-1] // pitch) * pitch) if wide else shape
+        values = rng.standard_normal(stored, dtype=np.float32) * 0.1
+        array = cupy.asarray(values if full or precision == "fp32" else bf16_bits(values))
+        return array[..., : shape[-1]]
 
     def zeros(*shape, full=False):
         return cupy.zeros(shape, np.float32 if full or precision == "fp32" else np.uint16)
@@ -39,8 +42,8 @@ def _layers(widths, batch, cupy, precision: str = "fp32"):
     for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:])):
         layers.append(
             {
-                "x": make(batch, n_in),
-                "w": make(n_out, n_in),
+                "x": make(batch, n_in, wide=i == 0),
+                "w": make(n_out, n_in, wide=i == 0),
                 "bias": make(n_out),
                 "out": zeros(batch, n_out, full=i == last),
                 "delta": make(batch, n_out),
@@ -141,17 +144,15 @@ def step_gemms(env) -> list[Measure]:
     return out
 
 
-def _planned(model: str, batch: int, precision: str, pad_to: int = 1):
-    """The layers of ``model`` at ``batch`` (its input width rounded up to a multiple of ``pad_to``) and spmd's GEMM
-    sequence over them, planned and run once."""
+def _planned(model: str, batch: int, precision: str, pitch: int = 1):
+    """The layers of ``model`` at ``batch`` (see _layers for ``pitch``) and spmd's GEMM sequence over them, planned
+    and run once."""
     import cupy
 
     from spmd.workloads.train.model import PRESETS
     from spmd.workloads.train.ops import make_ops
 
-    widths = list(PRESETS[model])
-    widths[0] = -(-widths[0] // pad_to) * pad_to
-    layers = _layers(widths, batch, cupy, precision)
+    layers = _layers(PRESETS[model], batch, cupy, precision, pitch)
     stream = cupy.cuda.Stream(non_blocking=True)
     ops = make_ops("gpu", np.float32, None if precision == "fp32" else precision, max_rows=batch)
     ops.bind(stream)
@@ -162,29 +163,29 @@ def _planned(model: str, batch: int, precision: str, pad_to: int = 1):
 
 
 def _bf16_alone(model: str, batch: int) -> list[Measure]:
-    """spmd's bf16 GEMMs at the model's widths, and with its input width padded to a multiple of 8: a bfloat16 row
-    of 844 or 4812 values is not a whole number of 16 bytes, which tensor-core kernels want of a leading
-    dimension (float32 rows of those widths are)."""
+    """spmd's bf16 GEMMs as train lays out their operands, and with the first layer's input and weight rows
+    starting every 8 elements (the same widths): a bfloat16 row of 844 or 4812 values is not a whole number of
+    16 bytes, which tensor-core kernels want of a leading dimension (float32 rows of those widths are)."""
     from spmd.workloads.train.model import PRESETS
 
     case = f"train GEMMs of one step: {model} batch {batch}, bf16"
     out = []
-    for pad in (1, 8):
-        if pad > 1 and PRESETS[model][0] % pad == 0:
+    for pitch in (1, 8):
+        if pitch > 1 and PRESETS[model][0] % pitch == 0:
             continue
-        layers, stream, mine = _planned(model, batch, "bf16", pad)
+        layers, stream, mine = _planned(model, batch, "bf16", pitch)
         stream.synchronize()
-        width = layers[0]["x"].shape[1]
+        ld = layers[0]["x"].strides[0] // layers[0]["x"].itemsize
         out.append(
             Measure(
                 case,
-                "spmd cuBLASLt plans (lt.py)" if pad == 1 else f"the same, input width padded to {width}",
+                "spmd cuBLASLt plans (lt.py)" if pitch == 1 else f"the same, first layer's rows {ld} elements apart",
                 _timed(mine, stream, capture=True) * 1e6,
                 "time per step's GEMMs",
                 "us",
-                "result" if pad == 1 else "peer",
+                "result" if pitch == 1 else "peer",
                 better="lower",
-                params={"captured": True, "input_width": width},
+                params={"captured": True, "leading_dimension": ld},
             )
         )
     return out

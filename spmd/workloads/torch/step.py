@@ -172,7 +172,7 @@ class Stepper:
         ddp = self.marked_ddp if marks is not None else self.ddp
         forward = ddp if ddp is not self.ddp else self.forward
         for j in range(k):
-            x, y = self.batches.take(rows_all[j * b : (j + 1) * b])
+            x, y = self.batches.take(rows_all if k == 1 else rows_all[j * b : (j + 1) * b])
             mark(f"d{j}")
             if self.reseed and not self.graph_mode:  # ~100 us on a GPU: only for models that draw random numbers
                 torch.manual_seed(micro_seed(self.params.seed, self.step, self.ctx.rank, j))
