@@ -91,8 +91,9 @@ def _reduce_limit(records: list[Record], f32: str, sweeps: dict, manifest: dict)
     launch-shape sweep's best float32 shape against spmd's default."""
     parts = []
     f64 = f32.replace("float32", "float64")
-    if _find(records, f64, "result") and _find(records, f64, "ceiling"):
-        on64 = summary(ratios(_find(records, f64, "result"), _find(records, f64, "ceiling")))["median"]
+    result64, ceiling64 = _find(records, f64, "result"), _find(records, f64, "ceiling")
+    if result64 and ceiling64:
+        on64 = summary(ratios(result64, ceiling64))["median"]
         on32 = summary(ratios(_find(records, f32, "result"), _find(records, f32, "ceiling")))["median"]
         parts.append(
             f"the same kernel reads float64 data of the same size (half the elements) at {on64:.3f}x its ceiling"
@@ -109,7 +110,7 @@ def _reduce_limit(records: list[Record], f32: str, sweeps: dict, manifest: dict)
         text = (
             f"the launch-shape sweep of the same call ({len(f32_rows)} float32 shapes, sweeps.json) peaked at "
             f"{best['TBps'] / sweep['ceiling_TBps']:.3f}x its CuPy sum with {best['loads']} loads x "
-            f"{best['blocks_per_sm'] if 'blocks_per_sm' in best else '?'} blocks/SM"
+            f"{best['blocks_per_sm']} blocks/SM"
         )
         if default:
             text += f" (spmd's default: {default['TBps'] / sweep['ceiling_TBps']:.3f}x)"

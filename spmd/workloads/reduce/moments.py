@@ -93,7 +93,7 @@ class FusedMoments:
             xpmod.is_device_array(x)
             and x.ndim == 1
             and x.flags.c_contiguous
-            and x.dtype in (np.float32, np.float64)
+            and x.dtype in DEFAULT_LOADS
             and x.data.ptr % 16 == 0
             and x.size > 0
         )

@@ -70,7 +70,7 @@ class ReduceWorkload(Workload):
         if not (method in ("auto", "fused") and gpu_1d):
             return None
         fused = mom.FusedMoments()
-        if self.rows.plan.dtype in (np.float32, np.float64):
+        if self.rows.plan.dtype in mom.DEFAULT_LOADS:  # the dtypes the kernel takes
             fused.shape(self.rows.plan.dtype)  # compiled now, not inside the first repeat's compute phase
         return fused
 
