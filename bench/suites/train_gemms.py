@@ -19,18 +19,21 @@ from ..records import Measure
 REPS = 20  # the sequence, this many times per graph: a graph launch is then a small share
 
 
-def _layers(widths, batch, cupy, precision: str = "fp32", pitch: int = 1):
-    """One step's operands per layer, typed as train's are: in bf16 the GEMMs' operands (inputs, weights and
-    biases, hidden outputs, gradients passed down) are bfloat16 bits, the logits and the weight and bias gradients
-    float32. ``pitch`` > 1: the first layer's input and weight rows start every ``pitch``-multiple of elements
-    (the same widths, views of wider arrays), so each row starts on its own 16 bytes."""
+def _layers(widths, batch, cupy, precision: str = "fp32", aligned: bool = True):
+    """One step's operands per layer, typed and laid out as train's are: in bf16 the GEMMs' operands (inputs,
+    weights and biases, hidden outputs, gradients passed down) are bfloat16 bits, the logits and the weight and bias
+    gradients float32; the first layer's input rows and every weight's rows start on 16 bytes (model.row_elements:
+    views of wider arrays). ``aligned`` False: those rows back to back, as train laid them out before."""
+    from spmd.workloads.train.model import row_elements
     from spmd.workloads.train.ops import bf16_bits
 
     rng = np.random.default_rng(7)
     last = len(widths) - 2
+    itemsize = 4 if precision == "fp32" else 2
 
     def make(*shape, full=False, wide=False):
-        stored = (*shape[:-1], -(-shape[-1] // pitch) * pitch) if wide else shape
+        pitch = row_elements(shape[-1], itemsize) if aligned else shape[-1]
+        stored = (*shape[:-1], pitch) if wide else shape
         values = rng.standard_normal(stored, dtype=np.float32) * 0.1
         array = cupy.asarray(values if full or precision == "fp32" else bf16_bits(values))
         return array[..., : shape[-1]]
@@ -43,7 +46,7 @@ def _layers(widths, batch, cupy, precision: str = "fp32", pitch: int = 1):
         layers.append(
             {
                 "x": make(batch, n_in, wide=i == 0),
-                "w": make(n_out, n_in, wide=i == 0),
+                "w": make(n_out, n_in, wide=True),
                 "bias": make(n_out),
                 "out": zeros(batch, n_out, full=i == last),
                 "delta": make(batch, n_out),
@@ -144,15 +147,15 @@ def step_gemms(env) -> list[Measure]:
     return out
 
 
-def _planned(model: str, batch: int, precision: str, pitch: int = 1):
-    """The layers of ``model`` at ``batch`` (see _layers for ``pitch``) and spmd's GEMM sequence over them, planned
-    and run once."""
+def _planned(model: str, batch: int, precision: str, aligned: bool = True):
+    """The layers of ``model`` at ``batch`` (see _layers for ``aligned``) and spmd's GEMM sequence over them,
+    planned and run once."""
     import cupy
 
     from spmd.workloads.train.model import PRESETS
     from spmd.workloads.train.ops import make_ops
 
-    layers = _layers(PRESETS[model], batch, cupy, precision, pitch)
+    layers = _layers(PRESETS[model], batch, cupy, precision, aligned)
     stream = cupy.cuda.Stream(non_blocking=True)
     ops = make_ops("gpu", np.float32, None if precision == "fp32" else precision, max_rows=batch)
     ops.bind(stream)
@@ -163,27 +166,27 @@ def _planned(model: str, batch: int, precision: str, pitch: int = 1):
 
 
 def _bf16_alone(model: str, batch: int) -> list[Measure]:
-    """spmd's bf16 GEMMs as train lays out their operands, and with the first layer's input and weight rows
-    starting every 8 elements (the same widths): a bfloat16 row of 844 or 4812 values is not a whole number of
-    16 bytes, which tensor-core kernels want of a leading dimension (float32 rows of those widths are)."""
-    from spmd.workloads.train.model import PRESETS
+    """spmd's bf16 GEMMs as train lays out their operands (rows on 16 bytes), and with the first layer's rows back
+    to back as before: a bfloat16 row of 844 or 4812 values is not a whole number of 16 bytes, which tensor-core
+    kernels want of a leading dimension (float32 rows of those widths are)."""
+    from spmd.workloads.train.model import PRESETS, row_elements
 
     case = f"train GEMMs of one step: {model} batch {batch}, bf16"
     out = []
-    for pitch in (1, 8):
-        if pitch > 1 and PRESETS[model][0] % pitch == 0:
+    for aligned in (True, False):
+        if not aligned and row_elements(PRESETS[model][0], 2) == PRESETS[model][0]:
             continue
-        layers, stream, mine = _planned(model, batch, "bf16", pitch)
+        layers, stream, mine = _planned(model, batch, "bf16", aligned)
         stream.synchronize()
         ld = layers[0]["x"].strides[0] // layers[0]["x"].itemsize
         out.append(
             Measure(
                 case,
-                "spmd cuBLASLt plans (lt.py)" if pitch == 1 else f"the same, first layer's rows {ld} elements apart",
+                "spmd cuBLASLt plans (lt.py)" if aligned else f"the same, first layer's rows back to back ({ld} apart)",
                 _timed(mine, stream, capture=True) * 1e6,
                 "time per step's GEMMs",
                 "us",
-                "result" if pitch == 1 else "peer",
+                "result" if aligned else "peer",
                 better="lower",
                 params={"captured": True, "leading_dimension": ld},
             )

@@ -70,6 +70,10 @@ def test_device_primitives_match_numpy(dtype):
     host.gather(hxs, ys, idx, counters, 10, 3, hxb, hyb)
     np.testing.assert_array_equal(cupy.asnumpy(dxb), hxb.astype(dtype))
     np.testing.assert_array_equal(cupy.asnumpy(dyb), hyb)
+    wide = cupy.full((5, 8), cupy.nan, dtype)  # rows 8 apart (train's row pitch): the gaps stay unwritten
+    dev.gather(dxs, cupy.asarray(ys), cupy.asarray(idx), cupy.asarray(counters), 10, 3, wide[:, :6], dyb)
+    np.testing.assert_array_equal(cupy.asnumpy(wide[:, :6]), hxb.astype(dtype))
+    assert cupy.isnan(wide[:, 6:]).all()
     for opt, n in (("sgd", 1000), ("sgd", 1001), ("adam", 1000)):  # float32 sgd: float4s, then one a thread
         w, g, m, v = (rng.standard_normal(n) for _ in range(4))
         v = np.abs(v)
@@ -184,19 +188,21 @@ def test_bf16_gradient_matches_float64_on_the_rounded_weights_and_inputs():
     from spmd.workloads.train.network import relu_sides
     from spmd.workloads.train.ops import bf16_bits, bf16_values
 
-    layout = Layout((40, 32, 16, 6))
+    widths = (42, 36, 16, 6)  # 42 and 36 bfloat16 values are not whole 16 bytes: W rows 48 and 40 apart
+    layout, packed = Layout(widths, operand_itemsize=2), Layout(widths)  # the reference's rows back to back
+    assert [s.pitch for s in layout.segments] == [48, 40, 16]
     w = layout.initial(2, np.float32)
     rng = np.random.default_rng(3)
-    batches = [(rng.standard_normal((24, 40)).astype(np.float32), rng.integers(0, 6, 24)) for _ in range(2)]
+    batches = [(rng.standard_normal((24, 42)).astype(np.float32), rng.integers(0, 6, 24)) for _ in range(2)]
     dev = DeviceOps(np.float32, precision="bf16", max_rows=24)
     w16 = dev.stage(w)
     got, _, _ = local_gradient(layout, dev, w16, batches, 1 / 48, 3, keep=0.75, seed=1)
     sides = relu_sides(layout, dev, w16, batches, 3, keep=0.75, seed=1)
     ref_batches = [(bf16_values(bf16_bits(x)).astype(np.float64), y) for x, y in batches]
     want, _, differ = local_gradient(
-        layout,
+        packed,
         HostOps(np.float64),
-        bf16_values(bf16_bits(w)).astype(np.float64),
+        bf16_values(bf16_bits(packed.initial(2, np.float32))).astype(np.float64),
         ref_batches,
         1 / 48,
         3,
@@ -205,10 +211,12 @@ def test_bf16_gradient_matches_float64_on_the_rounded_weights_and_inputs():
         sides=sides,
     )
     got = cupy.asnumpy(got)
-    errors = [
-        np.linalg.norm(got[s.start : s.stop] - want[s.start : s.stop]) / np.linalg.norm(want[s.start : s.stop])
-        for s in layout.segments
-    ]
+    assert np.count_nonzero(got) == np.count_nonzero(np.concatenate(layout.real(got)))  # no padding written
+    errors = []
+    for layer in range(layout.layers):
+        mine = np.concatenate([layout.weight(got, layer).ravel(), layout.bias(got, layer)])
+        ref = np.concatenate([packed.weight(want, layer).ravel(), packed.bias(want, layer)])
+        errors.append(np.linalg.norm(mine - ref) / np.linalg.norm(ref))
     assert max(errors) < GRADIENT_RTOL["bf16"] and differ <= 2, (errors, differ)
     assert max(errors) > 1e-5, errors  # bfloat16 really was used (float32 lands near 1e-7)
 
@@ -231,7 +239,7 @@ def test_device_gradient_matches_numpy_float64(dtype, tol):
     assert loss == pytest.approx(want_loss, rel=tol * 10)
 
 
-def small_train(tmp_path, graph, **params):
+def small_train(tmp_path, graph, width=40, **params):
     from spmd.workloads.registry import job_config_from_dict
 
     return job_config_from_dict(
@@ -241,9 +249,9 @@ def small_train(tmp_path, graph, **params):
             "warmup": 1,
             "repeats": 2,
             "input": {"path": str(tmp_path / "t.h5")},
-            "generate": {"shape": [3000, 40], "seed": 1, "loc": 0.0, "scale": 1.0},
+            "generate": {"shape": [3000, width], "seed": 1, "loc": 0.0, "scale": 1.0},
             "params": {
-                "model": [40, 64, 32, 6],
+                "model": [width, 64, 32, 6],
                 "batch": 32,
                 "accumulate": 2,
                 "steps": 20,
@@ -278,9 +286,10 @@ def run_both(tmp_path, **params):
 
 
 def test_bf16_training_is_verified_and_learns(tmp_path):
-    """precision bf16 end to end: the gradient check at its tolerance, the eager re-run of the last window and
-    the replicas pass (run_job raises otherwise), graph and eager steps end on the same weights, the loss falls."""
-    runs = run_both(tmp_path, precision="bf16")
+    """precision bf16 end to end, with the input rows padded to 16 bytes: the gradient check at its tolerance, the
+    eager re-run of the last window and the replicas pass (run_job raises otherwise), graph and eager steps end on
+    the same weights, the loss falls."""
+    runs = run_both(tmp_path, width=44, precision="bf16")  # 44 bfloat16 inputs: rows 48 apart
     report = runs[True].report
     assert report["verified"] and report["result"]["precision"] == "bf16"
     errors = report["verification"]["gradient_relative_error"]

@@ -107,6 +107,80 @@ def test_presets_have_the_studys_parameter_counts_and_aligned_segments():
     assert layout.bias(w, 5)[0] == layout.segments[5].weight_stop
 
 
+ODD = (9, 7, 5, 3, 4)  # fan-ins whose rows are not whole 16 bytes in bfloat16, float32 or float64
+
+
+@pytest.mark.parametrize("itemsize", [2, 4, 8])
+def test_padded_rows_start_on_16_bytes_and_hold_the_same_model(itemsize):
+    """A layout for operands of ``itemsize`` bytes spaces each W row to 16 bytes (844 bfloat16 values: 848 apart)
+    and holds the same parameters as rows back to back: the same count, draw and real values; padding zero."""
+    assert Layout(PRESETS["large"], operand_itemsize=2).segments[0].pitch == 4816
+    assert Layout(PRESETS["medium"], operand_itemsize=2).segments[0].pitch == 848
+    assert Layout(PRESETS["medium"], operand_itemsize=4).segments[0].pitch == 844  # whole 16 bytes already
+    packed, padded = Layout(ODD), Layout(ODD, operand_itemsize=itemsize)
+    assert padded.parameters == packed.parameters and all(s.pitch > s.fan_in for s in padded.segments)
+    w = padded.initial(3, np.float64)
+    for s in padded.segments:
+        assert s.pitch >= s.fan_in and s.pitch * itemsize % 16 == 0 and s.pitch - s.fan_in < 16 // itemsize
+        view = padded.weight(w, s.layer)
+        assert view.shape == (s.fan_out, s.fan_in) and view.base is w  # a view, written in place
+        assert view.strides == (s.pitch * 8, 8) and view.ctypes.data == w.ctypes.data + s.start * 8
+        assert all((s.start + r * s.pitch) * itemsize % 16 == 0 for r in range(s.fan_out))  # every row's start
+    np.testing.assert_array_equal(np.concatenate(padded.real(w)), np.concatenate(packed.real(packed.initial(3, "f8"))))
+    assert np.count_nonzero(w) == padded.parameters  # every real value drawn, the padding zero
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_padded_rows_train_like_packed_rows_and_their_padding_stays_zero(optimizer):
+    """Gradient and update with W rows padded (as bf16 lays them out) against rows back to back: the same real
+    values; the gradient writes no padding (poisoned gradient buffer: the padding stays as it was), and two
+    optimizer steps leave the parameters' padding zero."""
+    from spmd.workloads.train.params import TrainParams
+    from spmd.workloads.train.trainer import Optimizer
+
+    data = batches(rows=6, micro=2, widths=ODD)
+    params = TrainParams(model=list(ODD), optimizer=optimizer, lr=0.05)
+    results = {}
+    for layout in (Layout(ODD), Layout(ODD, operand_itemsize=2)):
+        ops, w = HostOps(np.float64), layout.initial(1, np.float64)
+        real = np.zeros(layout.size, bool)
+        for part in layout.real(np.arange(layout.size)):
+            real[part] = True
+        optimizer_ = Optimizer(params, ops, layout.size)
+        counters = np.zeros(2, np.int64)
+        for _ in range(2):
+            net = Network(layout, ops, 6, 0.8, seed=3)
+            g = np.where(real, np.nan, 0.0)  # backward writes every real element, no padding
+            for micro, (x, y) in enumerate(data):
+                net.x[...], net.y[...] = x, y
+                net.forward(w, counters, micro, 1 / 12)
+                net.backward(w, g, accumulate=micro > 0)
+            assert np.isfinite(g).all() and not g[~real].any()
+            optimizer_.step(w, g, counters)
+            counters += 1
+        assert not w[~real].any()
+        results[layout.segments[0].pitch] = (np.concatenate(layout.real(w)), np.concatenate(layout.real(g)))
+    (w_packed, g_packed), (w_padded, g_padded) = results[9], results[16]
+    np.testing.assert_allclose(g_padded, g_packed, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(w_padded, w_packed, rtol=1e-13, atol=1e-15)
+
+
+def test_a_checkpoint_holds_the_real_parameters_whatever_the_rows_padding(tmp_path):
+    """A checkpoint of a padded layout (precision bf16) loads into a packed one (float32) and back: the file
+    holds the real parameters only."""
+    padded, packed = Layout(ODD, operand_itemsize=2), Layout(ODD)
+    meta = {**META, "widths": list(ODD)}
+    w = padded.initial(4, np.float64)
+    path = str(tmp_path / "c.h5")
+    save_checkpoint(path, padded, w, {"m": w * 2, "v": w * 3}, 7, meta)
+    w2, state, _, _ = load_checkpoint(path, packed, meta, ("m", "v"))
+    np.testing.assert_array_equal(w2, packed.initial(4, np.float64))
+    np.testing.assert_array_equal(np.concatenate(packed.real(state["v"])), np.concatenate(padded.real(w * 3)))
+    save_checkpoint(str(tmp_path / "d.h5"), packed, w2, state, 7, meta)
+    w3, _, _, _ = load_checkpoint(str(tmp_path / "d.h5"), padded, meta, ("m", "v"))
+    np.testing.assert_array_equal(w3, w)  # padding zero again
+
+
 def test_sgd_and_adam_follow_their_formulas():
     ops = HostOps(np.float64)
     rng = np.random.default_rng(0)
@@ -170,27 +244,30 @@ def test_large_model_buckets_with_inputs_first():
     assert [b.ready_after for b in plan_buckets(layout, 25 << 20, 4)] == [2, 5]  # 25 MiB takes layers 0..2
 
 
+@pytest.mark.parametrize("operand_itemsize", [None, 2])
 @pytest.mark.parametrize("cap_mb", [10, 6, 1])
-def test_split_buckets_cut_the_first_layer_at_aligned_whole_rows(cap_mb):
-    """params.split_gradients: layer 0 of `large` (1024 rows of 4812) cut at whole rows, a multiple of 16 rows (each
-    cut on a 64-element boundary), each piece within the cap, the last with the biases; its row blocks match,
-    and each piece is ready after its own block."""
+def test_split_buckets_cut_the_first_layer_at_aligned_whole_rows(cap_mb, operand_itemsize):
+    """params.split_gradients: layer 0 of `large` (1024 rows of 4812, 4816 apart in bf16's layout) cut at whole
+    rows, a multiple of 16 rows (4 when 4816 apart: each cut on a 64-element boundary), each piece within the cap,
+    the last with the biases; its row blocks match, and each piece is ready after its own block."""
     from spmd.workloads.train.buckets import row_blocks
 
-    layout = Layout(PRESETS["large"])
+    layout = Layout(PRESETS["large"], operand_itemsize=operand_itemsize)
     seg = layout.segments[0]
+    assert seg.pitch == (4816 if operand_itemsize else 4812)
+    step = 4 if operand_itemsize else 16  # rows from one 64-element boundary to the next
     buckets = plan_buckets(layout, cap_mb << 20, 4, split=True)
     assert buckets[0].start == 0 and buckets[-1].stop == layout.size
     assert all(a.stop == b.start for a, b in zip(buckets, buckets[1:]))
     pieces = [b for b in buckets if b.ready_after == 0]
     assert [b.part for b in pieces] == list(range(len(pieces))) and len(pieces) == -(
-        -seg.fan_out // ((cap_mb << 20) // 4 // seg.fan_in // 16 * 16)
+        -seg.fan_out // ((cap_mb << 20) // 4 // seg.pitch // step * step)
     )
     assert all(b.size * 4 <= cap_mb << 20 for b in pieces[:-1]) and pieces[-1].stop == layout.size
-    assert all((b.start - seg.start) % seg.fan_in == 0 and b.start % 64 == 0 for b in pieces)
+    assert all((b.start - seg.start) % seg.pitch == 0 and b.start % 64 == 0 for b in pieces)
     blocks = row_blocks(layout, buckets)[0]
     assert blocks[0][0] == 0 and blocks[-1][1] == seg.fan_out and len(blocks) == len(pieces)
-    assert [seg.start + r0 * seg.fan_in for r0, _ in blocks] == [b.start for b in pieces]
+    assert [seg.start + r0 * seg.pitch for r0, _ in blocks] == [b.start for b in pieces]
     assert plan_buckets(layout, 25 << 20, 4, split=True) == plan_buckets(layout, 25 << 20, 4)  # it fits: whole
     assert row_blocks(layout, plan_buckets(layout, 25 << 20, 4, split=True)) == {}
 

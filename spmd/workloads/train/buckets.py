@@ -69,9 +69,9 @@ def _row_cuts(seg, cap: int) -> list[int]:
     """Element offsets inside layer ``seg``'s W where its row pieces end, the last piece left out (it runs on
     to the end of the segment): pieces of as many whole rows as fit in ``cap``, a multiple of the rows that
     keep each cut on a 64-element boundary (NCCL and cuBLAS like aligned pointers)."""
-    step = ALIGN // math.gcd(seg.fan_in, ALIGN)  # rows per aligned boundary
-    rows = max(step, cap // seg.fan_in // step * step)
-    return [seg.start + r * seg.fan_in for r in range(rows, seg.fan_out, rows)]
+    step = ALIGN // math.gcd(seg.pitch, ALIGN)  # rows per aligned boundary
+    rows = max(step, cap // seg.pitch // step * step)
+    return [seg.start + r * seg.pitch for r in range(rows, seg.fan_out, rows)]
 
 
 def row_blocks(layout: Layout, buckets: list[Bucket]) -> dict[int, list[tuple[int, int]]]:
@@ -82,8 +82,8 @@ def row_blocks(layout: Layout, buckets: list[Bucket]) -> dict[int, list[tuple[in
     for seg in layout.segments:
         cuts = sorted(b.stop - seg.start for b in buckets if seg.start < b.stop < seg.weight_stop)
         if cuts:
-            assert all(c % seg.fan_in == 0 for c in cuts), "a split plan cuts W at whole rows"
-            bounds = [0, *(c // seg.fan_in for c in cuts), seg.fan_out]
+            assert all(c % seg.pitch == 0 for c in cuts), "a split plan cuts W at whole rows"
+            bounds = [0, *(c // seg.pitch for c in cuts), seg.fan_out]
             blocks[seg.layer] = list(zip(bounds, bounds[1:]))
     return blocks
 

@@ -31,17 +31,18 @@ MATCH = ("widths", "dtype", "optimizer", "global_batch", "data_shards", "seed")
 
 
 def _flatten(layout, flat: np.ndarray) -> np.ndarray:
-    """The real parameters of the padded flat buffer, layer 0 first (W then b)."""
-    return np.concatenate([flat[s.start : s.stop] for s in layout.segments])
+    """The real parameters of the padded flat buffer, layer 0 first (W then b): the same file whatever the
+    layout's padding (a bf16 run's checkpoint resumes a float32 one)."""
+    return np.concatenate(layout.real(flat))
 
 
 def _unflatten(layout, values: np.ndarray, dtype) -> np.ndarray:
     flat = np.zeros(layout.size, dtype=dtype)
     offset = 0
-    for s in layout.segments:
-        n = s.stop - s.start
-        flat[s.start : s.stop] = values[offset : offset + n]
-        offset += n
+    for layer in range(layout.layers):
+        for view in (layout.weight(flat, layer), layout.bias(flat, layer)):  # views: written in place
+            view[...] = values[offset : offset + view.size].reshape(view.shape)
+            offset += view.size
     return flat
 
 

@@ -31,12 +31,13 @@ extern "C" __global__ void to_bf16(const float* w, unsigned short* out, long lon
 
 template <typename T>
 __global__ void gather_rows(const T* xs, const int* ys, const int* idx, const long long* counters,
-                            int per_step, int offset, int rows, int cols, T* xb, int* yb) {
+                            int per_step, int offset, int rows, int cols, int pitch, T* xb, int* yb) {
+    // xb's rows are pitch elements apart (>= cols: the GEMMs' operands start rows on 16 bytes)
     long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= (long long)rows * cols) return;
     int i = (int)(e / cols), c = (int)(e % cols);
     long long src = idx[counters[0] * per_step + offset + i];
-    xb[e] = xs[src * cols + c];
+    xb[(long long)i * pitch + c] = xs[src * cols + c];
     if (c == 0) yb[i] = ys[src];
 }
 

@@ -27,7 +27,7 @@ class Network:
     """The buffers of one micro-batch of ``rows`` samples, and the passes over them.
 
     Attributes:
-        x, y: the micro-batch (rows x inputs, and int32 labels).
+        x, y: the micro-batch (rows x inputs, rows as far apart as layer 0's W rows, and int32 labels).
         acts: each layer's output (after ReLU/dropout on hidden layers; logits without bias last).
         deltas: gradient w.r.t. each hidden layer's output, then of its pre-activation.
         dlogits: gradient of the loss w.r.t. the logits.
@@ -42,7 +42,8 @@ class Network:
         self.layout, self.ops, self.rows = layout, ops, rows
         self.keep, self.seed, self.rank = keep, seed, rank
         widths = layout.widths
-        self.x = xp.zeros((rows, widths[0]), storage)
+        # rows as far apart as layer 0's W rows (model.row_elements): the GEMMs' operands start rows on 16 bytes
+        self.x = xp.zeros((rows, layout.segments[0].pitch), storage)[:, : widths[0]]
         self.y = xp.zeros(rows, np.int32)
         # the logits stay in dtype: the softmax and the loss are computed at full precision
         shapes = [((rows, w), storage) for w in widths[1:-1]] + [((rows, widths[-1]), dtype)]  # acts

@@ -384,10 +384,23 @@ class DeviceOps:
 
     def gather(self, xs, ys, idx, counters, per_step, offset, xb, yb):
         rows, cols = xb.shape
+        pitch = _leading(xb)
         self._k["gather_rows", xb.dtype](
             self._grid(rows * cols),
             (BLOCK,),
-            (xs, ys, idx, counters, np.int32(per_step), np.int32(offset), np.int32(rows), np.int32(cols), xb, yb),
+            (
+                xs,
+                ys,
+                idx,
+                counters,
+                np.int32(per_step),
+                np.int32(offset),
+                np.int32(rows),
+                np.int32(cols),
+                np.int32(pitch),
+                xb,
+                yb,
+            ),
         )
 
     def act_forward(self, z, bias, keep, seed, salt, counters):

@@ -94,7 +94,8 @@ class TrainWorkload(Workload):
         p = self.params
         self._stop = StopFlag()  # from here on a stop signal is noted, and acted on between windows
         ctx.agree(require_one_dataset, cfg, "train", "a float64 gradient check")
-        self.layout = Layout(p.widths, inputs_first=p.backward_order == "inputs_first")
+        operand = 2 if p.precision == "bf16" else np.dtype(p.dtype).itemsize  # bytes of the GEMMs' operands
+        self.layout = Layout(p.widths, p.backward_order == "inputs_first", operand)
         self.global_batch = p.batch * p.accumulate * ctx.size
         ctx.agree(self._require_batch_memory)
         self.shards = p.data_shards or ctx.size
