@@ -160,7 +160,27 @@ def io_rows(records: list[Record]) -> list[dict]:
     return rows
 
 
-def train_rows(records: list[Record]) -> list[dict]:
+SGD_BYTES = 20  # a parameter's bytes through SGD with momentum in float32: w, g, v read; w, v written
+
+
+def copy_rate(records: list[Record]) -> tuple[float, str] | None:
+    """The device copy's bytes/s (read + write) at the kernels suite's largest stencil field, and that case."""
+    copies = {
+        int(m[1]): r
+        for r in records
+        if r.role == "ceiling" and r.subject.startswith("device copy") and (m := re.search(r"(\d+)\^2", r.case))
+    }
+    if not copies:
+        return None
+    best = copies[max(copies)]
+    return summary(best.values)["median"] * 1e12, best.case
+
+
+def train_rows(records: list[Record], kernels: list[Record] | None = None) -> list[dict]:
+    """``kernels``: the same machine kind's kernels records, whose device copy bounds the optimizer's pass."""
+    from spmd.workloads.train.model import PRESETS, Layout
+
+    copy = copy_rate(kernels or [])
     rows = []
     gemms = {
         (m[1], m[2], m[3]): r
@@ -185,6 +205,14 @@ def train_rows(records: list[Record]) -> list[dict]:
                 f"its GEMMs alone take {gemm_us:.0f} us ({gemm.subject}{beside}), {gemm_us / step_us:.0%} of spmd's "
                 f"{step_us:.0f} us step: a step of nothing but those GEMMs would be {peer_us / gemm_us:.2f}x {peer.subject}"
             )
+            if copy and precision == "fp32" and model in PRESETS:
+                moved = Layout(PRESETS[model]).parameters * SGD_BYTES
+                sgd_us = moved / copy[0] * 1e6
+                limit += (
+                    f"; SGD's pass moves {moved / 1e6:.0f} MB ({SGD_BYTES} B a parameter), {sgd_us:.0f} us at this "
+                    f"machine's device copy rate ({copy[0] / 1e12:.2f} TB/s, kernels suite, {copy[1]}): GEMMs and "
+                    f"that pass alone would be {peer_us / (gemm_us + sgd_us):.2f}x"
+                )
         rows.append(_row(r.case, 1.5 if precision == "fp32" else 1.3, r, peer, limit))
     return rows
 
@@ -198,7 +226,7 @@ def rows(entries: dict) -> list[dict]:
     if "io" in entries:
         out += io_rows(entries["io"]["records"])
     if "train" in entries:
-        out += train_rows(entries["train"]["records"])
+        out += train_rows(entries["train"]["records"], entries["kernels"]["records"] if "kernels" in entries else None)
         fp32 = any(" fp32, 1 GPU" in r["what"] for r in out)
         if fp32 and not any(" bf16, " in r["what"] for r in out):
             out.append(

@@ -115,7 +115,7 @@ def run_job(
         nodes = ctx.layout()
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
         if placement is not None:
-            ctx.warnings += oversubscribed(placement)
+            ctx.warnings += oversubscribed(placement) + single_cpu(placement)
         path = Path(out_dir) / "report.json" if out_dir is not None else None
 
         def build():
@@ -266,6 +266,21 @@ def oversubscribed(placement: dict) -> list[str]:
         f"oversubscribed: {host} ran {placement['ranks_per_node'][host]} ranks on {placement['cpus_per_node'][host]}"
         f" CPU(s): they compete for cores, so the timings measure contention, not the work"
         for host in placement["oversubscribed"]
+    ]
+
+
+def single_cpu(placement: dict) -> list[str]:
+    """A warning when GPU ranks ran bound to one CPU each while their nodes had CPUs to spare."""
+    ranks = placement.get("single_cpu_gpu_ranks") or []
+    if not ranks:
+        return []
+    spare = max(r.get("node_cpus", 0) for r in placement["ranks"] if r["rank"] in ranks)
+    return [
+        f"one CPU per GPU rank: rank(s) {', '.join(map(str, ranks))} ran bound to a single CPU by the launcher while"
+        f" the node let the job use {spare}: each rank's host thread, which launches every kernel, shared it with"
+        " NCCL's proxy thread and spmd's watchdog, so a launch-bound step (small batches, eager PyTorch) measures"
+        " that contention. Give each rank several CPUs: Open MPI `mpirun --bind-to none` or `--map-by"
+        " slot:PE=N`, SLURM `--cpus-per-task=N`"
     ]
 
 

@@ -12,7 +12,7 @@ import functools
 import os
 
 from . import xp as xpmod
-from .io.cpus import bound_cpus
+from .io.cpus import bound_cpus, node_cpus
 
 # Link classes, best to worst; a group of ranks is as good as its worst pair.
 LINK_CLASSES = {
@@ -95,7 +95,8 @@ def describe_placement(ctx) -> dict | None:
     """
     bus_id = xpmod.device_pci_bus_id(ctx.device_id) if ctx.device == "gpu" else None
     # the CPUs this node's ranks may run on (their affinity, which a launcher or SLURM may narrow), not the node's
-    node_cpus = len(frozenset().union(*ctx.node_comm.allgather(bound_cpus())))
+    bound = bound_cpus()
+    ranks_cpus = len(frozenset().union(*ctx.node_comm.allgather(bound)))
     mine = {
         "rank": ctx.rank,
         "host": ctx.host,
@@ -104,7 +105,9 @@ def describe_placement(ctx) -> dict | None:
         "device_id": ctx.device_id,
         "name": ctx.device_name,
         "pci_bus_id": bus_id,
-        "cpus": node_cpus,
+        "cpus": ranks_cpus,
+        "bound_cpus": len(bound),  # this rank's own binding
+        "node_cpus": len(node_cpus()),  # what the job may use on the node (its cpuset)
         "gpus": xpmod.gpu_count() if ctx.device == "gpu" else 0,
         "nccl_env": {k: os.environ[k] for k in NCCL_PATH_VARS if k in os.environ},
     }
@@ -153,6 +156,7 @@ def summarize_placement(ranks: list[dict], pairs: list[dict]) -> dict:
         "hosts": hosts,
         "ranks_per_node": {h: len(rs) for h, rs in hosts.items()},
         "cpus_per_node": cpus,
+        "single_cpu_gpu_ranks": single_cpu_gpu_ranks(ranks, hosts),
         "gpus_per_node": gpus,
         "oversubscribed": sorted(h for h, rs in hosts.items() if 0 < cpus[h] < len(rs)),
         "ranks": ranks,
@@ -164,6 +168,17 @@ def summarize_placement(ranks: list[dict], pairs: list[dict]) -> dict:
         "pair_counts": counts,
         "pairs": pairs[:MAX_LISTED_PAIRS],
     }
+
+
+def single_cpu_gpu_ranks(ranks: list[dict], hosts: dict[str, list[int]]) -> list[int]:
+    """GPU ranks the launcher bound to one CPU where the job's cpuset gave their node at least two per rank (Open
+    MPI's mpirun binds each of 1-2 ranks to one core): the rank's host thread, which launches every kernel, shares
+    that CPU with NCCL's proxy thread and spmd's watchdog, so a launch-bound step measures their contention."""
+    return [
+        r["rank"]
+        for r in ranks
+        if r.get("device") == "gpu" and r.get("bound_cpus") == 1 and r.get("node_cpus", 0) >= 2 * len(hosts[r["host"]])
+    ]
 
 
 def nccl_path(env: dict) -> str | None:

@@ -122,6 +122,20 @@ def oversubscription_advice(runs: list[dict]) -> list[str]:
     return out
 
 
+def binding_advice(runs: list[dict]) -> list[str]:
+    """One sentence when GPU ranks ran bound to one CPU each with CPUs to spare (topology.single_cpu_gpu_ranks):
+    a launch-bound step then measures its CPU's contention, at every rank count where it happened."""
+    counts = sorted({run["ranks"] for run in runs if run["placement"].get("single_cpu_gpu_ranks")})
+    if not counts:
+        return []
+    return [
+        f"At {', '.join(map(str, counts))} rank(s) the launcher bound each GPU rank to one CPU while the node had CPUs"
+        " to spare: each rank's host thread shared it with NCCL's proxy thread, so small or eager steps measure"
+        " that contention as well as scaling. Launch with several CPUs per rank (Open MPI `mpirun --bind-to none`"
+        " or `--map-by slot:PE=N`, SLURM `--cpus-per-task=N`)."
+    ]
+
+
 def storage_advice(runs: list[dict]) -> list[str]:
     """Whether the largest run is storage-bound: its read phase against N-thread preads of the same bytes,
     measured on each rank right after it (run["read_limit"])."""

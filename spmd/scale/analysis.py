@@ -10,6 +10,7 @@ from ..workloads.base import SCALING_MODES
 from ..workloads.registry import job_config_from_dict, workload_class
 from .advice import (
     backend_advice,
+    binding_advice,
     model_advice,
     oversubscription_advice,
     series_advice,
@@ -127,7 +128,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         best = best_ranks(model, strong_bytes, candidates)
         even = [break_even(model, n) for n in candidates if n > 1 and (n & (n - 1) == 0 or n == measured_max)]
         model["predictions"] = {"best": best, "break_even": even, "measured_max_ranks": measured_max}
-    advice = oversubscription_advice(runs)
+    advice = oversubscription_advice(runs) + binding_advice(runs)
     advice += suspect_advice(series)
     advice += straggler_advice(measured_once(runs))
     advice += [line for mode in modes for line in series_advice(series[mode])]

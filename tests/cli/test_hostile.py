@@ -287,7 +287,12 @@ def test_run_on_more_ranks_than_cpus_says_so(tmp_path):
     assert proc.returncode == 0, proc.stderr
     warning = "oversubscribed: "
     assert f"spmd: warning: {warning}" in proc.stderr and "ran 2 ranks on 1 CPU(s)" in proc.stderr, proc.stderr
-    assert any(w.startswith(warning) for w in json.loads((tmp_path / "out/report.json").read_text())["warnings"])
+    report = json.loads((tmp_path / "out/report.json").read_text())
+    assert any(w.startswith(warning) for w in report["warnings"])
+    # each rank's own binding (taskset's one CPU) and what the node's cpuset allows, beside the ranks' union
+    assert [r["bound_cpus"] for r in report["placement"]["ranks"]] == [1, 1]
+    assert all(r["node_cpus"] >= 1 and r["cpus"] == 1 for r in report["placement"]["ranks"])
+    assert report["placement"]["single_cpu_gpu_ranks"] == []  # CPU ranks: binding them is the point
 
 
 # -- report compare on what it was not made for --------------------------------------------------------------

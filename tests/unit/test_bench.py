@@ -268,6 +268,8 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
         r("reduce: moments of 4096 MiB float64", "CuPy float64 sum", [1, 1, 1], "ceiling"),
         r("stencil: a 5-point step of 16384^2 float32", "spmd", [0.96, 0.97, 0.95]),
         r("stencil: a 5-point step of 16384^2 float32", "device copy", [1, 1, 1], "ceiling"),
+        r("stencil: a 5-point step of 4096^2 float32", "spmd", [0.4, 0.4, 0.4]),
+        r("stencil: a 5-point step of 4096^2 float32", "device copy", [0.5, 0.5, 0.5], "ceiling"),  # not the largest
     ]
     train = [
         r("large batch 512 per GPU, fp32, 1 GPU(s)", "spmd", [1000.0] * 3, unit="samples/s"),
@@ -305,4 +307,10 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
         and "1.60x PyTorch graph" in step["limit"]
         and "nvmath: 500000 us" in step["limit"]
     )
+    # SGD's floor: 6,899,466 parameters x 20 B = 138 MB, 138 us at the largest field's copy rate (1 TB/s)
+    assert (
+        "SGD's pass moves 138 MB (20 B a parameter), 138 us at this machine's device copy rate (1.00 TB/s"
+        in (step["limit"])
+    )
+    assert "16384^2" in step["limit"] and "GEMMs and that pass alone would be 1.60x" in step["limit"]
     assert rows["train bf16 against PyTorch's autocast"]["met"] is None  # not measured: said, not hidden

@@ -213,6 +213,36 @@ def test_placement_summary_worst_link_and_oversubscription():
 
 
 @pytest.mark.parametrize(
+    "device,bound,node,named",
+    [
+        ("gpu", 1, 32, [0, 1]),  # Open MPI's mpirun -n 2: a core each on a 32-CPU node
+        ("gpu", 8, 32, []),  # several CPUs each
+        ("gpu", 1, 3, []),  # the node has no CPUs to spare (fewer than 2 a rank)
+        ("cpu", 1, 32, []),  # a CPU rank computes on its core: binding it is the point
+    ],
+)
+def test_gpu_ranks_bound_to_one_cpu_with_cpus_to_spare_are_named_and_warned(device, bound, node, named):
+    """Each GPU rank's host thread launches every kernel: bound to one CPU it shares it with NCCL's proxy thread,
+    so the report warns and spmd scale advises giving ranks several CPUs, naming the launcher options."""
+    from spmd.job import single_cpu
+    from spmd.scale.advice import binding_advice
+
+    ranks = [
+        {"rank": r, "host": "n1", "device": device, "name": "x", "cpus": 2, "bound_cpus": bound, "node_cpus": node}
+        for r in range(2)
+    ]
+    place = summarize_placement(ranks, [])
+    assert place["single_cpu_gpu_ranks"] == named
+    warning, advice = single_cpu(place), binding_advice([{"ranks": 2, "placement": place}])
+    if named:
+        assert len(warning) == 1 and "rank(s) 0, 1" in warning[0] and f"use {node}" in warning[0]
+        assert "--bind-to none" in warning[0] and "--cpus-per-task" in warning[0]
+        assert len(advice) == 1 and advice[0].startswith("At 2 rank(s)") and "--bind-to none" in advice[0]
+    else:
+        assert warning == [] and advice == []
+
+
+@pytest.mark.parametrize(
     "env,says",
     [
         ({}, None),
