@@ -116,6 +116,19 @@ def machine_kind(gpu_list: list[dict], cpus: int) -> str:
     return f"{model}x{len(gpu_list)}"
 
 
+def rank_cpus(ranks: int) -> list[int]:
+    """How many CPUs each of ``ranks`` ranks started by the launcher may run on (its affinity): Open MPI's mpirun
+    binds each of 1-2 ranks to one core and more to a socket, which a launch-bound step measures. [] where the
+    launch fails."""
+    probe = (  # gathered to rank 0 and printed once: the ranks' own lines may interleave mid-line
+        "import os; from mpi4py import MPI; counts = MPI.COMM_WORLD.gather(len(os.sched_getaffinity(0)));"
+        "counts and print('rank_cpus', *counts)"
+    )
+    lines = _run([*launcher(), "-n", str(ranks), sys.executable, "-c", probe]).splitlines()
+    found = [line.split()[1:] for line in lines if line.startswith("rank_cpus ")]
+    return [int(n) for n in found[0]] if found and len(found[0]) == ranks else []
+
+
 def manifest(argv: list[str], ranks: int) -> dict:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     gpu_list = gpus()
@@ -133,6 +146,7 @@ def manifest(argv: list[str], ranks: int) -> dict:
         "versions": versions(),
         "launcher": shlex.join(launcher()),
         "ranks": ranks,
+        "rank_cpus": rank_cpus(ranks) if hasattr(os, "sched_getaffinity") else [],  # each rank's binding
         "commit": commit + ("+changes" if dirty else ""),
         "tree": tree_hash(),
         "changes": changes,

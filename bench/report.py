@@ -105,6 +105,10 @@ def machine(manifest: dict) -> str:
     cpus = f"{manifest['cpus']} CPUs"
     if manifest.get("cpus_total", manifest["cpus"]) != manifest["cpus"]:
         cpus = f"{manifest['cpus']} of its {manifest['cpus_total']} CPUs"
+    bound = manifest.get("rank_cpus") or []
+    if len(bound) > 1:  # how the launcher bound the ranks: one CPU each is what a launch-bound step measures
+        each = f"{min(bound)}" if min(bound) == max(bound) else f"{min(bound)}-{max(bound)}"
+        cpus += f" ({len(bound)} ranks on {each} CPU(s) each)"
     if gpus:
         return f"{len(gpus)} x {gpus[0]['name']} (driver {gpus[0]['driver']}), {cpus}"
     return f"{manifest['cpu']}, {cpus}, no GPU"

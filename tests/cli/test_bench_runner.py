@@ -46,6 +46,7 @@ def test_a_cpu_case_is_measured_beside_its_ceiling_with_a_manifest(tmp_path):
     assert manifest["machine_kind"].startswith("cpu-") and manifest["suite"] == "io" and manifest["runs"] == 2
     assert manifest["versions"]["numpy"] and manifest["command"].startswith("python -m bench run io")
     assert {c["case"] for c in manifest["cases"]} == {"read, 1 rank", "read, 1 rank, cold"}
+    assert manifest["ranks"] == 2 and manifest["rank_cpus"] == [len(os.sched_getaffinity(0))] * 2  # unbound here
 
     again = bench("run", "io", "--quick", "--runs", "1", "--only", "reduce repeat", "--out", tmp_path)
     assert again.returncode == 0, again.stderr
@@ -66,3 +67,23 @@ def test_gpu_suites_skip_on_a_cpu_saying_why_and_list_names_every_suite(tmp_path
     )
     unknown = bench("run", "nope", "--out", tmp_path)
     assert unknown.returncode == 1 and "unknown suite 'nope'" in unknown.stderr
+
+
+def test_the_manifest_records_the_cpus_each_rank_was_bound_to():
+    """A launch pinned to one CPU (taskset, as Open MPI's mpirun binds each of 1-2 ranks to one core): each of the 3
+    ranks the launcher starts reports that one CPU, gathered once (ranks' own lines may interleave mid-line)."""
+    import shutil
+
+    if shutil.which("taskset") is None:
+        pytest.fail("taskset (util-linux) is needed to pin the launch to one CPU")
+    env = {**LAUNCH_ENV, "PYTHONPATH": str(ROOT), **{k: v for k, v in os.environ.items() if k == "SPMD_MPIEXEC"}}
+    code = "from bench.manifest import rank_cpus; print(rank_cpus(3))"
+    done = subprocess.run(
+        ["taskset", "-c", "0", sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "[1, 1, 1]", done.stdout + done.stderr

@@ -181,6 +181,10 @@ def test_the_machine_says_when_the_run_had_fewer_cpus_than_the_host():
         == "1 x NVIDIA H200 (driver 580), 16 of its 32 CPUs"
     )
     assert report.machine({"gpus": [gpu, gpu], "cpus": 32}) == "2 x NVIDIA H200 (driver 580), 32 CPUs"
+    bound = {"gpus": [gpu, gpu], "cpus": 32, "rank_cpus": [1, 1]}  # Open MPI's mpirun -n 2: a core each
+    assert report.machine(bound) == "2 x NVIDIA H200 (driver 580), 32 CPUs (2 ranks on 1 CPU(s) each)"
+    assert report.machine({**bound, "rank_cpus": [16, 8]}).endswith("(2 ranks on 8-16 CPU(s) each)")
+    assert report.machine({**bound, "rank_cpus": [32]}) == "2 x NVIDIA H200 (driver 580), 32 CPUs"
     assert report.machine({"cpu": "EPYC", "cpus": 2, "cpus_total": 2}) == "EPYC, 2 CPUs, no GPU"
 
 
