@@ -42,6 +42,14 @@ def main():
         # the first layer's gradient in two row blocks of ~10 MiB, each reduced as soon as it is computed
         "graph-split": ["params.graph=auto", "params.split_gradients=true", "params.bucket_mb=10"],
         "graph-perbucket": ["params.graph=auto", "params.update_per_bucket=true"],
+        # one rank: each layer's update on a second stream once backward is done with it; with inputs_first, layer
+        # 0 (most of `large`'s parameters) is done first, so its update runs beside the other weight gradients
+        "graph-inbackward": ["params.graph=auto", "params.update_in_backward=true"],
+        "graph-inputs-first-inbackward": [
+            "params.graph=auto",
+            "params.backward_order=inputs_first",
+            "params.update_in_backward=true",
+        ],
         # every passed-down gradient first, then the weight gradients from layer 0 up: layer 0's 19.7 MB
         # (a bucket of its own at 20 MiB) reduced beside the other layers' weight gradients
         "graph-inputs-first": ["params.graph=auto", "params.backward_order=inputs_first", "params.bucket_mb=20"],

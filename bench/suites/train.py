@@ -113,6 +113,33 @@ def against_torch(env, runs: int, gpus: int, precision: str = "fp32") -> list[li
     return per_run
 
 
+def update_in_backward(env, runs: int) -> list[list[Measure]]:
+    """One GPU, fp32, the table's batches: spmd's captured step with each layer's update on a second stream inside
+    backward (layer 0 first: inputs_first) against the same step updating after backward (train's default), each
+    sweep launched once per run, the two interleaved: whether the optimizer's pass hides behind backward."""
+    generated(env)
+    steps = 50 if env.quick else 200
+    variants = {"graph-inputs-first-inbackward": "result", "graph": "peer"}
+    subjects = {"graph-inputs-first-inbackward": "spmd, update inside backward", "graph": "spmd, update after backward"}
+    per_run: list[list[Measure]] = [[] for _ in range(runs)]
+    for model, batches in table(env).items():
+        for run in range(runs):
+            for variant, role in variants.items():
+                for line in spmd_lines(env, model, batches, "1", steps, variant):
+                    per_run[run].append(
+                        Measure(
+                            f"{model} batch {line['batch']}, fp32, 1 GPU: where the update runs",
+                            subjects[variant],
+                            line["samples_per_s"],
+                            "training rate",
+                            "samples/s",
+                            role,
+                            params={"graph": line["graph"]},
+                        )
+                    )
+    return per_run
+
+
 def cases(env) -> list[Case]:
     return [
         Case(
@@ -131,4 +158,5 @@ def cases(env) -> list[Case]:
             batched=True,
         ),
         Case("GEMMs against nvmath-python", step_gemms, needs=("gpu", "nvmath")),
+        Case("update inside backward", update_in_backward, needs=("gpu",), batched=True),
     ]

@@ -299,6 +299,18 @@ def test_bf16_training_is_verified_and_learns(tmp_path):
     assert losses[-1] < 0.9 * losses[0], losses
 
 
+@pytest.mark.parametrize("backward_order", ["layers", "inputs_first"])
+def test_updating_layers_on_a_second_stream_inside_backward_trains_to_the_same_weights(tmp_path, backward_order):
+    """params.update_in_backward on one GPU: each layer's update on the update stream once backward is done with
+    it, captured in the step's graph and eager, ends on the weights of one update after backward (a race, an
+    update before backward's last read of W, or a missing join would not)."""
+    on = run_both(tmp_path, update_in_backward=True, backward_order=backward_order, optimizer="sgd")
+    off = run_both(tmp_path, update_in_backward=False, backward_order=backward_order, optimizer="sgd")
+    assert on[True].report["result"]["update_in_backward"] and not off[True].report["result"]["update_in_backward"]
+    for graph in (True, False):
+        np.testing.assert_allclose(on[graph].extra, off[graph].extra, rtol=1e-6, atol=1e-7)
+
+
 def test_captured_graph_trains_to_the_eager_weights(tmp_path):
     runs = run_both(tmp_path)
     np.testing.assert_allclose(runs[True].extra, runs[False].extra, rtol=1e-6, atol=1e-7)

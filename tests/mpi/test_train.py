@@ -178,6 +178,18 @@ def test_bucket_by_bucket_updates_train_like_one_rank(backend, world, shared_tmp
 
 
 @pytest.mark.mpi(min_size=2)
+def test_update_in_backward_waits_for_the_allreduce_on_several_ranks(backend, world, shared_tmp, data_path):
+    """params.update_in_backward acts on one rank only: on several an update must wait for its allreduce, so the
+    report says it was not used and the weights are those of one rank with the whole batch (it used there)."""
+    n = world.size
+    params = {"model": [12, 40, 8, 3], "optimizer": "adam", "lr": 0.01, "update_in_backward": True}
+    report, weights = train(train_config(shared_tmp, backend, "float32", **params))
+    one, alone = train(train_config(shared_tmp, backend, "float32", **{**params, "batch": BATCH * n}), MPI.COMM_SELF)
+    assert report["result"]["update_in_backward"] is False and one["result"]["update_in_backward"] is True
+    np.testing.assert_allclose(weights, alone, rtol=0, atol=2e-5 * np.abs(alone).max())
+
+
+@pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("overlap", [True, False])
 def test_the_step_timeline_orders_the_marks_and_every_buckets_allreduce(backend, world, shared_tmp, data_path, overlap):
     """result.step_timeline_us: the last step's marks in order from 0, one [start, end] per bucket, each allreduce

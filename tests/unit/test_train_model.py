@@ -165,6 +165,84 @@ def test_padded_rows_train_like_packed_rows_and_their_padding_stays_zero(optimiz
     np.testing.assert_allclose(w_padded, w_packed, rtol=1e-13, atol=1e-15)
 
 
+@pytest.mark.parametrize("inputs_first", [False, True])
+def test_backward_says_when_a_layers_parameters_are_free_to_update(inputs_first):
+    """params_done(layer) comes once backward no longer reads the layer's W nor writes its gradient: poisoning the
+    layer's parameters and freezing its gradient there (as an update beside the rest of backward would change
+    them) leaves the gradient the same, and every layer is named once."""
+    layout = Layout(ODD, inputs_first)
+    data = batches(rows=6, micro=1, widths=ODD)[0]
+    want, _, _ = local_gradient(layout, HostOps(np.float64), layout.initial(1, np.float64), [data], 0.1, 2)
+    w, g = layout.initial(1, np.float64), np.zeros(layout.size)
+    net = Network(layout, HostOps(np.float64), 6)
+    net.x[...], net.y[...] = data
+    net.forward(w, np.array([0, 2]), 0, 0.1)
+    freed, frozen = [], {}
+
+    def done(layer):
+        freed.append(layer)
+        lo, hi = layout.span(layer)
+        frozen[layer] = g[lo:hi].copy()
+        w[lo:hi] = np.nan  # read again after this: NaN in the gradient
+
+    net.backward(w, g, accumulate=False, params_done=done)
+    assert freed == (list(range(layout.layers)) if inputs_first else list(reversed(range(layout.layers))))
+    np.testing.assert_array_equal(g, want)
+    for layer, before in frozen.items():  # nothing wrote the layer's gradient after it was freed
+        lo, hi = layout.span(layer)
+        np.testing.assert_array_equal(g[lo:hi], before)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+@pytest.mark.parametrize("inputs_first", [False, True])
+def test_updating_each_layer_inside_backward_trains_to_the_same_weights(tmp_path, optimizer, inputs_first):
+    """params.update_in_backward on one rank: each layer updated as soon as backward is done with it gives the
+    parameters one update after backward gives, to the bit (elementwise, same arithmetic), over 3 steps with
+    2 micro-batches; the report says it was used."""
+    from mpi4py import MPI
+
+    from spmd.io.generate import generate
+    from spmd.job import run_job
+    from spmd.runtime import Context
+    from spmd.workloads.train.workload import TrainWorkload
+
+    def config(on):
+        return job_config_from_dict(
+            {
+                "workload": "train",
+                "device": "cpu",
+                "comm": "mpi",
+                "warmup": 1,
+                "repeats": 1,
+                "input": {"path": str(tmp_path / "t.h5")},
+                "generate": {"shape": [400, ODD[0]], "seed": 4, "loc": 0.0, "scale": 1.0},
+                "output": str(tmp_path / f"out-{on}"),
+                "params": {
+                    "model": list(ODD),
+                    "batch": 8,
+                    "accumulate": 2,
+                    "steps": 3,
+                    "optimizer": optimizer,
+                    "lr": 0.05,
+                    "eval": None,
+                    "backward_order": "inputs_first" if inputs_first else "layers",
+                    "update_in_backward": on,
+                },
+            }
+        )
+
+    generate(config(False), TrainWorkload)
+    runs = {}
+    for on in (False, True):
+        ctx = Context(MPI.COMM_SELF)
+        job = run_job(ctx, config(on), after_run=lambda _, workload: workload.trainer.host_state()[0])
+        ctx.close()
+        runs[on] = job
+        assert job.report["result"]["update_in_backward"] is on and job.report["verified"]
+    np.testing.assert_array_equal(runs[True].extra, runs[False].extra)
+    assert np.abs(runs[True].extra - Layout(ODD, inputs_first, 4).initial(0, "float32")).max() > 1e-3  # it trained
+
+
 def test_a_checkpoint_holds_the_real_parameters_whatever_the_rows_padding(tmp_path):
     """A checkpoint of a padded layout (precision bf16) loads into a packed one (float32) and back: the file
     holds the real parameters only."""

@@ -126,6 +126,12 @@ class Layout:
             self.bias(flat, s.layer)[...] = rng.uniform(-bound, bound, s.fan_out)
         return flat
 
+    def span(self, layer: int) -> tuple[int, int]:
+        """[start, stop) of layer ``layer``'s parameters and the padding after them (to the next 64-element
+        boundary): an elementwise pass over it (an optimizer's) sees whole aligned blocks, the padding zero."""
+        s = self.segments[layer]
+        return s.start, -(-s.stop // ALIGN) * ALIGN
+
     def real(self, flat) -> list:
         """The real parameters of ``flat``, without padding, for reading (a padded W's rows come flattened as a
         copy): each layer's W then b, layer 0 first."""

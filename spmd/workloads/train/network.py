@@ -79,27 +79,31 @@ class Network:
             self.acts[last], layout.bias(w, last), self.y, scale, self.dlogits, self.loss_sum, self.correct
         )
 
-    def backward(self, w, g, accumulate: bool, layer_done=None, sides=None) -> None:
+    def backward(self, w, g, accumulate: bool, layer_done=None, sides=None, params_done=None) -> None:
         """Gradients into ``g`` (added to it when ``accumulate``); ``layer_done(layer, part)`` is
         called as soon as each layer's gradient is complete, or each block of its rows where ``row_blocks``
         (buckets.row_blocks) cuts it. ``sides``: each hidden layer's units to treat as on (nonzero = on), in
-        place of this pass's own outputs.
+        place of this pass's own outputs. ``params_done(layer)`` is called once the pass neither reads layer
+        ``layer``'s parameters nor writes its gradient again: its update may start (params.update_in_backward).
 
         The order follows the layout (``layout.inputs_first``): layer by layer from the last (its weight
         gradient, then the gradient it passes down), or every passed-down gradient first and then the weight
         gradients from layer 0 up, so the first layer's (the largest, in a funnel-shaped MLP) is done earliest.
         The same GEMMs either way: only their order differs."""
         layout = self.layout
+        done = params_done or (lambda layer: None)
         if not layout.inputs_first:
             for layer in reversed(range(layout.layers)):
                 self._weight_gradient(layer, g, accumulate, layer_done)
                 if layer > 0:
-                    self._pass_down(layer, w, sides)
+                    self._pass_down(layer, w, sides)  # the last read of this layer's W
+                done(layer)
             return
         for layer in reversed(range(1, layout.layers)):
             self._pass_down(layer, w, sides)
         for layer in range(layout.layers):
             self._weight_gradient(layer, g, accumulate, layer_done)
+            done(layer)
 
     def _delta(self, layer: int):
         """The loss's gradient w.r.t. layer ``layer``'s pre-activation (once backward has reached it)."""

@@ -47,6 +47,7 @@ class TrainParams:
     overlap: bool = True
     split_gradients: bool = False
     update_per_bucket: bool = False
+    update_in_backward: bool = False
     backward_order: Literal["layers", "inputs_first"] = "layers"
     graph: bool | Literal["auto"] = "auto"
     tf32: bool = False

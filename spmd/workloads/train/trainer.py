@@ -92,6 +92,15 @@ class Trainer:
             if params.phases
             else None
         )
+        # params.update_in_backward (one rank: with more, an update waits for its allreduce): each layer updated as
+        # soon as backward is done with it, on a second stream on a GPU, beside the rest of backward
+        self.update_in_backward = params.update_in_backward and self.exchange is None and ctx.size == 1
+        self.update_stream = None
+        if self.gpu and self.update_in_backward:
+            cupy = xpmod.cupy
+            self.update_stream = cupy.cuda.Stream(non_blocking=True)
+            self._freed = [cupy.cuda.Event(disable_timing=True) for _ in range(layout.layers)]
+            self._updated = cupy.cuda.Event(disable_timing=True)
         self.graph = None
         self.graph_marks = None
         self.last_marks = None  # those of the last timed step (step_timeline)
@@ -158,8 +167,13 @@ class Trainer:
                 def done(layer, part):
                     exchange.layer_done(layer, marks, part)
 
-            net.backward(self.wg, self.g, accumulate=j > 0, layer_done=done)
+            early = self._update_layer if update and self.update_in_backward and j == self.micro - 1 else None
+            net.backward(self.wg, self.g, accumulate=j > 0, layer_done=done, params_done=early)
+            if early is not None and self.update_stream is not None:  # the next step reads what it updated
+                self._updated.record(self.update_stream)
+                xpmod.cupy.cuda.get_current_stream().wait_event(self._updated)
             mark(f"b{j}")
+        updated = update and self.update_in_backward  # every layer already updated inside backward
         last = None  # the part of the buffers the update after the last wait covers (None: all)
         if exchange is not None:
             # params.update_per_bucket: each bucket's update runs as soon as its allreduce is done, those before
@@ -171,11 +185,23 @@ class Trainer:
             )
             last = exchange.finish(marks, early)
         mark("w")
-        if update:
+        if update and not updated:
             self.optimizer.step(self.w, self.g, self.counters, *(last or (0, None)))
         mark("o")
         if update:
             ops.advance(self.counters)
+
+    def _update_layer(self, layer: int) -> None:
+        """Update layer ``layer``'s parameters (and the padding after them) now that backward is done with them:
+        on a GPU on the update stream, once the compute stream has reached this point."""
+        lo, hi = self.layout.span(layer)
+        if self.update_stream is None:
+            self.optimizer.step(self.w, self.g, self.counters, lo, hi)
+            return
+        self._freed[layer].record()
+        self.update_stream.wait_event(self._freed[layer])
+        with self.update_stream:
+            self.optimizer.step(self.w, self.g, self.counters, lo, hi)
 
     def run_window(self, steps: int, timer) -> None:
         """``steps`` optimizer steps (replays of the captured graph, once captured), their

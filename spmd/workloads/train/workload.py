@@ -439,6 +439,7 @@ class TrainWorkload(Workload):
             "buckets": [b.size * np.dtype(p.dtype).itemsize for b in self.trainer.buckets],
             "overlap": p.overlap and self.ctx.size > 1,
             "graph": self.use_graph,
+            "update_in_backward": self.trainer.update_in_backward,
             "graph_failure": getattr(self, "graph_failure", None),
             "tf32": p.gemm_precision == "tf32",
             "precision": p.gemm_precision or p.dtype,
