@@ -70,6 +70,9 @@ def suspect_reasons(row: dict, placement: dict, report: dict) -> list[str]:
         f"{placement['cpus_per_node'][host]} CPUs"
         for host in placement["oversubscribed"]
     ]
+    single = placement.get("single_cpu_gpu_ranks") or []
+    if single:  # its launch-bound steps measure the CPU's contention as well (topology.single_cpu_gpu_ranks)
+        reasons.append(f"one CPU per GPU rank: {len(single)} rank(s) bound to a single CPU by the launcher")
     if row["efficiency"] > SUPERLINEAR:
         reasons.append(f"superlinear: efficiency {row['efficiency']:.0%} (above {SUPERLINEAR:.0%})")
     if row["karp_flatt"] is not None and row["karp_flatt"] < 0:

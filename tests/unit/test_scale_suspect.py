@@ -56,6 +56,10 @@ def test_oversubscribed_and_noisy_runs_are_named():
         "noisy: the 75% interval of the time per repeat reaches +-43% of its median over 3 repeats (bound +-5%)",
     ]
     assert noise_reason(report(1, [8.0])) is None  # one repeat: nothing to judge
+    bound = {**FAIR, "single_cpu_gpu_ranks": [0, 1]}  # GPU ranks on a core each (Open MPI's mpirun -n 2)
+    assert suspect_reasons(
+        series_figures("strong", reports[:1] + [report(2, [4.2] * 3)])[1], bound, report(2, [4.2] * 3)
+    ) == ["one CPU per GPU rank: 2 rank(s) bound to a single CPU by the launcher"]
 
 
 def quiet_and_bimodal(n: int, seed: int = 0) -> tuple[list[float], list[float]]:
