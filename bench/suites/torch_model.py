@@ -100,34 +100,30 @@ def plain_ddp(env, s: dict, ranks: int | None, batches: str | None = None) -> di
 
 def overhead_all_ranks(env) -> list[Measure]:
     """spmd's ddp on every rank of the launch against the plain DDP script on as many, at each batch of the
-    sweep (each side one launch for all batches: spmd's through ``spmd scale --batches``, whose rows give the
-    samples/s at the launch's rank count): what spmd's phases, verification and data path cost a multi-GPU step."""
-    s = sizes(env)
-    plain = plain_ddp(env, s, env.ranks, s["batches"])
-    rows = ddp_sweep(env, s, s["batches"], "torch-sweep-all", "--compare-comm", "none", "-o", "repeats=5")["rows"]
-    measures = []
-    for row in rows:
-        case = f"MLP {s['size']}, batch {row['batch']} per rank, fp32, AdamW, {env.ranks} ranks"
-        measures += [
-            Measure(case, "plain DDP script", plain[row["batch"]], "training rate", "samples/s", "peer"),
-            Measure(case, "spmd ddp", row["samples_per_s_n"], "training rate", "samples/s"),
-        ]
-    return measures
+    sweep (the plain script one launch for all batches, spmd one ``spmd run`` a batch, at the launch's rank count
+    only): what spmd's phases, verification and data path cost a multi-GPU step."""
+    return _against_plain_all_ranks(env, phases=True)
 
 
 def overhead_untimed(env) -> list[Measure]:
     """The same comparison with spmd's ddp run with ``phases: false`` at each batch (no timing marks, no
     instrumented twin): beside the case above, it splits spmd's cost into what timing takes and the rest. A case
     of its own, so that each ends (and is recorded) well inside one call."""
+    return _against_plain_all_ranks(env, phases=False)
+
+
+def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
     s = sizes(env)
     plain = plain_ddp(env, s, env.ranks, s["batches"])
     measures = []
     for batch in (int(b) for b in s["batches"].split(",")):
-        case = f"MLP {s['size']}, batch {batch} per rank, fp32, AdamW, {env.ranks} ranks, phases: false"
-        untimed = spmd_rate(env, "ddp", s, ranks=env.ranks, phases=False, batch=batch)
+        case = f"MLP {s['size']}, batch {batch} per rank, fp32, AdamW, {env.ranks} ranks" + (
+            "" if phases else ", phases: false"
+        )
+        rate = spmd_rate(env, "ddp", s, ranks=env.ranks, batch=batch, **({} if phases else {"phases": False}))
         measures += [
             Measure(case, "plain DDP script", plain[batch], "training rate", "samples/s", "peer"),
-            Measure(case, "spmd ddp, phases: false", untimed, "training rate", "samples/s"),
+            Measure(case, "spmd ddp" if phases else "spmd ddp, phases: false", rate, "training rate", "samples/s"),
         ]
     return measures
 
