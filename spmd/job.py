@@ -24,7 +24,7 @@ from .report.html import run_html
 from .report.trace import chrome_trace, rank_devices
 from .stats import BOUND, MIN_REPEATS_95, median_interval
 from .timing import PhaseTimer, enter_phase
-from .topology import describe_placement
+from .topology import MORE_CPUS, describe_placement
 from .watchdog import set_timeout
 from .workloads.base import RUN_REPEATS, checked_problem
 from .workloads.registry import workload_class
@@ -279,8 +279,7 @@ def single_cpu(placement: dict) -> list[str]:
         f"one CPU per GPU rank: rank(s) {', '.join(map(str, ranks))} ran bound to a single CPU by the launcher while"
         f" the node let the job use {spare}: each rank's host thread, which launches every kernel, shared it with"
         " NCCL's proxy thread and spmd's watchdog, so a launch-bound step (small batches, eager PyTorch) measures"
-        " that contention. Give each rank several CPUs: Open MPI `mpirun --bind-to none` or `--map-by"
-        " slot:PE=N`, SLURM `--cpus-per-task=N`"
+        f" that contention. Give each rank several CPUs: {MORE_CPUS}"
     ]
 
 

@@ -170,6 +170,10 @@ def summarize_placement(ranks: list[dict], pairs: list[dict]) -> dict:
     }
 
 
+# how to give each rank several CPUs, for the warning and the advice about ranks bound to one
+MORE_CPUS = "Open MPI `mpirun --bind-to none` or `--map-by slot:PE=N`, SLURM `--cpus-per-task=N`"
+
+
 def single_cpu_gpu_ranks(ranks: list[dict], hosts: dict[str, list[int]]) -> list[int]:
     """GPU ranks the launcher bound to one CPU where the job's cpuset gave their node at least two per rank (Open
     MPI's mpirun binds each of 1-2 ranks to one core): the rank's host thread, which launches every kernel, shares

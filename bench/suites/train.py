@@ -119,17 +119,19 @@ def update_in_backward(env, runs: int) -> list[list[Measure]]:
     sweep launched once per run, the two interleaved: whether the optimizer's pass hides behind backward."""
     generated(env)
     steps = 50 if env.quick else 200
-    variants = {"graph-inputs-first-inbackward": "result", "graph": "peer"}
-    subjects = {"graph-inputs-first-inbackward": "spmd, update inside backward", "graph": "spmd, update after backward"}
+    variants = {  # train_sweep.py's variant -> (subject, role)
+        "graph-inputs-first-inbackward": ("spmd, update inside backward", "result"),
+        "graph": ("spmd, update after backward", "peer"),
+    }
     per_run: list[list[Measure]] = [[] for _ in range(runs)]
     for model, batches in table(env).items():
         for run in range(runs):
-            for variant, role in variants.items():
+            for variant, (subject, role) in variants.items():
                 for line in spmd_lines(env, model, batches, "1", steps, variant):
                     per_run[run].append(
                         Measure(
                             f"{model} batch {line['batch']}, fp32, 1 GPU: where the update runs",
-                            subjects[variant],
+                            subject,
                             line["samples_per_s"],
                             "training rate",
                             "samples/s",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..topology import MORE_CPUS
 from ..units import fmt_bytes, fmt_seconds
 from .figures import NOT_LOCAL, OVERLAPPED
 from .model import predict
@@ -131,8 +132,7 @@ def binding_advice(runs: list[dict]) -> list[str]:
     return [
         f"At {', '.join(map(str, counts))} rank(s) the launcher bound each GPU rank to one CPU while the node had CPUs"
         " to spare: each rank's host thread shared it with NCCL's proxy thread, so small or eager steps measure"
-        " that contention as well as scaling. Launch with several CPUs per rank (Open MPI `mpirun --bind-to none`"
-        " or `--map-by slot:PE=N`, SLURM `--cpus-per-task=N`)."
+        f" that contention as well as scaling. Launch with several CPUs per rank ({MORE_CPUS})."
     ]
 
 

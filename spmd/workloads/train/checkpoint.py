@@ -39,10 +39,9 @@ def _flatten(layout, flat: np.ndarray) -> np.ndarray:
 def _unflatten(layout, values: np.ndarray, dtype) -> np.ndarray:
     flat = np.zeros(layout.size, dtype=dtype)
     offset = 0
-    for layer in range(layout.layers):
-        for view in (layout.weight(flat, layer), layout.bias(flat, layer)):  # views: written in place
-            view[...] = values[offset : offset + view.size].reshape(view.shape)
-            offset += view.size
+    for view in layout.parts(flat):  # views: written in place
+        view[...] = values[offset : offset + view.size].reshape(view.shape)
+        offset += view.size
     return flat
 
 

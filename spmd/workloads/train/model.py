@@ -89,7 +89,6 @@ class Layout:
     def __init__(self, widths: tuple[int, ...], inputs_first: bool = False, operand_itemsize: int | None = None):
         self.widths = tuple(widths)
         self.inputs_first = inputs_first
-        self.operand_itemsize = operand_itemsize
         layers = len(widths) - 1
         segments = [None] * layers
         offset = 0
@@ -132,12 +131,13 @@ class Layout:
         s = self.segments[layer]
         return s.start, -(-s.stop // ALIGN) * ALIGN
 
+    def parts(self, flat) -> list:
+        """Views of the real parameters of ``flat``, without padding: each layer's W (2-D) then b, layer 0 first."""
+        return [part for layer in range(self.layers) for part in (self.weight(flat, layer), self.bias(flat, layer))]
+
     def real(self, flat) -> list:
-        """The real parameters of ``flat``, without padding, for reading (a padded W's rows come flattened as a
-        copy): each layer's W then b, layer 0 first."""
-        return [
-            part for layer in range(self.layers) for part in (self.weight(flat, layer).ravel(), self.bias(flat, layer))
-        ]
+        """``parts`` flattened, for reading (a padded W's rows come as a copy)."""
+        return [part.ravel() for part in self.parts(flat)]
 
     def describe(self) -> str:
         return "-".join(map(str, self.widths))

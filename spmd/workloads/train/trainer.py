@@ -94,7 +94,7 @@ class Trainer:
         )
         # params.update_in_backward (one rank: with more, an update waits for its allreduce): each layer updated as
         # soon as backward is done with it, on a second stream on a GPU, beside the rest of backward
-        self.update_in_backward = params.update_in_backward and self.exchange is None and ctx.size == 1
+        self.update_in_backward = params.update_in_backward and ctx.size == 1
         self.update_stream = None
         if self.gpu and self.update_in_backward:
             cupy = xpmod.cupy
@@ -167,9 +167,9 @@ class Trainer:
                 def done(layer, part):
                     exchange.layer_done(layer, marks, part)
 
-            early = self._update_layer if update and self.update_in_backward and j == self.micro - 1 else None
-            net.backward(self.wg, self.g, accumulate=j > 0, layer_done=done, params_done=early)
-            if early is not None and self.update_stream is not None:  # the next step reads what it updated
+            freed = self._update_layer if update and self.update_in_backward and j == self.micro - 1 else None
+            net.backward(self.wg, self.g, accumulate=j > 0, layer_done=done, params_done=freed)
+            if freed is not None and self.update_stream is not None:  # the next step reads what it updated
                 self._updated.record(self.update_stream)
                 xpmod.cupy.cuda.get_current_stream().wait_event(self._updated)
             mark(f"b{j}")
