@@ -36,6 +36,7 @@ def main():
     variants = {
         "graph": ["params.graph=auto"],
         "eager": ["params.graph=false"],
+        "graph-nophases": ["params.graph=auto", "params.phases=false"],
         "graph-tf32": ["params.graph=auto", "params.precision=tf32"],
         "graph-bf16": ["params.graph=auto", "params.precision=bf16"],
         "no-overlap": ["params.graph=auto", "params.overlap=false"],

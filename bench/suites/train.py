@@ -113,16 +113,12 @@ def against_torch(env, runs: int, gpus: int, precision: str = "fp32") -> list[li
     return per_run
 
 
-def update_in_backward(env, runs: int) -> list[list[Measure]]:
-    """One GPU, fp32, the table's batches: spmd's captured step with each layer's update on a second stream inside
-    backward (layer 0 first: inputs_first) against the same step updating after backward (train's default), each
-    sweep launched once per run, the two interleaved: whether the optimizer's pass hides behind backward."""
+def spmd_variants(env, runs: int, question: str, variants: dict) -> list[list[Measure]]:
+    """One GPU, fp32, the table's batches: spmd's captured step in train_sweep.py's ``variants`` (variant ->
+    (subject, role)), each sweep launched once per run, the variants interleaved; the case is named by
+    ``question``."""
     generated(env)
     steps = 50 if env.quick else 200
-    variants = {  # train_sweep.py's variant -> (subject, role)
-        "graph-inputs-first-inbackward": ("spmd, update inside backward", "result"),
-        "graph": ("spmd, update after backward", "peer"),
-    }
     per_run: list[list[Measure]] = [[] for _ in range(runs)]
     for model, batches in table(env).items():
         for run in range(runs):
@@ -130,7 +126,7 @@ def update_in_backward(env, runs: int) -> list[list[Measure]]:
                 for line in spmd_lines(env, model, batches, "1", steps, variant):
                     per_run[run].append(
                         Measure(
-                            f"{model} batch {line['batch']}, fp32, 1 GPU: where the update runs",
+                            f"{model} batch {line['batch']}, fp32, 1 GPU: {question}",
                             subject,
                             line["samples_per_s"],
                             "training rate",
@@ -140,6 +136,23 @@ def update_in_backward(env, runs: int) -> list[list[Measure]]:
                         )
                     )
     return per_run
+
+
+def update_in_backward(env, runs: int) -> list[list[Measure]]:
+    """Each layer's update on a second stream inside backward (layer 0 first: inputs_first) against the update
+    after backward (train's default): whether the optimizer's pass hides behind backward."""
+    variants = {
+        "graph-inputs-first-inbackward": ("spmd, update inside backward", "result"),
+        "graph": ("spmd, update after backward", "peer"),
+    }
+    return spmd_variants(env, runs, "where the update runs", variants)
+
+
+def phase_marks(env, runs: int) -> list[list[Measure]]:
+    """The default (params.phases: true, the window's last step replaying the capture with the phase events)
+    against no phase events at all: what timing the phases costs the step."""
+    variants = {"graph": ("spmd, phases timed", "result"), "graph-nophases": ("spmd, phases off", "peer")}
+    return spmd_variants(env, runs, "what timing the phases costs", variants)
 
 
 def cases(env) -> list[Case]:
@@ -160,5 +173,6 @@ def cases(env) -> list[Case]:
             batched=True,
         ),
         Case("GEMMs against nvmath-python", step_gemms, needs=("gpu", "nvmath")),
+        Case("phase marks", phase_marks, needs=("gpu",), batched=True),
         Case("update inside backward", update_in_backward, needs=("gpu",), batched=True),
     ]

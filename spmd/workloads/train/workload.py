@@ -244,7 +244,7 @@ class TrainWorkload(Workload):
             self.trainer.capture()
         except Exception as exc:  # a CUDA, cuBLAS or NCCL refusal to be captured
             failure = f"{type(exc).__name__}: {exc}"
-            self.trainer.graph = None
+            self.trainer.drop_graphs()
         failures = self.ctx.comm.allgather(failure)
         bad = [r for r, f in enumerate(failures) if f]
         if not bad:
@@ -253,7 +253,7 @@ class TrainWorkload(Workload):
             raise self.ctx.collective_error(
                 BackendUnavailable, bad[0], f"params.graph: capture failed: {failures[bad[0]]}"
             )
-        self.trainer.graph = None  # auto: run the steps eagerly on every rank
+        self.trainer.drop_graphs()  # auto: run the steps eagerly on every rank
         self.use_graph = False
         self.graph_failure = failures[bad[0]]
 
