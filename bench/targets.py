@@ -176,6 +176,15 @@ def copy_rate(records: list[Record]) -> tuple[float, str] | None:
     return summary(best.values)["median"] * 1e12, best.case
 
 
+def _update_inside(records: list[Record], model: str, batch: str) -> float | None:
+    """The rate with the update inside backward over the rate with it after (median over median), or None."""
+    case = f"{model} batch {batch}, fp32, 1 GPU: where the update runs"
+    inside, after = _find(records, case, "result"), _find(records, case, "peer")
+    if not inside or not after:
+        return None
+    return summary(inside.values)["median"] / summary(after.values)["median"]
+
+
 def train_rows(records: list[Record], kernels: list[Record] | None = None) -> list[dict]:
     """``kernels``: the same machine kind's kernels records, whose device copy bounds the optimizer's pass."""
     from spmd.workloads.train.model import PRESETS, Layout
@@ -213,6 +222,12 @@ def train_rows(records: list[Record], kernels: list[Record] | None = None) -> li
                     f"machine's device copy rate ({copy[0] / 1e12:.2f} TB/s, kernels suite, {copy[1]}): GEMMs and "
                     f"that pass alone would be {peer_us / (gemm_us + sgd_us):.2f}x"
                 )
+                inside = _update_inside(records, model, batch)
+                if inside:
+                    limit += (
+                        f"; with each layer's update inside backward on a second stream (case update inside "
+                        f"backward, the same machine kind) the step ran at {inside:.2f}x the update after backward"
+                    )
         rows.append(_row(r.case, 1.5 if precision == "fp32" else 1.3, r, peer, limit))
     return rows
 

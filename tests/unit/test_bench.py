@@ -317,4 +317,9 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
         in (step["limit"])
     )
     assert "16384^2" in step["limit"] and "GEMMs and that pass alone would be 1.60x" in step["limit"]
+    assert "update inside backward" not in step["limit"]  # not measured: nothing said
     assert rows["train bf16 against PyTorch's autocast"]["met"] is None  # not measured: said, not hidden
+    where = "large batch 512, fp32, 1 GPU: where the update runs"
+    train += [r(where, "inside", [900.0, 840.0, 850.0]), r(where, "after", [1000.0, 990.0, 1000.0], "peer")]
+    step = {row["what"]: row for row in targets.rows(entries)}["large batch 512 per GPU, fp32, 1 GPU(s)"]
+    assert "the step ran at 0.85x the update after backward" in step["limit"]  # median over median
