@@ -1,6 +1,6 @@
 """What timing DDP's buckets costs a step: DDP's own C++ allreduce against the same allreduce through a Python comm
 hook (DDP's ``allreduce_hook``, as spmd's phase hook calls it), and spmd's arrangement (an instrumented twin DDP
-on one step in 8, plain DDP on the others), in one process, windows interleaved so drift hits all alike.
+on one step in params.phase_every, plain DDP on the others), in one process, windows interleaved so drift hits all alike.
 
     python bench/programs/torch_hook_cost.py [--out FILE.json] [--device cpu|gpu --size tiny --batch 32 --windows 15]
 
@@ -20,9 +20,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-EVERY = 8  # spmd's params.phase_every default
 sys.path.insert(0, str(ROOT / "examples/torch"))
 from mlp import WIDTHS  # noqa: E402
+
+from spmd.workloads.torch.params import TorchParams  # noqa: E402
+
+EVERY = TorchParams.__dataclass_fields__["phase_every"].default  # spmd's default
+TWIN = f"spmd: twin on 1 step in {EVERY}"
 
 WIDTHS = {"tiny": (16, 16, 10), **WIDTHS}
 
@@ -64,12 +68,12 @@ def main() -> None:
         marked = plain
         if kind == "hook every step":
             plain.register_comm_hook(None, hook)
-        elif kind == "spmd: twin on 1 step in 8":
+        elif kind == TWIN:
             marked = DDP(model, device_ids=ids, bucket_cap_mb=25)
             marked.register_comm_hook(None, hook)
         return plain, marked, torch.optim.AdamW(model.parameters(), lr=1e-3)
 
-    kinds = ("DDP's C++ allreduce", "hook every step", "spmd: twin on 1 step in 8")
+    kinds = ("DDP's C++ allreduce", "hook every step", TWIN)
     setups = {kind: setup(kind) for kind in kinds}
     x = torch.randn(4096, WIDTHS[a.size][0], device=on)
     y = torch.randint(0, 10, (4096,), device=on)

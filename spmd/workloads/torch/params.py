@@ -68,7 +68,9 @@ class TorchParams:
     sync_batchnorm: bool = False
     data_shards: int | None = None
     phases: bool = True
-    phase_every: int = 8  # marks (CUDA events, the comm hook's spans) on one step in this many: ~14 us a record
+    # marks (CUDA events, the comm hook's spans) on one step in this many. A marked step runs the hooked twin: on a
+    # launch-bound step, 1 in 8 cost 6% a step against 2% for 1 in 32 and untimed (bench/programs/torch_hook_cost.py)
+    phase_every: int = 32
     reseed: bool | None = None  # per-micro-batch RNG seeds (None: when the model has dropout-like modules)
     seed: int = 0
     save: SaveConfig | None = None
