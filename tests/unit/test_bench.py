@@ -323,3 +323,31 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
     train += [r(where, "inside", [900.0, 840.0, 850.0]), r(where, "after", [1000.0, 990.0, 1000.0], "peer")]
     step = {row["what"]: row for row in targets.rows(entries)}["large batch 512 per GPU, fp32, 1 GPU(s)"]
     assert "the step ran at 0.85x the update after backward" in step["limit"]  # median over median
+
+
+def test_io_targets_hold_direct_to_the_pread_beside_it_on_one_rank_and_on_every_rank():
+    """The direct engine's 0.9x of the N-thread pread of the same run, on one rank and on a GPU box's ranks (issue:
+    'on one GPU with one rank and on one GPU box with 2 ranks'); io.engine auto's row only where the run has it."""
+    from bench import targets
+
+    def r(case, subject, values, role="result", params=None):
+        return Record("io", case, subject, "read rate", "GB/s", role, "higher", list(values), params or {})
+
+    one, two = "read 1 GiB per rank, 1 rank(s), page cache", "read 512 MiB per rank, 2 rank(s), page cache"
+    records = [
+        r(one, "direct", [36, 37, 35]),
+        r(one, "pread, 16 threads", [40, 40, 40], "ceiling"),
+        r(two, "direct", [30, 28, 26]),
+        r(two, "pread, 16 threads", [32, 32, 32], "ceiling"),
+    ]
+    rows = {row["what"]: row for row in targets.io_rows(records)}
+    assert rows[f"{one}: direct"]["met"] is True and rows[f"{one}: direct"]["ratios"] == [0.9, 0.925, 0.875]
+    assert rows[f"{two}: direct"]["met"] is False  # 28 / 32 = 0.875 < 0.9
+    assert rows[f"{two}: direct"]["target"] == 0.9 and len(rows) == 2  # no reduce repeat: no io.engine auto row
+    records += [
+        r(one, "file to GPU (mapped, locked at set-up)", [54, 54, 54], "peer"),
+        r(one, "file to GPU (direct, copies as pieces land)", [27, 27, 27]),
+        r("reduce repeat, 1 rank(s)", "io.engine auto", [0.02] * 3, params={"engines": ["mapped"]}),
+    ]
+    rows = {row["what"]: row for row in targets.io_rows(records)}
+    assert rows["reduce repeat, 1 rank(s): io.engine auto picks the fastest safe engine"]["met"] and len(rows) == 3
