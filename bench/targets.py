@@ -226,8 +226,9 @@ def train_rows(records: list[Record], kernels: list[Record] | None = None) -> li
                 inside = _update_inside(records, model, batch)
                 if inside:
                     limit += (
-                        f"; with each layer's update inside backward on a second stream (case update inside "
-                        f"backward, the same machine kind) the step ran at {inside:.2f}x the update after backward"
+                        f"; with each layer's update inside backward on a second stream (backward_order: inputs_first, "
+                        f"case update inside backward, the same machine kind) the step ran at {inside:.2f}x the "
+                        f"default, the update after backward"
                     )
         rows.append(_row(r.case, 1.5 if precision == "fp32" else 1.3, r, peer, limit))
     return rows
