@@ -166,6 +166,9 @@ def environment() -> jinja2.Environment:
     return env
 
 
+TARGET_SUITES = ("kernels", "io", "train")  # the suites bench/targets.py holds to targets
+
+
 def documents() -> dict[Path, str]:
     """Every rendered document's new text."""
     env, results = environment(), load()
@@ -176,6 +179,17 @@ def documents() -> dict[Path, str]:
         "raw": lambda path: json.loads((RESULTS / path).read_text()),
         "targets": {
             kind: target_rows({name: e for name, entries in results.items() for e in entries if e["kind"] == kind})
+            for kind in kinds()
+        },
+        # per kind, the suites its target rows come from: (suite, commit, date) of each
+        "target_sources": {
+            kind: [
+                (name, e["manifest"]["commit"][:12], e["manifest"]["date"][:10])
+                for name, entries in results.items()
+                if name in TARGET_SUITES
+                for e in entries
+                if e["kind"] == kind
+            ]
             for kind in kinds()
         },
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import types
@@ -190,6 +191,19 @@ def test_the_machine_says_when_the_run_had_fewer_cpus_than_the_host():
 
 def test_rendering_the_committed_results_changes_no_document():
     assert report.render(check=True) == 0
+
+
+def test_each_kinds_targets_name_the_commit_and_date_of_every_suite_they_come_from():
+    """A kind's target rows may come from runs of different commits (h200x1's train before a change that h100x1's
+    has): the table says which."""
+    text = (report.ROOT / "docs/benchmarks.md").read_text()
+    section = text[text.index("## Against the targets") : text.index("\n## ", text.index("## Against the targets") + 1)]
+    kinds = re.findall(r"^### (\S+)\n\nMeasured by (.+)\.$", section, re.M)
+    assert len(kinds) == section.count("\n### ") and kinds
+    for kind, sources in kinds:
+        for suite, commit, date in re.findall(r"(\w+) \(commit `(\w+)`, (\S+)\)", sources):
+            manifest = json.loads((report.RESULTS / kind / suite / "manifest.json").read_text())
+            assert manifest["commit"].startswith(commit) and manifest["date"].startswith(date), (kind, suite)
 
 
 def test_a_document_that_disagrees_with_its_results_is_named(tmp_path, monkeypatch, capsys):
