@@ -1,7 +1,7 @@
 """The same model trained in a plain DDP script written by hand, the baseline of spmd's `ddp` strategy: one
 process, or one per rank under mpiexec (the world and a free port for PyTorch's store taken from MPI, one GPU per
-node-local rank; one node), rows resident on the device, AdamW, 25 MiB buckets, fp32; windows of ``--steps`` steps timed
-the way spmd times a repeat (device synchronized at both ends, the slowest rank's window). Rank 0 prints one JSON
+node-local rank; one node), rows resident on the device, AdamW (weight decay 0, as spmd's config), 25 MiB buckets,
+fp32; windows of ``--steps`` steps timed the way spmd times a repeat (device synchronized at both ends, the slowest rank's window). Rank 0 prints one JSON
 line per batch: samples/s of all ranks over the median window, and every window's seconds (several batches in one
 launch: a launch with its NCCL set-up costs more than the timed steps).
 
@@ -59,7 +59,8 @@ def main() -> None:
     torch.manual_seed(0)
     model = mlp.build({"options": {"size": a.size}}).to(on)
     ddp = DDP(model, device_ids=[torch.cuda.current_device()] if gpu else None, bucket_cap_mb=25)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    # spmd's `optimizer: {name: adamw, lr: 1.0e-3}` leaves weight_decay at 0 (PyTorch's AdamW defaults to 0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     x = torch.randn(a.rows, mlp.WIDTHS[a.size][0], device=on)
     y = torch.randint(0, 10, (a.rows,), device=on)
     for batch in [int(b) for b in a.batch.split(",")]:
