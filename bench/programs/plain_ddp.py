@@ -1,9 +1,9 @@
 """The same model trained in a plain DDP script written by hand, the baseline of spmd's `ddp` strategy: one
 process, or one per rank under mpiexec (the world and a free port for PyTorch's store taken from MPI, one GPU per
 node-local rank; one node), rows resident on the device, AdamW (weight decay 0, as spmd's config), 25 MiB buckets,
-fp32; windows of ``--steps`` steps timed the way spmd times a repeat (device synchronized at both ends, the slowest rank's window). Rank 0 prints one JSON
-line per batch: samples/s of all ranks over the median window, and every window's seconds (several batches in one
-launch: a launch with its NCCL set-up costs more than the timed steps).
+fp32; windows of ``--steps`` steps timed the way spmd times a repeat (device synchronized at both ends, the slowest
+rank's window). Rank 0 prints one JSON line per batch: samples/s of all ranks over the median window, and every
+window's seconds (several batches in one launch: a launch with its NCCL set-up costs more than the timed steps).
 
     python bench/programs/plain_ddp.py --size large --batch 256 [--device cpu]
     mpiexec -n 2 python bench/programs/plain_ddp.py --size large --batch 16,64,256
