@@ -1,7 +1,8 @@
 """Your PyTorch model under spmd (workload torch): spmd's strategies against the same model in a plain DDP script
 written by hand (same batch, precision, buckets), what timing the buckets costs a step (a Python comm hook
 on every step against spmd's hooked twin on one step in phase_every, against DDP's own C++ path), and the batch sweep:
-all ranks against one at each batch, the step model's predictions beside them, its advice run and measured."""
+all ranks against one at each batch, the step model's predictions beside them, its advice run and measured; and the
+same sweep over the examples users start from (the study's two MLPs and the CNN), each run verified."""
 
 from __future__ import annotations
 
@@ -147,7 +148,7 @@ def batch_sweep(env) -> list[Measure]:
     advice measured: ``accumulate: 4`` at the largest batch, run, against what the step model predicted for it."""
     s = sizes(env)
     sweep = ddp_sweep(env, s, s["batches"], "torch-sweep", "-o", "repeats=3")
-    return sweep_measures(env, s, sweep) + advice_measured(env, s, sweep)
+    return sweep_measures(env, f"MLP {s['size']}", sweep) + advice_measured(env, s, sweep)
 
 
 def advice_measured(env, s: dict, sweep: dict) -> list[Measure]:
@@ -166,24 +167,25 @@ def advice_measured(env, s: dict, sweep: dict) -> list[Measure]:
     ]
 
 
-def sweep_measures(env, s: dict, sweep: dict) -> list[Measure]:
-    """The batch sweep's table and its model's predictions and break-even batch, as measures."""
+def sweep_measures(env, model: str, sweep: dict) -> list[Measure]:
+    """The batch sweep's table and its model's predictions and break-even batch, as measures (cases named by
+    ``model``)."""
     measures = []
     for row in sweep["rows"]:
-        case = f"MLP {s['size']}, {env.ranks} ranks against 1, batch {row['batch']} per rank"
+        case = f"{model}, {env.ranks} ranks against 1, batch {row['batch']} per rank"
         measures += [
             Measure(case, "spmd ddp", row["speedup"], "speedup", "x"),
             Measure(case, "ideal", float(env.ranks), "speedup", "x", "ceiling"),
         ]
     for point in (sweep.get("model") or {}).get("points", []):  # the advice's model against the measurement
-        case = f"MLP {s['size']}, {env.ranks} ranks against 1, batch {point['batch']} per rank"
+        case = f"{model}, {env.ranks} ranks against 1, batch {point['batch']} per rank"
         measures.append(
             Measure(case, "predicted by the step model", point["predicted_speedup"], "speedup", "x", "peer")
         )
     if sweep.get("model") and sweep["model"].get("break_even_batch"):
         measures.append(
             Measure(
-                f"MLP {s['size']}, {env.ranks} ranks against 1",
+                f"{model}, {env.ranks} ranks against 1",
                 "spmd scale's step model",
                 float(sweep["model"]["break_even_batch"]),
                 "break-even batch per rank",
@@ -194,6 +196,35 @@ def sweep_measures(env, s: dict, sweep: dict) -> list[Measure]:
     return measures
 
 
+EXAMPLES = ("mlp-medium", "mlp-large", "cnn")  # examples/torch/: the study's two MLPs and the CNN
+
+
+def examples_sweep(env) -> list[Measure]:
+    """The examples a user starts from (examples/torch/: the study's two MLPs, the CNN with BatchNorm and dropout)
+    as shipped, through ``spmd scale --batches`` on 1 rank and every rank of the launch: each run verified against
+    the one-process reference (a run that fails verification fails the case), the speedup at each per-GPU batch
+    beside the step model's prediction, and its break-even batch. Data, outputs and the sweep in the scratch
+    folder; no model is saved."""
+    batches = "16,64" if env.quick else "16,64,256"
+    measures = []
+    for name in EXAMPLES:
+        cfg = ROOT / "examples/torch" / f"{name}.yaml"
+        where = [
+            *("-o", f"input.path={env.work / f'example-{name}.h5'}"),
+            *("-o", f"output={env.work / f'example-{name}'}"),
+            *("-o", "params.save=null"),
+        ]
+        if not (env.work / f"example-{name}.h5").exists():
+            env.spmd("generate", cfg, *where, ranks=None)
+        out = env.work / f"example-{name}-sweep"
+        env.spmd(
+            "scale", cfg, *where, "--ranks", f"1,{env.ranks}", "--batches", batches, "--out", out, "-q", ranks=env.ranks
+        )
+        sweep = json.loads((out / "scaling.json").read_text())["batch_sweep"]
+        measures += sweep_measures(env, f"example {name}", sweep)
+    return measures
+
+
 def cases(env) -> list[Case]:
     return [
         Case("against a plain DDP script", overhead, needs=("torch",)),
@@ -201,4 +232,5 @@ def cases(env) -> list[Case]:
         Case("against a plain DDP script, all ranks", overhead_all_ranks, needs=("torch", "ranks2")),
         Case("against a plain DDP script, every rank untimed", overhead_untimed, needs=("torch", "ranks2")),
         Case("batch sweep", batch_sweep, needs=("torch", "ranks2")),
+        Case("examples, batch sweep", examples_sweep, needs=("torch", "ranks2")),
     ]
