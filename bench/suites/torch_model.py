@@ -121,7 +121,7 @@ def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
         case = f"MLP {s['size']}, batch {batch} per rank, fp32, AdamW, {env.ranks} ranks" + (
             "" if phases else ", phases: false"
         )
-        rate = spmd_rate(env, "ddp", s, ranks=env.ranks, batch=batch, **({} if phases else {"phases": False}))
+        rate = spmd_rate(env, "ddp", s, ranks=env.ranks, batch=batch, phases=phases)
         measures += [
             Measure(case, "plain DDP script", plain[batch], "training rate", "samples/s", "peer"),
             Measure(case, "spmd ddp" if phases else "spmd ddp, phases: false", rate, "training rate", "samples/s"),

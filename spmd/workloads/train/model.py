@@ -30,6 +30,11 @@ ALIGN = 64  # elements
 ROW_BYTES = 16  # where each row of a GEMM operand starts (the first layer's inputs and every W)
 
 
+def _aligned(n: int) -> int:
+    """``n`` rounded up to a whole ALIGN elements."""
+    return -(-n // ALIGN) * ALIGN
+
+
 def row_elements(width: int, itemsize: int) -> int:
     """Elements from one row to the next of a row of ``width`` elements of ``itemsize`` bytes: ``width``
     rounded up to a whole number of ROW_BYTES."""
@@ -96,7 +101,7 @@ class Layout:
             pitch = row_elements(widths[layer], operand_itemsize) if operand_itemsize else widths[layer]
             seg = Segment(layer, widths[layer], widths[layer + 1], offset, pitch)
             segments[layer] = seg
-            offset = -(-seg.stop // ALIGN) * ALIGN
+            offset = _aligned(seg.stop)
         self.segments: list[Segment] = segments
         self.size = offset
         self.parameters = sum(s.fan_out * (s.fan_in + 1) for s in segments)
@@ -129,7 +134,7 @@ class Layout:
         """[start, stop) of layer ``layer``'s parameters and the padding after them (to the next 64-element
         boundary): an elementwise pass over it (an optimizer's) sees whole aligned blocks, the padding zero."""
         s = self.segments[layer]
-        return s.start, -(-s.stop // ALIGN) * ALIGN
+        return s.start, _aligned(s.stop)
 
     def parts(self, flat) -> list:
         """Views of the real parameters of ``flat``, without padding: each layer's W (2-D) then b, layer 0 first."""
