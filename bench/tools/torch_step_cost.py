@@ -1,106 +1,160 @@
-"""What spmd's eager DDP step adds to a plain DDP loop, in one process, windows interleaved so drift hits all alike:
-the same tiny launch-bound MLP, data, optimizer and rows through a loop written by hand and through workload
-torch's Stepper untimed, timed on one step in 8 and on one step in spmd's default ``phase_every``. One world of one
-rank (gloo on a CPU, NCCL on a GPU); one JSON line: each arrangement's median microseconds per step.
+"""What spmd's eager DDP step adds to a plain DDP loop, in the same processes, windows interleaved so drift hits all
+alike: the same model, data, optimizer and rows through a loop written by hand and through workload torch's Stepper
+untimed, timed on one step in 8 and on one step in spmd's default ``phase_every``. One process (a world of one), or
+one per rank under mpiexec (one GPU per node-local rank, as spmd binds; each window's time is the slowest rank's);
+gloo on a CPU, NCCL on a GPU. ``--size tiny`` is a launch-bound 16-16-10 MLP; ``medium`` and ``large`` are the
+study's MLPs (examples/torch/mlp.py). ``--cupy-nccl`` first opens spmd's own CuPy NCCL communicator over the
+ranks, as ``spmd run`` does for every workload (the torch workload never uses it): run with and without it to see
+what that communicator costs torch's steps. Rank 0 prints one JSON line per batch: each arrangement's median
+microseconds per step and every window's.
 
-    python -m bench.tools.torch_step_cost [--device cpu|gpu] [--windows 12] [--steps 200]
+    python -m bench.tools.torch_step_cost [--device cpu|gpu] [--size tiny] [--batch 32] [--windows 12] [--steps 200]
+    mpiexec -n 2 python -m bench.tools.torch_step_cost --device gpu --size large --batch 16,64,256 [--cupy-nccl]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import socket
+import os
 import statistics
+import sys
 import time
 import types
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from mpi4py import MPI
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from spmd.timing import PhaseTimer
 from spmd.workloads.torch.params import TorchParams
 from spmd.workloads.torch.step import Batches, Stepper, make_optimizer
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/torch"))
+import mlp  # noqa: E402
+
 DEFAULT = TorchParams(model="m.py:build")
+ROWS = 4096
 
 
-def module(on):
+def module(size: str, on):
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10)).to(on)
+    if size == "tiny":
+        return torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10)).to(on)
+    return mlp.build({"options": {"size": size}}).to(on)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    ap.add_argument("--size", choices=("tiny", "medium", "large"), default="tiny")
+    ap.add_argument("--batch", default="32", help="per-rank batch, or several: 16,64,256")
     ap.add_argument("--windows", type=int, default=12)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--cupy-nccl", action="store_true", help="open spmd's CuPy NCCL communicator first (GPU)")
     a = ap.parse_args()
     gpu = a.device == "gpu"
-    on = torch.device("cuda", 0) if gpu else torch.device("cpu")
-    sync = torch.cuda.synchronize if gpu else (lambda: None)
-    if not gpu:
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+    if gpu:
+        torch.cuda.set_device(local % torch.cuda.device_count())
+        on = torch.device("cuda", torch.cuda.current_device())
+    else:
+        on = torch.device("cpu")
         torch.set_num_threads(1)  # launch-bound: the host path is what is measured
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    store = dist.TCPStore("127.0.0.1", port, 1, True)
-    dist.init_process_group("nccl" if gpu else "gloo", store=store, rank=0, world_size=1)
-    rng = np.random.default_rng(1)
-    x = torch.from_numpy(rng.standard_normal((4096, 16)).astype(np.float32)).to(on)
-    y = torch.from_numpy(rng.integers(0, 10, 4096)).to(on)
-    idx = rng.integers(0, 4096, (a.steps, 32))
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    opened = None
+    if a.cupy_nccl:  # what spmd.job opens before the workload's setup (spmd.comm.nccl)
+        import cupy
 
-    def plain():
-        m = module(on)
-        ddp = DDP(m, device_ids=[0] if gpu else None, bucket_cap_mb=DEFAULT.bucket_mb)
-        opt = make_optimizer(torch, DEFAULT.optimizer, m.parameters())
-        rows = torch.from_numpy(idx).to(on)
+        from spmd.comm.nccl import NCCLCommunicator
 
-        def window():
-            for i in range(a.steps):
-                opt.zero_grad(set_to_none=True)
-                r = rows[i]
-                loss = torch.nn.functional.cross_entropy(ddp(x.index_select(0, r)), y.index_select(0, r))
-                loss.backward()
-                opt.step()
+        cupy.cuda.Device(torch.cuda.current_device()).use()
+        opened = NCCLCommunicator(comm)
+    store = dist.TCPStore("127.0.0.1", 0, world, True, wait_for_workers=False) if rank == 0 else None
+    port = comm.bcast(store.port if store else None)
+    if store is None:
+        store = dist.TCPStore("127.0.0.1", port, world, False)
+    dist.init_process_group("nccl" if gpu else "gloo", store=store, rank=rank, world_size=world)
+    features = 16 if a.size == "tiny" else mlp.WIDTHS[a.size][0]
+    rng = np.random.default_rng(1 + rank)
+    x = torch.from_numpy(rng.standard_normal((ROWS, features)).astype(np.float32)).to(on)
+    y = torch.from_numpy(rng.integers(0, 10, ROWS)).to(on)
+    device_ids = [on.index] if gpu else None
 
-        return window
+    for batch in [int(b) for b in a.batch.split(",")]:
+        idx = rng.integers(0, ROWS, (a.steps, batch))
 
-    def spmd(**params):
-        p = TorchParams(model="m.py:build", batch=32, steps=a.steps, **params)
-        batches = Batches(torch, x, y, "device", on, torch.float32, None)
-        ctx = types.SimpleNamespace(device=a.device, rank=0, xp=np)
-        stepper = Stepper(torch, ctx, p, module(on), torch.nn.functional.cross_entropy, batches, a.steps)
+        def plain():
+            m = module(a.size, on)
+            ddp = DDP(m, device_ids=device_ids, bucket_cap_mb=DEFAULT.bucket_mb)
+            opt = make_optimizer(torch, DEFAULT.optimizer, m.parameters())
+            rows = torch.from_numpy(idx).to(on)
 
-        def window():
-            stepper.load_window(idx)
-            timer = PhaseTimer(np)
-            timer.start_repeat()
-            stepper.run_window(a.steps, timer)
-            timer.end_repeat()
+            def window():
+                for i in range(a.steps):
+                    opt.zero_grad(set_to_none=True)
+                    r = rows[i]
+                    loss = torch.nn.functional.cross_entropy(ddp(x.index_select(0, r)), y.index_select(0, r))
+                    loss.backward()
+                    opt.step()
 
-        return window
+            return window
 
-    arrangements = {
-        "plain DDP loop": plain(),
-        "spmd, phases: false": spmd(phases=False),
-        "spmd, phase_every 8": spmd(phase_every=8),
-        f"spmd, phase_every {DEFAULT.phase_every} (default)": spmd(),
-    }
-    per_step = {name: [] for name in arrangements}
-    for w in range(a.windows + 1):  # the first warms up
-        for name, window in arrangements.items():
-            sync()
-            t0 = time.perf_counter()
-            window()
-            sync()
-            if w:
-                per_step[name].append((time.perf_counter() - t0) / a.steps * 1e6)
-    print(json.dumps({name: round(statistics.median(v), 1) for name, v in per_step.items()}))
+        def spmd(**params):
+            p = TorchParams(model="m.py:build", batch=batch, steps=a.steps, **params)
+            batches = Batches(torch, x, y, "device", on, torch.float32, None)
+            ctx = types.SimpleNamespace(device=a.device, rank=rank, xp=np)
+            stepper = Stepper(torch, ctx, p, module(a.size, on), torch.nn.functional.cross_entropy, batches, a.steps)
+
+            def window():
+                stepper.load_window(idx)
+                timer = PhaseTimer(np)
+                timer.start_repeat()
+                stepper.run_window(a.steps, timer)
+                timer.end_repeat()
+
+            return window
+
+        arrangements = {
+            "plain DDP loop": plain(),
+            "spmd, phases: false": spmd(phases=False),
+            "spmd, phase_every 8": spmd(phase_every=8),
+            f"spmd, phase_every {DEFAULT.phase_every} (default)": spmd(),
+        }
+        per_step = {name: [] for name in arrangements}
+        for w in range(a.windows + 1):  # the first warms up
+            for name, window in arrangements.items():
+                sync()
+                comm.Barrier()
+                t0 = time.perf_counter()
+                window()
+                sync()
+                seconds = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+                if w:
+                    per_step[name].append(seconds / a.steps * 1e6)
+        if rank == 0:
+            line = {
+                "size": a.size,
+                "batch": batch,
+                "ranks": world,
+                "device": a.device,
+                "cupy_nccl": a.cupy_nccl,
+                "graph_mixing": os.environ.get("NCCL_GRAPH_MIXING_SUPPORT"),
+                "us_per_step": {name: round(statistics.median(v), 1) for name, v in per_step.items()},
+                "windows_us": {name: [round(t, 1) for t in v] for name, v in per_step.items()},
+            }
+            print(json.dumps(line), flush=True)
+        del arrangements
+        if gpu:
+            torch.cuda.empty_cache()
     dist.destroy_process_group()
+    if opened is not None:
+        opened.close()
 
 
 if __name__ == "__main__":
