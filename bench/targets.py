@@ -177,13 +177,14 @@ def copy_rate(records: list[Record]) -> tuple[float, str] | None:
     return summary(best.values)["median"] * 1e12, best.case
 
 
-def _update_inside(records: list[Record], model: str, batch: str) -> float | None:
-    """The rate with the update inside backward over the rate with it after (median over median), or None."""
+def _update_inside(records: list[Record], model: str, batch: str) -> list[tuple[str, float]]:
+    """Each arrangement of case update inside backward: (subject, its rate over the default's, median over median)."""
     case = f"{model} batch {batch}, fp32, 1 GPU: where the update runs"
-    inside, after = _find(records, case, "result"), _find(records, case, "peer")
-    if not inside or not after:
-        return None
-    return summary(inside.values)["median"] / summary(after.values)["median"]
+    after = _find(records, case, "peer")
+    if after is None:
+        return []
+    base = summary(after.values)["median"]
+    return [(r.subject, summary(r.values)["median"] / base) for r in records if r.case == case and r.role == "result"]
 
 
 def train_rows(records: list[Record], kernels: list[Record] | None = None) -> list[dict]:
@@ -225,10 +226,8 @@ def train_rows(records: list[Record], kernels: list[Record] | None = None) -> li
                 )
                 inside = _update_inside(records, model, batch)
                 if inside:
-                    limit += (
-                        f"; with each layer's update inside backward on a second stream (backward_order: inputs_first, "
-                        f"case update inside backward, the same machine kind) the step ran at {inside:.2f}x the "
-                        f"default, the update after backward"
+                    limit += "; against the default (update after backward, case update inside backward): " + ", ".join(
+                        f"{subject.removeprefix('spmd, ')} {ratio:.2f}x" for subject, ratio in inside
                     )
         rows.append(_row(r.case, 1.5 if precision == "fp32" else 1.3, r, peer, limit))
     return rows

@@ -141,11 +141,15 @@ def spmd_variants(env, runs: int, question: str, variants: dict) -> list[list[Me
 
 
 def update_in_backward(env, runs: int) -> list[list[Measure]]:
-    """Each layer's update on a second stream inside backward (layer 0 first: inputs_first) against the update
-    after backward (train's default): whether the optimizer's pass hides behind backward."""
+    """Each layer's update on a second stream inside backward against the update after backward (train's default),
+    in the default backward order and in ``inputs_first`` (layer 0's gradients first, so its update can start
+    earliest), and that order alone: whether the optimizer's pass hides behind backward, and what the order costs
+    apart from the overlap."""
     variants = {
-        "graph-inputs-first-inbackward": ("spmd, update inside backward", "result"),
         "graph": ("spmd, update after backward", "peer"),
+        "graph-inbackward": ("spmd, update inside backward", "result"),
+        "graph-inputs-first": ("spmd, update after backward, inputs_first order", "result"),
+        "graph-inputs-first-inbackward": ("spmd, update inside backward, inputs_first order", "result"),
     }
     return spmd_variants(env, runs, "where the update runs", variants)
 
