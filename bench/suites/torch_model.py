@@ -1,6 +1,7 @@
 """Your PyTorch model under spmd (workload torch): spmd's strategies against the same model in a plain DDP script
 written by hand (same batch, precision, buckets), what timing the buckets costs a step (a Python comm hook
-on every step against spmd's hooked twin on one step in phase_every, against DDP's own C++ path), and the batch sweep:
+on every step against spmd's hooked twin on one step in phase_every, against DDP's own C++ path), spmd's step against
+a plain loop in the same processes on every rank (and what spmd's unused CuPy NCCL communicator costs it), the batch sweep:
 all ranks against one at each batch, the step model's predictions beside them, its advice run and measured; and the
 same sweep over the examples users start from (the study's two MLPs and the CNN), each run verified."""
 
@@ -129,6 +130,38 @@ def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
     return measures
 
 
+def step_cost(env, runs: int) -> list[list[Measure]]:
+    """spmd's eager ddp step (workload torch's Stepper) against a plain DDP loop written by hand, in the same processes
+    on every rank of the launch, windows interleaved so the host's drift hits both alike: what spmd's step itself
+    adds, apart from the launch. On GPUs once more with spmd's own CuPy NCCL communicator open, as ``spmd run`` opens
+    it for every workload (the torch workload never uses it): what that communicator costs torch's steps."""
+    s = sizes(env)
+    steps, windows = (20, 4) if env.quick else (40, 8)
+    opened = (False, True) if env.gpus else (False,)
+    per_run: list[list[Measure]] = [[] for _ in range(runs)]
+    for run in range(runs):
+        for cupy in opened:
+            args = ["--device", env.device, "--size", s["size"], "--batch", s["batches"]]
+            args += ["--steps", steps, "--windows", windows, *(["--cupy-nccl"] if cupy else [])]
+            done = env.program("torch_step_cost.py", *args, ranks=env.ranks)
+            for line in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")):
+                case = f"MLP {s['size']}, batch {line['batch']} per rank, fp32, AdamW, {env.ranks} ranks, in the same processes"
+                case += ", spmd's CuPy NCCL communicator open" if cupy else ""
+                per_run[run] += [
+                    Measure(
+                        case,
+                        name,
+                        us,
+                        "time per step",
+                        "us",
+                        "peer" if name == "plain DDP loop" else "result",
+                        better="lower",
+                    )
+                    for name, us in line["us_per_step"].items()
+                ]
+    return per_run
+
+
 def hook_cost(env) -> list[Measure]:
     windows = ("--windows", 5, "--steps", 50) if env.quick else ("--windows", 20, "--steps", 200)
     us = json.loads(
@@ -231,6 +264,7 @@ def cases(env) -> list[Case]:
         Case("the cost of timing buckets", hook_cost, needs=("torch",)),
         Case("against a plain DDP script, all ranks", overhead_all_ranks, needs=("torch", "ranks2")),
         Case("against a plain DDP script, every rank untimed", overhead_untimed, needs=("torch", "ranks2")),
+        Case("the step against a plain loop, same processes", step_cost, needs=("torch", "ranks2"), batched=True),
         Case("batch sweep", batch_sweep, needs=("torch", "ranks2")),
         Case("examples, batch sweep", examples_sweep, needs=("torch", "ranks2")),
     ]

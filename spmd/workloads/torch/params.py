@@ -70,7 +70,7 @@ class TorchParams:
     phases: bool = True
     # marks (CUDA events, the comm hook's spans) on one step in this many. A marked step runs the hooked twin: on a
     # launch-bound step 1 in 8 cost about 3 points more than 1 in 32, itself within a point of no marks at all
-    # (bench/tools/torch_step_cost.py)
+    # (bench/programs/torch_step_cost.py)
     phase_every: int = 32
     reseed: bool | None = None  # per-micro-batch RNG seeds (None: when the model has dropout-like modules)
     seed: int = 0

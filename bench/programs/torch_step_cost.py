@@ -8,8 +8,8 @@ ranks, as ``spmd run`` does for every workload (the torch workload never uses it
 what that communicator costs torch's steps. Rank 0 prints one JSON line per batch: each arrangement's median
 microseconds per step and every window's.
 
-    python -m bench.tools.torch_step_cost [--device cpu|gpu] [--size tiny] [--batch 32] [--windows 12] [--steps 200]
-    mpiexec -n 2 python -m bench.tools.torch_step_cost --device gpu --size large --batch 16,64,256 [--cupy-nccl]
+    python bench/programs/torch_step_cost.py [--device cpu|gpu] [--size tiny] [--batch 32] [--windows 12] [--steps 200]
+    mpiexec -n 2 python bench/programs/torch_step_cost.py --device gpu --size large --batch 16,64,256 [--cupy-nccl]
 """
 
 from __future__ import annotations
