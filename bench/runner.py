@@ -14,6 +14,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 from .env import CaseFailed, Env, gpu_count
 from .manifest import manifest
@@ -59,17 +60,19 @@ def run(
             folder = out / name
             folder.mkdir(parents=True, exist_ok=True)
             status, commands = [], [facts["command"]]
+            cases = module.cases(env)
+            chosen = _chooser(only, [case.name for case in cases])
             if only:  # the other cases' records and status, and the commands that ran them, stay as they were
                 earlier = _earlier_manifest(folder)
-                status = [c for c in earlier.get("cases", []) if only not in c["case"]]
+                status = [c for c in earlier.get("cases", []) if not chosen(c["case"])]
                 commands = [*earlier.get("commands", [earlier["command"]] if "command" in earlier else []), *commands]
-                _drop_records(folder / "records.jsonl", only)
+                _drop_records(folder / "records.jsonl", chosen)
             else:
                 (folder / "records.jsonl").unlink(missing_ok=True)
             about = (module.__doc__ or "").strip()
             suite_facts = {**facts, "commands": commands, "suite": name, "about": about, "runs": runs, "quick": quick}
-            for case in module.cases(env):
-                if only and only not in case.name:
+            for case in cases:
+                if not chosen(case.name):
                     continue
                 entry = {"case": case.name, "command": facts["command"], "commit": facts.get("commit")}  # --only merges
                 why = env.missing(case.needs)
@@ -130,8 +133,18 @@ def _earlier_manifest(folder: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _drop_records(path: Path, only: str) -> None:
-    """Remove from ``path`` the records of the cases about to run again (their names hold ``only``)."""
+def _chooser(only: str | None, names: list[str]) -> Callable[[str], bool]:
+    """Whether ``--only`` picks a case of this name: every case when not given; the case named exactly ``only``
+    when there is one (``batch sweep``, not also ``examples, batch sweep``); else every case whose name holds it."""
+    if not only:
+        return lambda name: True
+    if only in names:
+        return lambda name: name == only
+    return lambda name: only in name
+
+
+def _drop_records(path: Path, chosen: Callable[[str], bool]) -> None:
+    """Remove from ``path`` the records of the cases about to run again."""
     if path.exists():
-        kept = [line for line in path.read_text().splitlines() if only not in json.loads(line).get("bench_case", "")]
+        kept = [line for line in path.read_text().splitlines() if not chosen(json.loads(line).get("bench_case", ""))]
         path.write_text("".join(line + "\n" for line in kept))

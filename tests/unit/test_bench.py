@@ -122,6 +122,29 @@ def test_only_keeps_the_other_cases_and_every_command_that_measured_them(tmp_pat
     assert report.environment().from_string("{{ m | commands }}").render(m={"command": "x"}) == "`x`"
 
 
+def test_only_takes_the_case_named_exactly_when_there_is_one_else_every_case_holding_it(tmp_path, monkeypatch):
+    fake = types.ModuleType("fake")
+    fake.cases = lambda env: [
+        Case("batch sweep", lambda env: [Measure("a", "spmd", 1.0, "r", "u")]),
+        Case("examples, batch sweep", lambda env: [Measure("b", "spmd", 2.0, "r", "u")]),
+    ]
+    monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
+    monkeypatch.setattr(runner, "expand", lambda names: names)
+    monkeypatch.setattr(runner, "gpu_count", lambda: 0)
+    monkeypatch.setattr(runner, "manifest", lambda argv, ranks: {"command": " ".join(argv)})
+
+    def cases(only):
+        runner.run(["fake"], tmp_path / only, runs=1, quick=True, ranks=None, argv=["run"], only=only)
+        return [c["case"] for c in json.loads((tmp_path / only / "fake/manifest.json").read_text())["cases"]]
+
+    assert cases("batch sweep") == ["batch sweep"]
+    assert cases("sweep") == ["batch sweep", "examples, batch sweep"]
+    runner.run(["fake"], tmp_path / "x", runs=1, quick=True, ranks=None, argv=["run"])
+    runner.run(["fake"], tmp_path / "x", runs=2, quick=True, ranks=None, argv=["run"], only="batch sweep")
+    # the exact name's records replaced, the other case's kept
+    assert {r.case: r.values for r in read_records(tmp_path / "x/fake/records.jsonl")} == {"a": [1.0, 1.0], "b": [2.0]}
+
+
 def test_a_sigterm_ends_the_run_with_a_manifest_naming_the_stopped_case(tmp_path, monkeypatch):
     """What `timeout` does to a run that overstays: the cases that ended keep their records, the one in progress
     is named as stopped, the rest never start, and the run says it failed."""
