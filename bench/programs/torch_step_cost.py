@@ -67,13 +67,15 @@ def main() -> None:
         on = torch.device("cpu")
         torch.set_num_threads(1)  # launch-bound: the host path is what is measured
     sync = torch.cuda.synchronize if gpu else (lambda: None)
+    xp = np
+    if gpu:  # the timer's events, as spmd.job's on a GPU
+        import cupy as xp
+
+        xp.cuda.Device(torch.cuda.current_device()).use()
     opened = None
     if a.cupy_nccl:  # what spmd.job opens before the workload's setup (spmd.comm.nccl)
-        import cupy
-
         from spmd.comm.nccl import NCCLCommunicator
 
-        cupy.cuda.Device(torch.cuda.current_device()).use()
         opened = NCCLCommunicator(comm)
     store = dist.TCPStore("127.0.0.1", 0, world, True, wait_for_workers=False) if rank == 0 else None
     port = comm.bcast(store.port if store else None)
@@ -108,12 +110,12 @@ def main() -> None:
         def spmd(**params):
             p = TorchParams(model="m.py:build", batch=batch, steps=a.steps, **params)
             batches = Batches(torch, x, y, "device", on, torch.float32, None)
-            ctx = types.SimpleNamespace(device=a.device, rank=rank, xp=np)
+            ctx = types.SimpleNamespace(device=a.device, rank=rank, xp=xp)
             stepper = Stepper(torch, ctx, p, module(a.size, on), torch.nn.functional.cross_entropy, batches, a.steps)
 
             def window():
                 stepper.load_window(idx)
-                timer = PhaseTimer(np)
+                timer = PhaseTimer(xp)
                 timer.start_repeat()
                 stepper.run_window(a.steps, timer)
                 timer.end_repeat()
