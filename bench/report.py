@@ -159,11 +159,25 @@ def environment() -> jinja2.Environment:
     env.filters["machine"] = machine
     # every command that measured a suite's cases (bench run --only adds to an earlier run's), in order
     env.filters["commands"] = lambda m: ", then ".join(f"`{c}`" for c in m.get("commands", [m["command"]]))
+    env.filters["provenance"] = provenance
     env.filters["oneline"] = lambda text: " ".join(str(text).split())
     env.filters["wrap"] = lambda text, width=112, indent="": "\n".join(
         textwrap.wrap(str(text), width, initial_indent=indent, subsequent_indent=indent)
     )
     return env
+
+
+def provenance(m: dict) -> str:
+    """The date and commit of a suite's run, and each case that a later ``bench run --only`` measured at another
+    commit (its own commit and date), so that no figure is credited to a commit that did not run it."""
+    top = m["commit"][:12]
+    later = [
+        f"`{c['case']}` at `{c['commit'][:12]}` ({c.get('date', m['date'])[:10]})"
+        for c in m.get("cases", [])
+        if c.get("commit") and c["commit"][:12] != top and "records" in c
+    ]
+    text = f"{m['date'][:10]}, commit `{top}`"
+    return text + (f" (cases measured at other commits: {', '.join(later)})" if later else "")
 
 
 TARGET_SUITES = ("kernels", "io", "train")  # the suites bench/targets.py holds to targets

@@ -145,6 +145,22 @@ def test_only_takes_the_case_named_exactly_when_there_is_one_else_every_case_hol
     assert {r.case: r.values for r in read_records(tmp_path / "x/fake/records.jsonl")} == {"a": [1.0, 1.0], "b": [2.0]}
 
 
+def test_provenance_credits_each_case_measured_later_to_its_own_commit():
+    m = {
+        "commit": "a" * 40,
+        "date": "2026-11-25T10:00:00",
+        "cases": [
+            {"case": "first", "commit": "a" * 40, "records": 2},
+            {"case": "later", "commit": "b" * 40, "date": "2026-11-26T09:00:00", "records": 4},
+            {"case": "failed later", "commit": "c" * 40, "failed": "x"},  # no figures: nothing to credit
+        ],
+    }
+    assert report.provenance(m) == (
+        f"2026-11-25, commit `{'a' * 12}` (cases measured at other commits: `later` at `{'b' * 12}` (2026-11-26))"
+    )
+    assert report.provenance({**m, "cases": m["cases"][:1]}) == f"2026-11-25, commit `{'a' * 12}`"
+
+
 def test_a_sigterm_ends_the_run_with_a_manifest_naming_the_stopped_case(tmp_path, monkeypatch):
     """What `timeout` does to a run that overstays: the cases that ended keep their records, the one in progress
     is named as stopped, the rest never start, and the run says it failed."""
