@@ -102,8 +102,8 @@ def plain_ddp(env, s: dict, ranks: int | None, batches: str | None = None) -> di
 
 def overhead_all_ranks(env) -> list[Measure]:
     """spmd's ddp on every rank of the launch against the plain DDP script on as many, at each batch of the
-    sweep (the plain script one launch for all batches, spmd one ``spmd run`` a batch, at the launch's rank count
-    only): what spmd's phases, verification and data path cost a multi-GPU step."""
+    sweep (one launch of each a batch, at the launch's rank count only): what spmd's phases, verification and data
+    path cost a multi-GPU step."""
     return _against_plain_all_ranks(env, phases=True)
 
 
@@ -115,13 +115,15 @@ def overhead_untimed(env) -> list[Measure]:
 
 
 def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
+    """Per batch, one launch of the plain script then one ``spmd run``: each side a fresh launch of its own, so
+    what a launch's placement on the host does to a host-bound step hits both alike."""
     s = sizes(env)
-    plain = plain_ddp(env, s, env.ranks, s["batches"])
     measures = []
     for batch in (int(b) for b in s["batches"].split(",")):
         case = f"MLP {s['size']}, batch {batch} per rank, fp32, AdamW, {env.ranks} ranks" + (
             "" if phases else ", phases: false"
         )
+        plain = plain_ddp(env, s, env.ranks, str(batch))
         rate = spmd_rate(env, "ddp", s, ranks=env.ranks, batch=batch, phases=phases)
         measures += [
             Measure(case, "plain DDP script", plain[batch], "training rate", "samples/s", "peer"),
