@@ -74,21 +74,30 @@ def test_expand_spells_out_the_aliases_once_and_refuses_an_unknown_suite():
         expand(["nope"])
 
 
+def fake_suite(monkeypatch, cases: list, manifest=lambda argv, ranks: {"command": " ".join(argv)}) -> None:
+    """The runner sees one suite, "fake", of ``cases``, on a machine without a GPU."""
+    fake = types.ModuleType("fake")
+    fake.__doc__ = "A fake suite."
+    fake.cases = lambda env: cases
+    monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
+    monkeypatch.setattr(runner, "expand", lambda names: names)
+    monkeypatch.setattr(runner, "gpu_count", lambda: 0)
+    monkeypatch.setattr(runner, "manifest", manifest)
+
+
 def test_a_failing_case_is_recorded_and_the_others_still_run(tmp_path, monkeypatch):
     def broken(env):
         raise RuntimeError("no such device")
 
-    fake = types.ModuleType("fake")
-    fake.__doc__ = "A fake suite."
-    fake.cases = lambda env: [
-        Case("breaks", broken),
-        Case("works", lambda env: [Measure("w", "spmd", 1.0, "r", "u")]),
-        Case("needs two GPUs", broken, needs=("gpu", "ranks2")),
-    ]
-    monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
-    monkeypatch.setattr(runner, "expand", lambda names: names)
-    monkeypatch.setattr(runner, "gpu_count", lambda: 0)
-    monkeypatch.setattr(runner, "manifest", lambda argv, ranks: {"machine_kind": "test", "command": "bench run fake"})
+    fake_suite(
+        monkeypatch,
+        [
+            Case("breaks", broken),
+            Case("works", lambda env: [Measure("w", "spmd", 1.0, "r", "u")]),
+            Case("needs two GPUs", broken, needs=("gpu", "ranks2")),
+        ],
+        manifest=lambda argv, ranks: {"machine_kind": "test", "command": "bench run fake"},
+    )
     assert runner.run(["fake"], tmp_path, runs=2, quick=True, ranks=None, argv=["run", "fake"]) == 1
     status = json.loads((tmp_path / "fake/manifest.json").read_text())["cases"]
     assert status[0]["failed"] == "RuntimeError: no such device" and "traceback" in status[0]
@@ -97,15 +106,13 @@ def test_a_failing_case_is_recorded_and_the_others_still_run(tmp_path, monkeypat
 
 
 def test_only_keeps_the_other_cases_and_every_command_that_measured_them(tmp_path, monkeypatch):
-    fake = types.ModuleType("fake")
-    fake.cases = lambda env: [
-        Case("first", lambda env: [Measure("a", "spmd", 1.0, "r", "u")]),
-        Case("second", lambda env: [Measure("b", "spmd", 2.0, "r", "u")]),
-    ]
-    monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
-    monkeypatch.setattr(runner, "expand", lambda names: names)
-    monkeypatch.setattr(runner, "gpu_count", lambda: 0)
-    monkeypatch.setattr(runner, "manifest", lambda argv, ranks: {"command": " ".join(argv)})
+    fake_suite(
+        monkeypatch,
+        [
+            Case("first", lambda env: [Measure("a", "spmd", 1.0, "r", "u")]),
+            Case("second", lambda env: [Measure("b", "spmd", 2.0, "r", "u")]),
+        ],
+    )
     runner.run(["fake"], tmp_path, runs=1, quick=True, ranks=None, argv=["run", "fake", "--max-minutes", "1"])
     runner.run(
         ["fake"], tmp_path, runs=2, quick=True, ranks=None, argv=["run", "fake", "--only", "second"], only="second"
@@ -123,15 +130,13 @@ def test_only_keeps_the_other_cases_and_every_command_that_measured_them(tmp_pat
 
 
 def test_only_takes_the_case_named_exactly_when_there_is_one_else_every_case_holding_it(tmp_path, monkeypatch):
-    fake = types.ModuleType("fake")
-    fake.cases = lambda env: [
-        Case("batch sweep", lambda env: [Measure("a", "spmd", 1.0, "r", "u")]),
-        Case("examples, batch sweep", lambda env: [Measure("b", "spmd", 2.0, "r", "u")]),
-    ]
-    monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
-    monkeypatch.setattr(runner, "expand", lambda names: names)
-    monkeypatch.setattr(runner, "gpu_count", lambda: 0)
-    monkeypatch.setattr(runner, "manifest", lambda argv, ranks: {"command": " ".join(argv)})
+    fake_suite(
+        monkeypatch,
+        [
+            Case("batch sweep", lambda env: [Measure("a", "spmd", 1.0, "r", "u")]),
+            Case("examples, batch sweep", lambda env: [Measure("b", "spmd", 2.0, "r", "u")]),
+        ],
+    )
 
     def cases(only):
         runner.run(["fake"], tmp_path / only, runs=1, quick=True, ranks=None, argv=["run"], only=only)
@@ -170,16 +175,15 @@ def test_a_sigterm_ends_the_run_with_a_manifest_naming_the_stopped_case(tmp_path
         os.kill(os.getpid(), signal.SIGTERM)  # delivered before kill() returns: the handler raises here
         ran.append("after the signal")
 
-    fake = types.ModuleType("fake")
-    fake.cases = lambda env: [
-        Case("first", lambda env: [Measure("a", "spmd", 1.0, "r", "u")]),
-        Case("second", killed),
-        Case("third", lambda env: ran.append("third") or [Measure("c", "spmd", 3.0, "r", "u")]),
-    ]
-    monkeypatch.setattr(runner, "suites", lambda: {"fake": fake})
-    monkeypatch.setattr(runner, "expand", lambda names: names)
-    monkeypatch.setattr(runner, "gpu_count", lambda: 0)
-    monkeypatch.setattr(runner, "manifest", lambda argv, ranks: {"command": "bench run fake"})
+    fake_suite(
+        monkeypatch,
+        [
+            Case("first", lambda env: [Measure("a", "spmd", 1.0, "r", "u")]),
+            Case("second", killed),
+            Case("third", lambda env: ran.append("third") or [Measure("c", "spmd", 3.0, "r", "u")]),
+        ],
+        manifest=lambda argv, ranks: {"command": "bench run fake"},
+    )
     before = signal.getsignal(signal.SIGTERM)
     assert runner.run(["fake"], tmp_path, runs=1, quick=True, ranks=None, argv=["run", "fake"]) == 1
     assert ran == [] and signal.getsignal(signal.SIGTERM) is before
