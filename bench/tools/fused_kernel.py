@@ -22,6 +22,8 @@ def variants():
     yield "default", FusedMoments()
     for fast, loads, min_blocks in itertools.product((False, True), (2, 4, 8, 16), (0, 4)):
         yield "resident grid", FusedMoments(loads=loads, fast_minmax=fast, min_blocks=min_blocks)
+    for loads, blocks in itertools.product((2, 4, 8), (None, 2, 3, 4)):  # min/max kept over a thread's tiles
+        yield "thread min/max", FusedMoments(loads=loads, blocks_per_sm=blocks, thread_minmax=True)
     for blocks in (2, 3, 4, 6, 8):
         yield "fixed grid", FusedMoments(blocks_per_sm=blocks)
 
@@ -42,6 +44,7 @@ def main():
     rows = []
     for label, kernel in variants():
         minmax = "min/max + NaN flag" if kernel.fast_minmax else "NaN-propagating select"
+        minmax += ", over a thread's tiles" if kernel.thread_minmax else ""
         for dtype, x in data.items():
             shape = kernel.shape(dtype)
             seconds = median_seconds(lambda: kernel(x), repeats=30)

@@ -15,6 +15,8 @@ VARIANTS = {
     "default": {},
     "select": {"fast_minmax": False},
     "bounded": {"loads": 2, "min_blocks": 4, "blocks_per_sm": 6},  # launch bounds, a grid past the resident blocks
+    "thread min/max": {"thread_minmax": True},  # min and max in the input type over a thread's tiles
+    "thread min/max, select": {"thread_minmax": True, "fast_minmax": False},
 }
 
 

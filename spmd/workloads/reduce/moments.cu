@@ -22,6 +22,12 @@
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 0
 #endif
+// THREAD_MINMAX=1: a thread keeps its min and max in the input type over all its tiles and converts them to double
+// once, at its end, so a tile's merge carries the sums alone (no conversion nor double compare a tile); the same
+// answers (tests/gpu runs both; bench/tools/fused_kernel.py measures both).
+#ifndef THREAD_MINMAX
+#define THREAD_MINMAX 0
+#endif
 #if MIN_BLOCKS > 0
 #define PARTIAL_BOUNDS __launch_bounds__(256, MIN_BLOCKS)
 #else
@@ -45,8 +51,8 @@ __device__ __forceinline__ Moments moments_empty() {
     return m;
 }
 
-// Chan, Golub & LeVeque: merge the statistics of two disjoint sets.
-__device__ __forceinline__ Moments combine(const Moments& a, const Moments& b) {
+// Chan, Golub & LeVeque: merge the count, mean and M2 of two disjoint sets (min and max: the first set's).
+__device__ __forceinline__ Moments combine_sums(const Moments& a, const Moments& b) {
     if (b.n == 0.0) return a;
     if (a.n == 0.0) return b;
     Moments r;
@@ -55,6 +61,14 @@ __device__ __forceinline__ Moments combine(const Moments& a, const Moments& b) {
     const double wb = b.n / r.n;
     r.mean = a.mean + delta * wb;
     r.m2 = a.m2 + b.m2 + delta * delta * a.n * wb;
+    r.lo = a.lo;
+    r.hi = a.hi;
+    return r;
+}
+
+// Merge the statistics of two disjoint sets.
+__device__ __forceinline__ Moments combine(const Moments& a, const Moments& b) {
+    Moments r = combine_sums(a, b);
     r.lo = nan_min(a.lo, b.lo);
     r.hi = nan_max(a.hi, b.hi);
     return r;
@@ -65,27 +79,49 @@ __device__ __forceinline__ double plain_min(double a, double b) { return fmin(a,
 __device__ __forceinline__ float plain_max(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double plain_max(double a, double b) { return fmax(a, b); }
 
-// Statistics of K values held in registers (two passes over registers, one over memory).
-template <typename T, int K>
-__device__ __forceinline__ Moments tile_moments(const T (&v)[K]) {
-    double s = 0.0;
-    T lo = v[0], hi = v[0];
-#if FAST_MINMAX
-    bool nan = false;
-#endif
+// Min and max of values in the input type, and whether one was NaN (FAST_MINMAX: the min/max instructions, which
+// skip NaN, and a flag; else a NaN-propagating compare and select).
+template <typename T> struct Extremes {
+    T lo, hi;
+    bool nan;
+};
+
+template <typename T> __device__ __forceinline__ Extremes<T> extremes_empty() {
+    Extremes<T> e;
+    e.lo = (T)__longlong_as_double(0x7ff0000000000000LL);  // +inf
+    e.hi = -e.lo;
+    e.nan = false;
+    return e;
+}
+
+template <typename T, int K> __device__ __forceinline__ void extremes_add(Extremes<T>& e, const T (&v)[K]) {
 #pragma unroll
     for (int i = 0; i < K; ++i) {
-        s += (double)v[i];
 #if FAST_MINMAX
-        lo = plain_min(lo, v[i]);
-        hi = plain_max(hi, v[i]);
-        nan |= v[i] != v[i];
+        e.lo = plain_min(e.lo, v[i]);
+        e.hi = plain_max(e.hi, v[i]);
+        e.nan |= v[i] != v[i];
 #else
-        lo = nan_min(lo, v[i]);
-        hi = nan_max(hi, v[i]);
+        e.lo = nan_min(e.lo, v[i]);
+        e.hi = nan_max(e.hi, v[i]);
 #endif
     }
-    Moments m;
+}
+
+// ``m``'s min and max from ``e``; a NaN among the values made the sum, so the mean, NaN.
+template <typename T> __device__ __forceinline__ void set_extremes(Moments& m, const Extremes<T>& e) {
+    m.lo = (double)e.lo;
+    m.hi = (double)e.hi;
+    if (e.nan) m.lo = m.hi = m.mean;
+}
+
+// Count, mean and M2 of K values held in registers (two passes over registers, one over memory); min and max empty.
+template <typename T, int K>
+__device__ __forceinline__ Moments tile_sums(const T (&v)[K]) {
+    double s = 0.0;
+#pragma unroll
+    for (int i = 0; i < K; ++i) s += (double)v[i];
+    Moments m = moments_empty();
     m.n = K;
     m.mean = s * (1.0 / K);
     double m2 = 0.0;
@@ -95,11 +131,16 @@ __device__ __forceinline__ Moments tile_moments(const T (&v)[K]) {
         m2 += d * d;
     }
     m.m2 = m2;
-    m.lo = (double)lo;
-    m.hi = (double)hi;
-#if FAST_MINMAX
-    if (nan) m.lo = m.hi = m.mean;  // a NaN among the values made the sum, so the mean, NaN
-#endif
+    return m;
+}
+
+// Statistics of K values held in registers.
+template <typename T, int K>
+__device__ __forceinline__ Moments tile_moments(const T (&v)[K]) {
+    Moments m = tile_sums(v);
+    Extremes<T> e = extremes_empty<T>();
+    extremes_add(e, v);
+    set_extremes(m, e);
     return m;
 }
 
@@ -149,6 +190,12 @@ __global__ void PARTIAL_BOUNDS moments_partial(const T* __restrict__ x, long lon
     const long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const V* __restrict__ xv = reinterpret_cast<const V*>(x);
     Moments acc = moments_empty();
+#if THREAD_MINMAX
+    Extremes<T> ext = extremes_empty<T>();
+#define FOLD(v) (acc = combine_sums(acc, tile_sums(v)), extremes_add(ext, v))
+#else
+#define FOLD(v) (acc = combine(acc, tile_moments(v)))
+#endif
 
     // Whole rounds of LOADS vectors per thread; load j of a round is coalesced across threads.
     const long long full = (nvec / (LOADS * stride)) * (LOADS * stride);
@@ -159,17 +206,21 @@ __global__ void PARTIAL_BOUNDS moments_partial(const T* __restrict__ x, long lon
         T v[LOADS * W];
 #pragma unroll
         for (int j = 0; j < LOADS; ++j) unpack(r[j], v + j * W);
-        acc = combine(acc, tile_moments(v));
+        FOLD(v);
     }
     for (long long i = full + gid; i < nvec; i += stride) {  // vectors left over
         T v[W];
         unpack(xv[i], v);
-        acc = combine(acc, tile_moments(v));
+        FOLD(v);
     }
     for (long long i = nvec * W + gid; i < n; i += stride) {  // scalars left over
         T v[1] = {x[i]};
-        acc = combine(acc, tile_moments(v));
+        FOLD(v);
     }
+#undef FOLD
+#if THREAD_MINMAX
+    if (acc.n > 0.0) set_extremes(acc, ext);
+#endif
     acc = block_reduce(acc);
     if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }

@@ -74,16 +74,22 @@ class FusedMoments:
     The grid is the blocks the device holds at once (the driver's occupancy for the compiled kernel, one wave):
     each block takes an equal share by a grid-stride loop, so a grid of more blocks than are resident would run
     a second, partly empty wave. ``loads``, ``blocks_per_sm`` and ``min_blocks`` fix a launch shape instead
-    (bench/tools/fused_kernel.py sweeps them).
+    (bench/tools/fused_kernel.py sweeps them); ``thread_minmax`` keeps min and max in the input type over a thread's
+    tiles (moments.cu's THREAD_MINMAX).
     """
 
     THREADS = 256
 
     def __init__(
-        self, loads: int | None = None, blocks_per_sm: int | None = None, fast_minmax: bool = True, min_blocks: int = 0
+        self,
+        loads: int | None = None,
+        blocks_per_sm: int | None = None,
+        fast_minmax: bool = True,
+        min_blocks: int = 0,
+        thread_minmax: bool = False,
     ):
         self.loads, self.blocks_per_sm = loads, blocks_per_sm
-        self.fast_minmax, self.min_blocks = fast_minmax, min_blocks
+        self.fast_minmax, self.min_blocks, self.thread_minmax = fast_minmax, min_blocks, thread_minmax
         self._compiled: dict = {}  # dtype -> (partial kernel, final kernel, shape)
 
     @staticmethod
@@ -116,6 +122,7 @@ class FusedMoments:
                     f"-DLOADS={loads}",
                     f"-DFAST_MINMAX={int(self.fast_minmax)}",
                     f"-DMIN_BLOCKS={self.min_blocks}",
+                    f"-DTHREAD_MINMAX={int(self.thread_minmax)}",
                 ),
                 name_expressions=(name, "moments_final"),
             )
