@@ -27,6 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/torch"))
 import mlp  # noqa: E402
 
 
+def mapped(fragment: str) -> list[str]:
+    """The shared objects this process loaded whose path holds ``fragment`` (as spmd.libraries does; this script
+    imports nothing of spmd's, so that it runs on what PyTorch loads by itself)."""
+    with open("/proc/self/maps") as maps:
+        return sorted({line.split()[-1] for line in maps if fragment in line and ".so" in line})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="large")
@@ -80,7 +87,11 @@ def main() -> None:
                 times.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
         if rank == 0:
             rate = world * batch * a.steps / statistics.median(times)
-            print(json.dumps({"batch": batch, "samples_per_s": rate, "ranks": world, "windows_s": times}), flush=True)
+            libraries = {"torch": torch.__version__}
+            if gpu:
+                libraries |= {"nccl": mapped("libnccl"), "cublas": mapped("libcublas")}
+            line = {"batch": batch, "samples_per_s": rate, "ranks": world, "windows_s": times, "libraries": libraries}
+            print(json.dumps(line), flush=True)
     dist.destroy_process_group()
 
 

@@ -3,13 +3,14 @@ alike: the same model, data, optimizer and rows through a loop written by hand a
 untimed, timed on one step in 8 and on one step in spmd's default ``phase_every``. One process (a world of one), or
 one per rank under mpiexec (one GPU per node-local rank, as spmd binds; each window's time is the slowest rank's);
 gloo on a CPU, NCCL on a GPU. ``--size tiny`` is a launch-bound 16-16-10 MLP; ``medium`` and ``large`` are the
-study's MLPs (examples/torch/mlp.py). ``--cupy-nccl`` first opens spmd's own CuPy NCCL communicator over the
-ranks, as ``spmd run`` does for every workload (the torch workload never uses it): run with and without it to see
-what that communicator costs torch's steps. Rank 0 prints one JSON line per batch: each arrangement's median
+study's MLPs (examples/torch/mlp.py). ``--cupy-first`` imports CuPy, loads its NCCL and opens spmd's own NCCL
+communicator over the ranks before PyTorch is imported, as ``spmd run`` does (the torch workload never uses that
+communicator): PyTorch then gets whichever NCCL and cuBLAS CuPy loaded under the same names. Run with and without
+it to see what spmd's order costs torch's steps. Rank 0 prints one JSON line per batch: each arrangement's median
 microseconds per step and every window's.
 
     python bench/programs/torch_step_cost.py [--device cpu|gpu] [--size tiny] [--batch 32] [--windows 12] [--steps 200]
-    mpiexec -n 2 python bench/programs/torch_step_cost.py --device gpu --size large --batch 16,64,256 [--cupy-nccl]
+    mpiexec -n 2 python bench/programs/torch_step_cost.py --device gpu --size large --batch 16,64,256 [--cupy-first]
 """
 
 from __future__ import annotations
@@ -24,23 +25,16 @@ import types
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.distributed as dist
 from mpi4py import MPI
-from torch.nn.parallel import DistributedDataParallel as DDP
 
-from spmd.timing import PhaseTimer
-from spmd.workloads.torch.params import TorchParams
-from spmd.workloads.torch.step import Batches, Stepper, make_optimizer
-
+# PyTorch (and what imports it: examples/torch/mlp.py) is imported in main, after CuPy where --cupy-first says so
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples/torch"))
-import mlp  # noqa: E402
-
-DEFAULT = TorchParams(model="m.py:build")
 ROWS = 4096
 
 
-def module(size: str, on):
+def module(torch, size: str, on):
+    import mlp
+
     torch.manual_seed(0)
     if size == "tiny":
         return torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 10)).to(on)
@@ -54,12 +48,33 @@ def main() -> None:
     ap.add_argument("--batch", default="32", help="per-rank batch, or several: 16,64,256")
     ap.add_argument("--windows", type=int, default=12)
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--cupy-nccl", action="store_true", help="open spmd's CuPy NCCL communicator first (GPU)")
+    ap.add_argument(
+        "--cupy-first", action="store_true", help="CuPy, its NCCL and spmd's communicator before PyTorch (GPU)"
+    )
     a = ap.parse_args()
     gpu = a.device == "gpu"
     comm = MPI.COMM_WORLD
     rank, world = comm.Get_rank(), comm.Get_size()
     local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+    opened = None
+    if a.cupy_first:  # spmd's order: spmd imports CuPy, spmd.job opens the communicator, the workload imports PyTorch
+        import cupy
+
+        from spmd.comm.nccl import NCCLCommunicator
+
+        cupy.cuda.Device(local % cupy.cuda.runtime.getDeviceCount()).use()
+        opened = NCCLCommunicator(comm)
+    import mlp
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from spmd.timing import PhaseTimer
+    from spmd.workloads.torch.dist import libraries
+    from spmd.workloads.torch.params import TorchParams
+    from spmd.workloads.torch.step import Batches, Stepper, make_optimizer
+
+    default = TorchParams(model="m.py:build")
     if gpu:
         torch.cuda.set_device(local % torch.cuda.device_count())
         on = torch.device("cuda", torch.cuda.current_device())
@@ -72,11 +87,6 @@ def main() -> None:
         import cupy as xp
 
         xp.cuda.Device(torch.cuda.current_device()).use()
-    opened = None
-    if a.cupy_nccl:  # what spmd.job opens before the workload's setup (spmd.comm.nccl)
-        from spmd.comm.nccl import NCCLCommunicator
-
-        opened = NCCLCommunicator(comm)
     store = dist.TCPStore("127.0.0.1", 0, world, True, wait_for_workers=False) if rank == 0 else None
     port = comm.bcast(store.port if store else None)
     if store is None:
@@ -92,9 +102,9 @@ def main() -> None:
         idx = rng.integers(0, ROWS, (a.steps, batch))
 
         def plain():
-            m = module(a.size, on)
-            ddp = DDP(m, device_ids=device_ids, bucket_cap_mb=DEFAULT.bucket_mb)
-            opt = make_optimizer(torch, DEFAULT.optimizer, m.parameters())
+            m = module(torch, a.size, on)
+            ddp = DDP(m, device_ids=device_ids, bucket_cap_mb=default.bucket_mb)
+            opt = make_optimizer(torch, default.optimizer, m.parameters())
             rows = torch.from_numpy(idx).to(on)
 
             def window():
@@ -111,7 +121,9 @@ def main() -> None:
             p = TorchParams(model="m.py:build", batch=batch, steps=a.steps, **params)
             batches = Batches(torch, x, y, "device", on, torch.float32, None)
             ctx = types.SimpleNamespace(device=a.device, rank=rank, xp=xp)
-            stepper = Stepper(torch, ctx, p, module(a.size, on), torch.nn.functional.cross_entropy, batches, a.steps)
+            stepper = Stepper(
+                torch, ctx, p, module(torch, a.size, on), torch.nn.functional.cross_entropy, batches, a.steps
+            )
 
             def window():
                 stepper.load_window(idx)
@@ -126,7 +138,7 @@ def main() -> None:
             "plain DDP loop": plain(),
             "spmd, phases: false": spmd(phases=False),
             "spmd, phase_every 8": spmd(phase_every=8),
-            f"spmd, phase_every {DEFAULT.phase_every} (default)": spmd(),
+            f"spmd, phase_every {default.phase_every} (default)": spmd(),
         }
         per_step = {name: [] for name in arrangements}
         for w in range(a.windows + 1):  # the first warms up
@@ -145,7 +157,8 @@ def main() -> None:
                 "batch": batch,
                 "ranks": world,
                 "device": a.device,
-                "cupy_nccl": a.cupy_nccl,
+                "cupy_first": a.cupy_first,
+                "libraries": libraries(torch, gpu),
                 "graph_mixing": os.environ.get("NCCL_GRAPH_MIXING_SUPPORT"),
                 "us_per_step": {name: round(statistics.median(v), 1) for name, v in per_step.items()},
                 "windows_us": {name: [round(t, 1) for t in v] for name, v in per_step.items()},

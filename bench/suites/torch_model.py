@@ -1,7 +1,7 @@
 """Your PyTorch model under spmd (workload torch): spmd's strategies against the same model in a plain DDP script
 written by hand (same batch, precision, buckets), what timing the buckets costs a step (a Python comm hook
 on every step against spmd's hooked twin on one step in phase_every, against DDP's own C++ path), spmd's step against
-a plain loop in the same processes on every rank (and what spmd's unused CuPy NCCL communicator costs it), the batch sweep:
+a plain loop in the same processes on every rank (and in spmd's order: CuPy and its NCCL loaded before PyTorch), the batch sweep:
 all ranks against one at each batch, the step model's predictions beside them, its advice run and measured; and the
 same sweep over the examples users start from (the study's two MLPs and the CNN), each run verified."""
 
@@ -80,7 +80,14 @@ def overhead(env) -> list[Measure]:
     s = sizes(env)
     case = f"MLP {s['size']}, batch {s['batch']}, fp32, AdamW, 1 rank"
     out = [
-        Measure(case, "plain DDP script", plain_ddp(env, s, None)[s["batch"]], "training rate", "samples/s", "peer"),
+        Measure(
+            case,
+            "plain DDP script",
+            plain_ddp(env, s, None)[s["batch"]]["samples_per_s"],
+            "training rate",
+            "samples/s",
+            "peer",
+        ),
         Measure(case, "spmd ddp", spmd_rate(env, "ddp", s), "training rate", "samples/s"),
     ]
     if env.gpus:
@@ -91,13 +98,13 @@ def overhead(env) -> list[Measure]:
     return out
 
 
-def plain_ddp(env, s: dict, ranks: int | None, batches: str | None = None) -> dict[int, float]:
-    """batch -> samples/s of bench/programs/plain_ddp.py (one launch for every batch), plainly (None) or under
-    the launcher with ``ranks`` ranks."""
+def plain_ddp(env, s: dict, ranks: int | None, batches: str | None = None) -> dict[int, dict]:
+    """batch -> the line bench/programs/plain_ddp.py printed (samples_per_s, the libraries it ran on), one launch
+    for every batch, plainly (None) or under the launcher with ``ranks`` ranks."""
     args = ("--size", s["size"], "--batch", batches or s["batch"], "--steps", s["steps"], "--rows", s["rows"])
     done = env.program("plain_ddp.py", *args, "--device", env.device, ranks=ranks)
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return {line["batch"]: line["samples_per_s"] for line in lines}
+    return {line["batch"]: line for line in lines}
 
 
 def overhead_all_ranks(env) -> list[Measure]:
@@ -123,11 +130,27 @@ def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
         case = f"MLP {s['size']}, batch {batch} per rank, fp32, AdamW, {env.ranks} ranks" + (
             "" if phases else ", phases: false"
         )
-        plain = plain_ddp(env, s, env.ranks, str(batch))
+        plain = plain_ddp(env, s, env.ranks, str(batch))[batch]
         rate = spmd_rate(env, "ddp", s, ranks=env.ranks, batch=batch, phases=phases)
+        ran_on = {"libraries": env.report(env.work / "torch-out-ddp")["result"]["libraries"]}  # NCCL, cuBLAS files
         measures += [
-            Measure(case, "plain DDP script", plain[batch], "training rate", "samples/s", "peer"),
-            Measure(case, "spmd ddp" if phases else "spmd ddp, phases: false", rate, "training rate", "samples/s"),
+            Measure(
+                case,
+                "plain DDP script",
+                plain["samples_per_s"],
+                "training rate",
+                "samples/s",
+                "peer",
+                params={"libraries": plain["libraries"]},
+            ),
+            Measure(
+                case,
+                "spmd ddp" if phases else "spmd ddp, phases: false",
+                rate,
+                "training rate",
+                "samples/s",
+                params=ran_on,
+            ),
         ]
     return measures
 
@@ -135,20 +158,22 @@ def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
 def step_cost(env, runs: int) -> list[list[Measure]]:
     """spmd's eager ddp step (workload torch's Stepper) against a plain DDP loop written by hand, in the same processes
     on every rank of the launch, windows interleaved so the host's drift hits both alike: what spmd's step itself
-    adds, apart from the launch. On GPUs once more with spmd's own CuPy NCCL communicator open, as ``spmd run`` opens
-    it for every workload (the torch workload never uses it): what that communicator costs torch's steps."""
+    adds, apart from the launch. On GPUs once more in spmd's order: CuPy, its NCCL and spmd's own communicator
+    before PyTorch is imported, as ``spmd run`` does for every workload (PyTorch then gets the NCCL and cuBLAS CuPy
+    loaded under the same names); each line names the libraries the processes ran on."""
     s = sizes(env)
     steps, windows = (20, 4) if env.quick else (40, 8)
-    opened = (False, True) if env.gpus else (False,)
+    orders = (False, True) if env.gpus else (False,)
     per_run: list[list[Measure]] = [[] for _ in range(runs)]
     for run in range(runs):
-        for cupy in opened:
+        for cupy_first in orders:
             args = ["--device", env.device, "--size", s["size"], "--batch", s["batches"]]
-            args += ["--steps", steps, "--windows", windows, *(["--cupy-nccl"] if cupy else [])]
+            args += ["--steps", steps, "--windows", windows, *(["--cupy-first"] if cupy_first else [])]
             done = env.program("torch_step_cost.py", *args, ranks=env.ranks)
             for line in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")):
                 case = f"MLP {s['size']}, batch {line['batch']} per rank, fp32, AdamW, {env.ranks} ranks, in the same processes"
-                case += ", spmd's CuPy NCCL communicator open" if cupy else ""
+                case += ", CuPy and its NCCL loaded before PyTorch (spmd run's order)" if cupy_first else ""
+                libraries = {"libraries": line["libraries"]}
                 per_run[run] += [
                     Measure(
                         case,
@@ -158,6 +183,7 @@ def step_cost(env, runs: int) -> list[list[Measure]]:
                         "us",
                         "peer" if name == "plain DDP loop" else "result",
                         better="lower",
+                        params=libraries,
                     )
                     for name, us in line["us_per_step"].items()
                 ]

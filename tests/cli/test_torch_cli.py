@@ -115,6 +115,7 @@ def test_a_users_model_trains_alike_at_1_2_and_3_ranks(tmp_path):
         assert rep["verified"] and rep["ranks"] == ranks
         result, verification = rep["result"], rep["verification"]
         assert result["global_batch"] == 48 and result["steps"] == 18 and result["backend"] == "gloo"
+        assert result["libraries"] == {"torch": torch.__version__}  # no NCCL or cuBLAS on a CPU run
         assert result["parameters"] == sum(
             p.numel()
             for p in torch.load(tmp_path / f"model-{ranks}.pt").values()

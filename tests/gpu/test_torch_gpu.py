@@ -36,6 +36,8 @@ def test_strategies_and_precisions_verify(tmp_path, strategy, precision):
     assert rc == 0, err
     assert rep["verified"] and rep["device"] == "gpu" and rep["result"]["backend"] == "nccl"
     assert rep["result"]["strategy"] == strategy and rep["result"]["data_placement"] == "device"
+    libraries = rep["result"]["libraries"]  # which NCCL and cuBLAS DDP ran on, and NCCL's version as PyTorch says
+    assert libraries["nccl_version"].startswith("2.") and libraries["nccl"] and libraries["cublas"]
     v = rep["verification"]
     assert v["parameter_relative_rms_error"] <= v["parameter_tolerance"]
     if strategy != "ddp-graph":

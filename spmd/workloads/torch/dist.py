@@ -12,6 +12,7 @@ import os
 import socket
 
 from ...errors import BackendUnavailable, ConfigError
+from ...libraries import loaded_libraries
 
 INSTALL = "pip install 'spmd[torch]' (PyTorch, the CPU wheel or a CUDA build)"
 
@@ -60,6 +61,19 @@ def start(ctx, device: str, timeout_s: float, graph: bool = False):
     store = ctx.agree(lambda: opened.get("store") or dist.TCPStore(address, port, ctx.size, False, timeout))
     ctx.agree(dist.init_process_group, backend, store=store, rank=ctx.rank, world_size=ctx.size, timeout=timeout)
     return backend
+
+
+def libraries(torch, gpu: bool) -> dict:
+    """What this process's PyTorch runs on: its version and, on a GPU, the NCCL version DDP reports and the NCCL and
+    cuBLAS files mapped into the process. A library already loaded under the same name is the one PyTorch gets: spmd
+    imports CuPy first, so these say whether DDP runs on PyTorch's own NCCL and cuBLAS, as in a script of its own."""
+    out = {"torch": torch.__version__}
+    if gpu:
+        version = torch.cuda.nccl.version()
+        out["nccl_version"] = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+        out["nccl"] = loaded_libraries("libnccl")
+        out["cublas"] = loaded_libraries("libcublas")
+    return out
 
 
 def close() -> None:

@@ -420,6 +420,7 @@ class TorchWorkload(Workload):
             "reseed": st.reseed,
             "phases_marked_every": st.every if p.phases else None,
             "save": p.save.path if p.save else None,
+            "libraries": dist.libraries(self.torch, self.ctx.device == "gpu"),
         }
 
     def _buckets(self) -> list[int]:
