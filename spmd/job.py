@@ -73,6 +73,7 @@ def run_job(
     ctx.agree(require_outputs, out_dir, cls.output_files(cfg), cfg.overwrite, trace)
     ranges, nvtx_state = ctx.agree(nvtx_ranges, nvtx)
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
+    ctx.agree(cls.load_libraries, cfg)
     comm = open_communicator(ctx, cfg.comm)
     workload = cls()
     try:

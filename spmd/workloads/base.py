@@ -147,6 +147,11 @@ class Workload(ABC):
         return dataclasses.replace(cfg, params=dataclasses.replace(cfg.params, **changes)) if changes else cfg
 
     @classmethod
+    def load_libraries(cls, cfg) -> None:
+        """Load what the workload's own libraries must load for themselves, before spmd opens its communicator
+        (whose NCCL would otherwise be the one a later library gets under the same name); nothing by default."""
+
+    @classmethod
     def extra_inputs(cls, cfg) -> list:
         """Datasets beyond ``input`` that the workload reads, as (InputConfig, GenerateConfig
         or None): ``spmd generate`` writes those with a generate section (matmul's B)."""

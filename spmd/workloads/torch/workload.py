@@ -76,6 +76,13 @@ class TorchWorkload(Workload):
 
     # -- set-up ------------------------------------------------------------------------
 
+    @classmethod
+    def load_libraries(cls, cfg) -> None:
+        """PyTorch first: importing it loads the NCCL (and cuBLAS) it ships with, so DDP runs on those, as in a
+        script of the user's own, and spmd's CuPy NCCL communicator, opened next, shares that NCCL. Opened first,
+        CuPy's NCCL would be the libnccl.so.2 PyTorch got (``result.libraries`` says which ran)."""
+        dist.import_torch()
+
     def setup(self, ctx, cfg, comm):
         self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
         self.stepper = None
