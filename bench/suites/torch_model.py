@@ -1,7 +1,7 @@
 """Your PyTorch model under spmd (workload torch): spmd's strategies against the same model in a plain DDP script
 written by hand (same batch, precision, buckets), what timing the buckets costs a step (a Python comm hook
 on every step against spmd's hooked twin on one step in phase_every, against DDP's own C++ path), spmd's step against
-a plain loop in the same processes on every rank (and in spmd's order: CuPy and its NCCL loaded before PyTorch), the batch sweep:
+a plain loop in the same processes on every rank (and with CuPy's NCCL loaded before PyTorch), the batch sweep:
 all ranks against one at each batch, the step model's predictions beside them, its advice run and measured; and the
 same sweep over the examples users start from (the study's two MLPs and the CNN), each run verified."""
 
@@ -158,9 +158,10 @@ def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
 def step_cost(env, runs: int) -> list[list[Measure]]:
     """spmd's eager ddp step (workload torch's Stepper) against a plain DDP loop written by hand, in the same processes
     on every rank of the launch, windows interleaved so the host's drift hits both alike: what spmd's step itself
-    adds, apart from the launch. On GPUs once more in spmd's order: CuPy, its NCCL and spmd's own communicator
-    before PyTorch is imported, as ``spmd run`` does for every workload (PyTorch then gets the NCCL and cuBLAS CuPy
-    loaded under the same names); each line names the libraries the processes ran on."""
+    adds, apart from the launch. On GPUs once more with CuPy, its NCCL and spmd's own communicator loaded before
+    PyTorch is imported, the order ``spmd run`` had before the torch workload loaded PyTorch first
+    (``Workload.load_libraries``): PyTorch then gets the NCCL CuPy loaded under the same name. Each record names
+    the libraries the processes ran on."""
     s = sizes(env)
     steps, windows = (20, 4) if env.quick else (40, 8)
     orders = (False, True) if env.gpus else (False,)
@@ -171,8 +172,8 @@ def step_cost(env, runs: int) -> list[list[Measure]]:
             args += ["--steps", steps, "--windows", windows, *(["--cupy-first"] if cupy_first else [])]
             done = env.program("torch_step_cost.py", *args, ranks=env.ranks)
             for line in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")):
-                case = f"MLP {s['size']}, batch {line['batch']} per rank, fp32, AdamW, {env.ranks} ranks, in the same processes"
-                case += ", CuPy and its NCCL loaded before PyTorch (spmd run's order)" if cupy_first else ""
+                case = f"MLP {s['size']}, batch {line['batch']} per rank, fp32, AdamW, {env.ranks} ranks"
+                case += ", in the same processes" + (", CuPy and its NCCL loaded before PyTorch" if cupy_first else "")
                 libraries = {"libraries": line["libraries"]}
                 per_run[run] += [
                     Measure(
