@@ -4,9 +4,9 @@ untimed, timed on one step in 8 and on one step in spmd's default ``phase_every`
 one per rank under mpiexec (one GPU per node-local rank, as spmd binds; each window's time is the slowest rank's);
 gloo on a CPU, NCCL on a GPU. ``--size tiny`` is a launch-bound 16-16-10 MLP; ``medium`` and ``large`` are the
 study's MLPs (examples/torch/mlp.py). ``--cupy-first`` imports CuPy, loads its NCCL and opens spmd's own NCCL
-communicator over the ranks before PyTorch is imported, as ``spmd run`` does (the torch workload never uses that
-communicator): PyTorch then gets whichever NCCL and cuBLAS CuPy loaded under the same names. Run with and without
-it to see what spmd's order costs torch's steps. Rank 0 prints one JSON line per batch: each arrangement's median
+communicator over the ranks before PyTorch is imported, the order ``spmd run`` had before the torch workload
+loaded PyTorch first (``Workload.load_libraries``): PyTorch then gets the NCCL CuPy loaded under the same name.
+Run with and without it to see what that order costs torch's steps. Rank 0 prints one JSON line per batch: each arrangement's median
 microseconds per step and every window's.
 
     python bench/programs/torch_step_cost.py [--device cpu|gpu] [--size tiny] [--batch 32] [--windows 12] [--steps 200]
@@ -57,7 +57,7 @@ def main() -> None:
     rank, world = comm.Get_rank(), comm.Get_size()
     local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
     opened = None
-    if a.cupy_first:  # spmd's order: spmd imports CuPy, spmd.job opens the communicator, the workload imports PyTorch
+    if a.cupy_first:  # the old order: spmd imported CuPy, spmd.job opened the communicator, then PyTorch came
         import cupy
 
         from spmd.comm.nccl import NCCLCommunicator
