@@ -6,8 +6,8 @@ gloo on a CPU, NCCL on a GPU. ``--size tiny`` is a launch-bound 16-16-10 MLP; ``
 study's MLPs (examples/torch/mlp.py). ``--cupy-first`` imports CuPy, loads its NCCL and opens spmd's own NCCL
 communicator over the ranks before PyTorch is imported, the order ``spmd run`` had before the torch workload
 loaded PyTorch first (``Workload.load_libraries``): PyTorch then gets the NCCL CuPy loaded under the same name.
-Run with and without it to see what that order costs torch's steps. Rank 0 prints one JSON line per batch: each arrangement's median
-microseconds per step and every window's.
+Run with and without it to see what that order costs torch's steps. Rank 0 prints one JSON line per batch: each
+arrangement's median microseconds per step and every window's, and the libraries the process ran on.
 
     python bench/programs/torch_step_cost.py [--device cpu|gpu] [--size tiny] [--batch 32] [--windows 12] [--steps 200]
     mpiexec -n 2 python bench/programs/torch_step_cost.py --device gpu --size large --batch 16,64,256 [--cupy-first]
