@@ -60,10 +60,15 @@ def torch_config(env, strategy: str, s: dict, **params) -> Path:
     return cfg
 
 
-def spmd_rate(env, strategy: str, s: dict, ranks: int = 1, **params) -> float:
-    """samples/s of ``spmd run`` (``ranks`` ranks) training examples/torch/mlp.py with ``strategy``."""
+def spmd_report(env, strategy: str, s: dict, ranks: int = 1, **params) -> dict:
+    """The report.json of ``spmd run`` (``ranks`` ranks) training examples/torch/mlp.py with ``strategy``."""
     env.spmd("run", torch_config(env, strategy, s, **params), "-q", ranks=ranks)
-    return env.report(env.work / f"torch-out-{strategy}")["metrics"]["samples_per_s"]
+    return env.report(env.work / f"torch-out-{strategy}")
+
+
+def spmd_rate(env, strategy: str, s: dict, ranks: int = 1, **params) -> float:
+    """samples/s of that run."""
+    return spmd_report(env, strategy, s, ranks, **params)["metrics"]["samples_per_s"]
 
 
 def ddp_sweep(env, s: dict, batches: str, name: str, *options) -> dict:
@@ -131,8 +136,7 @@ def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
             "" if phases else ", phases: false"
         )
         plain = plain_ddp(env, s, env.ranks, str(batch))[batch]
-        rate = spmd_rate(env, "ddp", s, ranks=env.ranks, batch=batch, phases=phases)
-        ran_on = {"libraries": env.report(env.work / "torch-out-ddp")["result"]["libraries"]}  # NCCL, cuBLAS files
+        report = spmd_report(env, "ddp", s, ranks=env.ranks, batch=batch, phases=phases)
         measures += [
             Measure(
                 case,
@@ -146,10 +150,10 @@ def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
             Measure(
                 case,
                 "spmd ddp" if phases else "spmd ddp, phases: false",
-                rate,
+                report["metrics"]["samples_per_s"],
                 "training rate",
                 "samples/s",
-                params=ran_on,
+                params={"libraries": report["result"]["libraries"]},  # the NCCL and cuBLAS files it ran on
             ),
         ]
     return measures
