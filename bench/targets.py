@@ -45,9 +45,12 @@ def _sweeps(folder: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _same_call(sweeps: dict, name: str, manifest: dict) -> bool:
-    """Whether sweep ``name`` ran in the call of the suite's manifest (its own ``commit``, else the file's)."""
-    return bool(sweeps.get(name)) and sweeps[name].get("commit", sweeps.get("commit")) == manifest.get("commit")
+def _same_call(sweeps: dict, name: str, manifest: dict, case: str) -> bool:
+    """Whether sweep ``name`` ran in the call that measured ``case``: the sweep's own ``commit`` (else the
+    file's) against the case's (a case merged from a later ``--only`` call carries its own, else the manifest's)."""
+    entry = next((c for c in manifest.get("cases", []) if c.get("case") == case), {})
+    commit = entry.get("commit", manifest.get("commit"))
+    return bool(sweeps.get(name)) and sweeps[name].get("commit", sweeps.get("commit")) == commit
 
 
 def kernel_rows(records: list[Record], manifest: dict, folder: Path) -> list[dict]:
@@ -65,7 +68,7 @@ def kernel_rows(records: list[Record], manifest: dict, folder: Path) -> list[dic
             continue
         n = int(match[1])
         limit = ""
-        if n == STENCIL_TARGET_N and _same_call(sweeps, "stencil", manifest):
+        if n == STENCIL_TARGET_N and _same_call(sweeps, "stencil", manifest, "stencil step"):
             st = sweeps["stencil"]
             name, best = max(st["variants_TBps"].items(), key=lambda kv: kv[1])
             limit = (
@@ -102,7 +105,7 @@ def _reduce_limit(records: list[Record], f32: str, sweeps: dict, manifest: dict)
             parts[-1] += (
                 ": with half the elements per byte it keeps up with memory, so the float32 gap is per-element work"
             )
-    if _same_call(sweeps, "reduce", manifest):
+    if _same_call(sweeps, "reduce", manifest, "reduce moments"):
         sweep = sweeps["reduce"]
         f32_rows = [v for v in sweep["variants"] if v["dtype"] == "float32"]
         best = max(f32_rows, key=lambda v: v["TBps"])
@@ -110,8 +113,12 @@ def _reduce_limit(records: list[Record], f32: str, sweeps: dict, manifest: dict)
         text = (
             f"the launch-shape sweep of the same call ({len(f32_rows)} float32 shapes, sweeps.json) peaked at "
             f"{best['TBps'] / sweep['ceiling_TBps']:.3f}x its CuPy sum with {best['loads']} loads x "
-            f"{best['blocks_per_sm']} blocks/SM"
+            f"{best['blocks_per_sm']} blocks/SM ({best.get('variant', 'default')})"
         )
+        thread = [v for v in f32_rows if v.get("variant") == "thread min/max"]
+        if thread and best not in thread:
+            top = max(thread, key=lambda v: v["TBps"])
+            text += f", min/max kept over a thread's tiles at best {top['TBps'] / sweep['ceiling_TBps']:.3f}x"
         if default:
             text += f" (spmd's default: {default['TBps'] / sweep['ceiling_TBps']:.3f}x)"
         parts.append(text)

@@ -349,15 +349,26 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
     assert "float64 data of the same size (half the elements) at 0.990x" in reduce["limit"]
     assert "per-element work" in reduce["limit"] and "sweep" not in reduce["limit"]  # no sweep of this call
     variant = {"dtype": "float32", "loads": 4, "blocks_per_sm": 3}
-    sweep = [{**variant, "variant": "default", "TBps": 0.9}, {**variant, "blocks_per_sm": 6, "TBps": 0.95}]
+    sweep = [
+        {**variant, "variant": "default", "TBps": 0.9},
+        {**variant, "blocks_per_sm": 6, "TBps": 0.95},
+        {**variant, "variant": "thread min/max", "TBps": 0.93},
+    ]
     (tmp_path / "sweeps.json").write_text(
         json.dumps({"reduce": {"commit": "c", "ceiling_TBps": 1.0, "variants": sweep}})
     )
     kernels[2] = r("reduce: moments of 4096 MiB float64", "spmd", [0.95, 0.95, 0.95])  # no closer to its ceiling
     limit = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
     assert "per-element" not in limit and "at 0.950x its ceiling" in limit
-    assert "(2 float32 shapes, sweeps.json) peaked at 0.950x its CuPy sum with 4 loads x 6 blocks/SM" in limit
-    assert "(spmd's default: 0.900x)" in limit
+    assert "(3 float32 shapes, sweeps.json) peaked at 0.950x its CuPy sum with 4 loads x 6 blocks/SM (default)" in limit
+    assert "(spmd's default: 0.900x)" in limit and "over a thread's tiles at best 0.930x" in limit
+    # a reduce case merged from a later call carries its own commit: the sweep of the first call is not its own
+    entries["kernels"]["manifest"]["cases"] = [{"case": "reduce moments", "commit": "later"}]
+    limit = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
+    assert "sweep" not in limit
+    entries["kernels"]["manifest"]["cases"] = [{"case": "reduce moments", "commit": "c"}]
+    assert "sweeps.json" in {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
+    del entries["kernels"]["manifest"]["cases"]
     stencil = rows["a 5-point step of 16384^2 float32"]
     assert stencil["met"] is True and stencil["limit"] == "" and stencil["ratios"] == [0.96, 0.97, 0.95]
     step = rows["large batch 512 per GPU, fp32, 1 GPU(s)"]

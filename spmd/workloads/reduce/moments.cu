@@ -24,7 +24,8 @@
 #endif
 // THREAD_MINMAX=1: a thread keeps its min and max in the input type over all its tiles and converts them to double
 // once, at its end, so a tile's merge carries the sums alone (no conversion nor double compare a tile); the same
-// answers (tests/gpu runs both; bench/tools/fused_kernel.py measures both).
+// answers (tests/gpu runs both; bench/tools/fused_kernel.py measures both). Off: on an H200 it measured no faster than
+// the default (docs/results/h200x1/kernels/sweeps.json), the instructions it saves not being what limits the loop.
 #ifndef THREAD_MINMAX
 #define THREAD_MINMAX 0
 #endif
