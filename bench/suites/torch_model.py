@@ -145,7 +145,7 @@ def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
                 "training rate",
                 "samples/s",
                 "peer",
-                params={"libraries": plain["libraries"]},
+                params={"libraries": plain["libraries"], "window_s": plain["windows_s"]},
             ),
             Measure(
                 case,
@@ -153,7 +153,14 @@ def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
                 report["metrics"]["samples_per_s"],
                 "training rate",
                 "samples/s",
-                params={"libraries": report["result"]["libraries"]},  # the NCCL and cuBLAS files it ran on
+                # the NCCL and cuBLAS files it ran on, and where a step's time went: a whole repeat's per step
+                # against the marked steps' phases (a gap between them is time outside the steps)
+                params={
+                    "libraries": report["result"]["libraries"],
+                    "step_ms": report["metrics"]["step_ms"],
+                    "phase_ms_per_step": report["metrics"]["phase_ms_per_step"],
+                    "data_placement": report["result"]["data_placement"],
+                },
             ),
         ]
     return measures
