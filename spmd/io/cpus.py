@@ -7,8 +7,11 @@ that core, and one H200 box read 1 GiB at 5.9 GB/s where the node's cores read s
 (its cgroup's cpuset, else the online CPUs) cut into one contiguous block per rank on the node. Where the
 launcher bound the rank to fewer CPUs than that, outside a SLURM job step (whose tasks have the CPUs the
 allocation gave them), the reader threads alone run on the share and the rank's own CPUs (the main thread
-keeps its binding); report.json ``io`` says so. An integer ``io.threads`` keeps the threads within the rank's
-binding (or, unbound, its share), at most that many.
+keeps its binding); report.json ``io`` says so. Several unbound ranks on a node (``mpirun --bind-to none``) each
+keep their reader threads on their own share too: left where the kernel puts them, every rank's threads spread
+over every CPU (on 4 H200s an unbound sweep's reads were slower at 2 and 4 ranks than a bound one's, whose readers
+had their shares; docs/scaling.md). An integer ``io.threads`` keeps the threads within the rank's binding
+(or, unbound, its share), at most that many.
 
 The choice is the process's, made once at set-up like its GPU: ``reader_threads`` decides and records the CPUs;
 each reader thread of ``direct.read_pieces`` moves itself onto them (``pin_reader_thread``).
@@ -84,6 +87,10 @@ def reader_threads(wanted: int | str, local_ranks: int = 1, local_rank: int = 0)
     unbound = bound >= node
     own = len(share) if unbound else len(bound)  # the CPUs the rank has without moving its readers
     _reader_cpus = None
+    if unbound and local_ranks > 1 and not in_slurm_step():
+        # several unbound ranks on the node: each rank's readers on its own block, not wherever the kernel puts
+        # them (all ranks' threads on every CPU), so the ranks' reads do not take each other's cores
+        _reader_cpus = share
     if wanted != "auto":
         return max(1, min(int(wanted), own))
     if unbound or len(bound) >= len(share) or in_slurm_step():

@@ -47,8 +47,10 @@ def test_auto_gives_a_rank_bound_to_one_core_its_share_of_the_node(node):
     node({1})  # Open MPI's mpirun binds each of 2 ranks to a core
     assert cpus.reader_threads("auto", local_ranks=2, local_rank=1) == 8
     assert cpus.reader_cpus() == frozenset(range(8, 16)) | {1}
-    node(range(16))  # unbound: the share's count, the threads left where the kernel puts them
-    assert cpus.reader_threads("auto", local_ranks=4, local_rank=0) == 4 and cpus.reader_cpus() is None
+    node(range(16))  # unbound, 4 ranks on the node: the share's count, the threads on the share
+    assert cpus.reader_threads("auto", local_ranks=4, local_rank=1) == 4
+    assert cpus.reader_cpus() == frozenset(range(4, 8))
+    assert cpus.reader_threads("auto", local_ranks=1) == 16 and cpus.reader_cpus() is None  # alone: the node
     node({2, 3, 4, 5, 6, 7, 8, 9})  # bound to at least its share: its binding is its own
     assert cpus.reader_threads("auto", local_ranks=2, local_rank=0) == 8 and cpus.reader_cpus() is None
 
@@ -57,7 +59,8 @@ def test_a_number_stays_within_the_binding_and_slurm_allocations_are_kept(node, 
     node({1})
     assert cpus.reader_threads(8, local_ranks=2) == 1 and cpus.reader_cpus() is None
     node(range(16))
-    assert cpus.reader_threads(8, local_ranks=1) == 8 and cpus.reader_threads(8, local_ranks=4) == 4
+    assert cpus.reader_threads(8, local_ranks=1) == 8 and cpus.reader_cpus() is None
+    assert cpus.reader_threads(8, local_ranks=4, local_rank=3) == 4 and cpus.reader_cpus() == frozenset(range(12, 16))
     assert cpus.reader_threads(8, local_ranks=32) == 1
     node({3, 4})
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "2")  # what the allocation gives a task is what it reads with
