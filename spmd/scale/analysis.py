@@ -56,7 +56,8 @@ def held_out(scaling: dict, fit: int | None = None) -> list[dict]:
             continue
         report = run["report"]
         row = next(x for x in scaling["series"][run["mode"]] if x["ranks"] == top)
-        guess = predict(model, top, report["problem"]["bytes"])
+        placement = run.get("placement") or row["placement"]
+        guess = predict(model, top, report["problem"]["bytes"], node_counts(placement, report["device"])["node_ranks"])
         phases = {
             p: (measured({"timings": report["timings"]}, p), guess[p])
             for p in guess
@@ -111,6 +112,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
             "timings": r["report"]["timings"],
             "time": row["time"],
             "oversubscribed": bool(r["placement"]["oversubscribed"]),
+            **node_counts(r["placement"], r["report"]["device"]),
         }
         for r in measured_once(runs)
         for row in [_row(series, r)]
@@ -169,6 +171,14 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
             for r in runs
         ],
     }
+
+
+def node_counts(placement: dict, device: str) -> dict:
+    """{'node_ranks': the ranks on the run's busiest node, 'node_slots': the GPUs (or, on CPUs, cores) a node
+    holds} from a run's placement; None where it does not say."""
+    per_node = placement.get("ranks_per_node") or {}
+    slots = placement.get("gpus_per_node" if device == "gpu" else "cpus_per_node") or {}
+    return {"node_ranks": max(per_node.values(), default=None), "node_slots": max(slots.values(), default=0) or None}
 
 
 def hardware_present(runs: list[dict]) -> dict | None:

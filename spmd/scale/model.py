@@ -2,7 +2,11 @@
 
 Fitted to a sweep, never assumed:
 - each local phase (read, h2d, compute, ...): time against bytes per rank S/n, affine
-  when three or more distinct shares were measured, proportional otherwise;
+  when three or more distinct shares were measured, proportional otherwise; where the sweep
+  measured the same bytes per rank at two counts of ranks on a node (a weak series beside the
+  strong one) and the phase slowed as the node filled, a node term too: ``+ (S/n) (k - 1) c``
+  for k ranks on a node, the ranks sharing what a node has once (its memory bandwidth, page cache,
+  host links);
 - comm: an alpha-beta model ``alpha x steps + beta x bytes on the busiest link`` (the
   terms of ``measure.collectives``) fitted to the collectives timed on each group (or to
   the workload's own comm phases), plus the comm phase's fixed overhead;
@@ -22,14 +26,50 @@ from ..measure.collectives import model_terms
 from .figures import NOT_LOCAL
 
 MAX_SHARE_BYTES = 1 << 50  # break-even search: up to 1 PiB per rank
+# a phase's growth with the ranks on a node below this share of its time, at every point fitted, is noise, not a
+# node's shared resource: fitted, it would be extrapolated to every rank count
+NODE_TERM_MIN_SHARE = 0.05
 
 
-def fit_local(xs: list[float], ys: list[float]) -> dict:
+def fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = None) -> dict:
     """Fit ``y = intercept + x / rate`` (seconds against bytes per rank), never negative.
 
     Affine when two or more distinct shares were measured (with exactly two, the line
-    runs through the mean time at each), proportional otherwise.
+    runs through the mean time at each), proportional otherwise. With ``node_ranks`` (the ranks on
+    each point's busiest node), where two points of the same share ran with different counts on a
+    node, ``y = intercept + x / rate + x (k - 1) c`` with c >= 0 (``node_seconds_per_byte``: what
+    each further rank on the node adds per byte), kept where it is at least NODE_TERM_MIN_SHARE
+    of the phase's time at some point fitted.
     """
+    plain = _fit_share(xs, ys)
+    if node_ranks is None or not _node_term_identified(xs, node_ranks):
+        return plain
+    x, y, k = (np.asarray(v, float) for v in (xs, ys, node_ranks))
+    if not (y > 0).all():
+        return plain
+    a, b, c = nonnegative_lstsq([np.ones_like(x), x, x * (k - 1)], y)
+    fitted = a + b * x + c * x * (k - 1)
+    if c <= 0 or not (c * x * (k - 1) >= NODE_TERM_MIN_SHARE * fitted).any():
+        return plain
+    return {
+        "intercept_s": float(a),
+        "seconds_per_byte": float(b),
+        "rate_Bps": 1 / b if b > 0 else None,
+        "node_seconds_per_byte": float(c),
+        "fit": "affine + node" if a > 0 else "proportional + node",
+        "shares": plain["shares"],
+    }
+
+
+def _node_term_identified(xs: list[float], node_ranks: list[int]) -> bool:
+    """Whether two points measured the same bytes per rank with different counts of ranks on a node."""
+    seen: dict[float, set[int]] = {}
+    for x, k in zip(xs, node_ranks):
+        seen.setdefault(round(float(x), 6), set()).add(int(k))
+    return any(len(ks) > 1 for ks in seen.values())
+
+
+def _fit_share(xs: list[float], ys: list[float]) -> dict:
     x, y = np.asarray(xs, float), np.asarray(ys, float)
     shares = len(set(xs))
     if shares >= 2:
@@ -111,10 +151,15 @@ def scaled_ops(model: dict, ranks: int, problem_bytes: float) -> list[dict]:
     ]
 
 
-def predict(model: dict, ranks: int, problem_bytes: float) -> dict:
-    """Predicted seconds per phase and ``total`` for ``ranks`` ranks on ``problem_bytes``."""
+def predict(model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None) -> dict:
+    """Predicted seconds per phase and ``total`` for ``ranks`` ranks on ``problem_bytes``, ``node_ranks`` of them
+    on the busiest node (default: as many as the node's GPUs or cores hold, ``ranks_on_a_node``)."""
     share = problem_bytes / ranks
-    phases = {p: f["intercept_s"] + share * f["seconds_per_byte"] for p, f in model["local"].items()}
+    k = node_ranks or ranks_on_a_node(model, ranks)
+    phases = {
+        p: f["intercept_s"] + share * (f["seconds_per_byte"] + (k - 1) * f.get("node_seconds_per_byte", 0.0))
+        for p, f in model["local"].items()
+    }
     phases["comm"] = model["comm"]["overhead_s"] + collectives_time(
         model["comm"], ranks, scaled_ops(model, ranks, problem_bytes)
     )
@@ -122,11 +167,22 @@ def predict(model: dict, ranks: int, problem_bytes: float) -> dict:
     return phases
 
 
+def ranks_on_a_node(model: dict, ranks: int) -> int:
+    """The ranks on the busiest node when ``ranks`` ranks fill nodes like the sweep's (``node_slots``, its GPUs or
+    cores a node) evenly; all on one node where the sweep did not say."""
+    slots = model.get("node_slots")
+    if not slots:
+        return ranks
+    nodes = -(-ranks // slots)
+    return -(-ranks // nodes)
+
+
 def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) -> dict | None:
     """Fit the model to a sweep.
 
     Args:
-        runs: one dict per measured run: ranks, problem (bytes, comm ops), timings, time.
+        runs: one dict per measured run: ranks, problem (bytes, comm ops), timings, time; optionally
+            node_ranks (ranks on its busiest node) and node_slots (the GPUs or cores a node holds).
         probe: collectives timed on the sweep's groups: [{'op', 'ranks', 'bytes', 'seconds'}].
         backend: the communicator the sweep used.
         growth: the workload's COMM_GROWTH.
@@ -143,7 +199,12 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
         runs = fair
     phases = [p for p in runs[0]["timings"] if p not in NOT_LOCAL and any(r["timings"][p]["max"] > 0 for r in runs)]
     local = {
-        p: fit_local([r["problem"]["bytes"] / r["ranks"] for r in runs], [measured(r, p) for r in runs]) for p in phases
+        p: fit_local(
+            [r["problem"]["bytes"] / r["ranks"] for r in runs],
+            [measured(r, p) for r in runs],
+            [r.get("node_ranks") or r["ranks"] for r in runs],
+        )
+        for p in phases
     }
 
     ref = runs[0]
@@ -173,11 +234,13 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
     comm["busbw_Bps"] = 1 / comm["beta_s_per_B"] if comm["beta_s_per_B"] > 0 else None
     gap = statistics.median(r["time"] - sum(measured(r, p) for p in [*phases, "comm"]) for r in runs)
     # A model with as many parameters as the points it was fitted to meets them by construction: only
-    # points beyond its parameters test it (each phase's fit has 2 at most; comm 1 with a probe, else 3).
+    # points beyond its parameters test it (each phase's fit has 2 at most, 3 with a node term; comm 1 with a
+    # probe, else 3).
     points = len({(r["ranks"], r["problem"]["bytes"]) for r in runs})
-    parameters = max([2 if f["fit"] == "affine" else 1 for f in local.values()] + [1 if probe else 3])
+    parameters = max([_parameters(f) for f in local.values()] + [1 if probe else 3])
     model = {
         "local": local,
+        "node_slots": max((r.get("node_slots") or 0 for r in runs), default=0) or None,
         "comm": comm,
         "gap_s": gap,
         "fitted_to": [[r.get("mode"), r["ranks"]] for r in runs],
@@ -187,6 +250,11 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
     }
     model["points"] = [_point(model, r) for r in all_runs]
     return model
+
+
+def _parameters(fit: dict) -> int:
+    """The parameters a local phase's fit has."""
+    return (2 if fit["fit"].startswith("affine") else 1) + ("node_seconds_per_byte" in fit)
 
 
 def measured(run: dict, phase: str) -> float:
@@ -204,7 +272,7 @@ def _terms(ranks: int, ops: list[dict]) -> tuple[float, float]:
 
 
 def _point(model: dict, run: dict) -> dict:
-    predicted = predict(model, run["ranks"], run["problem"]["bytes"])
+    predicted = predict(model, run["ranks"], run["problem"]["bytes"], run.get("node_ranks"))
     return {
         "mode": run.get("mode"),
         "ranks": run["ranks"],

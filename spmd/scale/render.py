@@ -102,14 +102,16 @@ def tables(scaling: dict) -> list[Table]:
     if model:
         out.append(
             Table(
-                "Model: each rank's own work, time = intercept + (bytes per rank) / rate",
-                ["phase", "fit", "rate", "intercept"],
+                "Model: each rank's own work, time = intercept + (bytes per rank) / rate x (1 + node term x (k - 1)),"
+                " k ranks on a node",
+                ["phase", "fit", "rate", "intercept", "node term"],
                 [
                     [
                         p,
                         f"{f['fit']}, {f.get('shares', '?')} share(s)",
                         "-" if not f["rate_Bps"] else f"{f['rate_Bps'] / 1e9:.3g} GB/s",
                         fmt_seconds(f["intercept_s"]),
+                        node_term(f),
                     ]
                     for p, f in model["local"].items()
                 ],
@@ -182,6 +184,15 @@ def tables(scaling: dict) -> list[Table]:
             )
         )
     return out
+
+
+def node_term(fit: dict) -> str:
+    """What each further rank on a node adds to a local phase's time per byte ('-' where the fit has no node term)."""
+    c = fit.get("node_seconds_per_byte")
+    if not c:
+        return "-"
+    b = fit["seconds_per_byte"]
+    return f"+{c / b:.0%} a rank" if b > 0 else f"+{fmt_seconds(c * 2**30)} per GiB a rank"
 
 
 def _with_interval(row: dict, key: str, fmt) -> str:

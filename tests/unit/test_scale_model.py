@@ -8,7 +8,7 @@ import math
 import pytest
 
 from spmd.measure.collectives import COLLECTIVES, model_terms
-from spmd.scale.model import best_ranks, break_even, fit_alpha_beta, fit_local, fit_model, predict
+from spmd.scale.model import best_ranks, break_even, fit_alpha_beta, fit_local, fit_model, predict, ranks_on_a_node
 
 # The "true" machine behind the synthetic sweep.
 READ_RATE, READ_INTERCEPT = 2e9, 1e-3
@@ -132,6 +132,53 @@ def test_fit_local_affine_and_proportional():
     assert fit["fit"] == "proportional" and fit["rate_Bps"] == pytest.approx(1e9) and fit["intercept_s"] == 0
     fit = fit_local([1e6, 2e6, 4e6], [3e-3, 2e-3, 1e-3])  # slower with less data: no negative rate
     assert fit["rate_Bps"] is None and fit["intercept_s"] == pytest.approx(2e-3)
+
+
+NODE_COST = 0.5  # each further rank on a node adds half the read's time per byte (a memory bandwidth they share)
+
+
+def contended_run(mode: str, ranks: int, problem: float, node_ranks: int | None = None) -> dict:
+    """synthetic_run on a machine whose read slows as the ranks on a node share it."""
+    run = synthetic_run(mode, ranks, problem)
+    k = node_ranks or ranks
+    extra = (problem / ranks) / READ_RATE * NODE_COST * (k - 1)
+    for phase in ("read", "total"):
+        run["timings"][phase] = {stat: t + extra for stat, t in run["timings"][phase].items()}
+    return {**run, "time": run["time"] + extra, "node_ranks": k}
+
+
+def test_a_read_that_slows_as_the_node_fills_is_fitted_on_one_and_two_ranks_and_predicts_four():
+    runs = [contended_run("strong", 1, S), contended_run("strong", 2, S), contended_run("weak", 2, 2 * S)]
+    probe = [q for q in synthetic_probe() if q["ranks"] <= 2]
+    model = fit_model(runs, probe, "mpi", 0.0)
+    read = model["local"]["read"]
+    assert read["fit"] == "affine + node" and read["node_seconds_per_byte"] == pytest.approx(NODE_COST / READ_RATE)
+    assert read["rate_Bps"] == pytest.approx(READ_RATE) and read["intercept_s"] == pytest.approx(READ_INTERCEPT)
+    assert "node_seconds_per_byte" not in model["local"]["compute"]  # the same at 1 and 2 a node: its own
+    assert model["parameters"] == 3 and model["validated"] is False  # 3 points, 3 parameters: not yet tested
+    for mode, problem in (("strong", S), ("weak", 4 * S)):  # 4 ranks on one node, never measured
+        assert predict(model, 4, problem)["total"] == pytest.approx(contended_run(mode, 4, problem)["time"])
+    # two nodes of two: each rank shares its node with one other
+    assert predict({**model, "node_slots": 2}, 4, 4 * S)["read"] == pytest.approx(
+        contended_run("weak", 4, 4 * S, node_ranks=2)["timings"]["read"]["max"]
+    )
+    # the model without the node term (the same runs as if each rank had a node) is well under at 4
+    alone = fit_model([{**r, "node_ranks": 1} for r in runs], probe, "mpi", 0.0)
+    assert predict(alone, 4, 4 * S, node_ranks=4)["total"] < 0.8 * contended_run("weak", 4, 4 * S)["time"]
+
+
+def test_a_node_term_needs_the_same_share_at_two_counts_and_more_than_noise():
+    share, t = 1e6, 2e-3
+    assert "node_seconds_per_byte" not in fit_local([share, share / 2], [t, t / 2 * 1.2], [1, 2])  # strong alone
+    assert "node_seconds_per_byte" not in fit_local([share, share / 2, share], [t, t / 2, t * 1.03], [1, 2, 2])
+    grown = fit_local([share, share / 2, share], [t, t / 2 * 1.2, t * 1.2], [1, 2, 2])
+    assert grown["node_seconds_per_byte"] == pytest.approx(0.2 * t / share)
+    assert "node_seconds_per_byte" not in fit_local([share, share / 2, share], [t, t / 2, t * 0.8], [1, 2, 2])
+
+
+def test_ranks_fill_the_nodes_evenly():
+    assert [ranks_on_a_node({"node_slots": 4}, n) for n in (1, 4, 5, 6, 8, 9)] == [1, 4, 3, 3, 4, 3]
+    assert ranks_on_a_node({"node_slots": None}, 8) == 8 and ranks_on_a_node({}, 3) == 3
 
 
 def test_alpha_beta_never_negative():
