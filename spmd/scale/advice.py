@@ -212,6 +212,15 @@ def model_advice(
         f"Comm model ({comm['backend']}): latency {fmt_seconds(comm['alpha_s'])} per step{bw}, "
         f"overhead {fmt_seconds(comm['overhead_s'])} per repeat; from {comm['source']}."
     )
+    for phase, fit in model["local"].items():
+        if fit.get("node_seconds_per_byte") and fit["seconds_per_byte"] > 0:
+            out.append(
+                f"{phase} slowed as the node filled: each further rank on a node adds "
+                f"{fit['node_seconds_per_byte'] / fit['seconds_per_byte']:.0%} to its time per byte (the same bytes per "
+                f"rank measured with more ranks on the node). The ranks share what a node has once (memory "
+                f"bandwidth, page cache, host links): the predictions charge it, and fewer ranks a node, over "
+                f"more nodes, would not pay it."
+            )
     if best:
         n = best["best_ranks"]
         row = next(r for r in best["by_ranks"] if r["ranks"] == n)

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from spmd.measure.collectives import COLLECTIVES, model_terms
+from spmd.scale.advice import model_advice
 from spmd.scale.model import best_ranks, break_even, fit_alpha_beta, fit_local, fit_model, predict, ranks_on_a_node
 
 # The "true" machine behind the synthetic sweep.
@@ -162,6 +163,9 @@ def test_a_read_that_slows_as_the_node_fills_is_fitted_on_one_and_two_ranks_and_
     assert predict({**model, "node_slots": 2}, 4, 4 * S)["read"] == pytest.approx(
         contended_run("weak", 4, 4 * S, node_ranks=2)["timings"]["read"]["max"]
     )
+    advice = " ".join(model_advice(model, None, [], 2))
+    assert "read slowed as the node filled: each further rank on a node adds 50% to its time per byte" in advice
+    assert "compute slowed" not in advice
     # the model without the node term (the same runs as if each rank had a node) is well under at 4
     alone = fit_model([{**r, "node_ranks": 1} for r in runs], probe, "mpi", 0.0)
     assert predict(alone, 4, 4 * S, node_ranks=4)["total"] < 0.8 * contended_run("weak", 4, 4 * S)["time"]
