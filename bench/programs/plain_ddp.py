@@ -4,14 +4,18 @@ node-local rank; one node), rows resident on the device, AdamW (weight decay 0, 
 fp32; windows of ``--steps`` steps timed the way spmd times a repeat (device synchronized at both ends, the slowest
 rank's window). Rank 0 prints one JSON line per batch: samples/s of all ranks over the median window, and every
 window's seconds (several batches in one launch: a launch with its NCCL set-up costs more than the timed steps).
+``--spmd-env`` runs the same loop inside what ``spmd run`` builds around its step: spmd's context with its watchdog
+thread, CuPy on the rank's GPU and spmd's own communicator, opened in spmd's order (PyTorch loaded first) and kept
+open through the loop: a whole-launch gap that this reproduces is the process's, not spmd's step.
 
     python bench/programs/plain_ddp.py --size large --batch 256 [--device cpu]
-    mpiexec -n 2 python bench/programs/plain_ddp.py --size large --batch 16,64,256
+    mpiexec -n 2 python bench/programs/plain_ddp.py --size large --batch 16,64,256 [--spmd-env]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -42,7 +46,20 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=5)
     ap.add_argument("--rows", type=int, default=16384)
     ap.add_argument("--device", choices=("gpu", "cpu"), default="gpu")
+    ap.add_argument("--spmd-env", action="store_true", help="the loop inside spmd's context, device and communicator")
     a = ap.parse_args()
+    with contextlib.ExitStack() as around:
+        if a.spmd_env:  # as spmd.job: the context (and its watchdog), the device, then spmd's communicator
+            from spmd.comm.factory import open_communicator
+            from spmd.runtime import Context
+
+            ctx = around.enter_context(Context(watchdog=True))
+            ctx.bind_device(a.device)
+            around.callback(open_communicator(ctx, "auto").close)
+        train(a)
+
+
+def train(a) -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     gpu = a.device == "gpu"
@@ -90,7 +107,14 @@ def main() -> None:
             libraries = {"torch": torch.__version__}
             if gpu:
                 libraries |= {"nccl": mapped("libnccl"), "cublas": mapped("libcublas")}
-            line = {"batch": batch, "samples_per_s": rate, "ranks": world, "windows_s": times, "libraries": libraries}
+            line = {
+                "batch": batch,
+                "samples_per_s": rate,
+                "ranks": world,
+                "windows_s": times,
+                "libraries": libraries,
+                "spmd_env": a.spmd_env,
+            }
             print(json.dumps(line), flush=True)
     dist.destroy_process_group()
 

@@ -1,7 +1,8 @@
 """Your PyTorch model under spmd (workload torch): spmd's strategies against the same model in a plain DDP script
 written by hand (same batch, precision, buckets), what timing the buckets costs a step (a Python comm hook
 on every step against spmd's hooked twin on one step in phase_every, against DDP's own C++ path), spmd's step against
-a plain loop in the same processes on every rank (and with CuPy's NCCL loaded before PyTorch), the batch sweep:
+a plain loop in the same processes on every rank (and with CuPy's NCCL loaded before PyTorch), the plain script
+inside the process spmd builds around its step, the batch sweep:
 all ranks against one at each batch, the step model's predictions beside them, its advice run and measured; and the
 same sweep over the examples users start from (the study's two MLPs and the CNN), each run verified."""
 
@@ -103,10 +104,11 @@ def overhead(env) -> list[Measure]:
     return out
 
 
-def plain_ddp(env, s: dict, ranks: int | None, batches: str | None = None) -> dict[int, dict]:
+def plain_ddp(env, s: dict, ranks: int | None, batches: str | None = None, *options: str) -> dict[int, dict]:
     """batch -> the line bench/programs/plain_ddp.py printed (samples_per_s, the libraries it ran on), one launch
-    for every batch, plainly (None) or under the launcher with ``ranks`` ranks."""
-    args = ("--size", s["size"], "--batch", batches or s["batch"], "--steps", s["steps"], "--rows", s["rows"])
+    for every batch, plainly (None) or under the launcher with ``ranks`` ranks; ``options`` (``--spmd-env``) passed
+    on."""
+    args = ("--size", s["size"], "--batch", batches or s["batch"], "--steps", s["steps"], "--rows", s["rows"], *options)
     done = env.program("plain_ddp.py", *args, "--device", env.device, ranks=ranks)
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return {line["batch"]: line for line in lines}
@@ -138,32 +140,45 @@ def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
         plain = plain_ddp(env, s, env.ranks, str(batch))[batch]
         report = spmd_report(env, "ddp", s, ranks=env.ranks, batch=batch, phases=phases)
         measures += [
-            Measure(
-                case,
-                "plain DDP script",
-                plain["samples_per_s"],
-                "training rate",
-                "samples/s",
-                "peer",
-                params={"libraries": plain["libraries"], "window_s": plain["windows_s"]},
-            ),
-            Measure(
-                case,
-                "spmd ddp" if phases else "spmd ddp, phases: false",
-                report["metrics"]["samples_per_s"],
-                "training rate",
-                "samples/s",
-                # the NCCL and cuBLAS files it ran on, and where a step's time went: a whole repeat's per step
-                # against the marked steps' phases (a gap between them is time outside the steps)
-                params={
-                    "libraries": report["result"]["libraries"],
-                    "step_ms": report["metrics"]["step_ms"],
-                    "phase_ms_per_step": report["metrics"]["phase_ms_per_step"],
-                    "data_placement": report["result"]["data_placement"],
-                },
-            ),
+            _plain_measure(case, "plain DDP script", plain),
+            _spmd_measure(case, "spmd ddp" if phases else "spmd ddp, phases: false", report),
         ]
     return measures
+
+
+def plain_in_spmds_process(env) -> list[Measure]:
+    """At the sweep's smallest batch, one launch each of the plain script, the plain script inside the process spmd
+    builds around its step (``--spmd-env``: spmd's context and watchdog, CuPy on the GPU, spmd's communicator) and
+    ``spmd run``: whether a whole-launch gap is the process's or spmd's step and what runs between its steps."""
+    s = sizes(env)
+    batch = int(s["batches"].split(",")[0])
+    case = f"MLP {s['size']}, batch {batch} per rank, fp32, AdamW, {env.ranks} ranks, whole launches"
+    plain = plain_ddp(env, s, env.ranks, str(batch))[batch]
+    inside = plain_ddp(env, s, env.ranks, str(batch), "--spmd-env")[batch]
+    report = spmd_report(env, "ddp", s, ranks=env.ranks, batch=batch)
+    return [
+        _plain_measure(case, "plain DDP script", plain),
+        _plain_measure(case, "plain DDP script in spmd's process", inside),
+        _spmd_measure(case, "spmd ddp", report),
+    ]
+
+
+def _plain_measure(case: str, subject: str, line: dict) -> Measure:
+    """plain_ddp.py's rate, with the libraries it ran on and its every window."""
+    params = {"libraries": line["libraries"], "window_s": line["windows_s"]}
+    return Measure(case, subject, line["samples_per_s"], "training rate", "samples/s", "peer", params=params)
+
+
+def _spmd_measure(case: str, subject: str, report: dict) -> Measure:
+    """spmd's rate, with the NCCL and cuBLAS files it ran on and where a step's time went: a whole repeat's per
+    step against the marked steps' phases (a gap between them is time outside the steps)."""
+    params = {
+        "libraries": report["result"]["libraries"],
+        "step_ms": report["metrics"]["step_ms"],
+        "phase_ms_per_step": report["metrics"]["phase_ms_per_step"],
+        "data_placement": report["result"]["data_placement"],
+    }
+    return Measure(case, subject, report["metrics"]["samples_per_s"], "training rate", "samples/s", params=params)
 
 
 def step_cost(env, runs: int) -> list[list[Measure]]:
@@ -304,6 +319,9 @@ def cases(env) -> list[Case]:
         Case("the cost of timing buckets", hook_cost, needs=("torch",)),
         Case("against a plain DDP script, all ranks", overhead_all_ranks, needs=("torch", "ranks2")),
         Case("against a plain DDP script, every rank untimed", overhead_untimed, needs=("torch", "ranks2")),
+        Case(
+            "against the plain script in spmd's process, all ranks", plain_in_spmds_process, needs=("torch", "ranks2")
+        ),
         Case("the step against a plain loop, same processes", step_cost, needs=("torch", "ranks2"), batched=True),
         Case("batch sweep", batch_sweep, needs=("torch", "ranks2")),
         Case("examples, batch sweep", examples_sweep, needs=("torch", "ranks2")),
