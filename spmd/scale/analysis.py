@@ -20,7 +20,7 @@ from .advice import (
 )
 from .batches import batch_sweep
 from .figures import series_figures, suspect_reasons
-from .model import best_ranks, break_even, fit_model, measured, predict
+from .model import HOST_PHASES, best_ranks, break_even, fit_model, measured, predict
 
 
 def reanalyse(scaling: dict) -> dict:
@@ -119,7 +119,8 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     ]
     probe = [p for r in measured_once(runs) for p in (r["probe"] or [])]
     backend = runs[0]["report"]["comm"]
-    model = fit_model(model_runs, probe, backend, growth)
+    on_gpus = runs[0]["report"]["device"] == "gpu"
+    model = fit_model(model_runs, probe, backend, growth, HOST_PHASES if on_gpus else None)
     measured_max = max(r["ranks"] for r in runs)
     best, even = None, []
     strong_bytes = next((r["problem"].get("bytes") for r in model_runs if r["mode"] == "strong"), None) or (

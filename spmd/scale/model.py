@@ -6,7 +6,7 @@ Fitted to a sweep, never assumed:
   measured the same bytes per rank at two counts of ranks on a node (a weak series beside the
   strong one) and the phase slowed as the node filled, a node term too: ``+ (S/n) (k - 1) c``
   for k ranks on a node, the ranks sharing what a node has once (its memory bandwidth, page cache,
-  host links);
+  host links; on GPUs only the host's phases, HOST_PHASES);
 - comm: an alpha-beta model ``alpha x steps + beta x bytes on the busiest link`` (the
   terms of ``measure.collectives``) fitted to the collectives timed on each group (or to
   the workload's own comm phases), plus the comm phase's fixed overhead;
@@ -29,6 +29,9 @@ MAX_SHARE_BYTES = 1 << 50  # break-even search: up to 1 PiB per rank
 # a phase's growth with the ranks on a node below this share of its time, at every point fitted, is noise, not a
 # node's shared resource: fitted, it would be extrapolated to every rank count
 NODE_TERM_MIN_SHARE = 0.05
+# what a GPU rank does on its node's host: the phases a node term may have on GPUs (each rank's compute has a
+# GPU of its own; on CPUs every phase shares the node's memory bandwidth)
+HOST_PHASES = ("read", "h2d")
 
 
 def fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = None) -> dict:
@@ -177,7 +180,9 @@ def ranks_on_a_node(model: dict, ranks: int) -> int:
     return -(-ranks // nodes)
 
 
-def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) -> dict | None:
+def fit_model(
+    runs: list[dict], probe: list[dict], backend: str, growth: float, node_phases: tuple[str, ...] | None = None
+) -> dict | None:
     """Fit the model to a sweep.
 
     Args:
@@ -186,6 +191,7 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
         probe: collectives timed on the sweep's groups: [{'op', 'ranks', 'bytes', 'seconds'}].
         backend: the communicator the sweep used.
         growth: the workload's COMM_GROWTH.
+        node_phases: the phases that may get a node term (None: every local phase; HOST_PHASES on GPUs).
 
     Returns:
         The model (JSON-ready), or None when the runs cannot identify it.
@@ -202,7 +208,7 @@ def fit_model(runs: list[dict], probe: list[dict], backend: str, growth: float) 
         p: fit_local(
             [r["problem"]["bytes"] / r["ranks"] for r in runs],
             [measured(r, p) for r in runs],
-            [r.get("node_ranks") or r["ranks"] for r in runs],
+            [r.get("node_ranks") or r["ranks"] for r in runs] if node_phases is None or p in node_phases else None,
         )
         for p in phases
     }

@@ -9,7 +9,16 @@ import pytest
 
 from spmd.measure.collectives import COLLECTIVES, model_terms
 from spmd.scale.advice import model_advice
-from spmd.scale.model import best_ranks, break_even, fit_alpha_beta, fit_local, fit_model, predict, ranks_on_a_node
+from spmd.scale.model import (
+    HOST_PHASES,
+    best_ranks,
+    break_even,
+    fit_alpha_beta,
+    fit_local,
+    fit_model,
+    predict,
+    ranks_on_a_node,
+)
 
 # The "true" machine behind the synthetic sweep.
 READ_RATE, READ_INTERCEPT = 2e9, 1e-3
@@ -166,6 +175,21 @@ def test_a_read_that_slows_as_the_node_fills_is_fitted_on_one_and_two_ranks_and_
     advice = " ".join(model_advice(model, None, [], 2))
     assert "read slowed as the node filled: each further rank on a node adds 50% to its time per byte" in advice
     assert "compute slowed" not in advice
+    # on GPUs only what a rank does on the host may share the node: a compute phase slower at 2 a node is not
+    # extrapolated (each rank has its own GPU)
+    slower = [
+        {
+            **r,
+            "timings": {
+                **r["timings"],
+                "compute": {k: v * (1.2 if r["ranks"] == 2 else 1) for k, v in r["timings"]["compute"].items()},
+            },
+        }
+        for r in runs
+    ]
+    assert "node_seconds_per_byte" in fit_model(slower, probe, "mpi", 0.0)["local"]["compute"]  # CPUs: it is
+    on_gpus = fit_model(slower, probe, "nccl", 0.0, node_phases=HOST_PHASES)["local"]
+    assert "node_seconds_per_byte" not in on_gpus["compute"] and "node_seconds_per_byte" in on_gpus["read"]
     # the model without the node term (the same runs as if each rank had a node) is well under at 4
     alone = fit_model([{**r, "node_ranks": 1} for r in runs], probe, "mpi", 0.0)
     assert predict(alone, 4, 4 * S, node_ranks=4)["total"] < 0.8 * contended_run("weak", 4, 4 * S)["time"]
