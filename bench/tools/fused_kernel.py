@@ -17,8 +17,9 @@ from spmd.workloads.reduce.moments import FusedMoments
 
 
 def variants():
-    """(label, kernel): spmd's default, then loads x min/max x launch bounds at the resident grid, then the
-    default's loads at fixed blocks per SM (a grid past the resident blocks runs a second wave)."""
+    """(label, kernel): spmd's default, then loads x min/max x launch bounds at the resident grid, min/max kept over
+    a thread's tiles, the default's loads at fixed blocks per SM (a grid past the resident blocks runs a second
+    wave), and a tile's sums in 4 independent partial sums (shorter chains of dependent adds)."""
     yield "default", FusedMoments()
     for fast, loads, min_blocks in itertools.product((False, True), (2, 4, 8, 16), (0, 4)):
         yield "resident grid", FusedMoments(loads=loads, fast_minmax=fast, min_blocks=min_blocks)
@@ -26,6 +27,8 @@ def variants():
         yield "thread min/max", FusedMoments(loads=loads, blocks_per_sm=blocks, thread_minmax=True)
     for blocks in (2, 3, 4, 6, 8):
         yield "fixed grid", FusedMoments(blocks_per_sm=blocks)
+    for loads, blocks in itertools.product((2, 4, 8), (None, 3, 4, 6)):  # a tile summed in 4 independent partials
+        yield "tree sums", FusedMoments(loads=loads, blocks_per_sm=blocks, tree_sums=True)
 
 
 def main():
@@ -45,6 +48,7 @@ def main():
     for label, kernel in variants():
         minmax = "min/max + NaN flag" if kernel.fast_minmax else "NaN-propagating select"
         minmax += ", over a thread's tiles" if kernel.thread_minmax else ""
+        minmax += ", tree sums" if kernel.tree_sums else ""
         for dtype, x in data.items():
             shape = kernel.shape(dtype)
             seconds = median_seconds(lambda: kernel(x), repeats=30)

@@ -17,6 +17,8 @@ VARIANTS = {
     "bounded": {"loads": 2, "min_blocks": 4, "blocks_per_sm": 6},  # launch bounds, a grid past the resident blocks
     "thread min/max": {"thread_minmax": True},  # min and max in the input type over a thread's tiles
     "thread min/max, select": {"thread_minmax": True, "fast_minmax": False},
+    "tree sums": {"tree_sums": True},  # a tile in 4 independent partial sums
+    "tree sums, 2 loads": {"tree_sums": True, "loads": 2},  # float64: 4 values a tile, one per partial
 }
 
 

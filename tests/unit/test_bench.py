@@ -353,6 +353,7 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
         {**variant, "variant": "default", "TBps": 0.9},
         {**variant, "blocks_per_sm": 6, "TBps": 0.95},
         {**variant, "variant": "thread min/max", "TBps": 0.93},
+        {**variant, "variant": "tree sums", "TBps": 0.94},
     ]
     (tmp_path / "sweeps.json").write_text(
         json.dumps({"reduce": {"commit": "c", "ceiling_TBps": 1.0, "variants": sweep}})
@@ -360,8 +361,9 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
     kernels[2] = r("reduce: moments of 4096 MiB float64", "spmd", [0.95, 0.95, 0.95])  # no closer to its ceiling
     limit = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
     assert "per-element" not in limit and "at 0.950x its ceiling" in limit
-    assert "(3 float32 shapes, sweeps.json) peaked at 0.950x its CuPy sum with 4 loads x 6 blocks/SM (default)" in limit
+    assert "(4 float32 shapes, sweeps.json) peaked at 0.950x its CuPy sum with 4 loads x 6 blocks/SM (default)" in limit
     assert "(spmd's default: 0.900x)" in limit and "over a thread's tiles at best 0.930x" in limit
+    assert "4 independent partial sums at best 0.940x" in limit
     # a reduce case merged from a later call carries its own commit: the sweep of the first call is not its own
     entries["kernels"]["manifest"]["cases"] = [{"case": "reduce moments", "commit": "later"}]
     limit = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]

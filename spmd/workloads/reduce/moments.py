@@ -75,7 +75,7 @@ class FusedMoments:
     each block takes an equal share by a grid-stride loop, so a grid of more blocks than are resident would run
     a second, partly empty wave. ``loads``, ``blocks_per_sm`` and ``min_blocks`` fix a launch shape instead
     (bench/tools/fused_kernel.py sweeps them); ``thread_minmax`` keeps min and max in the input type over a thread's
-    tiles (moments.cu's THREAD_MINMAX).
+    tiles (moments.cu's THREAD_MINMAX); ``tree_sums`` sums a tile in 4 independent partial sums (TREE_SUMS).
     """
 
     THREADS = 256
@@ -87,9 +87,11 @@ class FusedMoments:
         fast_minmax: bool = True,
         min_blocks: int = 0,
         thread_minmax: bool = False,
+        tree_sums: bool = False,
     ):
         self.loads, self.blocks_per_sm = loads, blocks_per_sm
         self.fast_minmax, self.min_blocks, self.thread_minmax = fast_minmax, min_blocks, thread_minmax
+        self.tree_sums = tree_sums
         self._compiled: dict = {}  # dtype -> (partial kernel, final kernel, shape)
 
     @staticmethod
@@ -123,6 +125,7 @@ class FusedMoments:
                     f"-DFAST_MINMAX={int(self.fast_minmax)}",
                     f"-DMIN_BLOCKS={self.min_blocks}",
                     f"-DTHREAD_MINMAX={int(self.thread_minmax)}",
+                    f"-DTREE_SUMS={int(self.tree_sums)}",
                 ),
                 name_expressions=(name, "moments_final"),
             )
