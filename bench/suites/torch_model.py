@@ -86,14 +86,7 @@ def overhead(env) -> list[Measure]:
     s = sizes(env)
     case = f"MLP {s['size']}, batch {s['batch']}, fp32, AdamW, 1 rank"
     out = [
-        Measure(
-            case,
-            "plain DDP script",
-            plain_ddp(env, s, None)[s["batch"]]["samples_per_s"],
-            "training rate",
-            "samples/s",
-            "peer",
-        ),
+        _plain_measure(case, "plain DDP script", plain_ddp(env, s, None)[s["batch"]]),
         Measure(case, "spmd ddp", spmd_rate(env, "ddp", s), "training rate", "samples/s"),
     ]
     if env.gpus:

@@ -174,11 +174,16 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     }
 
 
+def slots_per_node(placement: dict, device: str) -> dict:
+    """host -> the GPUs (or, on CPUs, cores) it holds, from a run's placement ({} where it was not recorded)."""
+    return placement.get("gpus_per_node" if device == "gpu" else "cpus_per_node") or {}
+
+
 def node_counts(placement: dict, device: str) -> dict:
     """{'node_ranks': the ranks on the run's busiest node, 'node_slots': the GPUs (or, on CPUs, cores) a node
     holds} from a run's placement; None where it does not say."""
     per_node = placement.get("ranks_per_node") or {}
-    slots = placement.get("gpus_per_node" if device == "gpu" else "cpus_per_node") or {}
+    slots = slots_per_node(placement, device)
     return {"node_ranks": max(per_node.values(), default=None), "node_slots": max(slots.values(), default=0) or None}
 
 
@@ -187,7 +192,7 @@ def hardware_present(runs: list[dict]) -> dict | None:
     run's placement; None where it was not recorded (GPUs per node, before spmd recorded them)."""
     place = max(runs, key=lambda r: r["ranks"])["placement"]
     gpu = runs[0]["report"]["device"] == "gpu"
-    per_node = place.get("gpus_per_node") if gpu else place.get("cpus_per_node")
+    per_node = slots_per_node(place, runs[0]["report"]["device"])
     if not per_node or not all(per_node.values()):
         return None
     return {"count": sum(per_node.values()), "what": "GPUs" if gpu else "CPU cores", "nodes": len(per_node)}

@@ -65,8 +65,9 @@ def start(ctx, device: str, timeout_s: float, graph: bool = False):
 
 def libraries(torch, gpu: bool) -> dict:
     """What this process's PyTorch runs on: its version and, on a GPU, the NCCL version DDP reports and the NCCL and
-    cuBLAS files mapped into the process. A library already loaded under the same name is the one PyTorch gets: spmd
-    imports CuPy first, so these say whether DDP runs on PyTorch's own NCCL and cuBLAS, as in a script of its own."""
+    cuBLAS files mapped into the process. A library already loaded under the same name is the one PyTorch gets, so
+    these say whether DDP runs on PyTorch's own NCCL and cuBLAS, as in a script of its own (the torch workload
+    imports PyTorch before spmd's CuPy communicator loads its NCCL: ``load_libraries``)."""
     out = {"torch": torch.__version__}
     if gpu:
         version = torch.cuda.nccl.version()
