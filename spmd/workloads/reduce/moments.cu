@@ -133,7 +133,10 @@ __device__ __forceinline__ Moments tile_sums(const T (&v)[K]) {
     const int F = TREE_SUMS ? P : 0;                    // tree sums start from the tile's first values, not 0
     double s[P], m2[P];
 #pragma unroll
-    for (int p = 0; p < P; ++p) s[p] = p < F ? (double)v[p] : 0.0;
+    for (int p = 0; p < P; ++p) {
+        s[p] = p < F ? (double)v[p] : 0.0;
+        m2[p] = 0.0;  // overwritten below by tree sums' first values; the running sum's start
+    }
 #pragma unroll
     for (int i = F; i < K; ++i) s[i % P] += (double)v[i];
     Moments m = moments_empty();
