@@ -107,53 +107,77 @@ def plain_ddp(env, s: dict, ranks: int | None, batches: str | None = None, *opti
     return {line["batch"]: line for line in lines}
 
 
-def overhead_all_ranks(env) -> list[Measure]:
+def overhead_all_ranks(env, runs: int) -> list[list[Measure]]:
     """spmd's ddp on every rank of the launch against the plain DDP script on as many, at each batch of the
-    sweep (one launch of each a batch, at the launch's rank count only): what spmd's phases, verification and data
-    path cost a multi-GPU step."""
-    return _against_plain_all_ranks(env, phases=True)
+    sweep (one launch of each a batch and run, at the launch's rank count only): what spmd's phases, verification
+    and data path cost a multi-GPU step."""
+    return _against_plain_all_ranks(env, runs, phases=True)
 
 
-def overhead_untimed(env) -> list[Measure]:
+def overhead_untimed(env, runs: int) -> list[list[Measure]]:
     """The same comparison with spmd's ddp run with ``phases: false`` at each batch (no timing marks, no
     instrumented twin): beside the case above, it splits spmd's cost into what timing takes and the rest. A case
     of its own, so that each ends (and is recorded) well inside one call."""
-    return _against_plain_all_ranks(env, phases=False)
+    return _against_plain_all_ranks(env, runs, phases=False)
 
 
-def _against_plain_all_ranks(env, phases: bool) -> list[Measure]:
-    """Per batch, one launch of the plain script then one ``spmd run``: each side a fresh launch of its own, so
-    what a launch's placement on the host does to a host-bound step hits both alike."""
+def launch_order(launches: list, run: int) -> list:
+    """The launches of one run, rotated by the run's number: each side goes first as often as the others over the
+    runs, so that a host that drifts through a call (or favours the first launch) does not favour one side."""
+    k = run % len(launches)
+    return launches[k:] + launches[:k]
+
+
+def _launched(runs: int, launches: list) -> list[list[Measure]]:
+    """Per run, the measures of ``launches`` (callables, one fresh launch each), launched in ``launch_order``; a
+    run's measures keep the launches' own order."""
+    per_run = []
+    for run in range(runs):
+        done = {id(launch): launch() for launch in launch_order(launches, run)}
+        per_run.append([m for launch in launches for m in done[id(launch)]])
+    return per_run
+
+
+def _against_plain_all_ranks(env, runs: int, phases: bool) -> list[list[Measure]]:
+    """Per batch and run, one launch of the plain script and one ``spmd run``, each a fresh launch of its own, so
+    that what a launch's placement on the host does to a host-bound step hits both alike, in alternating order."""
     s = sizes(env)
-    measures = []
+    per_run: list[list[Measure]] = [[] for _ in range(runs)]
     for batch in (int(b) for b in s["batches"].split(",")):
         case = f"MLP {s['size']}, batch {batch} per rank, fp32, AdamW, {env.ranks} ranks" + (
             "" if phases else ", phases: false"
         )
-        plain = plain_ddp(env, s, env.ranks, str(batch))[batch]
-        report = spmd_report(env, "ddp", s, ranks=env.ranks, batch=batch, phases=phases)
-        measures += [
-            _plain_measure(case, "plain DDP script", plain),
-            _spmd_measure(case, "spmd ddp" if phases else "spmd ddp, phases: false", report),
-        ]
-    return measures
+
+        def plain():
+            return [_plain_measure(case, "plain DDP script", plain_ddp(env, s, env.ranks, str(batch))[batch])]
+
+        def ours():
+            report = spmd_report(env, "ddp", s, ranks=env.ranks, batch=batch, phases=phases)
+            return [_spmd_measure(case, "spmd ddp" if phases else "spmd ddp, phases: false", report)]
+
+        for run, measures in enumerate(_launched(runs, [plain, ours])):  # both launched before the next batch
+            per_run[run] += measures
+    return per_run
 
 
-def plain_in_spmds_process(env) -> list[Measure]:
+def plain_in_spmds_process(env, runs: int) -> list[list[Measure]]:
     """At the sweep's smallest batch, one launch each of the plain script, the plain script inside the process spmd
     builds around its step (``--spmd-env``: spmd's context and watchdog, CuPy on the GPU, spmd's communicator) and
-    ``spmd run``: whether a whole-launch gap is the process's or spmd's step and what runs between its steps."""
+    ``spmd run`` (their order rotated run by run): whether a whole-launch gap is the process's or spmd's step and
+    what runs between its steps."""
     s = sizes(env)
     batch = int(s["batches"].split(",")[0])
     case = f"MLP {s['size']}, batch {batch} per rank, fp32, AdamW, {env.ranks} ranks, whole launches"
-    plain = plain_ddp(env, s, env.ranks, str(batch))[batch]
-    inside = plain_ddp(env, s, env.ranks, str(batch), "--spmd-env")[batch]
-    report = spmd_report(env, "ddp", s, ranks=env.ranks, batch=batch)
-    return [
-        _plain_measure(case, "plain DDP script", plain),
-        _plain_measure(case, "plain DDP script in spmd's process", inside),
-        _spmd_measure(case, "spmd ddp", report),
+
+    def plain(*options: str, subject: str):
+        return lambda: [_plain_measure(case, subject, plain_ddp(env, s, env.ranks, str(batch), *options)[batch])]
+
+    launches = [
+        plain(subject="plain DDP script"),
+        plain("--spmd-env", subject="plain DDP script in spmd's process"),
+        lambda: [_spmd_measure(case, "spmd ddp", spmd_report(env, "ddp", s, ranks=env.ranks, batch=batch))],
     ]
+    return _launched(runs, launches)
 
 
 def _plain_measure(case: str, subject: str, line: dict) -> Measure:
@@ -310,10 +334,15 @@ def cases(env) -> list[Case]:
     return [
         Case("against a plain DDP script", overhead, needs=("torch",)),
         Case("the cost of timing buckets", hook_cost, needs=("torch",)),
-        Case("against a plain DDP script, all ranks", overhead_all_ranks, needs=("torch", "ranks2")),
-        Case("against a plain DDP script, every rank untimed", overhead_untimed, needs=("torch", "ranks2")),
+        Case("against a plain DDP script, all ranks", overhead_all_ranks, needs=("torch", "ranks2"), batched=True),
         Case(
-            "against the plain script in spmd's process, all ranks", plain_in_spmds_process, needs=("torch", "ranks2")
+            "against a plain DDP script, every rank untimed", overhead_untimed, needs=("torch", "ranks2"), batched=True
+        ),
+        Case(
+            "against the plain script in spmd's process, all ranks",
+            plain_in_spmds_process,
+            needs=("torch", "ranks2"),
+            batched=True,
         ),
         Case("the step against a plain loop, same processes", step_cost, needs=("torch", "ranks2"), batched=True),
         Case("batch sweep", batch_sweep, needs=("torch", "ranks2")),

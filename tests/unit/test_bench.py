@@ -428,3 +428,20 @@ def test_io_targets_hold_direct_to_the_pread_beside_it_on_one_rank_and_on_every_
     ]
     rows = {row["what"]: row for row in targets.io_rows(records)}
     assert rows["reduce repeat, 1 rank(s): io.engine auto picks the fastest safe engine"]["met"] and len(rows) == 3
+
+
+def test_whole_launch_cases_rotate_which_side_launches_first():
+    """A host that favours the first launch of a call (or drifts through it) must not favour one side: over the
+    runs each launch goes first equally often, and each run's measures keep the launches' own order."""
+    from bench.suites.torch_model import _launched, launch_order
+
+    assert [launch_order(["plain", "spmd"], run) for run in range(4)] == [["plain", "spmd"], ["spmd", "plain"]] * 2
+    assert [launch_order("abc", run)[0] for run in range(3)] == ["a", "b", "c"]
+    started = []
+
+    def launch(name):
+        return lambda: started.append(name) or [name]
+
+    per_run = _launched(3, [launch("plain"), launch("inside"), launch("spmd")])
+    assert per_run == [["plain", "inside", "spmd"]] * 3
+    assert started == ["plain", "inside", "spmd", "inside", "spmd", "plain", "spmd", "plain", "inside"]
