@@ -219,7 +219,9 @@ def model_advice(
                 f"{fit['node_seconds_per_byte'] / fit['seconds_per_byte']:.0%} to its time per byte (the same bytes per "
                 f"rank measured with more ranks on the node). The ranks share what a node has once (memory "
                 f"bandwidth, page cache, host links): the predictions charge it, and fewer ranks a node, over "
-                f"more nodes, would not pay it."
+                f"more nodes, would not pay it. Measured with up to {fit['node_ranks_measured']} rank(s) on a "
+                f"node, the growth is taken as linear beyond: a limit the ranks reach only with more of them on a "
+                f"node would come on top, so for more ranks a node the prediction of {phase} is a lower bound."
             )
     if best:
         n = best["best_ranks"]

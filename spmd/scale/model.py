@@ -59,6 +59,7 @@ def fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = N
         "seconds_per_byte": float(b),
         "rate_Bps": 1 / b if b > 0 else None,
         "node_seconds_per_byte": float(c),
+        "node_ranks_measured": int(k.max()),  # beyond it the growth is extrapolated linearly
         "fit": "affine + node" if a > 0 else "proportional + node",
         "shares": plain["shares"],
     }

@@ -174,6 +174,8 @@ def test_a_read_that_slows_as_the_node_fills_is_fitted_on_one_and_two_ranks_and_
     )
     advice = " ".join(model_advice(model, None, [], 2))
     assert "read slowed as the node filled: each further rank on a node adds 50% to its time per byte" in advice
+    assert read["node_ranks_measured"] == 2  # the most ranks a node the term was fitted on
+    assert "Measured with up to 2 rank(s) on a node" in advice and "the prediction of read is a lower bound" in advice
     assert "compute slowed" not in advice
     # on GPUs only what a rank does on the host may share the node: a compute phase slower at 2 a node is not
     # extrapolated (each rank has its own GPU)
