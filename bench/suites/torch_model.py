@@ -133,8 +133,10 @@ def _launched(runs: int, launches: list) -> list[list[Measure]]:
     run's measures keep the launches' own order."""
     per_run = []
     for run in range(runs):
-        done = {id(launch): launch() for launch in launch_order(launches, run)}
-        per_run.append([m for launch in launches for m in done[id(launch)]])
+        done = [None] * len(launches)
+        for i in launch_order(list(range(len(launches))), run):
+            done[i] = launches[i]()
+        per_run.append([m for measures in done for m in measures])
     return per_run
 
 
