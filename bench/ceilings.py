@@ -36,6 +36,17 @@ def median_seconds(fn, repeats: int = 20, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
+def alternating_seconds(fns: dict, rounds: int = 5, repeats: int = 30) -> dict:
+    """{name: seconds}: each function's median over ``rounds`` rounds of ``median_seconds``, the functions taking
+    turns round by round, so a drift of the clock or the memory's temperature falls on all of them alike (a gap of
+    one percent between two kernels is smaller than the drift between two calls a minute apart)."""
+    per_round: dict = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            per_round[name].append(median_seconds(fn, repeats=repeats))
+    return {name: statistics.median(times) for name, times in per_round.items()}
+
+
 def hbm_read_TBps(x) -> float:
     """CuPy's sum over ``x``: the read ceiling of a reduction (../shared/device/NOTES.md's)."""
     return x.nbytes / median_seconds(lambda: x.sum()) / 1e12

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from .records import Record, ratios, strongest, summary
+from .suites.kernels import TREE_SUMS
 
 STENCIL_TARGET_N = 16384
 
@@ -112,6 +113,13 @@ def _reduce_limit(records: list[Record], f32: str, sweeps: dict, manifest: dict)
             parts[-1] += (
                 ": with half the elements per byte it keeps up with memory, so the float32 gap is per-element work"
             )
+    default, tree = _find(records, f32, "result"), _find(records, f32, "result", TREE_SUMS)
+    if default and tree:
+        paired = summary(ratios(tree, default))
+        parts.append(
+            f"{KERNEL_CHANGES['tree sums']}, timed by turns with spmd's kernel in the same runs: "
+            f"{paired['median']:.3f}x its rate ({paired['min']:.3f} - {paired['max']:.3f})"
+        )
     if _same_call(sweeps, "reduce", manifest, "reduce moments"):
         sweep = sweeps["reduce"]
         f32_rows = [v for v in sweep["variants"] if v["dtype"] == "float32"]

@@ -19,6 +19,7 @@ from bench import report, runner  # noqa: E402
 from bench.manifest import changed_files, tree_hash  # noqa: E402
 from bench.records import Measure, Record, collect, ratios, read_records, summary, write_records  # noqa: E402
 from bench.suites import Case, expand  # noqa: E402
+from bench.suites.kernels import TREE_SUMS  # noqa: E402
 
 
 def rec(subject, values, role="result", better="higher", case="c", metric="rate"):
@@ -371,6 +372,17 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
     entries["kernels"]["manifest"]["cases"] = [{"case": "reduce moments", "commit": "c"}]
     assert "sweeps.json" in {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
     del entries["kernels"]["manifest"]["cases"]
+    assert "timed by turns" not in limit  # no tree sums record: nothing said
+    # the tree sums timed by turns in the same runs: their rate over spmd's, run by run (0.96/0.94, ...)
+    kernels.insert(1, r("reduce: moments of 4096 MiB float32", TREE_SUMS, [0.96, 0.93, 0.9405]))
+    row = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]
+    assert row["ratios"] == [0.94, 0.93, 0.95]  # spmd's own kernel is the figure
+    assert (
+        "4 independent partial sums, timed by turns with spmd's kernel in the same runs: 1.000x its rate "
+        in (row["limit"])
+    )
+    assert "(0.990 - 1.021)" in row["limit"]
+    del kernels[1]
     stencil = rows["a 5-point step of 16384^2 float32"]
     assert stencil["met"] is True and stencil["limit"] == "" and stencil["ratios"] == [0.96, 0.97, 0.95]
     step = rows["large batch 512 per GPU, fp32, 1 GPU(s)"]
@@ -445,3 +457,16 @@ def test_whole_launch_cases_rotate_which_side_launches_first():
     per_run = _launched(3, [launch("plain"), launch("inside"), launch("spmd")])
     assert per_run == [["plain", "inside", "spmd"]] * 3
     assert started == ["plain", "inside", "spmd", "inside", "spmd", "plain", "spmd", "plain", "inside"]
+
+
+def test_alternating_seconds_gives_each_function_its_turn_round_by_round(monkeypatch):
+    import itertools
+
+    from bench import ceilings
+
+    calls, clock = [], itertools.count()
+    monkeypatch.setattr(ceilings.time, "perf_counter", lambda: next(clock) * {"a": 1.0, "b": 3.0}[calls[-1]])
+    seconds = ceilings.alternating_seconds({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 3, 2)
+    turns = [name for name, _ in itertools.groupby(calls)]
+    assert turns == ["a", "b"] * 3  # whole turns (warm-up and timed calls), a and b in alternation
+    assert seconds == {"a": 1.0, "b": 3.0}  # each timed call spans one tick of its own clock
