@@ -365,6 +365,15 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
     assert "(4 float32 shapes, sweeps.json) peaked at 0.950x its CuPy sum with 4 loads x 6 blocks/SM (default)" in limit
     assert "(spmd's default: 0.900x)" in limit and "over a thread's tiles at best 0.930x" in limit
     assert "4 independent partial sums at best 0.940x" in limit
+    # rows timed by turns with their own CuPy sum: each against its own (the default's 0.9 of 0.9 is the best)
+    for v, beside in zip(sweep, (0.9, 1.0, 1.0, 1.0)):
+        v["ceiling_TBps"] = beside
+    (tmp_path / "sweeps.json").write_text(
+        json.dumps({"reduce": {"commit": "c", "ceiling_TBps": 1.0, "variants": sweep}})
+    )
+    limit = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
+    assert "peaked at 1.000x its CuPy sum with 4 loads x 3 blocks/SM (default)" in limit
+    assert "tiles at best 0.930x" in limit and "(spmd's default: 1.000x)" in limit
     # a reduce case merged from a later call carries its own commit: the sweep of the first call is not its own
     entries["kernels"]["manifest"]["cases"] = [{"case": "reduce moments", "commit": "later"}]
     limit = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
