@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from .records import Record, ratios, strongest, summary
-from .suites.kernels import TREE_SUMS
+from .suites.kernels import REDUCE_ALTERNATIVES
 
 STENCIL_TARGET_N = 16384
 
@@ -113,13 +113,15 @@ def _reduce_limit(records: list[Record], f32: str, sweeps: dict, manifest: dict)
             parts[-1] += (
                 ": with half the elements per byte it keeps up with memory, so the float32 gap is per-element work"
             )
-    default, tree = _find(records, f32, "result"), _find(records, f32, "result", TREE_SUMS)
-    if default and tree:
-        paired = summary(ratios(tree, default))
-        parts.append(
-            f"{KERNEL_CHANGES['tree sums']}, timed by turns with spmd's kernel in the same runs: "
-            f"{paired['median']:.3f}x its rate ({paired['min']:.3f} - {paired['max']:.3f})"
-        )
+    default = _find(records, f32, "result")
+    for subject, what in REDUCE_ALTERNATIVES.items():
+        other = _find(records, f32, "result", subject)
+        if default and other:
+            paired = summary(ratios(other, default))
+            parts.append(
+                f"{what}, timed by turns with spmd's kernel in the same runs: {paired['median']:.3f}x its rate "
+                f"({paired['min']:.3f} - {paired['max']:.3f})"
+            )
     if _same_call(sweeps, "reduce", manifest, "reduce moments"):
         sweep = sweeps["reduce"]
         f32_rows = [v for v in sweep["variants"] if v["dtype"] == "float32"]

@@ -12,32 +12,41 @@ from ..ceilings import alternating_seconds, device_copy_TBps, gemm_TFLOPs, media
 from ..records import Measure
 from . import Case
 
-TREE_SUMS = "the same, a tile in 4 partial sums"  # moments.cu's TREE_SUMS, timed beside spmd's kernel
+# spmd's reduce kernel changed one way each, timed by turns beside it (subject -> what the change is)
+TREE_SUMS = "the same, a tile in 4 partial sums"
+TWO_WAVES = "the same, twice the resident blocks"
+REDUCE_ALTERNATIVES = {
+    TREE_SUMS: "a tile summed in 4 independent partial sums (moments.cu's TREE_SUMS: shorter chains of dependent adds)",
+    TWO_WAVES: "a grid of twice the blocks an SM holds at once (two waves, each block half the share)",
+}
 JACOBI = np.array([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]])
 
 
 def reduce_moments(env) -> list[Measure]:
     """float32 (the target) and float64 data of the same size: the same kernel on half as many elements per byte
-    shows whether its gap to the ceiling is memory or per-element work. spmd's kernel, the same kernel with a
-    tile summed in 4 independent partial sums (moments.cu's TREE_SUMS: whether shorter chains of dependent adds
-    pay on this GPU) and CuPy's sum take turns, so the three see the same machine."""
+    shows whether its gap to the ceiling is memory or per-element work. spmd's kernel, its alternatives
+    (``REDUCE_ALTERNATIVES``) and CuPy's sum take turns, so all of them see the same machine."""
     import cupy
 
     from spmd.workloads.reduce.moments import FusedMoments
 
     nbytes = (256 << 20) if env.quick else (4 << 30)
-    kernel, tree = FusedMoments(), FusedMoments(tree_sums=True)
+    kernel = FusedMoments()
     out = []
     for dtype in (cupy.float32, cupy.float64):
+        resident = kernel.shape(dtype)["resident_per_sm"] or 1
+        others = {TREE_SUMS: FusedMoments(tree_sums=True), TWO_WAVES: FusedMoments(blocks_per_sm=2 * resident)}
         x = cupy.random.standard_normal(nbytes // cupy.dtype(dtype).itemsize, dtype=dtype)
-        seconds = alternating_seconds({"spmd": lambda: kernel(x), "tree": lambda: tree(x), "cupy": lambda: x.sum()})
+        fns = {"spmd": lambda: kernel(x), "cupy": lambda: x.sum()}
+        fns.update({name: (lambda k=k: k(x)) for name, k in others.items()})
+        seconds = alternating_seconds(fns)
         name = cupy.dtype(dtype).name
         case = f"reduce: moments of {nbytes >> 20} MiB {name}"
-        out += [
-            Measure(case, "spmd fused moments (float64 sums)", nbytes / seconds["spmd"] / 1e12, "read rate", "TB/s"),
-            Measure(case, TREE_SUMS, nbytes / seconds["tree"] / 1e12, "read rate", "TB/s"),
-            Measure(case, f"CuPy {name} sum", nbytes / seconds["cupy"] / 1e12, "read rate", "TB/s", "ceiling"),
-        ]
+        out.append(
+            Measure(case, "spmd fused moments (float64 sums)", nbytes / seconds["spmd"] / 1e12, "read rate", "TB/s")
+        )
+        out += [Measure(case, other, nbytes / seconds[other] / 1e12, "read rate", "TB/s") for other in others]
+        out.append(Measure(case, f"CuPy {name} sum", nbytes / seconds["cupy"] / 1e12, "read rate", "TB/s", "ceiling"))
         x = None  # freed before the next array
     return out
 
