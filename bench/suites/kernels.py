@@ -15,9 +15,13 @@ from . import Case
 # spmd's reduce kernel changed one way each, timed by turns beside it (subject -> what the change is)
 TREE_SUMS = "the same, a tile in 4 partial sums"
 TWO_WAVES = "the same, twice the resident blocks"
+PREFETCH = "the same, next round's loads first"
+PREFETCH_2 = "the same, 2 loads a round, next round's loads first"
 REDUCE_ALTERNATIVES = {
     TREE_SUMS: "a tile summed in 4 independent partial sums (moments.cu's TREE_SUMS: shorter chains of dependent adds)",
     TWO_WAVES: "a grid of twice the blocks an SM holds at once (two waves, each block half the share)",
+    PREFETCH: "a thread's next round of loads issued before it folds the one it holds (moments.cu's PREFETCH)",
+    PREFETCH_2: "the same with 2 loads a round (the registers of one round of 4)",
 }
 JACOBI = np.array([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]])
 
@@ -28,14 +32,19 @@ def reduce_moments(env) -> list[Measure]:
     (``REDUCE_ALTERNATIVES``) and CuPy's sum take turns, so all of them see the same machine."""
     import cupy
 
-    from spmd.workloads.reduce.moments import FusedMoments
+    from spmd.workloads.reduce.moments import DEFAULT_LOADS, FusedMoments
 
     nbytes = (256 << 20) if env.quick else (4 << 30)
     kernel = FusedMoments()
     out = []
     for dtype in (cupy.float32, cupy.float64):
         resident = kernel.shape(dtype)["resident_per_sm"] or 1
-        others = {TREE_SUMS: FusedMoments(tree_sums=True), TWO_WAVES: FusedMoments(blocks_per_sm=2 * resident)}
+        others = {
+            TREE_SUMS: FusedMoments(tree_sums=True),
+            TWO_WAVES: FusedMoments(blocks_per_sm=2 * resident),
+            PREFETCH: FusedMoments(prefetch=True),
+            PREFETCH_2: FusedMoments(prefetch=True, loads=DEFAULT_LOADS[np.dtype(dtype)] // 2),
+        }
         x = cupy.random.standard_normal(nbytes // cupy.dtype(dtype).itemsize, dtype=dtype)
         fns = {"spmd": lambda: kernel(x), "cupy": lambda: x.sum()}
         fns.update({name: (lambda k=k: k(x)) for name, k in others.items()})

@@ -19,6 +19,8 @@ VARIANTS = {
     "thread min/max, select": {"thread_minmax": True, "fast_minmax": False},
     "tree sums": {"tree_sums": True},  # a tile in 4 independent partial sums
     "tree sums, 2 loads": {"tree_sums": True, "loads": 2},  # float64: 4 values a tile, one per partial
+    "prefetch": {"prefetch": True},  # the next round's loads issued before this round is folded
+    "prefetch, 2 loads, select": {"prefetch": True, "loads": 2, "fast_minmax": False},
 }
 
 

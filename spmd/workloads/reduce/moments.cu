@@ -34,6 +34,13 @@
 // loads sooner. Pairwise sums are no less exact than a running one, though not bit-identical to TREE_SUMS=0's. Off:
 // timed by turns with the default on three H200s (bench kernels, reduce moments) it ran at 0.972x, 0.994x and 1.014x
 // the default's rate, no gain beyond the spread between machines; the dependent chain is not what limits the loop.
+// PREFETCH=1: a thread issues its next round's loads before it folds the round it holds, so its loads stay in flight
+// while it computes (the loop otherwise waits for memory, computes, then asks again; on an H200, whose SMs must fold
+// 1.34x the H100's elements a second, float32 data reads at 0.93-0.96x the HBM ceiling where float64 data, half
+// the elements a byte, reads at 0.99x). Costs a second round of registers.
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
 #ifndef TREE_SUMS
 #define TREE_SUMS 0
 #endif
@@ -222,6 +229,24 @@ __global__ void PARTIAL_BOUNDS moments_partial(const T* __restrict__ x, long lon
 
     // Whole rounds of LOADS vectors per thread; load j of a round is coalesced across threads.
     const long long full = (nvec / (LOADS * stride)) * (LOADS * stride);
+#if PREFETCH
+    V r[LOADS];
+    if (gid < full) {
+#pragma unroll
+        for (int j = 0; j < LOADS; ++j) r[j] = xv[gid + j * stride];
+    }
+    for (long long base = gid; base < full; base += LOADS * stride) {
+        T v[LOADS * W];
+#pragma unroll
+        for (int j = 0; j < LOADS; ++j) unpack(r[j], v + j * W);
+        const long long next = base + LOADS * stride;
+        if (next < full) {
+#pragma unroll
+            for (int j = 0; j < LOADS; ++j) r[j] = xv[next + j * stride];
+        }
+        FOLD(v);
+    }
+#else
     for (long long base = gid; base < full; base += LOADS * stride) {
         V r[LOADS];
 #pragma unroll
@@ -231,6 +256,7 @@ __global__ void PARTIAL_BOUNDS moments_partial(const T* __restrict__ x, long lon
         for (int j = 0; j < LOADS; ++j) unpack(r[j], v + j * W);
         FOLD(v);
     }
+#endif
     for (long long i = full + gid; i < nvec; i += stride) {  // vectors left over
         T v[W];
         unpack(xv[i], v);

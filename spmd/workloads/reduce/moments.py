@@ -75,7 +75,8 @@ class FusedMoments:
     each block takes an equal share by a grid-stride loop, so a grid of more blocks than are resident would run
     a second, partly empty wave. ``loads``, ``blocks_per_sm`` and ``min_blocks`` fix a launch shape instead
     (bench/tools/fused_kernel.py sweeps them); ``thread_minmax`` keeps min and max in the input type over a thread's
-    tiles (moments.cu's THREAD_MINMAX); ``tree_sums`` sums a tile in 4 independent partial sums (TREE_SUMS).
+    tiles (moments.cu's THREAD_MINMAX); ``tree_sums`` sums a tile in 4 independent partial sums (TREE_SUMS); ``prefetch`` issues a thread's next
+    round of loads before it folds the one it holds (PREFETCH).
     """
 
     THREADS = 256
@@ -88,10 +89,11 @@ class FusedMoments:
         min_blocks: int = 0,
         thread_minmax: bool = False,
         tree_sums: bool = False,
+        prefetch: bool = False,
     ):
         self.loads, self.blocks_per_sm = loads, blocks_per_sm
         self.fast_minmax, self.min_blocks, self.thread_minmax = fast_minmax, min_blocks, thread_minmax
-        self.tree_sums = tree_sums
+        self.tree_sums, self.prefetch = tree_sums, prefetch
         self._compiled: dict = {}  # dtype -> (partial kernel, final kernel, shape)
 
     @staticmethod
@@ -126,6 +128,7 @@ class FusedMoments:
                     f"-DMIN_BLOCKS={self.min_blocks}",
                     f"-DTHREAD_MINMAX={int(self.thread_minmax)}",
                     f"-DTREE_SUMS={int(self.tree_sums)}",
+                    f"-DPREFETCH={int(self.prefetch)}",
                 ),
                 name_expressions=(name, "moments_final"),
             )
