@@ -45,6 +45,7 @@ def _row(what: str, target: float | None, result: Record | None, reference: Reco
 KERNEL_CHANGES = {
     "thread min/max": "min/max kept over a thread's tiles",
     "tree sums": "a tile summed in 4 independent partial sums",
+    "prefetch": "the next round's loads issued before the fold",
 }
 
 

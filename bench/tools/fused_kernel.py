@@ -20,7 +20,8 @@ from spmd.workloads.reduce.moments import FusedMoments
 def variants():
     """(label, kernel): spmd's default, then loads x min/max x launch bounds at the resident grid, min/max kept over
     a thread's tiles, the default's loads at fixed blocks per SM (a grid past the resident blocks runs a second
-    wave), and a tile's sums in 4 independent partial sums (shorter chains of dependent adds)."""
+    wave), a tile's sums in 4 independent partial sums (shorter chains of dependent adds), and the next round's
+    loads issued before a thread folds the round it holds (loads in flight while it computes)."""
     yield "default", FusedMoments()
     for fast, loads, min_blocks in itertools.product((False, True), (2, 4, 8, 16), (0, 4)):
         yield "resident grid", FusedMoments(loads=loads, fast_minmax=fast, min_blocks=min_blocks)
@@ -30,6 +31,8 @@ def variants():
         yield "fixed grid", FusedMoments(blocks_per_sm=blocks)
     for loads, blocks in itertools.product((2, 4, 8), (None, 3, 4, 6)):  # a tile summed in 4 independent partials
         yield "tree sums", FusedMoments(loads=loads, blocks_per_sm=blocks, tree_sums=True)
+    for loads, blocks in itertools.product((1, 2, 4), (None, 3, 4)):  # the next round's loads before the fold
+        yield "prefetch", FusedMoments(loads=loads, blocks_per_sm=blocks, prefetch=True)
 
 
 def main():
@@ -50,6 +53,7 @@ def main():
         minmax = "min/max + NaN flag" if kernel.fast_minmax else "NaN-propagating select"
         minmax += ", over a thread's tiles" if kernel.thread_minmax else ""
         minmax += ", tree sums" if kernel.tree_sums else ""
+        minmax += ", prefetch" if kernel.prefetch else ""
         for dtype, x in data.items():
             shape = kernel.shape(dtype)
             timed = alternating_seconds({"kernel": lambda: kernel(x), "cupy": lambda: x.sum()}, rounds=3, repeats=10)
