@@ -39,23 +39,20 @@ def reduce_moments(env) -> list[Measure]:
     out = []
     for dtype in (cupy.float32, cupy.float64):
         resident = kernel.shape(dtype)["resident_per_sm"] or 1
-        others = {
+        kernels = {
+            "spmd fused moments (float64 sums)": kernel,
             TREE_SUMS: FusedMoments(tree_sums=True),
             TWO_WAVES: FusedMoments(blocks_per_sm=2 * resident),
             PREFETCH: FusedMoments(prefetch=True),
             PREFETCH_2: FusedMoments(prefetch=True, loads=DEFAULT_LOADS[np.dtype(dtype)] // 2),
         }
         x = cupy.random.standard_normal(nbytes // cupy.dtype(dtype).itemsize, dtype=dtype)
-        fns = {"spmd": lambda: kernel(x), "cupy": lambda: x.sum()}
-        fns.update({name: (lambda k=k: k(x)) for name, k in others.items()})
-        seconds = alternating_seconds(fns)
         name = cupy.dtype(dtype).name
+        ceiling = f"CuPy {name} sum"
+        seconds = alternating_seconds({**{s: (lambda k=k: k(x)) for s, k in kernels.items()}, ceiling: x.sum})
         case = f"reduce: moments of {nbytes >> 20} MiB {name}"
-        out.append(
-            Measure(case, "spmd fused moments (float64 sums)", nbytes / seconds["spmd"] / 1e12, "read rate", "TB/s")
-        )
-        out += [Measure(case, other, nbytes / seconds[other] / 1e12, "read rate", "TB/s") for other in others]
-        out.append(Measure(case, f"CuPy {name} sum", nbytes / seconds["cupy"] / 1e12, "read rate", "TB/s", "ceiling"))
+        out += [Measure(case, s, nbytes / seconds[s] / 1e12, "read rate", "TB/s") for s in kernels]
+        out.append(Measure(case, ceiling, nbytes / seconds[ceiling] / 1e12, "read rate", "TB/s", "ceiling"))
         x = None  # freed before the next array
     return out
 

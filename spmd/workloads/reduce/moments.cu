@@ -37,7 +37,7 @@
 // PREFETCH=1: a thread issues its next round's loads before it folds the round it holds, so its loads stay in flight
 // while it computes (the loop otherwise waits for memory, computes, then asks again; on an H200, whose SMs must fold
 // 1.34x the H100's elements a second, float32 data reads at 0.93-0.96x the HBM ceiling where float64 data, half
-// the elements a byte, reads at 0.99x). Costs a second round of registers.
+// the elements a byte, reads at 0.97-0.99x). Costs a second round of registers.
 #ifndef PREFETCH
 #define PREFETCH 0
 #endif

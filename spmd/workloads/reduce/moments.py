@@ -75,8 +75,8 @@ class FusedMoments:
     each block takes an equal share by a grid-stride loop, so a grid of more blocks than are resident would run
     a second, partly empty wave. ``loads``, ``blocks_per_sm`` and ``min_blocks`` fix a launch shape instead
     (bench/tools/fused_kernel.py sweeps them); ``thread_minmax`` keeps min and max in the input type over a thread's
-    tiles (moments.cu's THREAD_MINMAX); ``tree_sums`` sums a tile in 4 independent partial sums (TREE_SUMS); ``prefetch`` issues a thread's next
-    round of loads before it folds the one it holds (PREFETCH).
+    tiles (moments.cu's THREAD_MINMAX); ``tree_sums`` sums a tile in 4 independent partial sums (TREE_SUMS);
+    ``prefetch`` issues a thread's next round of loads before it folds the one it holds (PREFETCH).
     """
 
     THREADS = 256
