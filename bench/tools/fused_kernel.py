@@ -3,12 +3,14 @@
 python -m bench.tools.fused_kernel        -> JSON on stdout, a Markdown table on stderr: each launch shape and input
 dtype timed by turns with CuPy's sum of the same array (ceilings.alternating_seconds), so each row's ratio is to a
 ceiling of the same moments (on an H200 the sum timed once at a sweep's start ran at 4.34 TB/s, by turns in the
-same call's reduce case at 4.47: 3% that a single ceiling lends every row), with the blocks the driver keeps resident on an SM and the registers a thread takes
+same call's reduce case at 4.47: 3% that a single ceiling lends every row), with the blocks the driver keeps resident on an SM and the registers a thread takes;
+first, the floor probes of moments_floor.cu (``floors``: the same grid doing less per value).
 """
 
 import itertools
 import json
 import sys
+from pathlib import Path
 
 import cupy
 import numpy as np
@@ -35,6 +37,39 @@ def variants():
         yield "prefetch", FusedMoments(loads=loads, blocks_per_sm=blocks, prefetch=True)
 
 
+# moments_floor.cu's probes: the moments kernel's grid and loads on float32 data, each doing less work per value
+FLOORS = {
+    0: "a float32 sum",
+    1: "a float64 sum",
+    2: "float64 sums of values and squares",
+    3: "float64 sums of values and squares, float32 min/max and NaN flag",
+}
+
+
+def floors(x, rounds: int = 5, repeats: int = 20) -> list[dict]:
+    """What a kernel of spmd's default grid, block and loads reads float32 data at when it does less per value (the
+    probes of moments_floor.cu), each timed by turns with spmd's kernel and CuPy's sum: where even a float64 sum of
+    the values falls short of the ceiling, converting and adding in double is the limit, not the moments' merges."""
+    default = FusedMoments()
+    shape = default.shape(np.float32)
+    source = (Path(__file__).parent / "moments_floor.cu").read_text()
+    loads, threads = shape["loads"], FusedMoments.THREADS
+    per_round = loads * shape["blocks"] * threads  # float4 vectors of one round of the whole grid
+    nvec = x.size // 4 // per_round * per_round
+    out = cupy.empty(shape["blocks"] * threads, dtype=cupy.float64)
+    fns = {"cupy": lambda: x.sum(), "spmd": lambda: default(x)}
+    for work in FLOORS:
+        kernel = cupy.RawKernel(source, "floor_probe", options=(f"-DWORK={work}", f"-DLOADS={loads}"))
+        fns[work] = lambda k=kernel: k((shape["blocks"],), (threads,), (x, np.int64(nvec), out))
+    timed = alternating_seconds(fns, rounds=rounds, repeats=repeats)
+    ceiling = x.nbytes / timed["cupy"] / 1e12
+    rows = [{"work": "spmd's fused moments", "TBps": x.nbytes / timed["spmd"] / 1e12, "ceiling_TBps": ceiling}]
+    rows += [{"work": FLOORS[w], "TBps": nvec * 16 / timed[w] / 1e12, "ceiling_TBps": ceiling} for w in FLOORS]
+    for row in rows:
+        print(f"| {row['work']} | {row['TBps']:.2f} | {row['TBps'] / ceiling:.1%} |", file=sys.stderr)
+    return rows
+
+
 def main():
     nbytes = 4 << 30
     data = {
@@ -48,6 +83,9 @@ def main():
         "| / CuPy sum beside it |\n|---|---|---|---|---|---|---|---|---|---|",
         file=sys.stderr,
     )
+    print("| floor probe (float32) | TB/s | / CuPy sum |\n|---|---|---|", file=sys.stderr)
+    floor_rows = floors(data[np.float32])
+    print(file=sys.stderr)
     rows = []
     for label, kernel in variants():
         minmax = "min/max + NaN flag" if kernel.fast_minmax else "NaN-propagating select"
@@ -79,7 +117,7 @@ def main():
                 f"| {rate / beside:.1%} |",
                 file=sys.stderr,
             )
-    print(json.dumps({"bytes": nbytes, "ceiling_TBps": ceiling, "variants": rows}))
+    print(json.dumps({"bytes": nbytes, "ceiling_TBps": ceiling, "floors": floor_rows, "variants": rows}))
 
 
 if __name__ == "__main__":
