@@ -46,6 +46,7 @@ KERNEL_CHANGES = {
     "thread min/max": "min/max kept over a thread's tiles",
     "tree sums": "a tile summed in 4 independent partial sums",
     "prefetch": "the next round's loads issued before the fold",
+    "async copies": "rounds copied asynchronously into a ring in shared memory",
 }
 
 

@@ -16,12 +16,14 @@ from . import Case
 TREE_SUMS = "the same, a tile in 4 partial sums"
 TWO_WAVES = "the same, twice the resident blocks"
 PREFETCH = "the same, next round's loads first"
-PREFETCH_2 = "the same, 2 loads a round, next round's loads first"
+ASYNC = "the same, rounds copied into shared memory, 2 stages"
+ASYNC_4 = "the same, rounds copied into shared memory, 4 stages of 2 loads"
 REDUCE_ALTERNATIVES = {
     TREE_SUMS: "a tile summed in 4 independent partial sums (moments.cu's TREE_SUMS: shorter chains of dependent adds)",
     TWO_WAVES: "a grid of twice the blocks an SM holds at once (two waves, each block half the share)",
     PREFETCH: "a thread's next round of loads issued before it folds the one it holds (moments.cu's PREFETCH)",
-    PREFETCH_2: "the same with 2 loads a round (the registers of one round of 4)",
+    ASYNC: "a thread's rounds copied asynchronously into a ring of 2 in shared memory (moments.cu's ASYNC_STAGES)",
+    ASYNC_4: "the same, a ring of 4 rounds of 2 loads (3 in flight)",
 }
 JACOBI = np.array([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]])
 
@@ -32,7 +34,7 @@ def reduce_moments(env) -> list[Measure]:
     (``REDUCE_ALTERNATIVES``) and CuPy's sum take turns, so all of them see the same machine."""
     import cupy
 
-    from spmd.workloads.reduce.moments import DEFAULT_LOADS, FusedMoments
+    from spmd.workloads.reduce.moments import FusedMoments
 
     nbytes = (256 << 20) if env.quick else (4 << 30)
     kernel = FusedMoments()
@@ -44,7 +46,8 @@ def reduce_moments(env) -> list[Measure]:
             TREE_SUMS: FusedMoments(tree_sums=True),
             TWO_WAVES: FusedMoments(blocks_per_sm=2 * resident),
             PREFETCH: FusedMoments(prefetch=True),
-            PREFETCH_2: FusedMoments(prefetch=True, loads=DEFAULT_LOADS[np.dtype(dtype)] // 2),
+            ASYNC: FusedMoments(async_stages=2),
+            ASYNC_4: FusedMoments(async_stages=4, loads=2),
         }
         x = cupy.random.standard_normal(nbytes // cupy.dtype(dtype).itemsize, dtype=dtype)
         name = cupy.dtype(dtype).name

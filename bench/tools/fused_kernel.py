@@ -23,7 +23,8 @@ def variants():
     """(label, kernel): spmd's default, then loads x min/max x launch bounds at the resident grid, min/max kept over
     a thread's tiles, the default's loads at fixed blocks per SM (a grid past the resident blocks runs a second
     wave), a tile's sums in 4 independent partial sums (shorter chains of dependent adds), and the next round's
-    loads issued before a thread folds the round it holds (loads in flight while it computes)."""
+    loads issued before a thread folds the round it holds (loads in flight while it computes), and rounds copied
+    asynchronously into a ring in shared memory (bytes in flight bounded by shared memory, not registers)."""
     yield "default", FusedMoments()
     for fast, loads, min_blocks in itertools.product((False, True), (2, 4, 8, 16), (0, 4)):
         yield "resident grid", FusedMoments(loads=loads, fast_minmax=fast, min_blocks=min_blocks)
@@ -35,6 +36,19 @@ def variants():
         yield "tree sums", FusedMoments(loads=loads, blocks_per_sm=blocks, tree_sums=True)
     for loads, blocks in itertools.product((1, 2, 4), (None, 3, 4)):  # the next round's loads before the fold
         yield "prefetch", FusedMoments(loads=loads, blocks_per_sm=blocks, prefetch=True)
+    for stages, loads, blocks in (
+        (2, 4, None),
+        (2, 4, 4),
+        (3, 2, None),
+        (3, 3, None),
+        (4, 2, None),
+        (5, 2, None),
+        (6, 1, None),
+        (10, 1, None),
+        (3, 2, 4),
+        (5, 2, 4),
+    ):  # loads into a ring in shared memory
+        yield "async copies", FusedMoments(loads=loads, blocks_per_sm=blocks, async_stages=stages)
 
 
 # moments_floor.cu's probes: the moments kernel's grid and loads on float32 data, each doing less work per value
@@ -92,6 +106,7 @@ def main():
         minmax += ", over a thread's tiles" if kernel.thread_minmax else ""
         minmax += ", tree sums" if kernel.tree_sums else ""
         minmax += ", prefetch" if kernel.prefetch else ""
+        minmax += f", {kernel.async_stages} stages of async copies" if kernel.async_stages else ""
         for dtype, x in data.items():
             shape = kernel.shape(dtype)
             timed = alternating_seconds({"kernel": lambda: kernel(x), "cupy": lambda: x.sum()}, rounds=3, repeats=10)

@@ -21,6 +21,9 @@ VARIANTS = {
     "tree sums, 2 loads": {"tree_sums": True, "loads": 2},  # float64: 4 values a tile, one per partial
     "prefetch": {"prefetch": True},  # the next round's loads issued before this round is folded
     "prefetch, 2 loads, select": {"prefetch": True, "loads": 2, "fast_minmax": False},
+    "async copies": {"async_stages": 2},  # rounds copied into a ring in shared memory, one in flight
+    "async copies, 4 stages, 2 loads": {"async_stages": 4, "loads": 2},  # 3 in flight
+    "async copies, 5 stages, 1 load, select": {"async_stages": 5, "loads": 1, "fast_minmax": False},
 }
 
 
@@ -66,6 +69,19 @@ def test_fused_is_deterministic_and_sees_nan(fused):
     x[1234567] = np.nan
     m = xpmod.to_host(fused(x))
     assert np.isnan(m[mom.MEAN]).all() and np.isnan(m[mom.MIN]).all() and np.isnan(m[mom.MAX]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stages", [2, 3])
+def test_async_copies_fold_in_the_same_order(dtype, stages):
+    """The ring changes where a round waits, not what is folded or in which order: on the same grid and loads the
+    moments are the default's, bit for bit (a ring slot read before its copy landed, or a copy into a slot not yet
+    read, would not be)."""
+    cupy = xpmod.cupy
+    x = cupy.random.standard_normal(3_000_017, dtype=np.float64).astype(dtype) * 7 + 2
+    ring = mom.FusedMoments(blocks_per_sm=2, async_stages=stages)
+    plain = mom.FusedMoments(blocks_per_sm=2, loads=ring.shape(dtype)["loads"])
+    np.testing.assert_array_equal(xpmod.to_host(ring(x)), xpmod.to_host(plain(x)))
 
 
 def test_unaligned_or_2d_input_goes_to_the_array_path(fused):

@@ -44,6 +44,17 @@
 #ifndef TREE_SUMS
 #define TREE_SUMS 0
 #endif
+// ASYNC_STAGES=S > 0: a thread's loads go to shared memory by asynchronous copies (cp.async, sm_80+), S rounds in a
+// ring of which S - 1 are in flight while the thread folds the one that landed. Bytes in flight are then bounded by
+// shared memory, not by registers: a warp's registers hold one round, and without this it has no load in flight
+// while it folds (at 3 blocks an SM that leaves too few bytes in flight to cover the H200's memory latency at its
+// bandwidth; a float32 round takes twice the work a float64 round of the same bytes does). Each thread copies and
+// reads only its own slots, so no block-wide barrier; the fold's order is the default's, so the same answers, bit
+// for bit. Needs blockDim.x == ASYNC_BLOCK and S x LOADS x ASYNC_BLOCK x 16 bytes of static shared memory (48 KiB at most).
+#ifndef ASYNC_STAGES
+#define ASYNC_STAGES 0
+#endif
+#define ASYNC_BLOCK 256
 #if MIN_BLOCKS > 0
 #define PARTIAL_BOUNDS __launch_bounds__(256, MIN_BLOCKS)
 #else
@@ -210,6 +221,22 @@ __device__ Moments block_reduce(Moments m) {
     return m;
 }
 
+#if ASYNC_STAGES > 0
+// the ring and block_reduce's 32 warp partials within the 48 KiB of static shared memory a block may have
+static_assert(ASYNC_STAGES * LOADS * ASYNC_BLOCK * 16 + 32 * 40 <= 48 * 1024, "ASYNC_STAGES x LOADS rounds exceed 48 KiB");
+
+// One 16-byte asynchronous copy from global to shared memory (cached in L2 only, as a streaming load is).
+__device__ __forceinline__ void copy_async16(void* shared, const void* global) {
+    const unsigned address = (unsigned)__cvta_generic_to_shared(shared);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global) : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Wait until at most N of this thread's committed groups of copies are still in flight.
+template <int N> __device__ __forceinline__ void copy_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+#endif
+
 // x must be 16-byte aligned, blockDim.x 256. Writes one Moments per block into partial[blockIdx.x].
 template <typename T>
 __global__ void PARTIAL_BOUNDS moments_partial(const T* __restrict__ x, long long n, Moments* __restrict__ partial) {
@@ -229,7 +256,34 @@ __global__ void PARTIAL_BOUNDS moments_partial(const T* __restrict__ x, long lon
 
     // Whole rounds of LOADS vectors per thread; load j of a round is coalesced across threads.
     const long long full = (nvec / (LOADS * stride)) * (LOADS * stride);
-#if PREFETCH
+#if ASYNC_STAGES > 0
+    __shared__ __align__(16) V ring[ASYNC_STAGES][LOADS][ASYNC_BLOCK];
+    const long long rounds = full / (LOADS * stride);  // every thread takes the same number of whole rounds
+    // Copy round k (of this thread's) into ring slot ``slot``, as one group; a group is committed even where there
+    // is no round left, so that "all but the newest S - 1 groups" always means "the oldest round has landed".
+    auto issue = [&](long long k, int slot) {
+        if (k < rounds) {
+            const V* __restrict__ from = xv + gid + k * LOADS * stride;
+#pragma unroll
+            for (int j = 0; j < LOADS; ++j) copy_async16(&ring[slot][j][threadIdx.x], from + j * stride);
+        }
+        copy_async_commit();
+    };
+#pragma unroll
+    for (int k = 0; k < ASYNC_STAGES - 1; ++k) issue(k, k);
+    int slot = 0;  // round k's slot: k % ASYNC_STAGES
+#pragma unroll 1
+    for (long long k = 0; k < rounds; ++k) {
+        issue(k + ASYNC_STAGES - 1, slot == 0 ? ASYNC_STAGES - 1 : slot - 1);  // the slot folded last round
+        copy_async_wait<ASYNC_STAGES - 1>();
+        T v[LOADS * W];
+#pragma unroll
+        for (int j = 0; j < LOADS; ++j) unpack(ring[slot][j][threadIdx.x], v + j * W);
+        FOLD(v);
+        slot = slot + 1 == ASYNC_STAGES ? 0 : slot + 1;
+    }
+    copy_async_wait<0>();
+#elif PREFETCH
     V r[LOADS];
     if (gid < full) {
 #pragma unroll

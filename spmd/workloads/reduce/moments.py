@@ -76,7 +76,9 @@ class FusedMoments:
     a second, partly empty wave. ``loads``, ``blocks_per_sm`` and ``min_blocks`` fix a launch shape instead
     (bench/tools/fused_kernel.py sweeps them); ``thread_minmax`` keeps min and max in the input type over a thread's
     tiles (moments.cu's THREAD_MINMAX); ``tree_sums`` sums a tile in 4 independent partial sums (TREE_SUMS);
-    ``prefetch`` issues a thread's next round of loads before it folds the one it holds (PREFETCH).
+    ``prefetch`` issues a thread's next round of loads before it folds the one it holds (PREFETCH);
+    ``async_stages`` copies a thread's rounds into a ring of that many in shared memory by asynchronous copies
+    (ASYNC_STAGES), its loads capped so that the ring fits a block's 48 KiB of static shared memory.
     """
 
     THREADS = 256
@@ -90,10 +92,11 @@ class FusedMoments:
         thread_minmax: bool = False,
         tree_sums: bool = False,
         prefetch: bool = False,
+        async_stages: int = 0,
     ):
         self.loads, self.blocks_per_sm = loads, blocks_per_sm
         self.fast_minmax, self.min_blocks, self.thread_minmax = fast_minmax, min_blocks, thread_minmax
-        self.tree_sums, self.prefetch = tree_sums, prefetch
+        self.tree_sums, self.prefetch, self.async_stages = tree_sums, prefetch, async_stages
         self._compiled: dict = {}  # dtype -> (partial kernel, final kernel, shape)
 
     @staticmethod
@@ -117,6 +120,8 @@ class FusedMoments:
         if dtype not in self._compiled:
             cupy = xpmod.cupy
             loads = self.loads or DEFAULT_LOADS[dtype]
+            if self.async_stages:  # moments.cu's static_assert: the ring and 32 warp partials in 48 KiB
+                loads = min(loads, (48 * 1024 - 32 * 40) // (self.async_stages * self.THREADS * 16))
             source = resources.files(__package__).joinpath("moments.cu").read_text()
             name = "moments_partial<float>" if dtype == np.float32 else "moments_partial<double>"
             module = cupy.RawModule(
@@ -129,6 +134,7 @@ class FusedMoments:
                     f"-DTHREAD_MINMAX={int(self.thread_minmax)}",
                     f"-DTREE_SUMS={int(self.tree_sums)}",
                     f"-DPREFETCH={int(self.prefetch)}",
+                    f"-DASYNC_STAGES={self.async_stages}",
                 ),
                 name_expressions=(name, "moments_final"),
             )
