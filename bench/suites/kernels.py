@@ -15,15 +15,15 @@ from . import Case
 # spmd's reduce kernel changed one way each, timed by turns beside it (subject -> what the change is)
 TREE_SUMS = "the same, a tile in 4 partial sums"
 TWO_WAVES = "the same, twice the resident blocks"
-PREFETCH = "the same, next round's loads first"
 ASYNC = "the same, rounds copied into shared memory, 2 stages"
-ASYNC_4 = "the same, rounds copied into shared memory, 4 stages of 2 loads"
+ASYNC_NAN = "the same, 2 stages, NaN looked for by the tile's sum"
+ASYNC_NAN_4 = "the same, 2 stages, NaN by the sum, 4 blocks an SM"
 REDUCE_ALTERNATIVES = {
     TREE_SUMS: "a tile summed in 4 independent partial sums (moments.cu's TREE_SUMS: shorter chains of dependent adds)",
     TWO_WAVES: "a grid of twice the blocks an SM holds at once (two waves, each block half the share)",
-    PREFETCH: "a thread's next round of loads issued before it folds the one it holds (moments.cu's PREFETCH)",
     ASYNC: "a thread's rounds copied asynchronously into a ring of 2 in shared memory (moments.cu's ASYNC_STAGES)",
-    ASYNC_4: "the same, a ring of 4 rounds of 2 loads (3 in flight)",
+    ASYNC_NAN: "the same, NaN looked for only in a tile whose sum is NaN (FAST_MINMAX=2: a compare a tile, not a value)",
+    ASYNC_NAN_4: "the same, launch bounds for 4 blocks an SM (64 registers a thread)",
 }
 JACOBI = np.array([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]])
 
@@ -45,9 +45,9 @@ def reduce_moments(env) -> list[Measure]:
             "spmd fused moments (float64 sums)": kernel,
             TREE_SUMS: FusedMoments(tree_sums=True),
             TWO_WAVES: FusedMoments(blocks_per_sm=2 * resident),
-            PREFETCH: FusedMoments(prefetch=True),
             ASYNC: FusedMoments(async_stages=2),
-            ASYNC_4: FusedMoments(async_stages=4, loads=2),
+            ASYNC_NAN: FusedMoments(async_stages=2, nan_from_sum=True),
+            ASYNC_NAN_4: FusedMoments(async_stages=2, nan_from_sum=True, min_blocks=4),
         }
         x = cupy.random.standard_normal(nbytes // cupy.dtype(dtype).itemsize, dtype=dtype)
         name = cupy.dtype(dtype).name

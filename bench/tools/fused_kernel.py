@@ -36,19 +36,14 @@ def variants():
         yield "tree sums", FusedMoments(loads=loads, blocks_per_sm=blocks, tree_sums=True)
     for loads, blocks in itertools.product((1, 2, 4), (None, 3, 4)):  # the next round's loads before the fold
         yield "prefetch", FusedMoments(loads=loads, blocks_per_sm=blocks, prefetch=True)
-    for stages, loads, blocks in (
-        (2, 4, None),
-        (2, 4, 4),
-        (3, 2, None),
-        (3, 3, None),
-        (4, 2, None),
-        (5, 2, None),
-        (6, 1, None),
-        (10, 1, None),
-        (3, 2, 4),
-        (5, 2, 4),
+    for (stages, loads), nan_from_sum, min_blocks in itertools.product(
+        ((2, 4), (3, 3), (4, 2), (5, 2)), (False, True), (0, 4)
     ):  # loads into a ring in shared memory
-        yield "async copies", FusedMoments(loads=loads, blocks_per_sm=blocks, async_stages=stages)
+        yield (
+            "async copies",
+            FusedMoments(loads=loads, async_stages=stages, nan_from_sum=nan_from_sum, min_blocks=min_blocks),
+        )
+    yield "NaN from the sum", FusedMoments(nan_from_sum=True)
 
 
 # moments_floor.cu's probes: the moments kernel's grid and loads on float32 data, each doing less work per value
@@ -103,6 +98,7 @@ def main():
     rows = []
     for label, kernel in variants():
         minmax = "min/max + NaN flag" if kernel.fast_minmax else "NaN-propagating select"
+        minmax = "min/max, NaN from the sum" if kernel.nan_from_sum else minmax
         minmax += ", over a thread's tiles" if kernel.thread_minmax else ""
         minmax += ", tree sums" if kernel.tree_sums else ""
         minmax += ", prefetch" if kernel.prefetch else ""

@@ -24,6 +24,8 @@ VARIANTS = {
     "async copies": {"async_stages": 2},  # rounds copied into a ring in shared memory, one in flight
     "async copies, 4 stages, 2 loads": {"async_stages": 4, "loads": 2},  # 3 in flight
     "async copies, 5 stages, 1 load, select": {"async_stages": 5, "loads": 1, "fast_minmax": False},
+    "NaN from the sum": {"nan_from_sum": True},  # values looked at for NaN only where a tile's sum is NaN
+    "async copies, NaN from the sum, bounded": {"async_stages": 2, "nan_from_sum": True, "min_blocks": 4},
 }
 
 

@@ -76,7 +76,7 @@ def tiles(dtype):
 
 
 @pytest.mark.skipif(COMPILER is None, reason="no C++ compiler on this machine")
-@pytest.mark.parametrize("fast_minmax", [0, 1])
+@pytest.mark.parametrize("fast_minmax", [0, 1, 2])
 @pytest.mark.parametrize("tree_sums", [0, 1])
 def test_tile_moments_match_numpy_in_every_variant(tmp_path, tree_sums, fast_minmax):
     lib = build(tmp_path, tree_sums, fast_minmax)
@@ -94,9 +94,10 @@ def test_tile_moments_match_numpy_in_every_variant(tmp_path, tree_sums, fast_min
 
 
 @pytest.mark.skipif(COMPILER is None, reason="no C++ compiler on this machine")
+@pytest.mark.parametrize("fast_minmax", [1, 2])  # a NaN flag per value; NaN looked for where the sum is NaN
 @pytest.mark.parametrize("tree_sums", [0, 1])
-def test_nan_and_inf_in_a_tile_come_out_as_numpy_says(tmp_path, tree_sums):
-    lib = build(tmp_path, tree_sums, 1)
+def test_nan_and_inf_in_a_tile_come_out_as_numpy_says(tmp_path, tree_sums, fast_minmax):
+    lib = build(tmp_path, tree_sums, fast_minmax)
     x = np.arange(TILE, dtype=np.float32)
     x[5] = np.nan
     got = run(lib.tile32, x)
@@ -104,3 +105,6 @@ def test_nan_and_inf_in_a_tile_come_out_as_numpy_says(tmp_path, tree_sums):
     x[5] = np.inf
     got = run(lib.tile32, x)
     assert got["hi"] == np.inf and got["lo"] == 0 and got["mean"] == np.inf and np.isnan(got["m2"])
+    x[7] = -np.inf  # +inf and -inf: a NaN sum and mean, no NaN value, so min and max stay the infinities
+    got = run(lib.tile32, x)
+    assert np.isnan(got["mean"]) and got["lo"] == -np.inf and got["hi"] == np.inf

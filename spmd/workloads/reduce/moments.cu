@@ -16,6 +16,9 @@
 // FAST_MINMAX=1 (the host's default): a tile's min and max by the min/max instructions (which skip NaN) and one NaN
 // flag, instead of a NaN-propagating compare and select per value; fewer instructions per value, the same answers
 // (tests/gpu runs both; bench/tools/fused_kernel.py measures both).
+// FAST_MINMAX=2: the same min/max instructions, and the values looked at for NaN only in a tile whose sum came out
+// NaN (a NaN among them makes it NaN; so do +inf and -inf together, hence the look): one compare a tile instead of
+// one a value, the same answers.
 #ifndef FAST_MINMAX
 #define FAST_MINMAX 0
 #endif
@@ -28,6 +31,9 @@
 // the default (docs/results/h200x1/kernels/sweeps.json), the instructions it saves not being what limits the loop.
 #ifndef THREAD_MINMAX
 #define THREAD_MINMAX 0
+#endif
+#if THREAD_MINMAX && FAST_MINMAX == 2
+#error "THREAD_MINMAX keeps no tile's sum to look for NaN by: use FAST_MINMAX 0 or 1 with it"
 #endif
 // TREE_SUMS=1: a tile's sum and M2 each in 4 independent partial sums (value i into partial i % 4), added pairwise at
 // its end, so the chain of dependent double adds a tile waits on is a quarter as long and a warp gets back to its
@@ -127,7 +133,9 @@ template <typename T, int K> __device__ __forceinline__ void extremes_add(Extrem
 #if FAST_MINMAX
         e.lo = plain_min(e.lo, v[i]);
         e.hi = plain_max(e.hi, v[i]);
+#if FAST_MINMAX == 1
         e.nan |= v[i] != v[i];
+#endif
 #else
         e.lo = nan_min(e.lo, v[i]);
         e.hi = nan_max(e.hi, v[i]);
@@ -181,6 +189,12 @@ __device__ __forceinline__ Moments tile_moments(const T (&v)[K]) {
     Moments m = tile_sums(v);
     Extremes<T> e = extremes_empty<T>();
     extremes_add(e, v);
+#if FAST_MINMAX == 2
+    if (m.mean != m.mean) {  // rare: the values themselves say whether one was NaN
+#pragma unroll
+        for (int i = 0; i < K; ++i) e.nan |= v[i] != v[i];
+    }
+#endif
     set_extremes(m, e);
     return m;
 }

@@ -78,7 +78,8 @@ class FusedMoments:
     tiles (moments.cu's THREAD_MINMAX); ``tree_sums`` sums a tile in 4 independent partial sums (TREE_SUMS);
     ``prefetch`` issues a thread's next round of loads before it folds the one it holds (PREFETCH);
     ``async_stages`` copies a thread's rounds into a ring of that many in shared memory by asynchronous copies
-    (ASYNC_STAGES), its loads capped so that the ring fits a block's 48 KiB of static shared memory.
+    (ASYNC_STAGES), its loads capped so that the ring fits a block's 48 KiB of static shared memory;
+    ``nan_from_sum`` looks for NaN only in a tile whose sum came out NaN (FAST_MINMAX=2).
     """
 
     THREADS = 256
@@ -93,10 +94,12 @@ class FusedMoments:
         tree_sums: bool = False,
         prefetch: bool = False,
         async_stages: int = 0,
+        nan_from_sum: bool = False,
     ):
         self.loads, self.blocks_per_sm = loads, blocks_per_sm
         self.fast_minmax, self.min_blocks, self.thread_minmax = fast_minmax, min_blocks, thread_minmax
         self.tree_sums, self.prefetch, self.async_stages = tree_sums, prefetch, async_stages
+        self.nan_from_sum = nan_from_sum
         self._compiled: dict = {}  # dtype -> (partial kernel, final kernel, shape)
 
     @staticmethod
@@ -129,7 +132,7 @@ class FusedMoments:
                 options=(
                     "--std=c++14",
                     f"-DLOADS={loads}",
-                    f"-DFAST_MINMAX={int(self.fast_minmax)}",
+                    f"-DFAST_MINMAX={2 if self.nan_from_sum else int(self.fast_minmax)}",
                     f"-DMIN_BLOCKS={self.min_blocks}",
                     f"-DTHREAD_MINMAX={int(self.thread_minmax)}",
                     f"-DTREE_SUMS={int(self.tree_sums)}",
