@@ -42,12 +42,7 @@ def _row(what: str, target: float | None, result: Record | None, reference: Reco
 
 
 # the reduce sweep's variants that change the kernel (not only its launch shape), as the limit names them
-KERNEL_CHANGES = {
-    "thread min/max": "min/max kept over a thread's tiles",
-    "tree sums": "a tile summed in 4 independent partial sums",
-    "prefetch": "the next round's loads issued before the fold",
-    "async copies": "rounds copied asynchronously into a ring in shared memory",
-}
+KERNEL_CHANGES = {"registers": "rounds loaded into registers", "ring": "rounds through a ring in shared memory"}
 
 
 def _sweeps(folder: Path) -> dict:

@@ -13,28 +13,25 @@ from ..records import Measure
 from . import Case
 
 # spmd's reduce kernel changed one way each, timed by turns beside it (subject -> what the change is)
-TREE_SUMS = "the same, a tile in 4 partial sums"
+RING = "the same, rounds through a ring in shared memory"
+REGISTERS = "the same, rounds loaded into registers"
 TWO_WAVES = "the same, twice the resident blocks"
-ASYNC = "the same, rounds copied into shared memory, 2 stages"
-ASYNC_NAN = "the same, 2 stages, NaN looked for by the tile's sum"
-ASYNC_NAN_4 = "the same, 2 stages, NaN by the sum, 4 blocks an SM"
 REDUCE_ALTERNATIVES = {
-    TREE_SUMS: "a tile summed in 4 independent partial sums (moments.cu's TREE_SUMS: shorter chains of dependent adds)",
+    RING: "a thread's rounds copied asynchronously into a ring of 2 in shared memory (moments.cu's ASYNC_STAGES)",
+    REGISTERS: "a thread's rounds loaded into its registers (no ring)",
     TWO_WAVES: "a grid of twice the blocks an SM holds at once (two waves, each block half the share)",
-    ASYNC: "a thread's rounds copied asynchronously into a ring of 2 in shared memory (moments.cu's ASYNC_STAGES)",
-    ASYNC_NAN: "the same, NaN looked for only in a tile whose sum is NaN (FAST_MINMAX=2: a compare a tile, not a value)",
-    ASYNC_NAN_4: "the same, launch bounds for 4 blocks an SM (64 registers a thread)",
 }
 JACOBI = np.array([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]])
 
 
 def reduce_moments(env) -> list[Measure]:
     """float32 (the target) and float64 data of the same size: the same kernel on half as many elements per byte
-    shows whether its gap to the ceiling is memory or per-element work. spmd's kernel, its alternatives
-    (``REDUCE_ALTERNATIVES``) and CuPy's sum take turns, so all of them see the same machine."""
+    shows whether its gap to the ceiling is memory or per-element work. spmd's kernel (the ring or registers, as the
+    device gets it), both ways explicitly and a grid of two waves (``REDUCE_ALTERNATIVES``) and CuPy's sum take
+    turns, so all of them see the same machine."""
     import cupy
 
-    from spmd.workloads.reduce.moments import FusedMoments
+    from spmd.workloads.reduce.moments import RING_STAGES, FusedMoments
 
     nbytes = (256 << 20) if env.quick else (4 << 30)
     kernel = FusedMoments()
@@ -43,11 +40,9 @@ def reduce_moments(env) -> list[Measure]:
         resident = kernel.shape(dtype)["resident_per_sm"] or 1
         kernels = {
             "spmd fused moments (float64 sums)": kernel,
-            TREE_SUMS: FusedMoments(tree_sums=True),
+            RING: FusedMoments(async_stages=RING_STAGES),
+            REGISTERS: FusedMoments(async_stages=0),
             TWO_WAVES: FusedMoments(blocks_per_sm=2 * resident),
-            ASYNC: FusedMoments(async_stages=2),
-            ASYNC_NAN: FusedMoments(async_stages=2, nan_from_sum=True),
-            ASYNC_NAN_4: FusedMoments(async_stages=2, nan_from_sum=True, min_blocks=4),
         }
         x = cupy.random.standard_normal(nbytes // cupy.dtype(dtype).itemsize, dtype=dtype)
         name = cupy.dtype(dtype).name

@@ -20,30 +20,19 @@ from spmd.workloads.reduce.moments import FusedMoments
 
 
 def variants():
-    """(label, kernel): spmd's default, then loads x min/max x launch bounds at the resident grid, min/max kept over
-    a thread's tiles, the default's loads at fixed blocks per SM (a grid past the resident blocks runs a second
-    wave), a tile's sums in 4 independent partial sums (shorter chains of dependent adds), and the next round's
-    loads issued before a thread folds the round it holds (loads in flight while it computes), and rounds copied
-    asynchronously into a ring in shared memory (bytes in flight bounded by shared memory, not registers)."""
+    """(label, kernel): spmd's default (the ring in shared memory or loads into registers, as the device gets it),
+    then loads into registers: loads x min/max x launch bounds at the resident grid and at fixed blocks per SM (a
+    grid past the resident blocks runs a second wave); then the ring: stages x loads x launch bounds, and fixed
+    blocks per SM."""
     yield "default", FusedMoments()
-    for fast, loads, min_blocks in itertools.product((False, True), (2, 4, 8, 16), (0, 4)):
-        yield "resident grid", FusedMoments(loads=loads, fast_minmax=fast, min_blocks=min_blocks)
-    for loads, blocks in itertools.product((2, 4, 8), (None, 2, 3, 4)):  # min/max kept over a thread's tiles
-        yield "thread min/max", FusedMoments(loads=loads, blocks_per_sm=blocks, thread_minmax=True)
-    for blocks in (2, 3, 4, 6, 8):
-        yield "fixed grid", FusedMoments(blocks_per_sm=blocks)
-    for loads, blocks in itertools.product((2, 4, 8), (None, 3, 4, 6)):  # a tile summed in 4 independent partials
-        yield "tree sums", FusedMoments(loads=loads, blocks_per_sm=blocks, tree_sums=True)
-    for loads, blocks in itertools.product((1, 2, 4), (None, 3, 4)):  # the next round's loads before the fold
-        yield "prefetch", FusedMoments(loads=loads, blocks_per_sm=blocks, prefetch=True)
-    for (stages, loads), nan_from_sum, min_blocks in itertools.product(
-        ((2, 4), (3, 3), (4, 2), (5, 2)), (False, True), (0, 4)
-    ):  # loads into a ring in shared memory
-        yield (
-            "async copies",
-            FusedMoments(loads=loads, async_stages=stages, nan_from_sum=nan_from_sum, min_blocks=min_blocks),
-        )
-    yield "NaN from the sum", FusedMoments(nan_from_sum=True)
+    for fast, loads, min_blocks in itertools.product((False, True), (2, 4, 8), (0, 4)):
+        yield "registers", FusedMoments(loads=loads, fast_minmax=fast, min_blocks=min_blocks, async_stages=0)
+    for blocks in (2, 4, 6):
+        yield "registers, fixed grid", FusedMoments(blocks_per_sm=blocks, async_stages=0)
+    for (stages, loads), min_blocks in itertools.product(((2, 2), (2, 4), (3, 3), (4, 2), (5, 2)), (0, 4)):
+        yield "ring", FusedMoments(loads=loads, async_stages=stages, min_blocks=min_blocks)
+    for blocks in (2, 4):
+        yield "ring, fixed grid", FusedMoments(blocks_per_sm=blocks, async_stages=2)
 
 
 # moments_floor.cu's probes: the moments kernel's grid and loads on float32 data, each doing less work per value
@@ -88,8 +77,8 @@ def main():
     ceiling = hbm_read_TBps(data[np.float32])
     print(f"HBM read ceiling (CuPy sum, 4 GiB float32): {ceiling:.2f} TB/s\n", file=sys.stderr)
     print(
-        "| variant | loads/thread | blocks/SM (resident) | registers | launch bounds | min/max | dtype | ms | TB/s "
-        "| / CuPy sum beside it |\n|---|---|---|---|---|---|---|---|---|---|",
+        "| variant | ring stages | loads/thread | blocks/SM (resident) | registers | launch bounds | min/max | dtype | ms "
+        "| TB/s | / CuPy sum beside it |\n|---|---|---|---|---|---|---|---|---|---|---|",
         file=sys.stderr,
     )
     print("| floor probe (float32) | TB/s | / CuPy sum |\n|---|---|---|", file=sys.stderr)
@@ -98,11 +87,6 @@ def main():
     rows = []
     for label, kernel in variants():
         minmax = "min/max + NaN flag" if kernel.fast_minmax else "NaN-propagating select"
-        minmax = "min/max, NaN from the sum" if kernel.nan_from_sum else minmax
-        minmax += ", over a thread's tiles" if kernel.thread_minmax else ""
-        minmax += ", tree sums" if kernel.tree_sums else ""
-        minmax += ", prefetch" if kernel.prefetch else ""
-        minmax += f", {kernel.async_stages} stages of async copies" if kernel.async_stages else ""
         for dtype, x in data.items():
             shape = kernel.shape(dtype)
             timed = alternating_seconds({"kernel": lambda: kernel(x), "cupy": lambda: x.sum()}, rounds=3, repeats=10)
@@ -110,6 +94,7 @@ def main():
             rate = nbytes / seconds / 1e12
             row = {
                 "variant": label,
+                "stages": shape["stages"],
                 "loads": shape["loads"],
                 "blocks_per_sm": shape["blocks_per_sm"],
                 "resident_per_sm": shape["resident_per_sm"],
@@ -123,7 +108,7 @@ def main():
             }
             rows.append(row)
             print(
-                f"| {label} | {row['loads']} | {row['blocks_per_sm']} ({row['resident_per_sm']}) | {row['registers']} "
+                f"| {label} | {row['stages'] or '-'} | {row['loads']} | {row['blocks_per_sm']} ({row['resident_per_sm']}) | {row['registers']} "
                 f"| {row['min_blocks'] or '-'} | {minmax} | {row['dtype']} | {seconds * 1e3:.3f} | {rate:.2f} "
                 f"| {rate / beside:.1%} |",
                 file=sys.stderr,

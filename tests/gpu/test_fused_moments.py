@@ -12,27 +12,20 @@ pytestmark = pytest.mark.gpu
 
 
 VARIANTS = {
-    "default": {},
-    "select": {"fast_minmax": False},
-    "bounded": {"loads": 2, "min_blocks": 4, "blocks_per_sm": 6},  # launch bounds, a grid past the resident blocks
-    "thread min/max": {"thread_minmax": True},  # min and max in the input type over a thread's tiles
-    "thread min/max, select": {"thread_minmax": True, "fast_minmax": False},
-    "tree sums": {"tree_sums": True},  # a tile in 4 independent partial sums
-    "tree sums, 2 loads": {"tree_sums": True, "loads": 2},  # float64: 4 values a tile, one per partial
-    "prefetch": {"prefetch": True},  # the next round's loads issued before this round is folded
-    "prefetch, 2 loads, select": {"prefetch": True, "loads": 2, "fast_minmax": False},
-    "async copies": {"async_stages": 2},  # rounds copied into a ring in shared memory, one in flight
-    "async copies, 4 stages, 2 loads": {"async_stages": 4, "loads": 2},  # 3 in flight
-    "async copies, 5 stages, 1 load, select": {"async_stages": 5, "loads": 1, "fast_minmax": False},
-    "NaN from the sum": {"nan_from_sum": True},  # values looked at for NaN only where a tile's sum is NaN
-    "async copies, NaN from the sum, bounded": {"async_stages": 2, "nan_from_sum": True, "min_blocks": 4},
+    "default": {},  # the ring or registers, as ring_stages chooses for this device
+    "registers": {"async_stages": 0},
+    "registers, select": {"async_stages": 0, "fast_minmax": False},
+    "registers, bounded": {"async_stages": 0, "loads": 2, "min_blocks": 4, "blocks_per_sm": 6},  # two waves
+    "ring": {"async_stages": 2},  # rounds copied into shared memory, one in flight
+    "ring, 4 stages, 2 loads": {"async_stages": 4, "loads": 2},  # 3 in flight
+    "ring, 5 stages, 1 load, select": {"async_stages": 5, "loads": 1, "fast_minmax": False},
 }
 
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
 def fused(request):
-    """The kernel as spmd runs it (min/max instructions and a NaN flag, the resident grid) and variants that
-    bench/tools/fused_kernel.py measures: all must give the same answers, NaN included."""
+    """The kernel as spmd runs it (min/max instructions and a NaN flag, the resident grid, the ring where the device
+    gets it) and variants that bench/tools/fused_kernel.py measures: all must give the same answers, NaN included."""
     return mom.FusedMoments(**VARIANTS[request.param])
 
 
@@ -41,7 +34,15 @@ def test_default_grid_is_the_resident_blocks(dtype):
     shape = mom.FusedMoments().shape(dtype)
     assert shape["resident_per_sm"] >= 1 and shape["registers"] >= 1, "the driver's occupancy (cuda-bindings)"
     assert shape["blocks_per_sm"] == shape["resident_per_sm"]
-    assert shape["loads"] * (16 // np.dtype(dtype).itemsize) == 16  # 16 values a tile either way
+    assert shape["stages"] == mom.ring_stages(xpmod.cupy.cuda.Device().attributes)
+    assert shape["loads"] == (mom.RING_LOADS if shape["stages"] else mom.DEFAULT_LOADS[np.dtype(dtype)])
+
+
+def test_the_device_says_what_the_ring_is_chosen_by():
+    """The choice rests on the device's memory clock, bus width, SMs and clock: a device that reports them must not
+    fall through to the fallback (a renamed attribute would choose the ring everywhere, silently)."""
+    per_clock = mom.memory_bytes_per_sm_clock(xpmod.cupy.cuda.Device().attributes)
+    assert per_clock is not None and 1 < per_clock < 100
 
 
 # sizes around every boundary: scalar tail, vector tail, one round of a block, many blocks
@@ -74,15 +75,15 @@ def test_fused_is_deterministic_and_sees_nan(fused):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("stages", [2, 3])
-def test_async_copies_fold_in_the_same_order(dtype, stages):
+@pytest.mark.parametrize("stages, loads", [(2, 4), (3, 3)])
+def test_async_copies_fold_in_the_same_order(dtype, stages, loads):
     """The ring changes where a round waits, not what is folded or in which order: on the same grid and loads the
     moments are the default's, bit for bit (a ring slot read before its copy landed, or a copy into a slot not yet
     read, would not be)."""
     cupy = xpmod.cupy
     x = cupy.random.standard_normal(3_000_017, dtype=np.float64).astype(dtype) * 7 + 2
-    ring = mom.FusedMoments(blocks_per_sm=2, async_stages=stages)
-    plain = mom.FusedMoments(blocks_per_sm=2, loads=ring.shape(dtype)["loads"])
+    ring = mom.FusedMoments(blocks_per_sm=2, loads=loads, async_stages=stages)
+    plain = mom.FusedMoments(blocks_per_sm=2, loads=loads, async_stages=0)
     np.testing.assert_array_equal(xpmod.to_host(ring(x)), xpmod.to_host(plain(x)))
 
 

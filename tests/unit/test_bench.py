@@ -19,7 +19,7 @@ from bench import report, runner  # noqa: E402
 from bench.manifest import changed_files, tree_hash  # noqa: E402
 from bench.records import Measure, Record, collect, ratios, read_records, summary, write_records  # noqa: E402
 from bench.suites import Case, expand  # noqa: E402
-from bench.suites.kernels import TREE_SUMS  # noqa: E402
+from bench.suites.kernels import REGISTERS  # noqa: E402
 
 
 def rec(subject, values, role="result", better="higher", case="c", metric="rate"):
@@ -353,8 +353,8 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
     sweep = [
         {**variant, "variant": "default", "TBps": 0.9},
         {**variant, "blocks_per_sm": 6, "TBps": 0.95},
-        {**variant, "variant": "thread min/max", "TBps": 0.93},
-        {**variant, "variant": "tree sums", "TBps": 0.94},
+        {**variant, "variant": "registers", "TBps": 0.93},
+        {**variant, "variant": "ring", "TBps": 0.94},
     ]
     (tmp_path / "sweeps.json").write_text(
         json.dumps({"reduce": {"commit": "c", "ceiling_TBps": 1.0, "variants": sweep}})
@@ -363,8 +363,8 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
     limit = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
     assert "per-element" not in limit and "at 0.950x its ceiling" in limit
     assert "(4 float32 shapes, sweeps.json) peaked at 0.950x its CuPy sum with 4 loads x 6 blocks/SM (default)" in limit
-    assert "(spmd's default: 0.900x)" in limit and "over a thread's tiles at best 0.930x" in limit
-    assert "4 independent partial sums at best 0.940x" in limit
+    assert "(spmd's default: 0.900x)" in limit and "rounds loaded into registers at best 0.930x" in limit
+    assert "rounds through a ring in shared memory at best 0.940x" in limit
     # rows timed by turns with their own CuPy sum: each against its own (the default's 0.9 of 0.9 is the best)
     for v, beside in zip(sweep, (0.9, 1.0, 1.0, 1.0)):
         v["ceiling_TBps"] = beside
@@ -373,7 +373,7 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
     )
     limit = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
     assert "peaked at 1.000x its CuPy sum with 4 loads x 3 blocks/SM (default)" in limit
-    assert "tiles at best 0.930x" in limit and "(spmd's default: 1.000x)" in limit
+    assert "registers at best 0.930x" in limit and "(spmd's default: 1.000x)" in limit
     # a reduce case merged from a later call carries its own commit: the sweep of the first call is not its own
     entries["kernels"]["manifest"]["cases"] = [{"case": "reduce moments", "commit": "later"}]
     limit = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
@@ -381,14 +381,14 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
     entries["kernels"]["manifest"]["cases"] = [{"case": "reduce moments", "commit": "c"}]
     assert "sweeps.json" in {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]["limit"]
     del entries["kernels"]["manifest"]["cases"]
-    assert "timed by turns" not in limit  # no tree sums record: nothing said
-    # the tree sums timed by turns in the same runs: their rate over spmd's, run by run (0.96/0.94, ...)
-    kernels.insert(1, r("reduce: moments of 4096 MiB float32", TREE_SUMS, [0.96, 0.93, 0.9405]))
+    assert "timed by turns" not in limit  # no record of an alternative: nothing said
+    # loads into registers timed by turns in the same runs: their rate over spmd's, run by run (0.96/0.94, ...)
+    kernels.insert(1, r("reduce: moments of 4096 MiB float32", REGISTERS, [0.96, 0.93, 0.9405]))
     row = {row["what"]: row for row in targets.rows(entries)}["moments of 4096 MiB float32"]
     assert row["ratios"] == [0.94, 0.93, 0.95]  # spmd's own kernel is the figure
     assert (
-        "4 independent partial sums (moments.cu's TREE_SUMS: shorter chains of dependent adds), timed by turns with "
-        "spmd's kernel in the same runs: 1.000x its rate " in (row["limit"])
+        "a thread's rounds loaded into its registers (no ring), timed by turns with spmd's kernel in the same runs: "
+        "1.000x its rate " in (row["limit"])
     )
     assert "(0.990 - 1.021)" in row["limit"]
     del kernels[1]

@@ -141,3 +141,19 @@ def test_resident_blocks_from_registers_match_the_drivers_answers(monkeypatch):
     for regs, resident in answers:
         assert mom._occupancy(types.SimpleNamespace(num_regs=regs), mom.FusedMoments.THREADS) == (resident, regs)
     assert mom._occupancy(types.SimpleNamespace(), 256) == (None, None)  # nothing to go on
+
+
+# CuPy's Device().attributes as an H100 SXM and an H200 report them (memory clock and SM clock in kHz)
+H100 = {"ComputeCapabilityMajor": 9, "MemoryClockRate": 2_619_000, "GlobalMemoryBusWidth": 5120,
+        "MultiProcessorCount": 132, "ClockRate": 1_980_000}  # fmt: skip
+H200 = {**H100, "MemoryClockRate": 3_201_000, "GlobalMemoryBusWidth": 6144}
+
+
+def test_the_ring_where_memory_outpaces_what_registers_keep_in_flight():
+    assert mom.memory_bytes_per_sm_clock(H100) == pytest.approx(2 * 2.619e9 * 640 / (132 * 1.98e9))
+    assert mom.ring_stages(H200) == mom.RING_STAGES  # about 18.8 bytes an SM clock
+    assert mom.ring_stages(H100) == 0  # about 12.8
+    assert mom.ring_stages({**H200, "ComputeCapabilityMajor": 7}) == 0  # no cp.async before sm_80
+    unknown = {"ComputeCapabilityMajor": 9, "MultiProcessorCount": 132}
+    assert mom.memory_bytes_per_sm_clock(unknown) is None and mom.ring_stages(unknown) == mom.RING_STAGES
+    assert mom.memory_bytes_per_sm_clock({**H100, "ClockRate": 0}) is None

@@ -1,7 +1,7 @@
 """The reduce kernel's per-tile math (moments.cu up to its loads), compiled for the CPU and run here.
 
 A tile's count, mean, M2, min and max and Chan's merge of two tiles are checked against NumPy float64 for every
-compile-time variant the host can ask for (TREE_SUMS, FAST_MINMAX), without a GPU (tests/gpu run the whole kernel on
+compile-time variant of the tile the host can ask for (FAST_MINMAX), without a GPU (tests/gpu run the whole kernel on
 the device). The host compiler's warnings about a value read before it is set are errors: a tile sum left
 uninitialized in one variant once passed a static check of the SASS and gave wrong variances on the GPU.
 """
@@ -37,13 +37,13 @@ extern "C" void two_tiles32(const float* x, double* out) { put(combine(tile(x), 
 TILE = 16  # values a tile: 4 float4 or 8 double2 loads, the host's default either way (moments.py)
 
 
-def build(tmp_path, tree_sums, fast_minmax):
+def build(tmp_path, fast_minmax):
     source = resources.files("spmd.workloads.reduce").joinpath("moments.cu").read_text()
     tile_part = source[: source.index("template <typename T> struct Vec;")].replace("#pragma unroll", "")
-    path = tmp_path / f"tile{tree_sums}{fast_minmax}.cpp"
+    path = tmp_path / f"tile{fast_minmax}.cpp"
     path.write_text(PRELUDE + tile_part + DRIVER)
     flags = ["-O2", "-Wall", "-Werror=uninitialized", "-Werror=maybe-uninitialized", "-shared", "-fPIC"]
-    defines = [f"-DTREE_SUMS={tree_sums}", f"-DFAST_MINMAX={fast_minmax}"]
+    defines = [f"-DFAST_MINMAX={fast_minmax}"]
     built = subprocess.run(
         [COMPILER, *flags, *defines, "-o", str(path.with_suffix(".so")), str(path)], capture_output=True, text=True
     )
@@ -76,10 +76,9 @@ def tiles(dtype):
 
 
 @pytest.mark.skipif(COMPILER is None, reason="no C++ compiler on this machine")
-@pytest.mark.parametrize("fast_minmax", [0, 1, 2])
-@pytest.mark.parametrize("tree_sums", [0, 1])
-def test_tile_moments_match_numpy_in_every_variant(tmp_path, tree_sums, fast_minmax):
-    lib = build(tmp_path, tree_sums, fast_minmax)
+@pytest.mark.parametrize("fast_minmax", [0, 1])
+def test_tile_moments_match_numpy_in_every_variant(tmp_path, fast_minmax):
+    lib = build(tmp_path, fast_minmax)
     for dtype, fn in ((np.float32, lib.tile32), (np.float64, lib.tile64)):
         for name, x in tiles(dtype):
             got, want = run(fn, x), reference(x)
@@ -94,10 +93,9 @@ def test_tile_moments_match_numpy_in_every_variant(tmp_path, tree_sums, fast_min
 
 
 @pytest.mark.skipif(COMPILER is None, reason="no C++ compiler on this machine")
-@pytest.mark.parametrize("fast_minmax", [1, 2])  # a NaN flag per value; NaN looked for where the sum is NaN
-@pytest.mark.parametrize("tree_sums", [0, 1])
-def test_nan_and_inf_in_a_tile_come_out_as_numpy_says(tmp_path, tree_sums, fast_minmax):
-    lib = build(tmp_path, tree_sums, fast_minmax)
+@pytest.mark.parametrize("fast_minmax", [0, 1])  # NaN-propagating compares; min/max instructions and a NaN flag
+def test_nan_and_inf_in_a_tile_come_out_as_numpy_says(tmp_path, fast_minmax):
+    lib = build(tmp_path, fast_minmax)
     x = np.arange(TILE, dtype=np.float32)
     x[5] = np.nan
     got = run(lib.tile32, x)

@@ -9,6 +9,11 @@
 // double rate); only the sums are double. LOADS is set at compile time (-DLOADS=n).
 // MIN_BLOCKS=n > 0: __launch_bounds__ asks the compiler to fit n blocks of 256 threads on an SM (fewer registers
 // per thread); the host sizes the grid to the blocks that are resident at once (one wave, no tail).
+//
+// Measured and left out (bench/tools/fused_kernel.py, bench kernels' reduce case, on H100s and H200s; the records as
+// committed up to 58ac96b): a tile summed in 4 independent partial sums, min/max kept over a thread's tiles, NaN
+// looked for only where a tile's sum is NaN, the next round's loads issued into registers before the fold. None
+// beat this kernel by more than the spread between machines; the ring below did.
 
 #ifndef LOADS
 #define LOADS 8
@@ -16,47 +21,20 @@
 // FAST_MINMAX=1 (the host's default): a tile's min and max by the min/max instructions (which skip NaN) and one NaN
 // flag, instead of a NaN-propagating compare and select per value; fewer instructions per value, the same answers
 // (tests/gpu runs both; bench/tools/fused_kernel.py measures both).
-// FAST_MINMAX=2: the same min/max instructions, and the values looked at for NaN only in a tile whose sum came out
-// NaN (a NaN among them makes it NaN; so do +inf and -inf together, hence the look): one compare a tile instead of
-// one a value, the same answers.
 #ifndef FAST_MINMAX
 #define FAST_MINMAX 0
 #endif
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 0
 #endif
-// THREAD_MINMAX=1: a thread keeps its min and max in the input type over all its tiles and converts them to double
-// once, at its end, so a tile's merge carries the sums alone (no conversion nor double compare a tile); the same
-// answers (tests/gpu runs both; bench/tools/fused_kernel.py measures both). Off: on an H200 it measured no faster than
-// the default (docs/results/h200x1/kernels/sweeps.json), the instructions it saves not being what limits the loop.
-#ifndef THREAD_MINMAX
-#define THREAD_MINMAX 0
-#endif
-#if THREAD_MINMAX && FAST_MINMAX == 2
-#error "THREAD_MINMAX keeps no tile's sum to look for NaN by: use FAST_MINMAX 0 or 1 with it"
-#endif
-// TREE_SUMS=1: a tile's sum and M2 each in 4 independent partial sums (value i into partial i % 4), added pairwise at
-// its end, so the chain of dependent double adds a tile waits on is a quarter as long and a warp gets back to its
-// loads sooner. Pairwise sums are no less exact than a running one, though not bit-identical to TREE_SUMS=0's. Off:
-// timed by turns with the default on three H200s (bench kernels, reduce moments) it ran at 0.972x, 0.994x and 1.014x
-// the default's rate, no gain beyond the spread between machines; the dependent chain is not what limits the loop.
-// PREFETCH=1: a thread issues its next round's loads before it folds the round it holds, so its loads stay in flight
-// while it computes (the loop otherwise waits for memory, computes, then asks again; on an H200, whose SMs must fold
-// 1.34x the H100's elements a second, float32 data reads at 0.93-0.96x the HBM ceiling where float64 data, half
-// the elements a byte, reads at 0.97-0.99x). Costs a second round of registers.
-#ifndef PREFETCH
-#define PREFETCH 0
-#endif
-#ifndef TREE_SUMS
-#define TREE_SUMS 0
-#endif
-// ASYNC_STAGES=S > 0: a thread's loads go to shared memory by asynchronous copies (cp.async, sm_80+), S rounds in a
+// ASYNC_STAGES=S > 0: a thread's rounds go to shared memory by asynchronous copies (cp.async, sm_80+), S rounds in a
 // ring of which S - 1 are in flight while the thread folds the one that landed. Bytes in flight are then bounded by
-// shared memory, not by registers: a warp's registers hold one round, and without this it has no load in flight
-// while it folds (at 3 blocks an SM that leaves too few bytes in flight to cover the H200's memory latency at its
-// bandwidth; a float32 round takes twice the work a float64 round of the same bytes does). Each thread copies and
-// reads only its own slots, so no block-wide barrier; the fold's order is the default's, so the same answers, bit
-// for bit. Needs blockDim.x == ASYNC_BLOCK and S x LOADS x ASYNC_BLOCK x 16 bytes of static shared memory (48 KiB at most).
+// shared memory, not by registers: loaded into registers, a warp has no load in flight while it folds, and at the
+// 3 blocks an SM its registers allow that leaves too few bytes in flight to cover an H200's memory latency at its
+// bandwidth (a float32 round is twice the work of a float64 round of the same bytes: float32 read at 0.93-0.96x
+// CuPy's sum, float64 at 0.98-0.99x). Each thread copies and reads only its own slots, so no block-wide barrier;
+// the fold's order is the registers' path's, so the same answers, bit for bit, on the same grid and loads.
+// Needs blockDim.x == ASYNC_BLOCK and the ring within a block's 48 KiB of static shared memory.
 #ifndef ASYNC_STAGES
 #define ASYNC_STAGES 0
 #endif
@@ -133,9 +111,7 @@ template <typename T, int K> __device__ __forceinline__ void extremes_add(Extrem
 #if FAST_MINMAX
         e.lo = plain_min(e.lo, v[i]);
         e.hi = plain_max(e.hi, v[i]);
-#if FAST_MINMAX == 1
         e.nan |= v[i] != v[i];
-#endif
 #else
         e.lo = nan_min(e.lo, v[i]);
         e.hi = nan_max(e.hi, v[i]);
@@ -150,36 +126,22 @@ template <typename T> __device__ __forceinline__ void set_extremes(Moments& m, c
     if (e.nan) m.lo = m.hi = m.mean;
 }
 
-// The total of P partial sums, added in pairs.
-__device__ __forceinline__ double pairwise(const double (&s)[1]) { return s[0]; }
-__device__ __forceinline__ double pairwise(const double (&s)[4]) { return (s[0] + s[1]) + (s[2] + s[3]); }
-
 // Count, mean and M2 of K values held in registers (two passes over registers, one over memory); min and max empty.
 template <typename T, int K>
 __device__ __forceinline__ Moments tile_sums(const T (&v)[K]) {
-    const int P = (TREE_SUMS && K % 4 == 0) ? 4 : 1;  // independent partial sums
-    const int F = TREE_SUMS ? P : 0;                    // tree sums start from the tile's first values, not 0
-    double s[P], m2[P];
+    double sum = 0.0;
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-        s[p] = p < F ? (double)v[p] : 0.0;
-        m2[p] = 0.0;  // overwritten below by tree sums' first values; the running sum's start
-    }
-#pragma unroll
-    for (int i = F; i < K; ++i) s[i % P] += (double)v[i];
+    for (int i = 0; i < K; ++i) sum += (double)v[i];
     Moments m = moments_empty();
     m.n = K;
-    m.mean = pairwise(s) * (1.0 / K);
+    m.mean = sum * (1.0 / K);
+    double m2 = 0.0;
 #pragma unroll
     for (int i = 0; i < K; ++i) {
         const double d = (double)v[i] - m.mean;
-        if (i < F) {
-            m2[i] = d * d;
-        } else {
-            m2[i % P] += d * d;
-        }
+        m2 += d * d;
     }
-    m.m2 = pairwise(m2);
+    m.m2 = m2;
     return m;
 }
 
@@ -189,12 +151,6 @@ __device__ __forceinline__ Moments tile_moments(const T (&v)[K]) {
     Moments m = tile_sums(v);
     Extremes<T> e = extremes_empty<T>();
     extremes_add(e, v);
-#if FAST_MINMAX == 2
-    if (m.mean != m.mean) {  // rare: the values themselves say whether one was NaN
-#pragma unroll
-        for (int i = 0; i < K; ++i) e.nan |= v[i] != v[i];
-    }
-#endif
     set_extremes(m, e);
     return m;
 }
@@ -261,13 +217,6 @@ __global__ void PARTIAL_BOUNDS moments_partial(const T* __restrict__ x, long lon
     const long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const V* __restrict__ xv = reinterpret_cast<const V*>(x);
     Moments acc = moments_empty();
-#if THREAD_MINMAX
-    Extremes<T> ext = extremes_empty<T>();
-#define FOLD(v) (acc = combine_sums(acc, tile_sums(v)), extremes_add(ext, v))
-#else
-#define FOLD(v) (acc = combine(acc, tile_moments(v)))
-#endif
-
     // Whole rounds of LOADS vectors per thread; load j of a round is coalesced across threads.
     const long long full = (nvec / (LOADS * stride)) * (LOADS * stride);
 #if ASYNC_STAGES > 0
@@ -293,27 +242,10 @@ __global__ void PARTIAL_BOUNDS moments_partial(const T* __restrict__ x, long lon
         T v[LOADS * W];
 #pragma unroll
         for (int j = 0; j < LOADS; ++j) unpack(ring[slot][j][threadIdx.x], v + j * W);
-        FOLD(v);
+        acc = combine(acc, tile_moments(v));
         slot = slot + 1 == ASYNC_STAGES ? 0 : slot + 1;
     }
     copy_async_wait<0>();
-#elif PREFETCH
-    V r[LOADS];
-    if (gid < full) {
-#pragma unroll
-        for (int j = 0; j < LOADS; ++j) r[j] = xv[gid + j * stride];
-    }
-    for (long long base = gid; base < full; base += LOADS * stride) {
-        T v[LOADS * W];
-#pragma unroll
-        for (int j = 0; j < LOADS; ++j) unpack(r[j], v + j * W);
-        const long long next = base + LOADS * stride;
-        if (next < full) {
-#pragma unroll
-            for (int j = 0; j < LOADS; ++j) r[j] = xv[next + j * stride];
-        }
-        FOLD(v);
-    }
 #else
     for (long long base = gid; base < full; base += LOADS * stride) {
         V r[LOADS];
@@ -322,22 +254,18 @@ __global__ void PARTIAL_BOUNDS moments_partial(const T* __restrict__ x, long lon
         T v[LOADS * W];
 #pragma unroll
         for (int j = 0; j < LOADS; ++j) unpack(r[j], v + j * W);
-        FOLD(v);
+        acc = combine(acc, tile_moments(v));
     }
 #endif
     for (long long i = full + gid; i < nvec; i += stride) {  // vectors left over
         T v[W];
         unpack(xv[i], v);
-        FOLD(v);
+        acc = combine(acc, tile_moments(v));
     }
     for (long long i = nvec * W + gid; i < n; i += stride) {  // scalars left over
         T v[1] = {x[i]};
-        FOLD(v);
+        acc = combine(acc, tile_moments(v));
     }
-#undef FOLD
-#if THREAD_MINMAX
-    if (acc.n > 0.0) set_extremes(acc, ext);
-#endif
     acc = block_reduce(acc);
     if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }

@@ -62,10 +62,39 @@ def moments_xp(x, xp):
     return total
 
 
-# Vector loads per thread per round, by input dtype: 16 values a tile either way (4 float4 / 8 double2), so both
-# kernels hold as many values in registers and fit as many blocks on an SM
+# Vector loads per thread per round, by input dtype, where a thread's loads land in its registers: 16 values a tile
+# either way (4 float4 / 8 double2), so both kernels hold as many values in registers and fit as many blocks on an SM
 DEFAULT_LOADS = {np.dtype(np.float32): 4, np.dtype(np.float64): 8}
 FALLBACK_BLOCKS_PER_SM = 4  # where the occupancy cannot be asked (cuda-bindings missing)
+# The ring in shared memory (moments.cu's ASYNC_STAGES): 2 rounds of 4 vector loads (16 floats or 8 doubles a
+# tile), one in flight while a thread folds the other, 32 KiB a block
+RING_STAGES, RING_LOADS = 2, 4
+# Memory bytes a device can deliver per SM per SM clock above which the ring is the default. Timed by turns
+# (bench kernels, reduce moments): on an H200 (about 18.8 bytes) the ring read float32 2.6% faster than loads into
+# registers on each of two machines; on an H100 (12.8) 0.8% slower. The threshold sits between the two devices
+# measured; a device without the attributes to tell gets the ring (it does not depend on registers to keep bytes in
+# flight); one before sm_80 never (no cp.async).
+RING_BYTES_PER_SM_CLOCK = 16.0
+
+
+def memory_bytes_per_sm_clock(attributes: dict) -> float | None:
+    """Peak memory bytes a second (double data rate x bus width) per SM per SM clock, from CuPy's
+    ``Device().attributes``; None where the device does not say."""
+    try:
+        bandwidth = 2 * attributes["MemoryClockRate"] * 1e3 * attributes["GlobalMemoryBusWidth"] / 8
+        per_sm_clock = attributes["MultiProcessorCount"] * attributes["ClockRate"] * 1e3
+    except KeyError:
+        return None
+    return bandwidth / per_sm_clock if bandwidth > 0 and per_sm_clock > 0 else None
+
+
+def ring_stages(attributes: dict) -> int:
+    """The ring's stages spmd uses on a device with these attributes: RING_STAGES where memory outpaces what loads
+    into registers keep in flight (see RING_BYTES_PER_SM_CLOCK), else 0."""
+    if attributes.get("ComputeCapabilityMajor", 0) < 8:
+        return 0
+    per_clock = memory_bytes_per_sm_clock(attributes)
+    return RING_STAGES if per_clock is None or per_clock >= RING_BYTES_PER_SM_CLOCK else 0
 
 
 class FusedMoments:
@@ -73,13 +102,10 @@ class FusedMoments:
 
     The grid is the blocks the device holds at once (the driver's occupancy for the compiled kernel, one wave):
     each block takes an equal share by a grid-stride loop, so a grid of more blocks than are resident would run
-    a second, partly empty wave. ``loads``, ``blocks_per_sm`` and ``min_blocks`` fix a launch shape instead
-    (bench/tools/fused_kernel.py sweeps them); ``thread_minmax`` keeps min and max in the input type over a thread's
-    tiles (moments.cu's THREAD_MINMAX); ``tree_sums`` sums a tile in 4 independent partial sums (TREE_SUMS);
-    ``prefetch`` issues a thread's next round of loads before it folds the one it holds (PREFETCH);
-    ``async_stages`` copies a thread's rounds into a ring of that many in shared memory by asynchronous copies
-    (ASYNC_STAGES), its loads capped so that the ring fits a block's 48 KiB of static shared memory;
-    ``nan_from_sum`` looks for NaN only in a tile whose sum came out NaN (FAST_MINMAX=2).
+    a second, partly empty wave. A thread's rounds of loads go through a ring in shared memory or into its
+    registers as ``ring_stages`` chooses for the device; ``async_stages`` fixes that (0: registers), and ``loads``,
+    ``blocks_per_sm`` and ``min_blocks`` fix a launch shape (bench/tools/fused_kernel.py sweeps them);
+    ``fast_minmax=False`` takes min and max by NaN-propagating compares (moments.cu's FAST_MINMAX=0).
     """
 
     THREADS = 256
@@ -90,16 +116,10 @@ class FusedMoments:
         blocks_per_sm: int | None = None,
         fast_minmax: bool = True,
         min_blocks: int = 0,
-        thread_minmax: bool = False,
-        tree_sums: bool = False,
-        prefetch: bool = False,
-        async_stages: int = 0,
-        nan_from_sum: bool = False,
+        async_stages: int | None = None,
     ):
         self.loads, self.blocks_per_sm = loads, blocks_per_sm
-        self.fast_minmax, self.min_blocks, self.thread_minmax = fast_minmax, min_blocks, thread_minmax
-        self.tree_sums, self.prefetch, self.async_stages = tree_sums, prefetch, async_stages
-        self.nan_from_sum = nan_from_sum
+        self.fast_minmax, self.min_blocks, self.async_stages = fast_minmax, min_blocks, async_stages
         self._compiled: dict = {}  # dtype -> (partial kernel, final kernel, shape)
 
     @staticmethod
@@ -115,16 +135,16 @@ class FusedMoments:
         )
 
     def shape(self, dtype) -> dict:
-        """The launch shape for ``dtype`` data: loads per thread, blocks per SM (and how many are resident at
-        once, and the registers a thread takes, where the driver says)."""
+        """The launch shape for ``dtype`` data: loads per thread, the ring's stages (0: none), blocks per SM (and
+        how many are resident at once, and the registers a thread takes, where the driver says)."""
         return self._kernels(np.dtype(dtype))[2]
 
     def _kernels(self, dtype: np.dtype):
         if dtype not in self._compiled:
             cupy = xpmod.cupy
-            loads = self.loads or DEFAULT_LOADS[dtype]
-            if self.async_stages:  # moments.cu's static_assert: the ring and 32 warp partials in 48 KiB
-                loads = min(loads, (48 * 1024 - 32 * 40) // (self.async_stages * self.THREADS * 16))
+            attributes = cupy.cuda.Device().attributes
+            stages = ring_stages(attributes) if self.async_stages is None else self.async_stages
+            loads = self.loads or (RING_LOADS if stages else DEFAULT_LOADS[dtype])
             source = resources.files(__package__).joinpath("moments.cu").read_text()
             name = "moments_partial<float>" if dtype == np.float32 else "moments_partial<double>"
             module = cupy.RawModule(
@@ -132,20 +152,18 @@ class FusedMoments:
                 options=(
                     "--std=c++14",
                     f"-DLOADS={loads}",
-                    f"-DFAST_MINMAX={2 if self.nan_from_sum else int(self.fast_minmax)}",
+                    f"-DFAST_MINMAX={int(self.fast_minmax)}",
                     f"-DMIN_BLOCKS={self.min_blocks}",
-                    f"-DTHREAD_MINMAX={int(self.thread_minmax)}",
-                    f"-DTREE_SUMS={int(self.tree_sums)}",
-                    f"-DPREFETCH={int(self.prefetch)}",
-                    f"-DASYNC_STAGES={self.async_stages}",
+                    f"-DASYNC_STAGES={stages}",
                 ),
                 name_expressions=(name, "moments_final"),
             )
             partial = module.get_function(name)
             resident, regs = _occupancy(partial, self.THREADS)
             per_sm = self.blocks_per_sm or resident or FALLBACK_BLOCKS_PER_SM
-            shape = {"loads": loads, "blocks_per_sm": per_sm, "resident_per_sm": resident, "registers": regs}
-            shape["blocks"] = cupy.cuda.Device().attributes["MultiProcessorCount"] * per_sm
+            shape = {"loads": loads, "stages": stages, "blocks_per_sm": per_sm, "resident_per_sm": resident}
+            shape["registers"] = regs
+            shape["blocks"] = attributes["MultiProcessorCount"] * per_sm
             shape["per_block"] = self.THREADS * loads * (16 // dtype.itemsize)  # elements a block takes a round
             self._compiled[dtype] = (partial, module.get_function("moments_final"), shape)
         return self._compiled[dtype]
