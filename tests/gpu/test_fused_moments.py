@@ -34,15 +34,20 @@ def test_default_grid_is_the_resident_blocks(dtype):
     shape = mom.FusedMoments().shape(dtype)
     assert shape["resident_per_sm"] >= 1 and shape["registers"] >= 1, "the driver's occupancy (cuda-bindings)"
     assert shape["blocks_per_sm"] == shape["resident_per_sm"]
-    assert shape["stages"] == mom.ring_stages(xpmod.cupy.cuda.Device().attributes)
+    assert shape["stages"] == mom.ring_stages(mom.device_facts())
     assert shape["loads"] == (mom.RING_LOADS if shape["stages"] else mom.DEFAULT_LOADS[np.dtype(dtype)])
 
 
 def test_the_device_says_what_the_ring_is_chosen_by():
-    """The choice rests on the device's memory clock, bus width, SMs and clock: a device that reports them must not
-    fall through to the fallback (a renamed attribute would choose the ring everywhere, silently)."""
-    per_clock = mom.memory_bytes_per_sm_clock(xpmod.cupy.cuda.Device().attributes)
+    """The choice rests on the device's compute capability, memory clock, bus width, SMs and clock: each must come
+    from the device itself, not a fallback (CuPy's attributes once lacked the compute capability the choice
+    looked up there, and a device that has the ring's cp.async got registers, silently)."""
+    facts = mom.device_facts()
+    assert str(facts["ComputeCapability"]) == xpmod.cupy.cuda.Device().compute_capability
+    per_clock = mom.memory_bytes_per_sm_clock(facts)
     assert per_clock is not None and 1 < per_clock < 100
+    want = mom.RING_STAGES if facts["ComputeCapability"] >= 80 and per_clock >= mom.RING_BYTES_PER_SM_CLOCK else 0
+    assert mom.FusedMoments().shape(np.float32)["stages"] == want
 
 
 # sizes around every boundary: scalar tail, vector tail, one round of a block, many blocks

@@ -70,30 +70,38 @@ FALLBACK_BLOCKS_PER_SM = 4  # where the occupancy cannot be asked (cuda-bindings
 # tile), one in flight while a thread folds the other, 32 KiB a block
 RING_STAGES, RING_LOADS = 2, 4
 # Memory bytes a device can deliver per SM per SM clock above which the ring is the default. Timed by turns
-# (bench kernels, reduce moments): on an H200 (about 18.8 bytes) the ring read float32 2.6% faster than loads into
+# (bench kernels, reduce moments): on an H200 (18.4 bytes) the ring read float32 2.6% faster than loads into
 # registers on each of two machines; on an H100 (12.8) 0.8% slower. The threshold sits between the two devices
 # measured; a device without the attributes to tell gets the ring (it does not depend on registers to keep bytes in
 # flight); one before sm_80 never (no cp.async).
 RING_BYTES_PER_SM_CLOCK = 16.0
 
 
-def memory_bytes_per_sm_clock(attributes: dict) -> float | None:
-    """Peak memory bytes a second (double data rate x bus width) per SM per SM clock, from CuPy's
-    ``Device().attributes``; None where the device does not say."""
+def device_facts(device=None) -> dict:
+    """What the ring's choice rests on, of the current (or given) CuPy device: its attributes (CuPy's
+    ``Device().attributes``, clocks in kHz) and ``ComputeCapability`` as a number (90 for sm_90), which the
+    attributes do not carry."""
+    device = device or xpmod.cupy.cuda.Device()
+    return {**device.attributes, "ComputeCapability": int(device.compute_capability)}
+
+
+def memory_bytes_per_sm_clock(facts: dict) -> float | None:
+    """Peak memory bytes a second (double data rate x bus width) per SM per SM clock; None where the device does
+    not say."""
     try:
-        bandwidth = 2 * attributes["MemoryClockRate"] * 1e3 * attributes["GlobalMemoryBusWidth"] / 8
-        per_sm_clock = attributes["MultiProcessorCount"] * attributes["ClockRate"] * 1e3
+        bandwidth = 2 * facts["MemoryClockRate"] * 1e3 * facts["GlobalMemoryBusWidth"] / 8
+        per_sm_clock = facts["MultiProcessorCount"] * facts["ClockRate"] * 1e3
     except KeyError:
         return None
     return bandwidth / per_sm_clock if bandwidth > 0 and per_sm_clock > 0 else None
 
 
-def ring_stages(attributes: dict) -> int:
-    """The ring's stages spmd uses on a device with these attributes: RING_STAGES where memory outpaces what loads
-    into registers keep in flight (see RING_BYTES_PER_SM_CLOCK), else 0."""
-    if attributes.get("ComputeCapabilityMajor", 0) < 8:
+def ring_stages(facts: dict) -> int:
+    """The ring's stages spmd uses on a device with these ``device_facts``: RING_STAGES where memory outpaces what
+    loads into registers keep in flight (see RING_BYTES_PER_SM_CLOCK), else 0."""
+    if facts["ComputeCapability"] < 80:
         return 0
-    per_clock = memory_bytes_per_sm_clock(attributes)
+    per_clock = memory_bytes_per_sm_clock(facts)
     return RING_STAGES if per_clock is None or per_clock >= RING_BYTES_PER_SM_CLOCK else 0
 
 
@@ -142,8 +150,8 @@ class FusedMoments:
     def _kernels(self, dtype: np.dtype):
         if dtype not in self._compiled:
             cupy = xpmod.cupy
-            attributes = cupy.cuda.Device().attributes
-            stages = ring_stages(attributes) if self.async_stages is None else self.async_stages
+            facts = device_facts()
+            stages = ring_stages(facts) if self.async_stages is None else self.async_stages
             loads = self.loads or (RING_LOADS if stages else DEFAULT_LOADS[dtype])
             source = resources.files(__package__).joinpath("moments.cu").read_text()
             name = "moments_partial<float>" if dtype == np.float32 else "moments_partial<double>"
@@ -163,7 +171,7 @@ class FusedMoments:
             per_sm = self.blocks_per_sm or resident or FALLBACK_BLOCKS_PER_SM
             shape = {"loads": loads, "stages": stages, "blocks_per_sm": per_sm, "resident_per_sm": resident}
             shape["registers"] = regs
-            shape["blocks"] = attributes["MultiProcessorCount"] * per_sm
+            shape["blocks"] = facts["MultiProcessorCount"] * per_sm
             shape["per_block"] = self.THREADS * loads * (16 // dtype.itemsize)  # elements a block takes a round
             self._compiled[dtype] = (partial, module.get_function("moments_final"), shape)
         return self._compiled[dtype]
