@@ -21,6 +21,7 @@ import jinja2
 from .env import ROOT
 from .records import Record, ratios, read_records, strongest, summary
 from .suites import suites
+from .targets import notes as target_notes
 from .targets import rows as target_rows
 
 RESULTS = ROOT / "docs/results"
@@ -70,6 +71,8 @@ def rows_of(records: list[Record]) -> list[dict]:
                 "metric": metric,
                 "unit": result.unit,
                 "subject": result.subject,
+                # a subject named "the same, ..." is spmd's own changed one way, timed beside it (not what it runs)
+                "variant": result.subject.startswith("the same"),
                 "value": spread(result.values),
                 "better": result.better,
             }
@@ -193,6 +196,10 @@ def documents() -> dict[Path, str]:
         "raw": lambda path: json.loads((RESULTS / path).read_text()),
         "targets": {
             kind: target_rows({name: e for name, entries in results.items() for e in entries if e["kind"] == kind})
+            for kind in kinds()
+        },
+        "target_notes": {
+            kind: target_notes({name: e for name, entries in results.items() for e in entries if e["kind"] == kind})
             for kind in kinds()
         },
         # per kind, the suites its target rows come from: (suite, commit, date) of each

@@ -110,15 +110,7 @@ def _reduce_limit(records: list[Record], f32: str, sweeps: dict, manifest: dict)
             parts[-1] += (
                 ": with half the elements per byte it keeps up with memory, so the float32 gap is per-element work"
             )
-    default = _find(records, f32, "result")
-    for subject, what in REDUCE_ALTERNATIVES.items():
-        other = _find(records, f32, "result", subject)
-        if default and other:
-            paired = summary(ratios(other, default))
-            parts.append(
-                f"{what}, timed by turns with spmd's kernel in the same runs: {paired['median']:.3f}x its rate "
-                f"({paired['min']:.3f} - {paired['max']:.3f})"
-            )
+    parts += _alternatives(records, f32)
     if _same_call(sweeps, "reduce", manifest, "reduce moments"):
         sweep = sweeps["reduce"]
         f32_rows = [v for v in sweep["variants"] if v["dtype"] == "float32"]
@@ -141,6 +133,48 @@ def _reduce_limit(records: list[Record], f32: str, sweeps: dict, manifest: dict)
             text += f" (spmd's default: {share(default):.3f}x)"
         parts.append(text)
     return "; ".join(parts)
+
+
+def _alternatives(records: list[Record], f32: str) -> list[str]:
+    """Each of spmd's reduce kernel changed one way (REDUCE_ALTERNATIVES), as timed by turns beside it: its rate
+    over spmd's, run by run."""
+    default, parts = _find(records, f32, "result"), []
+    for subject, what in REDUCE_ALTERNATIVES.items():
+        other = _find(records, f32, "result", subject)
+        if default and other:
+            paired = summary(ratios(other, default))
+            parts.append(
+                f"{what}, timed by turns with spmd's kernel in the same runs: {paired['median']:.3f}x its rate "
+                f"({paired['min']:.3f} - {paired['max']:.3f})"
+            )
+    return parts
+
+
+def notes(entries: dict) -> list[str]:
+    """What a machine kind's target table does not say but its records do: how the reduce kernel's alternatives
+    (spmd's choice among them included: the one at 1.00x) fared beside it, met or not."""
+    if "kernels" not in entries:
+        return []
+    e = entries["kernels"]
+    f32 = next(
+        (r.case for r in e["records"] if r.case.startswith("reduce: moments") and r.case.endswith("float32")), None
+    )
+    parts = _alternatives(e["records"], f32) if f32 else []
+    out = [f"Reduce, float32 ({f32.removeprefix('reduce: ')}): " + "; ".join(parts) + "."] if parts else []
+    sweeps = _sweeps(e["folder"])
+    floors = (
+        sweeps.get("reduce", {}).get("floors")
+        if _same_call(sweeps, "reduce", e["manifest"], "reduce moments")
+        else None
+    )
+    if floors:
+        out.append(
+            "What spmd's grid and loads read float32 data at when a kernel does less per value (the same call's "
+            "sweeps.json, each timed by turns with CuPy's sum): "
+            + ", ".join(f"{f['work']} {f['TBps'] / f['ceiling_TBps']:.3f}x" for f in floors)
+            + "."
+        )
+    return out
 
 
 def _current_stencil_shape() -> str:

@@ -423,6 +423,27 @@ def test_targets_say_met_or_what_bounds_the_figure(tmp_path):
     )
 
 
+def test_target_notes_say_how_the_reduce_alternatives_and_floor_probes_fared(tmp_path):
+    from bench import targets
+
+    def r(subject, values, role="result"):
+        return Record("s", "reduce: moments of 4096 MiB float32", subject, "m", "TB/s", role, "higher", list(values))
+
+    kernels = [r("spmd", [0.98, 0.99, 1.0]), r(REGISTERS, [0.931, 0.99, 0.95]), r("CuPy", [1, 1, 1], "ceiling")]
+    entries = {"kernels": {"records": kernels, "manifest": {"commit": "c"}, "folder": tmp_path}}
+    (note,) = targets.notes(entries)  # no sweep of this call: the alternatives alone
+    assert "loaded into its registers (no ring), timed by turns with spmd's kernel in the same runs: 0.950x" in note
+    assert "(0.950 - 1.000)" in note
+    floors = [{"work": "a float64 sum", "TBps": 0.9, "ceiling_TBps": 1.0}, {"work": "a float32 sum", "TBps": 2.0,
+              "ceiling_TBps": 2.0}]  # fmt: skip
+    sweep = {"reduce": {"commit": "c", "ceiling_TBps": 1.0, "variants": [], "floors": floors}}
+    (tmp_path / "sweeps.json").write_text(json.dumps(sweep))
+    assert targets.notes(entries)[1].endswith("with CuPy's sum): a float64 sum 0.900x, a float32 sum 1.000x.")
+    sweep["reduce"]["commit"] = "another call"
+    (tmp_path / "sweeps.json").write_text(json.dumps(sweep))
+    assert len(targets.notes(entries)) == 1 and targets.notes({}) == []
+
+
 def test_io_targets_hold_direct_to_the_pread_beside_it_on_one_rank_and_on_every_rank():
     """The direct engine's 0.9x of the N-thread pread of the same run, on one rank and on a GPU box's ranks (issue:
     'on one GPU with one rank and on one GPU box with 2 ranks'); io.engine auto's row only where the run has it."""
