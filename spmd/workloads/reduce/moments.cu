@@ -10,10 +10,11 @@
 // MIN_BLOCKS=n > 0: __launch_bounds__ asks the compiler to fit n blocks of 256 threads on an SM (fewer registers
 // per thread); the host sizes the grid to the blocks that are resident at once (one wave, no tail).
 //
-// Measured and left out (bench/tools/fused_kernel.py, bench kernels' reduce case, on H100s and H200s; the records as
-// committed up to 58ac96b): a tile summed in 4 independent partial sums, min/max kept over a thread's tiles, NaN
-// looked for only where a tile's sum is NaN, the next round's loads issued into registers before the fold. None
-// beat this kernel by more than the spread between machines; the ring below did.
+// Measured and left out (bench/tools/fused_kernel.py and bench kernels' reduce case, timed by turns on H100s and
+// H200s): a tile summed in 4 independent partial sums, min/max kept over a thread's tiles, NaN looked for only where
+// a tile's sum is NaN, the next round's loads issued into registers before the fold. None beat this kernel by more
+// than the spread between machines; the ring below did. Their code is in git at 58ac96b (FusedMoments' tree_sums,
+// thread_minmax, nan_from_sum and prefetch).
 
 #ifndef LOADS
 #define LOADS 8

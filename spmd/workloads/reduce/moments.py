@@ -70,10 +70,10 @@ FALLBACK_BLOCKS_PER_SM = 4  # where the occupancy cannot be asked (cuda-bindings
 # tile), one in flight while a thread folds the other, 32 KiB a block
 RING_STAGES, RING_LOADS = 2, 4
 # Memory bytes a device can deliver per SM per SM clock above which the ring is the default. Timed by turns
-# (bench kernels, reduce moments): on an H200 (18.4 bytes) the ring read float32 2.6% faster than loads into
-# registers on each of two machines; on an H100 (12.8) 0.8% slower. The threshold sits between the two devices
-# measured; a device without the attributes to tell gets the ring (it does not depend on registers to keep bytes in
-# flight); one before sm_80 never (no cp.async).
+# (bench kernels' reduce case): on H200s (18.4 bytes) the ring read float32 2.4%-5.0% faster than loads into
+# registers in three calls; on H100s (12.8) 0.8%-1.2% slower in two (docs/results/*/kernels holds the last of each).
+# The threshold sits between the two devices measured; a device without the attributes to tell gets the ring (it
+# does not depend on registers to keep bytes in flight); one before sm_80 never (no cp.async).
 RING_BYTES_PER_SM_CLOCK = 16.0
 
 
