@@ -70,8 +70,8 @@ FALLBACK_BLOCKS_PER_SM = 4  # where the occupancy cannot be asked (cuda-bindings
 # tile), one in flight while a thread folds the other, 32 KiB a block
 RING_STAGES, RING_LOADS = 2, 4
 # Memory bytes a device can deliver per SM per SM clock above which the ring is the default. Timed by turns
-# (bench kernels' reduce case): on H200s (18.4 bytes) the ring read float32 2.4%-5.0% faster than loads into
-# registers in three calls; on H100s (12.8) 0.8%-1.2% slower in two (docs/results/*/kernels holds the last of each).
+# (bench kernels' reduce case): on an H200 (18.4 bytes) loads into registers read float32 at 0.952x the ring's
+# rate; on an H100 (12.8) the ring at 0.988x the registers' (docs/results/{h200x1,h100x1}/kernels).
 # The threshold sits between the two devices measured; a device without the attributes to tell gets the ring (it
 # does not depend on registers to keep bytes in flight); one before sm_80 never (no cp.async).
 RING_BYTES_PER_SM_CLOCK = 16.0
