@@ -189,19 +189,17 @@ TARGET_SUITES = ("kernels", "io", "train")  # the suites bench/targets.py holds 
 def documents() -> dict[Path, str]:
     """Every rendered document's new text."""
     env, results = environment(), load()
+    # per machine kind, {suite: its entry}: what the target rows and notes of that kind are made from
+    by_kind = {
+        kind: {name: e for name, entries in results.items() for e in entries if e["kind"] == kind} for kind in kinds()
+    }
     context = {
         "results": results,
         "suites": {name: (m.__doc__ or "").strip() for name, m in suites().items()},
         "entry": lambda suite, kind: next((e for e in results[suite] if e["kind"] == kind), None),
         "raw": lambda path: json.loads((RESULTS / path).read_text()),
-        "targets": {
-            kind: target_rows({name: e for name, entries in results.items() for e in entries if e["kind"] == kind})
-            for kind in kinds()
-        },
-        "target_notes": {
-            kind: target_notes({name: e for name, entries in results.items() for e in entries if e["kind"] == kind})
-            for kind in kinds()
-        },
+        "targets": {kind: target_rows(entries) for kind, entries in by_kind.items()},
+        "target_notes": {kind: target_notes(entries) for kind, entries in by_kind.items()},
         # per kind, the suites its target rows come from: (suite, commit, date) of each
         "target_sources": {
             kind: [

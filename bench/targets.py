@@ -58,10 +58,15 @@ def _same_call(sweeps: dict, name: str, manifest: dict, case: str) -> bool:
     return bool(sweeps.get(name)) and sweeps[name].get("commit", sweeps.get("commit")) == commit
 
 
+def _reduce_f32_case(records: list[Record]) -> str | None:
+    """The reduce case on float32 data (the one held to its target), if the records have it."""
+    return next((r.case for r in records if r.case.startswith("reduce: moments") and r.case.endswith("float32")), None)
+
+
 def kernel_rows(records: list[Record], manifest: dict, folder: Path) -> list[dict]:
     rows = []
     sweeps = _sweeps(folder)
-    f32 = next((r.case for r in records if r.case.startswith("reduce: moments") and r.case.endswith("float32")), None)
+    f32 = _reduce_f32_case(records)
     if f32:
         result, ceiling = _find(records, f32, "result"), _find(records, f32, "ceiling")
         rows.append(
@@ -156,9 +161,7 @@ def notes(entries: dict) -> list[str]:
     if "kernels" not in entries:
         return []
     e = entries["kernels"]
-    f32 = next(
-        (r.case for r in e["records"] if r.case.startswith("reduce: moments") and r.case.endswith("float32")), None
-    )
+    f32 = _reduce_f32_case(e["records"])
     parts = _alternatives(e["records"], f32) if f32 else []
     out = [f"Reduce, float32 ({f32.removeprefix('reduce: ')}): " + "; ".join(parts) + "."] if parts else []
     sweeps = _sweeps(e["folder"])

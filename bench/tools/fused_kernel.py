@@ -1,10 +1,11 @@
 """The fused moments kernel alone, per variant, against the HBM read ceiling (GPU).
 
-python -m bench.tools.fused_kernel        -> JSON on stdout, a Markdown table on stderr: each launch shape and input
-dtype timed by turns with CuPy's sum of the same array (ceilings.alternating_seconds), so each row's ratio is to a
-ceiling of the same moments (on an H200 the sum timed once at a sweep's start ran at 4.34 TB/s, by turns in the
-same call's reduce case at 4.47: 3% that a single ceiling lends every row), with the blocks the driver keeps resident on an SM and the registers a thread takes;
-first, the floor probes of moments_floor.cu (``floors``: the same grid doing less per value).
+python -m bench.tools.fused_kernel        -> JSON on stdout, Markdown tables on stderr: first the floor probes of
+moments_floor.cu (``floors``: spmd's grid doing less per value), then each launch shape and input dtype timed by
+turns with CuPy's sum of the same array (ceilings.alternating_seconds), so each row's ratio is to a ceiling of the
+same moments (on an H200 the sum timed once at a sweep's start ran at 4.34 TB/s, by turns in the same call's reduce
+case at 4.47: 3% that a single ceiling lends every row), with the blocks the driver keeps resident on an SM and the
+registers a thread takes.
 """
 
 import itertools
@@ -76,14 +77,13 @@ def main():
     }
     ceiling = hbm_read_TBps(data[np.float32])
     print(f"HBM read ceiling (CuPy sum, 4 GiB float32): {ceiling:.2f} TB/s\n", file=sys.stderr)
-    print(
-        "| variant | ring stages | loads/thread | blocks/SM (resident) | registers | launch bounds | min/max | dtype | ms "
-        "| TB/s | / CuPy sum beside it |\n|---|---|---|---|---|---|---|---|---|---|---|",
-        file=sys.stderr,
-    )
     print("| floor probe (float32) | TB/s | / CuPy sum |\n|---|---|---|", file=sys.stderr)
     floor_rows = floors(data[np.float32])
-    print(file=sys.stderr)
+    print(
+        "\n| variant | ring stages | loads/thread | blocks/SM (resident) | registers | launch bounds | min/max | dtype "
+        "| ms | TB/s | / CuPy sum beside it |\n|---|---|---|---|---|---|---|---|---|---|---|",
+        file=sys.stderr,
+    )
     rows = []
     for label, kernel in variants():
         minmax = "min/max + NaN flag" if kernel.fast_minmax else "NaN-propagating select"

@@ -34,7 +34,7 @@ extern "C" void tile32(const float* x, double* out) { put(tile(x), out); }
 extern "C" void tile64(const double* x, double* out) { put(tile(x), out); }
 extern "C" void two_tiles32(const float* x, double* out) { put(combine(tile(x), tile(x + 16)), out); }
 """
-TILE = 16  # values a tile: 4 float4 or 8 double2 loads, the host's default either way (moments.py)
+TILE = 16  # values a tile: 4 float4 or 8 double2 loads into registers (moments.py's DEFAULT_LOADS)
 
 
 def build(tmp_path, fast_minmax):

@@ -194,7 +194,8 @@ __device__ Moments block_reduce(Moments m) {
 
 #if ASYNC_STAGES > 0
 // the ring and block_reduce's 32 warp partials within the 48 KiB of static shared memory a block may have
-static_assert(ASYNC_STAGES * LOADS * ASYNC_BLOCK * 16 + 32 * 40 <= 48 * 1024, "ASYNC_STAGES x LOADS rounds exceed 48 KiB");
+static_assert(ASYNC_STAGES * LOADS * ASYNC_BLOCK * 16 + 32 * sizeof(Moments) <= 48 * 1024,
+              "ASYNC_STAGES x LOADS rounds exceed 48 KiB");
 
 // One 16-byte asynchronous copy from global to shared memory (cached in L2 only, as a streaming load is).
 __device__ __forceinline__ void copy_async16(void* shared, const void* global) {
