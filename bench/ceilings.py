@@ -72,7 +72,7 @@ def gemm_TFLOPs(m: int, k: int, n: int, dtype, tf32: bool = False) -> float:
     """cuBLAS through CuPy at one shape: the ceiling of a GEMM-bound workload."""
     import cupy
 
-    from spmd import xp as xpmod
+    from spmd.core import xp as xpmod
 
     a = cupy.random.standard_normal((m, k), dtype=np.float64).astype(dtype)
     b = cupy.random.standard_normal((k, n), dtype=np.float64).astype(dtype)

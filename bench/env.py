@@ -22,7 +22,7 @@ class CaseFailed(RuntimeError):
 
 def gpu_count() -> int:
     try:
-        from spmd import xp
+        from spmd.core import xp
 
         return xp.gpu_count()
     except Exception:  # noqa: BLE001 - no CuPy, no driver: no GPU

@@ -185,7 +185,7 @@ LIMITED = textwrap.dedent("""
     import resource, sys
     from mpi4py import MPI
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
-    from spmd.cli import main
+    from spmd.cli.main import main
     sys.exit(main(sys.argv[2:]))
 """)
 

@@ -98,7 +98,7 @@ def versions() -> dict:
     out["mpi"] = _run(
         [sys.executable, "-c", "from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])"]
     ).replace("\x00", "")
-    from spmd.version import __version__
+    from spmd.core.version import __version__
 
     out["spmd"] = __version__
     return out

@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from spmd.stats import median_interval
+from spmd.core.stats import median_interval
 
 ROLES = ("result", "ceiling", "peer")  # spmd's figure; what bounds it (hardware, a library); another tool
 
@@ -48,7 +48,7 @@ class Record:
 
 
 def summary(values: list[float]) -> dict:
-    """Median, range and the median's confidence interval (spmd.stats) of a run's values."""
+    """Median, range and the median's confidence interval (spmd.core.stats) of a run's values."""
     iv = median_interval(values)
     return {
         "median": iv.median,

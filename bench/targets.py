@@ -251,7 +251,7 @@ def _update_inside(records: list[Record], model: str, batch: str) -> list[tuple[
 
 def train_rows(records: list[Record], kernels: list[Record] | None = None) -> list[dict]:
     """``kernels``: the same machine kind's kernels records, whose device copy bounds the optimizer's pass."""
-    from spmd.workloads.train.model import PRESETS, Layout
+    from spmd.workloads.train.layout import PRESETS, Layout
 
     copy = copy_rate(kernels or [])
     rows = []

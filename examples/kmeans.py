@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import spmd
-from spmd.errors import ConfigError, VerificationError
+from spmd.core.errors import ConfigError, VerificationError
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,10 @@
 
 The public names for your own workloads, ``spmd.Workload`` (the class form), ``spmd.map_reduce`` (the
 one-function form) and ``spmd.InputRows`` (a rank's rows of the input, read in the timed phases), are
-loaded on first use: importing spmd does no MPI or GPU work; ``spmd.cli`` and ``spmd.runtime`` start MPI.
+loaded on first use: importing spmd does no MPI or GPU work; ``spmd.cli`` and ``spmd.core.runtime`` start MPI.
 """
 
-from .version import __version__
+from .core.version import __version__
 
 __all__ = ["__version__", "Workload", "map_reduce", "InputRows"]
 

@@ -11,21 +11,21 @@ from typing import Any, Callable
 import numpy as np
 from mpi4py import MPI
 
-from . import faults
-from . import xp as xpmod
-from .annotate import nvtx_ranges
-from .clock import agree_clock
 from .comm.factory import open_communicator
-from .errors import InputError, SpmdError, VerificationError, one_line
-from .files import json_text, require_replaceable, require_writable_folder, write_files_atomic
-from .progress import Progress
+from .core import faults
+from .core import xp as xpmod
+from .core.annotate import nvtx_ranges
+from .core.clock import agree_clock
+from .core.errors import InputError, SpmdError, VerificationError, one_line
+from .core.files import json_text, require_replaceable, require_writable_folder, write_files_atomic
+from .core.progress import Progress
+from .core.stats import BOUND, MIN_REPEATS_95, median_interval
+from .core.timing import PhaseTimer, enter_phase
+from .core.topology import MORE_CPUS, describe_placement
+from .core.watchdog import set_timeout
 from .report.build import TIMELINE_REPEATS, build_report
 from .report.html import run_html
 from .report.trace import chrome_trace, rank_devices
-from .stats import BOUND, MIN_REPEATS_95, median_interval
-from .timing import PhaseTimer, enter_phase
-from .topology import MORE_CPUS, describe_placement
-from .watchdog import set_timeout
 from .workloads.base import RUN_REPEATS, checked_problem
 from .workloads.registry import workload_class
 
@@ -61,7 +61,7 @@ def run_job(
     ``params.save`` asks), so a failed run leaves none.
     ``after_run(communicator, workload)`` runs collectively after verification, while the
     communicator is still open (``spmd scale`` measures its collectives there). ``progress``: a line after each
-    repeat (rank 0's, spmd.progress). ``nvtx``: NVTX ranges for every phase (on anyway under a profiler).
+    repeat (rank 0's, spmd.core.progress). ``nvtx``: NVTX ranges for every phase (on anyway under a profiler).
     """
     set_timeout(cfg.timeout_s)
     fault = ctx.agree(faults.fault_from, cfg.fault)

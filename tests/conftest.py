@@ -20,7 +20,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     if config.getoption("--gpu"):
-        from spmd import xp
+        from spmd.core import xp
 
         if xp.gpu_count() == 0:
             raise pytest.UsageError("--gpu given, but CuPy sees no GPU")

@@ -32,7 +32,7 @@ import mlp  # noqa: E402
 
 
 def mapped(fragment: str) -> list[str]:
-    """The shared objects this process loaded whose path holds ``fragment`` (as spmd.libraries does; this script
+    """The shared objects this process loaded whose path holds ``fragment`` (as spmd.core.libraries does; this script
     imports nothing of spmd's, so that it runs on what PyTorch loads by itself)."""
     with open("/proc/self/maps") as maps:
         return sorted({line.split()[-1] for line in maps if fragment in line and ".so" in line})
@@ -51,7 +51,7 @@ def main() -> None:
     with contextlib.ExitStack() as around:
         if a.spmd_env:  # as spmd.job: the context (and its watchdog), the device, then spmd's communicator
             from spmd.comm.factory import open_communicator
-            from spmd.runtime import Context
+            from spmd.core.runtime import Context
 
             ctx = around.enter_context(Context(watchdog=True))
             ctx.bind_device(a.device)

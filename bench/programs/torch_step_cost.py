@@ -69,7 +69,7 @@ def main() -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from spmd.timing import PhaseTimer
+    from spmd.core.timing import PhaseTimer
     from spmd.workloads.torch.dist import libraries
     from spmd.workloads.torch.params import TorchParams
     from spmd.workloads.torch.step import Batches, Stepper, make_optimizer

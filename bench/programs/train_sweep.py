@@ -8,7 +8,7 @@ with the step captured in a CUDA graph and without; one JSON line per run on std
 import argparse
 import json
 
-from spmd.runtime import Context
+from spmd.core.runtime import Context
 from spmd.scale.sweep import run_scale
 from spmd.workloads.registry import load_job_config
 

@@ -16,9 +16,9 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from spmd import xp as xpmod
+from spmd.core import xp as xpmod
+from spmd.core.runtime import Context
 from spmd.io.plan import Block
-from spmd.runtime import Context
 from spmd.workloads.matmul import check
 
 RUNS = 5

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from spmd.units import fmt_bytes
+from spmd.core.units import fmt_bytes
 
 from ..records import Measure
 from . import Case

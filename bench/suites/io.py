@@ -7,7 +7,7 @@ import statistics
 
 import yaml
 
-from spmd.units import fmt_bytes
+from spmd.core.units import fmt_bytes
 
 from ..records import Measure
 from . import Case

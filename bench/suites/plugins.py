@@ -8,7 +8,7 @@ import json
 
 import yaml
 
-from spmd.units import fmt_bytes
+from spmd.core.units import fmt_bytes
 
 from ..ceilings import device_copy_TBps, host_copy_GBps
 from ..env import PROGRAMS, ROOT

@@ -24,7 +24,7 @@ def _layers(widths, batch, cupy, precision: str = "fp32", aligned: bool = True):
     weights and biases, hidden outputs, gradients passed down) are bfloat16 bits, the logits and the weight and bias
     gradients float32; the first layer's input rows and every weight's rows start on 16 bytes (model.row_elements:
     views of wider arrays). ``aligned`` False: those rows back to back, as train laid them out before."""
-    from spmd.workloads.train.model import row_elements
+    from spmd.workloads.train.layout import row_elements
     from spmd.workloads.train.ops import bf16_bits
 
     rng = np.random.default_rng(7)
@@ -152,7 +152,7 @@ def _planned(model: str, batch: int, precision: str, aligned: bool = True):
     planned and run once."""
     import cupy
 
-    from spmd.workloads.train.model import PRESETS
+    from spmd.workloads.train.layout import PRESETS
     from spmd.workloads.train.ops import make_ops
 
     layers = _layers(PRESETS[model], batch, cupy, precision, aligned)
@@ -169,7 +169,7 @@ def _bf16_alone(model: str, batch: int) -> list[Measure]:
     """spmd's bf16 GEMMs as train lays out their operands (rows on 16 bytes), and with the first layer's rows back
     to back as before: a bfloat16 row of 844 or 4812 values is not a whole number of 16 bytes, which tensor-core
     kernels want of a leading dimension (float32 rows of those widths are)."""
-    from spmd.workloads.train.model import PRESETS, row_elements
+    from spmd.workloads.train.layout import PRESETS, row_elements
 
     case = f"train GEMMs of one step: {model} batch {batch}, bf16"
     out = []

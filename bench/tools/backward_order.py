@@ -15,8 +15,8 @@ import cupy
 import numpy as np
 
 from spmd.workloads.train.l2 import L2Window
+from spmd.workloads.train.layout import Layout, model_widths
 from spmd.workloads.train.marks import CU_EVENT_RECORD_EXTERNAL, _driver_record
-from spmd.workloads.train.model import Layout, model_widths
 from spmd.workloads.train.network import Network
 from spmd.workloads.train.ops import make_ops
 

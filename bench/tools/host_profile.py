@@ -11,8 +11,8 @@ import io
 import pstats
 import sys
 
+from spmd.core.runtime import Context
 from spmd.job import run_job
-from spmd.runtime import Context
 from spmd.workloads.registry import load_job_config
 
 

@@ -13,8 +13,8 @@ import numpy as np
 from cupy.cuda import nccl
 
 from spmd.comm.factory import open_communicator
+from spmd.core.runtime import Context
 from spmd.measure.collectives import call
-from spmd.runtime import Context
 
 ITERS = 5000
 

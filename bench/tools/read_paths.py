@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import h5py
 import numpy as np
 
-from spmd import xp as xpmod
+from spmd.core import xp as xpmod
 from spmd.io.hdf5 import plan_rank_input
 from spmd.workloads.registry import job_config_from_dict
 
@@ -74,7 +74,7 @@ def main(path: str, dataset: str, rounds: int = 5) -> int:
 
 if __name__ == "__main__":
     if "--context" in sys.argv[3:]:
-        from spmd.runtime import Context
+        from spmd.core.runtime import Context
 
         with Context(watchdog=True):
             sys.exit(main(sys.argv[1], sys.argv[2]))

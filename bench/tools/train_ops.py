@@ -12,7 +12,7 @@ import sys
 import cupy
 import numpy as np
 
-from spmd.workloads.train.model import Layout, model_widths
+from spmd.workloads.train.layout import Layout, model_widths
 from spmd.workloads.train.network import Network
 from spmd.workloads.train.ops import make_ops
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from .. import xp as xpmod
+from ..core import xp as xpmod
 
 OPS = ("sum", "min", "max")
 

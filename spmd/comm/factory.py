@@ -7,8 +7,8 @@ collective set-up starts, so a backend missing on one rank cannot hang the other
 
 from __future__ import annotations
 
-from ..config import COMM_BACKENDS
-from ..errors import BackendUnavailable
+from ..core.config import COMM_BACKENDS
+from ..core.errors import BackendUnavailable
 from .base import Communicator
 from .mpi import MPICommunicator
 from .mpi_cuda import CudaAwareMPICommunicator, require_cuda_aware_mpi

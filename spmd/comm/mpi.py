@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
-from .. import xp as xpmod
+from ..core import xp as xpmod
+from ..core.watched import watched
 from .base import Communicator, check_op, check_out, check_scatter_rows
-from .watched import watched
 
 MPI_OPS = {"sum": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX}
 

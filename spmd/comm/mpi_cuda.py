@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ctypes
 
-from .. import xp as xpmod
-from ..errors import BackendUnavailable
-from ..libraries import loaded_libraries
+from ..core import xp as xpmod
+from ..core.errors import BackendUnavailable
+from ..core.libraries import loaded_libraries
 from .base import check_out
 from .mpi import MPICommunicator
 

@@ -16,9 +16,9 @@ import weakref
 
 import numpy as np
 
-from .. import watchdog
-from .. import xp as xpmod
-from ..waits import Waiting
+from ..core import watchdog
+from ..core import xp as xpmod
+from ..core.waits import Waiting
 from .base import Communicator, check_op, check_out, check_scatter_rows
 
 _live: list[weakref.ref] = []  # every open NCCLCommunicator: the watchdog polls and aborts them

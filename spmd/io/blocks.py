@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import faults
-from ..errors import InputError, SpmdError
-from ..files import HDF5_RECORD, discard, hdf5_record, publish, require_replaceable, reserve, temp_beside
-from ..units import fmt_bytes
+from ..core import faults
+from ..core.errors import InputError, SpmdError
+from ..core.files import HDF5_RECORD, discard, hdf5_record, publish, require_replaceable, reserve, temp_beside
+from ..core.units import fmt_bytes
 from .direct import as_bytes, byte_ranges, read_pieces, split
 from .hdf5 import open_h5, require_finite
 

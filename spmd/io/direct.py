@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from ..errors import InputError
-from .cpus import pin_reader_thread
+from ..core.cpus import pin_reader_thread
+from ..core.errors import InputError
 from .hdf5 import open_h5
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from ..errors import ConfigError, InputError, one_line
-from ..files import (
+from ..core.errors import ConfigError, InputError, one_line
+from ..core.files import (
     HDF5_RECORD,
     discard,
     hdf5_record,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from .. import faults
-from ..errors import InputError, brief, one_line
+from ..core import faults
+from ..core.errors import InputError, brief, one_line
 from .plan import block_range
 
 LOCKING_HINT = (

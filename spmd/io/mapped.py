@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from .. import xp as xpmod
-from ..errors import ConfigError, InputError
+from ..core import xp as xpmod
+from ..core.errors import ConfigError, InputError
 from .direct import ByteRange
 
 REGISTER_READ_ONLY = 8  # cudaHostRegisterReadOnly: the GPU only reads the pages (a read-only mapping allows no more)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 
 
 def block_range(total: int, parts: int, index: int) -> tuple[int, int]:

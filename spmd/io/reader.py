@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import faults
-from .. import xp as xpmod
-from ..errors import ConfigError, InputError
+from ..core import faults
+from ..core import xp as xpmod
+from ..core.cpus import reader_cpus, reader_threads
+from ..core.errors import ConfigError, InputError
 from .choose import auto_engine, lock_limit, node_memory, resident_bytes
-from .cpus import reader_cpus, reader_threads
 from .direct import ByteRange, as_bytes, byte_ranges, merge, read_pieces, split
 from .hdf5 import Piece, open_h5, require_finite
 from .mapped import MappedRanges

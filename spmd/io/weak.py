@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import GenerateConfig
-from ..errors import ConfigError, InputError, one_line
-from ..units import fmt_bytes
+from ..core.config import GenerateConfig
+from ..core.errors import ConfigError, InputError, one_line
+from ..core.units import fmt_bytes
 from .generate import generated_by_spmd, source_layout
 
 WEAK_INPUTS = "weak-inputs"

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from .. import xp as xpmod
+from ..core import xp as xpmod
 
 
 @dataclass(frozen=True)

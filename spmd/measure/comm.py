@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..comm.factory import open_communicator
-from ..errors import BackendUnavailable
-from ..units import fmt_bytes
+from ..core.errors import BackendUnavailable
+from ..core.units import fmt_bytes
 from .collectives import COLLECTIVES, algbw_busbw, measure
 
 REDUCING = ("allreduce", "reduce_scatter")

@@ -1,5 +1,5 @@
 """``spmd topo``: the GPUs of this node, their links, peer access, and measured copy speeds (the heat
-map of them is drawn by ``scale.plots.heatmap_png``).
+map of them is drawn by ``report.heatmap.heatmap_png``).
 
 Copies are timed with perf_counter around ``iters`` copies, with both devices synchronized
 before and after: P2P bandwidth and latency between every ordered pair (cudaMemcpyPeer,
@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from .. import xp as xpmod
-from ..topology import gpu_pair_link
+from ..core import xp as xpmod
+from ..core.topology import gpu_pair_link
 
 LATENCY_BYTES = 8
 LATENCY_ITERS = 200

@@ -26,13 +26,13 @@ import time
 
 import numpy as np
 
-from .. import xp as xpmod
-from ..config import IoConfig
-from ..errors import ConfigError
-from ..io.cpus import reader_cpus, reader_threads
+from ..core import xp as xpmod
+from ..core.config import IoConfig
+from ..core.cpus import reader_cpus, reader_threads
+from ..core.errors import ConfigError
+from ..core.units import fmt_bytes
 from ..io.direct import as_bytes, merge, read_pieces, split
 from ..io.reader import RowReader
-from ..units import fmt_bytes
 
 PREAD_MAX = 1 << 30  # one pread call reads at most this much (Linux stops near 2 GiB anyway)
 COLD_ENOUGH = 0.05  # a drop that left at most this share of the pages cached counts as cold

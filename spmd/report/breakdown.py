@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import statistics
 
-from ..stats import BOUND, Interval, median_interval
-from ..units import fmt_seconds
+from ..core.stats import BOUND, Interval, median_interval
+from ..core.units import fmt_seconds
 
 CATEGORIES = ("compute", "comm", "data", "wait", "other")
 DATA_PHASES = ("read", "h2d")

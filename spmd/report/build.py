@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime
 
-from ..launch import launch_record, mpi_library
-from ..version import __version__
+from ..core.launch import launch_record, mpi_library
+from ..core.version import __version__
 from .breakdown import breakdown, findings
 from .schema import REPORT_SCHEMA
 from .summary import intervals, summarize

@@ -3,7 +3,7 @@
 Works on report.json (one size, counted as a strong-scaling point) and scaling.json. What is compared, per
 phase: where a report keeps its repeats (every report of this spmd does), each repeat's time is its slowest
 rank's (a repeat ends when its last rank does), and a point is the median of those over the repeats, shown with
-its confidence interval (spmd.stats: 95% from 6 repeats; with fewer, [fastest, slowest] at the level they give),
+its confidence interval (spmd.core.stats: 95% from 6 repeats; with fewer, [fastest, slowest] at the level they give),
 so the value always lies inside it. A phase is called slower only when the change is above ``--fail-above`` and
 the intervals do not overlap: NEW's interval starts above OLD's end. Where a report holds no repeats, the point is
 the median over ranks of each rank's median (its timings table), phases under ``--min-seconds`` in both are the
@@ -16,9 +16,9 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError, brief, one_line
-from ..stats import median_interval
-from ..units import fmt_seconds
+from ..core.errors import InputError, brief, one_line
+from ..core.stats import median_interval
+from ..core.units import fmt_seconds
 from .schema import check_report, check_scaling, read_json
 from .summary import slowest_per_repeat
 

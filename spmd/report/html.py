@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 
-from ..files import MARK
-from ..units import fmt_seconds
+from ..core.files import MARK
+from ..core.units import fmt_seconds
 from .breakdown import per_repeat
 from .svg import repeat_lines, stacked_bars, timeline
 from .trace import rank_devices, track_ids, track_name

@@ -11,7 +11,7 @@ import stat
 from numbers import Real
 from pathlib import Path
 
-from ..errors import InputError, brief, one_line
+from ..core.errors import InputError, brief, one_line
 
 REPORT_SCHEMA = 1
 SCALING_SCHEMA = 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..stats import median_interval
+from ..core.stats import median_interval
 
 # read: file -> host; wait: waiting for the slowest rank's read (input imbalance);
 # h2d: host -> device; compute: local work; comm: the communicator; total: the whole repeat.
@@ -56,7 +56,7 @@ def slowest_per_repeat(records_by_rank: list[list[dict[str, float]]]) -> dict[st
 
 def intervals(records_by_rank: list[list[dict[str, float]]]) -> dict[str, dict]:
     """report.json's ``intervals``: per phase, the median over repeats of the slowest rank's seconds and its
-    confidence interval (spmd.stats)."""
+    confidence interval (spmd.core.stats)."""
     return {
         phase: median_interval(values).to_dict()
         for phase, values in slowest_per_repeat(records_by_rank).items()

@@ -8,7 +8,7 @@ import html
 import math
 import zlib
 
-from ..units import fmt_seconds
+from ..core.units import fmt_seconds
 
 PHASE_COLORS = {
     "read": "#4e79a7",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import one_line
+from ..core.errors import one_line
 
 
 def format_report(report: dict, path: str) -> str:

@@ -2,14 +2,14 @@
 
 One process per rank (``rank R on HOST, GPU G``), one thread per track of work (the repeats; host phases; the
 GPU's compute stream; copy and communication streams where spmd records CUDA events), every phase of every
-repeat a complete event ("ph": "X") in microseconds on one clock shared by all ranks (spmd.clock: rank 0's
+repeat a complete event ("ph": "X") in microseconds on one clock shared by all ranks (spmd.core.clock: rank 0's
 perf_counter, each rank's offset and its uncertainty in ``otherData``). Communication phases carry the
 collectives of a repeat and their bytes.
 """
 
 from __future__ import annotations
 
-from ..units import fmt_bytes
+from ..core.units import fmt_bytes
 
 TRACK_ORDER = ("repeats", "host", "gpu", "gpu copy stream", "gpu comm stream", "comm")
 COMM_PHASES = ("comm", "comm_overlapped", "allreduce", "comm_exposed")

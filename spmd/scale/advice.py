@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..topology import MORE_CPUS
-from ..units import fmt_bytes, fmt_seconds
-from .figures import NOT_LOCAL, OVERLAPPED
-from .model import predict
+from ..core.topology import MORE_CPUS
+from ..core.units import fmt_bytes, fmt_seconds
+from .scaling_model import predict
+from .series import NOT_LOCAL, OVERLAPPED
 
 CONTENTION = 0.8  # a phase's per-rank throughput falling below 80% of the base size's
 SLOWER = 1.02  # a larger group taking 2% longer than a smaller one counts as slower

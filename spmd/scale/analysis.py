@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime
 
+from ..core.version import __version__
 from ..report.schema import SCALING_SCHEMA
-from ..version import __version__
 from ..workloads.base import SCALING_MODES
 from ..workloads.registry import job_config_from_dict, workload_class
 from .advice import (
@@ -19,8 +19,8 @@ from .advice import (
     suspect_advice,
 )
 from .batches import batch_sweep
-from .figures import series_figures, suspect_reasons
-from .model import HOST_PHASES, best_ranks, break_even, fit_model, measured, predict
+from .scaling_model import HOST_PHASES, best_ranks, break_even, fit_model, measured, predict
+from .series import series_figures, suspect_reasons
 
 
 def reanalyse(scaling: dict) -> dict:

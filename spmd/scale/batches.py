@@ -20,9 +20,9 @@ import statistics
 
 import numpy as np
 
-from ..stats import ratio_interval
-from ..units import fmt_seconds
-from .figures import time_interval
+from ..core.stats import ratio_interval
+from ..core.units import fmt_seconds
+from .series import time_interval
 
 ACCUMULATE = (2, 4)
 

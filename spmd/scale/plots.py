@@ -1,28 +1,14 @@
-"""PNG plots (matplotlib, no display needed): a scaling sweep's, and ``spmd topo``'s heat map.
+"""A scaling sweep's PNG plots (matplotlib, no display needed): speedup, efficiency, phases, the model.
 
 Figures are drawn on ``matplotlib.figure.Figure`` objects, never pyplot's global state.
 """
 
 from __future__ import annotations
 
-import io
+from ..report.png import available, png_bytes
+from .scaling_model import predict
 
-import numpy as np
-
-from ..files import MARK
-from .model import predict
-
-NO_MATPLOTLIB = "matplotlib is not installed (pip install 'spmd[plot]' adds it)"
 PLOTS = ("speedup.png", "efficiency.png", "phases.png", "model.png")  # a scaling report's, by name
-
-
-def available() -> bool:
-    """True when matplotlib can be imported (the ``plot`` extra)."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def render_plots(scaling: dict) -> dict[str, bytes]:
@@ -44,12 +30,6 @@ def _figure(title: str):
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     return fig, ax
-
-
-def _png(fig) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={"Software": MARK})  # spmd's record (spmd.files)
-    return buffer.getvalue()
 
 
 SUSPECT = "suspect (see the Runs table)"
@@ -110,7 +90,7 @@ def _speedup(series: dict) -> bytes:
     _ranks_axis(ax, ranks)
     ax.set_ylabel(f"speedup over {n0} rank(s) (x)")
     ax.legend()
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _efficiency(series: dict) -> bytes:
@@ -124,7 +104,7 @@ def _efficiency(series: dict) -> bytes:
     ax.set_ylabel("efficiency (%)")
     ax.set_ylim(bottom=0)
     ax.legend()
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _phases(series: dict) -> bytes:
@@ -146,7 +126,7 @@ def _phases(series: dict) -> bytes:
     ax.set_xlabel("series / ranks")
     ax.set_ylabel("time per repeat (ms)")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never over one
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _model(scaling: dict) -> bytes:
@@ -175,32 +155,4 @@ def _model(scaling: dict) -> bytes:
     ax.set_ylabel("time per repeat (ms)")
     ax.set_ylim(bottom=0)
     ax.legend()
-    return _png(fig)
-
-
-def heatmap_png(host: str, topo: dict) -> bytes | None:
-    """``spmd topo``'s P2P bandwidth matrix (measure.copies) as a heat map (None without GPUs or
-    matplotlib)."""
-    if not topo["gpus"] or not available():
-        return None
-    from matplotlib.figure import Figure
-
-    n = len(topo["gpus"])
-    grid = np.array([[np.nan if c is None else c["GBps"] for c in row] for row in topo["p2p"]])
-    fig = Figure(figsize=(1.2 * n + 3, 1.0 * n + 2.2), dpi=100, layout="constrained")
-    ax = fig.subplots()
-    top = float(np.nanmax(grid)) if n > 1 else 1.0
-    image = ax.imshow(grid, cmap="viridis", vmin=0, vmax=top)  # from zero: small gaps stay small
-    fig.colorbar(image, ax=ax, label="copy bandwidth (GB/s)")
-    for i in range(n):
-        for j in range(n):
-            if i != j:
-                ax.text(
-                    j, i, f"{grid[i, j]:.0f}", ha="center", va="center", color="k" if grid[i, j] > 0.6 * top else "w"
-                )
-    ax.set_xticks(range(n), [f"GPU {j}" for j in range(n)])
-    ax.set_yticks(range(n), [f"GPU {i}" for i in range(n)])
-    ax.set_xlabel("destination")
-    ax.set_ylabel("source")
-    ax.set_title(f"P2P copy bandwidth on {host}")
-    return _png(fig)
+    return png_bytes(fig)

@@ -12,10 +12,10 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import MARK, json_text, require_replaceable, write_files_atomic
+from ..core.files import MARK, json_text, require_replaceable, write_files_atomic
+from ..core.units import fmt_bytes, fmt_seconds
 from ..report.breakdown import breakdown
 from ..report.svg import stacked_bars
-from ..units import fmt_bytes, fmt_seconds
 from .analysis import measured_once
 from .plots import PLOTS, render_plots
 

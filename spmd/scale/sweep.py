@@ -14,21 +14,21 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from .. import xp as xpmod
-from ..config import int_list
-from ..errors import ConfigError, SpmdError, one_line
-from ..files import require_replaceable
+from ..core import xp as xpmod
+from ..core.config import int_list
+from ..core.errors import ConfigError, SpmdError, one_line
+from ..core.files import require_replaceable
+from ..core.launch import mpi_library
+from ..core.progress import Progress
+from ..core.runtime import Context
+from ..core.units import fmt_seconds
 from ..io.generate import plan_inputs, write_inputs
 from ..io.weak import copies_note
 from ..job import run_job
-from ..launch import mpi_library
-from ..progress import Progress
-from ..runtime import Context
-from ..units import fmt_seconds
 from ..workloads.registry import workload_class
 from .analysis import analyse
-from .figures import series_figures
-from .probe import compare_backends, probe, read_limit
+from .calibrate import compare_backends, probe, read_limit
+from .series import series_figures
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def run_scale(
     nvtx: bool = False,
 ) -> dict | None:
     """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0. ``progress``: a
-    line per size on stdout as it ends; ``live`` (spmd.progress, rank 0's stderr): each size as it starts and
+    line per size on stdout as it ends; ``live`` (spmd.core.progress, rank 0's stderr): each size as it starts and
     each of its repeats. ``batches``: the batch sweep too (each per-rank batch on 1 and on the most ranks).
     ``trace_dir``: a Chrome trace of each run there (``trace_name``); ``nvtx``: NVTX ranges. Where the config
     gives no ``repeats``, each size repeats until its timing is tight (``repeats: auto``)."""

@@ -22,10 +22,10 @@ from typing import Callable
 
 import numpy as np
 
-from .. import faults
-from .. import xp as xpmod
-from ..errors import ConfigError, UserCodeError, VerificationError, brief, one_line
-from ..memory import available_host_memory
+from ..core import faults
+from ..core import xp as xpmod
+from ..core.errors import ConfigError, UserCodeError, VerificationError, brief, one_line
+from ..core.memory import available_host_memory
 from .base import Workload
 from .rows import NUMBERS, InputRows
 

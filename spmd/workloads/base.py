@@ -13,9 +13,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..errors import ConfigError, UserCodeError, VerificationError
+from ..core.cpus import reader_threads
+from ..core.errors import ConfigError, UserCodeError, VerificationError
 from ..io.blocks import read_block
-from ..io.cpus import reader_threads
 from ..io.weak import scaled_input
 from ..measure.collectives import COLLECTIVES
 

@@ -16,7 +16,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ..errors import ConfigError, SpmdError, brief, one_line
+from ..core.errors import ConfigError, SpmdError, brief, one_line
 from .base import Workload
 
 FORMS = "path/to/file.py:NAME or package.module:NAME"

@@ -1,7 +1,7 @@
 """Workload registry: config name -> Workload class (a built-in, or a plug-in: ``spmd.workloads.plugins``),
 and the step that completes a parsed config.
 
-``spmd.config`` parses a config's top level and leaves ``params`` a mapping; ``resolve_params`` builds
+``spmd.core.config`` parses a config's top level and leaves ``params`` a mapping; ``resolve_params`` builds
 it into the workload's own ``Params`` dataclass, checked key by key like every other key (a plug-in
 without one gets the mapping).
 """
@@ -13,9 +13,9 @@ import signal
 import threading
 from pathlib import Path
 
-from .. import waits
-from ..config import Config, config_from_dict, load_config, with_params
-from ..errors import ConfigError, TimedOut, brief, one_line
+from ..core import waits
+from ..core.config import Config, config_from_dict, load_config, with_params
+from ..core.errors import ConfigError, TimedOut, brief, one_line
 from .base import Workload
 from .matmul.workload import MatmulWorkload
 from .plugins import FORMS, is_plugin, load_plugin
@@ -96,7 +96,7 @@ def agree_on_config(ctx, path: str | Path, overrides: list[str] | tuple[str, ...
     """``load_job_config`` on every rank of ``ctx``, agreed. The config's top level comes first, so the user's
     code that resolving it imports (a plug-in, at import time) runs in a phase the watchdog bounds by the
     config's own ``timeout_s``: an import that never returns ends the job (exit 4) naming it."""
-    from ..watchdog import set_timeout  # here: loading a config needs no MPI (spmd generate, jobscript)
+    from ..core.watchdog import set_timeout  # here: loading a config needs no MPI (spmd generate, jobscript)
 
     cfg = ctx.agree(load_config, path, overrides)
     set_timeout(cfg.timeout_s)

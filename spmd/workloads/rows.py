@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import xp as xpmod
-from ..errors import ConfigError, InputError
-from ..io.cpus import reader_threads
+from ..core import xp as xpmod
+from ..core.cpus import reader_threads
+from ..core.errors import ConfigError, InputError
+from ..core.memory import require_memory
 from ..io.hdf5 import expand_shards, open_h5, plan_rank_input
 from ..io.reader import GPU_ENGINES, RowReader
-from ..memory import require_memory
 from .base import read_then_wait
 
 FLOATS = ("float32", "float64")

@@ -10,7 +10,7 @@ import pytest
 from helpers import LAUNCH_ENV
 from mpi_job import mpiexec, spmd
 
-from spmd import xp as xpmod
+from spmd.core import xp as xpmod
 
 
 def table_rows(text: str) -> list[list[str]]:
@@ -85,7 +85,7 @@ def test_wrong_results_exit_non_zero(tmp_path):
     code = (
         "import spmd.measure.collectives as c; real = c.expected; "
         "c.expected = lambda *a: real(*a) + 1; "
-        "from spmd.cli import main; raise SystemExit(main(sys.argv[1:]))"
+        "from spmd.cli.main import main; raise SystemExit(main(sys.argv[1:]))"
     )
     cmd = [
         *mpiexec(),

@@ -19,7 +19,7 @@ import yaml
 from helpers import assert_result_close, reference, write_dataset
 from mpi_job import DEADLINE_S, RANKS, spmd
 
-from spmd import xp as xpmod
+from spmd.core import xp as xpmod
 
 
 def write_config(folder: Path, **keys) -> Path:

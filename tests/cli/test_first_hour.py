@@ -101,7 +101,7 @@ def _options(parser, path=("spmd",)):
 
 
 def test_every_option_of_every_subcommand_has_help_with_its_default():
-    from spmd.cli import build_parser
+    from spmd.cli.arguments import build_parser
 
     missing, no_default = [], []
     for path, action in _options(build_parser()):
@@ -117,7 +117,7 @@ def test_every_option_of_every_subcommand_has_help_with_its_default():
 def test_jobscript_calls_this_interpreter_counts_its_files_and_writes_all_or_nothing(tmp_path, monkeypatch):
     import shlex
 
-    from spmd.jobscript import write_jobscripts
+    from spmd.scale.jobscript import write_jobscripts
     from spmd.workloads.registry import load_job_config
 
     config = ROOT / "inputs/reduce.yaml"
@@ -136,12 +136,12 @@ def test_jobscript_calls_this_interpreter_counts_its_files_and_writes_all_or_not
 
     # a failure while the series is written (a full disk at its fourth file) leaves the folder as it was (here:
     # empty), and an earlier series untouched, with no temporary file anywhere
-    import spmd.files
-    from spmd.errors import InputError
-    from spmd.jobscript import JobOptions
+    import spmd.core.files
+    from spmd.core.errors import InputError
+    from spmd.scale.jobscript import JobOptions
 
     cfg = load_job_config(config)
-    real = spmd.files.fsync_file
+    real = spmd.core.files.fsync_file
     calls = []
 
     def failing(path):
@@ -150,7 +150,7 @@ def test_jobscript_calls_this_interpreter_counts_its_files_and_writes_all_or_not
             raise OSError(28, "No space left on device")
         return real(path)
 
-    monkeypatch.setattr(spmd.files, "fsync_file", failing)
+    monkeypatch.setattr(spmd.core.files, "fsync_file", failing)
     with pytest.raises(InputError, match="No space left on device.*none of the .* file.s. was changed"):
         write_jobscripts(cfg, str(config), [1, 2], tmp_path / "fresh", JobOptions(gpus_per_node=4))
     assert not (tmp_path / "fresh").exists() or not any((tmp_path / "fresh").rglob("*"))
@@ -169,7 +169,7 @@ def test_skipped_plots_and_heat_maps_say_why_and_how_to_get_them(tmp_path):
 
     scaling = ROOT / "tests/data/gpu-kmeans-scaling.json"  # a real sweep (2 H200s)
     hide = (
-        "import sys; sys.modules['matplotlib'] = None; from spmd.cli import main; "
+        "import sys; sys.modules['matplotlib'] = None; from spmd.cli.main import main; "
         f"sys.exit(main(['report', 'render', {str(scaling)!r}, '--out', {str(tmp_path / 'r')!r}]))"
     )
     out = subprocess.run([sys.executable, "-c", hide], cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -182,7 +182,7 @@ def test_skipped_plots_and_heat_maps_say_why_and_how_to_get_them(tmp_path):
     out = plain("report", "render", scaling, "--out", tmp_path / "with", cwd=tmp_path)  # matplotlib is a test dep
     assert out.returncode == 0 and "note" not in out.stderr and (tmp_path / "with/speedup.png").exists()
 
-    from spmd import xp as xpmod
+    from spmd.core import xp as xpmod
 
     if xpmod.gpu_count() == 0:  # the CPU machines CI runs on
         code, stdout, stderr, _ = spmd(

@@ -24,7 +24,7 @@ LIMITED = textwrap.dedent("""
     from mpi4py import MPI
     limit = int(sys.argv[1])
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    from spmd.cli import main
+    from spmd.cli.main import main
     sys.exit(main(sys.argv[2:]))
 """)
 
@@ -71,7 +71,7 @@ SAVER = textwrap.dedent("""
     from mpi4py import MPI
     from spmd.io.blocks import save_blocks
     from spmd.io.plan import Block
-    from spmd.runtime import Context
+    from spmd.core.runtime import Context
 
     path, value = sys.argv[1], float(sys.argv[2])
     with Context(MPI.COMM_SELF) as ctx:

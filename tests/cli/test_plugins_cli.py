@@ -139,7 +139,7 @@ PARAMS_PLUGIN = """
     from dataclasses import dataclass
 
     import spmd
-    from spmd.errors import ConfigError
+    from spmd.core.errors import ConfigError
 
     @dataclass(frozen=True)
     class Bins:

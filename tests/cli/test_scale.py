@@ -20,7 +20,7 @@ import pytest
 import yaml
 from mpi_job import spmd
 
-from spmd.units import fmt_bytes
+from spmd.core.units import fmt_bytes
 
 ROWS = 600_000
 

@@ -330,7 +330,7 @@ def test_the_watchdog_ending_a_job_removes_the_file_being_written(tmp_path):
     from helpers import LAUNCH_ENV
 
     code = (
-        "from mpi4py import MPI\nfrom spmd.files import temp_beside\nfrom spmd.watchdog import end_job\n"
+        "from mpi4py import MPI\nfrom spmd.core.files import temp_beside\nfrom spmd.core.watchdog import end_job\n"
         f"tmp = temp_beside({str(tmp_path / 'C.h5')!r})\nassert tmp.exists()\nend_job(None, 4)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], env=LAUNCH_ENV, capture_output=True, text=True, timeout=60)
@@ -339,7 +339,7 @@ def test_the_watchdog_ending_a_job_removes_the_file_being_written(tmp_path):
 
 
 def test_stale_temporaries_of_live_or_foreign_processes_are_kept(tmp_path):
-    from spmd.files import _HOST, remove_stale_temps
+    from spmd.core.files import _HOST, remove_stale_temps
 
     live = tmp_path / f".x.h5.{_HOST}-{os.getpid()}.abc.tmp"
     foreign = tmp_path / ".x.h5.otherhost-1.abc.tmp"

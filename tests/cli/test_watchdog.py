@@ -17,9 +17,9 @@ from mpi_job import spmd_script
 DRIVER = textwrap.dedent("""
     import sys, time
     from spmd.comm import nccl
-    from spmd.runtime import Context
-    from spmd.waits import note_phase
-    from spmd.watchdog import set_timeout
+    from spmd.core.runtime import Context
+    from spmd.core.waits import note_phase
+    from spmd.core.watchdog import set_timeout
 
     class Broken:  # what cupy's NcclCommunicator does once NCCL has seen a peer fail
         def check_async_error(self):
@@ -67,7 +67,7 @@ def test_a_clean_run_stops_the_watchdog_on_every_rank(tmp_path):
 HOOKS = textwrap.dedent("""
     import sys
     from mpi4py import MPI
-    from spmd import watchdog
+    from spmd.core import watchdog
 
     def finished():
         print(f"rank {MPI.COMM_WORLD.rank}: first hook ran", file=sys.stderr, flush=True)
@@ -97,9 +97,9 @@ def test_end_job_runs_every_abort_hook_once_then_ends_every_rank(tmp_path):
 
 STUCK = textwrap.dedent("""
     import ctypes, sys, time
-    from spmd.runtime import Context
-    from spmd.timing import enter_phase
-    from spmd.watchdog import set_timeout
+    from spmd.core.runtime import Context
+    from spmd.core.timing import enter_phase
+    from spmd.core.watchdog import set_timeout
 
     ctx = Context(watchdog=True)
     set_timeout(float(sys.argv[2]))

@@ -9,7 +9,7 @@ import pytest
 def enough_gpus(request, gpu):
     if not gpu:
         pytest.fail("tests/gpu need a GPU: run them with --gpu on a GPU machine")
-    from spmd import xp
+    from spmd.core import xp
 
     marker = request.node.get_closest_marker("gpus")
     need = marker.args[0] if marker else 1

@@ -42,7 +42,7 @@ def test_two_ranks_on_one_gpu_are_refused_unless_allowed(config):
 
 
 def test_ranks_bind_by_local_rank(config):
-    from spmd import xp as xpmod
+    from spmd.core import xp as xpmod
 
     ranks = min(2, xpmod.gpu_count())
     rc, _, err, _ = spmd("run", config, ranks=ranks)

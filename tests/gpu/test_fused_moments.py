@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from helpers import reference
 
-from spmd import xp as xpmod
+from spmd.core import xp as xpmod
 from spmd.workloads.reduce import moments as mom
 from spmd.workloads.reduce.workload import finalize
 

@@ -18,8 +18,8 @@ def write(path, layout):
 
 def reduce_on_gpu(path, io=None) -> dict:
     """report.json of reduce on this GPU over ``path``:x, verified in full, with config ``io`` (None: defaults)."""
+    from spmd.core.runtime import Context
     from spmd.job import run_job
-    from spmd.runtime import Context
     from spmd.workloads.registry import job_config_from_dict
 
     job = {"workload": "reduce", "device": "gpu", "repeats": 3, "verify": "full"}
@@ -34,7 +34,7 @@ def reduce_on_gpu(path, io=None) -> dict:
 @pytest.mark.parametrize("layout", ["contiguous", "chunked"])
 @pytest.mark.parametrize("engine", ["h5py", "direct", "kvikio", "mapped"])
 def test_reduce_reads_by_each_engine_on_the_gpu(tmp_path, engine, layout):
-    from spmd.errors import ConfigError
+    from spmd.core.errors import ConfigError
     from spmd.io.reader import load_kvikio
 
     if engine == "kvikio":

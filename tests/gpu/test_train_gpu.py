@@ -4,7 +4,7 @@ NumPy float64, and a captured CUDA graph training to the same weights as eager s
 import numpy as np
 import pytest
 
-from spmd.workloads.train.model import Layout
+from spmd.workloads.train.layout import Layout
 from spmd.workloads.train.network import local_gradient
 from spmd.workloads.train.ops import DeviceOps, HostOps
 
@@ -268,9 +268,9 @@ def small_train(tmp_path, graph, width=40, **params):
 
 def run_both(tmp_path, **params):
     """The same training as graph replays and as eager steps (two jobs of one process): their weights."""
+    from spmd.core.runtime import Context
     from spmd.io.generate import generate
     from spmd.job import run_job
-    from spmd.runtime import Context
     from spmd.workloads.train.workload import TrainWorkload
 
     generate(small_train(tmp_path, True, **params), TrainWorkload)
@@ -324,9 +324,9 @@ def test_inputs_first_trains_to_the_layers_weights_inside_its_l2_window(tmp_path
     held, and closing the job gives the persisting carve-out back."""
     import cupy
 
+    from spmd.core.runtime import Context
     from spmd.job import run_job
-    from spmd.runtime import Context
-    from spmd.workloads.train.model import Layout
+    from spmd.workloads.train.layout import Layout
 
     carve_out = cupy.cuda.runtime.deviceGetLimit(0x06)  # cudaLimitPersistingL2CacheSize
     first = run_both(tmp_path, backward_order="inputs_first")

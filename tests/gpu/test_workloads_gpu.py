@@ -60,7 +60,7 @@ def test_fused_kernel_reads_the_ghost_cells_where_a_side_has_a_neighbour(dtype, 
 def test_tf32_switches_float32_gemms_and_back():
     import cupy
 
-    from spmd import xp as xpmod
+    from spmd.core import xp as xpmod
 
     a = cupy.asarray(np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32))
     exact = cupy.asnumpy(a.astype(cupy.float64) @ a.astype(cupy.float64))

@@ -41,7 +41,7 @@ def gpus_per_node():
     """(GPUs a node needs: one per rank on it, GPUs it has) for the node that is shortest of them."""
     from mpi4py import MPI
 
-    from spmd import xp
+    from spmd.core import xp
 
     node = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
     pairs = MPI.COMM_WORLD.allgather((node.Get_size(), xp.gpu_count()))
@@ -71,7 +71,7 @@ def shared_tmp(world):
 def context(backend):
     """A Context bound to the backend's device, with its communicator open."""
     from spmd.comm.factory import open_communicator
-    from spmd.runtime import Context
+    from spmd.core.runtime import Context
 
     device, comm_name = backend
     ctx = Context()

@@ -72,8 +72,8 @@ def test_a_wrong_element_is_counted(context):
 
 @pytest.mark.mpi(min_size=2)
 def test_scale_probe_times_the_workloads_collective_and_fails_on_a_wrong_result(context):
-    from spmd.errors import VerificationError
-    from spmd.scale.probe import probe
+    from spmd.core.errors import VerificationError
+    from spmd.scale.calibrate import probe
 
     ctx, comm = context
 

@@ -1,4 +1,4 @@
-"""One clock for every rank (spmd.clock) under MPI: offsets agreed by ping-pong, known on every rank, and good to
+"""One clock for every rank (spmd.core.clock) under MPI: offsets agreed by ping-pong, known on every rank, and good to
 their stated uncertainty: a barrier's exit, read on each rank's own clock and moved to rank 0's, happens at one
 moment on every rank."""
 
@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from spmd.clock import agree_clock
+from spmd.core.clock import agree_clock
 
 
 @pytest.mark.mpi(min_size=2)

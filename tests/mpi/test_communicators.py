@@ -6,7 +6,7 @@ Inputs are small integers stored as floats, so every reduction is exact in any o
 import numpy as np
 import pytest
 
-from spmd import xp as xpmod
+from spmd.core import xp as xpmod
 
 DTYPES = [np.float32, np.float64, np.int32]
 COUNTS = [1, 1000, 12345]

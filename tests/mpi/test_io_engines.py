@@ -10,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
-from spmd.config import InputConfig, IoConfig
+from spmd.core.config import InputConfig, IoConfig
 from spmd.io.hdf5 import expand_shards, plan_rank_input
 from spmd.io.reader import RowReader
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from helpers import write_dataset
 
-from spmd.errors import VerificationError
+from spmd.core.errors import VerificationError
+from spmd.core.runtime import Context
 from spmd.job import run_job
-from spmd.runtime import Context
 from spmd.workloads.matmul.workload import MatmulWorkload
 from spmd.workloads.registry import job_config_from_dict
 

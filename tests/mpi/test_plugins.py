@@ -10,8 +10,8 @@ import h5py
 import numpy as np
 import pytest
 
+from spmd.core.runtime import Context
 from spmd.job import run_job
-from spmd.runtime import Context
 from spmd.workloads.registry import job_config_from_dict
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

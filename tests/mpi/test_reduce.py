@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from helpers import assert_result_close, reference, write_dataset
 
+from spmd.core.runtime import Context
 from spmd.io.hdf5 import plan_rank_input
 from spmd.job import run_job
-from spmd.runtime import Context
 from spmd.workloads.registry import job_config_from_dict
 
 CASES = {

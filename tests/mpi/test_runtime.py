@@ -2,8 +2,8 @@
 
 import pytest
 
-from spmd.errors import InputError, SpmdError
-from spmd.runtime import Context
+from spmd.core.errors import InputError, SpmdError
+from spmd.core.runtime import Context
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ except ImportError:
 from helpers import write_dataset
 
 from spmd.comm.factory import open_communicator
+from spmd.core.runtime import Context
+from spmd.core.timing import PhaseTimer
 from spmd.job import run_job
-from spmd.runtime import Context
-from spmd.timing import PhaseTimer
 from spmd.workloads.registry import job_config_from_dict
 from spmd.workloads.stencil.filters import reference_filter, stencil_weights
 from spmd.workloads.stencil.workload import StencilWorkload

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from spmd.core.runtime import Context
 from spmd.io.generate import generate
 from spmd.job import run_job
-from spmd.runtime import Context
 from spmd.workloads.registry import job_config_from_dict
-from spmd.workloads.train.model import Layout
+from spmd.workloads.train.layout import Layout
 from spmd.workloads.train.workload import TrainWorkload
 
 WIDTHS = [12, 10, 8, 3]

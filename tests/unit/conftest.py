@@ -4,7 +4,7 @@ import h5py
 import numpy as np
 import pytest
 
-from spmd.config import InputConfig
+from spmd.core.config import InputConfig
 from spmd.io.hdf5 import plan_rank_input
 
 

@@ -70,7 +70,7 @@ def fake_topology():
 
 def test_topology_text_and_heat_map():
     from spmd.measure.copies import format_topology
-    from spmd.scale.plots import heatmap_png
+    from spmd.report.heatmap import heatmap_png
 
     text = format_topology("node1", fake_topology())
     assert "GPU 0 - GPU 1: PCIe, through the CPU's host bridge" in text

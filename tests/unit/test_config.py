@@ -5,8 +5,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spmd.config import Config, apply_override, parse_yaml
-from spmd.errors import ConfigError
+from spmd.core.config import Config, apply_override, parse_yaml
+from spmd.core.errors import ConfigError
 from spmd.workloads.registry import job_config_from_dict, load_job_config
 
 BASE = {"workload": "reduce", "input": {"path": "data/x.h5", "dataset": "x"}}
@@ -198,7 +198,7 @@ fault_parts = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(st.lists(fault_parts, max_size=5))
 def test_fuzz_fault_text_gives_a_fault_or_config_error(parts):
-    from spmd.faults import KINDS, PHASES, Fault, parse_fault
+    from spmd.core.faults import KINDS, PHASES, Fault, parse_fault
 
     try:
         fault = parse_fault(",".join(parts))
@@ -226,7 +226,7 @@ def test_reliability_keys_are_checked(raw, key):
 
 
 def test_a_fault_on_every_rank():
-    from spmd.faults import Fault, parse_fault, require_rank
+    from spmd.core.faults import Fault, parse_fault, require_rank
 
     fault = parse_fault("rank=all,phase=read,kind=hang")
     assert fault == Fault(None, "read", "hang") and fault.describe() == "rank=all,phase=read,kind=hang"
@@ -236,7 +236,7 @@ def test_a_fault_on_every_rank():
 
 
 def test_the_fault_variable_wins_over_the_config(monkeypatch):
-    from spmd.faults import Fault, fault_from
+    from spmd.core.faults import Fault, fault_from
 
     assert fault_from("rank=1,phase=comm,kind=hang") == Fault(1, "comm", "hang")
     monkeypatch.setenv("SPMD_FAULT", "rank=0,phase=read,kind=nan")
@@ -250,7 +250,7 @@ def test_the_top_level_parses_without_its_workload_and_the_registry_builds_param
     import subprocess
     import sys
 
-    from spmd.config import config_from_dict
+    from spmd.core.config import config_from_dict
     from spmd.workloads.registry import resolve_params
 
     cfg = config_from_dict({**BASE, "params": {"ddof": 1, "bogus": 2}})
@@ -262,7 +262,7 @@ def test_the_top_level_parses_without_its_workload_and_the_registry_builds_param
     with pytest.raises(ConfigError, match="params: expected a mapping, got list"):
         config_from_dict({**BASE, "params": [1]})
     code = (
-        "import sys; from spmd.config import config_from_dict; "
+        "import sys; from spmd.core.config import config_from_dict; "
         "config_from_dict({'workload': 'matmul', 'input': {'path': 'a.h5'}, 'params': {'b': {'path': 'b.h5'}}}); "
         "print(sorted(m for m in sys.modules if m.startswith('spmd.workloads')))"
     )

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from spmd.errors import ConfigError
+from spmd.core.errors import ConfigError
 from spmd.io.plan import Grid, choose_grid, grid_block
 from spmd.workloads.matmul.check import sample_rows, tau
 from spmd.workloads.stencil.filters import error_bound, reference_filter, stencil_weights

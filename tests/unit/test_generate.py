@@ -61,7 +61,7 @@ def test_glob_shards_are_numbered_and_split_over_ranks(tmp_path):
 def test_hdf5_lock_failure_says_how_to_fix_it(tmp_path, monkeypatch):
     import pytest
 
-    from spmd.errors import InputError
+    from spmd.core.errors import InputError
     from spmd.io import hdf5
 
     path = tmp_path / "locked.h5"
@@ -80,7 +80,7 @@ def test_an_input_with_no_values_and_a_shard_listed_twice_are_refused(tmp_path):
     import h5py
     import pytest
 
-    from spmd.errors import InputError
+    from spmd.core.errors import InputError
     from spmd.io.hdf5 import dataset_info, expand_shards
 
     with h5py.File(tmp_path / "e.h5", "w") as f:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_io_mapped import DeviceArray, Runtime, stand_in_cupy
 
-from spmd.config import InputConfig, IoConfig
+from spmd.core.config import InputConfig, IoConfig
 from spmd.io import choose
 from spmd.io.direct import ByteRange
 
@@ -51,7 +51,7 @@ def test_resident_bytes_counts_the_pages_the_page_cache_holds(tmp_path):
 @pytest.fixture
 def gpu_rank(tmp_path, monkeypatch):
     """make(runtime): a reader of rank 1 of 3's rows on a stood-in GPU, and the rows it must read."""
-    from spmd import xp as xpmod
+    from spmd.core import xp as xpmod
     from spmd.io import reader as reader_mod
     from spmd.io.hdf5 import plan_rank_input
 

@@ -1,4 +1,4 @@
-"""io.threads and the reader threads' CPUs (spmd/io/cpus.py): auto gives a rank's readers its share of the node
+"""io.threads and the reader threads' CPUs (spmd/core/cpus.py): auto gives a rank's readers its share of the node
 even where the launcher bound the rank to one core, an integer stays within the binding, SLURM's allocation is
 kept, and a reader thread moves itself while the rank's own binding stays; the config takes auto or 1-256."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spmd.config import ConfigError, IoConfig
-from spmd.io import cpus
+from spmd.core import cpus
+from spmd.core.config import ConfigError, IoConfig
 from spmd.io.direct import ByteRange, read_pieces, split
 
 

@@ -8,9 +8,9 @@ import h5py
 import numpy as np
 import pytest
 
-from spmd import faults
-from spmd.config import InputConfig, IoConfig
-from spmd.errors import InputError
+from spmd.core import faults
+from spmd.core.config import InputConfig, IoConfig
+from spmd.core.errors import InputError
 from spmd.io.direct import ByteRange, byte_ranges, pread_into, read_pieces, split
 from spmd.io.hdf5 import plan_rank_input
 from spmd.io.reader import RowReader
@@ -139,7 +139,7 @@ def test_a_failure_on_one_thread_is_raised_after_every_reader_thread_stopped(tmp
 def test_kvikio_missing_is_a_config_error_saying_how_to_get_it(monkeypatch, ones_plan):
     import sys
 
-    from spmd.errors import ConfigError
+    from spmd.core.errors import ConfigError
     from spmd.io.reader import load_kvikio
 
     monkeypatch.setitem(sys.modules, "kvikio", None)  # import kvikio raises ImportError

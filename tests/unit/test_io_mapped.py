@@ -11,8 +11,8 @@ import h5py
 import numpy as np
 import pytest
 
-from spmd.config import IoConfig
-from spmd.errors import ConfigError, InputError
+from spmd.core.config import IoConfig
+from spmd.core.errors import ConfigError, InputError
 from spmd.io.direct import byte_ranges
 from spmd.io.mapped import HOST_TO_DEVICE, REGISTER_READ_ONLY, MappedRanges
 
@@ -85,7 +85,7 @@ def test_a_truncated_file_and_pages_that_cannot_be_locked_are_refused_by_name(tm
 
 
 def test_the_mapped_engine_without_a_gpu_is_refused_by_name(ones_plan, monkeypatch):
-    from spmd import xp as xpmod
+    from spmd.core import xp as xpmod
     from spmd.io.reader import RowReader
 
     monkeypatch.setattr(xpmod, "gpu_count", lambda: 0)
@@ -119,8 +119,8 @@ def stand_in_cupy(runtime):
 def test_a_mapped_reader_fills_the_device_rows_without_a_host_buffer_and_unlocks_on_close(
     tmp_path, monkeypatch, chunks
 ):
-    from spmd import xp as xpmod
-    from spmd.config import InputConfig
+    from spmd.core import xp as xpmod
+    from spmd.core.config import InputConfig
     from spmd.io.hdf5 import plan_rank_input
     from spmd.io.reader import RowReader
 

@@ -32,18 +32,18 @@ WRITER = textwrap.dedent("""
     def write(step):
         n = 200_000 + step % 7  # a few MB, a size that differs from one step to the next
         if kind == "report":
-            from spmd.files import write_json_atomic
+            from spmd.core.files import write_json_atomic
             write_json_atomic(path, {"step": step, "payload": [step] * n})
         elif kind == "checkpoint":
             from spmd.workloads.train.checkpoint import save_checkpoint
-            from spmd.workloads.train.model import Layout
+            from spmd.workloads.train.layout import Layout
             layout = Layout((64, 512, 512, 10))
             flat = np.full(layout.size, step, dtype=np.float32)
             save_checkpoint(path, layout, flat, {"m": flat}, step, {"widths": [64, 512, 512, 10], "dtype": "float32"})
         else:  # a result saved by save_blocks, on a one-rank MPI job
             from spmd.io.blocks import save_blocks
             from spmd.io.plan import Block
-            from spmd.runtime import Context
+            from spmd.core.runtime import Context
             ctx = Context()
             save_blocks(ctx, path, "C", (1000, 300), np.float64, Block(0, 1000, 0, 300),
                         np.full((1000, 300), step, dtype=np.float64))
@@ -52,14 +52,14 @@ WRITER = textwrap.dedent("""
     if moment == "mid-write":  # the write itself stops halfway
         import builtins, h5py
         if kind in ("report", "checkpoint"):  # both go to disk through files.write_bytes_atomic
-            import spmd.files
+            import spmd.core.files
             class Half:
                 def __init__(self, f): self.f = f
                 def __enter__(self): return self
                 def __exit__(self, *a): return False
                 def read(self, n=-1): return self.f.read(n)  # spmd's record is checked before a write
                 def write(self, data): self.f.write(data[:len(data) // 2]); self.f.flush(); die()
-            spmd.files.open = lambda *a, **k: Half(builtins.open(*a, **k))
+            spmd.core.files.open = lambda *a, **k: Half(builtins.open(*a, **k))
         else:
             real = h5py.Group.create_dataset
             def half(self, name, *a, **k):
@@ -86,7 +86,7 @@ def load_step(kind: str, path) -> int:
         return data["step"]
     if kind == "checkpoint":
         from spmd.workloads.train.checkpoint import load_checkpoint
-        from spmd.workloads.train.model import Layout
+        from spmd.workloads.train.layout import Layout
 
         layout = Layout((64, 512, 512, 10))
         weights, state, step, _ = load_checkpoint(

@@ -2,8 +2,8 @@
 
 import pytest
 
-from spmd.errors import ConfigError
-from spmd.launch import check_launch, compare_views, slurm_record
+from spmd.core.errors import ConfigError
+from spmd.core.launch import check_launch, compare_views, slurm_record
 
 JOB = {
     "SLURM_JOB_ID": "42",

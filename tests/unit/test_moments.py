@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from helpers import reference
 
-from spmd.errors import VerificationError
+from spmd.core.errors import VerificationError
 from spmd.workloads.reduce import moments as mom
 from spmd.workloads.reduce.workload import compare, finalize, merge_stats, reference_stats
 
@@ -94,9 +94,9 @@ def test_ddof_of_as_many_rows_as_the_input_has_is_refused(tmp_path):
     from helpers import write_dataset
     from mpi4py import MPI
 
-    from spmd.errors import ConfigError
+    from spmd.core.errors import ConfigError
+    from spmd.core.runtime import Context
     from spmd.job import run_job
-    from spmd.runtime import Context
     from spmd.workloads.registry import job_config_from_dict
 
     write_dataset(tmp_path / "x.h5", np.arange(3.0))
@@ -124,8 +124,8 @@ def test_resident_blocks_from_registers_match_the_drivers_answers(monkeypatch):
     import types
     from pathlib import Path
 
-    from spmd import libraries
-    from spmd import xp as xpmod
+    from spmd.core import libraries
+    from spmd.core import xp as xpmod
 
     sweep = json.loads((Path(__file__).parents[2] / "docs/results/h200x1/kernels/sweeps.json").read_text())["reduce"]
     h200 = {

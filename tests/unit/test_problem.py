@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from spmd.errors import UserCodeError
+from spmd.core.errors import UserCodeError
 from spmd.workloads.base import checked_problem
 
 

@@ -3,10 +3,10 @@ import os
 
 import pytest
 
-from spmd.files import write_json_atomic
+from spmd.core.files import write_json_atomic
+from spmd.core.version import __version__
 from spmd.report.summary import summarize
 from spmd.report.table import format_report
-from spmd.version import __version__
 
 
 def test_summary_is_min_median_max_of_rank_medians():

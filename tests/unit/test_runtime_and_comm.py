@@ -2,9 +2,9 @@ import pytest
 
 from spmd.comm.factory import BACKENDS, check_backend, resolve_backend
 from spmd.comm.mpi_cuda import CudaAwareMPICommunicator, cuda_aware_mpi
-from spmd.errors import BackendUnavailable, ConfigError
-from spmd.libraries import loaded_libraries
-from spmd.runtime import find_shared_devices
+from spmd.core.errors import BackendUnavailable, ConfigError
+from spmd.core.libraries import loaded_libraries
+from spmd.core.runtime import find_shared_devices
 
 
 def test_shared_gpu_detection_names_both_ranks():

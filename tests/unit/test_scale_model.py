@@ -9,7 +9,7 @@ import pytest
 
 from spmd.measure.collectives import COLLECTIVES, model_terms
 from spmd.scale.advice import model_advice
-from spmd.scale.model import (
+from spmd.scale.scaling_model import (
     HOST_PHASES,
     best_ranks,
     break_even,
@@ -124,7 +124,7 @@ def test_message_growth_scales_the_comm_with_the_share():
     model = fit_model(runs, [], "mpi", growth=1.0)
     ops = model["comm"]["ops"]
     assert ops == runs[0]["problem"]["comm"]
-    from spmd.scale.model import scaled_ops
+    from spmd.scale.scaling_model import scaled_ops
 
     assert scaled_ops(model, 4, S)[0]["bytes"] == pytest.approx(S / 4 / 1000, rel=1e-6)
 
@@ -270,7 +270,7 @@ def test_slices_of_a_fixed_operand_shrink_with_the_ranks_in_weak_scaling():
     """matmul's allgather of B: B is fixed (k x n) while weak scaling grows A, so each rank's
     slice is B / n whatever the share. ``growth: 0, ranks_power: -1`` says so; the share-only
     scaling predicted the whole of B at every rank count."""
-    from spmd.scale.model import scaled_ops
+    from spmd.scale.scaling_model import scaled_ops
 
     b = 1 << 30
     runs = [synthetic_run("weak", n, S * n) for n in (1, 2, 4)]
@@ -287,9 +287,9 @@ def test_slices_of_a_fixed_operand_shrink_with_the_ranks_in_weak_scaling():
 def test_matmul_states_that_its_b_slices_follow_the_ranks(tmp_path):
     from mpi4py import MPI
 
+    from spmd.core.runtime import Context
     from spmd.io.generate import generate
     from spmd.job import run_job
-    from spmd.runtime import Context
     from spmd.workloads.matmul.workload import MatmulWorkload
     from spmd.workloads.registry import job_config_from_dict
 

@@ -8,14 +8,14 @@ from fractions import Fraction
 
 import pytest
 
-from spmd.errors import ConfigError, InputError
+from spmd.core.errors import ConfigError, InputError
+from spmd.core.topology import gpu_pair_link, normalize_bus_id, summarize_placement
+from spmd.core.units import fmt_bytes, fmt_seconds, parse_bytes
 from spmd.io.weak import scaled_input
 from spmd.report.compare import Point, compare, load_entries
 from spmd.report.summary import job_time
-from spmd.scale.figures import imbalance, karp_flatt, series_figures
+from spmd.scale.series import imbalance, karp_flatt, series_figures
 from spmd.scale.sweep import default_ranks, parse_ranks, plan
-from spmd.topology import gpu_pair_link, normalize_bus_id, summarize_placement
-from spmd.units import fmt_bytes, fmt_seconds, parse_bytes
 from spmd.workloads.registry import job_config_from_dict
 
 

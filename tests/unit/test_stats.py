@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from spmd.core.stats import BOUND, coverage, median_interval, ratio_interval
 from spmd.job import RepeatPlan
-from spmd.stats import BOUND, coverage, median_interval, ratio_interval
 
 
 @pytest.mark.parametrize("n", [2, 5, 6, 10, 25, 100])

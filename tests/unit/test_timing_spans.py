@@ -9,14 +9,14 @@ import time
 import numpy as np
 import pytest
 
-from spmd import faults
-from spmd.annotate import nvtx_ranges
-from spmd.errors import ConfigError
-from spmd.timing import PhaseTimer
+from spmd.core import faults
+from spmd.core.annotate import nvtx_ranges
+from spmd.core.errors import ConfigError
+from spmd.core.timing import PhaseTimer
 
 
 class Recorder:
-    """Stands in for spmd.annotate.Ranges: what was pushed and popped, in order."""
+    """Stands in for spmd.core.annotate.Ranges: what was pushed and popped, in order."""
 
     def __init__(self):
         self.calls = []

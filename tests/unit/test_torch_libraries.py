@@ -10,7 +10,7 @@ from mpi4py import MPI
 torch = pytest.importorskip("torch", reason="workload torch needs PyTorch")
 
 from spmd import job  # noqa: E402
-from spmd.runtime import Context  # noqa: E402
+from spmd.core.runtime import Context  # noqa: E402
 from spmd.workloads.registry import job_config_from_dict  # noqa: E402
 from spmd.workloads.torch import dist  # noqa: E402
 from spmd.workloads.torch.workload import TorchWorkload  # noqa: E402

@@ -13,8 +13,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="workload torch needs the torch extra (make test installs it)")
 dist = pytest.importorskip("torch.distributed")
 
-from spmd import faults  # noqa: E402
-from spmd.timing import PhaseTimer  # noqa: E402
+from spmd.core import faults  # noqa: E402
+from spmd.core.timing import PhaseTimer  # noqa: E402
 from spmd.workloads.torch.params import TorchParams  # noqa: E402
 from spmd.workloads.torch.step import Batches, Stepper  # noqa: E402
 

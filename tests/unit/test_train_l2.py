@@ -4,9 +4,9 @@ told: the carve-out and the stream's access-policy window set as asked, and put 
 import numpy as np
 import pytest
 
-from spmd import libraries
+from spmd.core import libraries
 from spmd.workloads.train import l2
-from spmd.workloads.train.model import PRESETS, Layout
+from spmd.workloads.train.layout import PRESETS, Layout
 from spmd.workloads.train.network import ARENA_ALIGN, Network
 from spmd.workloads.train.ops import HostOps
 

@@ -4,14 +4,14 @@ optimizers against their textbook formulas, bucket planning, the sample order, c
 import numpy as np
 import pytest
 
-from spmd.errors import ConfigError, InputError
+from spmd.core.errors import ConfigError, InputError
 from spmd.workloads.registry import job_config_from_dict
 from spmd.workloads.train.buckets import plan_buckets
 from spmd.workloads.train.checkpoint import load_checkpoint, mark_failed, save_checkpoint
-from spmd.workloads.train.data import Sampler
-from spmd.workloads.train.model import ALIGN, PRESETS, Layout
+from spmd.workloads.train.layout import ALIGN, PRESETS, Layout
 from spmd.workloads.train.network import Network, local_gradient
 from spmd.workloads.train.ops import HostOps, keep_mask
+from spmd.workloads.training.data import Sampler
 
 WIDTHS = (7, 6, 5, 4)
 
@@ -201,9 +201,9 @@ def test_updating_each_layer_inside_backward_trains_to_the_same_weights(tmp_path
     2 micro-batches; the report says it was used."""
     from mpi4py import MPI
 
+    from spmd.core.runtime import Context
     from spmd.io.generate import generate
     from spmd.job import run_job
-    from spmd.runtime import Context
     from spmd.workloads.train.workload import TrainWorkload
 
     def config(on):

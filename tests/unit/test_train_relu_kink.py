@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from spmd.core.runtime import Context
 from spmd.job import run_job
-from spmd.runtime import Context
 from spmd.workloads.registry import job_config_from_dict
 from spmd.workloads.train.checkpoint import save_checkpoint
-from spmd.workloads.train.model import Layout
+from spmd.workloads.train.layout import Layout
 from spmd.workloads.train.network import local_gradient, relu_sides
 from spmd.workloads.train.ops import HostOps
 
@@ -106,7 +106,7 @@ def test_a_float32_run_with_a_unit_on_the_kink_verifies(tmp_path):
 def test_a_forward_pass_on_other_sides_than_rounding_explains_fails(tmp_path, monkeypatch):
     """Sides that disagree with float64 on many units are a wrong forward pass, not rounding:
     the job stops and names it (here: every unit reported on)."""
-    from spmd.errors import VerificationError
+    from spmd.core.errors import VerificationError
     from spmd.workloads.train import gradcheck
 
     def all_on(layout, ops, w, batches, *args):
@@ -149,7 +149,7 @@ def test_a_forward_pass_on_other_sides_than_rounding_explains_fails(tmp_path, mo
 def test_a_diverging_run_fails_naming_batch_and_lr(tmp_path):
     """A learning rate far too high: the weights overflow; the job fails with the global batch
     and lr in the message (weak scaling grows the batch at a fixed lr) and writes no report."""
-    from spmd.errors import VerificationError
+    from spmd.core.errors import VerificationError
 
     rng = np.random.default_rng(2)
     data, rows = tmp_path / "d.h5", 64

@@ -8,7 +8,7 @@ import time
 import pytest
 from mpi4py import MPI
 
-from spmd.watchdog import Watchdog
+from spmd.core.watchdog import Watchdog
 
 
 class Ended(Exception):

@@ -31,8 +31,8 @@ import math
 
 import numpy as np
 
-from ... import xp as xpmod
-from ...errors import VerificationError
+from ...core import xp as xpmod
+from ...core.errors import VerificationError
 from ...io.hdf5 import open_h5
 
 CHUNK_ROWS = 2048  # float64 copies of this many rows at a time bound verification memory

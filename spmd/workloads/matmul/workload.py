@@ -17,14 +17,14 @@ from typing import Literal
 
 import numpy as np
 
-from ... import faults
-from ... import xp as xpmod
-from ...config import DatasetConfig, SaveConfig
-from ...errors import ConfigError, InputError, VerificationError
+from ...core import faults
+from ...core import xp as xpmod
+from ...core.config import DatasetConfig, SaveConfig
+from ...core.errors import ConfigError, InputError, VerificationError
+from ...core.memory import require_memory
 from ...io.blocks import read_block, save_blocks
 from ...io.hdf5 import dataset_info
 from ...io.plan import Block, Grid, block_range, choose_grid, grid_block
-from ...memory import require_memory
 from ..base import Workload, read_then_wait, require_one_dataset, same_every_repeat
 from . import check
 

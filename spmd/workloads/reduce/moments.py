@@ -12,7 +12,7 @@ from importlib import resources
 
 import numpy as np
 
-from ... import xp as xpmod
+from ...core import xp as xpmod
 
 FIELDS = ("count", "mean", "m2", "min", "max")
 COUNT, MEAN, M2, MIN, MAX = range(5)
@@ -191,7 +191,7 @@ def _occupancy(function, threads: int) -> tuple[int | None, int | None]:
     """(blocks of ``threads`` resident on one SM at once, registers per thread) of a compiled CuPy kernel: the
     driver's occupancy (cuda-bindings) on the kernel's CUfunction; else worked out from its registers and the
     device's limits (registers allocated 8 a thread, per warp); (None, None) where neither can be had."""
-    from ...libraries import cuda_driver, driver_call
+    from ...core.libraries import cuda_driver, driver_call
 
     regs = getattr(function, "num_regs", None)
     ptr = getattr(getattr(function, "kernel", None), "ptr", None) or getattr(function, "ptr", None)

@@ -12,9 +12,9 @@ from typing import Literal
 
 import numpy as np
 
-from ... import faults
-from ... import xp as xpmod
-from ...errors import ConfigError, InputError, VerificationError
+from ...core import faults
+from ...core import xp as xpmod
+from ...core.errors import ConfigError, InputError, VerificationError
 from ...io.hdf5 import open_h5
 from ..base import Workload
 from ..rows import InputRows

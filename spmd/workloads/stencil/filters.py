@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...core.errors import ConfigError
 
 LAPLACIAN_3 = [[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]]
 NUMPY_PAD_MODE = {"reflect": "symmetric", "wrap": "wrap", "constant": "constant"}

@@ -21,14 +21,14 @@ from typing import Literal
 
 import numpy as np
 
-from ... import faults
-from ... import xp as xpmod
-from ...config import SaveConfig
-from ...errors import ConfigError, InputError, VerificationError
+from ...core import faults
+from ...core import xp as xpmod
+from ...core.config import SaveConfig
+from ...core.errors import ConfigError, InputError, VerificationError
+from ...core.memory import require_memory
 from ...io.blocks import read_block, save_blocks
 from ...io.hdf5 import dataset_info, open_h5
 from ...io.plan import Grid, choose_grid, grid_block
-from ...memory import require_memory
 from ..base import Workload, read_then_wait, require_one_dataset, same_every_repeat
 from .filters import error_bound, reference_filter, stencil_weights
 from .kernel import FusedStencil, aligned_layout

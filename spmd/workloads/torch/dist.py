@@ -11,8 +11,8 @@ import datetime
 import os
 import socket
 
-from ...errors import BackendUnavailable, ConfigError
-from ...libraries import loaded_libraries
+from ...core.errors import BackendUnavailable, ConfigError
+from ...core.libraries import loaded_libraries
 
 INSTALL = "pip install 'spmd[torch]' (PyTorch, the CPU wheel or a CUDA build)"
 

@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 
-from ...errors import ConfigError, InputError
+from ...core.errors import ConfigError, InputError
+from ...core.memory import require_memory
 from ...io.hdf5 import dataset_info, open_h5, require_finite
-from ...memory import require_memory
 from ..rows import NUMBERS
-from ..train.data import teacher, teacher_labels
+from ..training.data import teacher, teacher_labels
 
 LABEL_DTYPES = NUMBERS
 RANKS = (1, 2, 3, 4, 5)  # rows = the first axis: tables, sequences, images, volumes

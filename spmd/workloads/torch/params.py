@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ...errors import ConfigError
+from ...core.errors import ConfigError
 
 LOSSES = ("cross_entropy", "mse")
 STRATEGIES = ("ddp", "ddp-graph", "compile")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 
-from ... import faults
-from .timing import StepMarks
+from ...core import faults
+from .phases import StepMarks
 
 GRAPH_WARMUP = 11  # eager DDP iterations before capture (DDP's reducer settles its buckets in the first ones)
 

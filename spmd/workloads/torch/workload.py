@@ -16,20 +16,23 @@ import time
 
 import numpy as np
 
-from ... import faults
-from ...errors import ConfigError, InputError, VerificationError
-from ...files import MARK, discard, publish, require_replaceable, temp_beside
-from ...io.cpus import reader_threads
+from ...core import faults
+from ...core.cpus import reader_threads
+from ...core.errors import ConfigError, InputError, VerificationError
+from ...core.files import MARK, discard, publish, require_replaceable, temp_beside
+from ...core.memory import free_device_memory, require_memory
+from ...core.timing import enter_phase
+from ...core.units import fmt_bytes
 from ...io.hdf5 import Piece, RankInput, open_h5
 from ...io.reader import RowReader
-from ...memory import free_device_memory, require_memory
-from ...timing import enter_phase
-from ...units import fmt_bytes
 from ..base import Workload, split_batch
-from ..train.data import Sampler
+from ..training.data import Sampler
 from . import dist
 from .inputs import check_inputs, check_rows, label_array, read_all, targets, write_targets
-from .model import (
+from .params import TorchParams
+from .reference import GRADIENT_FACTOR, SPREAD_FACTOR, Reference, compare, host_tensors, tolerance
+from .step import Batches, Stepper, autocast, set_precision, state_tensors
+from .user_model import (
     build_model,
     loss_function,
     parameter_layout,
@@ -38,9 +41,6 @@ from .model import (
     transform_function,
     user_call,
 )
-from .params import TorchParams
-from .reference import GRADIENT_FACTOR, SPREAD_FACTOR, Reference, compare, host_tensors, tolerance
-from .step import Batches, Stepper, autocast, set_precision, state_tensors
 
 OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2}  # tensors the optimizer keeps per parameter
 

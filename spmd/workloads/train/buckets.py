@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ... import faults
-from ... import xp as xpmod
-from .model import ALIGN, Layout
+from ...core import faults
+from ...core import xp as xpmod
+from .layout import ALIGN, Layout
 
 
 @dataclass(frozen=True)

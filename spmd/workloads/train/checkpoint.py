@@ -21,8 +21,8 @@ import json
 import h5py
 import numpy as np
 
-from ...errors import ConfigError, InputError, brief
-from ...files import HDF5_RECORD, hdf5_record, write_bytes_atomic
+from ...core.errors import ConfigError, InputError, brief
+from ...core.files import HDF5_RECORD, hdf5_record, write_bytes_atomic
 from ...io.hdf5 import open_h5
 
 FORMAT = 2  # 1: without checksums

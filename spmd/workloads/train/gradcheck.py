@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import xp as xpmod
-from ...errors import VerificationError
+from ...core import xp as xpmod
+from ...core.errors import VerificationError
 from .network import local_gradient, relu_sides
 from .ops import BF16, HostOps, bf16_bits, bf16_values
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ...libraries import cuda_driver, driver_call, require_driver
+from ...core.libraries import cuda_driver, driver_call, require_driver
 
 
 class L2Window:

@@ -18,8 +18,8 @@ import ctypes
 
 import numpy as np
 
-from ... import xp as xpmod
-from ...libraries import loaded_libraries
+from ...core import xp as xpmod
+from ...core.libraries import loaded_libraries
 
 # cublasLt.h / library_types.h values
 _COMPUTE = {"float32": 68, "tf32": 77, "float64": 70}  # CUBLAS_COMPUTE_32F, _32F_FAST_TF32, _64F

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import time
 
-from ... import xp as xpmod
-from ...libraries import cuda_driver, driver_call
+from ...core import xp as xpmod
+from ...core.libraries import cuda_driver, driver_call
 
 
 def _driver_record():

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import xp as xpmod
+from ...core import xp as xpmod
 from .ops import BF16, dropout_salt
 
 

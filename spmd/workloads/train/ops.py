@@ -18,8 +18,8 @@ from importlib import resources
 
 import numpy as np
 
-from ... import xp as xpmod
-from ...libraries import loaded_libraries
+from ...core import xp as xpmod
+from ...core.libraries import loaded_libraries
 from .lt import LtGemms, load_cublaslt
 
 # counters[0]: steps into the current window's batch indices; counters[1]: optimizer steps so far.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ...errors import ConfigError
-from .model import model_widths
+from ...core.errors import ConfigError
+from .layout import model_widths
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ import contextlib
 
 import numpy as np
 
-from ... import xp as xpmod
-from ...errors import VerificationError
+from ...core import xp as xpmod
+from ...core.errors import VerificationError
 from .buckets import GradientExchange, plan_buckets, row_blocks
 from .l2 import L2Window
 from .marks import make_marks

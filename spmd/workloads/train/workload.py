@@ -17,21 +17,21 @@ import statistics
 
 import numpy as np
 
-from ... import faults, stops
-from ...errors import BackendUnavailable, ConfigError, InputError, Interrupted, Stopped, VerificationError, brief
+from ...core import faults, stops
+from ...core.errors import BackendUnavailable, ConfigError, InputError, Interrupted, Stopped, VerificationError, brief
+from ...core.memory import require_memory
+from ...core.stops import StopFlag
+from ...core.timing import enter_phase
+from ...core.units import fmt_bytes
 from ...io.hdf5 import dataset_info, open_h5, require_finite
 from ...io.plan import Block, block_range
-from ...memory import require_memory
-from ...timing import enter_phase
-from ...units import fmt_bytes
 from ..base import Workload, require_one_dataset, split_batch
-from . import data as train_data
+from ..training import data as train_data
 from .checkpoint import checkpoint_path, load_checkpoint, mark_failed, save_checkpoint, state_digest
 from .gradcheck import GRADIENT_RTOL, check_first_gradient
-from .model import Layout, held_out_sums
+from .layout import Layout, held_out_sums
 from .ops import make_ops
 from .params import CheckpointConfig, TrainParams  # noqa: F401  (CheckpointConfig: part of this module's face)
-from .stopping import StopFlag
 from .trainer import Trainer, require_same_parameters
 
 

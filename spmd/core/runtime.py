@@ -20,12 +20,12 @@ from mpi4py import MPI
 
 from . import waits
 from . import xp as xpmod
-from .comm.watched import watched
+from .cpus import bound_cpus
 from .errors import BackendUnavailable, SpmdError, error_class
-from .io.cpus import bound_cpus
 from .launch import check_launch
 from .watchdog import start as start_watchdog
 from .watchdog import stop as stop_watchdog
+from .watched import watched
 
 MPI_OPS = {"sum": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX}
 
@@ -52,7 +52,7 @@ class Context:
         self.size = self.comm.Get_size()
         self.host = MPI.Get_processor_name()
         self.hosts = self.comm.allgather(self.host)
-        # One watchdog per process, over the whole launch (the CLI asks for it; see spmd.watchdog)
+        # One watchdog per process, over the whole launch (the CLI asks for it; see spmd.core.watchdog)
         self.owns_watchdog = (
             watchdog and comm is None and waits.installed() is None and os.environ.get("SPMD_WATCHDOG", "on") != "off"
         )

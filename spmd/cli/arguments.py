@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .config import COMM_BACKENDS
-from .version import __version__
+from ..core.config import COMM_BACKENDS
+from ..core.version import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -270,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _byte_size(text: str) -> int:
-    from .units import parse_bytes
+    from ..core.units import parse_bytes
 
     try:
         return parse_bytes(text)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import ConfigError
+from ...core.errors import ConfigError
 
 PRESETS: dict[str, tuple[int, ...]] = {
     "medium": (844, 256, 128, 64, 10),  # 258,122 parameters

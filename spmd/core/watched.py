@@ -1,11 +1,11 @@
 """The MPI communicator every blocking call of spmd goes through: each call is marked as a wait
-(``spmd.waits``), so the watchdog sees which collective a rank is stuck in and for how long."""
+(``spmd.core.waits``), so the watchdog sees which collective a rank is stuck in and for how long."""
 
 from __future__ import annotations
 
 from mpi4py import MPI
 
-from ..waits import Waiting
+from .waits import Waiting
 
 BLOCKING = (
     "allgather",

@@ -5,9 +5,9 @@ on which communicator to use)."""
 from __future__ import annotations
 
 from ..comm.factory import open_communicator
-from ..config import COMM_BACKENDS
-from ..errors import BackendUnavailable, VerificationError
-from ..io.cpus import reader_threads
+from ..core.config import COMM_BACKENDS
+from ..core.cpus import reader_threads
+from ..core.errors import BackendUnavailable, VerificationError
 from ..measure.collectives import COLLECTIVES, measure, probe_sizes
 from ..measure.io import pread_limit
 

@@ -32,10 +32,10 @@ from pathlib import Path
 
 import yaml
 
-from .config import int_list
-from .errors import ConfigError, brief, one_line
-from .files import MARK, write_files_atomic
-from .workloads.registry import workload_class
+from ..core.config import int_list
+from ..core.errors import ConfigError, brief, one_line
+from ..core.files import MARK, write_files_atomic
+from ..workloads.registry import workload_class
 
 MPI_PLUGINS = ("pmi2", "pmix")
 SLURM_NAME = re.compile(r"[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*")  # partitions (a list too), accounts

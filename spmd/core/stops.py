@@ -9,7 +9,8 @@ command that starts no MPI job) the handler raises KeyboardInterrupt, and the CL
 
 SIGTERM (a launcher ending the job, ``kill``, a time limit) keeps its meaning, the end of the process, but
 first removes the temporary files this process was writing (``files.remove_own_temps``). A workload that
-stops cleanly on it (train) installs its own handler while it runs.
+stops cleanly on it (train) installs its own handler while it runs: ``StopFlag``, which SIGTERM and SIGUSR1
+(SLURM's time limit and its warning) set, checked between windows, a checkpoint written before it stops.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 
 from . import waits
@@ -76,3 +78,31 @@ def end_now(grace_s: float) -> bool:
     if not _interrupts:
         return False
     return _clean_stoppers == 0 or len(_interrupts) > 1 or time.monotonic() - _interrupts[0] > grace_s
+
+
+STOP_SIGNALS = ("SIGTERM", "SIGUSR1")  # SLURM: SIGTERM at the time limit, --signal=USR1@T before it
+
+
+class StopFlag:
+    """SIGTERM / SIGUSR1 set a flag (and nothing else); the job checks it, and Ctrl-C
+    (above), between windows, writing a checkpoint before it stops."""
+
+    def __init__(self):
+        self.name, self._old = None, {}
+        self._clean = contextlib.ExitStack()
+        self._clean.enter_context(clean_stop())  # the watchdog gives Ctrl-C time to reach a window's end
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread
+        for name in STOP_SIGNALS:
+            num = getattr(signal, name, None)
+            if num is not None:
+                self._old[num] = signal.signal(num, self._handle)
+
+    def _handle(self, signum, frame):
+        self.name = signal.Signals(signum).name
+
+    def restore(self) -> None:
+        for num, old in self._old.items():
+            signal.signal(num, old)
+        self._old.clear()
+        self._clean.close()

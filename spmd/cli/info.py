@@ -11,11 +11,11 @@ import numpy
 import yaml
 from mpi4py import MPI
 
-from . import xp as xpmod
-from .comm.mpi_cuda import cuda_aware_mpi
-from .comm.nccl import nccl_module
-from .launch import compare_views, mpi_library, slurm_environment, slurm_record
-from .version import __version__
+from ..comm.mpi_cuda import cuda_aware_mpi
+from ..comm.nccl import nccl_module
+from ..core import xp as xpmod
+from ..core.launch import compare_views, mpi_library, slurm_environment, slurm_record
+from ..core.version import __version__
 
 
 def versions() -> dict:
@@ -145,3 +145,17 @@ def format_info(info: dict) -> str:
         lines.append("SLURM view: not inside a SLURM job")
     lines += [f"warning: {w}" for w in info.get("warnings", [])]
     return "\n".join(lines) + "\n"
+
+
+def cmd_info(args) -> int:
+    from ..core.files import require_outputs, write_json_atomic
+    from ..core.runtime import Context
+
+    with Context(watchdog=True) as ctx:
+        ctx.agree(require_outputs, args.json, root_only=True)
+        info = gather_info(ctx)
+        if ctx.rank == 0:
+            print(format_info(info), end="", flush=True)
+        if args.json:
+            ctx.agree(lambda: write_json_atomic(args.json, info), root_only=True)
+    return 0

@@ -47,7 +47,7 @@ class PhaseTimer:
     def __init__(self, xp, ranges=None):
         self._xp = xp
         self._gpu = xp is not np
-        self._ranges = ranges  # spmd.annotate.Ranges (NVTX) or None
+        self._ranges = ranges  # spmd.core.annotate.Ranges (NVTX) or None
         self.records: list[dict[str, float]] = []
         self.warmup_records: list[dict[str, float]] = []
         self.timeline: list[Repeat] = []
@@ -162,6 +162,6 @@ class PhaseTimer:
 
 def enter_phase(name: str, timed: bool = True) -> None:
     """This rank enters phase ``name``: the watchdog's heartbeat says so (``timed``: a phase of a run,
-    bounded by timeout_s), and an injected fault armed for it fires (spmd.faults)."""
+    bounded by timeout_s), and an injected fault armed for it fires (spmd.core.faults)."""
     waits.note_phase(name, timed)
     faults.at(name)

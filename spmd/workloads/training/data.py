@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ConfigError, InputError
+from ...core.errors import ConfigError, InputError
 from ...io.plan import block_range
 
 TEACHER_SALT = 0x7EAC4E2

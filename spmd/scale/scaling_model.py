@@ -23,7 +23,7 @@ import statistics
 import numpy as np
 
 from ..measure.collectives import model_terms
-from .figures import NOT_LOCAL
+from .series import NOT_LOCAL
 
 MAX_SHARE_BYTES = 1 << 50  # break-even search: up to 1 PiB per rank
 # a phase's growth with the ranks on a node below this share of its time, at every point fitted, is noise, not a

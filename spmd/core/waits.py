@@ -1,6 +1,6 @@
 """What this rank waits in, and which phase it is in: the marks the watchdog reads.
 
-No MPI here (``xp`` and ``timing`` import it); ``spmd.watchdog`` installs the watchdog that
+No MPI here (``xp`` and ``timing`` import it); ``spmd.core.watchdog`` installs the watchdog that
 receives the marks. Without one every mark is a global lookup and nothing more.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 
-_dog = None  # the running spmd.watchdog.Watchdog of this process, if any
+_dog = None  # the running spmd.core.watchdog.Watchdog of this process, if any
 
 
 def install(dog) -> None:

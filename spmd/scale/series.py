@@ -1,7 +1,7 @@
 """Scaling figures of one series (strong or weak) from the reports of its runs.
 
 Time of a run: the median over repeats of the slowest rank's total, since a repeat ends
-when its last rank does, with its confidence interval (spmd.stats); a speedup's or efficiency's interval comes
+when its last rank does, with its confidence interval (spmd.core.stats); a speedup's or efficiency's interval comes
 from the ends of its two runs' intervals (conservative). With p = n / n0 (n0: the smallest size of the series):
 strong speedup = T(n0) / T(n), efficiency = speedup / p; weak efficiency = T(n0) / T(n),
 scaled speedup = efficiency x p (Gustafson). Karp-Flatt serial fraction
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import statistics
 
+from ..core.stats import BOUND, Interval, median_interval, ratio_interval
 from ..report.summary import job_time, slowest_per_repeat
-from ..stats import BOUND, Interval, median_interval, ratio_interval
 
 # Phases that ran hidden behind others (communication behind compute, copies to the GPU behind the read): they
 # are not part of a repeat's time, so they are neither summed, fitted nor named as what slowed a repeat.
@@ -44,7 +44,7 @@ def karp_flatt(speedup: float, p: float) -> float | None:
 
 
 def time_interval(report: dict) -> Interval:
-    """The median over repeats of the slowest rank's total, with its confidence interval (spmd.stats)."""
+    """The median over repeats of the slowest rank's total, with its confidence interval (spmd.core.stats)."""
     return median_interval(slowest_per_repeat([r["repeats"] for r in report["per_rank"]])["total"])
 
 

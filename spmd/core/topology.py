@@ -12,7 +12,7 @@ import functools
 import os
 
 from . import xp as xpmod
-from .io.cpus import bound_cpus, node_cpus
+from .cpus import bound_cpus, node_cpus
 
 # Link classes, best to worst; a group of ranks is as good as its worst pair.
 LINK_CLASSES = {

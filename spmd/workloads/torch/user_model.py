@@ -10,7 +10,7 @@ from __future__ import annotations
 import types
 from dataclasses import asdict
 
-from ...errors import ConfigError, InputError, SpmdError, brief
+from ...core.errors import ConfigError, InputError, SpmdError, brief
 from ..plugins import load_object, located
 
 

@@ -138,6 +138,13 @@ def require_replaceable(
 # -- temporary files -----------------------------------------------------------------------------------
 
 
+def require_outputs(*paths) -> None:
+    """Refuse, before any measurement, an output path (``--json``, ``--png``) holding a file spmd did not write."""
+    for path in paths:
+        if path is not None:
+            require_replaceable(path)
+
+
 def temp_beside(path: str | Path) -> Path:
     """A new empty file of a unique name in ``path``'s folder (made if missing), as readable as any
     file the user makes: where ``path`` is written before ``publish`` renames it. Stale temporary files

@@ -1,0 +1,1 @@
+"""The ``spmd`` command: one module per command group; ``main`` parses and dispatches."""
