@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from fractions import Fraction
 from pathlib import Path
 from typing import ClassVar
 
@@ -209,18 +208,6 @@ class Workload(ABC):
 
     def close(self) -> None:
         """Release buffers."""
-
-
-def split_batch(cfg, factor):
-    """Strong scaling of a training config: the global batch kept, so the per-rank ``params.batch`` shrinks by
-    ``factor`` (a Fraction); ConfigError where it does not divide."""
-    batch = Fraction(cfg.params.batch) / factor
-    if batch.denominator != 1:
-        raise ConfigError(
-            f"params.batch: {cfg.params.batch} samples per rank cannot be split over {factor}x "
-            f"the ranks for strong scaling (use a batch divisible by it, or --mode weak)"
-        )
-    return dataclasses.replace(cfg, params=dataclasses.replace(cfg.params, batch=int(batch)))
 
 
 def read_then_wait(ctx, timer, read) -> None:

@@ -16,30 +16,6 @@ import numpy as np
 
 from .step import autocast, make_optimizer, micro_seed, prepare_inputs, state_tensors
 
-# The run and the reference may differ by rounding only (their sums run in another order). The parameters
-# after every step are compared by each tensor's relative RMS error (Adam turns rounding in a near-zero gradient
-# into a step of up to lr, so single elements may drift further), within the tolerance or SPREAD_FACTOR times
-# the difference between two references, the second started one rounding step away and dividing the ranks'
-# gradients after their sum (a model with ties, max-pooling, or Adam on near-zero gradients turns rounding
-# into differences that grow step by step; BLAS results may even depend on memory alignment); the first step's gradients (same parameters
-# on both sides) element by element: |run - reference| <= GRADIENT_FACTOR * tolerance * (|reference| + the rms
-# of every gradient of the model), so one element changed by 1% shows unless it is ~30x below that rms.
-TOLERANCES = {
-    ("fp32", "cpu"): 1e-5,
-    ("fp32", "gpu"): 1e-4,
-    ("tf32", "gpu"): 5e-3,
-    ("bf16", "gpu"): 3e-2,
-    ("bf16", "cpu"): 3e-2,
-}
-
-
-SPREAD_FACTOR = 10  # the parameters may differ from the reference by 10x what two roundings of it differ by
-GRADIENT_FACTOR = 10  # a gradient is one step's rounding; cancellation (a sum near zero) makes it relative noise
-
-
-def tolerance(precision: str, device: str) -> float:
-    return TOLERANCES.get((precision, device), TOLERANCES[("tf32", "gpu")])
-
 
 class Reference:
     """Trains ``module`` (a copy of rank 0's at the start) for ``steps`` steps from step ``first``.
@@ -132,39 +108,6 @@ class Reference:
         (loss / divide).backward()
 
 
-def compare(run: dict, reference: dict, tol: float, what: str, elementwise: bool) -> tuple[float, str | None]:
-    """The largest error of ``run`` against ``reference`` (name -> NumPy float64 arrays), and the first tensor
-    beyond ``tol`` described (None when all are within): element by element relative to |reference| + the
-    tensor's rms, or (``elementwise`` False) each tensor's relative RMS error."""
-    worst, failure = 0.0, None
-    every = np.concatenate([ref.reshape(-1) for ref in reference.values()]) if reference else np.zeros(1)
-    floor = np.sqrt(np.mean(every**2))  # a gradient that is zero but for rounding (a bias before a norm)
-    for name, ref in reference.items():
-        got = run[name]
-        rms = np.sqrt(np.mean(ref**2)) + np.finfo(np.float64).tiny
-        if elementwise:
-            err = np.abs(got - ref) / (np.abs(ref) + floor + np.finfo(np.float64).tiny)
-        else:
-            err = np.array([np.sqrt(np.mean((got - ref) ** 2)) / rms])
-        bad = ~np.isfinite(err) | (err > tol)
-        largest = float(np.nanmax(err)) if np.isfinite(err).any() else float("inf")
-        worst = max(worst, largest if bad.sum() < bad.size or np.isfinite(largest) else float("inf"))
-        if bad.any() and failure is None:
-            if elementwise:
-                i = int(np.argmax(bad.reshape(-1)))
-                failure = (
-                    f"{what} {name} element {i}: {float(got.reshape(-1)[i])!r} in the run, "
-                    f"{float(ref.reshape(-1)[i])!r} in the one-process reference ({int(bad.sum())} of "
-                    f"{bad.size} elements beyond the tolerance {tol:g})"
-                )
-            else:
-                failure = (
-                    f"{what} {name}: relative RMS error {float(err[0]):.3g} against the one-process "
-                    f"reference, beyond the tolerance {tol:g}"
-                )
-    return worst, failure
-
-
 def host_tensors(module, grads: bool = False) -> dict:
     """name -> float64 NumPy copy of every parameter and buffer (or of every parameter's gradient)."""
     if grads:
@@ -174,4 +117,4 @@ def host_tensors(module, grads: bool = False) -> dict:
     return {name: t.detach().to("cpu", copy=True).double().numpy() for name, t in items if t.is_floating_point()}
 
 
-__all__ = ["Reference", "compare", "host_tensors", "state_tensors", "tolerance"]
+__all__ = ["Reference", "host_tensors", "state_tensors"]

@@ -10,7 +10,6 @@ optimizer steps. Verified against a one-process reference with DDP's semantics (
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 import time
 
@@ -18,19 +17,19 @@ import numpy as np
 
 from ...core import faults
 from ...core.cpus import reader_threads
-from ...core.errors import ConfigError, InputError, VerificationError
+from ...core.errors import ConfigError, InputError
 from ...core.files import MARK, discard, publish, require_replaceable, temp_beside
 from ...core.memory import free_device_memory, require_memory
 from ...core.timing import enter_phase
 from ...core.units import fmt_bytes
 from ...io.hdf5 import Piece, RankInput, open_h5
 from ...io.reader import RowReader
-from ..base import Workload, split_batch
+from ..training.base import TrainingWorkload
+from ..training.checks import require_finite_losses
 from ..training.data import Sampler
 from . import dist
-from .inputs import check_inputs, check_rows, label_array, read_all, targets, write_targets
+from .inputs import check_inputs, check_rows, label_array, targets, write_targets
 from .params import TorchParams
-from .reference import GRADIENT_FACTOR, SPREAD_FACTOR, Reference, compare, host_tensors, tolerance
 from .step import Batches, Stepper, autocast, set_precision, state_tensors
 from .user_model import (
     build_model,
@@ -41,27 +40,19 @@ from .user_model import (
     transform_function,
     user_call,
 )
+from .verify import verify_torch
 
 OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2}  # tensors the optimizer keeps per parameter
 
 
-class TorchWorkload(Workload):
+class TorchWorkload(TrainingWorkload):
     name = "torch"
     Params = TorchParams
     OUTPUT_FILES = ("save",)
     MAY_SKIP_VERIFY = True
+    METRIC_PHASES = ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step")
 
     # -- configuration hooks -----------------------------------------------------------
-
-    @classmethod
-    def strong_config(cls, cfg, factor):
-        """Strong scaling keeps the global batch: the per-rank batch shrinks by ``factor``."""
-        return split_batch(cfg, factor)
-
-    @classmethod
-    def weak_config(cls, cfg, factor):
-        """Weak scaling keeps the per-rank batch (the global batch grows with the ranks); same data."""
-        return cfg
 
     @classmethod
     def input_recipe(cls, cfg) -> dict:
@@ -87,6 +78,7 @@ class TorchWorkload(Workload):
         self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
         self.stepper = None
         self.joined = False
+        self.engines = None
         p = self.params
         torch = self.torch = ctx.agree(dist.import_torch)
         ctx.agree(self._check_config)
@@ -109,18 +101,18 @@ class TorchWorkload(Workload):
         self.gradient_bytes = sum(t.numel() * t.element_size() for t in module.parameters() if t.requires_grad)
         ctx.agree(self._require_model_memory)
         enter_phase("read")
-        x, y, self.read_seconds = ctx.agree(self._read)
+        x, y, self.read_seconds, self.engines = ctx.agree(self._read)
         enter_phase("h2d")
-        module = ctx.agree(self._to_device, module)
-        self.batches = ctx.agree(self._place, x, y)
-        self.start_state = copy.deepcopy(module) if ctx.rank == 0 and self.cfg.verify != "none" else None
-        ctx.agree(self._probe, module)
+        module, self.param_dtype = ctx.agree(self._to_device, module)
+        self.batches = ctx.agree(self._place, x, y, self.param_dtype)
+        self.start_state = copy.deepcopy(module) if self.start_state_wanted else None
+        ctx.agree(self._trial_step, module)
         self.stepper = ctx.agree(Stepper, torch, ctx, p, module, self.loss_fn, self.batches, p.steps)
         if p.strategy == "ddp-graph":
             self.stepper.load_window(self.sampler.window(0, p.steps))
             saved = [t.detach().clone() for t in state_tensors(module)]
             ctx.agree(self.stepper.capture, saved)
-        self.windows_run, self.losses, self.reference_seconds = 0, [], None
+        self.windows_run, self.losses = 0, []
 
     def _check_config(self) -> None:
         p, cfg, gpu = self.params, self.cfg, self.ctx.device == "gpu"
@@ -180,18 +172,18 @@ class TorchWorkload(Workload):
             reader.read(x, self.cfg.check_finite)
         finally:
             reader.close()
-        self._engines = reader.engines()
+        engines = reader.engines()
         faults.poison_rows(x)
         with open_h5(p.labels.path or path) as f:
             y = f[p.labels.dataset][start:stop]
         seconds = time.perf_counter() - t0
         check_rows(self.cfg, x, y, start)
-        return x, y, seconds
+        return x, y, seconds, engines
 
     def input_engines(self):
-        return getattr(self, "_engines", None)
+        return self.engines
 
-    def _place(self, x, y) -> Batches:
+    def _place(self, x, y, param_dtype) -> Batches:
         """The rows on the device when they fit beside the model (else pinned host memory, said in the report)."""
         torch, gpu = self.torch, self.ctx.device == "gpu"
         tx, ty = torch.from_numpy(x), torch.from_numpy(label_array(y, self.params.loss))
@@ -204,18 +196,18 @@ class TorchWorkload(Workload):
                 tx, ty, placement = tx.pin_memory(), ty.pin_memory(), "pinned host"
         else:
             placement = "device"  # host memory is the CPU's device memory
-        return Batches(torch, tx, ty, placement, self.compute_device, self._param_dtype, self.transform)
+        return Batches(torch, tx, ty, placement, self.compute_device, param_dtype, self.transform)
 
     def _to_device(self, module):
+        """The module on the compute device (SyncBatchNorm where asked), in training mode, and its parameters' dtype."""
         torch = self.torch
         module = module.to(self.compute_device)
         if self.params.sync_batchnorm:
             module = torch.nn.SyncBatchNorm.convert_sync_batchnorm(module)
-        self._param_dtype = next(t.dtype for t in module.parameters() if t.is_floating_point())
         module.train()
-        return module
+        return module, next(t.dtype for t in module.parameters() if t.is_floating_point())
 
-    def _probe(self, module) -> None:
+    def _trial_step(self, module) -> None:
         """Forward, loss and backward of this rank's first micro-batch without DDP, state put back: a model that
         cannot take the rows, a loss that is not a scalar, or a batch that does not fit in memory ends the job
         here (exit 2), named, before any rank steps."""
@@ -264,115 +256,14 @@ class TorchWorkload(Workload):
     def _check_losses(self) -> None:
         """The last window's losses finite, or VerificationError naming the step (exit 3)."""
         losses = self.stepper.window_losses(self.params.steps)
-        first = self.stepper.step - len(losses)
-        bad = np.flatnonzero(~np.isfinite(losses))
-        if len(bad):
-            raise VerificationError(
-                f"the loss is {losses[bad[0]]} at step {first + int(bad[0])}: training diverged "
-                f"(lower params.optimizer.lr, or look for a bad input row)"
-            )
+        require_finite_losses(losses, self.stepper.step - len(losses))
         self.losses.append(float(np.mean(losses)))
-
-    def progress_note(self, seconds: float) -> str:
-        steps = self.params.steps
-        loss = f", loss {self.losses[-1]:.4g} (the window before)" if self.losses else ""
-        return f"{self.global_batch * steps / seconds:,.0f} samples/s{loss}"
 
     # -- verification ------------------------------------------------------------------
 
     def verify(self):
-        ctx = self.ctx
-        ctx.agree(self._check_losses)
-        mine = host_tensors(self.stepper.module)
-        # parameters only: a rank's buffers hold its own last forward's update until DDP broadcasts rank 0's
-        digest = _digest({name: mine[name] for name, _ in self.stepper.module.named_parameters() if name in mine})
-        digests = ctx.comm.allgather(digest)
-        differ = [r for r, d in enumerate(digests) if d != digests[0]]
-        if differ:
-            raise ctx.collective_error(
-                VerificationError,
-                differ[0],
-                f"parameters differ from rank 0's after {self.stepper.step} steps: the replicas diverged",
-            )
-        outcome = ctx.agree(self._against_reference, mine, root_only=True)
-        return {
-            "reference": "the same steps in one process (DDP's semantics: each rank's micro-batch, gradients "
-            "averaged over ranks, rank 0's buffers), same start and batches",
-            "replicas_identical": True,
-            "parameters_sha256": digest,
-            **outcome,
-        }
-
-    def _against_reference(self, run_tensors: dict) -> dict:
-        torch, p = self.torch, self.params
-        x, y = self._read_all()
-        gpu = self.ctx.device == "gpu"
-        if gpu:
-            need = x.nbytes + y.nbytes
-            on_device = need < 0.5 * free_device_memory()
-            x, y = (x.to(self.compute_device), y.to(self.compute_device)) if on_device else (x, y)
-
-        def reference(module, reverse: bool):
-            ref = Reference(
-                torch,
-                p,
-                module,
-                self.loss_fn,
-                self.transform,
-                x,
-                y,
-                self.compute_device,
-                self._param_dtype,
-                self.ctx.size,
-                gpu,
-                self.stepper.reseed,
-            )
-            return ref, ref.train(whole.window, 0, self.stepper.step, reverse)
-
-        whole = Sampler(self.rows, self.shards, 1, 0, self.global_batch, p.seed)
-        tol = tolerance(p.precision, self.ctx.device)
-        # a second reference, its start one rounding away: how far rounding alone carries this training
-        reversed_start = _one_ulp_away(torch, copy.deepcopy(self.start_state), p.seed)
-        ref, seconds = reference(self.start_state, False)
-        expected = host_tensors(ref.module)
-        spread = 0.0
-        other, more = reference(reversed_start, True)
-        seconds += more
-        spread, _ = compare(host_tensors(other.module), expected, 0.0, "", elementwise=False)
-        param_tol = max(tol, SPREAD_FACTOR * spread)
-        error, failure = compare(
-            run_tensors, expected, param_tol, "after the last step, parameter or buffer", elementwise=False
-        )
-        first = {name: t.detach().cpu().double().numpy() for name, t in (self.stepper.first_grads or {}).items()}
-        grad_error, grad_failure = compare(
-            first, ref.first_grads, GRADIENT_FACTOR * tol, "the first step's gradient of", elementwise=True
-        )
-        self.reference_seconds = seconds
-        if grad_failure or failure:
-            hint = (
-                ""
-                if self.stepper.reseed
-                else (
-                    " (a forward that draws random numbers itself, not through nn.Dropout, needs params.reseed: true)"
-                )
-            )
-            raise VerificationError(f"after {self.stepper.step} steps: {grad_failure or failure}{hint}")
-        return {
-            "steps_compared": self.stepper.step,
-            "parameter_relative_rms_error": error,
-            "first_gradient_relative_error": grad_error,
-            "tolerance": tol,
-            "gradient_tolerance": GRADIENT_FACTOR * tol,
-            "rounding_spread": spread,
-            "parameter_tolerance": param_tol,
-            "reference_seconds": seconds,
-            "buffers": "rank 0's (DDP broadcasts them before every forward)" if list(ref.module.buffers()) else None,
-        }
-
-    def _read_all(self):
-        """Every row and target (rank 0, for the reference), read again with h5py: independent of the run's path."""
-        x, y = read_all(self.cfg, self.ctx, self.rows, self.row_shape, self.dtype)
-        return self.torch.from_numpy(x), self.torch.from_numpy(y)
+        self.ctx.agree(self._check_losses)
+        return verify_torch(self)
 
     # -- save, report --------------------------------------------------------------------
 
@@ -435,21 +326,6 @@ class TorchWorkload(Workload):
         seen = self.stepper.bucket_bytes
         return [seen[i] for i in sorted(seen)] or _ddp_buckets(self.stepper.ddp)
 
-    def metrics(self, rank_medians):
-        p = self.params
-        total = max(m["total"] for m in rank_medians)
-        phases = ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step")
-        per_step = {
-            phase: float(np.median([m.get(phase, 0.0) for m in rank_medians])) / p.steps * 1e3
-            for phase in phases
-            if any(phase in m for m in rank_medians)
-        }
-        return {
-            "samples_per_s": self.global_batch * p.steps / total,
-            "step_ms": total / p.steps * 1e3,
-            "phase_ms_per_step": per_step,
-        }
-
     def problem(self):
         p = self.params
         row_bytes = math.prod(self.row_shape) * self.dtype.itemsize
@@ -466,18 +342,6 @@ class TorchWorkload(Workload):
             dist.close()
 
 
-def _one_ulp_away(torch, module, seed: int):
-    """``module`` with every floating parameter moved one rounding step up or down (seeded random signs): the start
-    of a reference that differs from the first by rounding only."""
-    generator = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for t in module.parameters():
-            if t.is_floating_point():
-                sign = torch.randint(0, 2, t.shape, generator=generator).to(t.device, t.dtype) * 2 - 1
-                t.mul_(1 + sign * torch.finfo(t.dtype).eps)
-    return module
-
-
 def _ddp_buckets(ddp) -> list[int]:
     """DDP's bucket sizes in bytes from its logging data (when no hook saw them: params.phases false)."""
     try:
@@ -489,11 +353,3 @@ def _ddp_buckets(ddp) -> list[int]:
 
 def _shape(t) -> str:
     return f"{list(t.shape)} {str(t.dtype).replace('torch.', '')}" if hasattr(t, "shape") else type(t).__name__
-
-
-def _digest(tensors: dict) -> str:
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        h.update(name.encode())
-        h.update(np.ascontiguousarray(tensors[name]).tobytes())
-    return h.hexdigest()

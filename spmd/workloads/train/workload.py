@@ -13,46 +13,37 @@ reaches ``target_accuracy`` when one is set.
 
 from __future__ import annotations
 
-import statistics
-
 import numpy as np
 
 from ...core import faults, stops
-from ...core.errors import BackendUnavailable, ConfigError, InputError, Interrupted, Stopped, VerificationError, brief
+from ...core.errors import BackendUnavailable, ConfigError, Interrupted, Stopped, VerificationError, brief
 from ...core.memory import require_memory
 from ...core.stops import StopFlag
 from ...core.timing import enter_phase
 from ...core.units import fmt_bytes
-from ...io.hdf5 import dataset_info, open_h5, require_finite
-from ...io.plan import Block, block_range
-from ..base import Workload, require_one_dataset, split_batch
+from ..base import require_one_dataset
 from ..training import data as train_data
-from .checkpoint import checkpoint_path, load_checkpoint, mark_failed, save_checkpoint, state_digest
-from .gradcheck import GRADIENT_RTOL, check_first_gradient
-from .layout import Layout, held_out_sums
+from ..training.base import TrainingWorkload
+from ..training.checks import sum_over_ranks
+from .checkpoint import checkpoint_path, load_checkpoint, mark_failed, save_checkpoint
+from .gradcheck import check_first_gradient
+from .inputs import check_inputs, read_shard
+from .layout import Layout
 from .ops import make_ops
 from .params import CheckpointConfig, TrainParams  # noqa: F401  (CheckpointConfig: part of this module's face)
-from .trainer import Trainer, require_same_parameters
+from .trainer import Trainer
+from .verify import verify_train
 
 
-class TrainWorkload(Workload):
+class TrainWorkload(TrainingWorkload):
     name = "train"
     Params = TrainParams
     OUTPUT_FILES = ("checkpoint",)
     DTYPES = ("float32", "float64")
     AUTO_REPEATS = False  # (warmup + repeats) x steps is the training's length (checkpoints, resume)
+    METRIC_PHASES = ("forward", "backward", "comm", "comm_overlapped", "optimizer")
 
     # -- configuration hooks -----------------------------------------------------------
-
-    @classmethod
-    def strong_config(cls, cfg, factor):
-        """Strong scaling keeps the global batch: the per-rank batch shrinks by ``factor``."""
-        return split_batch(cfg, factor)
-
-    @classmethod
-    def weak_config(cls, cfg, factor):
-        """Weak scaling keeps the per-rank batch (the global batch grows); same data."""
-        return cfg
 
     @classmethod
     def output_files(cls, cfg) -> list[str]:
@@ -99,11 +90,11 @@ class TrainWorkload(Workload):
         self.global_batch = p.batch * p.accumulate * ctx.size
         ctx.agree(self._require_batch_memory)
         self.shards = p.data_shards or ctx.size
-        self.rows = ctx.agree(self._check_inputs)
+        self.rows = ctx.agree(check_inputs, self)
         self.sampler = ctx.agree(
             train_data.Sampler, self.rows, self.shards, ctx.size, ctx.rank, self.global_batch, p.seed
         )
-        self.host_x, self.host_y, self.eval_x, self.eval_y, self.read_seconds = ctx.agree(self._read)
+        self.host_x, self.host_y, self.eval_x, self.eval_y, self.read_seconds = ctx.agree(read_shard, self)
         self.use_graph = ctx.agree(self._graph_wanted)
         self.trainer = ctx.agree(self._build)
         self.start_step = 0
@@ -135,70 +126,6 @@ class TrainWorkload(Workload):
         if self.use_graph:
             self._capture()
         self.windows_run, self.losses, self.accuracies = 0, [], []
-
-    def _check_inputs(self) -> int:
-        p, path = self.params, self.cfg.input.path
-        rows, row_shape, _ = dataset_info(path, self.cfg.input.dataset, self.DTYPES, (2,))
-        if row_shape[0] != p.widths[0]:
-            raise InputError(
-                f"{path}:{self.cfg.input.dataset}: {row_shape[0]} features per row, the model "
-                f"{self.layout.describe()} takes {p.widths[0]}"
-            )
-        labels, _, _ = dataset_info(path, p.labels, ("int32", "int64", "int16", "uint8"), (1,))
-        if labels != rows:
-            raise InputError(f"{path}:{p.labels}: {labels} labels for {rows} rows")
-        if p.eval:
-            with open_h5(path) as f:
-                if p.eval not in f:
-                    raise InputError(
-                        f"{path}: no held-out group {p.eval!r} (set params.eval: null to train without one)"
-                    )
-            eval_rows, eval_shape, _ = dataset_info(path, f"{p.eval}/data", self.DTYPES, (2,))
-            eval_labels, _, _ = dataset_info(path, f"{p.eval}/labels", ("int32", "int64", "int16", "uint8"), (1,))
-            if eval_shape != row_shape or eval_labels != eval_rows:
-                raise InputError(
-                    f"{path}:{p.eval}: data {eval_rows} x {eval_shape} and {eval_labels} labels do "
-                    f"not match the training set's rows of {row_shape[0]} features"
-                )
-        return rows
-
-    def _read(self):
-        """This rank's rows of the training set (and of the held-out set), checked."""
-        import time
-
-        p, path, dtype = self.params, self.cfg.input.path, np.dtype(self.params.dtype)
-        start, stop = self.sampler.local_rows
-        require_memory(
-            (stop - start) * (p.widths[0] * dtype.itemsize + 4),
-            "host",
-            self.ctx,
-            f"rows {start}-{stop} of {path}:{self.cfg.input.dataset}",
-        )
-        enter_phase("read")
-        t0 = time.perf_counter()
-        with open_h5(path) as f:
-            stored = f[self.cfg.input.dataset].dtype
-        x = np.empty((stop - start, p.widths[0]), stored)  # by the config's io engine, then in params.dtype
-        self.read_input_block((path, self.cfg.input.dataset), Block(start, stop, 0, p.widths[0]), x)
-        x = x.astype(dtype, copy=False)
-        with open_h5(path) as f:
-            y = f[p.labels][start:stop].astype(np.int32)
-            ex = ey = None
-            if p.eval:
-                e0, e1 = block_range(f[f"{p.eval}/labels"].shape[0], self.ctx.size, self.ctx.rank)
-                ex = f[f"{p.eval}/data"][e0:e1].astype(dtype, copy=False)
-                ey = f[f"{p.eval}/labels"][e0:e1].astype(np.int32)
-        seconds = time.perf_counter() - t0
-        classes = p.widths[-1]
-        for labels, name, first in ((y, p.labels, start), (ey, f"{p.eval}/labels", e0 if p.eval else 0)):
-            bad = np.flatnonzero((labels < 0) | (labels >= classes)) if labels is not None else ()
-            if len(bad):
-                raise InputError(
-                    f"{path}:{name} row {first + int(bad[0])}: label {int(labels[bad[0]])} is "
-                    f"outside 0..{classes - 1} (the model has {classes} classes)"
-                )
-        require_finite(x, f"{path}:{self.cfg.input.dataset}", start)  # always: a NaN would poison every weight
-        return x, y, ex, ey, seconds
 
     def _require_batch_memory(self) -> None:
         """What grows with the batch, checked before anything is allocated: a batch too large for the machine is
@@ -323,13 +250,8 @@ class TrainWorkload(Workload):
             self.trainer.synchronize()
             faults.corrupt(self.trainer.w, "parameters")
 
-    def progress_note(self, seconds: float) -> str:
-        steps = self.params.steps
-        loss = f", loss {self.losses[-1]:.4g} (the window before)" if self.losses else ""
-        return f"{steps / seconds:,.0f} steps/s, {self.global_batch * steps / seconds:,.0f} samples/s{loss}"
-
     def _collect_window(self) -> None:
-        loss, correct = _sum_over_ranks(self.ctx, *self.trainer.take_window_stats())
+        loss, correct = sum_over_ranks(self.ctx, *self.trainer.take_window_stats())
         samples = self.global_batch * self.params.steps
         self.losses.append(loss / samples)
         self.accuracies.append(correct / samples)
@@ -347,8 +269,10 @@ class TrainWorkload(Workload):
     # -- verification ------------------------------------------------------------------
 
     def verify(self):
+        self._collect_window()
         try:
-            return self._verify()
+            verification, self.eval_loss, self.eval_accuracy = verify_train(self)
+            return verification
         except VerificationError as exc:
             if exc.collective:  # every rank is here: the run's checkpoints must not resume silently
                 reason = str(exc)
@@ -356,64 +280,6 @@ class TrainWorkload(Workload):
                     lambda: [mark_failed(path, reason) for path in sorted(self.checkpoints_written)], root_only=True
                 )
             raise
-
-    def _verify(self):
-        ctx = self.ctx
-        self._collect_window()
-        weights, state = self.trainer.host_state()
-        digest = state_digest(weights, state)
-        digests = ctx.comm.allgather(digest)
-        differ = [r for r, d in enumerate(digests) if d != digests[0]]
-        if differ:
-            raise ctx.collective_error(
-                VerificationError,
-                differ[0],
-                f"parameters or optimizer state differ from "
-                f"rank 0's after {self.trainer.step} steps: the replicas diverged",
-            )
-        ctx.agree(_finite, weights, self.trainer.step, self.global_batch, self.params.lr)
-        if ctx.size == 1 and self.windows_run:
-            ctx.agree(self._same_as_eager, weights)
-        check = self.gradient_check
-        tol = GRADIENT_RTOL[self.params.gemm_precision or self.params.dtype]
-        ctx.agree(check.judge, tol, root_only=True)
-        self.eval_loss, self.eval_accuracy = self._evaluate()
-        target = self.params.target_accuracy
-        if target is not None and self.eval_accuracy < target:
-            raise ctx.collective_error(
-                VerificationError,
-                0,
-                f"held-out accuracy {self.eval_accuracy:.4f} after "
-                f"{self.trainer.step} steps is below params.target_accuracy {target}",
-            )
-        return {
-            "reference": "float64 NumPy gradient of the first step, summed over ranks by MPI",
-            "gradient_relative_error": check.errors,
-            "tolerance": tol,
-            "relu_sides_from_run": check.sides_from_run,
-            "hidden_units": check.hidden_units,
-            "replicas_identical": True,
-            "parameters_sha256": digest,
-        }
-
-    def _same_as_eager(self, weights: np.ndarray) -> None:
-        """One rank: the last window stepped again from its starting state, eagerly (never the graph), must
-        end on the run's parameters: what replicas would show, a silently wrong step shows here."""
-        step = self.window_start[0]
-        again = self.trainer.replay_window(
-            self.window_start, self.sampler.window(step, self.params.steps), self.params.steps
-        )
-        require_same_parameters(
-            weights, again, f"the last window's {self.params.steps} step(s), run again eagerly from its starting state,"
-        )
-
-    def _evaluate(self) -> tuple[float | None, float | None]:
-        """Loss and accuracy on the held-out set (each rank its rows), summed over ranks."""
-        if self.eval_x is None:
-            return None, None
-        loss, correct = held_out_sums(self.ctx.xp, self.layout, self.trainer.w, self.eval_x, self.eval_y)
-        loss, correct, total = _sum_over_ranks(self.ctx, loss, correct, len(self.eval_x))
-        return loss / total, correct / total
 
     def save(self):
         if not self.params.checkpoint:
@@ -456,17 +322,10 @@ class TrainWorkload(Workload):
         }
 
     def metrics(self, rank_medians):
-        p = self.params
-        total = max(m["total"] for m in rank_medians)
-        per_step = {
-            phase: statistics.median(m.get(phase, 0.0) for m in rank_medians) / p.steps * 1e3
-            for phase in ("forward", "backward", "comm", "comm_overlapped", "optimizer")
-        }
-        return {
-            "samples_per_s": self.global_batch * p.steps / total,
-            "step_ms": total / p.steps * 1e3,
-            "phase_ms_per_step": per_step if p.phases else {},
-        }
+        out = super().metrics(rank_medians)
+        if not self.params.phases:  # the phases are marked only when asked
+            out["phase_ms_per_step"] = {}
+        return out
 
     def problem(self):
         p = self.params
@@ -483,18 +342,3 @@ class TrainWorkload(Workload):
         self._stop.restore()
         if self.trainer is not None:
             self.trainer.close()
-
-
-def _sum_over_ranks(ctx, *values: float) -> list[float]:
-    sums = np.array(values, dtype=np.float64)
-    ctx.allreduce_host(sums)
-    return sums.tolist()
-
-
-def _finite(weights, step, global_batch, lr) -> None:
-    if not np.isfinite(weights).all():
-        raise VerificationError(
-            f"parameters are not finite after {step} steps at global batch {global_batch} and "
-            f"lr {lr:g}: training diverged (lower params.lr; weak scaling keeps lr while the "
-            f"global batch grows with the ranks)"
-        )
