@@ -255,3 +255,31 @@ def every_element(xp, c_block, c_local, a_source, b_source, tol_scale: float) ->
                 )
             worst = max(worst, float((err / scale).max()))
     return worst
+
+
+def gathered_blocks(c_full, blocks: list[dict], block_sums: list[float]) -> None:
+    """The gathered C (None: not gathered here) holds exactly every rank's block (same float64 sums, block by
+    block), or VerificationError naming the first that does not."""
+    if c_full is None:
+        return
+    for r, blk in enumerate(blocks):
+        c = blk["c"]
+        got = float(np.ascontiguousarray(xpmod.to_host(c_full[c.r0 : c.r1, c.c0 : c.c1])).sum(dtype=np.float64))
+        if got != block_sums[r]:
+            raise VerificationError(
+                f"gathered C: the block of rank {r} ({c.describe()}) sums to {got!r}, "
+                f"rank {r} computed {block_sums[r]!r}"
+            )
+
+
+def checksums(ctx, c_local) -> np.ndarray:
+    """sum, sum of |C|, sum of C^2 over the whole C (collective)."""
+    stats = np.array(
+        [
+            float(c_local.sum(dtype=np.float64)),
+            float(abs(c_local).sum(dtype=np.float64)),
+            float((c_local.astype(np.float64) ** 2).sum()),
+        ]
+    )
+    ctx.allreduce_host(stats)
+    return stats

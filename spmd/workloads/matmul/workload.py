@@ -12,66 +12,19 @@ accumulates its C block (van de Geijn & Watts), so B is never replicated.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from ...core import faults
 from ...core import xp as xpmod
-from ...core.config import DatasetConfig, SaveConfig
-from ...core.errors import ConfigError, InputError, VerificationError
+from ...core.errors import ConfigError, InputError
 from ...core.memory import require_memory
 from ...io.blocks import read_block, save_blocks
 from ...io.hdf5 import dataset_info
 from ...io.plan import Block, Grid, block_range, choose_grid, grid_block
 from ..base import Workload, read_then_wait, require_one_dataset, same_every_repeat
 from . import check
-
-
-@dataclass(frozen=True)
-class MatmulParams:
-    """``params`` of the matmul workload (see docs/configs.md).
-
-    Attributes:
-        b: the B matrix (path, dataset, optional generate section).
-        algorithm: 'rows' (A split by rows, B everywhere) or 'summa' (2-D grid).
-        b_source: rows only: every rank reads B ('read'), rank 0 reads and broadcasts it
-            ('bcast'), or each rank reads 1/n of its rows and they are allgathered ('allgather').
-        gather: where C ends up: 'none' (distributed), 'allgather' (every rank), 'root' (rank 0).
-        tf32: let float32 GEMMs use TF32 tensor cores (GPU).
-        grid: summa's [rows, cols] of ranks (default: the most nearly square).
-        panel: summa's panel width (columns of A / rows of B per broadcast).
-        samples: random rows of C recomputed exactly in float64 (besides every block's first
-            and last).
-        seed: seed of the random vectors and rows of the verification.
-        save: write C (path, dataset) to HDF5, each rank its own block.
-    """
-
-    b: DatasetConfig
-    algorithm: Literal["rows", "summa"] = "rows"
-    b_source: Literal["read", "bcast", "allgather"] = "read"
-    gather: Literal["none", "allgather", "root"] = "none"
-    tf32: bool = False
-    grid: tuple[int, ...] | None = None
-    panel: int = 4096
-    samples: int = 4
-    seed: int = 0
-    save: SaveConfig | None = None
-
-    def __post_init__(self):
-        if self.panel < 1:
-            raise ConfigError(f"params.panel: must be >= 1, got {self.panel}")
-        if self.samples < 0:
-            raise ConfigError(f"params.samples: must be >= 0, got {self.samples}")
-        if self.algorithm == "summa" and self.b_source != "read":
-            raise ConfigError(
-                "params.b_source: summa reads each rank's block of B itself; b_source applies to algorithm: rows"
-            )
-        if self.algorithm == "rows" and self.grid is not None:
-            raise ConfigError("params.grid: only algorithm: summa uses a process grid")
-        if self.b.generate is not None and len(self.b.generate.shape) != 2:
-            raise ConfigError("params.b.generate.shape: B is a matrix: [k, n]")
+from .params import MatmulParams
 
 
 class MatmulWorkload(Workload):
@@ -371,10 +324,10 @@ class MatmulWorkload(Workload):
         # both sides sum a contiguous host copy with NumPy, so equal blocks give bit-equal sums
         # (a device sum or a strided view adds in another order)
         block_sums = ctx.comm.allgather(float(np.ascontiguousarray(xpmod.to_host(self.c_local)).sum(dtype=np.float64)))
-        ctx.agree(self._check_gathered, block_sums)
+        ctx.agree(check.gathered_blocks, self.c_full, self.blocks, block_sums)
         sums = [*self.sums, float(self.c_local.sum(dtype=np.float64))]
         ctx.agree(same_every_repeat, sums, "C blocks")
-        self.stats = self._checksums()
+        self.stats = check.checksums(ctx, self.c_local)
         full = (
             ", every element recomputed in float64 from the files (verify: full)" if self.cfg.verify == "full" else ""
         )
@@ -391,33 +344,6 @@ class MatmulWorkload(Workload):
     def _b_own(self):
         own = self.mine["b_own"]
         return self.dev_b if self.params.algorithm == "summa" else self.dev_b[own.r0 : own.r1]
-
-    def _check_gathered(self, block_sums):
-        """The gathered C holds exactly every rank's block (same float64 sums, block by block)."""
-        if self.c_full is None:
-            return
-        for r, blk in enumerate(self.blocks):
-            c = blk["c"]
-            got = float(
-                np.ascontiguousarray(xpmod.to_host(self.c_full[c.r0 : c.r1, c.c0 : c.c1])).sum(dtype=np.float64)
-            )
-            if got != block_sums[r]:
-                raise VerificationError(
-                    f"gathered C: the block of rank {r} ({c.describe()}) sums to {got!r}, "
-                    f"rank {r} computed {block_sums[r]!r}"
-                )
-
-    def _checksums(self) -> np.ndarray:
-        """sum, sum of |C|, sum of C^2 over the whole C (collective)."""
-        stats = np.array(
-            [
-                float(self.c_local.sum(dtype=np.float64)),
-                float(abs(self.c_local).sum(dtype=np.float64)),
-                float((self.c_local.astype(np.float64) ** 2).sum()),
-            ]
-        )
-        self.ctx.allreduce_host(stats)
-        return stats
 
     def check_input_finite(self):
         a, b = self.mine["a"], self.mine["b"]
