@@ -1,5 +1,5 @@
 """Failure: every injected fault, bad input and hostile or unlucky use of docs/reliability.md's table
-(bench/faultcases.py), each run as a user would: its exit code, its time to exit against the bound (timeout_s +
+(bench/failures/catalogue.py), each run as a user would: its exit code, its time to exit against the bound (timeout_s +
 30 s) and its message; and on a GPU what matmul's default check costs beside the GEMM it checks."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ import shlex
 
 import numpy as np
 
-from .. import faultcases
 from ..env import CaseFailed, launcher
+from ..failures import catalogue as failures
+from ..failures.case import TIMEOUT_S, run_case, write_dataset
 from ..records import Measure
 from . import Case
 
-BOUND_S = faultcases.TIMEOUT_S + 30
+BOUND_S = TIMEOUT_S + 30
 
 
 def catalogue(env) -> list:
@@ -23,23 +24,16 @@ def catalogue(env) -> list:
     table already answers for them, and 87 launches would not fit beside the other GPU suites in one call."""
     mpiexec = launcher()
     if env.gpus:
-        return faultcases.fault_cases(env.ranks, True)
-    return [
-        *faultcases.fault_cases(env.ranks, env.gpus > 0),
-        *faultcases.input_cases(env.ranks),
-        *faultcases.config_cases(),
-        *faultcases.use_cases(mpiexec),
-        *faultcases.data_cases(mpiexec),
-        *faultcases.hostile_cases(),
-    ]
+        return failures.fault_cases(env.ranks, True)
+    return failures.every_case(env.ranks, False, mpiexec)
 
 
 def one(env, case) -> list[Measure]:
     folder = env.work / "faults"
     if not (folder / "x.h5").exists():
         folder.mkdir(exist_ok=True)
-        faultcases._dataset(folder / "x.h5", np.random.default_rng(0).standard_normal(30_000).astype(np.float32))
-    row = faultcases.run_case(folder, launcher(), env.ranks, env.device, case)
+        write_dataset(folder / "x.h5", np.random.default_rng(0).standard_normal(30_000).astype(np.float32))
+    row = run_case(folder, launcher(), env.ranks, env.device, case)
     if not row["ok"]:
         raise CaseFailed(
             f"exit {row['exit']} in {row['seconds']} s, report left {row['report_left']}, "

@@ -18,6 +18,8 @@ from mpi_job import spmd
 from test_train_cli import train_config
 from test_workloads_cli import small
 
+from bench.failures.catalogue import fault_cases
+
 HOST = socket.gethostname()
 TIMEOUT_S = 3  # the watchdog's timeout_s in these runs
 LIMIT_S = TIMEOUT_S + 30  # what the issue allows a fault to take
@@ -50,19 +52,22 @@ def watchdog_lines(err: str) -> dict[int, str]:
     return {int(m[1]): m[2] for m in re.finditer(rf"^  rank (\d+) on {re.escape(HOST)}: (.*)$", err, re.M)}
 
 
-# fault -> (exit code, what the final message must say)
-RAISE_AND_EXIT = {
-    "rank=2,phase=read,kind=raise": (1, f"error: rank 2 on {HOST}: injected fault"),
-    "rank=1,phase=compute,kind=raise": (1, f"error: rank 1 on {HOST}: injected fault"),
-    "rank=0,phase=comm,kind=raise": (1, f"error: rank 0 on {HOST}: injected fault"),
-    "rank=1,phase=report,kind=raise": (1, f"error: rank 1 on {HOST}: injected fault"),
-    "rank=1,phase=compute,kind=exit": (None, f"rank 1 on {HOST}: SPMD_FAULT: injecting exit at phase compute"),
-}
+# the catalogue's injected faults on 3 ranks (bench/failures/catalogue.py, docs/reliability.md's table)
+CATALOGUE = {case.fault: case for case in fault_cases(3, gpu=False)}
+RAISE_AND_EXIT = [f for f in CATALOGUE if re.search(r"kind=(raise|exit)$", f)]
+
+
+def final_message(fault: str) -> str:
+    """What the last line must say of a raise or an exit on one rank."""
+    rank, phase = re.search(r"rank=(\d+),phase=(\w+)", fault).groups()
+    if fault.endswith("kind=exit"):
+        return f"rank {rank} on {HOST}: SPMD_FAULT: injecting exit at phase {phase}"
+    return f"error: rank {rank} on {HOST}: injected fault"
 
 
 @pytest.mark.parametrize("fault", RAISE_AND_EXIT)
 def test_raise_or_exit_on_one_rank_ends_the_job(config, fault):
-    code, message = RAISE_AND_EXIT[fault]
+    code, message = CATALOGUE[fault].expect, final_message(fault)
     rc, _, err, elapsed = run_with_fault(config, fault)
     phase = re.search(r"phase=(\w+)", fault)[1]
     assert rc == code if code else rc != 0, (rc, err)
@@ -71,20 +76,21 @@ def test_raise_or_exit_on_one_rank_ends_the_job(config, fault):
     assert not (config.parent / "out").exists()
 
 
-HANGS = {  # fault -> (the phase the others wait in, what they wait in)
-    "rank=1,phase=compute,kind=hang": ("comm", "Allgather"),
-    "rank=0,phase=read,kind=hang": ("wait", "Barrier"),  # rank 0 hangs: its watchdog thread still judges
-    "rank=2,phase=comm,kind=hang": ("comm", "Allgather"),
-    "rank=2,phase=report,kind=hang": ("report", None),
+HANGS = [f for f in CATALOGUE if re.search(r"rank=\d+,.*kind=hang$", f)]
+WAITING = {  # the phase a rank hangs in -> (the phase the others wait in, what they wait in)
+    "compute": ("comm", "Allgather"),
+    "read": ("wait", "Barrier"),  # rank 0 hangs: its watchdog thread still judges
+    "comm": ("comm", "Allgather"),
+    "report": ("report", None),
 }
 
 
 @pytest.mark.parametrize("fault", HANGS)
 def test_a_hang_on_one_rank_is_ended_by_the_watchdog(config, fault):
     rank, phase = int(fault[5]), re.search(r"phase=(\w+)", fault)[1]
-    others_phase, others_wait = HANGS[fault]
+    others_phase, others_wait = WAITING[phase]
     rc, _, err, elapsed = run_with_fault(config, fault)
-    assert rc == 4, err
+    assert rc == CATALOGUE[fault].expect == 4, err
     assert f"(timeout_s: {TIMEOUT_S})" in err and "Where every rank is:" in err, err
     lines = watchdog_lines(err)
     assert lines[rank] == f"phase {phase}, not in a collective", err

@@ -1,58 +1,29 @@
-"""The faults suite's catalogue, docs/reliability.md's rows: every injected fault, bad input and hostile or unlucky
-use, run as a user would (``mpiexec -n N python -m spmd run``, or the command the case names), with its exit
-code, time to exit and final message. Each must end with its exit code (a fault: any non-zero one), within
-timeout_s + 30 s, leave no report and pass its own check (``run_case``'s ``ok``).
-"""
+"""The one catalogue of failures: every injected fault, bad input, config, and hostile or unlucky use that
+docs/reliability.md's table lists; bench's faults suite runs every case, tests/cli runs the injected faults and
+the refusals of bad inputs and configs from it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import h5py
 import numpy as np
-import yaml
 
-TIMEOUT_S = 5  # the watchdog's timeout_s in these runs
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+from .case import EXAMPLES, FaultCase, report_json, sha256, write_dataset
 
-
-@dataclass
-class Case:
-    """One row of the table.
-
-    Attributes:
-        config: changes to the base config (a reduce of x.h5), or the whole config's text (str or bytes).
-        argv: spmd's arguments, ``{config}`` standing for the config (default: run it).
-        driver: a Python script run in place of ``-m spmd``, given ``driver_args`` then ``argv``.
-        ranks: None: the script's --ranks under mpiexec; 0: a plain command, no mpiexec.
-        interrupt: SIGINT goes to mpiexec once this holds (given the case's folder); time counts from it.
-        expect: the exit code it must end with (None: any non-zero).
-        check: given the folder afterwards, what is wrong, or None.
-    """
-
-    name: str
-    fault: str | None = None
-    config: dict | str | bytes = field(default_factory=dict)
-    prepare: Callable[[Path], object] | None = None
-    argv: list[str] | None = None
-    driver: str | None = None
-    driver_args: list[str] = field(default_factory=list)
-    ranks: int | None = None
-    interrupt: Callable[[Path], bool] | None = None
-    expect: int | None = None
-    check: Callable[[Path], str | None] | None = None
+# what each kind of injected fault ends with: an exception exit 1, the watchdog 4, verification 3, a refusal 2 (exit:
+# the process's own code, whatever it is, so any non-zero one)
+FAULT_EXITS = {"raise": 1, "hang": 4, "nan": 3, "oom": 2, "corrupt": 3}
 
 
-def fault_cases(ranks: int, gpu: bool) -> list[Case]:
+def fault_cases(ranks: int, gpu: bool) -> list[FaultCase]:
     last = ranks - 1
     faults = [
         (f"raise at {phase} on rank {r}", f"rank={r},phase={phase},kind=raise")
@@ -70,10 +41,12 @@ def fault_cases(ranks: int, gpu: bool) -> list[Case]:
         ("oom at read on rank 1 (host buffers)", "rank=1,phase=read,kind=oom"),
         ("oom at h2d on rank 1 (device buffers)", "rank=1,phase=h2d,kind=oom"),
     ]
-    out = [Case(name, fault) for name, fault in faults]
-    out.append(Case("nan at read on rank 1, check_finite: true", "rank=1,phase=read,kind=nan", {"check_finite": True}))
+    out = [FaultCase(name, fault, expect=FAULT_EXITS.get(fault.split("kind=")[1])) for name, fault in faults]
     out.append(
-        Case(
+        FaultCase("nan at read on rank 1, check_finite: true", "rank=1,phase=read,kind=nan", {"check_finite": True})
+    )
+    out.append(
+        FaultCase(
             "corrupt at compute on rank 1 (silent: one moment times 1.01)",
             "rank=1,phase=compute,kind=corrupt",
             expect=3,
@@ -82,7 +55,7 @@ def fault_cases(ranks: int, gpu: bool) -> list[Case]:
     return out
 
 
-def input_cases(ranks: int) -> list[Case]:
+def input_cases(ranks: int) -> list[FaultCase]:
     def writes(name, maker):
         return lambda d: maker(d / name)
 
@@ -90,44 +63,48 @@ def input_cases(ranks: int) -> list[Case]:
         return {"input": {"path": name, "dataset": "x"}}
 
     loop = writes("loop.h5", lambda p: p.symlink_to(p))
-    return [
-        Case("missing file", config=reads("nope.h5")),
-        Case(
+    cases = [
+        FaultCase("missing file", config=reads("nope.h5")),
+        FaultCase(
             "not an HDF5 file", config=reads("text.h5"), prepare=writes("text.h5", lambda p: p.write_text("no\n" * 99))
         ),
-        Case(
+        FaultCase(
             "truncated HDF5 file",
             config=reads("cut.h5"),
             prepare=writes(
                 "cut.h5",
-                lambda p: (_dataset(p, np.arange(100_000, dtype=np.float32)), os.truncate(p, os.path.getsize(p) // 2)),
+                lambda p: (
+                    write_dataset(p, np.arange(100_000, dtype=np.float32)),
+                    os.truncate(p, os.path.getsize(p) // 2),
+                ),
             ),
         ),
-        Case(
+        FaultCase(
             "wrong dtype (int32)",
             config=reads("int.h5"),
-            prepare=writes("int.h5", lambda p: _dataset(p, np.arange(100, dtype=np.int32))),
+            prepare=writes("int.h5", lambda p: write_dataset(p, np.arange(100, dtype=np.int32))),
         ),
-        Case(
+        FaultCase(
             "wrong rank of array (3-D)",
             config=reads("cube.h5"),
-            prepare=writes("cube.h5", lambda p: _dataset(p, np.zeros((4, 2, 2), np.float32))),
+            prepare=writes("cube.h5", lambda p: write_dataset(p, np.zeros((4, 2, 2), np.float32))),
         ),
-        Case(
+        FaultCase(
             "an input of shape (10, 0)",
             config=reads("empty.h5"),
-            prepare=writes("empty.h5", lambda p: _dataset(p, np.zeros((10, 0), np.float32))),
+            prepare=writes("empty.h5", lambda p: write_dataset(p, np.zeros((10, 0), np.float32))),
         ),
-        Case(
+        FaultCase(
             "more ranks than rows",
             config=reads("two.h5"),
-            prepare=writes("two.h5", lambda p: _dataset(p, np.zeros(ranks - 1, np.float32))),
+            prepare=writes("two.h5", lambda p: write_dataset(p, np.zeros(ranks - 1, np.float32))),
         ),
-        Case("a FIFO as input.path", config=reads("fifo.h5"), prepare=writes("fifo.h5", os.mkfifo)),
-        Case("a symbolic link loop as input.path", config=reads("loop.h5"), prepare=loop),
-        Case("one shard listed twice", config={"input": {"shards": ["x.h5", "./x.h5"], "dataset": "x"}}),
-        Case("params.ddof >= the rows", config={"params": {"ddof": 10**9}}),
+        FaultCase("a FIFO as input.path", config=reads("fifo.h5"), prepare=writes("fifo.h5", os.mkfifo)),
+        FaultCase("a symbolic link loop as input.path", config=reads("loop.h5"), prepare=loop),
+        FaultCase("one shard listed twice", config={"input": {"shards": ["x.h5", "./x.h5"], "dataset": "x"}}),
+        FaultCase("params.ddof >= the rows", config={"params": {"ddof": 10**9}}),
     ]
+    return [dataclasses.replace(case, expect=2) for case in cases]  # refused before any work, named
 
 
 BOMB = (
@@ -137,21 +114,22 @@ BOMB = (
 )
 
 
-def config_cases() -> list[Case]:
+def config_cases() -> list[FaultCase]:
     base = "workload: reduce\ninput: {path: x.h5, dataset: x}\n"
-    return [
-        Case("config that is not YAML", config="workload: [reduce\n"),
-        Case("config that is not UTF-8", config=(base + "output: caf\xe9\n").encode("latin-1")),
-        Case("a key given twice", config=base + "repeats: 2\nrepeats: 3\n"),
-        Case("a YAML alias bomb (10^10 values)", config=BOMB),
-        Case("a 50 MB config", config=base + "# padding\n" * 5_000_000),
-        Case("unknown key", config={"repeatz": 2}),
-        Case("wrong type", config={"repeats": "three"}),
-        Case("zero repeats", config={"repeats": 0}),
-        Case("negative timeout_s", config={"timeout_s": -5}),
-        Case("params.lr: .nan (train)", config=base.replace("reduce", "train") + "params: {lr: .nan}\n"),
-        Case("zero-size generate.shape", config={"generate": {"shape": [0]}}),
+    cases = [
+        FaultCase("config that is not YAML", config="workload: [reduce\n"),
+        FaultCase("config that is not UTF-8", config=(base + "output: caf\xe9\n").encode("latin-1")),
+        FaultCase("a key given twice", config=base + "repeats: 2\nrepeats: 3\n"),
+        FaultCase("a YAML alias bomb (10^10 values)", config=BOMB),
+        FaultCase("a 50 MB config", config=base + "# padding\n" * 5_000_000),
+        FaultCase("unknown key", config={"repeatz": 2}),
+        FaultCase("wrong type", config={"repeats": "three"}),
+        FaultCase("zero repeats", config={"repeats": 0}),
+        FaultCase("negative timeout_s", config={"timeout_s": -5}),
+        FaultCase("params.lr: .nan (train)", config=base.replace("reduce", "train") + "params: {lr: .nan}\n"),
+        FaultCase("zero-size generate.shape", config={"generate": {"shape": [0]}}),
     ]
+    return [dataclasses.replace(case, expect=2) for case in cases]
 
 
 MATMUL = {
@@ -201,7 +179,7 @@ TWO_JOBS = textwrap.dedent("""
 """)
 
 
-def use_cases(mpiexec: list[str]) -> list[Case]:
+def use_cases(mpiexec: list[str]) -> list[FaultCase]:
     def spmd(work: Path, *args: str) -> None:
         subprocess.run(
             [*mpiexec, "-n", "2", sys.executable, "-m", "spmd", *args], cwd=work, check=True, capture_output=True
@@ -251,14 +229,14 @@ def use_cases(mpiexec: list[str]) -> list[Case]:
 
     jobscript = ["jobscript", "{config}", "--nodes", "1,2", "--gpus-per-node", "1"]
     return [
-        Case(
+        FaultCase(
             "report compare of a reduce and a matmul report",
             argv=["report", "compare", "reduce.json", "matmul.json"],
             prepare=scalings,
             ranks=0,
             expect=2,
         ),
-        Case(
+        FaultCase(
             "report merge of a malformed report.json",
             argv=["report", "merge", "bad.json", "bad.json", "--out", "m"],
             prepare=scalings,
@@ -266,28 +244,28 @@ def use_cases(mpiexec: list[str]) -> list[Case]:
             expect=2,
             check=no("m"),
         ),
-        Case(
+        FaultCase(
             "report render of a report.json (not a scaling.json)",
             argv=["report", "render", "bad.json"],
             prepare=scalings,
             ranks=0,
             expect=2,
         ),
-        Case(
+        FaultCase(
             "jobscript: a newline in --partition",
             argv=[*jobscript, "--partition", "gpu\ntouch pwned"],
             ranks=0,
             expect=2,
             check=no("pwned", "*.sbatch"),
         ),
-        Case(
+        FaultCase(
             "jobscript: $(...) in the output folder",
             argv=[*jobscript, "--out", "jobs$(touch pwned)"],
             ranks=0,
             expect=2,
             check=no("pwned", "*.sbatch"),
         ),
-        Case(
+        FaultCase(
             "a save larger than the disk allows",
             config=MATMUL,
             prepare=generate,
@@ -296,7 +274,7 @@ def use_cases(mpiexec: list[str]) -> list[Case]:
             expect=2,
             check=no("C.h5", "*.tmp"),
         ),
-        Case(
+        FaultCase(
             "two jobs saving one path at once",
             config=MATMUL,
             prepare=generate,
@@ -307,14 +285,16 @@ def use_cases(mpiexec: list[str]) -> list[Case]:
             expect=0,
             check=whole_c,
         ),
-        Case(
+        FaultCase(
             "an existing file as --out",
             argv=["run", "{config}", "--out", "taken"],
             prepare=lambda w: (w / "taken").write_text("a file"),
             expect=2,
         ),
-        Case("the output folder on a full disk", driver=LIMITED, driver_args=["1000"], expect=2, check=no("*.tmp")),
-        Case(
+        FaultCase(
+            "the output folder on a full disk", driver=LIMITED, driver_args=["1000"], expect=2, check=no("*.tmp")
+        ),
+        FaultCase(
             "a damaged checkpoint (200 KB zeroed)",
             prepare=damaged_checkpoint,
             config={
@@ -327,10 +307,10 @@ def use_cases(mpiexec: list[str]) -> list[Case]:
             ranks=2,
             expect=2,
         ),
-        Case(
+        FaultCase(
             "Ctrl-C (SIGINT to mpiexec)", config={"repeats": 1_000_000, "timeout_s": 60}, interrupt=after(4), expect=130
         ),
-        Case(
+        FaultCase(
             "Ctrl-C during training",
             config={**TRAIN, "timeout_s": 60},
             prepare=generate,
@@ -341,27 +321,27 @@ def use_cases(mpiexec: list[str]) -> list[Case]:
     ]
 
 
-def data_cases(mpiexec: list[str]) -> list[Case]:
+def data_cases(mpiexec: list[str]) -> list[FaultCase]:
     """A user's files are never written (issue 33): each case checks the file it must leave as it was."""
     table = np.random.default_rng(1).normal(size=(3001, 9))
 
     def users(name, mode=0o644):
         def make(work):
-            _dataset(work / name, table)
+            write_dataset(work / name, table)
             (work / name).chmod(mode)
-            (work / f"{name}.sha256").write_text(_sha(work / name))
+            (work / f"{name}.sha256").write_text(sha256(work / name))
 
         return make
 
     def unchanged(*names):
         return lambda work: next(
-            (f"{n} changed" for n in names if _sha(work / n) != (work / f"{n}.sha256").read_text()), None
+            (f"{n} changed" for n in names if sha256(work / n) != (work / f"{n}.sha256").read_text()), None
         )
 
     def report_of_another_tool(work):
         (work / "theirs").mkdir()
         (work / "theirs/report.json").write_text('{"tool": "not spmd"}\n')
-        (work / "theirs/report.json.sha256").write_text(_sha(work / "theirs/report.json"))
+        (work / "theirs/report.json.sha256").write_text(sha256(work / "theirs/report.json"))
 
     def saved_by_user(work):
         subprocess.run(
@@ -375,7 +355,7 @@ def data_cases(mpiexec: list[str]) -> list[Case]:
     mine = {"input": {"path": "events.h5", "dataset": "x"}, "generate": {"shape": [1000, 9], "dtype": "float64"}}
     scale = ["scale", "{config}", "--ranks", "1,2", "--out", "sc"]
     return [
-        Case(
+        FaultCase(
             "spmd generate over the user's own file (a generate section in the config)",
             config=mine,
             prepare=users("events.h5"),
@@ -383,7 +363,7 @@ def data_cases(mpiexec: list[str]) -> list[Case]:
             expect=2,
             check=unchanged("events.h5"),
         ),
-        Case(
+        FaultCase(
             "spmd generate over a read-only file",
             config=mine,
             prepare=users("events.h5", 0o444),
@@ -391,7 +371,7 @@ def data_cases(mpiexec: list[str]) -> list[Case]:
             expect=2,
             check=unchanged("events.h5"),
         ),
-        Case(
+        FaultCase(
             "spmd scale --mode strong on the user's own file",
             config=mine,
             prepare=users("events.h5"),
@@ -400,7 +380,7 @@ def data_cases(mpiexec: list[str]) -> list[Case]:
             expect=0,
             check=unchanged("events.h5"),
         ),
-        Case(
+        FaultCase(
             "spmd scale --mode weak on the user's own file (copies under the output)",
             config=mine,
             prepare=users("events.h5"),
@@ -412,28 +392,28 @@ def data_cases(mpiexec: list[str]) -> list[Case]:
                 or (None if (w / "out/weak-inputs/x2/events.h5").exists() else "no copy under out/weak-inputs")
             ),
         ),
-        Case(
+        FaultCase(
             "a report.json of another tool in --out",
             argv=["run", "{config}", "--out", "theirs"],
             prepare=report_of_another_tool,
             expect=2,
             check=unchanged("theirs/report.json"),
         ),
-        Case(
+        FaultCase(
             "params.save holding the user's file",
             config=MATMUL,
             prepare=saved_by_user,
             expect=2,
             check=unchanged("C.h5"),
         ),
-        Case(
+        FaultCase(
             "spmd generate of a shape too big for the disk",
             config={"generate": {"shape": [10**15]}, "input": {"path": "big/x.h5", "dataset": "x"}},
             argv=["generate", "{config}"],
             expect=2,
             check=lambda w: "big/ written" if (w / "big").exists() else None,
         ),
-        Case(
+        FaultCase(
             "report.json on a full disk",
             config={"repeats": 50},
             driver=LIMITED,
@@ -441,7 +421,7 @@ def data_cases(mpiexec: list[str]) -> list[Case]:
             expect=2,
             check=lambda w: "a temporary file left" if list(w.rglob("*.tmp")) else None,
         ),
-        Case(
+        FaultCase(
             "a scaling report on a full disk",
             driver=LIMITED,
             driver_args=["20000"],
@@ -461,7 +441,7 @@ PLUGIN_SHAPE = (
 )
 
 
-def hostile_cases() -> list[Case]:
+def hostile_cases() -> list[FaultCase]:
     """The cases of issue 33's hostile-input trial, each as a user meets it."""
 
     def source(name, text):
@@ -469,7 +449,7 @@ def hostile_cases() -> list[Case]:
 
     def layouts(work):
         for i in range(2):
-            _dataset(work / f"src{i}.h5", np.arange(i * 500.0, (i + 1) * 500.0))
+            write_dataset(work / f"src{i}.h5", np.arange(i * 500.0, (i + 1) * 500.0))
         vds = h5py.VirtualLayout(shape=(1000,), dtype="f8")
         for i in range(2):
             vds[i * 500 : (i + 1) * 500] = h5py.VirtualSource(f"src{i}.h5", "x", shape=(500,))
@@ -489,16 +469,16 @@ def hostile_cases() -> list[Case]:
 
     def compared(what, name, make=None):
         def prepare(work):
-            (work / "a.json").write_text(json.dumps(_report()))
+            (work / "a.json").write_text(json.dumps(report_json()))
             if make:
                 make(work / name)
 
-        return Case(
+        return FaultCase(
             f"report compare of {what}", argv=["report", "compare", "a.json", name], prepare=prepare, ranks=0, expect=2
         )
 
     def nan_report(path):
-        report = _report()
+        report = report_json()
         for rank in report["per_rank"]:
             rank["repeats"][0]["total"] = float("nan")
         path.write_text(json.dumps(report))
@@ -523,56 +503,56 @@ def hostile_cases() -> list[Case]:
         "params": {"b": {"path": "B.h5", "dataset": "B", "generate": {"shape": [256, 512], "seed": 12, **zero_mean}}},
     }
     return [
-        Case(
+        FaultCase(
             "a plug-in calling sys.exit(0) in its function",
             config={"workload": "plug.py:f"},
             prepare=source("plug.py", PLUGIN_EXIT),
             expect=1,
         ),
-        Case(
+        FaultCase(
             "a plug-in calling sys.exit(0) at import",
             config={"workload": "plug.py:f"},
             prepare=source("plug.py", "import sys\nsys.exit(0)\n"),
             expect=2,
         ),
-        Case(
+        FaultCase(
             "an endless loop at plug-in import",
             config={"workload": "plug.py:f"},
             prepare=source("plug.py", "while True:\n    pass\n"),
             expect=4,
         ),
-        Case(
+        FaultCase(
             "a plug-in whose result changes shape after the first repeat",
             config={"workload": "plug.py:f"},
             prepare=source("plug.py", PLUGIN_SHAPE),
             expect=1,
         ),
-        Case(
+        FaultCase(
             "a plug-in path that is a folder",
             config={"workload": "plug.py:f"},
             prepare=lambda w: (w / "plug.py").mkdir(),
             expect=2,
         ),
-        Case(
+        FaultCase(
             "a combine=max plug-in returning NaN",
             config={"workload": "plug.py:f"},
             prepare=source("plug.py", PLUGIN_NAN),
             expect=3,
         ),
-        Case(
+        FaultCase(
             "examples/kmeans.py on a 1-D input", config={"workload": str(EXAMPLES / "kmeans.py") + ":KMeans"}, expect=2
         ),
-        Case("a virtual dataset with a missing source file", config=reads("vds.h5"), prepare=layouts, expect=2),
-        Case("an external link to a missing file", config=reads("ext.h5"), prepare=layouts, expect=2),
-        Case(
+        FaultCase("a virtual dataset with a missing source file", config=reads("vds.h5"), prepare=layouts, expect=2),
+        FaultCase("an external link to a missing file", config=reads("ext.h5"), prepare=layouts, expect=2),
+        FaultCase(
             "a valid external-storage dataset",
             config=reads("store.h5"),
             prepare=layouts,
             argv=["run", "{config}", "-q", "--out", "ok"],
             expect=0,
         ),
-        Case("a soft-link loop", config=reads("soft.h5"), prepare=layouts, expect=2),
-        Case(
+        FaultCase("a soft-link loop", config=reads("soft.h5"), prepare=layouts, expect=2),
+        FaultCase(
             "train with a batch of 10^11",
             config={**TRAIN, "params": {**TRAIN["params"], "batch": 10**11}},
             prepare=lambda w: subprocess.run(
@@ -580,7 +560,7 @@ def hostile_cases() -> list[Case]:
             ),
             expect=2,
         ),
-        Case(
+        FaultCase(
             "matmul, one element 1% off at k = 256 (zero-mean data)",
             fault="rank=1,phase=compute,kind=corrupt",
             config=matmul_k256,
@@ -589,7 +569,7 @@ def hostile_cases() -> list[Case]:
             ),
             expect=3,
         ),
-        Case(
+        FaultCase(
             "resume from the checkpoint of a run that failed verification",
             config={
                 **TRAIN,
@@ -601,32 +581,34 @@ def hostile_cases() -> list[Case]:
             ranks=1,
             expect=2,
         ),
-        Case("timeout_s: 1e15", config={"timeout_s": "1e15"}, expect=2),
-        Case(
+        FaultCase("timeout_s: 1e15", config={"timeout_s": "1e15"}, expect=2),
+        FaultCase(
             "generate.seed: -1",
             config={"generate": {"shape": [10], "seed": -1}},
             argv=["generate", "{config}"],
             expect=2,
         ),
-        Case(
+        FaultCase(
             "generate.shape: [1e20]", config={"generate": {"shape": ["1e20"]}}, argv=["generate", "{config}"], expect=2
         ),
-        Case(
+        FaultCase(
             "OUT/report.json is a folder",
             argv=["run", "{config}", "--out", "rj"],
             prepare=lambda w: (w / "rj/report.json").mkdir(parents=True),
             expect=2,
         ),
-        Case(
+        FaultCase(
             "a dangling symbolic link as --out",
             argv=["run", "{config}", "--out", "dang"],
             prepare=lambda w: (w / "dang").symlink_to("/nonexistent/zzz"),
             expect=2,
         ),
-        Case(
+        FaultCase(
             "a refused YAML tag", config="workload: reduce\ninput: {path: x.h5, dataset: !!python/object:os.system x}\n"
         ),
-        Case("a newline in input.path", config={"input": {"path": "a\nspmd: verified fake", "dataset": "x"}}, expect=2),
+        FaultCase(
+            "a newline in input.path", config={"input": {"path": "a\nspmd: verified fake", "dataset": "x"}}, expect=2
+        ),
         compared("a FIFO", "fifo.json", os.mkfifo),
         compared("/dev/zero", "/dev/zero"),
         compared("JSON nested 100,000 deep", "nested.json", lambda p: p.write_text("[" * 100_000 + "]" * 100_000)),
@@ -634,145 +616,32 @@ def hostile_cases() -> list[Case]:
         compared(
             "a 10,000-line workload name",
             "long.json",
-            lambda p: p.write_text(json.dumps({**_report(), "workload": "reduce\n" * 10_000})),
+            lambda p: p.write_text(json.dumps({**report_json(), "workload": "reduce\n" * 10_000})),
         ),
-        Case(
+        FaultCase(
             "report merge of a glob that matched nothing",
             argv=["report", "merge", "none/*/report.json", "--out", "m"],
             ranks=0,
             expect=2,
         ),
-        Case(
+        FaultCase(
             "jobscript: an #SBATCH line in --prologue",
             argv=[*jobscript, "--prologue", "p.sh"],
             prepare=source("p.sh", "#SBATCH --mem=1G\n"),
             ranks=0,
             expect=2,
         ),
-        Case("jobscript: a newline in --env", argv=[*jobscript, "--env", "A=b\ntouch pwned"], ranks=0, expect=2),
+        FaultCase("jobscript: a newline in --env", argv=[*jobscript, "--env", "A=b\ntouch pwned"], ranks=0, expect=2),
     ]
 
 
-def _report() -> dict:
-    """A small report.json of spmd run's schema (what report compare reads)."""
-    stats = {"min": 1.0, "median": 1.0, "max": 1.0}
-    return {
-        "schema": 1,
-        "spmd_version": "0.1.0",
-        "workload": "reduce",
-        "ranks": 2,
-        "device": "cpu",
-        "comm": "mpi",
-        "verified": True,
-        "config": {},
-        "result": {},
-        "nodes": [],
-        "timings": {"total": stats},
-        "per_rank": [
-            {"rank": r, "median": {"total": 1.0}, "repeats": [{"total": 1.0}, {"total": 1.1}]} for r in range(2)
-        ],
-    }
-
-
-def _sha(path: Path) -> str:
-    import hashlib
-
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _dataset(path, data):
-    with h5py.File(path, "w") as f:
-        f.create_dataset("x", data=data)
-
-
-def message(err: str) -> str:
-    """The lines a user reads: spmd's (and, for the watchdog, where every rank is), else the last ones."""
-    lines = err.splitlines()
-    keep = [i for i, line in enumerate(lines) if line.startswith("spmd") and "SPMD_FAULT:" not in line]
-    if not keep:
-        tail = [line for line in lines if line.strip() and "=====" not in line]
-        return " / ".join(tail[-3:])
-    first = keep[0]
-    block = [lines[first]] + [line.strip() for line in lines[first + 1 : first + 8] if line.startswith("  rank ")]
-    return " / ".join(block)
-
-
-def run_case(folder: Path, mpiexec: list[str], ranks: int, device: str, case: Case) -> dict:
-    work = folder / "".join(c if c.isalnum() else "_" for c in case.name)
-    work.mkdir()
-    (work / "x.h5").symlink_to(folder / "x.h5")
-    config = work / "job.yaml"
-    if isinstance(case.config, bytes):
-        config.write_bytes(case.config)
-    elif isinstance(case.config, str):
-        config.write_text(case.config)
-    else:
-        config.write_text(
-            yaml.safe_dump(
-                {
-                    "workload": "reduce",
-                    "device": device,
-                    "repeats": 2,
-                    "timeout_s": TIMEOUT_S,
-                    "input": {"path": "x.h5", "dataset": "x"},
-                    "output": "out",
-                    **case.config,
-                }
-            )
-        )
-    if case.prepare:
-        case.prepare(work)
-    argv = [a.replace("{config}", str(config)) for a in (case.argv or ["run", "{config}", "-q"])]
-    command = [sys.executable, "-m", "spmd", *argv]
-    if case.driver:
-        (work / "driver.py").write_text(case.driver)
-        command = [sys.executable, str(work / "driver.py"), *case.driver_args, *argv]
-    n = ranks if case.ranks is None else case.ranks
-    if n:
-        command = [*mpiexec, "-n", str(n), *command]
-    env = {k: v for k, v in os.environ.items() if k != "SPMD_FAULT"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(EXAMPLES.parent), env.get("PYTHONPATH", "")) if p)
-    if case.fault:
-        env["SPMD_FAULT"] = case.fault
-    start = time.monotonic()
-    proc = subprocess.Popen(
-        command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        if case.interrupt:
-            while not case.interrupt(work) and proc.poll() is None and time.monotonic() < start + 120:
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGINT)
-            start = time.monotonic()
-        out, err = proc.communicate(timeout=TIMEOUT_S + 120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    seconds = time.monotonic() - start
-    report_left = any((work / d / "report.json").exists() for d in ("out", "taken"))
-    problem = case.check(work) if case.check else None
-    right_code = proc.returncode != 0 if case.expect is None else proc.returncode == case.expect
-    ok = right_code and not report_left and seconds < TIMEOUT_S + 30 and problem is None
-    return {
-        "case": case.name,
-        "fault": case.fault,
-        "exit": proc.returncode,
-        "seconds": round(seconds, 1),
-        "report_left": report_left,
-        "problem": problem,
-        "ok": ok,
-        "message": message(err) if _speaks(err) or not _speaks(out) else message(out),
-    }  # a success: stdout's
-
-
-def _speaks(text: str) -> bool:
-    return any(line.startswith("spmd") for line in text.splitlines())
-
-
-def markdown(rows: list[dict], header: str) -> str:
-    out = [header, "", "| case | SPMD_FAULT | exit | time to exit | message |", "|---|---|---|---|---|"]
-    for r in rows:
-        text = r["message"].replace("|", "\\|").replace("\n", " ")
-        flag = "" if r["ok"] else f" **FAIL** {r.get('problem') or ''}"
-        out.append(f"| {r['case']}{flag} | {r['fault'] or '-'} | {r['exit']} | {r['seconds']} s | {text} |")
-    return "\n".join(out) + "\n"
+def every_case(ranks: int, gpu: bool, mpiexec: list[str]) -> list[FaultCase]:
+    """The whole catalogue, in docs/reliability.md's order."""
+    return [
+        *fault_cases(ranks, gpu),
+        *input_cases(ranks),
+        *config_cases(),
+        *use_cases(mpiexec),
+        *data_cases(mpiexec),
+        *hostile_cases(),
+    ]

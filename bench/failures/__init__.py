@@ -1,0 +1,1 @@
+"""The failure catalogue (``catalogue``) and its runner (``case``)."""
