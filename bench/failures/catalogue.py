@@ -322,7 +322,7 @@ def use_cases(mpiexec: list[str]) -> list[FaultCase]:
 
 
 def data_cases(mpiexec: list[str]) -> list[FaultCase]:
-    """A user's files are never written (issue 33): each case checks the file it must leave as it was."""
+    """A user's files are never written: each case checks the file it must leave as it was."""
     table = np.random.default_rng(1).normal(size=(3001, 9))
 
     def users(name, mode=0o644):
@@ -442,7 +442,7 @@ PLUGIN_SHAPE = (
 
 
 def hostile_cases() -> list[FaultCase]:
-    """The cases of issue 33's hostile-input trial, each as a user meets it."""
+    """A hostile-input trial's cases, each as a user meets it."""
 
     def source(name, text):
         return lambda work: (work / name).write_text(text)

@@ -6,7 +6,7 @@ on one step in params.phase_every, plain DDP on the others), in one process, win
 
 Prints one JSON line: each arrangement's median microseconds per step over the windows (the torch suite's case).
 
-``--size tiny`` (16-16-10, launch-bound: the step is little more than its host overhead) or the study's MLPs.
+``--size tiny`` (16-16-10, launch-bound: the step is little more than its host overhead) or the medium and large MLPs of examples/torch.
 """
 
 from __future__ import annotations

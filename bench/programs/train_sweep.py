@@ -1,4 +1,4 @@
-"""spmd train at the batch sizes of the study's table, 1 GPU against 2, 4, ... up to the launch size
+"""spmd train at the per-GPU batch sizes of its table, 1 GPU against 2, 4, ... up to the launch size
 (per-GPU batch fixed),
 with the step captured in a CUDA graph and without; one JSON line per run on stdout.
 

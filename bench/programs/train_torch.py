@@ -1,5 +1,5 @@
 """PyTorch at every batch of the train table, in its standard setups, for spmd to be compared with the strongest
-of them (issues 23 and 26): eager; the whole step (batch gather, forward, loss, backward, SGD update) captured in
+of them: eager; the whole step (batch gather, forward, loss, backward, SGD update) captured in
 one CUDA graph as PyTorch's documentation shows ("whole network capture"); torch.compile of the model (default
 mode); and torch.compile with mode="reduce-overhead" (its own CUDA graphs); the graphed step again with TF32
 GEMMs and under autocast to bfloat16 (against spmd's ``params.precision``: tf32, bf16).

@@ -48,7 +48,7 @@ def workload(env, name: str) -> dict:
                 "iterations": 20 if quick else (100 if gpu else 50),
             },
         }
-    if name == "train":  # the study's medium MLP, data-parallel; each repeat a window of steps
+    if name == "train":  # the medium MLP, data-parallel; each repeat a window of steps
         return {
             **common,
             "repeats": 3,  # train's repeats are a count: they set how long it trains

@@ -4,7 +4,7 @@ on every step against spmd's hooked twin on one step in phase_every, against DDP
 a plain loop in the same processes on every rank (and with CuPy's NCCL loaded before PyTorch), the plain script
 inside the process spmd builds around its step, the batch sweep:
 all ranks against one at each batch, the step model's predictions beside them, its advice run and measured; and the
-same sweep over the examples users start from (the study's two MLPs and the CNN), each run verified."""
+same sweep over the examples users start from (the two MLPs and the CNN), each run verified."""
 
 from __future__ import annotations
 
@@ -303,11 +303,11 @@ def sweep_measures(env, model: str, sweep: dict) -> list[Measure]:
     return measures
 
 
-EXAMPLES = ("mlp-medium", "mlp-large", "cnn")  # examples/torch/: the study's two MLPs and the CNN
+EXAMPLES = ("mlp-medium", "mlp-large", "cnn")  # examples/torch/: the two MLPs and the CNN
 
 
 def examples_sweep(env) -> list[Measure]:
-    """The examples a user starts from (examples/torch/: the study's two MLPs, the CNN with BatchNorm and dropout)
+    """The examples a user starts from (examples/torch/: the two MLPs, the CNN with BatchNorm and dropout)
     as shipped, through ``spmd scale --batches`` on 1 rank and every rank of the launch: each run verified against
     the one-process reference (a run that fails verification fails the case), the speedup at each per-GPU batch
     beside the step model's prediction, and its break-even batch. Data, outputs and the sweep in the scratch

@@ -1,4 +1,4 @@
-"""Data-parallel training (workload train) against PyTorch's strongest setup at the study's batches: spmd's
+"""Data-parallel training (workload train) against PyTorch's strongest setup at the smallest and largest batches of each model: spmd's
 captured step against PyTorch eager, its whole step captured in a CUDA graph, torch.compile and compile's own
 graphs, the same MLP, batch, SGD and data on the GPU, one GPU; in bf16 (spmd's params.precision: bf16 against
 PyTorch's autocast, graph-captured and compiled) at the largest batches; and on two GPUs against DDP. Beside them,
@@ -23,7 +23,7 @@ SPMD_VARIANT = {"fp32": "graph", "bf16": "graph-bf16"}  # bench/programs/train_s
 
 
 def table(env, precision: str = "fp32") -> dict:
-    """The batches measured: the study's smallest and largest per model in fp32, the largest in bf16 (where
+    """The batches measured: the smallest and largest per model in fp32, the largest in bf16 (where
     tensor cores run the GEMMs)."""
     if env.quick:
         return {"medium": "16"}

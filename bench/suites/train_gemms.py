@@ -134,7 +134,7 @@ def _timed(step, stream, capture: bool) -> float:
 
 
 def step_gemms(env) -> list[Measure]:
-    """fp32: spmd's plans against nvmath-python's at the study's batches; bf16 (where spmd's train in bf16 is
+    """fp32: spmd's plans against nvmath-python's at the smallest and largest batches of each model; bf16 (where spmd's train in bf16 is
     measured): spmd's plans alone, the bound of that step."""
     table = {"medium": (16,)} if env.quick else {"medium": (16, 1024), "large": (8, 512)}
     out = []

@@ -1,7 +1,7 @@
 """Where a run's host time goes: ``spmd run CONFIG`` in this process under cProfile, on every rank; rank 0
 prints the functions that took most time of their own, and those of spmd's repeat loop by cumulative time.
-For issue 26's open question: on 2 GPUs reduce's sum as a plug-in spent 0.28 ms more per repeat in compute +
-comm than the same calls by hand, host time before the kernels start.
+For a question like: why does a plug-in spend more host time per repeat in compute + comm than the same calls
+by hand, before the kernels start?
 
     mpirun -n 2 python -m bench.tools.host_profile CONFIG -o repeats=200 > profile.txt
 """

@@ -1,4 +1,4 @@
-"""Can a GPU copy a file's bytes straight out of the page cache? Issue 26 found reduce's weak efficiency at 2 GPUs
+"""Can a GPU copy a file's bytes straight out of the page cache? Reduce's weak efficiency at 2 GPUs can be
 bounded by the host's page-cache copies: pread moves every byte through the CPU into a pinned buffer (two passes
 over host memory) before the DMA reads it (a third). Here each rank maps its own file (mmap, read-only),
 page-locks the mapping with cudaHostRegister(ReadOnly) and lets the copy engine read the page-cache pages

@@ -37,8 +37,8 @@ def check_async_errors() -> None:
 
 def abort_all(deadline_s: float = 5.0) -> bool:
     """Abort every open NCCL communicator, so kernels waiting on a dead peer return and nothing
-    leaks, before the job is ended with an error. ncclCommAbort can itself block (measured on
-    H200, NCCL 2.28, beside a wedged peer), so it runs in a thread given ``deadline_s``: the job
+    leaks, before the job is ended with an error. ncclCommAbort can itself block (beside a wedged
+    peer), so it runs in a thread given ``deadline_s``: the job
     ends either way. Returns True when every abort returned."""
 
     def abort():
@@ -84,7 +84,7 @@ GRAPH_MIXING = "NCCL_GRAPH_MIXING_SUPPORT"
 def graph_mixing_setting() -> str:
     """NCCL_GRAPH_MIXING_SUPPORT for this process, "0" unless the environment says otherwise; set before NCCL's
     first call, which reads it. NCCL's support for graph-captured and uncaptured calls outstanding at once on one
-    communicator cost every replay of train's captured step about 16 us on 2 x H200 (docs/benchmarks.md), and spmd never
+    communicator costs every replay of train's captured step time (docs/benchmarks.md), and spmd never
     has both outstanding: a window of replays ends in a synchronize before any uncaptured call. A plug-in that
     does keep both outstanding sets NCCL_GRAPH_MIXING_SUPPORT=1."""
     return os.environ.setdefault(GRAPH_MIXING, "0")

@@ -218,8 +218,7 @@ class Context:
 def share_cpu_cores(ranks_on_node: int) -> int | None:
     """Give each rank's BLAS its share of the node's cores, unless the user chose
     (OMP_NUM_THREADS and friends). N ranks each starting a BLAS pool as wide as the node
-    oversubscribe it: train on 2 ranks of a 2-core machine took 115 ms a step, 5 ms with one
-    thread each (measured). Returns the threads per rank, or None when left alone."""
+    oversubscribe it, many times slower than one thread each. Returns the threads per rank, or None when left alone."""
     if any(os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")):
         return None
     try:

@@ -187,7 +187,7 @@ def single_cpu_gpu_ranks(ranks: list[dict], hosts: dict[str, list[int]]) -> list
 
 def nccl_path(env: dict) -> str | None:
     """What rank 0's NCCL settings make of a same-node GPU link (the launcher passes them to every rank), or None
-    where NCCL may use the link: the study's slow topologies are reproduced exactly this way."""
+    where NCCL may use the link: slow topologies (nodes joined by a network) are reproduced this way."""
     p2p_off = env.get("NCCL_P2P_DISABLE", "0") not in ("", "0")
     shm_off = env.get("NCCL_SHM_DISABLE", "0") not in ("", "0")
     if p2p_off and shm_off:

@@ -1,7 +1,7 @@
 """``io.engine: auto`` on a GPU run: ``mapped`` where it is safe, else ``direct``.
 
-Mapped reads need no CPU copy: on one H200 the same 1 GiB reached the GPU 3.9x as fast as by direct reads
-(docs/benchmarks.md, io), and locking the pages once at set-up cost no more than one direct read. It is safe where
+Mapped reads need no CPU copy, so they reach the GPU several times as fast as direct reads (docs/benchmarks.md,
+io), and locking the pages once at set-up costs about one direct read. It is safe where
 (1) the page cache already holds every page of the rank's byte ranges (locking a cold file would read it through
 page faults, and a file larger than memory cannot stay resident), (2) the process may lock that many bytes
 (RLIMIT_MEMLOCK, unless root), and (3) the ranks of the node together lock at most half of its memory (the locked

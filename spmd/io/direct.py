@@ -1,9 +1,8 @@
 """The direct read engine: a rank's rows of an uncompressed HDF5 dataset as file byte ranges, read with
 parallel positional reads.
 
-h5py reads a hyperslab on one thread, through HDF5's own buffering: about 3-4 GB/s from the page cache, where 8
-threads of ``pread`` on the same chunks reached 24-28 GB/s on an H100 machine (bench/tools/read_paths.py; its raw
-file, docs/results/plugins-h100x1/read_paths.json, is in git history up to 2f310dd). So for a dataset HDF5 stores as
+h5py reads a hyperslab on one thread, through HDF5's own buffering, several times slower from the page cache than
+threads of ``pread`` on the same chunks (bench/tools/read_paths.py measures both). So for a dataset HDF5 stores as
 plain bytes (contiguous, or chunked with whole rows per chunk, no filter, native byte order) the file offsets of the
 rank's rows come from h5py's low-level API (the dataset's offset, each chunk's address) and are read straight into
 the destination buffer, piece by piece, on a thread pool; each piece is handed on as soon as it lands (to a

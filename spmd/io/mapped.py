@@ -3,10 +3,9 @@ at set-up, so each read is one DMA by the copy engine straight from the page cac
 
 The direct engine moves every byte through a CPU: ``pread`` copies it from the page cache into a page-locked
 buffer, and the GPU's copy engine reads it again from there. Two GPUs reading at once share the host's copy
-bandwidth: on the 2 x H200 machine eight-thread preads reach 29.1 GB/s for one rank and 20.2 per rank for two,
-so reduce's weak efficiency at 2 GPUs stopped at 66%. Mapped, the CPU copies nothing: 4 GiB per rank registered
-in 0.10 s (0.11 s with both ranks at once) and copied at 55.4 GB/s per rank, one rank or two
-(bench/tools/mapped_h2d.py; the raw files, docs/results/mapped-h200x2, are in git history up to 2f310dd).
+bandwidth, so a second rank on the node reads slower than the first. Mapped, the CPU copies nothing: registering
+the ranges is quick, and each rank copies at the copy engine's rate, one rank or two (bench/tools/mapped_h2d.py
+measures it; docs/scaling.md has the figures).
 
 The pages stay locked (and in memory) while the run holds them: the cost moves to set-up (report.json ``io``
 says how long it took and how many bytes it holds), and the file's pages cannot be evicted until the run ends.

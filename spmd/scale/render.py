@@ -244,7 +244,7 @@ def _unique_runs(scaling: dict) -> list[dict]:
 
 
 def batch_tables(sweep: dict | None) -> list[Table]:
-    """The batch sweep: the study's table (per-GPU batch x {1, N} ranks), and the step model at each batch."""
+    """The batch sweep: the table of per-GPU batch x {1, N} ranks, and the step model at each batch."""
     if not sweep:
         return []
     n = sweep["ranks"]

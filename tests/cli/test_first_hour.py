@@ -1,4 +1,4 @@
-"""What a new user meets first (issue 25): a machine without an MPI library, help texts, job scripts, skipped plots.
+"""What a new user meets first: a machine without an MPI library, help texts, job scripts, skipped plots.
 
 A missing MPI library is simulated with mpi4py's own switch, MPI4PY_LIBMPI pointing at no file: exactly what
 ``pip install .`` gives on a machine with no MPI (``RuntimeError: cannot load MPI library``).

@@ -1,4 +1,4 @@
-"""README.md's commands, run as written and in order in a fresh copy of the checkout (issue 25).
+"""README.md's commands, run as written and in order in a fresh copy of the checkout.
 
 Every line of every ```bash block is a command this test runs, except those it names below with the reason
 (each of them is covered elsewhere). ``mpiexec`` and ``spmd`` are the ones of the environment running the tests

@@ -10,11 +10,7 @@
 // MIN_BLOCKS=n > 0: __launch_bounds__ asks the compiler to fit n blocks of 256 threads on an SM (fewer registers
 // per thread); the host sizes the grid to the blocks that are resident at once (one wave, no tail).
 //
-// Measured and left out (bench/tools/fused_kernel.py and bench kernels' reduce case, timed by turns on H100s and
-// H200s): a tile summed in 4 independent partial sums, min/max kept over a thread's tiles, NaN looked for only where
-// a tile's sum is NaN, the next round's loads issued into registers before the fold. None beat this kernel by more
-// than the spread between machines; the ring below did. Their code is in git at 58ac96b (FusedMoments' tree_sums,
-// thread_minmax, nan_from_sum and prefetch).
+// The variants tried beside this kernel and how they measured: docs/benchmarks.md (the reduce kernel's notes).
 
 #ifndef LOADS
 #define LOADS 8
@@ -31,9 +27,8 @@
 // ASYNC_STAGES=S > 0: a thread's rounds go to shared memory by asynchronous copies (cp.async, sm_80+), S rounds in a
 // ring of which S - 1 are in flight while the thread folds the one that landed. Bytes in flight are then bounded by
 // shared memory, not by registers: loaded into registers, a warp has no load in flight while it folds, and at the
-// 3 blocks an SM its registers allow that leaves too few bytes in flight to cover an H200's memory latency at its
-// bandwidth (a float32 round is twice the work of a float64 round of the same bytes: float32 read at 0.93-0.96x
-// CuPy's sum, float64 at 0.98-0.99x). Each thread copies and reads only its own slots, so no block-wide barrier;
+// few blocks an SM its registers allow that can leave too few bytes in flight to cover a fast memory's latency at
+// its bandwidth. Each thread copies and reads only its own slots, so no block-wide barrier;
 // the fold's order is the registers' path's, so the same answers, bit for bit, on the same grid and loads.
 // Needs blockDim.x == ASYNC_BLOCK and the ring within a block's 48 KiB of static shared memory.
 #ifndef ASYNC_STAGES

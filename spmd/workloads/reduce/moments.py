@@ -69,11 +69,10 @@ FALLBACK_BLOCKS_PER_SM = 4  # where the occupancy cannot be asked (cuda-bindings
 # The ring in shared memory (moments.cu's ASYNC_STAGES): 2 rounds of 4 vector loads (16 floats or 8 doubles a
 # tile), one in flight while a thread folds the other, 32 KiB a block
 RING_STAGES, RING_LOADS = 2, 4
-# Memory bytes a device can deliver per SM per SM clock above which the ring is the default. Timed by turns
-# (bench kernels' reduce case): on an H200 (18.4 bytes) loads into registers read float32 at 0.952x the ring's
-# rate; on an H100 (12.8) the ring at 0.988x the registers' (docs/results/{h200x1,h100x1}/kernels).
-# The threshold sits between the two devices measured; a device without the attributes to tell gets the ring (it
-# does not depend on registers to keep bytes in flight); one before sm_80 never (no cp.async).
+# Memory bytes a device can deliver per SM per SM clock above which the ring is the default: where memory outpaces
+# what registers keep in flight (the devices on each side of it: docs/benchmarks.md's reduce notes). A device
+# without the attributes to tell gets the ring (it does not depend on registers to keep bytes in flight); one
+# before sm_80 never (no cp.async).
 RING_BYTES_PER_SM_CLOCK = 16.0
 
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-# The launch shape, the fastest of the 80 bench/tools/stencil_kernel.py sweeps on an H200 (16384^2 float32, 5-point):
-# 64 x 4 threads, each 2 rows of 4 columns, 4.07 TB/s = 0.978x of a device copy; the one-column kernel peaked at
-# 3.34 TB/s (128 x 1 x 4 rows), more rows per thread were slower (fewer blocks in flight: 8 rows 0.90x).
+# The launch shape: the fastest of bench/tools/stencil_kernel.py's sweep (more rows per thread leave fewer blocks
+# in flight); its figures against a device copy are in docs/benchmarks.md.
 BLOCK = (64, 4)  # threads per block along (columns, rows)
 ROWS_PER_THREAD = 2  # rows per thread: the window rolls down 2 rows, reading 2 + 2r rows for 2 results
 VECTOR = None  # columns per thread: 16 bytes' worth (4 floats, 2 doubles)

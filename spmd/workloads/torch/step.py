@@ -98,7 +98,7 @@ class Stepper:
         self.forward = torch.compile(self.ddp) if params.strategy == "compile" else self.ddp
         self.corrupting = faults.corrupting()
         # The comm hook that times each bucket is Python: DDP then runs its allreduce through a Python future
-        # callback per bucket (on a CPU with gloo ~80 us a step more than DDP's C++ path). Under strategy ddp the
+        # callback per bucket, slower than DDP's C++ path. Under strategy ddp the
         # marked steps run through an instrumented twin of the same module (a DDP only acts on the backward of
         # its own forward), so the other steps take plain DDP's path; compile and a job with a corrupt fault keep
         # one DDP.
@@ -116,7 +116,7 @@ class Stepper:
         self.i = 0  # the step within the window (eager)
         self.step = 0
         self.bucket_bytes: dict[int, int] = {}
-        # one step in phase_every is marked (each CUDA event record costs ~14 us of host time); at least one a window
+        # one step in phase_every is marked (each CUDA event record costs host time); at least one a window
         self.every = min(params.phase_every, window_steps)
         self.slots = (
             [StepMarks(torch, self.gpu, self.micro) for _ in range(window_steps // self.every)]
@@ -174,7 +174,7 @@ class Stepper:
         for j in range(k):
             x, y = self.batches.take(rows_all if k == 1 else rows_all[j * b : (j + 1) * b])
             mark(f"d{j}")
-            if self.reseed and not self.graph_mode:  # ~100 us on a GPU: only for models that draw random numbers
+            if self.reseed and not self.graph_mode:  # costly on a GPU: only for models that draw random numbers
                 torch.manual_seed(micro_seed(self.params.seed, self.step, self.ctx.rank, j))
             with ddp.no_sync() if j < k - 1 else contextlib.nullcontext():
                 with autocast(torch, self.params.precision, self.gpu):
@@ -189,7 +189,7 @@ class Stepper:
         if self.graph_mode:  # inside the graph: the step's row of the device buffer, chosen by the device cursor
             self.losses.index_copy_(0, self.cursor, mean.float().reshape(1))
             self.cursor.add_(1)
-        else:  # eager: the tensor kept, stacked once a window (a copy into a slice costs ~10 us of host time a step)
+        else:  # eager: the tensor kept, stacked once a window (a copy into a slice would cost host time every step)
             self.step_losses.append(mean)
             self.i += 1
 

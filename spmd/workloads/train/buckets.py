@@ -113,8 +113,8 @@ class GradientExchange:
         self.asynchronous = self.overlap and device
         if self.asynchronous:
             cupy = xpmod.cupy
-            # High priority: NCCL's kernels need SMs while backward's GEMMs hold them (measured
-            # with the stencil's halos: at normal priority nothing was hidden).
+            # High priority: NCCL's kernels need SMs while backward's GEMMs hold them (at normal priority
+            # they wait for the GEMMs and nothing is hidden).
             self.stream = cupy.cuda.Stream(non_blocking=True, priority=-100)
             self._ready = [cupy.cuda.Event(disable_timing=True) for _ in buckets]
             self._done = [cupy.cuda.Event(disable_timing=True) for _ in buckets]

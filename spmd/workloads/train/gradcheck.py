@@ -6,8 +6,8 @@ allreduce. Checked at the first step: near convergence the softmax gradient p - 
 of nearly equal numbers, and float32 rounding alone would reach the tolerance.
 
 The reference takes the run's own side of every ReLU kink (network.relu_sides): a unit within
-rounding of 0 may fall either way, and one such unit moved layer 0 of a 4096-sample batch of
-`large` by 5.5e-4 (CPU) and 1.7e-3 (H200) of its norm. How many units it took from the run is
+rounding of 0 may fall either way, and one such unit can move a layer's gradient by far more than
+rounding does elsewhere. How many units it took from the run is
 reported; far more than rounding explains is a wrong forward pass.
 """
 

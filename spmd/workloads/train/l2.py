@@ -2,8 +2,8 @@
 
 Under params.backward_order: inputs_first, backward computes layer 0's weight gradient (for `large` at batch 512
 the largest GEMM: it reads the 9.9 MB batch and writes 19.7 MB) before the other layers', and it evicts their
-operands (each layer's output and output gradient, a few MB) from L2: on an H200 that cost about 15 us a
-step, as much as when L2 was flushed before each of them (bench/tools/backward_order.py). A persisting
+operands (each layer's output and output gradient, a few MB) from L2, costing as much as flushing L2 before each
+of them (bench/tools/backward_order.py measures it). A persisting
 access-policy window over the buffer holding those arrays (Network.arena) keeps them resident. The window is a
 stream attribute, which the kernels captured on that stream into a CUDA graph keep.
 """

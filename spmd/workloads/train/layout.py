@@ -9,8 +9,8 @@ slice of it (a view, never a copy). Each layer's segment starts on a 64-element 
 
 Each row of a ``W`` starts on ``ROW_BYTES`` in the GEMMs' operand type (``row_elements``): tensor-core GEMMs
 want every row of an operand on 16 bytes. A bfloat16 row of 844 or 4812 values is not (their float32 rows
-are), and on an H100 the bf16 GEMMs of a ``large`` step took 299 us with rows 4812 elements apart against
-156 us with them 4816 apart (docs/results/h100x1/train). The gap after a row is padding too: zero in the
+are), and misaligned rows make the bf16 GEMMs far slower (the train suite's GEMM case measures both). The gap
+after a row is padding too: zero in the
 parameters, their gradients and the optimizer's state, so every update leaves it zero.
 """
 

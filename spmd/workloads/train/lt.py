@@ -1,9 +1,8 @@
 """train's GEMMs through cuBLASLt: each distinct GEMM on the algorithm measured fastest for it, with the
 bias + ReLU of a hidden layer and the bias gradient fused into the GEMM's epilogue.
 
-Why: cuBLAS's own heuristic picks badly for some of train's tiny shapes. On one H100 the medium model's second layer
-at batch 16 (16 x 256 x 128) ran a kernel of 51 us where its neighbours take 2-8 us, a third of the whole step
-(bench/tools/train_ops.py; raw files in git history up to 2f310dd, docs/results/train-h100x1). So each distinct GEMM
+Why: cuBLAS's own heuristic picks badly for some of train's tiny shapes (one such GEMM can take many times its
+neighbours' time, a large share of a small step: bench/tools/train_ops.py shows it). So each distinct GEMM
 (shapes, transposes, epilogue, alignment) asks cuBLASLt's heuristic for its candidates once, times each on scratch
 output, and keeps the fastest. The fused epilogues remove one kernel per layer and pass.
 

@@ -2,7 +2,7 @@
 
 Both run the same arithmetic in the same order of steps, so a GPU result can be checked
 against a NumPy float64 one. On the GPU every primitive is one launch on the current stream:
-cuBLAS GEMMs called directly on a handle of our own (CuPy's matmul costs ~20 us of Python per
+cuBLAS GEMMs called directly on a handle of our own (CuPy's matmul costs Python time on every
 call, and a step has dozens), and small fused CUDA kernels (kernels.cu). Nothing allocates, and per-step
 values (the step counter for dropout and Adam, the batch cursor) are read from device memory,
 so a whole step can be captured in a CUDA graph and replayed.

@@ -256,9 +256,8 @@ class Trainer:
     def capture(self) -> None:
         """Capture one step in a CUDA graph, and the same step with its timing events when the driver lets them
         be captured (else the report has the step's total only). The window replays the first and ends with the
-        second: event records inside a graph cost about 11 us per step on an H100 (68.8 us against 58.0 us for
-        medium at batch 16, bench/programs/train_sweep.py's graph-nophases), and only the last step's events are
-        read anyway."""
+        second: event records inside a graph cost host and device time every step (bench/programs/train_sweep.py's
+        graph-nophases measures it), and only the last step's events are read anyway."""
         self.graph = self._capture(None)
         marks = None
         if self.marks:
