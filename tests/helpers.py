@@ -1,11 +1,25 @@
-"""Test helpers: small HDF5 inputs and their float64 reference answers."""
+"""The builders tests share, in one place: small HDF5 inputs and their float64 reference answers, configs of the
+repository's inputs shrunk to test size, plug-ins, a synthetic machine for the scaling model, stand-ins for the
+CUDA runtime. A test module imports these, never another test module."""
 
 from __future__ import annotations
 
+import ctypes
 import os
+import re
+import socket
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
 
 import h5py
 import numpy as np
+import yaml
+
+from spmd.io.mapped import HOST_TO_DEVICE, REGISTER_READ_ONLY
+from spmd.measure.collectives import model_terms
 
 # The environment as the user gave it, taken when tests/conftest.py imports this module,
 # before any test starts MPI in pytest's own process. Open MPI's singleton start adds
@@ -45,3 +59,247 @@ def assert_result_close(result: dict, expected: dict, rtol: float = 1e-12) -> No
         else:
             scale = 1e-12 if key != "sum" else 1e-12 * max(1.0, float(np.abs(want).max()))
             np.testing.assert_allclose(got, want, rtol=rtol, atol=scale, err_msg=key)
+
+
+# -- Configs of the repository's inputs/, shrunk to test size (from test_workloads_cli.py) --
+
+INPUTS = Path(__file__).resolve().parents[1] / "inputs"
+
+
+def small(config: str, folder: Path, **overrides) -> Path:
+    """inputs/CONFIG made smaller (CI has 2 cores), in ``folder``, with ``overrides`` applied."""
+    cfg = yaml.safe_load((INPUTS / config).read_text())
+    cfg["device"] = "cpu"  # 3 ranks on a 2-GPU machine would share a GPU; tests/mpi --gpu cover GPUs
+    for key, value in overrides.items():
+        node = cfg
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    path = folder / config
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+# -- A tiny train config, and a checkpoint's weights (from test_train_cli.py) --
+
+TINY = {
+    "generate.shape": [2048, 24],
+    "params.model": [24, 32, 16, 5],
+    "params.batch": 16,
+    "params.steps": 10,
+    "params.eval_rows": 512,
+    "params.checkpoint": None,
+    "repeats": 3,
+}
+
+
+def train_config(folder: Path, name="train.yaml", **overrides) -> Path:
+    scratch = folder / "made"
+    scratch.mkdir(exist_ok=True)
+    return small("train.yaml", scratch, **{**TINY, **overrides}).replace(folder / name)
+
+
+def weights(path) -> np.ndarray:
+    with h5py.File(path) as f:
+        return f["weights"][...]
+
+
+# spmd run with every file this process writes limited to LIMIT bytes (EFBIG: what a full disk or a quota
+# gives); the limit is set after mpi4py started MPI, whose shared-memory files it would otherwise refuse.
+LIMITED = textwrap.dedent("""
+    import resource, sys
+    from mpi4py import MPI
+    limit = int(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    from spmd.cli.main import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+# -- Plug-ins: the examples, a plug-in file, a config over a small input (from test_plugins_cli.py) --
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+ROWS = 10_007  # 3336, 3336, 3335 rows on 3 ranks
+
+
+def example(name: str, folder: Path, **changes) -> Path:
+    """examples/NAME.yaml with a small input in ``folder`` (and ``changes``); the plug-in by its absolute path."""
+    cfg = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
+    cfg["workload"] = str(EXAMPLES / cfg["workload"].removeprefix("examples/"))
+    cfg["generate"]["shape"][0] = ROWS
+    cfg.update(device="cpu", repeats=2, output=str(folder / "out"), **changes)
+    cfg["input"]["path"] = str(folder / Path(cfg["input"]["path"]).name)
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def plugin(folder: Path, source: str, name: str = "plug.py") -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def config(folder: Path, workload: str, **keys) -> Path:
+    """A config over folder/x.h5 (ROWS float64 values, written here) for ``workload``."""
+    with h5py.File(folder / "x.h5", "w") as f:
+        f.create_dataset("x", data=np.random.default_rng(1).standard_normal(ROWS))
+    path = folder / "job.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "workload": workload,
+                "device": "cpu",
+                "repeats": 2,
+                "timeout_s": 5,
+                "output": str(folder / "out"),
+                "input": {"path": str(folder / "x.h5"), "dataset": "x"},
+                **keys,
+            }
+        )
+    )
+    return path
+
+
+def cli(*args, cwd):
+    proc = subprocess.run(
+        [sys.executable, "-m", "spmd", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=LAUNCH_ENV,
+        timeout=120,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def reduce_config(folder: Path, **keys) -> Path:
+    write_dataset(folder / "x.h5", np.random.default_rng(1).standard_normal(200_003).astype(np.float32))
+    cfg = {
+        "workload": "reduce",
+        "device": "cpu",
+        "warmup": 1,
+        "repeats": 4,
+        "input": {"path": str(folder / "x.h5"), "dataset": "x"},
+        "output": str(folder / "out"),
+        **keys,
+    }
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+HOST = socket.gethostname()
+
+
+def watchdog_lines(err: str) -> dict[int, str]:
+    """The watchdog's 'where every rank is' lines, by rank."""
+    return {int(m[1]): m[2] for m in re.finditer(rf"^  rank (\d+) on {re.escape(HOST)}: (.*)$", err, re.M)}
+
+
+# -- A synthetic machine whose scaling model is known: sweeps of it for the model's tests (from test_scale_model.py) --
+
+# The "true" machine behind the synthetic sweep.
+READ_RATE, READ_INTERCEPT = 2e9, 1e-3
+
+
+COMPUTE_RATE = 10e9
+
+
+ALPHA, BETA = 20e-6, 1 / 5e9
+
+
+OVERHEAD, GAP = 50e-6, 1e-4
+
+
+MOMENTS = 40  # bytes per rank allgathered by reduce
+
+
+def true_time(ranks: int, problem: float) -> dict:
+    share = problem / ranks
+    steps, volume = model_terms("allgather", ranks, MOMENTS)
+    phases = {
+        "read": READ_INTERCEPT + share / READ_RATE,
+        "wait": 0.0,
+        "h2d": 0.0,
+        "compute": share / COMPUTE_RATE,
+        "comm": OVERHEAD + ALPHA * steps + BETA * volume,
+    }
+    return phases
+
+
+def synthetic_run(mode: str, ranks: int, problem: float) -> dict:
+    phases = true_time(ranks, problem)
+    timings = {p: {"min": t, "median": t, "max": t} for p, t in phases.items()}
+    total = sum(phases.values()) + GAP
+    timings["total"] = {"min": total, "median": total, "max": total}
+    return {
+        "mode": mode,
+        "ranks": ranks,
+        "time": total,
+        "timings": timings,
+        "problem": {"bytes": problem, "comm": [{"op": "allgather", "bytes": MOMENTS}]},
+    }
+
+
+def synthetic_probe() -> list[dict]:
+    out = []
+    for ranks in (2, 3, 4):
+        for m in (8, 4096, 1 << 20, 16 << 20):
+            steps, volume = model_terms("allgather", ranks, m)
+            out.append({"op": "allgather", "ranks": ranks, "bytes": m, "seconds": ALPHA * steps + BETA * volume})
+    return out
+
+
+S = 64e6
+
+
+RUNS = [synthetic_run("strong", n, S) for n in (1, 2, 3, 4)] + [synthetic_run("weak", n, S * n) for n in (2, 4)]
+
+
+# -- Stand-ins for the CUDA runtime and CuPy, for the mapped engine's host tests (from test_io_mapped.py) --
+
+
+class Runtime:
+    """CUDA's runtime API as the mapped engine calls it: locks recorded, copies done at once by memmove."""
+
+    def __init__(self, refuse=False):
+        self.locked, self.refuse = {}, refuse
+
+    def hostRegister(self, ptr, size, flags):
+        assert flags == REGISTER_READ_ONLY
+        if self.refuse:
+            raise RuntimeError("cudaErrorNotSupported: operation not supported")
+        self.locked[ptr] = size
+
+    def memcpyAsync(self, dst, src, size, kind, stream):
+        assert kind == HOST_TO_DEVICE and stream == 7
+        assert any(lo <= src and src + size <= lo + n for lo, n in self.locked.items()), "copy from unlocked memory"
+        ctypes.memmove(dst, src, size)
+
+    def hostUnregister(self, ptr):
+        del self.locked[ptr]
+
+
+class DeviceArray(np.ndarray):
+    """A host array standing in for a CuPy array: what the mapped read uses of one (``data.ptr``)."""
+
+    @property
+    def data(self):
+        return types.SimpleNamespace(ptr=self.ctypes.data)
+
+
+def stand_in_cupy(runtime):
+    """The parts of CuPy the mapped engine calls: its runtime, a stream, the current stream's events."""
+    stream = types.SimpleNamespace(ptr=7, synchronize=lambda: None, wait_event=lambda event: None)
+    current = types.SimpleNamespace(record=lambda: object())
+    return types.SimpleNamespace(
+        cuda=types.SimpleNamespace(
+            runtime=runtime, Stream=lambda non_blocking: stream, get_current_stream=lambda: current
+        ),
+        ndarray=DeviceArray,
+        asnumpy=lambda a: np.asarray(a).copy(),
+    )

@@ -12,6 +12,12 @@ With ``--idle``, the device is synchronized after the copy, so the sum is launch
 ``compute`` here too. Without it the sum is queued behind the copy, which hides that time.
 """
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "mpiexec -n N python bench/programs/inline_sum.py CONFIG [--idle]"
+)  # before the libraries a machine may lack
+
 import json
 import statistics
 import sys

@@ -18,14 +18,17 @@ TABLE = {
 }
 
 
-def main():
-    parser = argparse.ArgumentParser()
+def arguments():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--models", default="medium,large")
     parser.add_argument("--variants", default="graph,eager,no-overlap")
     parser.add_argument("--ranks", default=None, help="GPU counts (default 1, 2, 4, ... up to the launch size)")
     parser.add_argument("--batches", default=None, help="only these batch sizes of the table, e.g. 512")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main(args):
     ctx = Context()
     ranks = (
         [int(n) for n in args.ranks.split(",")]
@@ -127,8 +130,9 @@ def main():
 
 
 if __name__ == "__main__":
+    options = arguments()  # --help and bad options end here, before any rank waits in a collective
     try:
-        main()
+        main(options)
     except BaseException:  # never leave the other rank waiting in a collective
         import sys
         import traceback

@@ -7,6 +7,12 @@ weight gradient) and, with --persist, inputs_first_persist (the activations in t
     python -m bench.tools.backward_order [--model large] [--batch 512] [--replays 40] > backward-order.jsonl
 """
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "python -m bench.tools.backward_order [--model large] [--batch 512] [--replays 40] (a GPU, CuPy)"
+)  # before the libraries a machine may lack
+
 import argparse
 import json
 import sys
@@ -16,7 +22,7 @@ import numpy as np
 
 from spmd.workloads.train.l2 import L2Window
 from spmd.workloads.train.layout import Layout, model_widths
-from spmd.workloads.train.marks import CU_EVENT_RECORD_EXTERNAL, _driver_record
+from spmd.workloads.train.marks import CU_EVENT_RECORD_EXTERNAL, driver_record
 from spmd.workloads.train.network import Network
 from spmd.workloads.train.ops import make_ops
 
@@ -29,7 +35,7 @@ class TimedOps:
     experiment: how much of a GEMM's time is its operands coming from L2)."""
 
     def __init__(self, ops, flush=None):
-        self._ops, self._record, self._flush = ops, _driver_record(), flush
+        self._ops, self._record, self._flush = ops, driver_record(), flush
         self.names, self.events = [], []
 
     def _mark(self, name: str) -> None:

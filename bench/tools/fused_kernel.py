@@ -8,6 +8,10 @@ case at 4.47: 3% that a single ceiling lends every row), with the blocks the dri
 registers a thread takes.
 """
 
+from bench.usage import answer_help
+
+answer_help(__doc__, "python -m bench.tools.fused_kernel (a GPU, CuPy)")  # before the libraries a machine may lack
+
 import itertools
 import json
 import sys

@@ -6,6 +6,12 @@ by hand, before the kernels start?
     mpirun -n 2 python -m bench.tools.host_profile CONFIG -o repeats=200 > profile.txt
 """
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "mpirun -n N python -m bench.tools.host_profile CONFIG [-o key=value ...]"
+)  # before the libraries a machine may lack
+
 import cProfile
 import io
 import pstats

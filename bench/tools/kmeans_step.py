@@ -4,6 +4,12 @@
 after 2 warm-ups, in ms; every way of the sums is checked against the first. Prints JSON.
 """
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "python -m bench.tools.kmeans_step [ROWS] (a GPU, CuPy)"
+)  # before the libraries a machine may lack
+
 import json
 import sys
 

@@ -11,6 +11,12 @@ pread-to-pinned path of spmd's direct engine, all from the page cache, medians o
     mpirun -n 2 python -m bench.tools.mapped_h2d DIR GIB_PER_RANK > mapped.json
 """
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "mpirun -n N python -m bench.tools.mapped_h2d DIR GIB_PER_RANK (GPUs, CuPy)"
+)  # before the libraries a machine may lack
+
 import json
 import mmap
 import os

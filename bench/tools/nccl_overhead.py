@@ -6,6 +6,12 @@ loop alone (no synchronize) and of the loop followed by a synchronize.
 
 from __future__ import annotations
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "mpirun -n 2 python -m bench.tools.nccl_overhead (one rank per GPU, CuPy)"
+)  # before the libraries a machine may lack
+
 import time
 
 import cupy

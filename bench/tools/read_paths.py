@@ -7,6 +7,12 @@ the ceiling of the file system (or page cache) underneath.
 ``--context``: measured inside spmd's runtime as ``spmd run`` sets it up (its watchdog thread running).
 """
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "python -m bench.tools.read_paths FILE DATASET [--context]"
+)  # before the libraries a machine may lack
+
 import json
 import os
 import statistics

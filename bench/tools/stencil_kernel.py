@@ -4,6 +4,12 @@ step by the fused kernel and by array slicing, beside the HBM read ceiling (CuPy
 a stencil step needs). Prints JSON.
 """
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "python -m bench.tools.stencil_kernel [N] (a GPU, CuPy)"
+)  # before the libraries a machine may lack
+
 import json
 import sys
 

@@ -11,6 +11,12 @@ The report came from (3 ranks on the 2-core CPU machine, rank 1's read slowed by
 
 from __future__ import annotations
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "python -m bench.tools.timeline_picture REPORT_JSON OUT_PNG"
+)  # before the libraries a machine may lack
+
 import json
 import shutil
 import subprocess

@@ -5,6 +5,12 @@ batch) on stdout.
     python -m bench.tools.train_kernels [--models medium] [--batches 16,32]
 """
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "python -m bench.tools.train_kernels [--models medium] [--batches 16,32] (a GPU, CuPy, PyTorch)"
+)  # before the libraries a machine may lack
+
 import argparse
 
 import cupy

@@ -5,6 +5,12 @@ replayed (the way the step itself runs), at each batch given. One JSON line per 
     python -m bench.tools.train_ops [--models medium,large] [--batches 16,32] > train-ops.jsonl
 """
 
+from bench.usage import answer_help
+
+answer_help(
+    __doc__, "python -m bench.tools.train_ops [--models medium,large] [--batches 16,32] (a GPU, CuPy)"
+)  # before the libraries a machine may lack
+
 import argparse
 import json
 import sys

@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 
 import numpy as np
 import pytest
 import yaml
-from helpers import write_dataset
+from helpers import HOST, small, train_config, watchdog_lines, write_dataset
 from mpi_job import spmd
-from test_train_cli import train_config
-from test_workloads_cli import small
 
 from bench.failures.catalogue import fault_cases
 
-HOST = socket.gethostname()
 TIMEOUT_S = 3  # the watchdog's timeout_s in these runs
 LIMIT_S = TIMEOUT_S + 30  # what the issue allows a fault to take
 ROWS = 30_000
@@ -45,11 +41,6 @@ def config(tmp_path):
 def run_with_fault(config, fault: str, *overrides: str):
     args = [a for o in overrides for a in ("-o", o)]
     return spmd("run", config, *args, env={"SPMD_FAULT": fault}, timeout=LIMIT_S + 30)
-
-
-def watchdog_lines(err: str) -> dict[int, str]:
-    """The watchdog's 'where every rank is' lines, by rank."""
-    return {int(m[1]): m[2] for m in re.finditer(rf"^  rank (\d+) on {re.escape(HOST)}: (.*)$", err, re.M)}
 
 
 # the catalogue's injected faults on 3 ranks (bench/failures/catalogue.py, docs/reliability.md's table)
@@ -243,7 +234,7 @@ CORRUPTED = {
 
 
 def small_plugin(name, folder):
-    from test_plugins_cli import example
+    from helpers import example
 
     return example(name, folder)
 

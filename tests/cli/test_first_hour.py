@@ -198,8 +198,8 @@ def test_progress_lines_on_rank_0_when_asked_and_never_with_quiet(tmp_path):
     loss; each sweep size as it starts; --quiet silences everything."""
     import re
 
+    from helpers import small
     from mpi_job import spmd
-    from test_workloads_cli import small
 
     config = small(
         "train.yaml",

@@ -12,21 +12,8 @@ import textwrap
 import h5py
 import numpy as np
 import pytest
-from helpers import LAUNCH_ENV
+from helpers import LAUNCH_ENV, LIMITED, small, train_config
 from mpi_job import spmd, spmd_script
-from test_train_cli import train_config
-from test_workloads_cli import small
-
-# spmd run with every file this process writes limited to LIMIT bytes (EFBIG: what a full disk or a quota
-# gives); the limit is set after mpi4py started MPI, whose shared-memory files it would otherwise refuse.
-LIMITED = textwrap.dedent("""
-    import resource, sys
-    from mpi4py import MPI
-    limit = int(sys.argv[1])
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    from spmd.cli.main import main
-    sys.exit(main(sys.argv[2:]))
-""")
 
 
 def leftovers(folder) -> list[str]:

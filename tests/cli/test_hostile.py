@@ -12,9 +12,8 @@ import time
 import h5py
 import numpy as np
 import pytest
-from helpers import write_dataset
+from helpers import config, plugin, write_dataset
 from mpi_job import spmd
-from test_plugins_cli import config, plugin
 
 
 def strict(path):
@@ -69,7 +68,7 @@ def test_an_endless_loop_at_plugin_import_ends_within_the_configs_timeout(tmp_pa
 
 def test_an_endless_import_is_bounded_where_no_watchdog_runs_too(tmp_path):
     """spmd jobscript loads the plug-in in one process, without MPI: an alarm bounds the import by timeout_s."""
-    from test_merge_jobscript import cli
+    from helpers import cli
 
     loop = plugin(tmp_path, "while True:\n    pass\n")
     job = config(tmp_path, f"{loop}:f", timeout_s=2)
@@ -103,7 +102,7 @@ def test_a_plugin_path_that_is_a_folder_says_so(tmp_path):
 
 
 def test_the_kmeans_example_on_1d_input_says_what_it_needs(tmp_path):
-    from test_plugins_cli import EXAMPLES
+    from helpers import EXAMPLES
 
     job = config(tmp_path, f"{EXAMPLES / 'kmeans.py'}:KMeans")
     rc, out, err, _ = spmd("run", job, cwd=tmp_path, ranks=2)
@@ -301,7 +300,7 @@ def test_run_on_more_ranks_than_cpus_says_so(tmp_path):
 def test_report_compare_bounds_what_it_reads_and_validates_what_it_compares(tmp_path):
     """A FIFO (it would block), /dev/zero (it never ends), deeply nested JSON, a string among the repeats, NaN
     timings and a 10,000-line workload name: each exit 2 within seconds, one short line, no traceback."""
-    from test_merge_jobscript import cli
+    from helpers import cli
 
     write_dataset(tmp_path / "x.h5", np.arange(1000.0))
     rc, out, err, _ = spmd("run", reduce_job(tmp_path, "x.h5", repeats=3), cwd=tmp_path, ranks=2)
@@ -335,7 +334,7 @@ def test_report_compare_bounds_what_it_reads_and_validates_what_it_compares(tmp_
 
 
 def test_report_merge_of_a_glob_that_matched_nothing_says_so(tmp_path):
-    from test_merge_jobscript import cli
+    from helpers import cli
 
     rc, out, err = cli("report", "merge", "results/*/report.json", "--out", "m", cwd=tmp_path)
     assert rc == 2 and "no report.json matched results/*/report.json" in err, err
@@ -415,7 +414,7 @@ def test_matmul_default_catches_every_element_the_docs_say_it_does(tmp_path):
 def test_a_checkpoint_from_a_failed_verification_is_not_resumed_without_saying_so(tmp_path):
     """Training that ends in exit 3 (one rank's parameters corrupted) marks its checkpoint; resuming from it
     exits 2 naming why, and params.resume_unverified resumes with the report saying so."""
-    from test_train_cli import train_config
+    from helpers import train_config
 
     config = train_config(tmp_path, **{"params.checkpoint": {"path": "ckpt.h5", "every": 20}, "repeats": 3})
     assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0

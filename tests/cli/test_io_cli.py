@@ -108,7 +108,7 @@ def test_a_bad_io_key_is_refused_by_name(tmp_path, value, message):
     "algorithm,grid,want_a", [("rows", None, "direct"), ("summa", [3, 1], "direct"), ("summa", [1, 3], "h5py")]
 )  # 1 x 3: A's blocks split rows
 def test_matmul_reads_whole_rows_with_the_direct_engine_and_says_so(tmp_path, algorithm, grid, want_a):
-    from test_workloads_cli import small
+    from helpers import small
 
     config = small(
         "matmul.yaml",
@@ -141,7 +141,7 @@ def test_matmul_reads_whole_rows_with_the_direct_engine_and_says_so(tmp_path, al
 
 
 def test_train_reads_its_rows_with_the_direct_engine_and_says_so(tmp_path):
-    from test_train_cli import train_config
+    from helpers import train_config
 
     config = train_config(tmp_path, **{"repeats": 1})
     assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0

@@ -5,26 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import numpy as np
 import pytest
 import yaml
-from helpers import LAUNCH_ENV
+from helpers import LAUNCH_ENV, cli, small
 from mpi_job import spmd
-from test_workloads_cli import small
-
-
-def cli(*args, cwd):
-    proc = subprocess.run(
-        [sys.executable, "-m", "spmd", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=LAUNCH_ENV,
-        timeout=120,
-    )
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def test_merge_of_separate_runs_gives_the_sweeps_own_figures(tmp_path):

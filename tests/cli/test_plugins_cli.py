@@ -9,58 +9,15 @@ import re
 import socket
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 import yaml
-from helpers import LAUNCH_ENV
+from helpers import EXAMPLES, LAUNCH_ENV, ROWS, config, example, plugin
 from mpi_job import DEADLINE_S, spmd
 
-EXAMPLES = Path(__file__).parents[2] / "examples"
 HOST = socket.gethostname()
-ROWS = 10_007  # 3336, 3336, 3335 rows on 3 ranks
-
-
-def example(name: str, folder: Path, **changes) -> Path:
-    """examples/NAME.yaml with a small input in ``folder`` (and ``changes``); the plug-in by its absolute path."""
-    cfg = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
-    cfg["workload"] = str(EXAMPLES / cfg["workload"].removeprefix("examples/"))
-    cfg["generate"]["shape"][0] = ROWS
-    cfg.update(device="cpu", repeats=2, output=str(folder / "out"), **changes)
-    cfg["input"]["path"] = str(folder / Path(cfg["input"]["path"]).name)
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def plugin(folder: Path, source: str, name: str = "plug.py") -> Path:
-    path = folder / name
-    path.write_text(textwrap.dedent(source))
-    return path
-
-
-def config(folder: Path, workload: str, **keys) -> Path:
-    """A config over folder/x.h5 (ROWS float64 values, written here) for ``workload``."""
-    with h5py.File(folder / "x.h5", "w") as f:
-        f.create_dataset("x", data=np.random.default_rng(1).standard_normal(ROWS))
-    path = folder / "job.yaml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "workload": workload,
-                "device": "cpu",
-                "repeats": 2,
-                "timeout_s": 5,
-                "output": str(folder / "out"),
-                "input": {"path": str(folder / "x.h5"), "dataset": "x"},
-                **keys,
-            }
-        )
-    )
-    return path
 
 
 def test_the_histogram_example_from_the_command_line(tmp_path):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import reduce_config
 from mpi_job import spmd
-from test_trace import reduce_config
 
 from spmd.report.svg import CATEGORY_COLORS, PANELS, PHASE_COLORS, RANK_COLORS
 

@@ -5,31 +5,14 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from helpers import write_dataset
+from helpers import reduce_config, write_dataset
 from mpi_job import RANKS, spmd
 
 RESOLUTION_S = 2e-6  # perf_counter readings, rounded to 1 ns in the trace; each event's start and end
-
-
-def reduce_config(folder: Path, **keys) -> Path:
-    write_dataset(folder / "x.h5", np.random.default_rng(1).standard_normal(200_003).astype(np.float32))
-    cfg = {
-        "workload": "reduce",
-        "device": "cpu",
-        "warmup": 1,
-        "repeats": 4,
-        "input": {"path": str(folder / "x.h5"), "dataset": "x"},
-        "output": str(folder / "out"),
-        **keys,
-    }
-    path = folder / "job.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -10,35 +10,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
-from helpers import LAUNCH_ENV
+from helpers import LAUNCH_ENV, train_config, weights
 from mpi_job import mpiexec, spmd
-from test_workloads_cli import small
-
-TINY = {
-    "generate.shape": [2048, 24],
-    "params.model": [24, 32, 16, 5],
-    "params.batch": 16,
-    "params.steps": 10,
-    "params.eval_rows": 512,
-    "params.checkpoint": None,
-    "repeats": 3,
-}
-
-
-def train_config(folder: Path, name="train.yaml", **overrides) -> Path:
-    scratch = folder / "made"
-    scratch.mkdir(exist_ok=True)
-    return small("train.yaml", scratch, **{**TINY, **overrides}).replace(folder / name)
-
-
-def weights(path) -> np.ndarray:
-    with h5py.File(path) as f:
-        return f["weights"][...]
 
 
 def test_training_reaches_the_stated_accuracy(tmp_path):

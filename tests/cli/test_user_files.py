@@ -234,7 +234,7 @@ def test_a_save_path_holding_a_users_file_needs_overwrite(tmp_path):
 
 
 def test_a_checkpoint_path_holding_a_users_file_is_refused(tmp_path):
-    from test_train_cli import train_config
+    from helpers import train_config
 
     config = train_config(tmp_path, **{"params.checkpoint": {"path": "ckpt.h5", "every": 10}, "repeats": 1})
     assert spmd("generate", config, cwd=tmp_path, ranks=1)[0] == 0
@@ -247,8 +247,8 @@ def test_a_checkpoint_path_holding_a_users_file_is_refused(tmp_path):
 def test_a_full_disk_for_the_outputs_is_exit_2_naming_the_file_and_leaves_nothing_half_written(tmp_path):
     """report.json and a scaling report on a disk that takes no more (a file size limit set after MPI started):
     exit 2 naming the file, no report, no temporary file, and a scaling report's files all or none."""
+    from helpers import LIMITED
     from mpi_job import spmd_script
-    from test_hardening import LIMITED
 
     write_dataset(tmp_path / "x.h5", np.arange(30000.0))
     cfg = {

@@ -11,26 +11,9 @@ import h5py
 import numpy as np
 import pytest
 import yaml
-from helpers import write_dataset
+from helpers import small, write_dataset
 from mpi_job import DEADLINE_S, spmd
 from scipy import ndimage
-
-INPUTS = Path(__file__).resolve().parents[2] / "inputs"
-
-
-def small(config: str, folder: Path, **overrides) -> Path:
-    """inputs/CONFIG made smaller (CI has 2 cores), in ``folder``, with ``overrides`` applied."""
-    cfg = yaml.safe_load((INPUTS / config).read_text())
-    cfg["device"] = "cpu"  # 3 ranks on a 2-GPU machine would share a GPU; tests/mpi --gpu cover GPUs
-    for key, value in overrides.items():
-        node = cfg
-        *parents, last = key.split(".")
-        for part in parents:
-            node = node[part]
-        node[last] = value
-    path = folder / config
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 def test_matmul_configs_generate_run_and_save(tmp_path):

@@ -10,10 +10,8 @@ import socket
 import numpy as np
 import pytest
 import yaml
-from helpers import write_dataset
+from helpers import train_config, watchdog_lines, write_dataset
 from mpi_job import spmd
-from test_faults import watchdog_lines
-from test_train_cli import train_config
 
 HOST = socket.gethostname()
 TIMEOUT_S = 5

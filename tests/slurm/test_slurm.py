@@ -16,9 +16,8 @@ import h5py
 import numpy as np
 import pytest
 from conftest import ROOT
-from helpers import LAUNCH_ENV, assert_result_close, reference
+from helpers import LAUNCH_ENV, assert_result_close, reference, small
 from mpi_job import mpiexec
-from test_workloads_cli import small
 
 SPMD = f"{sys.executable} -m spmd"
 CPU = ["--gpus-per-node=0", "--cpus-per-task=1"]  # the templates ask for GPUs; this cluster has none
@@ -235,7 +234,7 @@ def test_jobscript_series_submitted_then_merged_across_node_counts(two_nodes, tm
 
 
 def test_time_limit_signal_checkpoints_train_and_a_resubmit_resumes(slurm, tmp_path):
-    from test_train_cli import train_config, weights
+    from helpers import train_config, weights
 
     config = train_config(tmp_path, **{"params.checkpoint": {"path": "ckpt.h5", "every": 50}, "repeats": 199})
     full = train_config(tmp_path, "full.yaml", **{"params.checkpoint": {"path": "full.h5"}, "repeats": 199})

@@ -9,7 +9,7 @@ import os
 import h5py
 import numpy as np
 import pytest
-from test_io_mapped import DeviceArray, Runtime, stand_in_cupy
+from helpers import DeviceArray, Runtime, stand_in_cupy
 
 from spmd.core.config import InputConfig, IoConfig
 from spmd.io import choose

@@ -3,39 +3,18 @@ locked and does each 'copy' with memmove, so the bytes that land are compared wi
 (contiguous and chunked, at offsets that are not page-aligned). Its refusals: a truncated file, pages the driver
 will not lock, no GPU."""
 
-import ctypes
 import mmap
 import types
 
 import h5py
 import numpy as np
 import pytest
+from helpers import DeviceArray, Runtime, stand_in_cupy
 
 from spmd.core.config import IoConfig
 from spmd.core.errors import ConfigError, InputError
 from spmd.io.direct import byte_ranges
-from spmd.io.mapped import HOST_TO_DEVICE, REGISTER_READ_ONLY, MappedRanges
-
-
-class Runtime:
-    """CUDA's runtime API as the mapped engine calls it: locks recorded, copies done at once by memmove."""
-
-    def __init__(self, refuse=False):
-        self.locked, self.refuse = {}, refuse
-
-    def hostRegister(self, ptr, size, flags):
-        assert flags == REGISTER_READ_ONLY
-        if self.refuse:
-            raise RuntimeError("cudaErrorNotSupported: operation not supported")
-        self.locked[ptr] = size
-
-    def memcpyAsync(self, dst, src, size, kind, stream):
-        assert kind == HOST_TO_DEVICE and stream == 7
-        assert any(lo <= src and src + size <= lo + n for lo, n in self.locked.items()), "copy from unlocked memory"
-        ctypes.memmove(dst, src, size)
-
-    def hostUnregister(self, ptr):
-        del self.locked[ptr]
+from spmd.io.mapped import MappedRanges
 
 
 def device_like(array):
@@ -92,27 +71,6 @@ def test_the_mapped_engine_without_a_gpu_is_refused_by_name(ones_plan, monkeypat
     plan = ones_plan(10)
     with pytest.raises(ConfigError, match="io.engine: mapped page-locks the file for a GPU's copies: no GPU here"):
         RowReader(plan, IoConfig(engine="mapped"))
-
-
-class DeviceArray(np.ndarray):
-    """A host array standing in for a CuPy array: what the mapped read uses of one (``data.ptr``)."""
-
-    @property
-    def data(self):
-        return types.SimpleNamespace(ptr=self.ctypes.data)
-
-
-def stand_in_cupy(runtime):
-    """The parts of CuPy the mapped engine calls: its runtime, a stream, the current stream's events."""
-    stream = types.SimpleNamespace(ptr=7, synchronize=lambda: None, wait_event=lambda event: None)
-    current = types.SimpleNamespace(record=lambda: object())
-    return types.SimpleNamespace(
-        cuda=types.SimpleNamespace(
-            runtime=runtime, Stream=lambda non_blocking: stream, get_current_stream=lambda: current
-        ),
-        ndarray=DeviceArray,
-        asnumpy=lambda a: np.asarray(a).copy(),
-    )
 
 
 @pytest.mark.parametrize("chunks", [None, (700, 3)])

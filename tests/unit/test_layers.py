@@ -158,3 +158,44 @@ def test_no_module_over_500_lines():
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert not long, long
+
+
+def test_bench_uses_no_private_name_of_spmd():
+    """bench/ sits beside spmd/ and uses only its public names: no ``from spmd.x import _y``, no ``mod._y`` on a
+    module of spmd it imported (a private name may change without notice; make it public or leave it)."""
+    found = []
+    for path in sorted((ROOT.parent / "bench").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        spmd_modules = set()  # local names bound to spmd's modules
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                spmd_modules |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("spmd")}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("spmd"):
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        found.append(f"{path.name}:{node.lineno} imports {node.module}.{a.name}")
+                    spmd_modules.add(a.asname or a.name)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in spmd_modules
+            ):
+                found.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert not found, "\n".join(found)
+
+
+def test_tests_share_builders_through_helpers_only():
+    """A test module imports no other test module: what tests share lives in tests/helpers.py."""
+    tests = ROOT.parent / "tests"
+    found = [
+        f"{path.relative_to(tests)}:{node.lineno} imports {name}"
+        for path in sorted(tests.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for name in ([node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names])
+        if name.split(".")[-1].startswith("test_")
+    ]
+    assert not found, "\n".join(found)

@@ -6,6 +6,21 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import (
+    ALPHA,
+    BETA,
+    COMPUTE_RATE,
+    GAP,
+    MOMENTS,
+    OVERHEAD,
+    READ_INTERCEPT,
+    READ_RATE,
+    RUNS,
+    S,
+    synthetic_probe,
+    synthetic_run,
+    true_time,
+)
 
 from spmd.measure.collectives import COLLECTIVES, model_terms
 from spmd.scale.advice import model_advice
@@ -19,53 +34,6 @@ from spmd.scale.scaling_model import (
     predict,
     ranks_on_a_node,
 )
-
-# The "true" machine behind the synthetic sweep.
-READ_RATE, READ_INTERCEPT = 2e9, 1e-3
-COMPUTE_RATE = 10e9
-ALPHA, BETA = 20e-6, 1 / 5e9
-OVERHEAD, GAP = 50e-6, 1e-4
-MOMENTS = 40  # bytes per rank allgathered by reduce
-
-
-def true_time(ranks: int, problem: float) -> dict:
-    share = problem / ranks
-    steps, volume = model_terms("allgather", ranks, MOMENTS)
-    phases = {
-        "read": READ_INTERCEPT + share / READ_RATE,
-        "wait": 0.0,
-        "h2d": 0.0,
-        "compute": share / COMPUTE_RATE,
-        "comm": OVERHEAD + ALPHA * steps + BETA * volume,
-    }
-    return phases
-
-
-def synthetic_run(mode: str, ranks: int, problem: float) -> dict:
-    phases = true_time(ranks, problem)
-    timings = {p: {"min": t, "median": t, "max": t} for p, t in phases.items()}
-    total = sum(phases.values()) + GAP
-    timings["total"] = {"min": total, "median": total, "max": total}
-    return {
-        "mode": mode,
-        "ranks": ranks,
-        "time": total,
-        "timings": timings,
-        "problem": {"bytes": problem, "comm": [{"op": "allgather", "bytes": MOMENTS}]},
-    }
-
-
-def synthetic_probe() -> list[dict]:
-    out = []
-    for ranks in (2, 3, 4):
-        for m in (8, 4096, 1 << 20, 16 << 20):
-            steps, volume = model_terms("allgather", ranks, m)
-            out.append({"op": "allgather", "ranks": ranks, "bytes": m, "seconds": ALPHA * steps + BETA * volume})
-    return out
-
-
-S = 64e6
-RUNS = [synthetic_run("strong", n, S) for n in (1, 2, 3, 4)] + [synthetic_run("weak", n, S * n) for n in (2, 4)]
 
 
 def test_model_recovers_the_synthetic_machine():

@@ -4,7 +4,7 @@ count past the hardware present, and no GPU words in a CPU run's findings."""
 from __future__ import annotations
 
 import pytest
-from test_scale_model import RUNS, S, synthetic_probe, synthetic_run
+from helpers import RUNS, S, synthetic_probe, synthetic_run
 
 from spmd.scale.advice import model_advice, series_advice, suspect_advice
 from spmd.scale.render import tables

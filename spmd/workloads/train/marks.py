@@ -18,7 +18,7 @@ from ...core import xp as xpmod
 from ...core.libraries import cuda_driver, driver_call
 
 
-def _driver_record():
+def driver_record():
     """Records a CuPy event on a CuPy stream with CU_EVENT_RECORD_EXTERNAL (cuda-bindings), or None where the
     bindings are missing: a timing event inside a CUDA graph capture needs that flag, which CuPy's Event.record
     does not pass."""
@@ -92,7 +92,7 @@ class DeviceMarks:
         self.ev = {name: cupy.cuda.Event() for name in names}
         self.comm = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(buckets)]
         self.capturing = False
-        self._record = _driver_record()
+        self._record = driver_record()
 
     @property
     def can_capture(self) -> bool:
