@@ -1,5 +1,5 @@
-"""The ``spmd`` command: ``run``, ``scale``, ``generate``, ``bench comm``, ``topo``, ``info``, ``report``,
-``jobscript``.
+"""The ``spmd`` command's entry point: parse (``arguments``), run the command's module (``run``, ``scale``,
+``generate``, ``bench``, ``topo``, ``info``, ``report``, ``jobscript``), turn its errors into exit codes.
 
 Failure rule: an error every rank agreed on (``SpmdError.collective``) is printed once by
 rank 0 and every rank exits with its code; an error on some ranks only, or any

@@ -123,8 +123,9 @@ class TrainWorkload(TrainingWorkload):
             for j in range(p.accumulate)
         ]
         self.gradient_check = check_first_gradient(ctx, self.trainer, self.layout, p, batches, self.global_batch)
+        self.graph_failure = None
         if self.use_graph:
-            self._capture()
+            self.use_graph, self.graph_failure = self._capture()
         self.windows_run, self.losses, self.accuracies = 0, [], []
 
     def _require_batch_memory(self) -> None:
@@ -164,8 +165,8 @@ class TrainWorkload(TrainingWorkload):
         xs, ys = ops.stage(self.host_x), xp.asarray(self.host_y)  # bfloat16 inputs under precision bf16
         return Trainer(self.ctx, self.comm, self.layout, ops, p, xs, ys, p.steps, self.layout.initial(p.seed, p.dtype))
 
-    def _capture(self) -> None:
-        """Capture the step in a CUDA graph on every rank, or on none."""
+    def _capture(self) -> tuple[bool, str | None]:
+        """Capture the step in a CUDA graph on every rank, or on none: (captured, why not)."""
         failure = None
         try:
             self.trainer.capture()
@@ -175,14 +176,13 @@ class TrainWorkload(TrainingWorkload):
         failures = self.ctx.comm.allgather(failure)
         bad = [r for r, f in enumerate(failures) if f]
         if not bad:
-            return
+            return True, None
         if self.params.graph is True:
             raise self.ctx.collective_error(
                 BackendUnavailable, bad[0], f"params.graph: capture failed: {failures[bad[0]]}"
             )
         self.trainer.drop_graphs()  # auto: run the steps eagerly on every rank
-        self.use_graph = False
-        self.graph_failure = failures[bad[0]]
+        return False, failures[bad[0]]
 
     def _meta(self) -> dict:
         p = self.params
@@ -306,7 +306,7 @@ class TrainWorkload(TrainingWorkload):
             "overlap": p.overlap and self.ctx.size > 1,
             "graph": self.use_graph,
             "update_in_backward": self.trainer.update_in_backward,
-            "graph_failure": getattr(self, "graph_failure", None),
+            "graph_failure": self.graph_failure,
             "tf32": p.gemm_precision == "tf32",
             "precision": p.gemm_precision or p.dtype,
             "loss_per_window": self.losses,
