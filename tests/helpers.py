@@ -164,16 +164,28 @@ def config(folder: Path, workload: str, **keys) -> Path:
     return path
 
 
-def cli(*args, cwd):
+def cli(*args, cwd, env: dict | None = None):
+    """``python -m spmd ARGS`` as one process, no MPI launcher: (exit code, stdout, stderr)."""
     proc = subprocess.run(
         [sys.executable, "-m", "spmd", *map(str, args)],
         cwd=cwd,
         capture_output=True,
         text=True,
-        env=LAUNCH_ENV,
+        env={**LAUNCH_ENV, **(env or {})},
         timeout=120,
     )
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def fake_sinfo(folder: Path, cpus: int | None) -> dict:
+    """The environment of a command that finds, first on its PATH, an sinfo saying each node has ``cpus`` CPUs
+    (None: an sinfo that fails, as where no SLURM answers)."""
+    bin_dir = folder / "fake-sinfo"
+    bin_dir.mkdir(exist_ok=True)
+    answer = f'echo "{cpus}"; echo "{cpus}"' if cpus else "echo 'sinfo: error: no SLURM here' >&2; exit 1"
+    (bin_dir / "sinfo").write_text(f"#!/bin/bash\n{answer}\n")
+    (bin_dir / "sinfo").chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{LAUNCH_ENV['PATH']}"}
 
 
 def reduce_config(folder: Path, **keys) -> Path:

@@ -236,8 +236,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     job.add_argument("--partition", help="#SBATCH --partition of every job (default: the cluster's)")
     job.add_argument("--account", help="#SBATCH --account of every job (default: none given)")
-    job.add_argument("--time", default="00:30:00", help="each job's time limit (default 00:30:00)")
-    job.add_argument("--mpi", default="pmi2", help="srun --mpi plugin: pmi2 (MPICH, Open MPI) or pmix (default pmi2)")
+    job.add_argument("--time", default="00:30:00", help="each run's time limit (default 00:30:00)")
+    job.add_argument(
+        "--cpu-partition",
+        metavar="PARTITION",
+        help="#SBATCH --partition of the generate and merge jobs, which use one CPU and no GPU (default: --partition)",
+    )
+    job.add_argument(
+        "--cpu-time", default="00:10:00", help="the generate and merge jobs' time limit (default 00:10:00)"
+    )
+    job.add_argument(
+        "--mpi",
+        default="auto",
+        metavar="PLUGIN",
+        help="srun's --mpi plugin (a name `srun --mpi=list` shows: pmix, pmi2, ...); auto: chosen when each job "
+        "starts from what its srun offers and the MPI library the ranks load (Open MPI 5 speaks only PMIx; "
+        "MPICH PMI-2), and said in its log (default auto)",
+    )
     job.add_argument(
         "--spmd",
         metavar="COMMAND",
@@ -248,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--cpus-per-task",
         type=int,
         metavar="C",
-        help="CPUs of each rank, for its reader threads and BLAS (default: the config's io.threads)",
+        help="CPUs of each rank, for its reader threads and BLAS (default: a rank's share of a node's CPUs, as "
+        "sinfo says, or the config's io.threads where smaller; the scripts say which)",
     )
     job.add_argument(
         "--prologue",
@@ -266,6 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     job.add_argument("--out", metavar="DIR", help="output folder (default: <config output>/jobs)")
     job.set_defaults(command_name="jobscript")
+
+    srun_mpi = sub.add_parser(
+        "srun-mpi",
+        help="the srun --mpi plugin this node's srun and MPI library call for, and why (the job scripts of "
+        "spmd jobscript run it; starts no MPI)",
+    )
+    srun_mpi.set_defaults(command_name="srun_mpi")
     return parser
 
 

@@ -39,6 +39,7 @@ COMMANDS = {
     "info": ("info", "cmd_info"),
     "generate": ("generate", "cmd_generate"),
     "jobscript": ("jobscript", "cmd_jobscript"),
+    "srun_mpi": ("jobscript", "cmd_srun_mpi"),
 }
 
 
@@ -83,8 +84,10 @@ def _run(args) -> int:
         )
     except SpmdError as exc:
         # A collective error has closed the command's Context (and stopped its watchdog) on every rank.
-        # report and jobscript run as one plain process: their errors need no rank label.
-        return _fail(exc, exc.exit_code, collective=exc.collective or args.command in ("report", "jobscript"))
+        # report, jobscript and srun-mpi run as one plain process: their errors need no rank label.
+        return _fail(
+            exc, exc.exit_code, collective=exc.collective or args.command in ("report", "jobscript", "srun-mpi")
+        )
     except Exception as exc:  # a bug in a plug-in or spmd, or an unexpected library error: name it, end the job
         from ..workloads.plugins import plugin_frame
 

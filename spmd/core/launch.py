@@ -81,8 +81,10 @@ def mpi_missing() -> str | None:
 
 
 def mpi_loaded():
-    """mpi4py's MPI module if this process has loaded it, else None (report and jobscript never load it)."""
-    return sys.modules.get("mpi4py.MPI")  # a failed import leaves nothing there
+    """mpi4py's MPI module if this process has started MPI with it, else None (report and jobscript never load
+    it; ``spmd srun-mpi`` loads it without starting MPI)."""
+    mpi = sys.modules.get("mpi4py.MPI")  # a failed import leaves nothing there
+    return mpi if mpi is not None and mpi.Is_initialized() else None
 
 
 def mpi_library() -> str:
@@ -103,8 +105,8 @@ def check_launch(world_size: int, env=None) -> None:
     if "SLURM_PROCID" in env and tasks and int(tasks) > 1 and world_size == 1:
         raise ConfigError(
             f"srun started {tasks} tasks, but MPI connected none of them (each is rank 0 of 1): "
-            f"launch with srun --mpi=pmi2 (MPICH) or --mpi=pmix (Open MPI built with PMIx); "
-            f"`srun --mpi=list` shows what this cluster offers (see jobscripts/run.sbatch)"
+            f"launch with srun --mpi=pmi2 (MPICH) or --mpi=pmix (Open MPI); `spmd srun-mpi` says which this "
+            f"cluster's srun and this MPI call for (see jobscripts/run.sbatch)"
         )
 
 

@@ -5,9 +5,12 @@ One job per (series, node count) runs ``spmd run`` on its own config (the worklo
 that generates every input; with two node counts or more a last job merges the reports into one
 scaling report. ``submit.sh`` submits them in that order with ``--dependency``, which SLURM enforces.
 
-Scripts a cluster user can submit as they are: ``set -euo pipefail``; ``--cpus-per-task`` (default: the
-config's ``io.threads`` where it is a number, else 8) with the threads environment that follows from it; the NCCL settings of
-jobscripts/run.sbatch; the user's ``--prologue`` files (``module load ...``) and ``--env KEY=VALUE``.
+Scripts a cluster user can submit as they are: ``set -euo pipefail``; srun's MPI plugin chosen where the job
+runs from what its srun offers and the MPI the ranks load (``spmd srun-mpi``), unless ``--mpi`` names one;
+``--cpus-per-task`` derived from what a rank needs and the node offers (``sinfo``), its reason written beside it,
+unless given; the generate and merge jobs on their own partition and time limit, without GPUs; the threads
+environment, the NCCL settings of jobscripts/run.sbatch; the user's ``--prologue`` files (``module load ...``)
+and ``--env KEY=VALUE``.
 
 Every value a user gave reaches the scripts quoted or not at all: shell lines quote each word
 (``shlex``), and ``#SBATCH`` lines, which sbatch reads up to the end of the line without a shell,
@@ -35,9 +38,10 @@ import yaml
 from ..core.config import int_list
 from ..core.errors import ConfigError, brief, one_line
 from ..core.files import MARK, write_files_atomic
+from ..core.srun import PLUGIN
 from ..workloads.registry import workload_class
 
-MPI_PLUGINS = ("pmi2", "pmix")
+FALLBACK_CPUS = 8  # a rank's CPUs where neither the user nor sinfo says (readers and BLAS want several)
 SLURM_NAME = re.compile(r"[A-Za-z0-9_.+-]+(,[A-Za-z0-9_.+-]+)*")  # partitions (a list too), accounts
 SLURM_TIME = re.compile(r"\d+(:\d\d){0,2}|\d+-\d+(:\d\d){0,2}|unlimited|infinite", re.IGNORECASE)
 SBATCH_PATH = re.compile(r"[A-Za-z0-9_./+,:@=~-]+")  # no space, quote, $, %, ; or newline
@@ -55,14 +59,16 @@ class JobOptions:
 
     gpus_per_node: int
     tasks_per_node: int | None = None
-    cpus_per_task: int | None = None  # default: the config's io.threads where it is a number, else 8
+    cpus_per_task: int | None = None  # default: from what a rank needs and the node offers (cpus_per_task())
     partition: str | None = None
     account: str | None = None
     time: str = "00:30:00"
-    mpi: str = "pmi2"
+    mpi: str = "auto"  # srun's --mpi plugin; auto: chosen where the job runs (spmd srun-mpi)
     spmd: str | None = None  # default: this Python with -m spmd
     prologue: tuple[str, ...] = ()  # files of shell lines (module load ...) every job runs first
     env: tuple[str, ...] = ()  # KEY=VALUE every job exports
+    cpu_partition: str | None = None  # the generate and merge jobs' (default: the runs' partition, no GPUs)
+    cpu_time: str = "00:10:00"  # the generate and merge jobs' time limit
 
 
 def write_jobscripts(
@@ -76,15 +82,13 @@ def write_jobscripts(
         raise ConfigError(
             f"--tasks-per-node {tasks} > --gpus-per-node {options.gpus_per_node}: spmd runs one rank per GPU"
         )
-    if options.mpi not in MPI_PLUGINS:
-        raise ConfigError(f"--mpi {brief(options.mpi)}: one of {', '.join(MPI_PLUGINS)}")
-    cpus = options.cpus_per_task
-    if cpus is None:  # io.threads: auto reads on what SLURM gives each task: 8 CPUs unless told
-        cpus = cfg.io.threads if isinstance(cfg.io.threads, int) else 8
-    if not 1 <= cpus <= 4096:
-        raise ConfigError(f"--cpus-per-task {cpus}: from 1 to 4096")
+    if not PLUGIN.fullmatch(options.mpi):
+        raise ConfigError(f"--mpi {brief(options.mpi)}: auto, or a plugin of `srun --mpi=list` (pmix, pmi2, ...)")
+    cpus, cpus_why = cpus_per_task(options, cfg, tasks)
     out = Path(out).resolve()
     setup = DEFAULT_ENVIRONMENT + _prologue(options.prologue) + _environment(options.env)  # the user's last: they win
+    runs = _header(options.gpus_per_node, cpus, options.partition, options.account, options.time, out)
+    cpu_jobs = _header(0, 1, options.cpu_partition or options.partition, options.account, options.cpu_time, out)
     files = _series(
         cfg,
         config_path,
@@ -92,7 +96,8 @@ def write_jobscripts(
         out,
         tasks,
         modes,
-        _header(options.gpus_per_node, cpus, options.partition, options.account, options.time, out),
+        (runs, [f"# --cpus-per-task={cpus}: {cpus_why}"]),
+        (cpu_jobs, ["# one process on one CPU, no GPU: the partition and time limit of --cpu-partition, --cpu-time"]),
         setup,
         _command(options.spmd or default_spmd()),
         options.mpi,
@@ -102,13 +107,58 @@ def write_jobscripts(
     return written
 
 
+def cpus_per_task(options: JobOptions, cfg, tasks: int) -> tuple[int, str]:
+    """A run's ``--cpus-per-task`` and why: the user's; else what a rank needs (``io.threads`` reader threads where
+    it is a number; under ``auto`` the rank's share of the node, which its readers then use) within its share of
+    the node's CPUs (``sinfo`` asked for the partition's nodes, where it answers)."""
+    if options.cpus_per_task is not None:
+        if not 1 <= options.cpus_per_task <= 4096:
+            raise ConfigError(f"--cpus-per-task {options.cpus_per_task}: from 1 to 4096")
+        return options.cpus_per_task, "as --cpus-per-task gave it"
+    node = node_cpus(options.partition)
+    threads = cfg.io.threads if isinstance(cfg.io.threads, int) else None
+    if node is None:
+        if threads:
+            return threads, f"io.threads: {threads} reader threads (sinfo could not say what a node has)"
+        return FALLBACK_CPUS, (
+            f"sinfo could not say what a node has, so {FALLBACK_CPUS} (give --cpus-per-task: the node's CPUs "
+            f"over its {tasks} rank(s))"
+        )
+    share = max(1, node // tasks)
+    where = f"the partition {options.partition}'s" if options.partition else "the default partition's"
+    if threads:
+        return min(threads, share), (
+            f"io.threads: {threads} reader threads, within a rank's share of {where} nodes ({node} CPUs over "
+            f"{tasks} rank(s), sinfo)"
+        )
+    return share, f"a rank's share of {where} nodes: {node} CPUs over {tasks} rank(s) (sinfo; io.threads: auto)"
+
+
+def node_cpus(partition: str | None) -> int | None:
+    """The fewest CPUs a node of ``partition`` (default: the cluster's default) has, as sinfo says; None where
+    sinfo is not there or does not answer."""
+    if shutil.which("sinfo") is None:
+        return None
+    command = ["sinfo", "-h", "-o", "%c", *(["-p", partition] if partition else [])]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    counts = [int(word.rstrip("+")) for word in done.stdout.split() if word.rstrip("+").isdigit()]
+    return min(counts) if done.returncode == 0 and counts and min(counts) > 0 else None
+
+
 def default_spmd() -> str:
     """``spmd`` as this process runs it: its interpreter with ``-m spmd``."""
     return shlex.join([sys.executable, "-m", "spmd"])
 
 
-def _series(cfg, config_path, nodes, out, tasks, modes, header, setup, spmd, mpi) -> list[tuple[Path, str, int]]:
-    """(path, text, file mode) of every file of the series, nothing written yet."""
+def _series(
+    cfg, config_path, nodes, out, tasks, modes, runs, cpu_jobs, setup, spmd, mpi
+) -> list[tuple[Path, str, int]]:
+    """(path, text, file mode) of every file of the series, nothing written yet; ``runs`` and ``cpu_jobs``: the
+    #SBATCH lines of the runs and of the generate and merge jobs, each with the comment that says why."""
+    (header, header_why), (one_task, one_task_why) = runs, cpu_jobs
     cls = workload_class(cfg.workload)
     workload = re.sub(r"[^A-Za-z0-9_.-]", "_", cfg.workload)  # a job name is a label: made plain
     # every config is scaled from the base job's, output included: copies of a user's own input for weak scaling
@@ -139,12 +189,14 @@ def _series(cfg, config_path, nodes, out, tasks, modes, header, setup, spmd, mpi
                 *header,
                 "#SBATCH --signal=B:USR1@120",
                 "",
+                *header_why,
                 *setup,
+                *_mpi_choice(mpi, spmd),
                 "# 120 s before the time limit SLURM signals this script; srun passes USR1 on to the ranks",
                 "# (train checkpoints and stops cleanly; the other workloads end with the step)",
                 "trap 'kill -USR1 $step 2>/dev/null' USR1",
                 "",
-                f"srun --mpi={mpi} --kill-on-bad-exit=1 {spmd} run {shlex.quote(str(conf))} &",
+                f"srun {SRUN_MPI} --kill-on-bad-exit=1 {spmd} run {shlex.quote(str(conf))} &",
                 "step=$!",
                 "rc=0; wait $step || rc=$?",
                 "if (( rc > 128 )); then rc=0; wait $step || rc=$?; fi  # the trap interrupted wait: again",
@@ -152,13 +204,13 @@ def _series(cfg, config_path, nodes, out, tasks, modes, header, setup, spmd, mpi
             ]
             jobs.append(out / f"{name}.sbatch")
             files.append((jobs[-1], _script(body), 0o666))
-    one_task = [h for h in header if "gpus" not in h]
     gen = [
         "#SBATCH --job-name=spmd-generate",
         "#SBATCH --nodes=1",
         "#SBATCH --ntasks=1",
         *one_task,
         "",
+        *one_task_why,
         *setup,
         "# every series' input once, before the runs: missing files and spmd's own out-of-date ones; your own",
         "# files are left as they are (a strong run reads them, a weak run copies of them)",
@@ -183,6 +235,7 @@ def _series(cfg, config_path, nodes, out, tasks, modes, header, setup, spmd, mpi
             "#SBATCH --ntasks=1",
             *one_task,
             "",
+            *one_task_why,
             *setup,
             "shopt -s nullglob",
             f"reports=({shlex.quote(str(out / 'results'))}/*/report.json)",
@@ -217,6 +270,26 @@ def _series(cfg, config_path, nodes, out, tasks, modes, header, setup, spmd, mpi
         ]
     files.append((out / "submit.sh", "\n".join(submit) + "\n", 0o777))
     return files
+
+
+SRUN_MPI = '${mpi_flag[@]+"${mpi_flag[@]}"}'  # srun's --mpi=PLUGIN, or nothing for the cluster's default
+
+
+def _mpi_choice(mpi: str, spmd: str) -> list[str]:
+    """The lines that set ``mpi_flag``: the plugin --mpi named, or (auto) the one ``spmd srun-mpi`` chooses where
+    the job runs, said in the job's log with its reason."""
+    if mpi != "auto":
+        return [f"mpi_flag=(--mpi={mpi})  # as --mpi gave it", ""]
+    return [
+        "# srun's MPI plugin, chosen here where the job runs: what this srun offers (srun --mpi=list) and the MPI",
+        "# library the ranks load (Open MPI 5: PMIx only; MPICH: PMI-2); --mpi PLUGIN fixes it instead",
+        f"choice=$({spmd} srun-mpi)",
+        "IFS=$'\\t' read -r mpi why <<< \"$choice\"",
+        '[[ -n "$mpi" ]] || { echo "spmd: srun-mpi chose no plugin (its output: $choice)" >&2; exit 2; }',
+        'mpi_flag=(); if [[ "$mpi" != "-" ]]; then mpi_flag=(--mpi="$mpi"); fi',
+        'echo "spmd: srun --mpi=$mpi: $why"',
+        "",
+    ]
 
 
 def series_summary(nodes: list[int], modes) -> str:

@@ -129,7 +129,7 @@ def test_jobscript_calls_this_interpreter_counts_its_files_and_writes_all_or_not
     assert out.stdout.startswith(f"wrote {len(files)} file(s) to {tmp_path}/jobs;"), (out.stdout, files)
     assert len(files) == 5 + 5 + 3  # configs and sbatch of strong 1, 2, 4 and weak 2, 4; generate, merge, submit
     assert (
-        f"srun --mpi=pmi2 --kill-on-bad-exit=1 {shlex.quote(sys.executable)} -m spmd run "
+        f'srun ${{mpi_flag[@]+"${{mpi_flag[@]}}"}} --kill-on-bad-exit=1 {shlex.quote(sys.executable)} -m spmd run '
         in (tmp_path / "jobs/strong-2n.sbatch").read_text()
     )
     assert not list(tmp_path.rglob("*.tmp"))

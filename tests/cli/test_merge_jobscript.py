@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 import yaml
-from helpers import LAUNCH_ENV, cli, small
+from helpers import LAUNCH_ENV, cli, fake_sinfo, small
 from mpi_job import spmd
 
 
@@ -83,6 +83,7 @@ def test_jobscript_writes_one_job_per_series_and_size_with_scaled_configs(tmp_pa
         "--out",
         "jobs",
         cwd=tmp_path,
+        env=fake_sinfo(tmp_path, 32),
     )
     assert rc == 0, err
     jobs = tmp_path / "jobs"
@@ -104,9 +105,11 @@ def test_jobscript_writes_one_job_per_series_and_size_with_scaled_configs(tmp_pa
         "#SBATCH --account=proj",
         "#SBATCH --time=01:00:00",
         "#SBATCH --signal=B:USR1@120",
-        "#SBATCH --cpus-per-task=8",  # io.threads: auto reads on the task's CPUs: 8 unless told
+        "#SBATCH --cpus-per-task=8",
+        "# --cpus-per-task=8: a rank's share of the partition gpu's nodes: 32 CPUs over 4 rank(s) (sinfo;",
         f"#SBATCH --chdir={tmp_path}",
-        "srun --mpi=pmix",
+        "mpi_flag=(--mpi=pmix)  # as --mpi gave it",
+        'srun ${mpi_flag[@]+"${mpi_flag[@]}"} --kill-on-bad-exit=1',
     ):
         assert line in text
     weak = yaml.safe_load((jobs / "configs/weak-4n.yaml").read_text())
@@ -115,7 +118,10 @@ def test_jobscript_writes_one_job_per_series_and_size_with_scaled_configs(tmp_pa
     assert weak["output"] == str(jobs / "results/weak-4n")
     assert "--dependency=afterok:$gen" in (jobs / "submit.sh").read_text()
     assert "report merge" in (jobs / "merge.sbatch").read_text()
-    assert "gpus" not in (jobs / "generate.sbatch").read_text()
+    for cpu_job in ("generate.sbatch", "merge.sbatch"):  # one CPU, no GPU, its own time limit
+        text = (jobs / cpu_job).read_text()
+        assert "gpus" not in text and "#SBATCH --cpus-per-task=1" in text and "#SBATCH --time=00:10:00" in text
+        assert "#SBATCH --partition=gpu" in text  # --cpu-partition not given: the runs' partition
     for bad, why in (
         (["--gpus-per-node", "0"], "give it (>= 1) when --gpus-per-node is 0"),
         (["--gpus-per-node", "2", "--tasks-per-node", "4"], "spmd runs one rank per GPU"),
@@ -133,6 +139,7 @@ STUB = """#!/bin/bash
 # a stand-in for {name}: records its arguments, one per line, and answers like the real one
 {{ echo "{name}"; printf '%s\\n' "$@"; }} >> "$STUB_LOG"
 [[ "{name}" == sbatch ]] && echo $((RANDOM + 1000))
+[[ "{name}" == fake-spmd && " $* " == *" srun-mpi "* ]] && printf 'pmi2\\tthe stand-in says so\\n'
 exit 0
 """
 
@@ -181,8 +188,10 @@ def test_generated_scripts_run_nothing_a_value_smuggles_in(tmp_path):
         assert proc.returncode == 0, (script, proc.stdout, proc.stderr)
     assert not [p for p in tmp_path.rglob("INJECTED*")], "a value ran as a command"
     calls = (tmp_path / "calls.log").read_text()
-    lines = calls.splitlines()  # 5 jobs submitted; 3 runs (srun's first word: fake-spmd); 3 generated, 1 merge
-    assert (lines.count("sbatch"), lines.count("srun"), lines.count("fake-spmd")) == (5, 3, 3 + 4), calls
+    lines = calls.splitlines()  # 5 jobs submitted; 3 runs (srun's first word: fake-spmd), each choosing its
+    # plugin first (srun-mpi); 3 generated, 1 merge
+    assert (lines.count("sbatch"), lines.count("srun"), lines.count("fake-spmd")) == (5, 3, 3 + 3 + 4), calls
+    assert lines.count("--mpi=pmi2") == 3, calls
     assert "--note\n$(touch\nINJECTED-1);\ntouch\nINJECTED-2\n`touch\nINJECTED-3`\n" in calls  # words, never evaluated
     saves = {yaml.safe_load(p.read_text())["params"]["save"]["path"] for p in (jobs / "configs").glob("*.yaml")}
     assert saves == {f"results/C {hostile}-{name}.h5" for name in ("strong-1n", "strong-2n", "weak-2n")}
@@ -259,6 +268,7 @@ def test_jobscripts_a_cluster_user_can_submit_as_they_are(tmp_path):
         "--env",
         "WEIRD=a b $(touch pwned) 'q'",
         cwd=tmp_path,
+        env=fake_sinfo(tmp_path, 16),
     )
     assert rc == 0, err
     jobs = tmp_path / "jobs"
@@ -268,7 +278,9 @@ def test_jobscripts_a_cluster_user_can_submit_as_they_are(tmp_path):
         assert check.returncode == 0, (script.name, check.stderr)
     for script in jobs.glob("*.sbatch"):
         text = script.read_text()
-        assert "#SBATCH --cpus-per-task=6" in text and "\nset -euo pipefail\n" in text, script.name
+        runs = script.name.startswith(("strong", "weak"))
+        assert f"#SBATCH --cpus-per-task={6 if runs else 1}" in text and "\nset -euo pipefail\n" in text, script.name
+        assert not runs or "# --cpus-per-task=6: io.threads: 6 reader threads, within a rank's share" in text
         assert text.index("set -euo pipefail") > max(text.rindex("#SBATCH"), 0)  # after the #SBATCH header
         assert "set +u\nmodule load openmpi/4.1\nsource /opt/site/env.sh\nset -u" in text, script.name
         assert "export NCCL_DEBUG=WARN" in text and "export WEIRD='a b $(touch pwned) '\"'\"'q'\"'\"''" in text

@@ -223,6 +223,8 @@ def test_jobscript_series_submitted_then_merged_across_node_counts(two_nodes, tm
     wait_for(merge)
     logs = "\n".join(p.read_text() for p in (out / "logs").glob("*.out"))
     assert "site set-up ran on" in logs and "with 1 thread(s)" in logs, logs
+    # no --mpi given: each run chose srun's plugin where it ran, from this srun and the MPICH its ranks load
+    assert "spmd: srun --mpi=pmi2: MPICH Version:" in logs and "speaks PMI-2" in logs, logs
     scaling = json.loads((out / "scaling/scaling.json").read_text())
     assert {m: [r["ranks"] for r in rows] for m, rows in scaling["series"].items()} == {
         "strong": [1, 2],
@@ -330,3 +332,54 @@ def test_two_hosts_through_mpiexec_alone(namespaces, tmp_path):
     report = json.loads((tmp_path / "out/report.json").read_text())
     assert report["launch"] == {"nodes": 2, "ranks_per_node": {"spmd-node1": 2, "spmd-node2": 1}, "slurm": None}
     assert_result_close(report["result"], reference(data(tmp_path)))
+
+
+def test_jobscript_asks_sinfo_what_a_node_has_and_gives_the_cpu_jobs_their_own_partition(slurm, tmp_path):
+    """No --cpus-per-task: a rank's share of what sinfo says a node of the partition has, the reason beside it;
+    the generate and merge jobs on --cpu-partition for --cpu-time, one CPU and no GPU; the scripts this cluster's
+    sbatch accepts (--test-only) as written."""
+    node = int(
+        subprocess.run(["sinfo", "-h", "-o", "%c", "-p", "pair"], capture_output=True, text=True).stdout.split()[0]
+    )
+    config = reduce_config(tmp_path)
+    written = subprocess.run(
+        [
+            *SPMD.split(),
+            "jobscript",
+            config,
+            "--nodes",
+            "1,2",
+            "--gpus-per-node",
+            "0",
+            "--tasks-per-node",
+            "2",
+            "--partition",
+            "pair",
+            "--cpu-partition",
+            "local",
+            "--cpu-time",
+            "00:02:00",
+            "--out",
+            "jobs",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=LAUNCH_ENV,
+    )
+    assert written.returncode == 0, written.stderr
+    run = (tmp_path / "jobs/strong-2n.sbatch").read_text()
+    share = max(1, node // 2)
+    assert f"#SBATCH --cpus-per-task={share}\n" in run and "#SBATCH --partition=pair\n" in run, run
+    assert f"# --cpus-per-task={share}: a rank's share of the partition pair's nodes: {node} CPUs over 2 rank(s)" in run
+    for name in ("generate.sbatch", "merge.sbatch"):
+        text = (tmp_path / "jobs" / name).read_text()
+        assert "#SBATCH --partition=local\n" in text and "#SBATCH --time=00:02:00\n" in text, text
+        assert "#SBATCH --cpus-per-task=1\n" in text and "gpus" not in text, text
+    for name in ("strong-2n.sbatch", "generate.sbatch", "merge.sbatch"):
+        test = subprocess.run(
+            ["sbatch", "--test-only", str(tmp_path / "jobs" / name)], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert test.returncode == 0 and "to start at" in test.stderr, (name, test.stderr)
+    chosen = subprocess.run([*SPMD.split(), "srun-mpi"], capture_output=True, text=True, env=LAUNCH_ENV)
+    assert chosen.returncode == 0 and chosen.stdout.startswith("pmi2\tMPICH Version:"), chosen

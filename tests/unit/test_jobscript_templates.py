@@ -19,3 +19,11 @@ def test_every_srun_names_the_mpi_plugin_and_ends_the_step_when_a_rank_fails(tem
     assert steps, f"{template.name} starts no job step"
     for line in steps:
         assert '--mpi="$MPI_PLUGIN"' in line and "--kill-on-bad-exit=1" in line, line
+
+
+@pytest.mark.parametrize("template", TEMPLATES, ids=lambda p: p.name)
+def test_without_mpi_plugin_set_the_template_asks_spmd_srun_mpi(template):
+    text = template.read_text()
+    assert "MPI_PLUGIN=${MPI_PLUGIN:-}" in text and "choice=$($SPMD srun-mpi) || exit 2" in text
+    first_step = re.search(r"^\s*srun ", text, re.M).start()
+    assert text.index("srun-mpi") < first_step  # chosen before the first step starts
