@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import ROOT
-from helpers import LAUNCH_ENV, assert_result_close, reference, small
+from helpers import LAUNCH_ENV, assert_result_close, cli, reference, small
 from mpi_job import mpiexec
 
 SPMD = f"{sys.executable} -m spmd"
@@ -342,32 +342,26 @@ def test_jobscript_asks_sinfo_what_a_node_has_and_gives_the_cpu_jobs_their_own_p
         subprocess.run(["sinfo", "-h", "-o", "%c", "-p", "pair"], capture_output=True, text=True).stdout.split()[0]
     )
     config = reduce_config(tmp_path)
-    written = subprocess.run(
-        [
-            *SPMD.split(),
-            "jobscript",
-            config,
-            "--nodes",
-            "1,2",
-            "--gpus-per-node",
-            "0",
-            "--tasks-per-node",
-            "2",
-            "--partition",
-            "pair",
-            "--cpu-partition",
-            "local",
-            "--cpu-time",
-            "00:02:00",
-            "--out",
-            "jobs",
-        ],
+    rc, _, err = cli(
+        "jobscript",
+        config,
+        "--nodes",
+        "1,2",
+        "--gpus-per-node",
+        "0",
+        "--tasks-per-node",
+        "2",
+        "--partition",
+        "pair",
+        "--cpu-partition",
+        "local",
+        "--cpu-time",
+        "00:02:00",
+        "--out",
+        "jobs",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=LAUNCH_ENV,
     )
-    assert written.returncode == 0, written.stderr
+    assert rc == 0, err
     run = (tmp_path / "jobs/strong-2n.sbatch").read_text()
     share = max(1, node // 2)
     assert f"#SBATCH --cpus-per-task={share}\n" in run and "#SBATCH --partition=pair\n" in run, run
@@ -381,5 +375,5 @@ def test_jobscript_asks_sinfo_what_a_node_has_and_gives_the_cpu_jobs_their_own_p
             ["sbatch", "--test-only", str(tmp_path / "jobs" / name)], cwd=tmp_path, capture_output=True, text=True
         )
         assert test.returncode == 0 and "to start at" in test.stderr, (name, test.stderr)
-    chosen = subprocess.run([*SPMD.split(), "srun-mpi"], capture_output=True, text=True, env=LAUNCH_ENV)
-    assert chosen.returncode == 0 and chosen.stdout.startswith("pmi2\tMPICH Version:"), chosen
+    rc, out, err = cli("srun-mpi", cwd=tmp_path)
+    assert rc == 0 and out.startswith("pmi2\tMPICH Version:"), (out, err)

@@ -135,3 +135,18 @@ def test_srun_mpi_answers_without_starting_mpi(tmp_path):
     assert done.returncode == 0, done.stderr
     plugin, why = done.stdout.rstrip("\n").split("\t")
     assert plugin and why and "\n" not in why
+
+
+@pytest.mark.parametrize(
+    "options, why",
+    [
+        ({"cpu_partition": "cpu\ntouch pwned"}, "--partition"),
+        ({"cpu_time": "$(touch pwned)"}, "--time"),
+        ({"partition": "gpu\n#SBATCH --mem=1T"}, "--partition"),
+    ],
+)
+def test_the_cpu_jobs_values_are_refused_like_the_runs(tmp_path, monkeypatch, options, why):
+    monkeypatch.setattr(jobscript, "node_cpus", lambda partition: None)
+    with pytest.raises(ConfigError, match=why):
+        write_jobscripts(config(tmp_path), "job.yaml", [1, 2], tmp_path / "j", JobOptions(2, **options), ("strong",))
+    assert not (tmp_path / "j").exists() and not list(tmp_path.rglob("pwned"))

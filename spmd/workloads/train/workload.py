@@ -322,9 +322,10 @@ class TrainWorkload(TrainingWorkload):
         }
 
     def metrics(self, rank_medians):
+        """Every phase of a marked step, 0 where a run has none (comm_overlapped on a CPU); none unmarked."""
         out = super().metrics(rank_medians)
-        if not self.params.phases:  # the phases are marked only when asked
-            out["phase_ms_per_step"] = {}
+        marked = out["phase_ms_per_step"]
+        out["phase_ms_per_step"] = {p: marked.get(p, 0.0) for p in self.METRIC_PHASES} if self.params.phases else {}
         return out
 
     def problem(self):
