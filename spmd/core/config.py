@@ -64,9 +64,11 @@ class GenerateConfig:
     """How ``spmd generate`` makes the input: seeded random data of a given shape."""
 
     shape: tuple[int, ...]
-    dtype: Literal["float32", "float64"] = "float32"
+    dtype: Literal["float32", "float64", "int64"] = "float32"
     seed: int = 0
-    distribution: Literal["normal", "uniform"] = "normal"
+    # tokens: int64 sequences (rows x tokens) of ids below ``vocab`` that mostly follow a fixed successor rule
+    distribution: Literal["normal", "uniform", "tokens"] = "normal"
+    vocab: int | None = None
     loc: float = 1.0
     scale: float = 2.0
     chunk_rows: int | None = None
@@ -88,7 +90,18 @@ class GenerateConfig:
             raise ConfigError("generate.scale: must be positive")
         if self.seed < 0:
             raise ConfigError(f"generate.seed: must be >= 0, got {self.seed}")
-        largest = {"float32": 3.4e38, "float64": 1.79e308}[self.dtype]  # a draw beyond it would be infinity
+        tokens = self.distribution == "tokens"
+        if tokens != (self.dtype == "int64") or tokens != (self.vocab is not None):
+            raise ConfigError(
+                "generate: distribution tokens goes with dtype int64 and a vocab (>= 2), and only it "
+                f"(got distribution {self.distribution}, dtype {self.dtype}, vocab {self.vocab})"
+            )
+        if tokens and (self.vocab < 2 or len(self.shape) != 2):
+            raise ConfigError(
+                f"generate: tokens need vocab >= 2 and a shape [rows, tokens], got vocab {self.vocab}, "
+                f"shape {list(self.shape)}"
+            )
+        largest = {"float32": 3.4e38, "float64": 1.79e308, "int64": math.inf}[self.dtype]  # beyond: infinity
         if math.isfinite(self.loc + self.scale) and not abs(self.loc) + 40 * self.scale < largest:  # (NaN: below)
             raise ConfigError(
                 f"generate.loc, generate.scale: values near {self.loc:g} +- {self.scale:g} do not fit "

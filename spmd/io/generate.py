@@ -176,6 +176,7 @@ def _recipe(g, index: int, rows: int, extra: dict, source) -> str:
             "loc": g.loc,
             "scale": g.scale,
             "chunk_rows": g.chunk_rows,
+            **({"vocab": g.vocab} if g.distribution == "tokens" else {}),
             **extra,
         },
         sort_keys=True,
@@ -348,7 +349,28 @@ def _copied(source: tuple[str, str], rows: int, chunk_rows: int):
             yield start, np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
+def next_tokens(tokens: np.ndarray, vocab: int) -> np.ndarray:
+    """The successor of each token id under generated token data's rule: what a language model can learn."""
+    return (tokens * 5 + 3) % vocab
+
+
+FOLLOW = 0.75  # the share of generated tokens that follow the rule (the rest drawn uniformly)
+
+
+def _tokens(rng, shape, vocab: int) -> np.ndarray:
+    rows, length = shape
+    x = np.empty(shape, np.int64)
+    x[:, 0] = rng.integers(0, vocab, rows)
+    follow = rng.random((rows, length)) < FOLLOW
+    other = rng.integers(0, vocab, (rows, length))
+    for t in range(1, length):
+        x[:, t] = np.where(follow[:, t], next_tokens(x[:, t - 1], vocab), other[:, t])
+    return x
+
+
 def _draw(rng, shape, g) -> np.ndarray:
+    if g.distribution == "tokens":
+        return _tokens(rng, shape, g.vocab)
     dtype = np.dtype(g.dtype)
     if g.distribution == "normal":
         values = rng.standard_normal(shape, dtype=dtype)

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...core.errors import ConfigError, InputError
 from ...core.memory import require_memory
+from ...io.generate import next_tokens
 from ...io.hdf5 import dataset_info, open_h5, require_finite
 from ..rows import NUMBERS
 from ..training.data import teacher, teacher_labels
@@ -36,10 +37,18 @@ def labels_path(cfg) -> str:
 
 def write_targets(cfg, dataset) -> dict:
     """``spmd generate``: targets for the generated rows from a fixed random teacher network on the flattened
-    rows: class numbers (cross_entropy; ``options.classes``, default 10) or values (mse; ``options.outputs``)."""
+    rows: class numbers (cross_entropy; ``options.classes``, default 10) or values (mse; ``options.outputs``);
+    for generated tokens each position's next token under the rule (a language model's targets)."""
     p, g = cfg.params, cfg.generate
     if p.labels.path not in (None, cfg.input.path):
         raise ConfigError("params.labels.path: spmd generate writes the targets beside the input (leave path out)")
+    if g.distribution == "tokens":  # a language model's targets: each position's next token under the rule
+        if p.loss == "mse":
+            raise ConfigError("generate.distribution: tokens makes next-token ids, targets a loss like mse cannot take")
+        out = dataset.parent.create_dataset(p.labels.dataset, shape=dataset.shape, dtype=np.int64)
+        for start in range(0, dataset.shape[0], 8192):
+            out[start : start + 8192] = next_tokens(dataset[start : start + 8192], g.vocab)
+        return {}
     features = math.prod(dataset.shape[1:])
     outputs = targets(p)
     weights = teacher(g.seed, features, 8, outputs)

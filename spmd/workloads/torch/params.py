@@ -73,6 +73,9 @@ class TorchParams:
     # (bench/programs/torch_step_cost.py)
     phase_every: int = 32
     reseed: bool | None = None  # per-micro-batch RNG seeds (None: when the model has dropout-like modules)
+    # DDP's find_unused_parameters: None finds out at set-up (on when a parameter gets no gradient on every rank)
+    find_unused: bool | None = None
+    verify_steps: int = 2  # the first steps whose every rank's gradient is checked before the allreduce
     seed: int = 0
     save: SaveConfig | None = None
 
@@ -80,6 +83,8 @@ class TorchParams:
         for key in ("batch", "steps", "accumulate", "phase_every"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"params.{key}: must be >= 1, got {getattr(self, key)}")
+        if self.verify_steps < 0:
+            raise ConfigError(f"params.verify_steps: must be >= 0, got {self.verify_steps}")
         if self.bucket_mb <= 0:
             raise ConfigError(f"params.bucket_mb: must be > 0, got {self.bucket_mb}")
         if self.data_shards is not None and self.data_shards < 1:

@@ -12,6 +12,7 @@ armed ``corrupt`` fault changes one gradient element on its rank before the exch
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 from ...core import faults
 from .phases import StepMarks
@@ -31,6 +32,28 @@ def make_optimizer(torch, cfg, parameters, capturable: bool = False):
 def micro_seed(seed: int, step: int, rank: int, micro: int) -> int:
     """The RNG seed of one micro-batch's forward (dropout's masks): the same in the run and the reference."""
     return ((seed * 1_000_003 + step) * 65_537 + rank * 257 + micro) % (2**63 - 1)
+
+
+@contextlib.contextmanager
+def deterministic(torch, gpu: bool):
+    """On a GPU, PyTorch's deterministic kernels (cuDNN's, cuBLAS's fixed workspace, SDPA's math backend) for the
+    checked steps, so run and reference compute a micro-batch's gradient bit for bit alike; a CPU's already are."""
+    if not gpu:
+        yield
+        return
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    cudnn = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        with sdpa_kernel([SDPBackend.MATH]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an op without a deterministic kernel: its noise is measured instead
+            yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = cudnn
 
 
 def autocast(torch, precision: str, gpu: bool):
@@ -77,7 +100,19 @@ class Stepper:
         bucket_bytes: DDP's gradient buckets (bytes, in the order of their index), seen on the first step.
     """
 
-    def __init__(self, torch, ctx, params, module, loss_fn, batches: Batches, window_steps: int):
+    def __init__(
+        self,
+        torch,
+        ctx,
+        params,
+        module,
+        loss_fn,
+        batches: Batches,
+        window_steps: int,
+        checked_steps: int = 0,
+        find_unused: bool = False,
+        keep_states: bool = False,
+    ):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -93,19 +128,29 @@ class Stepper:
         self.side = torch.cuda.Stream() if self.graph_mode else None
         if self.side is not None:
             self.side.wait_stream(torch.cuda.current_stream())
+        self.find_unused = find_unused
+        options = {"device_ids": device_ids, "bucket_cap_mb": params.bucket_mb, "find_unused_parameters": find_unused}
         with torch.cuda.stream(self.side) if self.side is not None else contextlib.nullcontext():
-            self.ddp = DDP(module, device_ids=device_ids, bucket_cap_mb=params.bucket_mb)
+            self.ddp = DDP(module, **options)
         self.forward = torch.compile(self.ddp) if params.strategy == "compile" else self.ddp
         self.corrupting = faults.corrupting()
-        # The comm hook that times each bucket is Python: DDP then runs its allreduce through a Python future
-        # callback per bucket, slower than DDP's C++ path. Under strategy ddp the
-        # marked steps run through an instrumented twin of the same module (a DDP only acts on the backward of
-        # its own forward), so the other steps take plain DDP's path; compile and a job with a corrupt fault keep
-        # one DDP.
+        # the first steps, eager and deterministic, through the hooked DDP: each rank's gradient kept as it enters
+        # the allreduce, for verification (a CUDA graph's replays run no Python: ddp-graph checks none)
+        self.checked_steps = 0 if self.graph_mode else checked_steps
+        self.keep_states = keep_states and self.checked_steps > 0
+        # step -> bucket index -> (flat gradient on the host, [(parameter, elements)] in the bucket's order)
+        self.local_gradients: dict[int, dict[int, tuple]] = {}
+        self.checked_states: dict[int, list] = {}  # rank 0: parameters and buffers at each checked step's start
+        self._names = {id(t): name for name, t in module.named_parameters()}
+        self._captured: dict[int, object] = {}
+        # The comm hook is Python: DDP then runs its allreduce through a Python future callback per bucket, slower
+        # than DDP's C++ path. Under strategy ddp the marked and checked steps run through a hooked twin of the
+        # same module (a DDP only acts on the backward of its own forward), so the other steps take plain DDP's
+        # path; compile and a job with a corrupt fault keep one DDP.
         self.marked_ddp = self.ddp
-        if params.phases or self.corrupting:  # DDP's own allreduce, timed (or corrupted) around
+        if params.phases or self.corrupting or self.checked_steps:  # DDP's own allreduce, timed (or seen) around
             if params.strategy == "ddp" and not faults.job_injects("corrupt"):  # the same choice on every rank
-                self.marked_ddp = DDP(module, device_ids=device_ids, bucket_cap_mb=params.bucket_mb)
+                self.marked_ddp = DDP(module, **options)
             self.marked_ddp.register_comm_hook(None, self._hook)
         self.optimizer = make_optimizer(torch, params.optimizer, module.parameters(), capturable=self.graph_mode)
         data_device = batches.x.device
@@ -137,6 +182,9 @@ class Stepper:
             self.bucket_bytes[index] = bucket.buffer().numel() * bucket.buffer().element_size()
         if self.corrupting:
             faults.corrupt(self.ctx.xp.asarray(bucket.buffer().detach()), "gradient bucket")
+        if self.step < self.checked_steps:  # this rank's own gradient, before the allreduce averages it away
+            names = [(self._names[id(t)], t.numel()) for t in bucket.parameters()]  # DDP rebuilds its buckets
+            self._captured[index] = (bucket.buffer().detach().clone(), names)
         marks = self.current
         if marks is None:
             return self._allreduce(state, bucket)
@@ -160,7 +208,7 @@ class Stepper:
 
     def train_step(self, marks: StepMarks | None) -> None:
         """One optimizer step over ``accumulate`` micro-batches (queued on the device on a GPU)."""
-        torch, k, b = self.torch, self.micro, self.batch
+        torch, k = self.torch, self.micro
         mark = marks.mark if marks is not None else (lambda name: None)
         mark("s")
         if self.graph_mode:
@@ -168,9 +216,30 @@ class Stepper:
         else:
             self.optimizer.zero_grad(set_to_none=True)
             rows_all = self.idx[self.i]
+        checked = self.step < self.checked_steps
+        if checked and self.keep_states:
+            self.checked_states[self.step] = [t.detach().to("cpu", copy=True) for t in state_tensors(self.module)]
+        ddp = self.marked_ddp if marks is not None or checked else self.ddp
+        forward = ddp if ddp is not self.ddp or checked else self.forward
+        with deterministic(torch, self.gpu) if checked else contextlib.nullcontext():
+            total = self._micro_batches(forward, ddp, mark, rows_all)
+        if checked:
+            self.local_gradients[self.step] = {i: (t.cpu(), names) for i, (t, names) in sorted(self._captured.items())}
+            self._captured = {}
+        self.optimizer.step()
+        mark("o")
+        mean = total / k if k > 1 else total
+        if self.graph_mode:  # inside the graph: the step's row of the device buffer, chosen by the device cursor
+            self.losses.index_copy_(0, self.cursor, mean.float().reshape(1))
+            self.cursor.add_(1)
+        else:  # eager: the tensor kept, stacked once a window (a copy into a slice would cost host time every step)
+            self.step_losses.append(mean)
+            self.i += 1
+
+    def _micro_batches(self, forward, ddp, mark, rows_all):
+        """Forward and backward of the step's micro-batches (DDP's allreduce in the last backward); the summed loss."""
+        torch, k, b = self.torch, self.micro, self.batch
         total = None
-        ddp = self.marked_ddp if marks is not None else self.ddp
-        forward = ddp if ddp is not self.ddp else self.forward
         for j in range(k):
             x, y = self.batches.take(rows_all if k == 1 else rows_all[j * b : (j + 1) * b])
             mark(f"d{j}")
@@ -183,15 +252,7 @@ class Stepper:
                 (loss / k if k > 1 else loss).backward()
                 mark(f"b{j}")
             total = loss.detach() if total is None else total + loss.detach()
-        self.optimizer.step()
-        mark("o")
-        mean = total / k if k > 1 else total
-        if self.graph_mode:  # inside the graph: the step's row of the device buffer, chosen by the device cursor
-            self.losses.index_copy_(0, self.cursor, mean.float().reshape(1))
-            self.cursor.add_(1)
-        else:  # eager: the tensor kept, stacked once a window (a copy into a slice would cost host time every step)
-            self.step_losses.append(mean)
-            self.i += 1
+        return total
 
     def run_window(self, steps: int, timer) -> None:
         """``steps`` optimizer steps, their phases added to ``timer`` (``step`` alone under ddp-graph): the marked
@@ -217,7 +278,7 @@ class Stepper:
                 self.train_step(marks)
                 self.current = None
             self.step += 1
-            if self.step == 1:  # the first step's gradients, for verification (one copy, queued on the device)
+            if self.step == 1 and not self.checked_steps:  # ddp-graph: the averaged first gradients are checked
                 self.first_grads = {
                     name: t.grad.detach().clone() for name, t in self.module.named_parameters() if t.grad is not None
                 }

@@ -107,3 +107,43 @@ def require_scalar_loss(torch, loss, spec: str) -> None:
             f"params.loss: {spec} returned {brief(shape)}, not a scalar floating-point tensor "
             f"(reduce it, e.g. with .mean())"
         )
+
+
+def settle_unused(ctx, unused: list[str], setting: bool | None) -> tuple[bool, list[str]]:
+    """Whether DDP must look for parameters without a gradient (``find_unused_parameters``), from those each rank's
+    trial step left without one (collective): none -> off unless ``params.find_unused`` says on; the same on every
+    rank (a head or pooler the loss never reaches) -> on, said in the job's warnings, unless the key says false
+    (ConfigError naming them); different on different ranks -> InputError naming the ranks and parameters unless
+    the key says true (control flow that follows the data, which DDP trains that way). Returns (on, the names)."""
+    every = ctx.comm.allgather(sorted(unused))
+    differ = next((r for r, names in enumerate(every) if names != every[0]), None)
+    names = sorted(set().union(*every))
+    if differ is not None and setting is not True:
+        only = sorted(set(every[0]) ^ set(every[differ]))
+        raise ctx.collective_error(
+            InputError,
+            differ,
+            f"params.model: the first micro-batch's forward reached other parameters on rank {differ} than on rank "
+            f"0: {_listed(only)} got a gradient on one and not the other. A forward whose control flow depends on "
+            f"the rank cannot be trained data-parallel (DDP would hang or fail); one that follows the data needs "
+            f"params.find_unused: true",
+        )
+    if names and setting is False:
+        raise ctx.collective_error(
+            ConfigError,
+            0,
+            f"params.find_unused: false, but the loss reaches none of {_listed(names)}: DDP would wait for their "
+            f"gradients for ever. Leave params.find_unused out (spmd turns DDP's find_unused_parameters on), or "
+            f"build the model without them (or with requires_grad False)",
+        )
+    if names and setting is None and ctx.rank == 0:
+        ctx.warnings.append(
+            f"params.model: the loss reaches none of {_listed(names)}: DDP's find_unused_parameters is on (a "
+            f"search of the autograd graph every step); build the model without them to save it"
+        )
+    return (bool(names) if setting is None else setting), names
+
+
+def _listed(names: list[str], most: int = 6) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")

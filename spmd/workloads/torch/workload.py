@@ -37,6 +37,7 @@ from .user_model import (
     parameter_layout,
     require_same_layout,
     require_scalar_loss,
+    settle_unused,
     transform_function,
     user_call,
 )
@@ -106,8 +107,21 @@ class TorchWorkload(TrainingWorkload):
         module, self.param_dtype = ctx.agree(self._to_device, module)
         self.batches = ctx.agree(self._place, x, y, self.param_dtype)
         self.start_state = copy.deepcopy(module) if self.start_state_wanted else None
-        ctx.agree(self._trial_step, module)
-        self.stepper = ctx.agree(Stepper, torch, ctx, p, module, self.loss_fn, self.batches, p.steps)
+        unused = ctx.agree(self._trial_step, module)
+        find_unused, self.unused = settle_unused(ctx, unused, p.find_unused)
+        self.stepper = ctx.agree(
+            Stepper,
+            torch,
+            ctx,
+            p,
+            module,
+            self.loss_fn,
+            self.batches,
+            p.steps,
+            checked_steps=self.checked_steps,
+            find_unused=find_unused,
+            keep_states=self.start_state_wanted,
+        )
         if p.strategy == "ddp-graph":
             self.stepper.load_window(self.sampler.window(0, p.steps))
             saved = [t.detach().clone() for t in state_tensors(module)]
@@ -142,8 +156,10 @@ class TorchWorkload(TrainingWorkload):
         is data-parallel (every GPU holds the whole model)."""
         p = self.params
         states = OPTIMIZER_STATES[p.optimizer.name]
-        twin = p.phases and p.strategy == "ddp"  # the marked steps' DDP keeps buckets of its own (step.Stepper)
-        need = self.gradient_bytes * (3 + states + twin) + (self.gradient_bytes if self.start_state_wanted else 0)
+        # the marked and checked steps' DDP keeps buckets of its own (step.Stepper); a checked step keeps a copy
+        twin = (p.phases or self.checked_steps > 0) and p.strategy == "ddp"
+        copies = (self.checked_steps > 0) + self.start_state_wanted
+        need = self.gradient_bytes * (3 + states + twin + copies)
         require_memory(
             need,
             "device",
@@ -156,6 +172,15 @@ class TorchWorkload(TrainingWorkload):
     @property
     def start_state_wanted(self) -> bool:
         return self.ctx.rank == 0 and self.cfg.verify != "none"
+
+    @property
+    def checked_steps(self) -> int:
+        """The first steps whose every rank's own gradient verification checks (none under ddp-graph, whose replays
+        run no Python, or SyncBatchNorm, whose gradients on a rank depend on every rank's micro-batch)."""
+        p = self.params
+        if self.cfg.verify == "none" or p.strategy == "ddp-graph" or p.sync_batchnorm:
+            return 0
+        return p.verify_steps
 
     def _read(self):
         """This rank's rows (its shards of the sampler) by the config's io engine, and their targets."""
@@ -207,10 +232,10 @@ class TorchWorkload(TrainingWorkload):
         module.train()
         return module, next(t.dtype for t in module.parameters() if t.is_floating_point())
 
-    def _trial_step(self, module) -> None:
+    def _trial_step(self, module) -> list[str]:
         """Forward, loss and backward of this rank's first micro-batch without DDP, state put back: a model that
         cannot take the rows, a loss that is not a scalar, or a batch that does not fit in memory ends the job
-        here (exit 2), named, before any rank steps."""
+        here (exit 2), named, before any rank steps. Returns the parameters the loss did not reach."""
         torch, p = self.torch, self.params
         rows = torch.from_numpy(self.sampler.window(0, 1)[0][: p.batch].astype(np.int64)).to(self.batches.x.device)
         saved = [t.detach().clone() for t in module.buffers()]
@@ -228,6 +253,7 @@ class TorchWorkload(TrainingWorkload):
                 )
             require_scalar_loss(torch, loss, p.loss)
             loss.backward()
+            return [name for name, t in module.named_parameters() if t.requires_grad and t.grad is None]
         except torch.cuda.OutOfMemoryError as exc:
             free, total = torch.cuda.mem_get_info()
             raise InputError(
@@ -316,6 +342,8 @@ class TorchWorkload(TrainingWorkload):
             "step_timeline_us": st.timeline(),
             "optimizer": p.optimizer.name,
             "reseed": st.reseed,
+            "find_unused_parameters": st.find_unused,
+            "unused_parameters": self.unused,
             "phases_marked_every": st.every if p.phases else None,
             "save": p.save.path if p.save else None,
             "libraries": dist.libraries(self.torch, self.ctx.device == "gpu"),
