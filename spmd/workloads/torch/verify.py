@@ -86,7 +86,7 @@ def against_reference(w, run_tensors: dict, gathered: dict | None) -> dict:
         gradients = {
             "compared": "each rank's own gradient as it entered the allreduce (DDP's bucket), element by element, "
             "against the reference's gradient of the same micro-batches from the run's parameters at that step",
-            "steps": sorted(gathered),
+            "steps": sorted(gathered["steps"]),
             "kernels": "deterministic (PyTorch's deterministic algorithms, cuDNN's, SDPA's math backend) on both "
             "sides for these steps"
             if gpu
