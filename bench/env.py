@@ -72,6 +72,8 @@ class Env:
                 return f"needs {need[5:]} ranks (--ranks {self.ranks})"
             if need == "torch" and not _importable("torch"):
                 return "needs PyTorch (the torch extra)"
+            if need == "transformers" and not _importable("transformers"):
+                return "needs transformers (pip install transformers; the test extra has it)"
             if need == "nvmath" and not _importable("nvmath"):
                 return "needs nvmath-python (pip install nvmath-python)"
             if need == "cuda-mpi" and not os.environ.get("SPMD_CUDA_MPI"):

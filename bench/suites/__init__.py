@@ -22,7 +22,7 @@ class Case:
 
 def suites() -> dict:
     """name -> module, in the order ``gpu`` runs them."""
-    from . import comm, cuda_mpi, faults, io, kernels, plugins, scaling, torch_model, train
+    from . import comm, cuda_mpi, faults, io, kernels, plugins, scaling, torch_model, torch_models, train
 
     return {
         "kernels": kernels,
@@ -30,6 +30,7 @@ def suites() -> dict:
         "comm": comm,
         "train": train,
         "torch": torch_model,
+        "torch-models": torch_models,
         "plugins": plugins,
         "scaling": scaling,
         "faults": faults,

@@ -121,8 +121,10 @@ def test_a_users_model_trains_alike_at_1_2_and_3_ranks(tmp_path):
             for p in torch.load(tmp_path / f"model-{ranks}.pt").values()
             if p.is_floating_point() and p.dim() > 0
         )
-        assert verification["parameter_relative_rms_error"] <= verification["parameter_tolerance"]
-        assert verification["steps_compared"] == 18 and verification["reference_seconds"] > 0
+        checks = verification["gradients"]["checks"]  # every rank's own gradient at steps 0 and 1
+        assert sorted((c["step"], c["rank"]) for c in checks) == [(s, r) for s in (0, 1) for r in range(ranks)]
+        assert verification["gradients"]["share_caught_at_1_percent"] >= 0.99
+        assert verification["parameters"]["steps"] == 18 and verification["reference_seconds"] > 0
         for phase in ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step"):
             assert rep["timings"][phase]["median"] >= 0
         assert rep["timings"]["step"]["median"] > 0 and rep["metrics"]["samples_per_s"] > 0
@@ -208,8 +210,29 @@ def test_corrupt_gradient_on_one_rank_fails_verification(tmp_path):
         env={"SPMD_FAULT": "rank=1,phase=backward,kind=corrupt"},
     )
     assert rc == 3, err
-    assert "first step's gradient" in err and "one-process reference" in err
+    assert "step 0, rank 1's gradient of" in err and "one-process reference" in err and "before the allreduce" in err
     assert not (tmp_path / "out/report.json").exists()
+
+
+def test_without_checked_steps_the_averaged_first_gradient_is_checked(tmp_path):
+    """params.verify_steps: 0 (as under ddp-graph and SyncBatchNorm, whose steps no hook sees) compares the first
+    step's gradient after the allreduce, which still catches the 1% change on one of 2 ranks."""
+    path = config(tmp_path, save=None)
+    rc, _, err, _ = spmd("run", path, "-o", "params.verify_steps=0", cwd=tmp_path, ranks=2, timeout=120)
+    assert rc == 0, err
+    g = report(tmp_path)["verification"]["gradients"]
+    assert g["steps"] == [0] and "averaged over the ranks" in g["compared"] and "checks" not in g
+    rc, _, err, _ = spmd(
+        "run",
+        path,
+        "-o",
+        "params.verify_steps=0",
+        cwd=tmp_path,
+        ranks=2,
+        timeout=120,
+        env={"SPMD_FAULT": "rank=1,phase=backward,kind=corrupt"},
+    )
+    assert rc == 3 and "the first step's averaged gradient of" in err, err
 
 
 def test_verify_none_is_recorded(tmp_path):

@@ -23,11 +23,13 @@ QUANTILES = (0.5, 0.9, 0.99)
 
 def gather_local_gradients(ctx, stepper) -> dict | None:
     """Every rank's checked-step gradients on rank 0 (collective): {"steps": {step: [per rank {parameter: float64
-    array}]}, "threads": [per rank]}, None elsewhere. Sent bucket by bucket with MPI, as the ranks' DDP laid them out (the same on every rank)."""
+    array}]}, "threads": [per rank]}, None elsewhere and where no step was checked. Sent bucket by bucket with MPI, as the ranks' DDP laid them out (the same on every rank)."""
     import torch
 
     comm = ctx.comm
     steps = sorted(stepper.local_gradients)
+    if not stepper.checked_steps:  # the same on every rank: none was checked
+        return None
     layout = {k: [names for _, (_, names) in sorted(stepper.local_gradients[k].items())] for k in steps}
     mine = {k: [_host(torch, t) for _, (t, _) in sorted(stepper.local_gradients[k].items())] for k in steps}
     layouts = comm.gather(layout, root=0)
