@@ -409,3 +409,74 @@ def test_each_example_runs_and_verifies_at_1_2_and_3_ranks(tmp_path, example):
         assert rc == 0, (ranks, err)
         rep = json.loads((tmp_path / f"results/torch/{example}/report.json").read_text())
         assert rep["verified"] and rep["ranks"] == ranks and rep["result"]["global_batch"] == 12
+
+
+MODELS_AS_THEY_COME = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    """A head the loss never reaches (a pooler, an auxiliary head), and ways a forward can branch."""
+
+    def __init__(self, branch):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(12, 16), nn.GELU(), nn.Linear(16, 4))
+        self.extra = nn.Linear(4, 4)
+        self.unused = nn.Linear(16, 3) if branch is None else None
+        self.branch, self.calls = branch, 0
+
+    def forward(self, x):
+        self.calls += 1
+        out = self.body(x)
+        rank = torch.distributed.get_rank()
+        if self.branch == "rank-skips" and rank == 1:  # rank 1 never reaches self.extra
+            return out
+        if self.branch == "rank-scales" and rank == 1:  # the same parameters, another computation on rank 1
+            out = out * 2
+        if self.branch == "later" and self.calls > 3:  # a forward that stops using a layer after a few steps
+            return out
+        return self.extra(out)
+
+
+def make(params):
+    return Net(params["options"].get("branch"))
+'''
+
+
+@pytest.mark.parametrize(
+    "branch, override, code, words",
+    [
+        (None, "params.find_unused=false", 2, ["params.find_unused: false", "unused.bias, unused.weight"]),
+        ("rank-skips", None, 2, ["rank 1", "other parameters on rank 1 than on rank 0", "extra.bias, extra.weight"]),
+        ("rank-skips", "params.find_unused=true", 3, ["rank 1's gradient of", "before the allreduce"]),
+        ("rank-scales", None, 3, ["rank 1's gradient of", "before the allreduce"]),
+        ("later", None, 2, ["rank 0", "params.find_unused: the loss of step 2", "find_unused: true"]),
+    ],
+)
+def test_models_as_they_come_end_named_never_raw(tmp_path, branch, override, code, words):
+    """A parameter no loss reaches is found at set-up and trained the way DDP allows (below), or refused where the
+    config says find_unused: false; a forward that reaches other parameters on another rank ends with exit 2 naming
+    the rank and the parameters, one that computes otherwise with exit 3 naming the rank; a forward that stops
+    using a layer later names the key that allows it. Never DDP's raw error, never a hang."""
+    path = config(tmp_path, model="branchy.py:make", options={"branch": branch}, loss="cross_entropy")
+    (tmp_path / "branchy.py").write_text(MODELS_AS_THEY_COME)
+    args = ["-o", override] if override else []
+    rc, _, err, _ = spmd("run", path, *args, "-o", "params.batch=12", cwd=tmp_path, ranks=2, timeout=120)
+    assert rc == code, err
+    for word in words:
+        assert word in err, (word, err)
+    assert "Expected to have finished reduction" not in err and "Traceback" not in err
+
+
+def test_a_head_the_loss_never_reaches_trains_with_find_unused_said(tmp_path):
+    path = config(tmp_path, model="branchy.py:make", options={"branch": None}, loss="cross_entropy")
+    (tmp_path / "branchy.py").write_text(MODELS_AS_THEY_COME)
+    rc, _, err, _ = spmd("run", path, "-o", "params.batch=12", cwd=tmp_path, ranks=2, timeout=120)
+    assert rc == 0, err
+    rep = report(tmp_path)
+    assert rep["verified"] and rep["result"]["find_unused_parameters"] is True
+    assert rep["result"]["unused_parameters"] == ["unused.bias", "unused.weight"]
+    assert any("find_unused_parameters is on" in w and "unused.bias" in w for w in rep["warnings"])
+    saved = torch.load(tmp_path / "out/model.pt") if (tmp_path / "out/model.pt").exists() else None
+    assert saved is None or "unused.weight" in saved

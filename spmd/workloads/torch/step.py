@@ -15,6 +15,7 @@ import contextlib
 import warnings
 
 from ...core import faults
+from ...core.errors import ConfigError
 from .phases import StepMarks
 
 GRAPH_WARMUP = 11  # eager DDP iterations before capture (DDP's reducer settles its buckets in the first ones)
@@ -247,12 +248,24 @@ class Stepper:
                 torch.manual_seed(micro_seed(self.params.seed, self.step, self.ctx.rank, j))
             with ddp.no_sync() if j < k - 1 else contextlib.nullcontext():
                 with autocast(torch, self.params.precision, self.gpu):
-                    loss = self.loss_fn(forward(x), y)
+                    loss = self.loss_fn(self._forward(forward, x), y)
                 mark(f"f{j}")
                 (loss / k if k > 1 else loss).backward()
                 mark(f"b{j}")
             total = loss.detach() if total is None else total + loss.detach()
         return total
+
+    def _forward(self, forward, x):
+        try:
+            return forward(x)
+        except RuntimeError as exc:  # DDP's reducer: an earlier backward left parameters without a gradient
+            if "Expected to have finished reduction" not in str(exc):
+                raise
+            raise ConfigError(
+                f"params.find_unused: the loss of step {self.step - 1} reached none of some parameters that DDP "
+                f"waited for (a forward whose control flow follows the data or the step): set "
+                f"params.find_unused: true (DDP's find_unused_parameters)"
+            ) from None
 
     def run_window(self, steps: int, timer) -> None:
         """``steps`` optimizer steps, their phases added to ``timer`` (``step`` alone under ddp-graph): the marked
