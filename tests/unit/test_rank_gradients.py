@@ -1,0 +1,81 @@
+"""The bound of the torch workload's per-rank gradient check, on arrays with known answers, and the token data
+``spmd generate`` makes for a language model."""
+
+import h5py
+import numpy as np
+import pytest
+
+from spmd.core.errors import ConfigError
+from spmd.io.generate import FOLLOW, generate, next_tokens
+from spmd.workloads.registry import job_config_from_dict
+from spmd.workloads.torch.gradients import BOUND_FACTOR, CAUGHT, FLOOR, Bound, judge
+
+
+def gradient(seed=0, n=10_000):
+    return np.random.default_rng(seed).standard_normal(n) * 1e-3
+
+
+def test_two_computations_that_agree_bit_for_bit_leave_the_floor_and_catch_a_millionth():
+    g = gradient()
+    bound = Bound(g, g.copy())
+    assert bound.noise == 0 and bound.level == FLOOR
+    changed = g.copy()
+    changed[17] *= 1 + 1e-4
+    assert bound.excess(g).max() == 0 and bound.excess(changed)[17] > 1
+    caught = bound.smallest_caught()  # FLOOR x (|g| + rms) / |g| for every element
+    rms = np.sqrt(np.mean(g**2))
+    assert np.allclose(caught, FLOOR * (np.abs(g) + rms) / np.abs(g))
+
+
+def test_a_measured_difference_sets_the_bound_at_16_times_the_largest():
+    g = gradient()
+    second = g.copy()
+    rms = np.sqrt(np.mean(g**2))
+    second[3] += 1e-6 * (abs(g[3]) + rms)
+    bound = Bound(g, second)
+    assert bound.noise == pytest.approx(1e-6) and bound.level == pytest.approx(BOUND_FACTOR * 1e-6)
+    inside, outside = g.copy(), g.copy()
+    inside[5] += 15e-6 * (abs(g[5]) + rms)
+    outside[5] += 17e-6 * (abs(g[5]) + rms)
+    assert bound.excess(inside).max() < 1 < bound.excess(outside).max()
+
+
+def test_judge_names_the_tensor_and_element_and_reports_the_power():
+    ref = {"a.weight": gradient(1).reshape(100, 100), "a.bias": gradient(2, 100)}
+    run = {k: v.copy().reshape(-1) for k, v in ref.items()}  # as the buckets hold them: flat
+    summary, failure = judge(run, ref, ref, "step 0, rank 1's gradient of")
+    assert failure is None and summary["largest_error_in_bounds"] == 0
+    assert summary["share_caught_at_1_percent"] > 0.99 and summary["smallest_change_caught"]["q50"] < CAUGHT
+    run["a.weight"][4242] *= 1.01
+    _, failure = judge(run, ref, ref, "step 0, rank 1's gradient of")
+    assert failure.startswith("step 0, rank 1's gradient of a.weight element 4242:") and "1 of 10000" in failure
+    run["a.bias"][0] = np.nan  # not finite: beyond any bound
+    _, failure = judge({**run, "a.weight": ref["a.weight"]}, ref, ref, "x")
+    assert "a.bias element 0" in failure
+
+
+def test_generated_tokens_follow_the_rule_and_are_refused_in_other_shapes(tmp_path):
+    cfg = job_config_from_dict(
+        {
+            "workload": "reduce",
+            "input": {"path": str(tmp_path / "t.h5"), "dataset": "x"},
+            "generate": {"shape": [500, 40], "dtype": "int64", "distribution": "tokens", "vocab": 97, "seed": 2},
+        }
+    )
+    from spmd.workloads.reduce.workload import ReduceWorkload
+
+    generate(cfg, ReduceWorkload)
+    with h5py.File(tmp_path / "t.h5") as f:
+        x = f["x"][...]
+    assert x.dtype == np.int64 and x.shape == (500, 40) and 0 <= x.min() and x.max() < 97
+    follows = np.mean(x[:, 1:] == next_tokens(x[:, :-1], 97))
+    assert abs(follows - (FOLLOW + (1 - FOLLOW) / 97)) < 0.02
+    for generate_key in (
+        {"shape": [10, 4], "distribution": "tokens", "vocab": 9},  # float32
+        {"shape": [10, 4], "dtype": "int64", "vocab": 9},  # normal
+        {"shape": [10, 4], "dtype": "int64", "distribution": "tokens"},  # no vocab
+        {"shape": [10, 4, 2], "dtype": "int64", "distribution": "tokens", "vocab": 9},
+        {"shape": [10, 4], "dtype": "int64", "distribution": "tokens", "vocab": 1},
+    ):
+        with pytest.raises(ConfigError, match="generate"):
+            job_config_from_dict({"workload": "reduce", "input": {"path": "t.h5"}, "generate": generate_key})
