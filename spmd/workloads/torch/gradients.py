@@ -22,7 +22,7 @@ QUANTILES = (0.5, 0.9, 0.99)
 
 
 def gather_local_gradients(ctx, stepper) -> dict | None:
-    """Every rank's checked-step gradients on rank 0 (collective): {"steps": {step: [per rank {parameter: float64
+    """Every rank's checked-step gradients on rank 0 (collective): {"steps": {step: [per rank {parameter: float32
     array}]}, "threads": [per rank]}, None elsewhere and where no step was checked. Sent bucket by bucket with MPI, as the ranks' DDP laid them out (the same on every rank)."""
     import torch
 
@@ -60,12 +60,12 @@ def _host(torch, t) -> np.ndarray:
 
 
 def _named(buckets: list, layout: list) -> dict:
-    """{parameter: float64 array} from flat buckets (each the concatenation of its parameters' gradients)."""
+    """{parameter: flat array} from flat buckets (each the concatenation of its parameters' gradients)."""
     out = {}
     for flat, names in zip(buckets, layout):
         offset = 0
         for name, size in names:
-            out[name] = flat[offset : offset + size].astype(np.float64)
+            out[name] = flat[offset : offset + size]
             offset += size
     return out
 
@@ -76,7 +76,7 @@ class Bound:
     bit for bit, else BOUND_FACTOR x the largest difference between them in units of the same scale."""
 
     def __init__(self, reference: np.ndarray, second: np.ndarray):
-        self.reference = reference
+        reference = self.reference = reference.astype(np.float64)
         self.rms = float(np.sqrt(np.mean(reference**2))) if reference.size else 0.0
         self.scale = np.abs(reference) + self.rms + np.finfo(np.float64).tiny
         self.noise = float(np.max(np.abs(second - reference) / self.scale)) if reference.size else 0.0
@@ -84,7 +84,7 @@ class Bound:
 
     def excess(self, run: np.ndarray) -> np.ndarray:
         """Each element's error in units of its bound (beyond 1: not rounding)."""
-        err = np.abs(run - self.reference) / self.scale
+        err = np.abs(run.astype(np.float64) - self.reference) / self.scale
         return np.where(np.isfinite(err), err / self.level, np.inf)
 
     def smallest_caught(self) -> np.ndarray:

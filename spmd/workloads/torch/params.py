@@ -10,6 +10,7 @@ from ...core.errors import ConfigError
 LOSSES = ("cross_entropy", "mse")
 STRATEGIES = ("ddp", "ddp-graph", "compile")
 PRECISIONS = ("fp32", "tf32", "bf16")
+MAX_VERIFY_STEPS = 8
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,11 @@ class TorchParams:
         for key in ("batch", "steps", "accumulate", "phase_every"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"params.{key}: must be >= 1, got {getattr(self, key)}")
-        if self.verify_steps < 0:
-            raise ConfigError(f"params.verify_steps: must be >= 0, got {self.verify_steps}")
+        if not 0 <= self.verify_steps <= MAX_VERIFY_STEPS:
+            raise ConfigError(
+                f"params.verify_steps: 0 to {MAX_VERIFY_STEPS}, got {self.verify_steps} (each checked step keeps a "
+                f"copy of every rank's gradient until verification)"
+            )
         if self.bucket_mb <= 0:
             raise ConfigError(f"params.bucket_mb: must be > 0, got {self.bucket_mb}")
         if self.data_shards is not None and self.data_shards < 1:

@@ -127,7 +127,7 @@ class Reference:
                     self._backward(rows[(r * k + j) * b : (r * k + j + 1) * b], k, step, r, j)
                 out.append(
                     {
-                        name: (t.grad if t.grad is not None else torch.zeros_like(t)).detach().cpu().double().numpy()
+                        name: (t.grad if t.grad is not None else torch.zeros_like(t)).detach().float().cpu().numpy()
                         for name, t in self.module.named_parameters()
                         if t.requires_grad
                     }

@@ -101,6 +101,7 @@ class TorchWorkload(TrainingWorkload):
         self.parameters = sum(t.numel() for t in module.parameters() if t.requires_grad)
         self.gradient_bytes = sum(t.numel() * t.element_size() for t in module.parameters() if t.requires_grad)
         ctx.agree(self._require_model_memory)
+        ctx.agree(self._require_check_memory)
         enter_phase("read")
         x, y, self.read_seconds, self.engines = ctx.agree(self._read)
         enter_phase("h2d")
@@ -167,6 +168,22 @@ class TorchWorkload(TrainingWorkload):
             f"the model's {self.parameters:,} parameters ({fmt_bytes(self.gradient_bytes)}"
             f"), their gradients, DDP's buckets and the {self.params.optimizer.name} state (the torch "
             f"workload is data-parallel: every device holds the whole model)",
+        )
+
+    def _require_check_memory(self) -> None:
+        """Host memory for the checked steps: every rank keeps its gradient of each (float32); rank 0 also receives
+        the others', keeps its parameters at each, and computes every rank's gradient twice a step."""
+        k = self.checked_steps
+        if not k:
+            return
+        size = self.parameters * 4
+        need = k * size + (k * (self.ctx.size + 1) + 2 * self.ctx.size) * size * (self.ctx.rank == 0)
+        require_memory(
+            need,
+            "host",
+            self.ctx,
+            f"verification's copies of every rank's gradient at the first {k} steps (params.verify_steps; 0 checks "
+            f"the averaged gradient of the first step instead)",
         )
 
     @property
