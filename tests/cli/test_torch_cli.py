@@ -291,6 +291,15 @@ def test_a_model_too_large_for_one_device_is_refused(tmp_path):
     assert rc == 2 and "rank 1" in err and "data-parallel" in err and "parameters" in err, err
 
 
+def test_host_memory_for_the_checked_gradients_is_checked_at_set_up(tmp_path):
+    path = config(tmp_path)
+    rc, _, err, _ = spmd(
+        "run", path, cwd=tmp_path, ranks=2, timeout=120, env={"SPMD_FAULT": "rank=1,phase=read,kind=oom"}
+    )
+    assert rc == 2 and "rank 1" in err and "verification's copies of every rank's gradient" in err, err
+    assert "params.verify_steps" in err
+
+
 def test_without_pytorch_it_says_how_to_install_it(tmp_path):
     path = config(tmp_path)
     fake = tmp_path / "nopytorch/torch"
@@ -409,6 +418,22 @@ def test_each_example_runs_and_verifies_at_1_2_and_3_ranks(tmp_path, example):
         assert rc == 0, (ranks, err)
         rep = json.loads((tmp_path / f"results/torch/{example}/report.json").read_text())
         assert rep["verified"] and rep["ranks"] == ranks and rep["result"]["global_batch"] == 12
+        assert rep["verification"]["gradients"]["share_caught_at_1_percent"] >= 0.99
+    # one element 1% off on rank 1, from the first step, in bf16 (its gradients rounded to 8 bits): caught
+    rc, _, err, _ = spmd(
+        "run",
+        config,
+        *small,
+        "-o",
+        "params.batch=6",
+        "-o",
+        "params.precision=bf16",
+        cwd=tmp_path,
+        ranks=2,
+        timeout=240,
+        env={"SPMD_FAULT": "rank=1,phase=backward,kind=corrupt"},
+    )
+    assert rc == 3 and "step 0, rank 1's gradient of" in err, err
 
 
 MODELS_AS_THEY_COME = '''
