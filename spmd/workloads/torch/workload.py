@@ -9,6 +9,7 @@ optimizer steps. Verified against a one-process reference with DDP's semantics (
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import time
@@ -30,7 +31,7 @@ from ..training.data import Sampler
 from . import dist
 from .inputs import check_inputs, check_rows, label_array, targets, write_targets
 from .params import TorchParams
-from .step import Batches, Stepper, autocast, set_precision, state_tensors
+from .step import Batches, Stepper, autocast, deterministic, set_precision, state_tensors
 from .user_model import (
     build_model,
     loss_function,
@@ -252,14 +253,17 @@ class TorchWorkload(TrainingWorkload):
     def _trial_step(self, module) -> list[str]:
         """Forward, loss and backward of this rank's first micro-batch without DDP, state put back: a model that
         cannot take the rows, a loss that is not a scalar, or a batch that does not fit in memory ends the job
-        here (exit 2), named, before any rank steps. Returns the parameters the loss did not reach."""
-        torch, p = self.torch, self.params
+        here (exit 2), named, before any rank steps. Run as the checked steps will be (deterministic kernels, SDPA's
+        math attention, which holds every attention matrix: the most memory a step takes). Returns the parameters
+        the loss did not reach."""
+        torch, p, gpu = self.torch, self.params, self.ctx.device == "gpu"
         rows = torch.from_numpy(self.sampler.window(0, 1)[0][: p.batch].astype(np.int64)).to(self.batches.x.device)
         saved = [t.detach().clone() for t in module.buffers()]
+        checked = self.checked_steps > 0
         try:
             x, y = self.batches.take(rows)
             what = f"a micro-batch of {p.batch} rows of shape {list(self.row_shape)} {self.dtype}"
-            with autocast(torch, p.precision, self.ctx.device == "gpu"):
+            with autocast(torch, p.precision, gpu), deterministic(torch, gpu) if checked else contextlib.nullcontext():
                 out = user_call("params.model", f"{p.model} (forward of {what})", module, x)
                 loss = user_call(
                     "params.loss",
@@ -277,6 +281,11 @@ class TorchWorkload(TrainingWorkload):
                 f"out of GPU memory in the first step at params.batch {p.batch}: "
                 f"{str(exc).splitlines()[0][:200]} ({fmt_bytes(free)} of {fmt_bytes(total)} free now): "
                 f"use a smaller batch (params.accumulate keeps the global batch)"
+                + (
+                    ", or params.verify_steps: 0 (the checked steps attend through SDPA's math backend)"
+                    if checked
+                    else ""
+                )
             ) from None
         finally:
             module.zero_grad(set_to_none=True)
