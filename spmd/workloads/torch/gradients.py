@@ -23,25 +23,28 @@ QUANTILES = (0.5, 0.9, 0.99)
 
 def gather_local_gradients(ctx, stepper) -> dict | None:
     """Every rank's checked-step gradients on rank 0 (collective): {"steps": {step: [per rank {parameter: float32
-    array}]}, "threads": [per rank]}, None elsewhere and where no step was checked. Sent bucket by bucket with MPI, as the ranks' DDP laid them out (the same on every rank)."""
+    array}]}, "threads": [per rank]}; None elsewhere, and everywhere when no step was checked. Sent bucket by
+    bucket with MPI as the ranks' DDP laid them out, once every rank knows the layouts agree."""
     import torch
 
-    comm = ctx.comm
-    steps = sorted(stepper.local_gradients)
     if not stepper.checked_steps:  # the same on every rank: none was checked
         return None
+    comm = ctx.comm
+    steps = sorted(stepper.local_gradients)
     layout = {k: [names for _, (_, names) in sorted(stepper.local_gradients[k].items())] for k in steps}
-    mine = {k: [_host(torch, t) for _, (t, _) in sorted(stepper.local_gradients[k].items())] for k in steps}
-    layouts = comm.gather(layout, root=0)
+    layouts = comm.allgather(layout)
+    differ = next((r for r, other in enumerate(layouts) if other != layouts[0]), None)
+    if differ is not None:  # raised on every rank alike, before any gradient is sent
+        raise ctx.collective_error(
+            VerificationError, differ, "its DDP laid its gradient buckets out unlike rank 0's at the checked steps"
+        )
     threads = comm.gather(torch.get_num_threads(), root=0)
+    mine = {k: [_host(torch, t) for _, (t, _) in sorted(stepper.local_gradients[k].items())] for k in steps}
     if ctx.rank != 0:
         for k in steps:
             for flat in mine[k]:
                 comm.Send(flat, dest=0, tag=k)
         return None
-    differ = next((r for r, other in enumerate(layouts) if other != layout), None)
-    if differ is not None:
-        raise VerificationError(f"rank {differ}'s DDP laid its gradient buckets out unlike rank 0's")
     out = {"threads": threads, "steps": {k: [_named(mine[k], layout[k])] for k in steps}}
     for r in range(1, ctx.size):
         for k in steps:
