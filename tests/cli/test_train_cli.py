@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -69,6 +70,13 @@ def test_resume_ends_on_the_weights_of_an_uninterrupted_run(tmp_path):
     assert not np.array_equal(weights(tmp_path / "half.h5"), weights(tmp_path / "full.h5"))
 
 
+def launched_rank(pid: int) -> int:
+    """The MPI rank of process ``pid``, from the rank its launcher put in its environment (MPICH's PMI_RANK, Open
+    MPI's OMPI_COMM_WORLD_RANK)."""
+    environ = dict(item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item)
+    return int(environ.get("PMI_RANK", environ.get("OMPI_COMM_WORLD_RANK")))
+
+
 def test_sigusr1_on_one_rank_checkpoints_and_exits_0_then_resume_finishes(tmp_path):
     full = train_config(tmp_path, "full.yaml", **{"params.checkpoint": {"path": "full.h5"}, "repeats": 199})
     assert spmd("generate", full, cwd=tmp_path, ranks=1)[0] == 0
@@ -96,13 +104,14 @@ def test_sigusr1_on_one_rank_checkpoints_and_exits_0_then_resume_finishes(tmp_pa
             if int(p) != proc.pid
         ]
         assert len(ranks) == 2, ranks
+        signalled = launched_rank(ranks[1])  # the process ids need not come in rank order
         os.kill(ranks[1], signal.SIGUSR1)  # one rank only, as a node-local signal might
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, err
-    assert "spmd: stopped: rank 1 on" in err and "SIGUSR1 received: checkpoint at step" in err
+    assert f"spmd: stopped: rank {signalled} on" in err and "SIGUSR1 received: checkpoint at step" in err
     assert not (tmp_path / "stopped/report.json").exists()
     with h5py.File(tmp_path / "ckpt.h5") as f:
         step = int(f.attrs["step"])
