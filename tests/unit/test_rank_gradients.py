@@ -79,3 +79,17 @@ def test_generated_tokens_follow_the_rule_and_are_refused_in_other_shapes(tmp_pa
     ):
         with pytest.raises(ConfigError, match="generate"):
             job_config_from_dict({"workload": "reduce", "input": {"path": "t.h5"}, "generate": generate_key})
+
+
+def test_parameters_compare_by_relative_rms_and_a_nan_is_beyond_any_bound():
+    from spmd.workloads.torch.verify import compare
+
+    ref = {"w": np.ones(100), "b": np.full(10, 2.0)}
+    run = {"w": np.ones(100) * (1 + 1e-4), "b": ref["b"].copy()}
+    worst, failure = compare(run, ref, 1e-3, "after the last step, parameter")
+    assert worst == pytest.approx(1e-4) and failure is None
+    worst, failure = compare(run, ref, 1e-5, "after the last step, parameter")
+    assert failure.startswith("after the last step, parameter w: relative RMS error 0.0001")
+    run["b"][3] = np.nan
+    worst, failure = compare(run, ref, 1.0, "p")
+    assert worst == float("inf") and "p b:" in failure
