@@ -70,7 +70,8 @@ def run_job(
     cls = workload_class(cfg.workload)
     cfg = ctx.agree(cls.resolve_repeats, cfg, RUN_REPEATS)
     # before the work, not after it
-    ctx.agree(require_outputs, out_dir, cls.output_files(cfg), cfg.overwrite, trace)
+    captures = capture_files(out_dir, ctx.size) if cls.captures(cfg) else []
+    ctx.agree(require_outputs, out_dir, cls.output_files(cfg), cfg.overwrite, trace, captures)
     ranges, nvtx_state = ctx.agree(nvtx_ranges, nvtx)
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
     ctx.agree(cls.load_libraries, cfg)
@@ -113,6 +114,7 @@ def run_job(
             root=0,
         )
         engines = ctx.comm.gather(workload.input_engines(), root=0)
+        captured = ctx.comm.gather(workload.captured(), root=0)  # (analysis, gzipped trace) per rank, or None
         nodes = ctx.layout()
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
         if placement is not None:
@@ -138,8 +140,13 @@ def run_job(
                 clock=clock.to_dict(),
                 repeat_rule=plan.rule(),
                 nvtx=nvtx_state,
+                kernels=[c[0] if c else None for c in captured] if captured and any(captured) else None,
             )
             files = []
+            for target, c in zip(captures, captured or []):
+                if c and c[1] is not None:
+                    Path(target).parent.mkdir(parents=True, exist_ok=True)
+                    files.append((Path(target), c[1], 0o666))
             if trace is not None:
                 files.append((Path(trace), json_text(run_trace(report, timelines)).encode(), 0o666))
             if path is not None:
@@ -245,7 +252,14 @@ def run_trace(report: dict, timelines: list) -> dict:
 _FIX = "remove it or choose another path"
 
 
-def require_outputs(out_dir, files: list[str], overwrite: bool = False, trace=None) -> None:
+def capture_files(out_dir, ranks: int) -> list[Path]:
+    """Where each rank's captured trace is kept: ``out_dir/kernels/rankR.trace.json.gz`` (none without a folder)."""
+    if out_dir is None:
+        return []
+    return [Path(out_dir) / "kernels" / f"rank{r}.trace.json.gz" for r in range(ranks)]
+
+
+def require_outputs(out_dir, files: list[str], overwrite: bool = False, trace=None, captures=()) -> None:
     """Refuse, on this rank, a report folder or a folder of the workload's output files that it cannot write,
     a report.json or report.html spmd did not write, a trace path holding another's file, and an output file (a
     save, a checkpoint) spmd did not write unless the config says ``overwrite: true``."""
@@ -256,6 +270,8 @@ def require_outputs(out_dir, files: list[str], overwrite: bool = False, trace=No
     if trace is not None:
         require_writable_folder(Path(trace).parent, f"the folder of {trace}:")
         require_replaceable(trace, "the trace", fix=_FIX)
+    for path in captures:
+        require_replaceable(path, "a captured trace", fix=_FIX)
     for path in files:
         require_writable_folder(Path(path).parent, f"the folder of {path}:")
         require_replaceable(path, "the output", overwrite, fix=_FIX + ", or set overwrite: true to replace it")

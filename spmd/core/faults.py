@@ -2,7 +2,8 @@
 
 ``SPMD_FAULT="rank=R,phase=P,kind=K"`` (or the config key ``fault``, same text) arms the fault on
 rank R (``rank=all``: on every rank); the other ranks run normally. Phases: read, h2d, compute, comm,
-report. Kinds:
+report, and for the training workloads ``data`` (each step's batch); a training step enters ``data`` and
+``compute`` once per step, so a delay there is per step. Kinds:
 
 - ``raise``: an exception on that rank alone (the bug case);
 - ``exit``: the process dies without a word to its peers (a crash; the launcher must notice);
@@ -12,6 +13,10 @@ report. Kinds:
   buffers, ``phase=h2d``: device buffers; on a CPU run both are host memory);
 - ``slow``: the rank sleeps ``seconds`` (``kind=slow,seconds=S``) each time it enters the phase: a straggler (a
   slow disk, a throttled GPU, a noisy neighbour) that the per-rank breakdown and trace must show;
+- ``hog``: a busy Python thread on the rank from the moment it enters the phase (``phase=compute``) until the
+  job ends: the rank's host is slowed (on a GPU its launch thread shares the interpreter with a spinning one);
+- ``work``: the rank does ``seconds`` of extra device work each time it enters the phase (``phase=compute`` of a
+  torch step: matrix products queued on its device; more work than the other ranks at the same host pace);
 - ``corrupt``: silent data corruption: one element of the rank's computed output, chosen uniformly at random
   (``SPMD_FAULT_SEED``, default 0) among its non-zero ones, is multiplied by 1.01 (``phase=compute``; for
   workload torch also ``phase=backward``: a gradient bucket before DDP's allreduce, every step).
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -32,8 +38,9 @@ import numpy as np
 
 from .errors import ConfigError, SpmdError, brief
 
-PHASES = ("read", "h2d", "compute", "backward", "comm", "report")
-KINDS = ("raise", "exit", "hang", "nan", "oom", "corrupt", "slow")
+PHASES = ("read", "h2d", "data", "compute", "backward", "comm", "report")
+KINDS = ("raise", "exit", "hang", "nan", "oom", "corrupt", "slow", "hog", "work")
+TIMED = ("slow", "work")  # the kinds that take seconds=S
 MAX_SLOW_S = 3600.0
 ENV = "SPMD_FAULT"
 SEED_ENV = "SPMD_FAULT_SEED"
@@ -55,7 +62,7 @@ class Fault:
     seconds: float = 0.0
 
     def describe(self) -> str:
-        extra = f",seconds={self.seconds:g}" if self.kind == "slow" else ""
+        extra = f",seconds={self.seconds:g}" if self.kind in TIMED else ""
         return f"rank={'all' if self.rank is None else self.rank},phase={self.phase},kind={self.kind}{extra}"
 
 
@@ -69,7 +76,9 @@ def parse_fault(text: str) -> Fault:
     for item in str(text).split(","):
         key, sep, value = item.strip().partition("=")
         if not sep or key not in ("rank", "phase", "kind", "seconds"):
-            raise ConfigError(f"fault: {brief(text)}: expected rank=R,phase=P,kind=K (kind=slow: and seconds=S)")
+            raise ConfigError(
+                f"fault: {brief(text)}: expected rank=R,phase=P,kind=K (kind=slow or work: and seconds=S)"
+            )
         fields[key] = value.strip()
     missing = [k for k in ("rank", "phase", "kind") if k not in fields]
     if missing:
@@ -93,19 +102,23 @@ def parse_fault(text: str) -> Fault:
             "gradient of workload torch, before the exchange)"
         )
     seconds = 0.0
-    if kind == "slow":
+    if kind in TIMED:
         try:
             seconds = float(fields.get("seconds", ""))
         except ValueError:
             raise ConfigError(
-                f"fault: kind=slow needs seconds=S, a number of seconds (got {brief(fields.get('seconds'))})"
+                f"fault: kind={kind} needs seconds=S, a number of seconds (got {brief(fields.get('seconds'))})"
             ) from None
         if not 0 < seconds <= MAX_SLOW_S:
             raise ConfigError(f"fault: seconds={brief(fields['seconds'])}: more than 0 and at most {MAX_SLOW_S:g}")
-        if phase not in ("read", "h2d", "compute", "comm"):
-            raise ConfigError("fault: kind=slow delays a phase of the repeats: use phase=read, h2d, compute or comm")
+        if kind == "slow" and phase not in ("read", "h2d", "data", "compute", "comm"):
+            raise ConfigError(
+                "fault: kind=slow delays a phase of the repeats: use phase=read, h2d, data, compute or comm"
+            )
     elif "seconds" in fields:
-        raise ConfigError("fault: seconds=S goes with kind=slow only")
+        raise ConfigError("fault: seconds=S goes with kind=slow or work only")
+    if kind in ("hog", "work") and phase != "compute":
+        raise ConfigError(f"fault: kind={kind} acts on a rank's compute: use phase=compute")
     if phase == "backward" and kind != "corrupt":
         raise ConfigError(
             "fault: phase=backward is where kind=corrupt changes a gradient (workload torch); other "
@@ -157,6 +170,7 @@ def arm(fault: Fault | None, rank: int, host: str) -> None:
 def disarm() -> None:
     global _armed, _job_fault
     _armed = _job_fault = None
+    _hog_stop.set()
 
 
 def job_injects(kind: str) -> bool:
@@ -176,9 +190,16 @@ def require_fired() -> None:
 
 
 def at(phase: str) -> None:
-    """This rank enters ``phase``: misbehave if a raise/exit/hang/slow fault is armed for it."""
+    """This rank enters ``phase``: misbehave if a raise/exit/hang/slow/hog fault is armed for it."""
     fault = _armed
-    if fault is None or fault.phase != phase or fault.kind not in ("raise", "exit", "hang", "slow"):
+    if fault is None or fault.phase != phase or fault.kind not in ("raise", "exit", "hang", "slow", "hog"):
+        return
+    if fault.kind == "hog":
+        if not _fired:
+            _say("injecting hog at phase compute (a thread spinning in Python on this rank until the job ends)")
+            _mark_fired()
+            _hog_stop.clear()
+            threading.Thread(target=_spin, name="spmd-fault-hog", daemon=True).start()
         return
     if fault.kind == "slow":  # every time: each repeat's phase is late by the same delay
         if not _fired:
@@ -195,6 +216,28 @@ def at(phase: str) -> None:
         os._exit(17)  # no cleanup, no MPI_Finalize: what a crash looks like to the peers
     while True:  # hang: sleep (the GIL stays free, so this rank's watchdog thread keeps beating)
         time.sleep(1.0)
+
+
+def extra_work() -> float:
+    """The seconds of extra device work a ``work`` fault gives this rank each time it enters compute (0: none);
+    the workload does the work (it knows its device)."""
+    fault = _armed
+    if fault is None or fault.kind != "work":
+        return 0.0
+    if not _fired:
+        _say(f"injecting work at phase compute ({fault.seconds:g} s of extra device work each step)")
+    _mark_fired()
+    return fault.seconds
+
+
+_hog_stop = threading.Event()
+
+
+def _spin() -> None:
+    """A thread that keeps the interpreter busy (it takes the GIL in turns with the rank's own thread)."""
+    n = 0
+    while not _hog_stop.is_set():
+        n += 1
 
 
 def poison_rows(rows: np.ndarray) -> None:

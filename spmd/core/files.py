@@ -17,6 +17,7 @@ that no longer exist (a rank killed with SIGKILL).
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import math
 import os
@@ -25,6 +26,7 @@ import socket
 import stat
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 from .errors import InputError, brief, one_line
@@ -37,6 +39,7 @@ _MARKS = (b"written by spmd", b'"spmd_version": "', b"series,ranks,nodes,link_cl
 HDF5_RECORD = "spmd_record"  # the root attribute of every HDF5 file spmd writes
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"  # torch.save's archive (params.save of workload torch)
+GZIP_SIGNATURE = b"\x1f\x8b"  # a captured trace (kernels/rankR.trace.json.gz)
 MAX_PICKLE_BYTES = 64 << 20
 HEAD_BYTES = 64 << 10  # where a record must be found in a text file
 _HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:40] or "host"
@@ -59,6 +62,12 @@ def spmd_record(path: str | Path) -> bool:
         return hdf5_writer(path) is not None
     if head.startswith(ZIP_SIGNATURE):
         return torch_save_record(path)
+    if head.startswith(GZIP_SIGNATURE):  # a captured trace: its record leads the JSON inside
+        try:
+            with gzip.open(path, "rb") as f:
+                head = f.read(HEAD_BYTES)
+        except (OSError, EOFError, zlib.error):
+            return False
     return any(mark in head for mark in _MARKS)
 
 

@@ -160,8 +160,10 @@ class PhaseTimer:
             self._ranges.pop()
 
 
-def enter_phase(name: str, timed: bool = True) -> None:
+def enter_phase(name: str, timed: bool = True, fault: bool = True) -> None:
     """This rank enters phase ``name``: the watchdog's heartbeat says so (``timed``: a phase of a run,
-    bounded by timeout_s), and an injected fault armed for it fires (spmd.core.faults)."""
+    bounded by timeout_s), and an injected fault armed for it fires (spmd.core.faults; ``fault=False``: a
+    training workload fires it in each step instead)."""
     waits.note_phase(name, timed)
-    faults.at(name)
+    if fault:
+        faults.at(name)

@@ -24,6 +24,7 @@ import statistics
 
 from ..core.stats import BOUND, Interval, median_interval
 from ..core.units import fmt_seconds
+from .causes import cause
 
 CATEGORIES = ("compute", "comm", "data", "wait", "other")
 DATA_PHASES = ("read", "h2d")
@@ -60,9 +61,12 @@ def per_repeat(records_by_rank: list[list[dict]]) -> list[list[dict[str, float]]
     return out
 
 
-def breakdown(records_by_rank: list[list[dict]], hosts: list[str]) -> dict:
+def breakdown(
+    records_by_rank: list[list[dict]], hosts: list[str], kernels: dict | None = None, steps: int | None = None
+) -> dict:
     """report.json's ``breakdown``: per rank the seconds per repeat (median over repeats) and share of each
-    category, the overlap of communication with computation where there was any, and the straggler (or None)."""
+    category, the overlap of communication with computation where there was any, and the straggler (or None)
+    with its cause (spmd.report.causes; ``kernels``: the captured steps, ``steps``: a repeat's steps)."""
     repeats = per_repeat(records_by_rank)
     ranks = []
     for rank, parts in enumerate(repeats):
@@ -82,7 +86,33 @@ def breakdown(records_by_rank: list[list[dict]], hosts: list[str]) -> dict:
                 "overlap": overlap,
             }
         )
-    return {"categories": list(CATEGORIES), "per_rank": ranks, "straggler": straggler(records_by_rank, repeats, hosts)}
+    late = straggler(records_by_rank, repeats, hosts) or kernel_straggler(kernels, hosts)
+    if late is not None:
+        late.update(cause(late["rank"], records_by_rank, kernels, steps))
+    return {"categories": list(CATEGORIES), "per_rank": ranks, "straggler": late}
+
+
+def kernel_straggler(kernels: dict | None, hosts: list[str]) -> dict | None:
+    """The rank the others waited for inside the captured steps' collectives, when the phases did not show it:
+    the others' median wait a step at least SIGNIFICANT of the step."""
+    coll = (kernels or {}).get("collectives") or {}
+    if not coll.get("matched"):
+        return None
+    waits = coll["wait_us"]
+    slow = min(range(len(waits)), key=waits.__getitem__)
+    others = [w for r, w in enumerate(waits) if r != slow]
+    spans = [x["median"]["span_us"] for x in kernels["per_rank"] if x.get("steps")]
+    if not spans or statistics.fmean(others) < max(MIN_WAIT_S * 1e6, SIGNIFICANT * statistics.median(spans)):
+        return None
+    return {
+        "rank": slow,
+        "host": hosts[slow],
+        "phase": "step",
+        "others_wait": statistics.fmean(others) / 1e6,
+        "others_wait_in": "comm",
+        "share_of_repeat": statistics.fmean(others) / statistics.median(spans),
+        "seen_in": "captured steps",
+    }
 
 
 def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], hosts: list[str]) -> dict | None:
@@ -124,6 +154,8 @@ def _slowest_phase(records_by_rank, slow: int, others: list[int]) -> tuple[str, 
         return statistics.median(r.get(phase, 0.0) for r in records_by_rank[rank])
 
     phases = sorted({p for r in records_by_rank[slow] for p in r} - set(NOT_OWN))
+    if "forward" in phases:  # a training step's own phases: compute is their sum
+        phases.remove("compute")
     if not phases:
         return "total", median_of(slow, "total"), statistics.median(median_of(r, "total") for r in others)
     excess = {p: median_of(slow, p) - statistics.median(median_of(r, p) for r in others) for p in phases}
@@ -136,15 +168,7 @@ def findings(report: dict) -> list[str]:
     out = []
     s = report["breakdown"]["straggler"]
     if s:
-        low, high = s["others_wait_interval"]
-        out.append(
-            f"Rank {s['rank']} on {s['host']} is the straggler: its {s['phase']} took "
-            f"{fmt_seconds(s['seconds'])}"
-            f" per repeat against {fmt_seconds(s['others_seconds'])} on the other ranks (median); they waited "
-            f"{fmt_seconds(s['others_wait'])} per repeat for it ({s['interval_level']:.0%} interval "
-            f"{fmt_seconds(low).strip()} - "
-            f"{fmt_seconds(high).strip()}), in {s['others_wait_in']}: {s['share_of_repeat']:.0%} of a repeat."
-        )
+        out.append(straggler_sentence(s))
     overlaps = [r["overlap"] for r in report["breakdown"]["per_rank"] if r["overlap"] is not None]
     if overlaps:
         out.append(
@@ -167,3 +191,27 @@ def findings(report: dict) -> list[str]:
             f"{total.n} repeats{why}, not within +-{bound:.0%} at 95%: {fix} would pin it down."
         )
     return out
+
+
+def straggler_sentence(s: dict) -> str:
+    """The straggler finding: who, why (its cause with the numbers, where one was found), and what it cost."""
+    why = (
+        f"{s['evidence']}"
+        if s.get("cause")
+        else f"its {s['phase']} took {fmt_seconds(s['seconds']).strip()} per repeat against "
+        f"{fmt_seconds(s['others_seconds']).strip()} on the other ranks (median)"
+    )
+    cause = f" ({s['cause']})" if s.get("cause") else ""
+    if s.get("seen_in") == "captured steps":
+        cost = (
+            f"the others waited {fmt_seconds(s['others_wait']).strip()} a step for it in the collectives of the "
+            f"captured steps: {s['share_of_repeat']:.0%} of a step"
+        )
+    else:
+        low, high = s["others_wait_interval"]
+        cost = (
+            f"the others waited {fmt_seconds(s['others_wait']).strip()} per repeat for it ({s['interval_level']:.0%} "
+            f"interval {fmt_seconds(low).strip()} - {fmt_seconds(high).strip()}), in {s['others_wait_in']}: "
+            f"{s['share_of_repeat']:.0%} of a repeat"
+        )
+    return f"Rank {s['rank']} on {s['host']} is the straggler{cause}: {why}; {cost}."

@@ -8,6 +8,7 @@ import datetime
 from ..core.launch import launch_record, mpi_library
 from ..core.version import __version__
 from .breakdown import breakdown, findings
+from .causes import combine
 from .schema import REPORT_SCHEMA
 from .summary import intervals, summarize
 
@@ -33,10 +34,13 @@ def build_report(
     clock: dict | None = None,
     repeat_rule: dict | None = None,
     nvtx: str = "off",
+    kernels: list | None = None,
 ) -> dict:
     """Assemble report.json (schema 1; see docs/report.md). ``timelines``: per rank its repeats' spans (the last
     TIMELINE_REPEATS are kept); ``warmups_by_rank``: each rank's warm-up repeats' phases."""
     timings, medians = summarize(records_by_rank)
+    steps = (result or {}).get("steps_per_repeat")
+    captured = combine(kernels, records_by_rank, steps) if kernels else None
     warmups = warmups_by_rank or [[] for _ in records_by_rank]
     report = {
         "schema": REPORT_SCHEMA,
@@ -64,7 +68,8 @@ def build_report(
             {"rank": r, "host": ctx.hosts[r], "median": m, "repeats": recs, "warmup_repeats": warm}
             for r, (m, recs, warm) in enumerate(zip(medians, records_by_rank, warmups))
         ],
-        "breakdown": breakdown(records_by_rank, ctx.hosts),
+        "breakdown": breakdown(records_by_rank, ctx.hosts, captured, steps),
+        "kernels": captured,
         "timeline": {"clock": clock, "per_rank": [repeats[-TIMELINE_REPEATS:] for repeats in timelines]}
         if timelines
         else None,

@@ -126,6 +126,16 @@ class Workload(ABC):
         return cls.strong_config(cfg, factor) if mode == "strong" else cls.weak_config(cfg, factor)
 
     @classmethod
+    def captures(cls, cfg) -> bool:
+        """Whether a run of ``cfg`` captures kernel-level traces (``captured``; their files in the report folder)."""
+        return False
+
+    def captured(self):
+        """This rank's captured steps after the run: (analysis dict, gzipped trace bytes or None), or None when
+        nothing was captured (spmd.report.kernels; workload torch)."""
+        return None
+
+    @classmethod
     def output_files(cls, cfg) -> list[str]:
         """The paths of the files a run of ``cfg`` writes besides its report (``OUTPUT_FILES``)."""
         sections = (getattr(cfg.params, name) for name in cls.OUTPUT_FILES)

@@ -11,6 +11,7 @@ LOSSES = ("cross_entropy", "mse")
 STRATEGIES = ("ddp", "ddp-graph", "compile")
 PRECISIONS = ("fp32", "tf32", "bf16")
 MAX_VERIFY_STEPS = 8
+MAX_CAPTURE_STEPS = 16  # the trace of a captured step is about a few MB of JSON per rank on a GPU
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,10 @@ class TorchParams:
     # DDP's find_unused_parameters: None finds out at set-up (on when a parameter gets no gradient on every rank)
     find_unused: bool | None = None
     verify_steps: int = 2  # the first steps whose every rank's gradient is checked before the allreduce
+    # torch.profiler (Kineto; CUPTI on a GPU) on this many steps at the end of the first warm-up window, on every
+    # rank: what each rank's step did, kernel by kernel (report.json's kernels); 0: none
+    capture_steps: int = 3
+    capture_max_mb: float = 32.0  # a rank's captured trace kept (gzipped, report folder) up to this size
     seed: int = 0
     save: SaveConfig | None = None
 
@@ -89,6 +94,10 @@ class TorchParams:
                 f"params.verify_steps: 0 to {MAX_VERIFY_STEPS}, got {self.verify_steps} (each checked step keeps a "
                 f"copy of every rank's gradient until verification)"
             )
+        if not 0 <= self.capture_steps <= MAX_CAPTURE_STEPS:
+            raise ConfigError(f"params.capture_steps: 0 to {MAX_CAPTURE_STEPS}, got {self.capture_steps}")
+        if not 0 <= self.capture_max_mb <= 1024:
+            raise ConfigError(f"params.capture_max_mb: 0 to 1024, got {self.capture_max_mb}")
         if self.bucket_mb <= 0:
             raise ConfigError(f"params.bucket_mb: must be > 0, got {self.bucket_mb}")
         if self.data_shards is not None and self.data_shards < 1:

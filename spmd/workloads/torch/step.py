@@ -12,6 +12,7 @@ armed ``corrupt`` fault changes one gradient element on its rank before the exch
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
 
 from ...core import faults
@@ -69,6 +70,47 @@ def set_precision(torch, precision: str) -> None:
     tf32 = precision == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
+
+
+class ExtraWork:
+    """A ``work`` fault's extra device work: square matrix products queued on the rank's device (timed once,
+    so ``seconds`` of them take about that long), or on a CPU products until ``seconds`` have passed."""
+
+    SIDE = 2048
+
+    def __init__(self, torch, device, gpu: bool):
+        self.torch, self.device, self.gpu = torch, device, gpu
+        self.a = None
+        self.seconds_each = 0.0
+
+    def run(self, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        torch = self.torch
+        if self.a is None:
+            side = self.SIDE if self.gpu else 256
+            self.a = torch.randn(side, side, device=self.device) / side**0.5
+            self.seconds_each = self._time_one()
+        if not self.gpu:
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                self.a = torch.mm(self.a, self.a).clamp_(-1, 1)
+            return
+        for _ in range(max(1, round(seconds / self.seconds_each))):
+            self.a = torch.mm(self.a, self.a).clamp_(-1, 1)
+
+    def _time_one(self) -> float:
+        torch = self.torch
+        if not self.gpu:
+            return 0.0
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.mm(self.a, self.a)
+        start.record()
+        for _ in range(10):
+            torch.mm(self.a, self.a)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / 10
 
 
 class Batches:
@@ -135,6 +177,8 @@ class Stepper:
             self.ddp = DDP(module, **options)
         self.forward = torch.compile(self.ddp) if params.strategy == "compile" else self.ddp
         self.corrupting = faults.corrupting()
+        self.extra = ExtraWork(torch, batches.compute_device, self.gpu)
+        self.capture = None  # a capture.Capture over some steps of the next window
         # the first steps, eager and deterministic, through the hooked DDP: each rank's gradient kept as it enters
         # the allreduce, for verification (a CUDA graph's replays run no Python: ddp-graph checks none)
         self.checked_steps = 0 if self.graph_mode else checked_steps
@@ -242,8 +286,13 @@ class Stepper:
         torch, k, b = self.torch, self.micro, self.batch
         total = None
         for j in range(k):
+            if not self.graph_mode:  # SPMD_FAULT's data and compute phases, entered by every step
+                faults.at("data")
             x, y = self.batches.take(rows_all if k == 1 else rows_all[j * b : (j + 1) * b])
             mark(f"d{j}")
+            if j == 0 and not self.graph_mode:
+                faults.at("compute")
+                self.extra.run(faults.extra_work())
             if self.reseed and not self.graph_mode:  # costly on a GPU: only for models that draw random numbers
                 torch.manual_seed(micro_seed(self.params.seed, self.step, self.ctx.rank, j))
             with ddp.no_sync() if j < k - 1 else contextlib.nullcontext():
@@ -271,7 +320,10 @@ class Stepper:
         """``steps`` optimizer steps, their phases added to ``timer`` (``step`` alone under ddp-graph): the marked
         steps' phases, scaled to the window's steps."""
         marked = []
+        capture = self.capture
         for n in range(steps):
+            if capture is not None:
+                capture.before(n)
             marks = (
                 self.slots[len(marked)]
                 if self.slots and (n + 1) % self.every == 0 and len(marked) < len(self.slots)
@@ -283,6 +335,9 @@ class Stepper:
             if self.graph is not None:
                 if marks is not None:
                     marks.mark("s")
+                faults.at("data")  # a replay runs no Python: the step's host delays come before it
+                faults.at("compute")
+                self.extra.run(faults.extra_work())
                 self.graph.replay()
                 if marks is not None:
                     marks.mark("o")
@@ -291,6 +346,8 @@ class Stepper:
                 self.train_step(marks)
                 self.current = None
             self.step += 1
+            if capture is not None:
+                capture.after(n)
             if self.step == 1 and not self.checked_steps:  # ddp-graph: the averaged first gradients are checked
                 self.first_grads = {
                     name: t.grad.detach().clone() for name, t in self.module.named_parameters() if t.grad is not None

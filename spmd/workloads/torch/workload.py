@@ -25,10 +25,12 @@ from ...core.timing import enter_phase
 from ...core.units import fmt_bytes
 from ...io.hdf5 import Piece, RankInput, open_h5
 from ...io.reader import RowReader
+from ...report.kernels import analyze
 from ..training.base import TrainingWorkload
 from ..training.checks import require_finite_losses
 from ..training.data import Sampler
 from . import dist
+from .capture import Capture, packed
 from .inputs import check_inputs, check_rows, label_array, targets, write_targets
 from .params import TorchParams
 from .step import Batches, Stepper, autocast, deterministic, set_precision, state_tensors
@@ -129,6 +131,7 @@ class TorchWorkload(TrainingWorkload):
             saved = [t.detach().clone() for t in state_tensors(module)]
             ctx.agree(self.stepper.capture, saved)
         self.windows_run, self.losses = 0, []
+        self.capture = None  # the steps captured by torch.profiler (capture.Capture), once a warm-up window ran
 
     def _check_config(self) -> None:
         p, cfg, gpu = self.params, self.cfg, self.ctx.device == "gpu"
@@ -301,8 +304,15 @@ class TorchWorkload(TrainingWorkload):
         self.stepper.load_window(self.sampler.window(self.stepper.step, self.params.steps))
 
     def run(self, timer):
-        enter_phase("compute")
-        self.stepper.run_window(self.params.steps, timer)
+        enter_phase("compute", fault=False)  # a step enters data and compute: faults fire in each (step.py)
+        p = self.params
+        capturing = p.capture_steps and self.capture is None and timer.timeline and timer.timeline[-1].warmup
+        if capturing:
+            self.capture = self.stepper.capture = Capture(
+                self.torch, self.ctx.device == "gpu", p.capture_steps, p.steps, self.checked_steps
+            )
+        self.stepper.run_window(p.steps, timer)
+        self.stepper.capture = None
         self.windows_run += 1
 
     def _check_losses(self) -> None:
@@ -374,6 +384,37 @@ class TorchWorkload(TrainingWorkload):
             "save": p.save.path if p.save else None,
             "libraries": dist.libraries(self.torch, self.ctx.device == "gpu"),
         }
+
+    @classmethod
+    def captures(cls, cfg) -> bool:
+        return cfg.params.capture_steps > 0
+
+    def captured(self):
+        """This rank's captured steps: their analysis (spmd.report.kernels) with what capturing them cost, and the
+        trace as kept (gzipped; None over params.capture_max_mb)."""
+        p, c = self.params, self.capture
+        if not p.capture_steps:
+            return None
+        if c is None:
+            return {
+                "steps": 0,
+                "why": "no warm-up window ran (warmup: 0): the capture takes the first one's steps",
+            }, None
+        if c.trace is None:
+            return {"steps": 0, "why": c.why or "the profiler returned no trace"}, None
+        try:
+            analysis = analyze(c.trace, self.ctx.device == "gpu")
+        except (KeyError, TypeError, ValueError) as exc:  # a trace this analysis cannot read: kept, said so
+            analysis = {"steps": 0, "why": f"the trace could not be analysed ({type(exc).__name__}: {exc})"}
+        data, size = packed(c.trace, self.ctx.rank, int(p.capture_max_mb * 2**20))
+        c.trace = None
+        analysis["capture"] = {
+            "steps": c.steps,
+            "seconds_per_step": c.seconds / c.steps,
+            "trace_bytes": size,
+            "kept": data is not None,
+        }
+        return analysis, data
 
     def _buckets(self) -> list[int]:
         """DDP's gradient buckets in bytes: as the hook saw them, else from DDP's logging data."""

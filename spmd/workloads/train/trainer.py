@@ -14,6 +14,7 @@ import contextlib
 
 import numpy as np
 
+from ...core import faults
 from ...core import xp as xpmod
 from ...core.errors import VerificationError
 from .buckets import GradientExchange, plan_buckets, row_blocks
@@ -209,6 +210,7 @@ class Trainer:
         phases added to ``timer``."""
         with self._on_stream():
             for i in range(steps):
+                faults.at("data")  # SPMD_FAULT's data phase: each step's batch (a host delay before it)
                 if self.graph is not None:
                     marked = self.graph_marked is not None and i == steps - 1
                     (self.graph_marked if marked else self.graph).launch(self.stream)

@@ -1,0 +1,197 @@
+"""Why the ranks waited: the captured steps of every rank together (report.json ``kernels``) and the cause the
+straggler finding names.
+
+Collectives: the k-th collective of a captured step is the same allreduce on every rank (DDP's buckets go in one
+order), so they are matched by position. A collective ends for all ranks at about the same moment: the rank that
+arrived last spent least in it, and that time is the transfer; what each other rank spent beyond it is its wait
+for the last one (clock-free: durations only). The step's critical path is, at each collective, the rank that
+arrived last and what the others waited for it.
+
+The cause of the straggler (the rank the others waited for, named by spmd.report.breakdown) is its largest excess
+per step over the median of the other ranks, among
+- ``data``: its data phase (marks);
+- ``host``: on a GPU, time its device sat idle waiting for the host to launch work (the launch queue ran dry:
+  a slowed or contended host thread, a launch-bound step);
+- ``more work``: its compute kernels (or CPU operators) took longer and it ran more of them (more launches,
+  or kernels the others do not run);
+- ``slower device``: the same kernels (or operators), each slower (a throttled or slower GPU; on a CPU a slowed
+  or shared core).
+Without a capture only the phases can speak: the phase furthest above the others'.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from ..core.units import fmt_seconds
+
+MORE_KERNELS = 1.02  # more than this many times the others' kernels (or operators) a step: more work
+PER_RANK_KEYS = ("rank", "device", "steps", "median", "overlap", "top", "capture", "why", "temporal", "idle_by_stream")
+
+
+def combine(analyses: list, records_by_rank: list[list[dict]], steps_per_repeat: int | None) -> dict | None:
+    """report.json's ``kernels``: every rank's captured steps, the collectives matched across ranks, the critical
+    path (None when no rank captured)."""
+    if not analyses or all(a is None for a in analyses):
+        return None
+    ranks = []
+    for r, a in enumerate(analyses):
+        a = a or {"steps": 0, "why": "not captured"}
+        ranks.append({"rank": r, **{k: a[k] for k in PER_RANK_KEYS[1:] if k in a}})
+    out = {
+        "device": next((a.get("device") for a in analyses if a and a.get("device")), None),
+        "steps": min((a or {}).get("steps", 0) for a in analyses),
+        "per_rank": ranks,
+        "collectives": collectives(analyses),
+    }
+    out["critical_path"] = critical_path(out["collectives"])
+    costs = [a["capture"]["seconds_per_step"] for a in analyses if a and a.get("capture") and a["capture"]["steps"] > 0]
+    timed = _timed_step_seconds(records_by_rank, steps_per_repeat)
+    if costs and timed:
+        out["capture_cost"] = {
+            "captured_step_s": statistics.median(costs),
+            "timed_step_s": timed,
+            "ratio": statistics.median(costs) / timed,
+        }
+    return out
+
+
+def _timed_step_seconds(records_by_rank, steps_per_repeat) -> float | None:
+    if not steps_per_repeat or not records_by_rank or not records_by_rank[0]:
+        return None
+    return statistics.median(r["total"] for r in records_by_rank[0]) / steps_per_repeat
+
+
+def collectives(analyses: list) -> dict:
+    """Per rank the median per step of its time in collectives beyond the last arrival's (``wait_us``) and of
+    the transfer (``transfer_us``), and per position in the step who arrived last."""
+    lists = [(a or {}).get("per_step") or [] for a in analyses]
+    size = len(lists)
+    if size < 2 or not all(lists):
+        return {"matched": False, "why": "fewer than two ranks captured steps"}
+    steps = min(len(x) for x in lists)
+    per_step_wait = [[0.0] * steps for _ in range(size)]
+    transfer = [0.0] * steps
+    last_counts: dict[int, list] = {}
+    for k in range(steps):
+        durations = [x[k].get("comm_kernels") or [] for x in lists]
+        counts = {len(d) for d in durations}
+        if len(counts) != 1:
+            return {"matched": False, "why": f"the ranks ran {sorted(counts)} collectives in captured step {k}"}
+        for j in range(counts.pop()):
+            d = [durations[r][j] for r in range(size)]
+            low = min(d)
+            last = d.index(low)
+            transfer[k] += low
+            entry = last_counts.setdefault(j, [0.0] * size + [0.0])
+            for r in range(size):
+                per_step_wait[r][k] += d[r] - low
+            entry[last] += 1
+            entry[size] += sum(x - low for x in d)
+    if not last_counts:
+        return {"matched": False, "why": "no collective ran in the captured steps"}
+    return {
+        "matched": True,
+        "per_step": len(last_counts),
+        "transfer_us": statistics.median(transfer),
+        "wait_us": [statistics.median(w) for w in per_step_wait],
+        "last": [
+            {"collective": j, "last_rank": max(range(size), key=lambda r: e[r]), "others_waited_us": e[size] / steps}
+            for j, e in sorted(last_counts.items())
+        ],
+    }
+
+
+def critical_path(coll: dict) -> list[dict]:
+    """At each collective of a step, the rank the others waited for and how long (median step)."""
+    if not coll.get("matched"):
+        return []
+    return [c for c in coll["last"] if c["others_waited_us"] > 0]
+
+
+# -- the cause of a straggler ------------------------------------------------------------------------
+
+
+def cause(slow: int, records_by_rank: list[list[dict]], kernels: dict | None, steps_per_repeat: int | None) -> dict:
+    """Why rank ``slow`` made the others wait: {cause, cause_seconds (its excess per step), evidence (a clause)}."""
+    others = [r for r in range(len(records_by_rank)) if r != slow]
+    steps = steps_per_repeat or 1
+    excess: dict[str, float] = {}
+    evidence: dict[str, str] = {}
+    data = _phase_excess(records_by_rank, slow, others, "data")
+    if data is not None:
+        excess["data"] = data / steps
+        evidence["data"] = (
+            f"its data phase took {fmt_seconds(_phase(records_by_rank, slow, 'data') / steps).strip()} a step "
+            f"against {fmt_seconds(_others(records_by_rank, others, 'data') / steps).strip()} on the others"
+        )
+    ranks = (kernels or {}).get("per_rank") or []
+    mine = ranks[slow] if slow < len(ranks) and ranks[slow].get("steps") else None
+    theirs = [ranks[r] for r in others if r < len(ranks) and ranks[r].get("steps")]
+    if mine and theirs:
+        m, t = mine["median"], [x["median"] for x in theirs]
+        gpu = mine.get("device") == "gpu"
+        # the host: on a GPU, the device idle for want of launches; on a CPU, the step's time between operators
+        kind = "host" if gpu else "other"
+        # a CPU rank's main thread waits for a collective between operators: that wait is not its own host time
+        coll = kernels.get("collectives") or {}
+        waits = coll["wait_us"] if coll.get("matched") and not gpu else [0.0] * len(ranks)
+        host = m["idle"][kind] - waits[slow]
+        host_o = statistics.median(ranks[r]["median"]["idle"][kind] - waits[r] for r in others if ranks[r].get("steps"))
+        excess["host"] = (host - host_o) / 1e6 - max(0.0, excess.get("data", 0.0))
+        evidence["host"] = (
+            f"its GPU sat idle waiting for the host to launch work {host / 1e3:.2f} ms a step against "
+            f"{host_o / 1e3:.2f} ms on the others ({m['launches']:.0f} launches a step: its host thread is "
+            f"slower, the step launch-bound)"
+            if gpu
+            else f"its step spent {host / 1e3:.2f} ms a step between PyTorch operators (Python, the framework, a "
+            f"thread that waits or is descheduled) against {host_o / 1e3:.2f} ms on the others"
+        )
+        comp, comp_o = m["compute_us"], statistics.median(x["compute_us"] for x in t)
+        n, n_o = m["kernels"], statistics.median(x["kernels"] for x in t)
+        what = "kernels" if gpu else "operators"
+        extra = comp - comp_o
+        if n > MORE_KERNELS * n_o:
+            excess["more work"] = extra / 1e6
+            evidence["more work"] = (
+                f"it ran more work: {n:.0f} {what} a step against {n_o:.0f}, {comp / 1e3:.2f} ms of them against "
+                f"{comp_o / 1e3:.2f} ms on the others" + _extra_names(mine, theirs)
+            )
+        else:
+            excess["slower device"] = extra / 1e6
+            evidence["slower device"] = (
+                f"the same {n:.0f} {what} a step took {comp / 1e3:.2f} ms against {comp_o / 1e3:.2f} ms on the "
+                + (
+                    "others (a slower or throttled GPU at equal work)"
+                    if gpu
+                    else "others (its host runs the same operators slower: a busy or shared core)"
+                )
+            )
+    if not excess:
+        return {"cause": None}
+    name = max(excess, key=excess.get)
+    if excess[name] <= 0:
+        return {"cause": None}
+    return {"cause": name, "cause_seconds": excess[name], "evidence": evidence[name]}
+
+
+def _extra_names(mine: dict, theirs: list[dict]) -> str:
+    """The kernels it ran more often than the others, by time (a clause, or nothing)."""
+    names = mine.get("top") or []
+    other = [{e["name"]: e["count"] for e in x.get("top") or []} for x in theirs]
+    more = [e["name"] for e in names if all(e["count"] > o.get(e["name"], 0) for o in other)]
+    return f" (more often: {', '.join(n[:60] for n in more[:2])})" if more else ""
+
+
+def _phase(records_by_rank, rank: int, phase: str) -> float:
+    return statistics.median(r.get(phase, 0.0) for r in records_by_rank[rank])
+
+
+def _others(records_by_rank, others: list[int], phase: str) -> float:
+    return statistics.median(_phase(records_by_rank, r, phase) for r in others)
+
+
+def _phase_excess(records_by_rank, slow: int, others: list[int], phase: str) -> float | None:
+    if not any(phase in r for r in records_by_rank[slow]):
+        return None
+    return _phase(records_by_rank, slow, phase) - _others(records_by_rank, others, phase)

@@ -1,0 +1,101 @@
+"""Kernel-level capture of a few steps on every rank: torch.profiler (Kineto; CUPTI on a GPU) on the last
+``params.capture_steps`` steps of the first warm-up window, so the timed repeats are never profiled.
+
+The profiler starts one step earlier (its warm-up step: CUPTI's set-up lands there, not in a captured step) and
+marks each captured step with ``ProfilerStep#k``, as a user's own ``prof.step()`` loop does, so Holistic Trace
+Analysis reads the trace as it reads any. What the captured steps cost is measured where they run: their wall
+time per step beside the timed steps' (report.json ``kernels.capture``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+import time
+
+from ...core.files import MARK
+from ...core.version import __version__
+
+
+class Capture:
+    """The profiler over steps ``first .. first + steps - 1`` of one window (``steps`` 0: nothing captured, ``why``
+    says so)."""
+
+    def __init__(self, torch, gpu: bool, want: int, window_steps: int, checked_steps: int):
+        self.torch, self.gpu = torch, gpu
+        # the checked steps run deterministic kernels and the first steps settle DDP's buckets: never captured
+        room = window_steps - 1 - max(checked_steps, 1)
+        self.steps = max(0, min(want, room))
+        self.why = None
+        if want and not self.steps:
+            self.why = (
+                f"params.steps {window_steps} leaves no step to capture after the first and the {checked_steps} "
+                f"checked one(s) (and the profiler's warm-up step)"
+            )
+        self.first = window_steps - self.steps
+        self.prof = None
+        self.trace: dict | None = None
+        self.anchor: tuple[float, float] | None = None  # (perf_counter, Kineto µs) at the first captured step
+        self.seconds = None  # wall time of the captured steps
+        self._t0 = 0.0
+        self.done = not self.steps
+
+    def before(self, i: int) -> None:
+        """Before step ``i`` of the window."""
+        if self.done:
+            return
+        if i == self.first - 1:
+            from torch.profiler import ProfilerActivity, profile, schedule
+
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.gpu else [])
+            self.prof = profile(
+                activities=activities,
+                schedule=schedule(wait=0, warmup=1, active=self.steps, repeat=1),
+                on_trace_ready=self._ready,
+                record_shapes=False,
+                with_stack=False,
+                profile_memory=False,
+            )
+            self.prof.start()
+        elif i == self.first:
+            self._synchronize()
+            self._t0 = time.perf_counter()
+
+    def after(self, i: int) -> None:
+        """After step ``i`` of the window."""
+        if self.prof is None or self.done:
+            return
+        if i == self.first + self.steps - 1:
+            self._synchronize()
+            self.seconds = time.perf_counter() - self._t0
+        self.prof.step()
+        if i == self.first - 1:
+            self.anchor_pc = time.perf_counter()  # ProfilerStep#1 opened just now
+        if i == self.first + self.steps - 1:
+            self.prof.stop()
+            self.prof, self.done = None, True
+
+    def _synchronize(self) -> None:
+        if self.gpu:
+            self.torch.cuda.synchronize()
+
+    def _ready(self, prof) -> None:
+        fd, path = tempfile.mkstemp(prefix="spmd-capture-", suffix=".json")
+        os.close(fd)
+        try:
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                self.trace = json.load(f)
+        finally:
+            os.unlink(path)
+
+
+def packed(trace: dict, rank: int, max_bytes: int) -> tuple[bytes | None, int]:
+    """The trace as spmd keeps it: its record first, compact JSON, gzipped (None when over ``max_bytes``), and its
+    size."""
+    head = {"spmd_version": __version__, "spmd_record": MARK, "spmd_rank": rank}
+    text = json.dumps({**head, **trace}, separators=(",", ":"), allow_nan=False, default=str)
+    data = gzip.compress(text.encode(), compresslevel=6, mtime=0)
+    return (data if len(data) <= max_bytes else None), len(data)
