@@ -233,11 +233,16 @@ def extra_work() -> float:
 _hog_stop = threading.Event()
 
 
+HOG_BUSY_S = 0.002  # the hog spins this long, then sleeps as long: the rank's thread gets the GIL about half the time
+
+
 def _spin() -> None:
-    """A thread that keeps the interpreter busy (it takes the GIL in turns with the rank's own thread)."""
-    n = 0
+    """A thread that keeps the interpreter busy half the time (it takes the GIL in turns with the rank's own)."""
     while not _hog_stop.is_set():
-        n += 1
+        end = time.perf_counter() + HOG_BUSY_S
+        while time.perf_counter() < end:
+            pass
+        time.sleep(HOG_BUSY_S)
 
 
 def poison_rows(rows: np.ndarray) -> None:
