@@ -29,12 +29,16 @@ endif
 # PyTorch for workload torch: TORCH pins the build installed first (the CPU build CI keeps on disk; plain
 # "torch" would take PyPI's CUDA build of several GB); TORCH= leaves the choice to pip.
 TORCH ?= $(if $(HAS_GPU),,torch==2.13.0)
+# Holistic Trace Analysis (tests/unit/test_kernels_hta.py compares spmd's breakdown with it), without its declared
+# dependencies: the hta extra (in test's too) holds what it imports
+HTA ?= HolisticTraceAnalysis==0.5.0
 
 $(VENV)/.installed-%: pyproject.toml
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(if $(and $(TORCH),$(findstring torch,$*)),$(PY) -m pip install -q "$(TORCH)")
 	$(PY) -m pip install -q -e ".[$*]"
+	$(if $(or $(findstring test,$*),$(findstring hta,$*)),$(PY) -m pip install -q --no-deps "$(HTA)")
 	touch $@
 
 # A strong and weak scaling sweep of the distributed reduction over 1..NP ranks (inputs are

@@ -97,6 +97,8 @@ def run_job(
             if progress is not None and progress.enabled:
                 progress.repeat(i, warmup, None if plan.auto else repeats, workload.progress_note(times["total"]))
             i += 1
+        enter_phase("capture")
+        workload.after_repeats()
         enter_phase("verify")
         verification = verify(ctx, workload) if cfg.verify != "none" else NOT_CHECKED
         workload.save()  # only a verified result is written (or one its plug-in's config says not to check)

@@ -8,6 +8,15 @@ from ..core.config import COMM_BACKENDS
 from ..core.version import __version__
 
 
+CAPTURE = {
+    "type": int,
+    "metavar": "STEPS",
+    "help": "workload torch: after the timed repeats, STEPS more steps under torch.profiler on every rank, read "
+    "kernel by kernel into the report (why each rank's step took what it took; the traces kept beside it); "
+    "same as -o params.capture_steps=STEPS",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spmd", description="SPMD work on GPUs/CPUs under MPI, measured.")
     parser.add_argument("--version", action="version", version=f"spmd {__version__}")
@@ -45,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="NVTX ranges for every repeat and phase, for Nsight Systems (on by itself under a profiler)",
     )
+    run.add_argument("--capture", **CAPTURE)
     run.set_defaults(command_name="run")
 
     scale = with_config(
@@ -96,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="lines on stderr as each size starts and after each repeat also when stderr is not a "
         "terminal (on a terminal they are shown anyway)",
     )
+    scale.add_argument("--capture", **CAPTURE)
     scale.set_defaults(command_name="scale")
 
     report = sub.add_parser("report", help="compare or re-render written reports (no MPI launch needed)")

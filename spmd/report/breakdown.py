@@ -102,7 +102,13 @@ def kernel_straggler(kernels: dict | None, hosts: list[str]) -> dict | None:
     slow = min(range(len(waits)), key=waits.__getitem__)
     others = [w for r, w in enumerate(waits) if r != slow]
     spans = [x["median"]["span_us"] for x in kernels["per_rank"] if x.get("steps")]
-    if not spans or statistics.fmean(others) < max(MIN_WAIT_S * 1e6, SIGNIFICANT * statistics.median(spans)):
+    if not spans:
+        return None
+    bound = max(MIN_WAIT_S * 1e6, SIGNIFICANT * statistics.median(spans))
+    per_step = coll["wait_us_per_step"]
+    steps = range(len(per_step[0]))
+    # in every captured step, not in their median alone: a few steps give no interval
+    if min(statistics.fmean(per_step[r][k] for r in range(len(waits)) if r != slow) for k in steps) < bound:
         return None
     return {
         "rank": slow,

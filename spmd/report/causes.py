@@ -7,16 +7,17 @@ arrived last spent least in it, and that time is the transfer; what each other r
 for the last one (clock-free: durations only). The step's critical path is, at each collective, the rank that
 arrived last and what the others waited for it.
 
-The cause of the straggler (the rank the others waited for, named by spmd.report.breakdown) is its largest excess
-per step over the median of the other ranks, among
-- ``data``: its data phase (marks);
-- ``host``: on a GPU, time its device sat idle waiting for the host to launch work (the launch queue ran dry:
-  a slowed or contended host thread, a launch-bound step);
-- ``more work``: its compute kernels (or CPU operators) took longer and it ran more of them (more launches,
-  or kernels the others do not run);
+The cause of the straggler (the rank the others waited for, named by spmd.report.breakdown) is the first of these
+whose excess per step over the other ranks' median is at least CAUSE_SHARE of a step:
+- ``data``: its data phase (timed marks);
+- ``more work``: its device's own work (compute kernels, or CPU operators) took longer and it ran more of them;
 - ``slower device``: the same kernels (or operators), each slower (a throttled or slower GPU; on a CPU a slowed
-  or shared core).
-Without a capture only the phases can speak: the phase furthest above the others'.
+  or shared core);
+- ``host``: what remains when the device did the same work: on a GPU its device sat idle waiting for launches (a
+  slowed or contended host thread, a launch-bound step); on a CPU time between operators.
+A kernel's time does not depend on the other ranks; idle time does (a rank that waits for a peer waits inside
+the collective, so its GPU looks busy and the late rank's idle), hence that order. Without a capture only the
+phases can speak: the phase furthest above the others'.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import statistics
 from ..core.units import fmt_seconds
 
 MORE_KERNELS = 1.02  # more than this many times the others' kernels (or operators) a step: more work
+CAUSE_SHARE = 0.05  # an explanation counts when its excess is at least this share of a step
 PER_RANK_KEYS = ("rank", "device", "steps", "median", "overlap", "top", "capture", "why", "temporal", "idle_by_stream")
 
 
@@ -95,6 +97,7 @@ def collectives(analyses: list) -> dict:
         "per_step": len(last_counts),
         "transfer_us": statistics.median(transfer),
         "wait_us": [statistics.median(w) for w in per_step_wait],
+        "wait_us_per_step": per_step_wait,
         "last": [
             {"collective": j, "last_rank": max(range(size), key=lambda r: e[r]), "others_waited_us": e[size] / steps}
             for j, e in sorted(last_counts.items())
@@ -113,17 +116,27 @@ def critical_path(coll: dict) -> list[dict]:
 
 
 def cause(slow: int, records_by_rank: list[list[dict]], kernels: dict | None, steps_per_repeat: int | None) -> dict:
-    """Why rank ``slow`` made the others wait: {cause, cause_seconds (its excess per step), evidence (a clause)}."""
+    """Why rank ``slow`` made the others wait: {cause, cause_seconds (its excess per step), evidence (a clause)}.
+
+    The first explanation whose excess per step is at least CAUSE_SHARE of the step: its data phase (timed
+    marks), then its device's own work (compute kernels or CPU operators: more of them, or the same ones
+    slower), then its host (what remains when the device did the same work: on a GPU the device waited for
+    launches). The device's kernel time does not depend on the other ranks; the host's idle time does (a rank
+    that waits for a peer waits in the collective, so its GPU looks busy and the late rank's idle), so the host
+    is named only where the robust measures do not explain the wait."""
     others = [r for r in range(len(records_by_rank)) if r != slow]
     steps = steps_per_repeat or 1
-    excess: dict[str, float] = {}
-    evidence: dict[str, str] = {}
+    step = statistics.median(r["total"] for r in records_by_rank[slow]) / steps
+    found = []
     data = _phase_excess(records_by_rank, slow, others, "data")
-    if data is not None:
-        excess["data"] = data / steps
-        evidence["data"] = (
-            f"its data phase took {fmt_seconds(_phase(records_by_rank, slow, 'data') / steps).strip()} a step "
-            f"against {fmt_seconds(_others(records_by_rank, others, 'data') / steps).strip()} on the others"
+    if data is not None and data / steps >= CAUSE_SHARE * step:
+        found.append(
+            (
+                "data",
+                data / steps,
+                f"its data phase took {fmt_seconds(_phase(records_by_rank, slow, 'data') / steps).strip()} a step "
+                f"against {fmt_seconds(_others(records_by_rank, others, 'data') / steps).strip()} on the others",
+            )
         )
     ranks = (kernels or {}).get("per_rank") or []
     mine = ranks[slow] if slow < len(ranks) and ranks[slow].get("steps") else None
@@ -131,48 +144,65 @@ def cause(slow: int, records_by_rank: list[list[dict]], kernels: dict | None, st
     if mine and theirs:
         m, t = mine["median"], [x["median"] for x in theirs]
         gpu = mine.get("device") == "gpu"
-        # the host: on a GPU, the device idle for want of launches; on a CPU, the step's time between operators
-        kind = "host" if gpu else "other"
-        # a CPU rank's main thread waits for a collective between operators: that wait is not its own host time
-        coll = kernels.get("collectives") or {}
-        waits = coll["wait_us"] if coll.get("matched") and not gpu else [0.0] * len(ranks)
-        host = m["idle"][kind] - waits[slow]
-        host_o = statistics.median(ranks[r]["median"]["idle"][kind] - waits[r] for r in others if ranks[r].get("steps"))
-        excess["host"] = (host - host_o) / 1e6 - max(0.0, excess.get("data", 0.0))
-        evidence["host"] = (
-            f"its GPU sat idle waiting for the host to launch work {host / 1e3:.2f} ms a step against "
-            f"{host_o / 1e3:.2f} ms on the others ({m['launches']:.0f} launches a step: its host thread is "
-            f"slower, the step launch-bound)"
-            if gpu
-            else f"its step spent {host / 1e3:.2f} ms a step between PyTorch operators (Python, the framework, a "
-            f"thread that waits or is descheduled) against {host_o / 1e3:.2f} ms on the others"
-        )
+        span = m["span_us"]
         comp, comp_o = m["compute_us"], statistics.median(x["compute_us"] for x in t)
         n, n_o = m["kernels"], statistics.median(x["kernels"] for x in t)
         what = "kernels" if gpu else "operators"
-        extra = comp - comp_o
-        if n > MORE_KERNELS * n_o:
-            excess["more work"] = extra / 1e6
-            evidence["more work"] = (
-                f"it ran more work: {n:.0f} {what} a step against {n_o:.0f}, {comp / 1e3:.2f} ms of them against "
-                f"{comp_o / 1e3:.2f} ms on the others" + _extra_names(mine, theirs)
-            )
-        else:
-            excess["slower device"] = extra / 1e6
-            evidence["slower device"] = (
-                f"the same {n:.0f} {what} a step took {comp / 1e3:.2f} ms against {comp_o / 1e3:.2f} ms on the "
-                + (
-                    "others (a slower or throttled GPU at equal work)"
-                    if gpu
-                    else "others (its host runs the same operators slower: a busy or shared core)"
+        if comp - comp_o >= CAUSE_SHARE * span:
+            if n > MORE_KERNELS * n_o:
+                found.append(
+                    (
+                        "more work",
+                        (comp - comp_o) / 1e6,
+                        f"it ran more work: {n:.0f} {what} a step against {n_o:.0f}, {comp / 1e3:.2f} ms of them "
+                        f"against {comp_o / 1e3:.2f} ms on the others" + _extra_names(mine, theirs),
+                    )
                 )
-            )
-    if not excess:
+            else:
+                found.append(
+                    (
+                        "slower device",
+                        (comp - comp_o) / 1e6,
+                        f"the same {n:.0f} {what} a step took {comp / 1e3:.2f} ms against {comp_o / 1e3:.2f} ms on "
+                        + (
+                            "the others (a slower or throttled GPU at equal work)"
+                            if gpu
+                            else "the others (its host ran the same operators slower: a busy or shared core)"
+                        ),
+                    )
+                )
+        if not found:
+            found.append(_host(mine, theirs, kernels, slow, others, gpu))
+    if not found:
         return {"cause": None}
-    name = max(excess, key=excess.get)
-    if excess[name] <= 0:
-        return {"cause": None}
-    return {"cause": name, "cause_seconds": excess[name], "evidence": evidence[name]}
+    name, seconds, evidence = found[0]
+    return {"cause": name, "cause_seconds": seconds, "evidence": evidence}
+
+
+def _host(mine, theirs, kernels, slow, others, gpu) -> tuple[str, float, str]:
+    """The host explanation: on a GPU its device idle for want of launches; on a CPU its time between operators
+    (less what it waited for collectives there)."""
+    m = mine["median"]
+    if gpu:
+        host, host_o = m["idle"]["host"], statistics.median(x["median"]["idle"]["host"] for x in theirs)
+        return (
+            "host",
+            max(0.0, host - host_o) / 1e6,
+            f"the same {m['kernels']:.0f} kernels ran as fast as on the others, but its GPU sat idle waiting for "
+            f"its host to launch them {host / 1e3:.2f} ms a step ({m['launches']:.0f} launches; the others' "
+            f"{host_o / 1e3:.2f} ms, whose GPUs waited in the collectives instead): its host thread is slower",
+        )
+    coll = kernels.get("collectives") or {}
+    waits = coll["wait_us"] if coll.get("matched") else [0.0] * (max(others + [slow]) + 1)
+    ranks = kernels["per_rank"]
+    host = m["idle"]["other"] - waits[slow]
+    host_o = statistics.median(ranks[r]["median"]["idle"]["other"] - waits[r] for r in others if ranks[r].get("steps"))
+    return (
+        "host",
+        max(0.0, host - host_o) / 1e6,
+        f"the same {m['kernels']:.0f} operators ran as fast as on the others, but its step spent {host / 1e3:.2f} ms "
+        f"between them (Python, the framework, a thread that sleeps or is descheduled) against {host_o / 1e3:.2f} ms",
+    )
 
 
 def _extra_names(mine: dict, theirs: list[dict]) -> str:

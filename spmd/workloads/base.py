@@ -125,6 +125,10 @@ class Workload(ABC):
             raise ValueError(f"scaling mode {mode!r} is not one of {', '.join(SCALING_MODES)}")
         return cls.strong_config(cfg, factor) if mode == "strong" else cls.weak_config(cfg, factor)
 
+    def after_repeats(self) -> None:
+        """After the timed repeats, before verification (every rank): untimed work the report reads (workload
+        torch's captured steps)."""
+
     @classmethod
     def captures(cls, cfg) -> bool:
         """Whether a run of ``cfg`` captures kernel-level traces (``captured``; their files in the report folder)."""

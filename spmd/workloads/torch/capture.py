@@ -1,5 +1,5 @@
-"""Kernel-level capture of a few steps on every rank: torch.profiler (Kineto; CUPTI on a GPU) on the last
-``params.capture_steps`` steps of the first warm-up window, so the timed repeats are never profiled.
+"""Kernel-level capture of a few steps on every rank: torch.profiler (Kineto; CUPTI on a GPU) on
+``params.capture_steps`` steps run after the timed repeats, so no timed step is profiled or follows a capture.
 
 The profiler starts one step earlier (its warm-up step: CUPTI's set-up lands there, not in a captured step) and
 marks each captured step with ``ProfilerStep#k``, as a user's own ``prof.step()`` loop does, so Holistic Trace
@@ -23,24 +23,16 @@ class Capture:
     """The profiler over steps ``first .. first + steps - 1`` of one window (``steps`` 0: nothing captured, ``why``
     says so)."""
 
-    def __init__(self, torch, gpu: bool, want: int, window_steps: int, checked_steps: int):
+    def __init__(self, torch, gpu: bool, steps: int, window_steps: int):
         self.torch, self.gpu = torch, gpu
-        # the checked steps run deterministic kernels and the first steps settle DDP's buckets: never captured
-        room = window_steps - 1 - max(checked_steps, 1)
-        self.steps = max(0, min(want, room))
+        self.steps = steps
         self.why = None
-        if want and not self.steps:
-            self.why = (
-                f"params.steps {window_steps} leaves no step to capture after the first and the {checked_steps} "
-                f"checked one(s) (and the profiler's warm-up step)"
-            )
-        self.first = window_steps - self.steps
+        self.first = window_steps - steps  # the step before is the profiler's warm-up
         self.prof = None
         self.trace: dict | None = None
-        self.anchor: tuple[float, float] | None = None  # (perf_counter, Kineto µs) at the first captured step
         self.seconds = None  # wall time of the captured steps
         self._t0 = 0.0
-        self.done = not self.steps
+        self.done = not steps
 
     def before(self, i: int) -> None:
         """Before step ``i`` of the window."""
@@ -71,8 +63,6 @@ class Capture:
             self._synchronize()
             self.seconds = time.perf_counter() - self._t0
         self.prof.step()
-        if i == self.first - 1:
-            self.anchor_pc = time.perf_counter()  # ProfilerStep#1 opened just now
         if i == self.first + self.steps - 1:
             self.prof.stop()
             self.prof, self.done = None, True
@@ -96,6 +86,7 @@ def packed(trace: dict, rank: int, max_bytes: int) -> tuple[bytes | None, int]:
     """The trace as spmd keeps it: its record first, compact JSON, gzipped (None when over ``max_bytes``), and its
     size."""
     head = {"spmd_version": __version__, "spmd_record": MARK, "spmd_rank": rank}
-    text = json.dumps({**head, **trace}, separators=(",", ":"), allow_nan=False, default=str)
+    # JSON's default separators: Holistic Trace Analysis finds a file's rank by the text '"rank": N'
+    text = json.dumps({**head, **trace}, allow_nan=False, default=str)
     data = gzip.compress(text.encode(), compresslevel=6, mtime=0)
     return (data if len(data) <= max_bytes else None), len(data)

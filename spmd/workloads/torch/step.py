@@ -178,7 +178,7 @@ class Stepper:
         self.forward = torch.compile(self.ddp) if params.strategy == "compile" else self.ddp
         self.corrupting = faults.corrupting()
         self.extra = ExtraWork(torch, batches.compute_device, self.gpu)
-        self.capture = None  # a capture.Capture over some steps of the next window
+        self.profiler = None  # a capture.Capture over some steps of the next window
         # the first steps, eager and deterministic, through the hooked DDP: each rank's gradient kept as it enters
         # the allreduce, for verification (a CUDA graph's replays run no Python: ddp-graph checks none)
         self.checked_steps = 0 if self.graph_mode else checked_steps
@@ -320,7 +320,7 @@ class Stepper:
         """``steps`` optimizer steps, their phases added to ``timer`` (``step`` alone under ddp-graph): the marked
         steps' phases, scaled to the window's steps."""
         marked = []
-        capture = self.capture
+        capture = self.profiler
         for n in range(steps):
             if capture is not None:
                 capture.before(n)

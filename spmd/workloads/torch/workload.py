@@ -131,7 +131,7 @@ class TorchWorkload(TrainingWorkload):
             saved = [t.detach().clone() for t in state_tensors(module)]
             ctx.agree(self.stepper.capture, saved)
         self.windows_run, self.losses = 0, []
-        self.capture = None  # the steps captured by torch.profiler (capture.Capture), once a warm-up window ran
+        self.capture = None  # the steps captured by torch.profiler after the repeats (capture.Capture)
 
     def _check_config(self) -> None:
         p, cfg, gpu = self.params, self.cfg, self.ctx.device == "gpu"
@@ -150,6 +150,11 @@ class TorchWorkload(TrainingWorkload):
             )
         if p.precision == "tf32" and not gpu:
             raise ConfigError("params.precision: tf32 is a GPU mode (use fp32 or bf16 on the CPU)")
+        if p.capture_steps >= p.steps:
+            raise ConfigError(
+                f"params.capture_steps: at most params.steps - 1 ({p.steps - 1}): the captured steps and the "
+                f"profiler's warm-up step run as one more window"
+            )
         if faults.corrupting() and p.strategy == "ddp-graph":
             raise ConfigError("SPMD_FAULT kind=corrupt changes a gradient in eager code: use strategy ddp or compile")
 
@@ -305,15 +310,25 @@ class TorchWorkload(TrainingWorkload):
 
     def run(self, timer):
         enter_phase("compute", fault=False)  # a step enters data and compute: faults fire in each (step.py)
-        p = self.params
-        capturing = p.capture_steps and self.capture is None and timer.timeline and timer.timeline[-1].warmup
-        if capturing:
-            self.capture = self.stepper.capture = Capture(
-                self.torch, self.ctx.device == "gpu", p.capture_steps, p.steps, self.checked_steps
-            )
-        self.stepper.run_window(p.steps, timer)
-        self.stepper.capture = None
+        self.stepper.run_window(self.params.steps, timer)
         self.windows_run += 1
+
+    def after_repeats(self):
+        """``params.capture_steps``: that many more steps, untimed, under torch.profiler (one step before them for
+        its warm-up), never marked (capture.py); their losses checked like any window's. Steps after a capture run
+        slower (CUPTI stays active: pytorch#144455), so none of the timed ones follows it."""
+        p, st = self.params, self.stepper
+        if not p.capture_steps:
+            return
+        self.ctx.agree(self._check_losses)
+        steps = p.capture_steps + 1
+        st.load_window(self.sampler.window(st.step, steps))
+        slots, st.slots = st.slots, []
+        self.capture = st.profiler = Capture(self.torch, self.ctx.device == "gpu", p.capture_steps, steps)
+        try:
+            st.run_window(steps, None)
+        finally:
+            st.profiler, st.slots = None, slots
 
     def _check_losses(self) -> None:
         """The last window's losses finite, or VerificationError naming the step (exit 3)."""
