@@ -1,0 +1,109 @@
+"""The straggler's cause (spmd.report.causes), named from what each rank's captured steps show: real GPU runs with a
+cause made on purpose on rank 1 (tests/fixtures/traces/analyses: more device work, a slow data phase, a host thread
+sharing its interpreter with a spinning one), and small hand-made traces whose every number is known."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spmd.report import breakdown, causes, kernels
+
+ANALYSES = Path(__file__).resolve().parents[1] / "fixtures/traces/analyses"
+
+
+def straggler_of(run: str) -> dict | None:
+    x = json.loads((ANALYSES / f"{run}.json").read_text())
+    captured = causes.combine(x["analyses"], x["records"], x["steps_per_repeat"])
+    return breakdown.breakdown(x["records"], ["a", "b"], captured, x["steps_per_repeat"])["straggler"]
+
+
+@pytest.mark.parametrize(
+    "run, cause, words",
+    [
+        ("resnet-r2-work", "more work", ["1552 kernels a step against 1494"]),
+        ("resnet-r2-data", "data", ["its data phase took 11.1 ms a step"]),
+        ("gpt2-r2-hog", "host", ["the same 1470 kernels ran as fast", "waiting for its host"]),
+    ],
+)
+def test_a_cause_made_on_purpose_on_a_gpu_is_named_with_its_numbers(run, cause, words):
+    s = straggler_of(run)
+    assert s["rank"] == 1 and s["cause"] == cause, s
+    sentence = breakdown.straggler_sentence(s)
+    assert sentence.startswith(f"Rank 1 on b is the straggler ({cause}): ")
+    for w in words:
+        assert w in sentence, sentence
+
+
+def test_without_a_fault_the_late_rank_is_named_only_when_every_captured_step_shows_it():
+    """GPT-2: rank 1 waited for rank 0 in one captured step, not the other: no straggler. ResNet-50: rank 1 waited
+    in both (rank 0's host is slower: its GPU idle for launches), named as such."""
+    assert straggler_of("gpt2-r2") is None
+    s = straggler_of("resnet-r2")
+    assert s["rank"] == 0 and s["cause"] == "host" and s["seen_in"] == "captured steps"
+
+
+def test_collectives_are_matched_by_position_and_the_last_arrival_spent_least():
+    """Three ranks, two steps of two collectives: rank 2 always arrives last (shortest kernels)."""
+    steps = [
+        [{"comm_kernels": [5.0, 9.0]}, {"comm_kernels": [6.0, 8.0]}],
+        [{"comm_kernels": [4.0, 7.0]}, {"comm_kernels": [3.0, 9.0]}],
+        [{"comm_kernels": [1.0, 2.0]}, {"comm_kernels": [1.0, 2.0]}],
+    ]
+    c = causes.collectives([{"per_step": s} for s in steps])
+    assert c["matched"] and c["per_step"] == 2
+    assert c["wait_us_per_step"] == [[11.0, 11.0], [8.0, 9.0], [0.0, 0.0]]
+    assert c["transfer_us"] == 3.0
+    assert [x["last_rank"] for x in c["last"]] == [2, 2]
+    assert c["last"][0]["others_waited_us"] == pytest.approx((4 + 3 + 5 + 2) / 2)
+
+
+def test_collectives_that_differ_between_ranks_are_said_not_matched():
+    c = causes.collectives([{"per_step": [{"comm_kernels": [1.0]}]}, {"per_step": [{"comm_kernels": [1.0, 2.0]}]}])
+    assert not c["matched"] and "[1, 2] collectives" in c["why"]
+    assert causes.critical_path(c) == []
+
+
+def _event(cat, name, ts, dur, corr=None, tid=1, stream=None):
+    e = {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "tid": tid, "pid": 0, "args": {}}
+    if corr is not None:
+        e["args"]["correlation"] = corr
+    if stream is not None:
+        e["args"]["stream"] = stream
+    return e
+
+
+def test_a_gpu_step_splits_its_idle_time_by_what_ended_each_gap():
+    """One step of 100 µs: kernel A [0, 10), then B launched at 30 (after A ended: 20 µs waiting for the host), C
+    queued early starting 5 µs after B (launch latency), D queued early 50 µs later (other), and an NCCL kernel
+    beside D on another stream."""
+    ev = [
+        _event("user_annotation", "ProfilerStep#1", -10, 200),
+        _event("cuda_runtime", "cudaLaunchKernel", -5, 1, corr=1),
+        _event("cuda_runtime", "cudaLaunchKernel", 30, 1, corr=2),
+        _event("cuda_runtime", "cudaLaunchKernel", 31, 1, corr=3),
+        _event("cuda_runtime", "cudaLaunchKernel", 32, 1, corr=4),
+        _event("cuda_runtime", "cudaLaunchKernel", 33, 1, corr=5),
+        _event("kernel", "A", 0, 10, corr=1, stream=7),
+        _event("kernel", "B", 30, 10, corr=2, stream=7),
+        _event("kernel", "C", 45, 5, corr=3, stream=7),
+        _event("kernel", "D", 100, 20, corr=4, stream=7),
+        _event("kernel", "ncclDevKernel_AllReduce", 110, 20, corr=5, stream=9),
+    ]
+    a = kernels.analyze({"traceEvents": ev}, gpu=True)
+    s = a["per_step"][0]
+    assert s["span_us"] == 130 and s["busy_us"] == 10 + 10 + 5 + 30
+    assert s["idle"] == {"host": 20.0, "launch": 5.0, "other": 50.0}
+    assert s["compute_us"] == 45 and s["comm_us"] == 20 and s["overlapped_comm_us"] == 10
+    assert a["overlap"] == 0.5 and s["comm_kernels"] == [20.0] and s["launches"] == 5
+    assert a["temporal"] == {"span_us": 130, "idle_us": 75, "compute_us": 45, "non_compute_us": 10}
+    assert a["idle_by_stream"]["7"] == {"host": 20.0, "launch": 5.0, "other": 50.0}
+
+
+def test_a_trace_without_steps_says_so():
+    assert kernels.analyze({"traceEvents": []}, gpu=True) == {
+        "steps": 0,
+        "why": "the trace holds no ProfilerStep annotation",
+    }
