@@ -1,7 +1,7 @@
 """What kernel-level capture costs a real model's training step on one GPU: the plain DDP loop of
 model_step_cost.py (one rank), windows by turns in one process: uncaptured, captured as spmd captures (torch.profiler
 with CPU and CUDA activity, ProfilerStep marks), captured with CUDA activity alone; and the uncaptured windows
-before the first capture against those after it (CUPTI left active slows later steps: pytorch#144455). One JSON
+before the first capture against those after it (CUPTI left active slows later steps, a known PyTorch issue). One JSON
 line: each kind's median microseconds per step and every window's.
 
     python bench/programs/capture_cost.py [--models gpt2,resnet50] [--rounds 5] [--steps 10] [--small]

@@ -14,75 +14,10 @@ import yaml
 
 torch = pytest.importorskip("torch", reason="workload torch needs the torch extra (make test installs it)")
 
+from helpers import torch_user_config as config  # noqa: E402
 from mpi_job import spmd  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-
-MODEL = '''
-import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    """A residual block with LayerNorm and GELU: nothing like the project's own models."""
-
-    def __init__(self, features, hidden, classes):
-        super().__init__()
-        self.inp = nn.Linear(features, hidden)
-        self.norm = nn.LayerNorm(hidden)
-        self.block = nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, hidden))
-        self.out = nn.Linear(hidden, classes)
-
-    def forward(self, x):
-        h = self.norm(self.inp(x))
-        return self.out(h + self.block(h))
-
-
-def make(params):
-    o = params["options"]
-    return Net(o["features"], o.get("hidden", 32), o["classes"])
-
-
-def total_loss(output, target):
-    return torch.nn.functional.cross_entropy(output, target, label_smoothing=0.1)
-'''
-
-
-def user_data(folder: Path, rows=999, features=12, classes=4, seed=3) -> Path:
-    """The user's own file: float64 features, int16 classes from a rule the model can learn."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((rows, features))
-    y = (np.argmax(x[:, :classes] + 0.3 * x[:, classes : 2 * classes], axis=1)).astype(np.int16)
-    path = folder / "mine.h5"
-    with h5py.File(path, "w") as f:
-        f["features"] = x
-        f["target"] = y
-    return path
-
-
-def config(folder: Path, **params) -> Path:
-    (folder / "net.py").write_text(MODEL)
-    user_data(folder)
-    cfg = {
-        "workload": "torch",
-        "warmup": 1,
-        "repeats": 2,
-        "input": {"path": "mine.h5", "dataset": "features"},
-        "params": {
-            "model": "net.py:make",
-            "options": {"features": 12, "classes": 4},
-            "labels": {"dataset": "target"},
-            "loss": "net.py:total_loss",
-            "batch": 24,
-            "steps": 6,
-            "optimizer": {"name": "adamw", "lr": 0.01},
-            **params,
-        },
-        "output": "out",
-    }
-    path = folder / "torch.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 def report(folder: Path) -> dict:

@@ -316,7 +316,7 @@ class TorchWorkload(TrainingWorkload):
     def after_repeats(self):
         """``params.capture_steps``: that many more steps, untimed, under torch.profiler (one step before them for
         its warm-up), never marked (capture.py); their losses checked like any window's. Steps after a capture run
-        slower (CUPTI stays active: pytorch#144455), so none of the timed ones follows it."""
+        slower (CUPTI stays active after a profiler stops), so none of the timed ones follows it."""
         p, st = self.params, self.stepper
         if not p.capture_steps:
             return

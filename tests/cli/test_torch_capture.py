@@ -1,0 +1,109 @@
+"""``spmd run --capture N`` of workload torch on the CPU (gloo): every rank's captured steps read into the report,
+the traces kept as spmd's own files, and a cause made on purpose on one rank named as that cause: its data phase
+slowed, more work given to it, its host thread slowed (the same operators, more time between them), at 2 and 3
+ranks; a rank slowed in every step is named even without a capture; and each way the capture can be refused."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+pytest.importorskip("torch", reason="workload torch needs the torch extra (make test installs it)")
+
+from helpers import torch_user_config  # noqa: E402
+from mpi_job import spmd  # noqa: E402
+
+
+def run(tmp_path, *args, ranks=2, fault=None, **params):
+    path = torch_user_config(tmp_path, save=None, steps=8, batch=64, **params)
+    env = {"SPMD_FAULT": fault} if fault else None
+    rc, out, err, _ = spmd("run", path, "-o", "repeats=3", *args, ranks=ranks, cwd=tmp_path, env=env)
+    report = json.loads((tmp_path / "out/report.json").read_text()) if rc == 0 else None
+    return rc, report, err
+
+
+@pytest.mark.parametrize(
+    "ranks, fault, cause, words",
+    [
+        (2, "rank=1,phase=data,kind=slow,seconds=0.02", "data", "its data phase took"),
+        (2, "rank=1,phase=compute,kind=work,seconds=0.02", "more work", "it ran more work"),
+        (2, "rank=1,phase=compute,kind=slow,seconds=0.02", "host", "between them"),
+        (3, "rank=2,phase=compute,kind=work,seconds=0.02", "more work", "(more often: aten::mm"),
+    ],
+)
+def test_a_cause_made_on_purpose_is_named_as_that_cause(tmp_path, ranks, fault, cause, words):
+    rc, report, err = run(tmp_path, "--capture", "3", ranks=ranks, fault=fault)
+    assert rc == 0, err
+    slow = int(fault.split(",")[0].split("=")[1])
+    s = report["breakdown"]["straggler"]
+    assert s is not None and s["rank"] == slow and s["cause"] == cause, s
+    assert f"Rank {slow} on " in report["findings"][0] and words in report["findings"][0], report["findings"]
+    k = report["kernels"]
+    assert k["device"] == "cpu" and k["steps"] == 3 and len(k["per_rank"]) == ranks
+    # the others waited for it in each captured allreduce: their time in gloo beyond the last arrival's
+    waits = k["collectives"]["wait_us"]
+    assert k["collectives"]["matched"] and waits[slow] == 0.0
+    assert all(w > 10_000 for r, w in enumerate(waits) if r != slow), waits
+
+
+def test_the_capture_is_read_into_the_report_and_kept_as_spmds_own_files(tmp_path):
+    rc, report, err = run(tmp_path, "--capture", "2")
+    assert rc == 0, err
+    k = report["kernels"]
+    for r, rank in enumerate(k["per_rank"]):
+        m = rank["median"]
+        assert rank["rank"] == r and rank["steps"] == 2
+        assert m["busy_us"] + m["idle_us"] == pytest.approx(m["span_us"], rel=0.02)
+        assert m["kernels"] > 10 and rank["top"][0]["count"] >= 1
+        assert rank["capture"]["kept"] and rank["capture"]["seconds_per_step"] > 0
+        trace = json.loads(gzip.decompress((tmp_path / f"out/kernels/rank{r}.trace.json.gz").read_bytes()))
+        assert trace["spmd_rank"] == r and "spmd_record" in trace
+        assert sum(1 for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")) == 2
+    assert k["capture_cost"]["captured_step_s"] > 0 and k["capture_cost"]["timed_step_s"] > 0
+    # the timed steps are the run's own: 3 repeats of 8 steps, then 3 more (the capture's warm-up and 2 captured)
+    assert report["result"]["steps"] == 1 * 8 + 3 * 8 + 3
+    # run again: spmd replaces its own traces
+    rc, _, err = run(tmp_path, "--capture", "2")
+    assert rc == 0, err
+
+
+def test_without_capture_there_is_no_kernels_section_and_a_slow_rank_is_still_named(tmp_path):
+    """The issue's case: rank 1 slowed in every step (SPMD_FAULT compute, per step for torch) is the straggler
+    from the phases alone, its forward named."""
+    rc, report, err = run(tmp_path, fault="rank=1,phase=compute,kind=slow,seconds=0.02")
+    assert rc == 0, err
+    assert report["kernels"] is None and not (tmp_path / "out/kernels").exists()
+    s = report["breakdown"]["straggler"]
+    assert s["rank"] == 1 and s["phase"] == "forward" and s["seconds"] > 8 * 0.02
+
+
+def test_a_users_file_where_a_trace_would_go_is_refused_untouched(tmp_path):
+    (tmp_path / "out/kernels").mkdir(parents=True)
+    mine = tmp_path / "out/kernels/rank1.trace.json.gz"
+    mine.write_bytes(gzip.compress(b'{"mine": true}'))
+    rc, _, err = run(tmp_path, "--capture", "2")
+    assert rc == 2 and "rank1.trace.json.gz" in err, err
+    assert gzip.decompress(mine.read_bytes()) == b'{"mine": true}'
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--capture", "8"], "params.capture_steps: at most params.steps - 1 (7)"),
+        (["--capture", "99"], "params.capture_steps: 0 to 16"),
+        (["-o", "params.capture_max_mb=-1"], "params.capture_max_mb: 0 to 1024"),
+    ],
+)
+def test_a_capture_that_cannot_run_is_refused_naming_the_key(tmp_path, args, words):
+    rc, _, err = run(tmp_path, *args)
+    assert rc == 2 and words in err, err
+
+
+def test_a_trace_over_its_size_bound_is_analysed_but_not_kept(tmp_path):
+    rc, report, err = run(tmp_path, "--capture", "2", "-o", "params.capture_max_mb=0.001")
+    assert rc == 0, err
+    for rank in report["kernels"]["per_rank"]:
+        assert rank["steps"] == 2 and not rank["capture"]["kept"] and rank["capture"]["trace_bytes"] > 1000
+    assert not (tmp_path / "out/kernels").exists()
