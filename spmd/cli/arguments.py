@@ -7,7 +7,6 @@ import argparse
 from ..core.config import COMM_BACKENDS
 from ..core.version import __version__
 
-
 CAPTURE = {
     "type": int,
     "metavar": "STEPS",

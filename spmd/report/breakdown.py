@@ -64,13 +64,15 @@ def per_repeat(records_by_rank: list[list[dict]]) -> list[list[dict[str, float]]
 def breakdown(
     records_by_rank: list[list[dict]], hosts: list[str], kernels: dict | None = None, steps: int | None = None
 ) -> dict:
-    """report.json's ``breakdown``: per rank the seconds per repeat (median over repeats) and share of each
+    """report.json's ``breakdown``: per rank the seconds per repeat (mean over repeats) and share of each
     category, the overlap of communication with computation where there was any, and the straggler (or None)
     with its cause (spmd.report.causes; ``kernels``: the captured steps, ``steps``: a repeat's steps)."""
     repeats = per_repeat(records_by_rank)
     ranks = []
     for rank, parts in enumerate(repeats):
-        seconds = {c: statistics.median(p[c] for p in parts) for c in CATEGORIES}
+        # means, so that a category's seconds over the total are its share (a median of a category that is zero in
+        # most repeats would read "0 s" beside a share of 8%)
+        seconds = {c: statistics.fmean(p[c] for p in parts) for c in CATEGORIES}
         total = sum(p["total"] for p in parts)
         share = {c: sum(p[c] for p in parts) / total if total > 0 else 0.0 for c in CATEGORIES}
         hidden = sum(p["overlapped"] for p in parts)
@@ -82,7 +84,7 @@ def breakdown(
                 "host": hosts[rank],
                 "seconds": seconds,
                 "share": share,
-                "total": statistics.median(p["total"] for p in parts),
+                "total": statistics.fmean(p["total"] for p in parts),
                 "overlap": overlap,
             }
         )

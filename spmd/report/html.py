@@ -10,6 +10,7 @@ from ..core.files import MARK
 from ..core.units import fmt_seconds
 from .breakdown import per_repeat
 from .svg import repeat_lines, stacked_bars, timeline
+from .table import comm_label
 from .trace import rank_devices, track_ids, track_name
 
 MAX_TIMELINE_RANKS = 32  # beyond this a page of rows helps nobody: the trace (--trace) has them all
@@ -17,7 +18,8 @@ MAX_TIMELINE_RANKS = 32  # beyond this a page of rows helps nobody: the trace (-
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:76em;color:#222;padding:0 1em}
 table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #bbb;padding:0.25em 0.6em;
 text-align:right;white-space:nowrap}th{background:#eee}td:first-child,th:first-child{text-align:left}
-.wide{overflow-x:auto}li{margin:0.3em 0}figure{margin:0.5em 0 1.5em}figcaption{color:#555;font-size:0.9em}"""
+.wide{overflow-x:auto}li{margin:0.3em 0}figure{margin:0.5em 0 1.5em}figcaption{color:#555;font-size:0.9em}
+.result td{white-space:normal;overflow-wrap:anywhere;text-align:left;max-width:50em}"""
 
 
 def _e(text) -> str:
@@ -76,7 +78,7 @@ def breakdown_section(breakdown: dict) -> str:
     return (
         f"<figure>{stacked_bars(rows, cats)}<figcaption>Share of each rank's repeats: compute, communication "
         f"(the fastest rank's), data movement (read, h2d), waiting for the slowest rank, other (untimed host "
-        f"work). Seconds are medians over repeats.</figcaption></figure>{table}"
+        f"work). Seconds are means over repeats, so each is its share of the mean repeat.</figcaption></figure>{table}"
     )
 
 
@@ -142,7 +144,7 @@ def summary_lines(report: dict) -> list[str]:
     total = (report.get("intervals") or {}).get("total")
     lines = [
         f"{report['ranks']} rank(s) on {len(report['nodes'])} node(s), device {report['device']}, comm "
-        f"{report['comm']}; {'verified' if report['verified'] else 'NOT verified'} "
+        f"{comm_label(report)}; {'verified' if report['verified'] else 'NOT verified'} "
         f"({(report.get('verification') or {}).get('reference', '-')})",
         f"{len(report['per_rank'][0]['repeats'])} repeat(s) after {report.get('warmup', '?')} warm-up"
         + (f" (repeats: auto, stopped: {rule['stopped']})" if rule.get("rule") == "auto" else ""),
@@ -152,6 +154,9 @@ def summary_lines(report: dict) -> list[str]:
             f"time per repeat (slowest rank): {_s(total['median'])}, {total['level']:.0%} interval "
             f"{_s(total['low'])} - {_s(total['high'])}"
         )
+    metrics = report.get("metrics") or {}
+    if metrics:
+        lines.append("; ".join(f"{k}: {_brief(v)}" for k, v in metrics.items()))
     lines.append(f"NVTX ranges: {report.get('nvtx', 'off')}; spmd {report['spmd_version']}; {report['created']}")
     return lines
 
@@ -180,13 +185,84 @@ def run_html(report: dict) -> str:
         "<h2>Per rank</h2>" + breakdown_section(report["breakdown"]),
         "<h2>Each repeat</h2>" + repeats_section(report),
         "<h2>Timeline of the last repeats</h2>" + timeline_section(report),
-        "<h2>Result</h2>"
-        + _table(["key", "value"], [[k, _brief(v)] for k, v in report["result"].items() if v is not None]),
+        kernels_section(report.get("kernels")),
+        '<h2>Result</h2><div class="result">'
+        + _table(["key", "value"], [[k, _brief(v)] for k, v in report["result"].items() if v is not None])
+        + "</div>",
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
 
 
 def _brief(value) -> str:
+    """A result value as one short cell: a long list as its first and last values and its length, a mapping as its
+    keys (report.json holds the whole)."""
+    if isinstance(value, (list, tuple)) and len(value) > 6:
+        head = ", ".join(_brief(v) for v in value[:3])
+        return f"[{head}, ..., {_brief(value[-1])}] ({len(value)} values)"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, dict) and len(str(value)) > 120:
+        return f"{{{', '.join(map(str, list(value)[:6]))}{', ...' if len(value) > 6 else ''}}} (in report.json)"
     text = str(value)
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def kernels_section(kernels: dict | None) -> str:
+    """Inside each rank's captured steps (report.json ``kernels``): the device's busy and idle time a step, what
+    the idle waited for, the collectives' wait, the overlap, the kernels and the one that took most."""
+    if not kernels:
+        return ""
+    gpu = kernels.get("device") == "gpu"
+    waits = (kernels.get("collectives") or {}).get("wait_us") or []
+    rows = []
+    for r in kernels["per_rank"]:
+        if not r.get("steps"):
+            rows.append([str(r["rank"]), r.get("why", "not captured")] + ["-"] * 6)
+            continue
+        m = r["median"]
+        top = (r.get("top") or [{"name": "-", "share_of_busy": 0}])[0]
+        rows.append(
+            [
+                str(r["rank"]),
+                _ms(m["span_us"]),
+                f"{_ms(m['busy_us'])} ({m['busy_us'] / m['span_us']:.0%})",
+                (
+                    f"host {_ms(m['idle']['host'])}, launch {_ms(m['idle']['launch'])}, other {_ms(m['idle']['other'])}"
+                    if gpu
+                    else f"between operators {_ms(m['idle_us'])}"
+                ),
+                _ms(waits[r["rank"]]) if r["rank"] < len(waits) else "-",
+                "-" if r.get("overlap") is None else f"{r['overlap']:.0%}",
+                f"{m['kernels']:.0f}" + (f" ({m['launches']:.0f} launches)" if gpu else ""),
+                f"{top['name'][:60]} ({top['share_of_busy']:.0%})",
+            ]
+        )
+    what = "kernels" if gpu else "operators"
+    cost = kernels.get("capture_cost")
+    note = (
+        f" A captured step took {cost['ratio']:.2f}x a timed one (the profiler's own cost, most of it on the host)."
+        if cost
+        else ""
+    )
+    return (
+        f"<h2>Inside each rank's step ({kernels['steps']} captured steps, median)</h2>"
+        + _table(
+            [
+                "rank",
+                "step",
+                "busy",
+                "idle: waiting for",
+                "wait in collectives",
+                "comm hidden",
+                what,
+                f"top {what[:-1]}",
+            ],
+            rows,
+        )
+        + f"<p>From each rank's torch.profiler trace (kernels/rankR.trace.json.gz beside this report).{note}</p>"
+    )
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:.2f} ms"

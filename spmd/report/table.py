@@ -5,12 +5,21 @@ from __future__ import annotations
 from ..core.errors import one_line
 
 
+def comm_label(report: dict) -> str:
+    """What carried the job's exchange: spmd's communicator, or for workload torch DDP's own backend (gloo, nccl)
+    beside the communicator spmd used for its own collectives."""
+    backend = (report.get("result") or {}).get("backend")
+    if backend and report.get("workload") == "torch":
+        return f"{backend} (DDP's allreduce; spmd's own collectives on {report['comm']})"
+    return str(report["comm"])
+
+
 def format_report(report: dict, path: str) -> str:
     """A few lines: what ran where, the phase table, the result, where the report is."""
     nodes = report["nodes"]
     lines = [
         f"spmd run: {one_line(report['workload'])} on {report['ranks']} rank(s), {len(nodes)} node(s), "
-        f"device={report['device']}, comm={report['comm']}, "
+        f"device={report['device']}, comm={comm_label(report)}, "
         f"{report['repeats']} repeat(s) after {report['warmup']} warm-up: "
         f"{'verified' if report['verified'] else 'NOT verified'} ({report['verification']['reference']})",
         "",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..core.topology import MORE_CPUS
 from ..core.units import fmt_bytes, fmt_seconds
+from ..report.breakdown import straggler_sentence
 from .scaling_model import predict
 from .series import NOT_LOCAL, OVERLAPPED
 
@@ -172,13 +173,7 @@ def straggler_advice(runs: list[dict]) -> list[str]:
     for run in runs:
         s = (run["report"].get("breakdown") or {}).get("straggler")
         if s:
-            out.append(
-                f"At {run['ranks']} ranks ({run['mode']}), rank {s['rank']} on {s['host']} is the straggler: "
-                f"its {s['phase']} took {fmt_seconds(s['seconds']).strip()} per repeat against "
-                f"{fmt_seconds(s['others_seconds']).strip()} on the others, who waited "
-                f"{fmt_seconds(s['others_wait']).strip()} per repeat for it ({s['share_of_repeat']:.0%} of a "
-                f"repeat, in {s['others_wait_in']})."
-            )
+            out.append(f"At {run['ranks']} ranks ({run['mode']}): " + straggler_sentence(s))
     return out
 
 

@@ -21,6 +21,8 @@ from .advice import (
 from .batches import batch_sweep
 from .scaling_model import HOST_PHASES, best_ranks, break_even, fit_model, measured, predict
 from .series import series_figures, suspect_reasons
+from .training import is_training, verdict
+from .training import series_advice as training_series_advice
 
 
 def reanalyse(scaling: dict) -> dict:
@@ -134,12 +136,22 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     advice = oversubscription_advice(runs) + binding_advice(runs)
     advice += suspect_advice(series)
     advice += straggler_advice(measured_once(runs))
-    advice += [line for mode in modes for line in series_advice(series[mode])]
-    advice += model_advice(model, best, even, measured_max, hardware_present(runs))
-    advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in measured_once(runs)], backend)
-    advice += storage_advice(runs)
+    training = is_training(runs[0]["report"])
+    if training:  # the job's own terms; the array model's problem bytes and break-even sizes say nothing here
+        advice += [line for mode in modes for line in training_series_advice(series[mode])]
+    else:
+        advice += [line for mode in modes for line in series_advice(series[mode])]
+        advice += model_advice(model, best, even, measured_max, hardware_present(runs))
+        advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in measured_once(runs)], backend)
+        advice += storage_advice(runs)
     sweep = batch_sweep(batch_runs, model["comm"] if model else None)
     advice += sweep["advice"] if sweep else []
+    answer = None
+    if training:
+        reports = {
+            (r["mode"], r["ranks"], r["report"]["result"].get("batch_per_rank")): r["report"] for r in runs + batch_runs
+        }
+        answer = verdict(series, sweep, reports)
     first = runs[0]["report"]
     return {
         "schema": SCALING_SCHEMA,
@@ -155,7 +167,9 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         "mpi_library": mpi_library,
         "series": series,
         "model": model,
-        "advice": advice,
+        "training": training,
+        "verdict": answer,
+        "advice": ([answer] if answer else []) + advice,
         "config": cfg.to_dict(),
         **({"batch_sweep": sweep} if sweep else {}),
         "runs": [

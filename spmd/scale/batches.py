@@ -1,17 +1,20 @@
 """The batch sweep (``spmd scale --batches``): for each per-GPU batch, one GPU against N, and a model of a
 training step that says where N GPUs pay off.
 
-The study's table: per-GPU batch b x {1 rank, N ranks}: samples/s and the speedup N*b/T_N(b) / (b/T_1(b)).
-The model splits a step: T_1(b) = c0 + c1*b (the step's own work, fitted over the 1-rank runs);
-T_N(b) = T_1(b) + max(0, K - phi*B(b)): B(b) = d0 + d1*b the backward time at N ranks, K the allreduce's cost per
-step at N ranks and phi the share of backward that hides it (carried to other rank counts by the sweep's
-alpha-beta fit on the gradient's bytes and buckets). K and phi are fitted to what N ranks add to a step,
-T_N(b) - T_1(b), measured: the allreduce timed on its own (the phases' comm, on the steps that carry timing marks)
-runs as if nothing hid it, while unmarked steps overlap it with backward, so the timed allreduce is reported beside
-the fit, not used as K (on 2 H200s it charged a step 0.4-1.1 ms that the step times showed hidden, and the
-prediction missed by 15-40%). It predicts the speedup at any b, the break-even per-GPU batch, and what each change
-would give: a bigger batch, ``accumulate: k`` (k micro-batches per allreduce), and ``ddp-graph`` (at most c0, the
-per-step cost that does not grow with the batch, saved).
+The study's table: per-GPU batch b x {1 rank, N ranks}: samples/s and the speedup N*b/T_N(b) / (b/T_1(b)), with
+its interval. A point far outside what scaling allows (more than SUPERLINEAR x N with its whole interval above N:
+a 1-rank run slowed by something else) is flagged and kept out of the fit.
+
+The model rests on what was seen, never on differences of step times: T_1(b) = c0 + c1*b, the 1-rank step fitted
+over the batches; T_N(b) = T_1(b) + max(0, K - phi*B(b)), K the gradients' allreduce per step at N ranks and phi
+the share of backward B(b) = d0 + d1*b that hides it, both measured at each batch: from the captured NCCL kernels
+(their transfer, and their overlap with compute kernels) where the runs captured steps (``--capture``), else from
+what N ranks add to a step, T_N(b) - T_1(b), fitted as K - phi*B(b) (the marked steps' own allreduce spans
+hide less than plain DDP's: on 2 H200s they charged a step 0.4-1.1 ms the step times showed hidden), said as
+such with the run that would ground it. K goes to other rank counts by the sweep's alpha-beta fit on the gradient's bytes and
+buckets. The host's part: where the 1-rank run captured steps, the time its GPU sat idle waiting for launches, what
+CUDA graphs (``ddp-graph``) remove and a bigger batch amortises. It predicts the speedup at any b, the
+break-even per-GPU batch, and what a bigger batch, ``accumulate: k`` and ``ddp-graph`` would give.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ..core.units import fmt_seconds
 from .series import time_interval
 
 ACCUMULATE = (2, 4)
+SUPERLINEAR = 1.25  # a speedup above this times the rank count, its interval above the count: a suspect point
 
 
 def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None:
@@ -42,6 +46,7 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
             continue
         s1, sn = one["metrics"]["samples_per_s"], many["metrics"]["samples_per_s"]
         low, high = ratio_interval(time_interval(one), time_interval(many))  # samples/s go as 1 / time
+        allreduce, exposed, source = _allreduce(many)
         rows.append(
             {
                 "batch": b,
@@ -51,14 +56,19 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
                 "speedup_interval": [n * low, n * high],
                 "step_s_1": _per_step(one, "total"),
                 "step_s_n": _per_step(many, "total"),
-                "comm_s_n": _per_step(many, "comm_exposed") + _per_step(many, "comm_overlapped"),
-                "exposed_s_n": _per_step(many, "comm_exposed"),
+                "comm_s_n": allreduce,
+                "exposed_s_n": exposed,
+                "comm_source": source,
                 "backward_s_n": _per_step(many, "backward") + _per_step(many, "comm_overlapped"),
+                "host_s_1": _host_wait(one),
                 "verified": bool(one["verified"] and many["verified"]),
+                "suspect": [],
             }
         )
+    flag_suspects(rows, n)
     first = runs[0]["report"]["result"]
-    model = fit(rows, n) if len(rows) >= 2 else None
+    good = [r for r in rows if not r["suspect"]]
+    model = fit(good, n, rows) if len(good) >= 2 else None
     if model is not None:
         model["alpha_beta"] = _alpha_beta(comm_model, first)
         model["next_ranks"] = 2 * n
@@ -70,8 +80,21 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
         "model": model,
         "gradient_bytes": first.get("gradient_bytes"),
         "buckets": len(first.get("buckets") or []),
-        "advice": advice(rows, model, n, first),
+        "advice": advice(rows, model, n, {**first, "device": runs[0]["report"]["device"]}),
     }
+
+
+def flag_suspects(rows: list[dict], n: int) -> None:
+    """Mark each row whose speedup lies beyond what ``n`` ranks can give (above SUPERLINEAR x n, its whole
+    interval above n: its 1-rank run was slowed by something else), with the run that would settle it."""
+    for r in rows:
+        r.setdefault("suspect", [])
+        if r["speedup"] > SUPERLINEAR * n and r["speedup_interval"][0] > n:
+            r["suspect"].append(
+                f"{r['speedup']:.1f}x on {n} ranks is beyond what {n} ranks can give (interval "
+                f"{r['speedup_interval'][0]:.1f}x-{r['speedup_interval'][1]:.1f}x): its 1-rank run took "
+                f"{fmt_seconds(r['step_s_1']).strip()} a step; rerun batch {r['batch']} on 1 rank to settle it"
+            )
 
 
 def _per_step(report: dict, phase: str) -> float:
@@ -79,12 +102,44 @@ def _per_step(report: dict, phase: str) -> float:
     return report["timings"].get(phase, {"median": 0.0})["median"] / steps
 
 
-def fit(rows: list[dict], n: int) -> dict:
-    """The step model's coefficients, and its prediction and error at every measured batch."""
+def _allreduce(report: dict) -> tuple[float, float, str]:
+    """(the allreduce's seconds per step, its exposed part, where they come from): the captured NCCL (or gloo)
+    kernels' transfer and their overlap with compute where the run captured steps, else the marked steps."""
+    k = report.get("kernels") or {}
+    coll = k.get("collectives") or {}
+    ranks = [r for r in k.get("per_rank") or [] if r.get("steps")]
+    if coll.get("matched") and ranks and k.get("device") == "gpu":
+        transfer = coll["transfer_us"] / 1e6
+        overlap = statistics.median(r["overlap"] or 0.0 for r in ranks)
+        return transfer, transfer * (1 - overlap), "captured kernels"
+    exposed = _per_step(report, "comm_exposed")
+    return exposed + _per_step(report, "comm_overlapped"), exposed, "marked steps"
+
+
+def _host_wait(report: dict) -> float | None:
+    """Seconds a step the GPU sat idle waiting for its host to launch work (captured steps, GPU; else None)."""
+    k = report.get("kernels") or {}
+    ranks = [r for r in k.get("per_rank") or [] if r.get("steps") and r.get("device") == "gpu"]
+    return statistics.median(r["median"]["idle"]["host"] for r in ranks) / 1e6 if ranks else None
+
+
+def fit(rows: list[dict], n: int, every: list[dict] | None = None) -> dict:
+    """The step model's coefficients from ``rows`` (the points it rests on), its prediction and error at every
+    measured batch (``every``: the suspect ones too), and the terms it had to clamp."""
     b = np.array([r["batch"] for r in rows], dtype=float)
     c1, c0 = np.polyfit(b, [r["step_s_1"] for r in rows], 1)
     d1, d0 = np.polyfit(b, [r["backward_s_n"] for r in rows], 1)
-    comm, phi = exposed_fit([r["step_s_n"] - r["step_s_1"] for r in rows], [r["backward_s_n"] for r in rows])
+    clamped = [name for name, v in (("c0", c0), ("c1", c1)) if v <= 0]
+    if all(r.get("comm_source") == "captured kernels" for r in rows):  # seen: the NCCL kernels and their overlap
+        source = "captured kernels"
+        comm = statistics.median(r["comm_s_n"] for r in rows)
+        hidden = [(r["comm_s_n"] - r["exposed_s_n"]) / r["backward_s_n"] for r in rows if r["backward_s_n"] > 0]
+        phi = float(np.clip(statistics.median(hidden), 0.0, 1.0)) if hidden else 0.0
+    else:  # no capture: what N ranks add to a step, T_N - T_1 (the marked steps' allreduce hides less than DDP's)
+        source = "step times"
+        comm, phi = exposed_fit([r["step_s_n"] - r["step_s_1"] for r in rows], [r["backward_s_n"] for r in rows])
+        if comm <= 0:
+            clamped.append("K")
     model = {
         "c0_s": max(float(c0), 0.0),
         "c1_s": max(float(c1), 1e-12),
@@ -92,17 +147,22 @@ def fit(rows: list[dict], n: int) -> dict:
         "d1_s": max(float(d1), 0.0),
         "comm_s": comm,
         "comm_timed_s": statistics.median(r["comm_s_n"] for r in rows),
+        "comm_source": source,
         "hidden_share": phi,
         "ranks": n,
+        "fitted_batches": [r["batch"] for r in rows],
+        "clamped": clamped,
     }
     model["points"] = [
         {
             "batch": r["batch"],
             "measured_speedup": r["speedup"],
+            "measured_interval": r.get("speedup_interval") or [r["speedup"]] * 2,
             "predicted_speedup": speedup(model, r["batch"]),
             "error": speedup(model, r["batch"]) / r["speedup"] - 1,
+            "fitted": r in rows,
         }
-        for r in rows
+        for r in every or rows
     ]
     model["break_even_batch"] = break_even(model)
     return model
@@ -179,63 +239,67 @@ def break_even(model: dict) -> int | None:
 
 
 def advice(rows: list[dict], model: dict | None, n: int, result: dict) -> list[str]:
-    """What the table says, and what each change is predicted to give (the next run measures it)."""
+    """What the table says, in the job's terms (per-GPU batch, samples/s, gradient bytes, steps), and what each
+    change is predicted to give (the next run measures it); every prediction with what it rests on."""
     if not rows:
         return []
+    units, one = unit_words(result)
     out = []
     # a conclusion only where the interval supports it: slower when even its top is below 1
-    slow = [r for r in rows if r["speedup_interval"][1] < 1]
-    unsure = [r for r in rows if r["speedup_interval"][0] <= 1 <= r["speedup_interval"][1]]
+    slow = [r for r in rows if r["speedup_interval"][1] < 1 and not r.get("suspect")]
+    unsure = [r for r in rows if r["speedup_interval"][0] <= 1 <= r["speedup_interval"][1] and not r.get("suspect")]
     table = ", ".join(
         f"batch {r['batch']}: {r['speedup']:.2f}x ({r['speedup_interval'][0]:.2f}-{r['speedup_interval'][1]:.2f})"
+        + (" SUSPECT" if r.get("suspect") else "")
         for r in rows
     )
     out.append(
-        f"batch sweep, {n} ranks against 1 at the same per-GPU batch (interval from both runs' repeats): "
-        f"{table}"
-        + (f"; {n} ranks are SLOWER than one at batch {', '.join(str(r['batch']) for r in slow)}" if slow else "")
+        f"batch sweep, samples/s of {n} {units} over {one}'s at the same per-{units[:-1]} batch (interval from both runs' "
+        f"repeats): {table}"
+        + (f"; {n} {units} are SLOWER than one at batch {', '.join(str(r['batch']) for r in slow)}" if slow else "")
         + (
-            f"; no measurable difference from one rank at batch {', '.join(str(r['batch']) for r in unsure)}"
+            f"; no measurable difference from {one} at batch {', '.join(str(r['batch']) for r in unsure)}"
             if unsure
             else ""
         )
     )
+    out += [
+        f"suspect point, kept out of the step model: batch {r['batch']}: {why}"
+        for r in rows
+        for why in r.get("suspect") or []
+    ]
     if model is None:
-        return out + ["batch sweep: two batches or more are needed to fit the step model"]
-    worst = max(abs(p["error"]) for p in model["points"])
-    out.append(
-        f"step model: T1 = {fmt_seconds(model['c0_s'])} + {fmt_seconds(model['c1_s'])} x batch; {n} ranks add "
-        f"{fmt_seconds(model['comm_s'])} of allreduce per step, {model['hidden_share']:.0%} of backward hiding it "
-        f"(fitted on the step times; the allreduce timed on its own: {fmt_seconds(model['comm_timed_s'])} per "
-        f"step); error at the measured batches at most {worst:.0%}"
-    )
-    even = model["break_even_batch"]
-    out.append(
-        f"break-even: {n} GPUs beat one from a per-GPU batch of {even} (predicted)"
-        if even
-        else f"break-even: no per-GPU batch up to 2^20 makes {n} GPUs beat one (predicted)"
-    )
+        return out + ["batch sweep: two trustworthy batches or more are needed to fit the step model"]
+    out.append(model_sentence(model, n, result))
+    out.append(pay_off_sentence(rows, model, n, result))
     nxt = model["next_ranks"]
+    if "K" in model["clamped"]:
+        out.append(
+            f"at {nxt} {units}: not predicted, the model holds no allreduce cost to carry there (its term was clamped at 0: "
+            f"{n} {units} added nothing measurable to a step); a run with --capture measures the allreduce's kernels"
+        )
+    else:
+        out.append(
+            f"at {nxt} {units} (predicted; the allreduce carried by "
+            f"{'the alpha-beta fit of the sweep' if model.get('alpha_beta') else 'nothing: taken as unchanged'}): "
+            + ", ".join(
+                f"batch {p['batch']}: {_x(p['predicted_speedup_next'])} {one}'s samples/s"
+                for p in model["points"]
+                if p["fitted"]
+            )
+        )
+    top = max(p["batch"] for p in model["points"] if p["fitted"])
+    measured = next(r for r in rows if r["batch"] == top)
     out.append(
-        f"at {nxt} ranks (allreduce carried by {'the alpha-beta fit' if model.get('alpha_beta') else 'no fit: unchanged'}"
-        f"): " + ", ".join(f"batch {p['batch']}: {p['predicted_speedup_next']:.2f}x" for p in model["points"])
+        f"bigger batch: per-{units[:-1]} batch {2 * top} is predicted at {_x(speedup(model, 2 * top))}, {4 * top} at "
+        f"{_x(speedup(model, 4 * top))} (measured {measured['speedup']:.2f}x at {top})"
     )
-    top = rows[-1]["batch"]
-    out.append(
-        f"bigger batch: per-GPU batch {2 * top} is predicted at {speedup(model, 2 * top):.2f}x, {4 * top} at "
-        f"{speedup(model, 4 * top):.2f}x (measured {rows[-1]['speedup']:.2f}x at {top})"
-    )
-    accumulate = ", ".join(f"accumulate: {k} -> {speedup(model, top, k):.2f}x" for k in ACCUMULATE)
+    accumulate = ", ".join(f"accumulate: {k} -> {_x(speedup(model, top, k))}" for k in ACCUMULATE)
     out.append(
         f"fewer allreduces: at batch {top}, {accumulate} (one allreduce per {ACCUMULATE[0]} or "
         f"{ACCUMULATE[-1]} micro-batches)"
     )
-    if result.get("strategy") != "ddp-graph":
-        out.append(
-            f"launch overhead: {fmt_seconds(model['c0_s'])} per step does not grow with the batch; "
-            f"strategy: ddp-graph (GPUs) replays the step in one launch: were all of it gone on every rank, "
-            f"{speedup(model, top, fixed=0.0):.2f}x at batch {top} (faster steps, but the allreduce weighs more)"
-        )
+    out.append(host_sentence(rows, model, n, top, result))
     if result.get("gradient_bytes"):
         out.append(
             f"buckets: {result['gradient_bytes'] / 2**20:.1f} MiB of gradients in {len(result.get('buckets') or [])}"
@@ -243,3 +307,108 @@ def advice(rows: list[dict], model: dict | None, n: int, result: dict) -> list[s
             f"in backward, larger ones pay its latency fewer times"
         )
     return out
+
+
+def _x(value: float) -> str:
+    """A predicted ratio: two significant figures (a model's 8.00x would claim more than it knows)."""
+    return f"{value:.2g}x"
+
+
+def unit_words(result: dict) -> tuple[str, str]:
+    """What N of the job's ranks are called, and one of them: GPUs on a GPU, ranks on a CPU."""
+    return ("GPUs", "one GPU") if result.get("device") == "gpu" else ("ranks", "one rank")
+
+
+def model_sentence(model: dict, n: int, result: dict) -> str:
+    """The step model, what each term rests on, the terms clamped, and its error at each measured batch."""
+    units, _ = unit_words(result)
+    grounded = (
+        f"{fmt_seconds(model['comm_s']).strip()} of allreduce per step, {model['hidden_share']:.0%} of "
+        f"backward hiding it (from the captured NCCL kernels: their transfer, and their overlap with compute)"
+        if model["comm_source"] == "captured kernels"
+        else f"{fmt_seconds(model['comm_s']).strip()} of allreduce per step, {model['hidden_share']:.0%} of "
+        f"backward hiding it (fitted on what {n} {units} add to a step: no captured kernels; the allreduce timed on "
+        f"the marked steps: {fmt_seconds(model['comm_timed_s']).strip()} per step; --capture grounds it)"
+    )
+    fitted = model["fitted_batches"]
+    points = "; ".join(
+        f"batch {p['batch']}: {p['predicted_speedup']:.2f}x predicted, {p['measured_speedup']:.2f}x measured "
+        f"({p['measured_interval'][0]:.2f}-{p['measured_interval'][1]:.2f}): "
+        + (
+            "within 10%"
+            if abs(p["error"]) <= 0.1
+            else "not decided (the interval is wider than 10%)"
+            if p["measured_interval"][1] / max(p["measured_interval"][0], 1e-12) > 1.2
+            else f"off by {p['error']:+.0%}"
+        )
+        + ("" if p["fitted"] else ", not fitted (suspect)")
+        for p in model["points"]
+    )
+    clamped = [t for t in model["clamped"] if t in ("c0", "c1")]
+    out = (
+        f"step model: 1 rank: T1 = {fmt_seconds(model['c0_s']).strip()} + {fmt_seconds(model['c1_s']).strip()} x "
+        f"batch (over batches {', '.join(map(str, fitted))}); {n} {units} add {grounded}. {points}"
+    )
+    if len(fitted) == 2:
+        out += "; fitted on 2 batches, T1 meets them by construction: a third batch would test it"
+    if clamped:
+        out += (
+            f"; {' and '.join(clamped)} came out at or below 0 and was clamped (the 1-rank step times do not grow "
+            f"with the batch as a step's work does: rerun the 1-rank points, or more repeats)"
+        )
+    return out
+
+
+def pay_off_sentence(rows: list[dict], model: dict, n: int, result: dict) -> str:
+    """Where N GPUs pay off: measured (the smallest trustworthy batch whose interval lies above 1x), and
+    predicted, in one sentence that cannot contradict itself."""
+    units, one = unit_words(result)
+    good = [r for r in rows if not r.get("suspect")]
+    paid = [r["batch"] for r in good if r["speedup_interval"][0] > 1]
+    even = model["break_even_batch"]
+    measured = (
+        f"measured: from per-{units[:-1]} batch {min(paid)} ({n} {units} above {one}'s samples/s)"
+        if paid
+        else f"measured: at no batch of {', '.join(str(r['batch']) for r in good)}"
+    )
+    predicted = (
+        f"predicted from per-{units[:-1]} batch {even}"
+        if even
+        else f"predicted at no per-{units[:-1]} batch up to 2^20 (the allreduce outweighs what {n} {units} save)"
+    )
+    if even and paid and even > max(paid):
+        predicted += f" (the measurement at {min(paid)} says earlier: the model is off there)"
+    return f"{n} {units} pay off {measured}; {predicted}"
+
+
+def host_sentence(rows: list[dict], model: dict, n: int, top: int, result: dict) -> str:
+    """The host's part of a step: measured where the 1-rank runs captured kernels, and what removing it gives."""
+    row = next(r for r in rows if r["batch"] == top)
+    host = row.get("host_s_1")
+    units, _ = unit_words(result)
+    if result.get("device") != "gpu":
+        return (
+            f"host: {fmt_seconds(model['c0_s']).strip()} of a 1-rank step does not grow with the batch (Python, the "
+            f"framework, the optimizer's loop: what a bigger batch amortises); on a CPU the host is the device, so "
+            f"no part of it is a device waiting for launches"
+        )
+    if host is None:
+        return (
+            f"host: {fmt_seconds(model['c0_s']).strip()} of a 1-rank step does not grow with the batch (launches, "
+            f"Python, the optimizer's loop: what a bigger batch amortises); --capture measures how much of it the GPU "
+            f"waits for its host, what CUDA graphs (strategy: ddp-graph) would remove"
+        )
+    t1 = step_time(model, top, 1)
+    tn = step_time(model, top, n)
+    gone = max(tn - host, 1e-9)
+    if result.get("strategy") == "ddp-graph":
+        return (
+            f"host: at batch {top} a 1-rank step's GPU waited {fmt_seconds(host).strip()} for its host "
+            f"({host / t1:.0%} of the step) under ddp-graph (captured)"
+        )
+    return (
+        f"host: at batch {top} a 1-rank step's GPU sat idle {fmt_seconds(host).strip()} waiting for its host to launch "
+        f"work ({host / t1:.0%} of the step; captured); CUDA graphs (strategy: ddp-graph) remove launch gaps: "
+        f"with all of it gone {n} {units} would give about {n * top / gone:,.0f} samples/s against "
+        f"{n * top / tn:,.0f} predicted now"
+    )

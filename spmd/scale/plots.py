@@ -17,7 +17,7 @@ def render_plots(scaling: dict) -> dict[str, bytes]:
         return {}
     series = scaling["series"]
     out = {"speedup.png": _speedup(series), "efficiency.png": _efficiency(series), "phases.png": _phases(series)}
-    if scaling.get("model"):
+    if scaling.get("model") and not scaling.get("training"):  # the array model's problem bytes: not a training job's
         out["model.png"] = _model(scaling)
     return out
 
@@ -113,8 +113,8 @@ def _phases(series: dict) -> bytes:
     labels = [f"{row['mode']}\n{row['ranks']}" for row in rows]
     phases = [
         p
-        for p in rows[0]["timings"]
-        if p != "total" and any(row["timings"].get(p, {"max": 0})["max"] > 0 for row in rows)
+        for p in stacked_phases(rows[0]["timings"])
+        if any(row["timings"].get(p, {"max": 0})["max"] > 0 for row in rows)
     ]
     bottom = [0.0] * len(rows)
     for phase in phases:
@@ -127,6 +127,18 @@ def _phases(series: dict) -> bytes:
     ax.set_ylabel("time per repeat (ms)")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never over one
     return png_bytes(fig)
+
+
+def stacked_phases(names) -> list[str]:
+    """The phases a stacked bar may add up: none that holds another (a training step's compute and step hold its
+    forward and backward, comm holds comm_exposed) or runs hidden under another (the overlapped ones)."""
+    names = [p for p in names if p != "total" and not p.endswith("_overlapped")]
+    nested = set()
+    if "forward" in names:
+        nested |= {"compute", "step"}
+    if "comm_exposed" in names:
+        nested.add("comm")
+    return [p for p in names if p not in nested]
 
 
 def _model(scaling: dict) -> bytes:

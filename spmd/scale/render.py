@@ -16,6 +16,7 @@ from ..core.files import MARK, json_text, require_replaceable, write_files_atomi
 from ..core.units import fmt_bytes, fmt_seconds
 from ..report.breakdown import breakdown
 from ..report.svg import stacked_bars
+from ..report.table import comm_label
 from .analysis import measured_once
 from .plots import PLOTS, render_plots
 
@@ -99,7 +100,7 @@ def tables(scaling: dict) -> list[Table]:
     out += rank_tables(scaling)
     out += batch_tables(scaling.get("batch_sweep"))
     model = scaling.get("model")
-    if model:
+    if model and not scaling.get("training"):  # a training job's answer is the step model (batch_tables)
         out.append(
             Table(
                 "Model: each rank's own work, time = intercept + (bytes per rank) / rate x (1 + node term x (k - 1)),"
@@ -299,8 +300,9 @@ def _summary(scaling: dict) -> list[str]:
         if cfg["repeats"] == "auto"
         else f"{cfg['repeats']} repeat(s)"
     )
+    first = (scaling.get("runs") or [{}])[0].get("report") or {"comm": scaling["comm"]}
     return [
-        f"workload {scaling['workload']} on {scaling['device']}, comm {scaling['comm']}, "
+        f"workload {scaling['workload']} on {scaling['device']}, comm {comm_label(first)}, "
         f"{scaling['world_size']} rank(s) launched, sizes {', '.join(map(str, scaling['ranks']))}",
         f"input {source}; {repeats} after {cfg['warmup']} warm-up per size",
         f"MPI: {scaling['mpi_library']}; spmd {scaling['spmd_version']}; {scaling['created']}",
@@ -308,15 +310,24 @@ def _summary(scaling: dict) -> list[str]:
 
 
 def _md(text: str) -> str:
-    """Text as Markdown shows it, whatever it holds: a path or host name with <, > or & is not HTML to a
-    Markdown renderer, and a newline would end a list item or a table row."""
-    return html.escape(" ".join(str(text).splitlines()), quote=False)
+    """Text as Markdown shows it, whatever it holds: a path or host name with < or & is not HTML to a Markdown
+    renderer (a > alone opens no tag, so "1 -> 2" stays as written), and a newline would end a list item or a
+    table row."""
+    return " ".join(str(text).splitlines()).replace("&", "&amp;").replace("<", "&lt;")
+
+
+def _findings(scaling: dict) -> list[str]:
+    """The findings under the verdict (which leads scaling.json's advice and is shown once, above them)."""
+    advice = scaling["advice"]
+    return advice[1:] if advice and advice[0] == scaling.get("verdict") else advice
 
 
 def to_markdown(scaling: dict, images: list[str]) -> str:
     lines = [f"<!-- {MARK}: spmd scale or spmd report -->", f"# Scaling report: {_md(scaling['workload'])}", ""]
-    lines += [f"- {_md(line)}" for line in _summary(scaling)] + ["", "## Findings", ""]
-    lines += [f"- {_md(line)}" for line in scaling["advice"]] + [""]
+    lines += [f"- {_md(line)}" for line in _summary(scaling)] + [""]
+    if scaling.get("verdict"):
+        lines += [f"**{_md(scaling['verdict'])}**", ""]
+    lines += ["## Findings", ""] + [f"- {_md(line)}" for line in _findings(scaling)] + [""]
     for t in tables(scaling):
         lines += [
             f"## {_md(t.title)}",
@@ -346,7 +357,8 @@ def to_html(scaling: dict, images: dict[str, bytes]) -> str:
         f"<title>Scaling report: {e(scaling['workload'])}</title><style>{STYLE}</style></head><body>",
         f"<h1>Scaling report: {e(scaling['workload'])}</h1>",
         "<ul>" + "".join(f"<li>{e(line)}</li>" for line in _summary(scaling)) + "</ul>",
-        "<h2>Findings</h2><ul>" + "".join(f"<li>{e(line)}</li>" for line in scaling["advice"]) + "</ul>",
+        f'<p class="verdict"><strong>{e(scaling["verdict"])}</strong></p>' if scaling.get("verdict") else "",
+        "<h2>Findings</h2><ul>" + "".join(f"<li>{e(line)}</li>" for line in _findings(scaling)) + "</ul>",
     ]
     if images:
         parts.append(

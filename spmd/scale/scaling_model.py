@@ -160,14 +160,17 @@ def predict(model: dict, ranks: int, problem_bytes: float, node_ranks: int | Non
     on the busiest node (default: as many as the node's GPUs or cores hold, ``ranks_on_a_node``)."""
     share = problem_bytes / ranks
     k = node_ranks or ranks_on_a_node(model, ranks)
+    # a fitted line with a negative intercept would predict negative time for a small share: no phase takes less
+    # than nothing
     phases = {
-        p: f["intercept_s"] + share * (f["seconds_per_byte"] + (k - 1) * f.get("node_seconds_per_byte", 0.0))
+        p: max(0.0, f["intercept_s"] + share * (f["seconds_per_byte"] + (k - 1) * f.get("node_seconds_per_byte", 0.0)))
         for p, f in model["local"].items()
     }
-    phases["comm"] = model["comm"]["overhead_s"] + collectives_time(
-        model["comm"], ranks, scaled_ops(model, ranks, problem_bytes)
+    phases["comm"] = max(
+        0.0,
+        model["comm"]["overhead_s"] + collectives_time(model["comm"], ranks, scaled_ops(model, ranks, problem_bytes)),
     )
-    phases["total"] = sum(phases.values()) + model["gap_s"]
+    phases["total"] = max(sum(phases.values()) + model["gap_s"], sum(phases.values()))
     return phases
 
 

@@ -291,11 +291,32 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
     for p in model["points"]:
         assert p["error"] == pytest.approx(p["predicted_speedup"] / p["measured_speedup"] - 1)
     advice = " ".join(scaling["advice"])
-    for words in ("batch sweep, 2 ranks against 1", "step model:", "break-even", "accumulate: 2 ->", "at 4 ranks"):
+    for words in ("samples/s of 2 ranks over one rank's", "step model:", "2 ranks pay off", "accumulate: 2 ->"):
         assert words in advice, words
+    assert "at 4 ranks (predicted" in advice or "at 4 ranks: not predicted" in advice
+    # one answer, in the job's own terms: the verdict first, nothing of the array workloads' model
+    assert scaling["training"] and scaling["advice"][0] == scaling["verdict"]
+    assert scaling["verdict"].startswith("Verdict: on this machine, 2 ranks give ") and "what limits it: " in advice
+    for words in (
+        "For this problem",
+        "per rank above",
+        "Break-even (more ranks",
+        "file opens",
+        "share something",
+        "The model misses",
+        "The model fits",
+        "Comm model (",
+        "0.00x",
+        "-378",
+    ):
+        assert words not in advice, words
     md = (tmp_path / "out/scaling/scaling.md").read_text()
     assert "Batch sweep: samples/s at each per-GPU batch, 1 rank and 2" in md and "| 24 |" in md
-    assert "Batch sweep" in (tmp_path / "out/scaling/scaling.html").read_text()
+    assert f"**{scaling['verdict']}**" in md and "-&gt;" not in md and "1 -> 2 ranks" in md
+    assert "comm gloo (DDP's allreduce; spmd's own collectives on mpi)" in md
+    assert "Break-even: problem size per rank" not in md and not (tmp_path / "out/scaling/model.png").exists()
+    html = (tmp_path / "out/scaling/scaling.html").read_text()
+    assert "Batch sweep" in html and '<p class="verdict">' in html
 
 
 @pytest.mark.parametrize(
