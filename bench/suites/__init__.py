@@ -22,7 +22,7 @@ class Case:
 
 def suites() -> dict:
     """name -> module, in the order ``gpu`` runs them."""
-    from . import comm, cuda_mpi, faults, io, kernels, plugins, scaling, torch_model, torch_models, train
+    from . import comm, cuda_mpi, faults, io, kernels, plugins, scaling, torch_answer, torch_model, torch_models, train
 
     return {
         "kernels": kernels,
@@ -31,6 +31,7 @@ def suites() -> dict:
         "train": train,
         "torch": torch_model,
         "torch-models": torch_models,
+        "torch-answer": torch_answer,
         "plugins": plugins,
         "scaling": scaling,
         "faults": faults,

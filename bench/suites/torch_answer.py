@@ -1,0 +1,109 @@
+"""The answer for a training job, on real models (GPT-2 124M and ResNet-50, bf16, AdamW): what kernel-level capture
+costs a step (captured with CPU and CUDA activity as spmd captures, with CUDA alone, and the uncaptured steps before
+and after a capture, by turns in one process: bench/programs/capture_cost.py), whether a cause made on purpose on
+one rank is named as that cause from the captured kernels (a host thread sharing the interpreter, more device work,
+a slow data phase: ``spmd run --capture``), and the batch sweep's step model, resting on the captured NCCL kernels,
+against the measured speedup at every batch (``spmd scale --ranks 1,2,N --batches ... --capture``)."""
+
+from __future__ import annotations
+
+import json
+
+from ..records import Measure
+from . import Case
+from .torch_models import spmd_config
+
+FAULTS = {
+    "host": "rank=1,phase=compute,kind=hog",
+    "more work": "rank=1,phase=compute,kind=work,seconds=0.01",
+    "data": "rank=1,phase=data,kind=slow,seconds=0.01",
+}
+BATCHES = {"gpt2": "8,32", "resnet50": "32,128"}
+NAMES = {"gpt2": "GPT-2 124M, 256 tokens", "resnet50": "ResNet-50, 3x64x64"}
+
+
+def capture_cost(env, runs: int) -> list[list[Measure]]:
+    """Microseconds per step of the plain loop: uncaptured (the ceiling), captured as spmd does, CUDA only, and
+    uncaptured after captures."""
+    per_run: list[list[Measure]] = [[] for _ in range(runs)]
+    for run in range(runs):
+        done = env.program("capture_cost.py", "--rounds", 3 if env.quick else 5, "--steps", 10, ranks=None)
+        for line in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")):
+            case = f"{NAMES[line['model']]}, 1 GPU: a step captured by torch.profiler"
+            sides = {
+                "before": ("uncaptured (before any capture)", "ceiling"),
+                "cpu+cuda": ("captured, CPU and CUDA activity (spmd --capture)", "result"),
+                "cuda": ("captured, CUDA activity alone", "peer"),
+                "after": ("uncaptured, after captures", "result"),
+            }
+            per_run[run] += [
+                Measure(case, sides[k][0], us, "time per step", "us", sides[k][1], better="lower")
+                for k, us in line["median_us"].items()
+            ]
+    return per_run
+
+
+def causes(env) -> list[Measure]:
+    """Each cause made on rank 1 of 2: 1 when the straggler finding names rank 1 with that cause, else 0 (the
+    finding kept in the record)."""
+    out = []
+    for model, cause, fault in [("gpt2", c, f) for c, f in FAULTS.items()]:
+        cfg = spmd_config(env, model)
+        folder = env.work / "out-gpt2"
+        env.spmd(
+            "run", cfg, "-q", "--capture", 2, "-o", "verify=none", "-o", f"output={folder}",
+            ranks=2, env={"SPMD_FAULT": fault},
+        )  # fmt: skip
+        report = env.report(folder)
+        s = report["breakdown"]["straggler"] or {}
+        named = float(s.get("rank") == 1 and s.get("cause") == cause)
+        out.append(
+            Measure(
+                f"{NAMES[model]}, 2 GPUs, {fault} (made on rank 1)",
+                f"straggler named rank 1, cause {cause}",
+                named,
+                "named as made",
+                "yes=1",
+                params={"finding": report["findings"][0] if report["findings"] else None},
+            )
+        )
+    return out
+
+
+def batch_sweep(env) -> list[Measure]:
+    """The step model's predicted speedup against the measured one at each batch, the sweep's verdict kept."""
+    out = []
+    for model in ("gpt2", "resnet50"):
+        cfg = spmd_config(env, model)
+        folder = env.work / f"sweep-{model}"
+        ranks = sorted({1, 2, env.ranks})
+        env.spmd(
+            "scale", cfg, "-q", "--ranks", ",".join(map(str, ranks)), "--batches", BATCHES[model], "--capture", 2,
+            "--compare-comm", "none", "--out", folder, "-o", "verify=none", "-o", "repeats=5",
+            "-o", "params.steps=10", ranks=env.ranks,
+        )  # fmt: skip
+        scaling = json.loads((folder / "scaling.json").read_text())
+        sweep = scaling["batch_sweep"]
+        case = f"{NAMES[model]}, {sweep['ranks']} GPUs against 1, batch sweep with capture"
+        params = {"verdict": scaling.get("verdict"), "comm_source": (sweep.get("model") or {}).get("comm_source")}
+        for row in sweep["rows"]:
+            out.append(Measure(case, f"batch {row['batch']}: measured", row["speedup"], "speedup", "x", params=params))
+        for p in (sweep.get("model") or {}).get("points", []):
+            out.append(
+                Measure(case, f"batch {p['batch']}: predicted by the step model", p["predicted_speedup"], "speedup",
+                        "x", "peer", params={"error": p["error"], "interval": p["measured_interval"]})
+            )  # fmt: skip
+        for row in scaling["series"].get("strong", [])[1:]:
+            out.append(
+                Measure(f"{NAMES[model]}, strong scaling with capture", f"{row['ranks']} GPUs", row["speedup"],
+                        "speedup", "x")
+            )  # fmt: skip
+    return out
+
+
+def cases(env) -> list[Case]:
+    return [
+        Case("batch sweep with capture", batch_sweep, needs=("gpu", "ranks2", "torch", "transformers"), runs=1),
+        Case("causes made on purpose, named", causes, needs=("gpu", "ranks2", "torch", "transformers"), runs=1),
+        Case("capture cost, real models", capture_cost, needs=("gpu", "torch", "transformers"), batched=True),
+    ]
