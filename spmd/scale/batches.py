@@ -61,6 +61,7 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
                 "comm_source": source,
                 "backward_s_n": _per_step(many, "backward") + _per_step(many, "comm_overlapped"),
                 "host_s_1": _host_wait(one),
+                "wait_s_n": _collective_wait(many),
                 "verified": bool(one["verified"] and many["verified"]),
                 "suspect": [],
             }
@@ -116,11 +117,37 @@ def _allreduce(report: dict) -> tuple[float, float, str]:
     return exposed + _per_step(report, "comm_overlapped"), exposed, "marked steps"
 
 
+def _collective_wait(report: dict) -> float | None:
+    """Seconds a captured step each rank waited in the collectives for the last one to arrive (median over ranks;
+    None without matched collectives)."""
+    coll = (report.get("kernels") or {}).get("collectives") or {}
+    return statistics.median(coll["wait_us"]) / 1e6 if coll.get("matched") else None
+
+
 def _host_wait(report: dict) -> float | None:
-    """Seconds a step the GPU sat idle waiting for its host to launch work (captured steps, GPU; else None)."""
+    """Seconds of a timed step the GPU waited for its host to launch work (captured steps on a GPU; else None):
+    the step less the device's own captured kernels (the profiler slows the host, not the kernels)."""
     k = report.get("kernels") or {}
-    ranks = [r for r in k.get("per_rank") or [] if r.get("steps") and r.get("device") == "gpu"]
-    return statistics.median(r["median"]["idle"]["host"] for r in ranks) / 1e6 if ranks else None
+    if not any(r.get("steps") and r.get("device") == "gpu" for r in k.get("per_rank") or []):
+        return None
+    return host_wait_timed(k, _per_step(report, "total"))
+
+
+def host_wait_timed(kernels: dict, step: float) -> float:
+    """Seconds of a timed step the GPU waits for its host: the step less what the device did for itself in a
+    captured step (its kernels, without the time it waited in collectives for a peer) and its short launch gaps
+    (median over ranks). A captured step's own idle time would overstate it: the profiler slows the host (a
+    captured step takes 2.5-3x a plain one), not the kernels."""
+    waits = (kernels.get("collectives") or {}).get("wait_us") or []
+    out = []
+    for r in kernels["per_rank"]:
+        if not r.get("steps"):
+            continue
+        m = r["median"]
+        wait = waits[r["rank"]] if r["rank"] < len(waits) else 0.0
+        own = (m["busy_us"] - wait + m["idle"]["launch"]) / 1e6
+        out.append(max(0.0, step - own))
+    return sorted(out)[len(out) // 2] if out else 0.0
 
 
 def fit(rows: list[dict], n: int, every: list[dict] | None = None) -> dict:
@@ -161,6 +188,7 @@ def fit(rows: list[dict], n: int, every: list[dict] | None = None) -> dict:
             "predicted_speedup": speedup(model, r["batch"]),
             "error": speedup(model, r["batch"]) / r["speedup"] - 1,
             "fitted": r in rows,
+            "wait_s_n": r.get("wait_s_n"),
         }
         for r in every or rows
     ]
@@ -339,7 +367,7 @@ def model_sentence(model: dict, n: int, result: dict) -> str:
             if abs(p["error"]) <= 0.1
             else "not decided (the interval is wider than 10%)"
             if p["measured_interval"][1] / max(p["measured_interval"][0], 1e-12) > 1.2
-            else f"off by {p['error']:+.0%}"
+            else f"off by {p['error']:+.0%}" + _why_off(p, model)
         )
         + ("" if p["fitted"] else ", not fitted (suspect)")
         for p in model["points"]
@@ -357,6 +385,19 @@ def model_sentence(model: dict, n: int, result: dict) -> str:
             f"with the batch as a step's work does: rerun the 1-rank points, or more repeats)"
         )
     return out
+
+
+def _why_off(point: dict, model: dict) -> str:
+    """Why a prediction above the measurement missed, where the captured kernels show it: the ranks waiting for
+    each other in the collectives (each step the slowest host's), which the model does not hold."""
+    wait = point.get("wait_s_n")
+    if point["error"] <= 0 or not wait or wait <= model["comm_s"]:
+        return ""
+    return (
+        f" (in the captured steps the ranks waited {fmt_seconds(wait).strip()} a step in the collectives for the last "
+        f"to arrive, more than the allreduce's {fmt_seconds(model['comm_s']).strip()}: each step waits for the "
+        f"slowest host, a term the model does not hold)"
+    )
 
 
 def pay_off_sentence(rows: list[dict], model: dict, n: int, result: dict) -> str:

@@ -12,7 +12,7 @@ compute; a suspect point is named with the run that would settle it.
 from __future__ import annotations
 
 from ..core.units import fmt_seconds
-from .batches import pay_off_sentence, unit_words
+from .batches import host_wait_timed, pay_off_sentence, unit_words
 
 
 def is_training(report: dict) -> bool:
@@ -76,10 +76,7 @@ def step_parts(report: dict) -> dict[str, float]:
     k = report.get("kernels") or {}
     ranks = [r for r in k.get("per_rank") or [] if r.get("steps") and r.get("device") == "gpu"]
     if ranks:
-        # the GPU's idle for launches, as a share of the captured step, applied to the timed step (a captured step
-        # runs slower on the host: the profiler's own cost)
-        share = max(r["median"]["idle"]["host"] / r["median"]["span_us"] for r in ranks)
-        parts["host"] = share * report["timings"]["total"]["median"] / steps
+        parts["host"] = host_wait_timed(k, step)
     return parts
 
 
@@ -95,8 +92,8 @@ def limit_sentence(row_or_report: dict) -> str:
     return {
         "allreduce": f"what limits it: the allreduce of the gradients left exposed ({x}; a bigger per-GPU batch, "
         f"accumulate or a faster link hide or shrink it)",
-        "host": f"what limits it: the host ({x} the GPU sat idle waiting for launches, captured: CUDA graphs, "
-        f"strategy ddp-graph, remove it; a bigger batch amortises it)",
+        "host": f"what limits it: the host ({x} the GPU waited for its host to launch work: the step less the "
+        f"device's own captured kernels; CUDA graphs, strategy ddp-graph, remove it; a bigger batch amortises it)",
         "data": f"what limits it: the data phase ({x}: the batches reach the device late)",
         "compute": f"what limits it: the step's own compute ({x}: the {unit_words(report)[0]} are busy with the "
         f"model itself, the allreduce costs little)",
