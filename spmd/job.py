@@ -116,7 +116,11 @@ def run_job(
             root=0,
         )
         engines = ctx.comm.gather(workload.input_engines(), root=0)
-        captured = ctx.comm.gather(workload.captured(), root=0)  # (analysis, gzipped trace) per rank, or None
+        mine = workload.captured(spans=trace is not None)  # (analysis, gzipped trace, spans), or None
+        if mine and mine[2]:  # the captured steps drawn on the shared clock, after this rank's repeats
+            started, spans = mine[2]
+            mine = (*mine[:2], {"index": "captured", "warmup": False, "start": clock.shared(started), "spans": spans})
+        captured = ctx.comm.gather(mine, root=0)
         nodes = ctx.layout()
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
         if placement is not None:
@@ -150,7 +154,8 @@ def run_job(
                     Path(target).parent.mkdir(parents=True, exist_ok=True)
                     files.append((Path(target), c[1], 0o666))
             if trace is not None:
-                files.append((Path(trace), json_text(run_trace(report, timelines)).encode(), 0o666))
+                drawn = [list(reps) + ([c[2]] if c and c[2] else []) for reps, c in zip(timelines, captured)]
+                files.append((Path(trace), json_text(run_trace(report, drawn)).encode(), 0o666))
             if path is not None:
                 files += [
                     (path.with_name("report.html"), run_html(report).encode(), 0o666),

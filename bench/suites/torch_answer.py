@@ -84,14 +84,18 @@ def batch_sweep(env) -> list[Measure]:
         )  # fmt: skip
         scaling = json.loads((folder / "scaling.json").read_text())
         sweep = scaling["batch_sweep"]
-        case = f"{NAMES[model]}, {sweep['ranks']} GPUs against 1, batch sweep with capture"
         params = {"verdict": scaling.get("verdict"), "comm_source": (sweep.get("model") or {}).get("comm_source")}
+
+        def case(batch, n=sweep["ranks"], model=model):
+            return f"{NAMES[model]}, per-GPU batch {batch}, {n} GPUs against 1 (batch sweep with capture)"
+
         for row in sweep["rows"]:
-            out.append(Measure(case, f"batch {row['batch']}: measured", row["speedup"], "speedup", "x", params=params))
+            out.append(Measure(case(row["batch"]), "measured", row["speedup"], "speedup", "x", params=params))
         for p in (sweep.get("model") or {}).get("points", []):
+            extra = {"error": p["error"], "interval": p["measured_interval"]}
             out.append(
-                Measure(case, f"batch {p['batch']}: predicted by the step model", p["predicted_speedup"], "speedup",
-                        "x", "peer", params={"error": p["error"], "interval": p["measured_interval"]})
+                Measure(case(p["batch"]), "predicted by the step model", p["predicted_speedup"], "speedup", "x",
+                        "peer", params=extra)
             )  # fmt: skip
         for row in scaling["series"].get("strong", [])[1:]:
             out.append(

@@ -329,3 +329,35 @@ def _summary(per_step: list[dict], names: dict[str, dict]) -> dict:
         "top": [{"name": n, **v, "share_of_busy": v["total_us"] / busy} for n, v in top[:TOP]],
         "names": {n: v for n, v in top[:64]},
     }
+
+
+MAX_SPANS = 20_000  # a rank's captured events drawn in the Chrome trace at most
+
+
+def timeline_spans(trace: dict, gpu: bool) -> list[tuple[str, str, float, float]]:
+    """The captured steps as the Chrome trace draws them beside spmd's phases: (name, track, start, end) in
+    seconds from the first captured step's start (its ``ProfilerStep``): the steps, and each GPU event on its
+    stream's track (on a CPU, the main thread's outermost operators)."""
+    events = [e for e in trace.get("traceEvents", []) if isinstance(e, dict)]
+    steps = _steps(events)
+    if not steps:
+        return []
+    origin = steps[0][1]
+
+    def s(t: float) -> float:
+        return (t - origin) / 1e6
+
+    spans = [("captured steps (torch.profiler)", "repeats", 0.0, s(max(b for _, _, b in steps)))]
+    spans += [(f"captured step {k}", "captured: steps (host)", s(a), s(b)) for k, a, b in steps]
+    if gpu:
+        gpu_events, _ = _gpu_events(events, steps)
+        spans += [(g["name"][:80], f"captured: stream {g['stream']}", s(g["ts"]), s(g["end"])) for g in gpu_events]
+    else:
+        main = [e for e in events if STEP.match(str(e.get("name", "")))]
+        tid = main[0].get("tid") if main else None
+        ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("tid") == tid]
+        spans += [
+            (str(e["name"])[:80], "captured: host operators", s(float(e["ts"])), s(float(e["ts"]) + float(e["dur"])))
+            for e in _outermost([e for e in ops if "dur" in e])
+        ]
+    return spans[:MAX_SPANS]

@@ -134,8 +134,9 @@ class Workload(ABC):
         """Whether a run of ``cfg`` captures kernel-level traces (``captured``; their files in the report folder)."""
         return False
 
-    def captured(self):
-        """This rank's captured steps after the run: (analysis dict, gzipped trace bytes or None), or None when
+    def captured(self, spans: bool = False):
+        """This rank's captured steps after the run: (analysis dict, gzipped trace bytes or None, and with
+        ``spans`` (perf_counter of the first captured step, its spans for the Chrome trace) or None), or None when
         nothing was captured (spmd.report.kernels; workload torch)."""
         return None
 

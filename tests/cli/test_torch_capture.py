@@ -107,3 +107,21 @@ def test_a_trace_over_its_size_bound_is_analysed_but_not_kept(tmp_path):
     for rank in report["kernels"]["per_rank"]:
         assert rank["steps"] == 2 and not rank["capture"]["kept"] and rank["capture"]["trace_bytes"] > 1000
     assert not (tmp_path / "out/kernels").exists()
+
+
+def test_the_chrome_trace_draws_the_captured_steps_after_the_repeats_on_the_same_clock(tmp_path):
+    rc, report, err = run(tmp_path, "--capture", "2", "--trace", tmp_path / "t.json")
+    assert rc == 0, err
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    spans = [e for e in events if e.get("ph") == "X"]
+    for rank in (0, 1):
+        mine = [e for e in spans if e["pid"] == rank]
+        captured = [e for e in mine if e["name"] == "captured steps (torch.profiler)"]
+        ops = [e for e in mine if tracks[(rank, e["tid"])] == "captured: host operators"]
+        steps = [e for e in mine if tracks[(rank, e["tid"])] == "captured: steps (host)"]
+        repeats = [e for e in mine if e["name"].startswith("repeat ")]
+        assert len(captured) == 1 and len(steps) == 2 and len(ops) > 20
+        last = max(e["ts"] + e["dur"] for e in repeats)
+        assert captured[0]["ts"] >= last  # after the timed repeats, on the clock the ranks agreed
+        assert all(captured[0]["ts"] <= e["ts"] <= captured[0]["ts"] + captured[0]["dur"] + 1 for e in ops)

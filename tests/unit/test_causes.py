@@ -107,3 +107,15 @@ def test_a_trace_without_steps_says_so():
         "steps": 0,
         "why": "the trace holds no ProfilerStep annotation",
     }
+
+
+def test_the_captured_gpu_events_are_drawn_on_their_streams_from_the_first_captured_step():
+    import gzip
+
+    trace = json.loads(gzip.decompress((ANALYSES.parent / "gpt2-r2/rank0.trace.json.gz").read_bytes()))
+    spans = kernels.timeline_spans(trace, gpu=True)
+    tracks = {track for _, track, _, _ in spans}
+    assert {"repeats", "captured: steps (host)", "captured: stream 7"} <= tracks
+    steps = [s for s in spans if s[1] == "captured: steps (host)"]
+    assert steps[0][2] == 0.0 and len(steps) == 2
+    assert 0 < len(spans) <= kernels.MAX_SPANS and all(b >= a for _, _, a, b in spans)

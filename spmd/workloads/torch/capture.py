@@ -31,6 +31,7 @@ class Capture:
         self.prof = None
         self.trace: dict | None = None
         self.seconds = None  # wall time of the captured steps
+        self.started = 0.0
         self._t0 = 0.0
         self.done = not steps
 
@@ -63,6 +64,8 @@ class Capture:
             self._synchronize()
             self.seconds = time.perf_counter() - self._t0
         self.prof.step()
+        if i == self.first - 1:
+            self.started = time.perf_counter()  # the first captured step's ProfilerStep opened just now
         if i == self.first + self.steps - 1:
             self.prof.stop()
             self.prof, self.done = None, True

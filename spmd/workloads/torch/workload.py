@@ -25,7 +25,7 @@ from ...core.timing import enter_phase
 from ...core.units import fmt_bytes
 from ...io.hdf5 import Piece, RankInput, open_h5
 from ...io.reader import RowReader
-from ...report.kernels import analyze
+from ...report.kernels import analyze, timeline_spans
 from ..training.base import TrainingWorkload
 from ..training.checks import require_finite_losses
 from ..training.data import Sampler
@@ -404,23 +404,22 @@ class TorchWorkload(TrainingWorkload):
     def captures(cls, cfg) -> bool:
         return cfg.params.capture_steps > 0
 
-    def captured(self):
-        """This rank's captured steps: their analysis (spmd.report.kernels) with what capturing them cost, and the
-        trace as kept (gzipped; None over params.capture_max_mb)."""
+    def captured(self, spans: bool = False):
+        """This rank's captured steps: their analysis (spmd.report.kernels) with what capturing them cost, the
+        trace as kept (gzipped; None over params.capture_max_mb), and with ``spans`` the captured steps for the
+        Chrome trace (perf_counter at the first one, its spans)."""
         p, c = self.params, self.capture
         if not p.capture_steps:
             return None
-        if c is None:
-            return {
-                "steps": 0,
-                "why": "no warm-up window ran (warmup: 0): the capture takes the first one's steps",
-            }, None
-        if c.trace is None:
-            return {"steps": 0, "why": c.why or "the profiler returned no trace"}, None
+        if c is None or c.trace is None:
+            why = "no step was captured" if c is None else c.why or "the profiler returned no trace"
+            return {"steps": 0, "why": why}, None, None
+        gpu = self.ctx.device == "gpu"
         try:
-            analysis = analyze(c.trace, self.ctx.device == "gpu")
+            analysis = analyze(c.trace, gpu)
         except (KeyError, TypeError, ValueError) as exc:  # a trace this analysis cannot read: kept, said so
             analysis = {"steps": 0, "why": f"the trace could not be analysed ({type(exc).__name__}: {exc})"}
+        drawn = (c.started, timeline_spans(c.trace, gpu)) if spans else None
         data, size = packed(c.trace, self.ctx.rank, int(p.capture_max_mb * 2**20))
         c.trace = None
         analysis["capture"] = {
@@ -429,7 +428,7 @@ class TorchWorkload(TrainingWorkload):
             "trace_bytes": size,
             "kept": data is not None,
         }
-        return analysis, data
+        return analysis, data, drawn
 
     def _buckets(self) -> list[int]:
         """DDP's gradient buckets in bytes: as the hook saw them, else from DDP's logging data."""
