@@ -177,6 +177,9 @@ def findings(report: dict) -> list[str]:
     s = report["breakdown"]["straggler"]
     if s:
         out.append(straggler_sentence(s))
+    path = critical_path_sentence(report.get("kernels"))
+    if path:
+        out.append(path)
     overlaps = [r["overlap"] for r in report["breakdown"]["per_rank"] if r["overlap"] is not None]
     if overlaps:
         out.append(
@@ -223,3 +226,23 @@ def straggler_sentence(s: dict) -> str:
             f"{s['share_of_repeat']:.0%} of a repeat"
         )
     return f"Rank {s['rank']} on {s['host']} is the straggler{cause}: {why}; {cost}."
+
+
+def critical_path_sentence(kernels: dict | None) -> str | None:
+    """Who each captured step waited for: at how many of its collectives each rank arrived last, and what the others
+    waited there (a step's critical path runs through the late rank's work up to each of those collectives)."""
+    coll = (kernels or {}).get("collectives") or {}
+    path = (kernels or {}).get("critical_path") or []
+    if not coll.get("matched") or not path:
+        return None
+    by_rank: dict[int, list] = {}
+    for c in path:
+        by_rank.setdefault(c["last_rank"], []).append(c["others_waited_us"])
+    parts = [
+        f"rank {r} at {len(w)} of {coll['per_step']} ({fmt_seconds(sum(w) / 1e6).strip()} a step)"
+        for r, w in sorted(by_rank.items(), key=lambda kv: -sum(kv[1]))
+    ]
+    return (
+        f"In the captured steps the others waited in the collectives for: {'; '.join(parts)} (the allreduce itself, "
+        f"the last arrival's transfer: {fmt_seconds(coll['transfer_us'] / 1e6).strip()} a step)."
+    )

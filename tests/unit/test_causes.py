@@ -119,3 +119,12 @@ def test_the_captured_gpu_events_are_drawn_on_their_streams_from_the_first_captu
     steps = [s for s in spans if s[1] == "captured: steps (host)"]
     assert steps[0][2] == 0.0 and len(steps) == 2
     assert 0 < len(spans) <= kernels.MAX_SPANS and all(b >= a for _, _, a, b in spans)
+
+
+def test_the_critical_path_says_whom_each_captured_step_waited_for():
+    x = json.loads((ANALYSES / "resnet-r2-work.json").read_text())
+    k = causes.combine(x["analyses"], x["records"], x["steps_per_repeat"])
+    line = breakdown.critical_path_sentence(k)
+    assert line.startswith("In the captured steps the others waited in the collectives for: rank 1 at 5 of 6 (58.2 ms")
+    assert "rank 0 at 1 of 6" in line and "transfer: 462.9 us a step" in line
+    assert breakdown.critical_path_sentence(None) is None
