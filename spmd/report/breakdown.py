@@ -162,7 +162,7 @@ def _slowest_phase(records_by_rank, slow: int, others: list[int]) -> tuple[str, 
         return statistics.median(r.get(phase, 0.0) for r in records_by_rank[rank])
 
     phases = sorted({p for r in records_by_rank[slow] for p in r} - set(NOT_OWN))
-    if "forward" in phases:  # a training step's own phases: compute is their sum
+    if "forward" in phases and "compute" in phases:  # a training step's own phases: compute is their sum
         phases.remove("compute")
     if not phases:
         return "total", median_of(slow, "total"), statistics.median(median_of(r, "total") for r in others)
