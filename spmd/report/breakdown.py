@@ -204,8 +204,9 @@ def findings(report: dict) -> list[str]:
     return out
 
 
-def straggler_sentence(s: dict) -> str:
-    """The straggler finding: who, why (its cause with the numbers, where one was found), and what it cost."""
+def straggler_sentence(s: dict, level: bool = True) -> str:
+    """The straggler finding: who, why (its cause with the numbers, where one was found), and what it cost
+    (``level``: the interval's level in the sentence; a sweep states the levels once for all its findings)."""
     why = (
         f"{s['evidence']}"
         if s.get("cause")
@@ -220,9 +221,11 @@ def straggler_sentence(s: dict) -> str:
         )
     else:
         low, high = s["others_wait_interval"]
+        at = f"{s['interval_level']:.0%} " if level else ""
         cost = (
-            f"the others waited {fmt_seconds(s['others_wait']).strip()} per repeat for it ({s['interval_level']:.0%} "
-            f"interval {fmt_seconds(low).strip()} - {fmt_seconds(high).strip()}), in {s['others_wait_in']}: "
+            f"the others waited {fmt_seconds(s['others_wait']).strip()} per repeat for it "
+            f"({at}interval {fmt_seconds(low).strip()} - "
+            f"{fmt_seconds(high).strip()}), in {s['others_wait_in']}: "
             f"{s['share_of_repeat']:.0%} of a repeat"
         )
     return f"Rank {s['rank']} on {s['host']} is the straggler{cause}: {why}; {cost}."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..core.stats import LEVEL, median_interval
 from ..core.topology import MORE_CPUS
 from ..core.units import fmt_bytes, fmt_seconds
 from ..report.breakdown import straggler_sentence
@@ -173,8 +174,23 @@ def straggler_advice(runs: list[dict]) -> list[str]:
     for run in runs:
         s = (run["report"].get("breakdown") or {}).get("straggler")
         if s:
-            out.append(f"At {run['ranks']} ranks ({run['mode']}): " + straggler_sentence(s))
+            out.append(f"At {run['ranks']} ranks ({run['mode']}): " + straggler_sentence(s, level=False))
     return out
+
+
+def interval_note(runs: list[dict]) -> str:
+    """The one statement of the intervals' levels for a sweep's findings (the lines themselves say none, so no two
+    lines read as differently sure): each run's median over its repeats with its order-statistics interval, at
+    LEVEL where its repeats allow, else at the most they give."""
+    counts = sorted({len(r["report"]["per_rank"][0]["repeats"]) for r in runs if r["report"].get("per_rank")})
+    if not counts:
+        return ""
+    levels = ", ".join(f"{n} repeats: {median_interval(range(n)).level:.0%}" for n in counts)
+    return (
+        f"Intervals: every interval in these findings is a run's median over its repeats with its order-statistics confidence "
+        f"interval, at {LEVEL:.0%} where the repeats allow it, else the most they give ({levels}); a ratio's interval "
+        f"joins the ends of both."
+    )
 
 
 def suspect_advice(series: dict) -> list[str]:

@@ -11,6 +11,7 @@ from ..workloads.registry import job_config_from_dict, workload_class
 from .advice import (
     backend_advice,
     binding_advice,
+    interval_note,
     model_advice,
     oversubscription_advice,
     series_advice,
@@ -134,6 +135,8 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         even = [break_even(model, n) for n in candidates if n > 1 and (n & (n - 1) == 0 or n == measured_max)]
         model["predictions"] = {"best": best, "break_even": even, "measured_max_ranks": measured_max}
     advice = oversubscription_advice(runs) + binding_advice(runs)
+    note = interval_note(runs + batch_runs)
+    advice += [note] if note else []
     advice += suspect_advice(series)
     advice += straggler_advice(measured_once(runs))
     training = is_training(runs[0]["report"])

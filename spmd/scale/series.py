@@ -57,9 +57,10 @@ def noise_reason(report: dict) -> str | None:
     if iv.n < 2 or iv.tight(BOUND, need_level=auto):
         return None
     after = f" after its {rule['max_seconds']:g} s budget" if auto and rule.get("stopped") == "budget" else ""
+    # no level here: a sweep's findings state the levels once (advice.interval_note), each line alike
     return (
-        f"noisy: the {iv.level:.0%} interval of the time per repeat reaches +-{iv.relative_halfwidth():.0%} of "
-        f"its median over {iv.n} repeats{after} (bound +-{BOUND:.0%})"
+        f"noisy: the interval of the time per repeat reaches +-{iv.relative_halfwidth():.0%} of its median over "
+        f"{iv.n} repeats{after} (bound +-{BOUND:.0%})"
     )
 
 

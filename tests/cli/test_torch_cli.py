@@ -5,6 +5,7 @@ hit ends with its exit code, naming the rank, the file and the name."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import h5py
@@ -287,16 +288,24 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
         assert row["verified"] and row["samples_per_s_1"] > 0 and row["samples_per_s_n"] > 0
         assert row["speedup"] == pytest.approx(row["samples_per_s_n"] / row["samples_per_s_1"])
     model = sweep["model"]
-    assert [p["batch"] for p in model["points"]] == [8, 24] and model["next_ranks"] == 4
-    for p in model["points"]:
-        assert p["error"] == pytest.approx(p["predicted_speedup"] / p["measured_speedup"] - 1)
     advice = " ".join(scaling["advice"])
-    for words in ("samples/s of 2 ranks over one rank's", "step model:", "2 ranks pay off", "accumulate: 2 ->"):
-        assert words in advice, words
-    assert "at 4 ranks (predicted" in advice or "at 4 ranks: not predicted" in advice
+    assert "samples/s of 2 ranks over one rank's" in advice
+    if any(r["suspect"] for r in sweep["rows"]):  # a 1-rank run slowed by the busy 2-core machine: kept out, said
+        assert model is None and "two trustworthy batches or more are needed" in advice
+        assert "suspect point, kept out of the step model" in advice and "on 1 rank to settle it" in advice
+    else:
+        assert [p["batch"] for p in model["points"]] == [8, 24] and model["next_ranks"] == 4
+        for p in model["points"]:
+            assert p["error"] == pytest.approx(p["predicted_speedup"] / p["measured_speedup"] - 1)
+        for words in ("step model:", "2 ranks pay off", "accumulate: 2 ->"):
+            assert words in advice, words
+        assert "at 4 ranks (predicted" in advice or "at 4 ranks: not predicted" in advice
     # one answer, in the job's own terms: the verdict first, nothing of the array workloads' model
     assert scaling["training"] and scaling["advice"][0] == scaling["verdict"]
     assert scaling["verdict"].startswith("Verdict: on this machine, 2 ranks give ") and "what limits it: " in advice
+    # the intervals' levels said once, no line with a level of its own
+    assert scaling["advice"][1].startswith("Intervals: every interval in these findings is a run's median")
+    assert not any(re.search(r"\d+% interval", line) for line in scaling["advice"]), scaling["advice"]
     for words in (
         "For this problem",
         "per rank above",

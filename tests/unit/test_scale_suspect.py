@@ -53,7 +53,7 @@ def test_oversubscribed_and_noisy_runs_are_named():
     assert (iv.low, iv.median, iv.high, iv.level) == (4.0, 4.2, 6.0, 0.75)
     assert suspect_reasons(row, crowded, reports[1]) == [
         "oversubscribed: vm ran 3 ranks on 2 CPUs",
-        "noisy: the 75% interval of the time per repeat reaches +-43% of its median over 3 repeats (bound +-5%)",
+        "noisy: the interval of the time per repeat reaches +-43% of its median over 3 repeats (bound +-5%)",
     ]
     assert noise_reason(report(1, [8.0])) is None  # one repeat: nothing to judge
     bound = {**FAIR, "single_cpu_gpu_ranks": [0, 1]}  # GPU ranks on a core each (Open MPI's mpirun -n 2)
