@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..core.stats import BOUND, Interval, median_interval, ratio_interval
+from ..core.stats import BOUND, LEVEL, Interval, median_interval, ratio_interval
 from ..report.summary import job_time, slowest_per_repeat
 
 # Phases that ran hidden behind others (communication behind compute, copies to the GPU behind the read): they
@@ -57,10 +57,17 @@ def noise_reason(report: dict) -> str | None:
     if iv.n < 2 or iv.tight(BOUND, need_level=auto):
         return None
     after = f" after its {rule['max_seconds']:g} s budget" if auto and rule.get("stopped") == "budget" else ""
-    # no level here: a sweep's findings state the levels once (advice.interval_note), each line alike
+    # no level here: a sweep's findings state the levels once (advice.interval_note), each line alike; unless
+    # the level itself is why (repeats: auto stopped by its budget before its repeats reached 95%)
+    width = iv.relative_halfwidth()
+    if width <= BOUND:
+        return (
+            f"noisy: {iv.n} repeats{after}, too few for a {LEVEL:.0%} interval of the time per repeat (within "
+            f"+-{width:.0%} of its median at the level they reach; bound +-{BOUND:.0%})"
+        )
     return (
-        f"noisy: the interval of the time per repeat reaches +-{iv.relative_halfwidth():.0%} of its median over "
-        f"{iv.n} repeats{after} (bound +-{BOUND:.0%})"
+        f"noisy: the interval of the time per repeat reaches +-{width:.0%} of its median over {iv.n} repeats{after} "
+        f"(bound +-{BOUND:.0%})"
     )
 
 

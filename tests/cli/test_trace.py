@@ -210,7 +210,7 @@ def test_a_quiet_sweep_is_tight_under_auto_and_a_deliberately_noisy_one_is_flagg
             assert suspects == [[], []] and not any("noisy" in line for line in scaling["advice"])
         else:
             assert all(r["stopped"] == "budget" for r in rules), rules
-            assert all(
-                any(s.startswith("noisy: the 9") and "after its 2 s budget" in s for s in run) for run in suspects
-            ), suspects
+            assert all(any(s.startswith("noisy: ") and "after its 2 s budget" in s for s in run) for run in suspects), (
+                suspects
+            )
             assert any(line.startswith("Suspect: strong at 2 ranks (noisy:") for line in scaling["advice"])

@@ -77,7 +77,8 @@ def test_a_quiet_run_is_not_noisy_and_a_bimodal_one_is(n):
     auto = {"rule": "auto", "bound": 0.05, "max_seconds": 30.0, "stopped": "budget"}
     assert noise_reason({**report(2, quiet), "repeat_rule": auto}) is None
     reason = noise_reason({**report(2, bimodal), "repeat_rule": auto})
-    assert reason.startswith("noisy: the 9") and reason.endswith("after its 30 s budget (bound +-5%)")
+    assert reason.startswith("noisy: the interval of the time per repeat reaches +-")
+    assert reason.endswith(f"of its median over {n} repeats after its 30 s budget (bound +-5%)")
 
 
 def test_under_auto_five_repeats_are_too_few_for_the_95_percent_level_but_a_fixed_five_are_judged():
@@ -85,7 +86,10 @@ def test_under_auto_five_repeats_are_too_few_for_the_95_percent_level_but_a_fixe
     assert noise_reason({**report(1, tight), "repeat_rule": {"rule": "fixed"}}) is None
     assert noise_reason(
         {**report(1, tight), "repeat_rule": {"rule": "auto", "max_seconds": 1.0, "stopped": "budget"}}
-    ).startswith("noisy: the 94%")
+    ) == (
+        "noisy: 5 repeats after its 1 s budget, too few for a 95% interval of the time per repeat (within +-2% of "
+        "its median at the level they reach; bound +-5%)"
+    )
 
 
 def test_the_findings_and_the_runs_table_show_them():
