@@ -116,10 +116,12 @@ def run_job(
             root=0,
         )
         engines = ctx.comm.gather(workload.input_engines(), root=0)
-        mine = workload.captured(spans=trace is not None)  # (analysis, gzipped trace, spans), or None
-        if mine and mine[2]:  # the captured steps drawn on the shared clock, after this rank's repeats
-            started, spans = mine[2]
-            mine = (*mine[:2], {"index": "captured", "warmup": False, "start": clock.shared(started), "spans": spans})
+        mine = workload.captured(spans=trace is not None)
+        if mine and mine.drawn:  # the captured steps as one more repeat of the trace, on the shared clock
+            started, spans = mine.drawn
+            mine = mine._replace(
+                drawn={"index": "captured", "warmup": False, "start": clock.shared(started), "spans": spans}
+            )
         captured = ctx.comm.gather(mine, root=0)
         nodes = ctx.layout()
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
@@ -146,15 +148,15 @@ def run_job(
                 clock=clock.to_dict(),
                 repeat_rule=plan.rule(),
                 nvtx=nvtx_state,
-                kernels=[c[0] if c else None for c in captured] if captured and any(captured) else None,
+                kernels=[c.analysis if c else None for c in captured] if any(captured) else None,
             )
             files = []
-            for target, c in zip(captures, captured or []):
-                if c and c[1] is not None:
+            for target, c in zip(captures, captured):
+                if c and c.trace is not None:
                     Path(target).parent.mkdir(parents=True, exist_ok=True)
-                    files.append((Path(target), c[1], 0o666))
+                    files.append((Path(target), c.trace, 0o666))
             if trace is not None:
-                drawn = [list(reps) + ([c[2]] if c and c[2] else []) for reps, c in zip(timelines, captured)]
+                drawn = [list(reps) + ([c.drawn] if c and c.drawn else []) for reps, c in zip(timelines, captured)]
                 files.append((Path(trace), json_text(run_trace(report, drawn)).encode(), 0o666))
             if path is not None:
                 files += [

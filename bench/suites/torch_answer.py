@@ -47,8 +47,9 @@ def causes(env) -> list[Measure]:
     """Each cause made on rank 1 of 2: 1 when the straggler finding names rank 1 with that cause, else 0 (the
     finding kept in the record)."""
     out = []
-    for model, cause, fault in [("gpt2", c, f) for c, f in FAULTS.items()]:
-        cfg = spmd_config(env, model)
+    model = "gpt2"
+    cfg = spmd_config(env, model)
+    for cause, fault in FAULTS.items():
         folder = env.work / "out-gpt2"
         env.spmd(
             "run", cfg, "-q", "--capture", 2, "-o", "verify=none", "-o", f"output={folder}",

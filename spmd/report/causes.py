@@ -28,7 +28,8 @@ from ..core.units import fmt_seconds
 
 MORE_KERNELS = 1.02  # more than this many times the others' kernels (or operators) a step: more work
 CAUSE_SHARE = 0.05  # an explanation counts when its excess is at least this share of a step
-PER_RANK_KEYS = ("rank", "device", "steps", "median", "overlap", "top", "capture", "why", "temporal", "idle_by_stream")
+# what report.json keeps of a rank's analysis (its per-step lists and kernel names stay on the rank's side)
+PER_RANK_KEYS = ("device", "steps", "median", "overlap", "top", "capture", "why", "temporal", "idle_by_stream")
 
 
 def combine(analyses: list, records_by_rank: list[list[dict]], steps_per_repeat: int | None) -> dict | None:
@@ -39,7 +40,7 @@ def combine(analyses: list, records_by_rank: list[list[dict]], steps_per_repeat:
     ranks = []
     for r, a in enumerate(analyses):
         a = a or {"steps": 0, "why": "not captured"}
-        ranks.append({"rank": r, **{k: a[k] for k in PER_RANK_KEYS[1:] if k in a}})
+        ranks.append({"rank": r, **{k: a[k] for k in PER_RANK_KEYS if k in a}})
     out = {
         "device": next((a.get("device") for a in analyses if a and a.get("device")), None),
         "steps": min((a or {}).get("steps", 0) for a in analyses),

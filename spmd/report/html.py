@@ -40,6 +40,10 @@ def _s(seconds: float | None) -> str:
     return "-" if seconds is None else fmt_seconds(seconds).strip()
 
 
+def _us(microseconds: float) -> str:
+    return _s(microseconds / 1e6)
+
+
 def phase_rows(report: dict) -> list[list[str]]:
     """The phase table: across ranks (min, median, max of each rank's median), and the job's view (per repeat the
     slowest rank: median and its interval)."""
@@ -225,14 +229,14 @@ def kernels_section(kernels: dict | None) -> str:
         rows.append(
             [
                 str(r["rank"]),
-                _ms(m["span_us"]),
-                f"{_ms(m['busy_us'])} ({m['busy_us'] / m['span_us']:.0%})",
+                _us(m["span_us"]),
+                f"{_us(m['busy_us'])} ({m['busy_us'] / m['span_us']:.0%})",
                 (
-                    f"host {_ms(m['idle']['host'])}, launch {_ms(m['idle']['launch'])}, other {_ms(m['idle']['other'])}"
+                    f"host {_us(m['idle']['host'])}, launch {_us(m['idle']['launch'])}, other {_us(m['idle']['other'])}"
                     if gpu
-                    else f"between operators {_ms(m['idle_us'])}"
+                    else f"between operators {_us(m['idle_us'])}"
                 ),
-                _ms(waits[r["rank"]]) if r["rank"] < len(waits) else "-",
+                _us(waits[r["rank"]]) if r["rank"] < len(waits) else "-",
                 "-" if r.get("overlap") is None else f"{r['overlap']:.0%}",
                 f"{m['kernels']:.0f}" + (f" ({m['launches']:.0f} launches)" if gpu else ""),
                 f"{top['name'][:60]} ({top['share_of_busy']:.0%})",
@@ -262,7 +266,3 @@ def kernels_section(kernels: dict | None) -> str:
         )
         + f"<p>From each rank's torch.profiler trace (kernels/rankR.trace.json.gz beside this report).{note}</p>"
     )
-
-
-def _ms(us: float) -> str:
-    return f"{us / 1e3:.2f} ms"

@@ -48,8 +48,8 @@ def kind(name: str) -> str:
     return "compute"
 
 
-def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of intervals as sorted disjoint intervals."""
+def union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of intervals as sorted disjoint intervals (one home: the torch phases' allreduce spans too)."""
     out: list[list[float]] = []
     for a, b in sorted(spans):
         if out and a <= out[-1][1]:
@@ -59,7 +59,8 @@ def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return [(a, b) for a, b in out]
 
 
-def _length(spans) -> float:
+def length(spans) -> float:
+    """The total length of disjoint intervals."""
     return sum(b - a for a, b in spans)
 
 
@@ -190,7 +191,7 @@ def _analyze_gpu(events, steps) -> dict:
         hi = firsts[order[n + 1]] if n + 1 < len(order) else max(g["end"] for g in gpu if g["step"] == i)
         inside = [g for g in gpu if g["end"] > lo and g["ts"] < hi]
         unions = {
-            k: _union(_clip([(g["ts"], g["end"]) for g in inside if k in (None, g["kind"])], lo, hi))
+            k: union(_clip([(g["ts"], g["end"]) for g in inside if k in (None, g["kind"])], lo, hi))
             for k in (None, "compute", "comm", "memory")
         }
         busy = unions[None]
@@ -200,11 +201,11 @@ def _analyze_gpu(events, steps) -> dict:
             {
                 "step": steps[i][0],
                 "span_us": hi - lo,
-                "busy_us": _length(busy),
-                "compute_us": _length(unions["compute"]),
-                "comm_us": _length(comm),
-                "memory_us": _length(unions["memory"]),
-                "idle_us": hi - lo - _length(busy),
+                "busy_us": length(busy),
+                "compute_us": length(unions["compute"]),
+                "comm_us": length(comm),
+                "memory_us": length(unions["memory"]),
+                "idle_us": hi - lo - length(busy),
                 "idle": idle,
                 "overlapped_comm_us": _intersection(comm, unions["compute"]),
                 "kernels": sum(1 for g in gpu if g["step"] == i),
@@ -230,10 +231,10 @@ def gpu_names(gpu: list[dict]) -> dict[str, dict]:
 def temporal(gpu: list[dict]) -> dict:
     """HTA's temporal breakdown over the capture: idle, compute and non-compute µs within the span from the first
     GPU event's start to the last one's end."""
-    every = _union([(g["ts"], g["end"]) for g in gpu])
+    every = union([(g["ts"], g["end"]) for g in gpu])
     span = every[-1][1] - every[0][0]
-    compute = _length(_union([(g["ts"], g["end"]) for g in gpu if g["kind"] == "compute"]))
-    idle = span - _length(every)
+    compute = length(union([(g["ts"], g["end"]) for g in gpu if g["kind"] == "compute"]))
+    idle = span - length(every)
     return {"span_us": span, "idle_us": idle, "compute_us": compute, "non_compute_us": span - compute - idle}
 
 
@@ -265,13 +266,13 @@ def _analyze_cpu(events, steps) -> dict:
     per_step = []
     for k, lo, hi in steps:
         outer = _outermost([e for e in ops if lo <= float(e["ts"]) < hi])
-        spans = _union(_clip([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in outer], lo, hi))
-        comm = _union(_clip([(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in comm_events], lo, hi))
+        spans = union(_clip([(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in outer], lo, hi))
+        comm = union(_clip([(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in comm_events], lo, hi))
         for e in outer:
             entry = names.setdefault(str(e["name"])[:NAME_CHARS], {"count": 0, "total_us": 0.0, "kind": "compute"})
             entry["count"] += 1
             entry["total_us"] += float(e["dur"])
-        busy = _length(spans)
+        busy = length(spans)
         reduces = sorted(
             (float(e["ts"]), float(e.get("dur", 0)))
             for e in comm_events
@@ -283,7 +284,7 @@ def _analyze_cpu(events, steps) -> dict:
                 "span_us": hi - lo,
                 "busy_us": busy,
                 "compute_us": busy,
-                "comm_us": _length(comm),
+                "comm_us": length(comm),
                 "memory_us": 0.0,
                 "idle_us": hi - lo - busy,
                 "idle": {"host": 0.0, "launch": 0.0, "other": hi - lo - busy},

@@ -54,13 +54,13 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
                 "samples_per_s_n": sn,
                 "speedup": sn / s1,
                 "speedup_interval": [n * low, n * high],
-                "step_s_1": _per_step(one, "total"),
-                "step_s_n": _per_step(many, "total"),
+                "step_s_1": per_step(one, "total"),
+                "step_s_n": per_step(many, "total"),
                 "comm_s_n": allreduce,
                 "exposed_s_n": exposed,
                 "comm_source": source,
-                "backward_s_n": _per_step(many, "backward") + _per_step(many, "comm_overlapped"),
-                "host_s_1": _host_wait(one),
+                "backward_s_n": per_step(many, "backward", "comm_overlapped"),
+                "host_s_1": host_wait(one),
                 "wait_s_n": _collective_wait(many),
                 "verified": bool(one["verified"] and many["verified"]),
                 "suspect": [],
@@ -98,9 +98,10 @@ def flag_suspects(rows: list[dict], n: int) -> None:
             )
 
 
-def _per_step(report: dict, phase: str) -> float:
+def per_step(report: dict, *phases: str) -> float:
+    """Seconds per step of ``phases`` together in a run (the slowest rank's median per repeat over its steps)."""
     steps = report["result"]["steps_per_repeat"]
-    return report["timings"].get(phase, {"median": 0.0})["median"] / steps
+    return sum(report["timings"].get(p, {"median": 0.0})["median"] for p in phases) / steps
 
 
 def _allreduce(report: dict) -> tuple[float, float, str]:
@@ -113,8 +114,8 @@ def _allreduce(report: dict) -> tuple[float, float, str]:
         transfer = coll["transfer_us"] / 1e6
         overlap = statistics.median(r["overlap"] or 0.0 for r in ranks)
         return transfer, transfer * (1 - overlap), "captured kernels"
-    exposed = _per_step(report, "comm_exposed")
-    return exposed + _per_step(report, "comm_overlapped"), exposed, "marked steps"
+    exposed = per_step(report, "comm_exposed")
+    return per_step(report, "comm_exposed", "comm_overlapped"), exposed, "marked steps"
 
 
 def _collective_wait(report: dict) -> float | None:
@@ -124,13 +125,13 @@ def _collective_wait(report: dict) -> float | None:
     return statistics.median(coll["wait_us"]) / 1e6 if coll.get("matched") else None
 
 
-def _host_wait(report: dict) -> float | None:
+def host_wait(report: dict) -> float | None:
     """Seconds of a timed step the GPU waited for its host to launch work (captured steps on a GPU; else None):
     the step less the device's own captured kernels (the profiler slows the host, not the kernels)."""
     k = report.get("kernels") or {}
     if not any(r.get("steps") and r.get("device") == "gpu" for r in k.get("per_rank") or []):
         return None
-    return host_wait_timed(k, _per_step(report, "total"))
+    return host_wait_timed(k, per_step(report, "total"))
 
 
 def host_wait_timed(kernels: dict, step: float) -> float:

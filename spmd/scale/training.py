@@ -12,7 +12,7 @@ compute; a suspect point is named with the run that would settle it.
 from __future__ import annotations
 
 from ..core.units import fmt_seconds
-from .batches import host_wait_timed, pay_off_sentence, unit_words
+from .batches import host_wait, pay_off_sentence, per_step, unit_words
 
 
 def is_training(report: dict) -> bool:
@@ -58,25 +58,18 @@ def series_advice(rows: list[dict]) -> list[str]:
 def step_parts(report: dict) -> dict[str, float]:
     """Seconds per step of a run's parts (slowest rank's median per repeat over its steps): the exposed
     allreduce, data, the step's own compute, and (captured GPU runs) the GPU's wait for its host."""
-    steps = report["result"]["steps_per_repeat"]
-    t = report["timings"]
-
-    def per_step(*phases):
-        return sum(t.get(p, {"median": 0.0})["median"] for p in phases) / steps
-
     parts = {
-        "allreduce": per_step("comm_exposed"),
-        "data": per_step("data"),
-        "compute": per_step("forward", "backward", "optimizer"),
+        "allreduce": per_step(report, "comm_exposed"),
+        "data": per_step(report, "data"),
+        "compute": per_step(report, "forward", "backward", "optimizer"),
     }
-    step = report["timings"]["total"]["median"] / steps
+    step = per_step(report, "total")
     timed = sum(parts.values())
     if timed > step > 0:  # the marked steps' phases, scaled to the window, can overshoot the step: share it out
         parts = {name: v * step / timed for name, v in parts.items()}
-    k = report.get("kernels") or {}
-    ranks = [r for r in k.get("per_rank") or [] if r.get("steps") and r.get("device") == "gpu"]
-    if ranks:
-        parts["host"] = host_wait_timed(k, step)
+    host = host_wait(report)
+    if host is not None:
+        parts["host"] = host
     return parts
 
 
@@ -86,7 +79,7 @@ def limit_sentence(row_or_report: dict) -> str:
     if "timings" not in report:
         return "what limits it is not recorded"
     parts = step_parts(report)
-    step = report["timings"]["total"]["median"] / report["result"]["steps_per_repeat"]
+    step = per_step(report, "total")
     name = max(parts, key=parts.get)
     x = f"{fmt_seconds(parts[name]).strip()} of a {fmt_seconds(step).strip()} step"
     return {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -20,6 +20,15 @@ from ..measure.collectives import COLLECTIVES
 
 SCALING_MODES = ("strong", "weak")
 RUN_REPEATS = 5  # spmd run's repeats where the config gives none
+
+
+class Captured(NamedTuple):
+    """One rank's captured steps: their analysis (spmd.report.kernels), the trace as kept (gzipped; None when not
+    kept), and with ``spans`` asked (perf_counter at the first captured step, its spans for the Chrome trace)."""
+
+    analysis: dict
+    trace: bytes | None
+    drawn: Any = None
 
 
 class Workload(ABC):
@@ -134,10 +143,9 @@ class Workload(ABC):
         """Whether a run of ``cfg`` captures kernel-level traces (``captured``; their files in the report folder)."""
         return False
 
-    def captured(self, spans: bool = False):
-        """This rank's captured steps after the run: (analysis dict, gzipped trace bytes or None, and with
-        ``spans`` (perf_counter of the first captured step, its spans for the Chrome trace) or None), or None when
-        nothing was captured (spmd.report.kernels; workload torch)."""
+    def captured(self, spans: bool = False) -> Captured | None:
+        """This rank's captured steps after the run, or None when nothing was captured (spmd.report.kernels;
+        workload torch)."""
         return None
 
     @classmethod

@@ -20,26 +20,19 @@ from ...core.version import __version__
 
 
 class Capture:
-    """The profiler over steps ``first .. first + steps - 1`` of one window (``steps`` 0: nothing captured, ``why``
-    says so)."""
+    """The profiler over a window of ``steps`` + 1 steps: step 0 its warm-up, steps 1 .. ``steps`` captured."""
 
-    def __init__(self, torch, gpu: bool, steps: int, window_steps: int):
-        self.torch, self.gpu = torch, gpu
-        self.steps = steps
-        self.why = None
-        self.first = window_steps - steps  # the step before is the profiler's warm-up
+    def __init__(self, torch, gpu: bool, steps: int):
+        self.torch, self.gpu, self.steps = torch, gpu, steps
         self.prof = None
         self.trace: dict | None = None
         self.seconds = None  # wall time of the captured steps
-        self.started = 0.0
+        self.started = 0.0  # perf_counter when the first captured step's ProfilerStep opened
         self._t0 = 0.0
-        self.done = not steps
 
     def before(self, i: int) -> None:
         """Before step ``i`` of the window."""
-        if self.done:
-            return
-        if i == self.first - 1:
+        if i == 0:
             from torch.profiler import ProfilerActivity, profile, schedule
 
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.gpu else [])
@@ -52,23 +45,24 @@ class Capture:
                 profile_memory=False,
             )
             self.prof.start()
-        elif i == self.first:
+        elif i == 1:
             self._synchronize()
             self._t0 = time.perf_counter()
 
     def after(self, i: int) -> None:
         """After step ``i`` of the window."""
-        if self.prof is None or self.done:
+        if self.prof is None:
             return
-        if i == self.first + self.steps - 1:
+        last = i == self.steps
+        if last:
             self._synchronize()
             self.seconds = time.perf_counter() - self._t0
         self.prof.step()
-        if i == self.first - 1:
-            self.started = time.perf_counter()  # the first captured step's ProfilerStep opened just now
-        if i == self.first + self.steps - 1:
+        if i == 0:
+            self.started = time.perf_counter()
+        if last:
             self.prof.stop()
-            self.prof, self.done = None, True
+            self.prof = None
 
     def _synchronize(self) -> None:
         if self.gpu:
@@ -86,8 +80,7 @@ class Capture:
 
 
 def packed(trace: dict, rank: int, max_bytes: int) -> tuple[bytes | None, int]:
-    """The trace as spmd keeps it: its record first, compact JSON, gzipped (None when over ``max_bytes``), and its
-    size."""
+    """The trace as spmd keeps it: its record first, gzipped JSON (None when over ``max_bytes``), and its size."""
     head = {"spmd_version": __version__, "spmd_record": MARK, "spmd_rank": rank}
     # JSON's default separators: Holistic Trace Analysis finds a file's rank by the text '"rank": N'
     text = json.dumps({**head, **trace}, allow_nan=False, default=str)

@@ -80,7 +80,7 @@ class TorchParams:
     verify_steps: int = 2  # the first steps whose every rank's gradient is checked before the allreduce
     # torch.profiler (Kineto; CUPTI on a GPU) on this many steps after the timed repeats, on every rank: what each
     # rank's step did, kernel by kernel (report.json's kernels). Off by default: a captured step of a launch-bound
-    # model takes 3-3.6x a plain one (docs/torch.md); spmd run/scale --capture N turns it on
+    # model takes several times a plain one (docs/torch.md measures it); spmd run/scale --capture N turns it on
     capture_steps: int = 0
     capture_max_mb: float = 32.0  # a rank's captured trace kept (gzipped, report folder) up to this size
     seed: int = 0

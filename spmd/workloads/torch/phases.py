@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import time
 
+from ...report.kernels import length, union
+
 PHASES = ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step")
 
 
@@ -89,13 +91,13 @@ class StepMarks:
         if spans:
             compute_done = max(a for a, _ in spans)
             exposed = max(0.0, marks[f"b{k - 1}"] - max(compute_done, marks[f"f{k - 1}"]))
-        union = _union(spans)
+        overlapped = length(union(spans))  # allreduces queued behind each other count once
         return {
             "data": data,
             "forward": forward,
             "backward": max(0.0, backward - exposed),
             "comm_exposed": exposed,
-            "comm_overlapped": max(0.0, union - exposed),
+            "comm_overlapped": max(0.0, overlapped - exposed),
             "optimizer": marks["o"] - marks[f"b{k - 1}"],
             "step": marks["o"],
         }
@@ -133,14 +135,3 @@ class StepMarks:
             "marks": {name: round(v * 1e6, 1) for name, v in sorted(marks.items(), key=lambda kv: kv[1])},
             "allreduce": [[round(a * 1e6, 1), round(b * 1e6, 1)] for a, b in spans],
         }
-
-
-def _union(spans: list[tuple[float, float]]) -> float:
-    """The length of the union of sorted intervals (allreduces queued behind each other count once)."""
-    total, end = 0.0, float("-inf")
-    for a, b in spans:
-        if b <= end:
-            continue
-        total += b - max(a, end)
-        end = b
-    return total

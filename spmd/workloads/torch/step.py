@@ -291,8 +291,7 @@ class Stepper:
             x, y = self.batches.take(rows_all if k == 1 else rows_all[j * b : (j + 1) * b])
             mark(f"d{j}")
             if j == 0 and not self.graph_mode:
-                faults.at("compute")
-                self.extra.run(faults.extra_work())
+                self._enter_compute()
             if self.reseed and not self.graph_mode:  # costly on a GPU: only for models that draw random numbers
                 torch.manual_seed(micro_seed(self.params.seed, self.step, self.ctx.rank, j))
             with ddp.no_sync() if j < k - 1 else contextlib.nullcontext():
@@ -303,6 +302,11 @@ class Stepper:
                 mark(f"b{j}")
             total = loss.detach() if total is None else total + loss.detach()
         return total
+
+    def _enter_compute(self) -> None:
+        """SPMD_FAULT's compute phase, entered once a step, and a ``work`` fault's extra device work."""
+        faults.at("compute")
+        self.extra.run(faults.extra_work())
 
     def _forward(self, forward, x):
         try:
@@ -336,8 +340,7 @@ class Stepper:
                 if marks is not None:
                     marks.mark("s")
                 faults.at("data")  # a replay runs no Python: the step's host delays come before it
-                faults.at("compute")
-                self.extra.run(faults.extra_work())
+                self._enter_compute()
                 self.graph.replay()
                 if marks is not None:
                     marks.mark("o")

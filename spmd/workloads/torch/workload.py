@@ -26,6 +26,7 @@ from ...core.units import fmt_bytes
 from ...io.hdf5 import Piece, RankInput, open_h5
 from ...io.reader import RowReader
 from ...report.kernels import analyze, timeline_spans
+from ..base import Captured
 from ..training.base import TrainingWorkload
 from ..training.checks import require_finite_losses
 from ..training.data import Sampler
@@ -324,7 +325,7 @@ class TorchWorkload(TrainingWorkload):
         steps = p.capture_steps + 1
         st.load_window(self.sampler.window(st.step, steps))
         slots, st.slots = st.slots, []
-        self.capture = st.profiler = Capture(self.torch, self.ctx.device == "gpu", p.capture_steps, steps)
+        self.capture = st.profiler = Capture(self.torch, self.ctx.device == "gpu", p.capture_steps)
         try:
             st.run_window(steps, None)
         finally:
@@ -404,16 +405,15 @@ class TorchWorkload(TrainingWorkload):
     def captures(cls, cfg) -> bool:
         return cfg.params.capture_steps > 0
 
-    def captured(self, spans: bool = False):
-        """This rank's captured steps: their analysis (spmd.report.kernels) with what capturing them cost, the
-        trace as kept (gzipped; None over params.capture_max_mb), and with ``spans`` the captured steps for the
-        Chrome trace (perf_counter at the first one, its spans)."""
+    def captured(self, spans: bool = False) -> Captured | None:
+        """This rank's captured steps (base.Captured): their analysis with what capturing them cost, the trace as
+        kept (None over params.capture_max_mb), and with ``spans`` the captured steps for the Chrome trace."""
         p, c = self.params, self.capture
         if not p.capture_steps:
             return None
         if c is None or c.trace is None:
-            why = "no step was captured" if c is None else c.why or "the profiler returned no trace"
-            return {"steps": 0, "why": why}, None, None
+            why = "no step was captured" if c is None else "the profiler returned no trace"
+            return Captured({"steps": 0, "why": why}, None)
         gpu = self.ctx.device == "gpu"
         try:
             analysis = analyze(c.trace, gpu)
@@ -428,7 +428,7 @@ class TorchWorkload(TrainingWorkload):
             "trace_bytes": size,
             "kept": data is not None,
         }
-        return analysis, data, drawn
+        return Captured(analysis, data, drawn)
 
     def _buckets(self) -> list[int]:
         """DDP's gradient buckets in bytes: as the hook saw them, else from DDP's logging data."""
