@@ -148,6 +148,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     render.set_defaults(command_name="report_render")
 
+    pred = sub.add_parser(
+        "predict",
+        help="a sweep's model on machines it did not run on: more GPUs, more nodes, other links (no MPI launch)",
+    )
+    pred.add_argument("scaling", metavar="SCALING_JSON", help="the scaling.json of a sweep (spmd scale wrote it)")
+    pred.add_argument(
+        "--target",
+        action="append",
+        metavar="TARGET",
+        help="a machine: a YAML file or key=value,... (keys gpus_per_node, nodes, links, intra, inter, nics, name; "
+        "docs/scaling.md); repeat for several",
+    )
+    pred.add_argument(
+        "--measured",
+        action="append",
+        metavar="REPORT",
+        help="a report.json measured on the target: the prediction beside it, with its error (repeatable)",
+    )
+    pred.add_argument("--out", metavar="DIR", help="where the report with its 'on other machines' goes "
+                      "(default: the folder of SCALING_JSON)")
+    pred.add_argument("-q", "--quiet", action="store_true", help="no table")
+    pred.set_defaults(command_name="predict")
+
     bench = sub.add_parser("bench", help="benchmarks under mpiexec: bench comm, bench io")
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     comm = bsub.add_parser("comm", help="collectives over nccl / mpi / mpi-cuda, checked, in nccl-tests' units")
@@ -189,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     comm.add_argument("--iters", type=int, default=20, help="timed calls per size; the median is reported (default 20)")
     comm.add_argument("--warmup", type=int, default=5, help="untimed calls per size before them (default 5)")
     comm.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    comm.add_argument(
+        "--links",
+        action="store_true",
+        help="measure the machine's links for spmd predict: the allreduce inside each node and over every rank "
+        "(--json FILE is the target's `links`)",
+    )
     comm.set_defaults(command_name="bench_comm")
     bio = with_config(
         bsub.add_parser(

@@ -10,7 +10,7 @@ def cmd_bench_comm(args) -> int:
     from ..core.errors import ConfigError, VerificationError
     from ..core.files import write_json_atomic
     from ..core.runtime import Context
-    from ..measure.comm import bench_comm, format_tables, size_series
+    from ..measure.comm import bench_comm, bench_links, format_links, format_tables, size_series
 
     def check():
         if args.iters < 1 or args.warmup < 0:
@@ -24,6 +24,17 @@ def cmd_bench_comm(args) -> int:
         size_list = ctx.agree(check)
         ctx.agree(require_outputs, args.json, root_only=True)
         ctx.bind_device(args.device)
+        if args.links:  # the links a prediction for this machine needs (spmd predict's target key links)
+            if args.backend == "all":
+                raise ctx.collective_error(ConfigError, 0, "--links measures one backend: name it or leave auto")
+            result = bench_links(ctx, args.backend, size_list, args.dtype, args.iters, args.warmup)
+            if ctx.rank == 0:
+                print(format_links(result), end="", flush=True)
+            if args.json:
+                ctx.agree(lambda: write_json_atomic(args.json, result), root_only=True)
+            if result["wrong"]:
+                raise ctx.collective_error(VerificationError, 0, f"{result['wrong']} element(s) wrong in allreduce")
+            return 0
         backends = list(COMM_BACKENDS) if args.backend == "all" else [args.backend]
         result = bench_comm(
             ctx, args.op, backends, size_list, args.dtype, args.iters, args.warmup, explicit=args.backend != "all"

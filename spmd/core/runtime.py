@@ -50,7 +50,8 @@ class Context:
         self.comm = watched((comm or MPI.COMM_WORLD).Dup())
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        self.host = MPI.Get_processor_name()
+        # SPMD_HOST: the node a rank counts as (hosts emulated on one machine, as NCCL_HOSTID tells NCCL)
+        self.host = os.environ.get("SPMD_HOST") or MPI.Get_processor_name()
         self.hosts = self.comm.allgather(self.host)
         # One watchdog per process, over the whole launch (the CLI asks for it; see spmd.core.watchdog)
         self.owns_watchdog = (

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..comm.factory import open_communicator
+import numpy as np
+
+from ..comm.factory import open_communicator, open_subcommunicator
 from ..core.errors import BackendUnavailable
 from ..core.units import fmt_bytes
 from .collectives import COLLECTIVES, algbw_busbw, measure
@@ -62,6 +64,65 @@ def bench_comm(
         "skipped": skipped,
         "wrong": sum(r["wrong"] for rows in results.values() for r in rows),
     }
+
+
+def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, warmup: int) -> dict:
+    """The links a machine's collectives run over, for ``spmd predict``: the allreduce at every size inside each
+    node (its ranks alone, every node at once, as a job's rings run) and over every rank (across the nodes)."""
+    hosts = sorted(set(ctx.hosts))
+    per_node = [ctx.hosts.count(h) for h in hosts]
+    comm = open_communicator(ctx, backend)
+    levels = {}
+    node = open_subcommunicator(ctx, comm, hosts.index(ctx.host), ctx.rank)
+    for name, group in (("intra", node if min(per_node) > 1 else None), ("world", comm if len(hosts) > 1 else None)):
+        if group is None:
+            continue
+        measure(group, ctx.xp, "allreduce", min(WARM_BYTES, max(sizes)), dtype, iters=None, target_s=WARM_SECONDS)
+        rows = []
+        for size in sizes:
+            m = measure(group, ctx.xp, "allreduce", size, dtype, iters=iters, warmup=warmup)
+            rows.append({"bytes": m["size"], "seconds": m["seconds"], "wrong": m["wrong"]})
+        # every node's ranks timed their own ring: the slowest node's time is the level's, every node's errors count
+        for row in rows:
+            both = np.array([row["seconds"], row["wrong"] if name == "intra" and group.rank == 0 else 0.0])
+            ctx.allreduce_host(both[:1], op="max")
+            ctx.allreduce_host(both[1:], op="sum")
+            row["seconds"] = float(both[0])
+            row["wrong"] = int(both[1]) if name == "intra" else row["wrong"]
+        levels[name] = {"ranks": group.size, "rows": rows}
+    node.close()
+    comm.close()
+    return {
+        "kind": "links",
+        "backend": comm.name,
+        "device": ctx.device,
+        "dtype": dtype,
+        "ranks": ctx.size,
+        "nodes": len(hosts),
+        "ranks_per_node": max(per_node),
+        "uneven": len(set(per_node)) > 1,
+        "levels": levels,
+        "wrong": sum(r["wrong"] for level in levels.values() for r in level["rows"]),
+    }
+
+
+def format_links(links: dict) -> str:
+    """The measured levels, one line per size: time and bus bandwidth inside a node and across nodes."""
+    from .collectives import algbw_busbw
+
+    lines = [
+        f"# spmd bench comm --links: allreduce over {links['backend']}, {links['ranks']} rank(s) on "
+        f"{links['nodes']} node(s), {links['ranks_per_node']} a node"
+    ]
+    for name, level in links["levels"].items():
+        lines.append(f"# {'inside a node' if name == 'intra' else 'over every rank'}: {level['ranks']} rank(s)")
+        lines.append(f"#{'size':>11} {'time':>10} {'busbw':>8} {'#wrong':>6}")
+        for r in level["rows"]:
+            busbw = algbw_busbw("allreduce", level["ranks"], r["bytes"], r["seconds"])[1]
+            lines.append(f"{r['bytes']:>12} {r['seconds'] * 1e6:>10.2f} {busbw / 1e9:>8.3f} {r['wrong']:>6}")
+    if not links["levels"]:
+        lines.append("# one rank a node on one node: no link to measure")
+    return "\n".join(lines) + "\n"
 
 
 def format_tables(bench: dict) -> str:

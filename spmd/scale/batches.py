@@ -46,7 +46,7 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
             continue
         s1, sn = one["metrics"]["samples_per_s"], many["metrics"]["samples_per_s"]
         low, high = ratio_interval(time_interval(one), time_interval(many))  # samples/s go as 1 / time
-        allreduce, exposed, source = _allreduce(many)
+        allreduce, exposed, source = allreduce_seen(many)
         rows.append(
             {
                 "batch": b,
@@ -104,7 +104,7 @@ def per_step(report: dict, *phases: str) -> float:
     return sum(report["timings"].get(p, {"median": 0.0})["median"] for p in phases) / steps
 
 
-def _allreduce(report: dict) -> tuple[float, float, str]:
+def allreduce_seen(report: dict) -> tuple[float, float, str]:
     """(the allreduce's seconds per step, its exposed part, where they come from): the captured NCCL (or gloo)
     kernels' transfer and their overlap with compute where the run captured steps, else the marked steps."""
     k = report.get("kernels") or {}

@@ -16,7 +16,12 @@ def render_plots(scaling: dict) -> dict[str, bytes]:
     if not available():
         return {}
     series = scaling["series"]
-    out = {"speedup.png": _speedup(series), "efficiency.png": _efficiency(series), "phases.png": _phases(series)}
+    others = scaling.get("other_machines") or []
+    out = {
+        "speedup.png": _speedup(series, others),
+        "efficiency.png": _efficiency(series, others),
+        "phases.png": _phases(series),
+    }
     if scaling.get("model") and not scaling.get("training"):  # the array model's problem bytes: not a training job's
         out["model.png"] = _model(scaling)
     return out
@@ -78,28 +83,47 @@ def _series(ax, rows: list[dict], key: str, scale: float, label: str, mode: str)
         ax.plot(x, y, label=label, **STYLES.get(mode, {}))
 
 
-def _speedup(series: dict) -> bytes:
-    fig, ax = _figure("Speedup (bars: intervals)")
-    ranks = sorted({row["ranks"] for rows in series.values() for row in rows})
+PREDICTED = {"marker": "D", "markersize": 8, "markerfacecolor": "none", "linestyle": "none"}
+
+
+def _predicted(ax, others: list[dict], key: str, scale: float) -> None:
+    """The predicted points of ``spmd predict`` (hollow diamonds, labelled as predicted), per target and series."""
+    for p in others:
+        for mode in sorted({r["mode"] for r in p["rows"]}):
+            rows = [r for r in p["rows"] if r["mode"] == mode and r[key] is not None]
+            if rows:
+                label = f"predicted: {p['target']['name']}, {mode}"
+                ax.plot([r["ranks"] for r in rows], [scale * r[key] for r in rows], label=label, **PREDICTED)
+
+
+def _all_ranks(series: dict, others: list[dict]) -> list[int]:
+    return sorted({row["ranks"] for rows in series.values() for row in rows} | {r["ranks"] for p in others for r in p["rows"]})
+
+
+def _speedup(series: dict, others: list[dict] = ()) -> bytes:
+    fig, ax = _figure("Speedup (bars: intervals; diamonds: predicted)" if others else "Speedup (bars: intervals)")
+    ranks = _all_ranks(series, others)
     n0 = ranks[0]
     ax.plot(ranks, [n / n0 for n in ranks], "k:", label="ideal")
     for mode, rows in series.items():
         label = "strong (fixed problem)" if mode == "strong" else "weak (scaled speedup)"
         _series(ax, rows, "speedup", 1.0, label, mode)
         _mark_suspect(ax, rows, lambda r: r["ranks"], lambda r: r["speedup"])
+    _predicted(ax, others, "speedup", 1.0)
     _ranks_axis(ax, ranks)
     ax.set_ylabel(f"speedup over {n0} rank(s) (x)")
     ax.legend()
     return png_bytes(fig)
 
 
-def _efficiency(series: dict) -> bytes:
-    fig, ax = _figure("Parallel efficiency (bars: intervals)")
-    ranks = sorted({row["ranks"] for rows in series.values() for row in rows})
+def _efficiency(series: dict, others: list[dict] = ()) -> bytes:
+    fig, ax = _figure("Parallel efficiency (bars: intervals)" + ("; diamonds: predicted" if others else ""))
+    ranks = _all_ranks(series, others)
     ax.axhline(100, color="k", linestyle=":", label="ideal")
     for mode, rows in series.items():
         _series(ax, rows, "efficiency", 100.0, mode, mode)
         _mark_suspect(ax, rows, lambda r: r["ranks"], lambda r: 100 * r["efficiency"])
+    _predicted(ax, others, "efficiency", 100.0)
     _ranks_axis(ax, ranks)
     ax.set_ylabel("efficiency (%)")
     ax.set_ylim(bottom=0)

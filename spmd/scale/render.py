@@ -99,6 +99,7 @@ def tables(scaling: dict) -> list[Table]:
     )
     out += rank_tables(scaling)
     out += batch_tables(scaling.get("batch_sweep"))
+    out += other_machine_tables(scaling.get("other_machines"))
     model = scaling.get("model")
     if model and not scaling.get("training"):  # a training job's answer is the step model (batch_tables)
         out.append(
@@ -182,6 +183,50 @@ def tables(scaling: dict) -> list[Table]:
                     [str(e["ranks"]), fmt_bytes(e["bytes_per_rank"]) if e["status"] == "above" else e["status"]]
                     for e in pred["break_even"]
                 ],
+            )
+        )
+    return out
+
+
+def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
+    """On other machines (``spmd predict``): per target, the predicted runs, measured ones beside them, the
+    break-even and what the prediction rests on."""
+    from .predict import break_even_words
+
+    out = []
+    for p in predictions or []:
+        t = p["target"]
+        checked = {(c["mode"], c["ranks"]): c for c in p.get("checked") or []}
+        links = "; ".join(
+            f"{level}: {fmt_seconds(link['latency_s'])} a step, {link['busbw_Bps'] / 1e9:.3g} GB/s bus bandwidth "
+            f"({link['source']})"
+            for level, link in (("inside a node", t["intra"]), ("between nodes", t["inter"]))
+            if link
+        )
+        rows = []
+        for r in p["rows"]:
+            c = checked.get((r["mode"], r["ranks"]))
+            rows.append(
+                [
+                    r["mode"],
+                    str(r["ranks"]),
+                    str(r["nodes"]),
+                    f"{fmt_seconds(r['predicted_s'])} ({fmt_seconds(r['interval'][0])} - {fmt_seconds(r['interval'][1])})",
+                    "-" if r["speedup"] is None else f"{r['speedup']:.2f}x",
+                    _pct(r["efficiency"]),
+                    fmt_seconds(r["comm_s"]),
+                    fmt_seconds(c["measured_s"]) if c else "-",
+                    f"{c['error']:+.1%}" if c else "-",
+                ]
+            )
+        rows += [["break-even", str(e["ranks"]), str(e["nodes"]), break_even_words(e), "", "", "", "", ""] for e in p["break_even"]]
+        rows += [["note", "", "", n, "", "", "", "", ""] for n in [links, *p["notes"]] if n]
+        out.append(
+            Table(
+                f"On other machines: {t['name']} (predicted, {t['gpus_per_node']} a node)",
+                ["series", "ranks", "nodes", "time / repeat (interval)", "speedup", "efficiency", "collectives",
+                 "measured", "error"],
+                rows,
             )
         )
     return out

@@ -155,9 +155,12 @@ def scaled_ops(model: dict, ranks: int, problem_bytes: float) -> list[dict]:
     ]
 
 
-def predict(model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None) -> dict:
+def predict(
+    model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None, collectives=None
+) -> dict:
     """Predicted seconds per phase and ``total`` for ``ranks`` ranks on ``problem_bytes``, ``node_ranks`` of them
-    on the busiest node (default: as many as the node's GPUs or cores hold, ``ranks_on_a_node``)."""
+    on the busiest node (default: as many as the node's GPUs or cores hold, ``ranks_on_a_node``);
+    ``collectives(ranks, ops)`` prices the collectives on another machine (default: the sweep's alpha-beta)."""
     share = problem_bytes / ranks
     k = node_ranks or ranks_on_a_node(model, ranks)
     # a fitted line with a negative intercept would predict negative time for a small share: no phase takes less
@@ -166,10 +169,9 @@ def predict(model: dict, ranks: int, problem_bytes: float, node_ranks: int | Non
         p: max(0.0, f["intercept_s"] + share * (f["seconds_per_byte"] + (k - 1) * f.get("node_seconds_per_byte", 0.0)))
         for p, f in model["local"].items()
     }
-    phases["comm"] = max(
-        0.0,
-        model["comm"]["overhead_s"] + collectives_time(model["comm"], ranks, scaled_ops(model, ranks, problem_bytes)),
-    )
+    ops = scaled_ops(model, ranks, problem_bytes)
+    priced = collectives(ranks, ops) if collectives else collectives_time(model["comm"], ranks, ops)
+    phases["comm"] = max(0.0, model["comm"]["overhead_s"] + priced)
     phases["total"] = max(sum(phases.values()) + model["gap_s"], sum(phases.values()))
     return phases
 
@@ -306,8 +308,9 @@ def best_ranks(model: dict, problem_bytes: float, candidates: list[int]) -> dict
     return {"problem_bytes": problem_bytes, "best_ranks": best["ranks"], "by_ranks": table}
 
 
-def break_even(model: dict, ranks: int) -> dict:
-    """The smallest bytes per rank above which ``ranks`` ranks beat one on the same problem.
+def break_even(model: dict, ranks: int, node_ranks: int | None = None, collectives=None) -> dict:
+    """The smallest bytes per rank above which ``ranks`` ranks beat one on the same problem (``node_ranks``,
+    ``collectives``: on another machine, as ``predict``).
 
     Returns:
         {'ranks', 'status': 'above' | 'always' | 'never', 'bytes_per_rank'}.
@@ -315,7 +318,8 @@ def break_even(model: dict, ranks: int) -> dict:
 
     def gain(share: float) -> float:  # > 0 when n ranks are faster than one
         total = share * ranks
-        return predict(model, 1, total)["total"] - predict(model, ranks, total)["total"]
+        one = predict(model, 1, total, 1, collectives)["total"]
+        return one - predict(model, ranks, total, node_ranks, collectives)["total"]
 
     grid = np.logspace(0, np.log2(MAX_SHARE_BYTES), 201, base=2.0)
     wins = [gain(s) > 0 for s in grid]

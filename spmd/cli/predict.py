@@ -1,0 +1,36 @@
+"""``spmd predict SCALING.json --target T``: the sweep's model on machines it did not run on (no MPI launch)."""
+
+from __future__ import annotations
+
+from ..core.errors import one_line
+from .scale import note_no_plots
+
+
+def cmd_predict(args) -> int:
+    from pathlib import Path
+
+    from ..core.errors import ConfigError
+    from ..report.schema import check_scaling, read_json
+    from ..scale.machines import read_target
+    from ..scale.predict import check_against, format_prediction, measured_run, predict_machine
+    from ..scale.render import require_scaling_outputs, write_scaling
+
+    scaling = check_scaling(read_json(args.scaling, "a scaling.json"), args.scaling)
+    if not args.target:
+        raise ConfigError("--target: name at least one machine (a YAML file or key=value,...)")
+    machines = [read_target(spec) for spec in args.target]
+    measured = [measured_run(path) for path in args.measured or []]
+    out = Path(args.out or Path(args.scaling).parent)
+    require_scaling_outputs(out)
+    predictions = []
+    for machine in machines:
+        p = predict_machine(scaling, machine)
+        p["checked"] = check_against(p, measured)
+        predictions.append(p)
+    scaling = {**scaling, "other_machines": predictions}
+    paths = write_scaling(scaling, out)
+    if not args.quiet:
+        print(format_prediction(scaling), flush=True)
+        print(f"wrote {len(paths)} file(s) to {one_line(out)}: " + ", ".join(p.name for p in paths), flush=True)
+    note_no_plots()
+    return 0

@@ -1,0 +1,181 @@
+"""The machine a prediction is for: GPUs (or ranks) per node, node counts, and the links inside and between
+nodes, measured there (``spmd bench comm --links``) or named by a preset (docs/scaling.md: figures, sources).
+
+A target is a YAML file or an inline ``key=value,key=value`` list with the keys of TARGET_KEYS; anything else,
+a wrong type or an impossible value is a ConfigError (exit 2) naming the key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.config import parse_yaml, read_config_text
+from ..core.errors import ConfigError, brief, one_line
+from .links import Link, fit_inter, fit_link
+
+NCCL_TUNING = "NCCL's tuning model (src/graph/tuning.cc): ring step latency of its LL protocol"
+# name -> (GB/s of a link per direction, latency per ring step in us, where the figures come from)
+INTRA_PRESETS = {
+    "nvlink3": (300.0, 0.47, "A100 SXM: 12 NVLink3 links x 25 GB/s each way (NVIDIA A100 datasheet); " + NCCL_TUNING),
+    "nvlink4": (450.0, 0.47, "H100/H200 SXM: 18 NVLink4 links x 25 GB/s each way (NVIDIA H100 datasheet); " + NCCL_TUNING),
+    "nvlink5": (900.0, 0.47, "B200: 18 NVLink5 links x 50 GB/s each way (NVIDIA Blackwell datasheet); " + NCCL_TUNING),
+    "pcie4": (31.5, 1.0, "PCIe Gen4 x16: 16 GT/s x 16 lanes, 128b/130b, each way (PCI-SIG); " + NCCL_TUNING),
+    "pcie5": (63.0, 1.0, "PCIe Gen5 x16: 32 GT/s x 16 lanes, 128b/130b, each way (PCI-SIG); " + NCCL_TUNING),
+}
+INTER_PRESETS = {  # per NIC; ``nics`` per node multiply the bandwidth
+    "ib-hdr": (25.0, 2.7, "InfiniBand HDR: 200 Gb/s per port (IBTA); " + NCCL_TUNING),
+    "ib-ndr": (50.0, 2.7, "InfiniBand NDR: 400 Gb/s per port (IBTA); " + NCCL_TUNING),
+    "eth-100g": (12.5, 2.7, "100 Gb Ethernet (IEEE 802.3); " + NCCL_TUNING),
+    "eth-200g": (25.0, 2.7, "200 Gb Ethernet (IEEE 802.3); " + NCCL_TUNING),
+    "eth-400g": (50.0, 2.7, "400 Gb Ethernet (IEEE 802.3); " + NCCL_TUNING),
+}
+TARGET_KEYS = {
+    "name": "what the target is called in the report (default: built from the other keys)",
+    "gpus_per_node": "ranks on each node: its GPUs (on CPUs, the ranks a node runs)",
+    "nodes": "a node count or a list of them",
+    "links": "a file `spmd bench comm --links --json FILE` wrote on the target: both levels as measured there",
+    "intra": "a preset for the links inside a node, or {busbw_GBps, latency_us}",
+    "inter": "a preset for the links between nodes (per NIC), or {busbw_GBps, latency_us}",
+    "nics": "NICs per node that the inter preset's bandwidth is multiplied by (default 1)",
+}
+MAX_NODES = 1 << 16
+
+
+@dataclass
+class Machine:
+    """A target: ``gpus_per_node`` ranks on each of ``nodes`` nodes (a list of counts), over ``intra`` / ``inter``."""
+
+    name: str
+    gpus_per_node: int
+    nodes: list[int]
+    intra: Link | None
+    inter: Link | None
+    backend: str | None = None  # the communicator the links were measured over (None: a preset)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "gpus_per_node": self.gpus_per_node,
+            "nodes": self.nodes,
+            "intra": self.intra.to_dict() if self.intra else None,
+            "inter": self.inter.to_dict() if self.inter else None,
+            "backend": self.backend,
+        }
+
+
+def read_target(spec: str) -> Machine:
+    """A Machine from a YAML file's path or an inline ``key=value,...`` list."""
+    if "=" in spec and not Path(spec).exists():
+        raw: dict = {}
+        for item in re.split(r",(?=\s*\w+=)", spec):  # a comma inside a value (nodes=[1,2]) stays
+            key, eq, value = item.partition("=")
+            if not eq:
+                raise ConfigError(f"target {one_line(spec)!s}: expected key=value, got {brief(item)}")
+            raw[key.strip()] = parse_yaml(value, f"target key {key.strip()}")
+        where = "target"
+    else:
+        raw = parse_yaml(read_config_text(spec), f"target {spec}")
+        where = f"target {one_line(spec)}"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping of keys ({', '.join(TARGET_KEYS)})")
+    return machine_from_dict(raw, where, base=Path(spec).parent if "=" not in spec else Path("."))
+
+
+def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) -> Machine:
+    unknown = [k for k in raw if k not in TARGET_KEYS]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {brief(unknown[0])} (known: {', '.join(TARGET_KEYS)})")
+    nodes = raw.get("nodes", 1)
+    nodes = nodes if isinstance(nodes, list) else [nodes]
+    if not nodes or not all(_count(n) and n <= MAX_NODES for n in nodes):
+        raise ConfigError(f"{where}: key nodes: whole numbers from 1 to {MAX_NODES}, got {brief(raw.get('nodes'))}")
+    intra = inter = None
+    backend = None
+    notes = []
+    if "links" in raw:
+        if not isinstance(raw["links"], str):
+            raise ConfigError(f"{where}: key links: a file name, got {brief(raw['links'])}")
+        measured = read_links(base / raw["links"] if not Path(raw["links"]).is_absolute() else Path(raw["links"]))
+        intra, inter, backend = measured["intra"], measured["inter"], measured["backend"]
+        per_node = measured["gpus_per_node"]
+        notes.append(f"links measured by spmd bench comm over {backend} on {measured['ranks']} rank(s)")
+    else:
+        per_node = None
+    per_node = raw.get("gpus_per_node", per_node)
+    if not _count(per_node) or per_node > MAX_NODES:
+        raise ConfigError(f"{where}: key gpus_per_node: a whole number from 1, got {brief(raw.get('gpus_per_node'))}")
+    nics = raw.get("nics", 1)
+    if not _count(nics) or nics > 64:
+        raise ConfigError(f"{where}: key nics: a whole number from 1 to 64, got {brief(nics)}")
+    if "intra" in raw:
+        intra = _link(raw["intra"], INTRA_PRESETS, 1, where, "intra")
+    if "inter" in raw:
+        inter = _link(raw["inter"], INTER_PRESETS, nics, where, "inter")
+    if per_node > 1 and intra is None:
+        raise ConfigError(f"{where}: key intra: {per_node} GPUs a node need their links (a preset or `links`)")
+    if max(nodes) > 1 and inter is None:
+        raise ConfigError(f"{where}: key inter: {max(nodes)} nodes need the links between them (a preset or `links`)")
+    name = raw.get("name")
+    if name is not None and not isinstance(name, str):
+        raise ConfigError(f"{where}: key name: text, got {brief(name)}")
+    if name is None:
+        over = [raw.get("intra") if isinstance(raw.get("intra"), str) else None]
+        over += [f"{nics}x {raw['inter']}" if isinstance(raw.get("inter"), str) else None]
+        label = " + ".join(x for x in over if x) or ("measured links" if "links" in raw else "given links")
+        name = label
+    return Machine(one_line(name)[:120], per_node, sorted(set(nodes)), intra, inter, backend, notes)
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _link(value, presets: dict, nics: int, where: str, key: str) -> Link:
+    if isinstance(value, str):
+        if value not in presets:
+            raise ConfigError(f"{where}: key {key}: unknown preset {brief(value)} (one of {', '.join(presets)})")
+        gbps, latency_us, source = presets[value]
+        return Link(latency_us * 1e-6, gbps * nics * 1e9, f"preset {value}" + (f" x {nics}" if nics > 1 else "") + f": {source}")
+    if isinstance(value, dict):
+        extra = [k for k in value if k not in ("busbw_GBps", "latency_us")]
+        if extra:
+            raise ConfigError(f"{where}: key {key}.{brief(extra[0])}: unknown (known: busbw_GBps, latency_us)")
+        bw, lat = value.get("busbw_GBps"), value.get("latency_us", 0.0)
+        if not _positive(bw) or not (_positive(lat) or lat == 0):
+            raise ConfigError(f"{where}: key {key}: busbw_GBps > 0 and latency_us >= 0, got {brief(value)}")
+        return Link(float(lat) * 1e-6, float(bw) * 1e9, "given in the target")
+    raise ConfigError(f"{where}: key {key}: a preset name or {{busbw_GBps, latency_us}}, got {brief(value)}")
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def read_links(path: Path) -> dict:
+    """{'intra', 'inter' (Links or None), 'gpus_per_node', 'ranks', 'backend'} from a ``spmd bench comm
+    --links`` file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"target key links: cannot read {one_line(path)}: {one_line(exc)[:200]}") from None
+    if not isinstance(data, dict) or data.get("kind") != "links":
+        raise ConfigError(f"target key links: {one_line(path)} is not a file `spmd bench comm --links` wrote")
+    return links_from_bench(data)
+
+
+def links_from_bench(data: dict) -> dict:
+    """The links a ``--links`` measurement implies: inside a node fitted to its node-local allreduce; between
+    nodes to the allreduce over every rank, less its steps inside the nodes."""
+    levels, per_node, ranks = data["levels"], data["ranks_per_node"], data["ranks"]
+    where = f"{data['backend']} on {data['device']}"
+    intra = inter = None
+    if "intra" in levels:
+        intra = fit_link(levels["intra"]["rows"], levels["intra"]["ranks"], f"measured inside a node ({where})")
+    if "world" in levels and data["nodes"] > 1:
+        inter = fit_inter(levels["world"]["rows"], ranks, per_node, intra, f"measured between nodes ({where})")
+    return {"intra": intra, "inter": inter, "gpus_per_node": per_node, "ranks": ranks, "backend": data["backend"]}

@@ -1,0 +1,275 @@
+"""``spmd predict``: a sweep's fitted model carried to a machine it did not run on (``machines.Machine``).
+
+What stays: each local phase's fit against bytes per rank (the same device does the same work per byte), the
+node term with the target's ranks a node, the comm phase's fixed overhead and a repeat's gap. What changes: the
+collectives, priced on the target's links as NCCL runs them (``links.collective_seconds``). A training job
+(torch, train) hides its gradients' allreduce behind backward: there the exposed part is what the target's
+allreduce K leaves beyond the share phi of backward that the sweep saw hide it, ``max(0, K - phi x backward)``.
+
+Each prediction carries an interval: the fitted runs' own measurement intervals and the model's misfit at them
+for the local part, the link fit's misfit to its measured sizes for the collectives (a preset's nominal figures
+carry none: the table says so).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from ..core.errors import ConfigError
+from .batches import allreduce_seen
+from .links import collective_seconds
+from .machines import Machine
+from .scaling_model import measured, predict
+
+MAX_BATCH = 1 << 20
+
+
+def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = None) -> dict:
+    """{'target', 'rows', 'break_even', 'notes'}: the sweep's modes at every node count of ``machine``."""
+    model = scaling.get("model")
+    if not model:
+        raise ConfigError("the sweep has no fitted model (it needs two sizes measured): nothing to predict from")
+    if machine.backend and machine.backend != scaling["comm"]:
+        raise ConfigError(
+            f"target key links: measured over {machine.backend}, the sweep ran {scaling['comm']}: measure the "
+            f"target's links over {scaling['comm']} (spmd bench comm --links --backend {scaling['comm']})"
+        )
+    g = machine.gpus_per_node
+
+    def collectives(ranks: int, ops: list[dict]) -> float:
+        return sum(
+            o.get("calls", 1) * collective_seconds(o["op"], o["bytes"], ranks, g, machine.intra, machine.inter)
+            for o in ops
+        )
+
+    training = bool(scaling.get("training"))
+    hide = hidden_share(scaling) if training else None
+    local_u = local_uncertainty(scaling, model)
+    comm_u = {"intra": _misfit(machine.intra), "inter": _misfit(machine.inter)}
+    rows = []
+    for mode, series in scaling["series"].items():
+        base = series[0]
+        run = _run(scaling, mode, base["ranks"])
+        share = run["report"]["problem"]["bytes"] / base["ranks"]
+        for nodes in machine.nodes:
+            ranks = g * nodes
+            problem = share * base["ranks"] if mode == "strong" else share * ranks
+            phases = predict(model, ranks, problem, g, collectives)
+            comm = phases["comm"]
+            if training:
+                phases = _training_phases(model, phases, ranks, problem, collectives, hide)
+                comm = phases["comm"] + phases.get("comm_overlapped", 0.0)
+            total = phases["total"]
+            comm_level = comm_u["inter"] if nodes > 1 else comm_u["intra"]
+            half = math.hypot(local_u * (total - comm), comm_level * comm)
+            # against the sweep's one rank: strong, the same problem; weak, samples (bytes) per second
+            ratio = base["time"] / total if base["ranks"] == 1 and total > 0 else None
+            speedup = None if ratio is None else (ratio if mode == "strong" else ratio * ranks)
+            rows.append(
+                {
+                    "mode": mode,
+                    "nodes": nodes,
+                    "ranks": ranks,
+                    "problem_bytes": problem,
+                    "predicted_s": total,
+                    "interval": [max(total - half, 0.0), total + half],
+                    "speedup": speedup,
+                    "efficiency": None if speedup is None else speedup / ranks,
+                    "comm_s": comm,
+                    "phases": {p: v for p, v in phases.items() if p != "total"},
+                }
+            )
+    notes = list(machine.notes)
+    if training and hide["runs"] == 0:
+        notes.append("no run of the sweep had several ranks: no overlap of the allreduce with backward was seen, none assumed")
+    if any(link and "preset" in link.source for link in (machine.intra, machine.inter)):
+        notes.append("a preset's figures are nominal (no measured misfit): the interval holds the sweep's side only")
+    return {
+        "target": machine.to_dict(),
+        "rows": rows,
+        "break_even": break_even_rows(scaling, model, machine, collectives, hide),
+        "overlap": hide,
+        "notes": notes,
+    }
+
+
+def _run(scaling: dict, mode: str, ranks: int) -> dict:
+    return next(r for r in scaling["runs"] if r["mode"] == mode and r["ranks"] == ranks)
+
+
+def _misfit(link) -> float:
+    return link.misfit if link else 0.0
+
+
+def local_uncertainty(scaling: dict, model: dict) -> float:
+    """The relative uncertainty of a predicted local part: the widest relative interval of the runs fitted and,
+    where the model has points beyond its parameters, its largest misfit at them."""
+    widths = [
+        (row["time_interval"][1] - row["time_interval"][0]) / 2 / row["time"]
+        for series in scaling["series"].values()
+        for row in series
+        if row.get("time_interval") and row["time"] > 0
+    ]
+    misfit = max((abs(p["error"]) for p in model.get("points", []) if p["fitted"]), default=0.0)
+    return math.hypot(max(widths, default=0.0), misfit if model.get("validated") else 0.0)
+
+
+def hidden_share(scaling: dict) -> dict:
+    """{'phi', 'runs'}: the share of backward that hid the gradients' allreduce in the sweep's runs of several
+    ranks (median over them; 0 where none had several ranks)."""
+    shares = []
+    for run in scaling["runs"]:
+        report = run["report"]
+        if run["ranks"] < 2 or "backward" not in report["timings"]:
+            continue
+        steps = report["result"].get("steps_per_repeat") or 1
+        allreduce, exposed, _ = allreduce_seen(report)
+        backward = report["timings"]["backward"]["median"] / steps
+        if backward > 0:
+            shares.append(min(1.0, max(0.0, (allreduce - exposed) / backward)))
+    return {"phi": statistics.median(shares) if shares else 0.0, "runs": len(shares)}
+
+
+def _training_phases(model: dict, phases: dict, ranks: int, problem: float, collectives, hide: dict) -> dict:
+    """A training step's phases on the target: the allreduce K priced there, its part beyond phi x backward
+    exposed (``comm``), the rest overlapped; no fitted comm overhead (the exposed part is what is left)."""
+    from .scaling_model import scaled_ops
+
+    out = {p: v for p, v in phases.items() if p not in ("comm", "total")}
+    allreduce = collectives(ranks, scaled_ops(model, ranks, problem)) if ranks > 1 else 0.0
+    backward = out.get("backward", 0.0)
+    exposed = max(0.0, allreduce - hide["phi"] * backward)
+    out["comm"] = exposed
+    out["comm_overlapped"] = allreduce - exposed
+    out["total"] = sum(v for p, v in out.items() if p != "comm_overlapped") + model["gap_s"]
+    return out
+
+
+def break_even_rows(scaling: dict, model: dict, machine: Machine, collectives, hide: dict | None) -> list[dict]:
+    """Per node count: above what a rank must hold for the target's ranks to beat one (training: the per-GPU
+    batch; else bytes per rank)."""
+    from .scaling_model import break_even
+
+    g = machine.gpus_per_node
+    out = []
+    for nodes in machine.nodes:
+        ranks = g * nodes
+        if ranks < 2:
+            continue
+        if hide is None:
+            even = break_even(model, ranks, g, collectives)
+            out.append({"nodes": nodes, "ranks": ranks, **{k: even[k] for k in ("status", "bytes_per_rank")}})
+            continue
+        out.append({"nodes": nodes, "ranks": ranks, **_batch_break_even(scaling, model, ranks, collectives, hide)})
+    return out
+
+
+def _batch_break_even(scaling: dict, model: dict, ranks: int, collectives, hide: dict) -> dict:
+    """The smallest per-GPU batch at which ``ranks`` ranks train faster (samples/s) than one."""
+    run = scaling["runs"][0]["report"]
+    per_sample = run["problem"]["bytes"] / run["ranks"] / max(1, run["result"].get("batch_per_rank") or 1)
+
+    def faster(batch: int) -> bool:
+        share = batch * per_sample
+        one = predict(model, 1, share, 1, collectives)
+        one = _training_phases(model, one, 1, share, collectives, hide)["total"]
+        many = predict(model, ranks, share * ranks, None, collectives)
+        many = _training_phases(model, many, ranks, share * ranks, collectives, hide)["total"]
+        return ranks * batch / many > batch / one
+
+    if faster(1):
+        return {"status": "always", "batch": 1}
+    hi = 2
+    while not faster(hi):
+        hi *= 2
+        if hi > MAX_BATCH:
+            return {"status": "never", "batch": None}
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if faster(mid) else (mid, hi)
+    return {"status": "above", "batch": hi}
+
+
+def measured_run(path) -> dict:
+    """A run measured on the target (its report.json), as ``check_against`` takes it."""
+    from ..report.schema import check_report, read_json
+    from .series import time_interval
+
+    report = check_report(read_json(path, "a report.json"), path)
+    return {
+        "path": str(path),
+        "ranks": report["ranks"],
+        "nodes": len(report.get("nodes") or []) or 1,
+        "problem_bytes": (report.get("problem") or {}).get("bytes"),
+        "time": time_interval(report).median,
+        "timings": report["timings"],
+    }
+
+
+def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
+    """Each predicted row beside the runs measured on the target of its ranks and problem: the error, and the
+    phase furthest off."""
+    out = []
+    for row in prediction["rows"]:
+        for run in runs:
+            same = run["problem_bytes"] and abs(run["problem_bytes"] - row["problem_bytes"]) <= 0.01 * row["problem_bytes"]
+            if run["ranks"] != row["ranks"] or not same:
+                continue
+            entry = {
+                "mode": row["mode"],
+                "ranks": row["ranks"],
+                "nodes": row["nodes"],
+                "measured_nodes": run["nodes"],
+                "measured_s": run["time"],
+                "predicted_s": row["predicted_s"],
+                "interval": row["interval"],
+                "error": (row["predicted_s"] - run["time"]) / run["time"],
+            }
+            timings = run["timings"]
+            phases = {p: (measured({"timings": timings}, p), v) for p, v in row["phases"].items() if p in timings}
+            if phases:
+                worst = max(phases, key=lambda p: abs(phases[p][1] - phases[p][0]))
+                entry.update(worst_phase=worst, worst_measured_s=phases[worst][0], worst_predicted_s=phases[worst][1])
+            out.append(entry)
+    return out
+
+
+def format_prediction(scaling: dict) -> str:
+    """The predictions as plain text: one block per target."""
+    from ..core.units import fmt_seconds
+
+    lines = []
+    for p in scaling.get("other_machines") or []:
+        t = p["target"]
+        lines.append(f"on {t['name']} ({t['gpus_per_node']} a node):")
+        for row in p["rows"]:
+            low, high = row["interval"]
+            sp = "" if row["speedup"] is None else f"  speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}"
+            lines.append(
+                f"  {row['mode']:>6} {row['ranks']:>5} ranks on {row['nodes']} node(s): {fmt_seconds(row['predicted_s'])} "
+                f"[{fmt_seconds(low)}, {fmt_seconds(high)}]{sp}"
+            )
+        for e in p["break_even"]:
+            lines.append(f"  break-even at {e['ranks']} ranks: {break_even_words(e)}")
+        for c in p.get("checked") or []:
+            lines.append(
+                f"  measured {c['mode']} at {c['ranks']} ranks: {fmt_seconds(c['measured_s'])}, predicted "
+                f"{fmt_seconds(c['predicted_s'])} ({c['error']:+.1%}; furthest off: {c.get('worst_phase', '-')})"
+            )
+        lines += [f"  note: {n}" for n in p["notes"]]
+    return "\n".join(lines)
+
+
+def break_even_words(entry: dict) -> str:
+    """A break-even row in words: per-GPU batch for training, bytes per rank otherwise."""
+    from ..core.units import fmt_bytes
+
+    if entry["status"] == "always":
+        return "faster than one rank at any size"
+    if entry["status"] == "never":
+        return "never faster than one rank"
+    if "batch" in entry:
+        return f"faster than one GPU from a per-GPU batch of {entry['batch']}"
+    return f"faster than one rank above {fmt_bytes(entry['bytes_per_rank'])} per rank"
