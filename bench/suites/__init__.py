@@ -22,7 +22,20 @@ class Case:
 
 def suites() -> dict:
     """name -> module, in the order ``gpu`` runs them."""
-    from . import comm, cuda_mpi, faults, io, kernels, plugins, scaling, torch_answer, torch_model, torch_models, train
+    from . import (
+        comm,
+        cuda_mpi,
+        faults,
+        io,
+        kernels,
+        plugins,
+        predict,
+        scaling,
+        torch_answer,
+        torch_model,
+        torch_models,
+        train,
+    )
 
     return {
         "kernels": kernels,
@@ -34,6 +47,7 @@ def suites() -> dict:
         "torch-answer": torch_answer,
         "plugins": plugins,
         "scaling": scaling,
+        "predict": predict,
         "faults": faults,
         "cuda-mpi": cuda_mpi,
     }

@@ -164,10 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--measured",
         action="append",
         metavar="REPORT",
-        help="a report.json measured on the target: the prediction beside it, with its error (repeatable)",
+        help="a report.json (or a sweep's scaling.json) measured on the target: the prediction beside it, with "
+        "its error (repeatable)",
     )
-    pred.add_argument("--out", metavar="DIR", help="where the report with its 'on other machines' goes "
-                      "(default: the folder of SCALING_JSON)")
+    pred.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where the report with its 'on other machines' goes (default: the folder of SCALING_JSON)",
+    )
     pred.add_argument("-q", "--quiet", action="store_true", help="no table")
     pred.set_defaults(command_name="predict")
 

@@ -89,7 +89,9 @@ def _run(args) -> int:
         # A collective error has closed the command's Context (and stopped its watchdog) on every rank.
         # report, jobscript and srun-mpi run as one plain process: their errors need no rank label.
         return _fail(
-            exc, exc.exit_code, collective=exc.collective or args.command in ("report", "predict", "jobscript", "srun-mpi")
+            exc,
+            exc.exit_code,
+            collective=exc.collective or args.command in ("report", "predict", "jobscript", "srun-mpi"),
         )
     except Exception as exc:  # a bug in a plug-in or spmd, or an unexpected library error: name it, end the job
         from ..workloads.plugins import plugin_frame

@@ -12,14 +12,14 @@ def cmd_predict(args) -> int:
     from ..core.errors import ConfigError
     from ..report.schema import check_scaling, read_json
     from ..scale.machines import read_target
-    from ..scale.predict import check_against, format_prediction, measured_run, predict_machine
+    from ..scale.predict import check_against, format_prediction, measured_runs, predict_machine
     from ..scale.render import require_scaling_outputs, write_scaling
 
     scaling = check_scaling(read_json(args.scaling, "a scaling.json"), args.scaling)
     if not args.target:
         raise ConfigError("--target: name at least one machine (a YAML file or key=value,...)")
     machines = [read_target(spec) for spec in args.target]
-    measured = [measured_run(path) for path in args.measured or []]
+    measured = [run for path in args.measured or [] for run in measured_runs(path)]
     out = Path(args.out or Path(args.scaling).parent)
     require_scaling_outputs(out)
     predictions = []

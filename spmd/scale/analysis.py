@@ -20,7 +20,7 @@ from .advice import (
     suspect_advice,
 )
 from .batches import batch_sweep
-from .scaling_model import HOST_PHASES, best_ranks, break_even, fit_model, measured, predict
+from .scaling_model import HOST_PHASES, INNER_PHASES, best_ranks, break_even, fit_model, measured, predict
 from .series import series_figures, suspect_reasons
 from .training import is_training, verdict
 from .training import series_advice as training_series_advice
@@ -123,7 +123,9 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     probe = [p for r in measured_once(runs) for p in (r["probe"] or [])]
     backend = runs[0]["report"]["comm"]
     on_gpus = runs[0]["report"]["device"] == "gpu"
-    model = fit_model(model_runs, probe, backend, growth, HOST_PHASES if on_gpus else None)
+    # torch times a step's parts inside its compute phase; train's forward, backward and optimizer are its compute
+    inner = INNER_PHASES if "comm_exposed" in runs[0]["report"]["timings"] else ()
+    model = fit_model(model_runs, probe, backend, growth, HOST_PHASES if on_gpus else None, inner)
     measured_max = max(r["ranks"] for r in runs)
     best, even = None, []
     strong_bytes = next((r["problem"].get("bytes") for r in model_runs if r["mode"] == "strong"), None) or (

@@ -48,7 +48,9 @@ def inter_steps(op: str, nodes: int) -> int:
     return 1  # sendrecv: a neighbour's halo crosses one boundary
 
 
-def collective_seconds(op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None, inter: Link | None) -> float:
+def collective_seconds(
+    op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None, inter: Link | None
+) -> float:
     """Seconds of ``op`` with ``nbytes`` per rank over ``ranks`` ranks, ``per_node`` of them a node."""
     if ranks <= 1:
         return 0.0

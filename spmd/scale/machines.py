@@ -21,7 +21,11 @@ NCCL_TUNING = "NCCL's tuning model (src/graph/tuning.cc): ring step latency of i
 # name -> (GB/s of a link per direction, latency per ring step in us, where the figures come from)
 INTRA_PRESETS = {
     "nvlink3": (300.0, 0.47, "A100 SXM: 12 NVLink3 links x 25 GB/s each way (NVIDIA A100 datasheet); " + NCCL_TUNING),
-    "nvlink4": (450.0, 0.47, "H100/H200 SXM: 18 NVLink4 links x 25 GB/s each way (NVIDIA H100 datasheet); " + NCCL_TUNING),
+    "nvlink4": (
+        450.0,
+        0.47,
+        "H100/H200 SXM: 18 NVLink4 links x 25 GB/s each way (NVIDIA H100 datasheet); " + NCCL_TUNING,
+    ),
     "nvlink5": (900.0, 0.47, "B200: 18 NVLink5 links x 50 GB/s each way (NVIDIA Blackwell datasheet); " + NCCL_TUNING),
     "pcie4": (31.5, 1.0, "PCIe Gen4 x16: 16 GT/s x 16 lanes, 128b/130b, each way (PCI-SIG); " + NCCL_TUNING),
     "pcie5": (63.0, 1.0, "PCIe Gen5 x16: 32 GT/s x 16 lanes, 128b/130b, each way (PCI-SIG); " + NCCL_TUNING),
@@ -140,7 +144,9 @@ def _link(value, presets: dict, nics: int, where: str, key: str) -> Link:
         if value not in presets:
             raise ConfigError(f"{where}: key {key}: unknown preset {brief(value)} (one of {', '.join(presets)})")
         gbps, latency_us, source = presets[value]
-        return Link(latency_us * 1e-6, gbps * nics * 1e9, f"preset {value}" + (f" x {nics}" if nics > 1 else "") + f": {source}")
+        return Link(
+            latency_us * 1e-6, gbps * nics * 1e9, f"preset {value}" + (f" x {nics}" if nics > 1 else "") + f": {source}"
+        )
     if isinstance(value, dict):
         extra = [k for k in value if k not in ("busbw_GBps", "latency_us")]
         if extra:

@@ -97,7 +97,9 @@ def _predicted(ax, others: list[dict], key: str, scale: float) -> None:
 
 
 def _all_ranks(series: dict, others: list[dict]) -> list[int]:
-    return sorted({row["ranks"] for rows in series.values() for row in rows} | {r["ranks"] for p in others for r in p["rows"]})
+    return sorted(
+        {row["ranks"] for rows in series.values() for row in rows} | {r["ranks"] for p in others for r in p["rows"]}
+    )
 
 
 def _speedup(series: dict, others: list[dict] = ()) -> bytes:

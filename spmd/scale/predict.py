@@ -82,7 +82,9 @@ def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = N
             )
     notes = list(machine.notes)
     if training and hide["runs"] == 0:
-        notes.append("no run of the sweep had several ranks: no overlap of the allreduce with backward was seen, none assumed")
+        notes.append(
+            "no run of the sweep had several ranks: no overlap of the allreduce with backward was seen, none assumed"
+        )
     if any(link and "preset" in link.source for link in (machine.intra, machine.inter)):
         notes.append("a preset's figures are nominal (no measured misfit): the interval holds the sweep's side only")
     return {
@@ -138,7 +140,8 @@ def _training_phases(model: dict, phases: dict, ranks: int, problem: float, coll
 
     out = {p: v for p, v in phases.items() if p not in ("comm", "total")}
     allreduce = collectives(ranks, scaled_ops(model, ranks, problem)) if ranks > 1 else 0.0
-    backward = out.get("backward", 0.0)
+    fit = (model.get("inner") or {}).get("backward") or model["local"].get("backward")
+    backward = max(0.0, fit["intercept_s"] + fit["seconds_per_byte"] * problem / ranks) if fit else 0.0
     exposed = max(0.0, allreduce - hide["phi"] * backward)
     out["comm"] = exposed
     out["comm_overlapped"] = allreduce - exposed
@@ -192,20 +195,29 @@ def _batch_break_even(scaling: dict, model: dict, ranks: int, collectives, hide:
     return {"status": "above", "batch": hi}
 
 
-def measured_run(path) -> dict:
-    """A run measured on the target (its report.json), as ``check_against`` takes it."""
-    from ..report.schema import check_report, read_json
+def measured_runs(path) -> list[dict]:
+    """The runs measured on the target, as ``check_against`` takes them: a report.json's run, or every run of
+    a scaling.json (a sweep run there)."""
+    from ..report.schema import check_report, check_scaling, read_json
     from .series import time_interval
 
-    report = check_report(read_json(path, "a report.json"), path)
-    return {
-        "path": str(path),
-        "ranks": report["ranks"],
-        "nodes": len(report.get("nodes") or []) or 1,
-        "problem_bytes": (report.get("problem") or {}).get("bytes"),
-        "time": time_interval(report).median,
-        "timings": report["timings"],
-    }
+    data = read_json(path, "a report.json or scaling.json")
+    if isinstance(data, dict) and data.get("kind") == "scaling":
+        scaling = check_scaling(data, path)
+        reports = [r["report"] for r in scaling["runs"]]
+    else:
+        reports = [check_report(data, path)]
+    return [
+        {
+            "path": str(path),
+            "ranks": report["ranks"],
+            "nodes": len(report.get("nodes") or []) or 1,
+            "problem_bytes": (report.get("problem") or {}).get("bytes"),
+            "time": time_interval(report).median,
+            "timings": report["timings"],
+        }
+        for report in reports
+    ]
 
 
 def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
@@ -214,8 +226,10 @@ def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
     out = []
     for row in prediction["rows"]:
         for run in runs:
-            same = run["problem_bytes"] and abs(run["problem_bytes"] - row["problem_bytes"]) <= 0.01 * row["problem_bytes"]
-            if run["ranks"] != row["ranks"] or not same:
+            same = (
+                run["problem_bytes"] and abs(run["problem_bytes"] - row["problem_bytes"]) <= 0.01 * row["problem_bytes"]
+            )
+            if run["ranks"] != row["ranks"] or run["nodes"] != row["nodes"] or not same:
                 continue
             entry = {
                 "mode": row["mode"],
@@ -230,6 +244,7 @@ def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
             timings = run["timings"]
             phases = {p: (measured({"timings": timings}, p), v) for p, v in row["phases"].items() if p in timings}
             if phases:
+                entry["phases"] = {p: list(v) for p, v in phases.items()}
                 worst = max(phases, key=lambda p: abs(phases[p][1] - phases[p][0]))
                 entry.update(worst_phase=worst, worst_measured_s=phases[worst][0], worst_predicted_s=phases[worst][1])
             out.append(entry)
@@ -246,7 +261,9 @@ def format_prediction(scaling: dict) -> str:
         lines.append(f"on {t['name']} ({t['gpus_per_node']} a node):")
         for row in p["rows"]:
             low, high = row["interval"]
-            sp = "" if row["speedup"] is None else f"  speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}"
+            sp = (
+                "" if row["speedup"] is None else f"  speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}"
+            )
             lines.append(
                 f"  {row['mode']:>6} {row['ranks']:>5} ranks on {row['nodes']} node(s): {fmt_seconds(row['predicted_s'])} "
                 f"[{fmt_seconds(low)}, {fmt_seconds(high)}]{sp}"

@@ -219,13 +219,25 @@ def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
                     f"{c['error']:+.1%}" if c else "-",
                 ]
             )
-        rows += [["break-even", str(e["ranks"]), str(e["nodes"]), break_even_words(e), "", "", "", "", ""] for e in p["break_even"]]
+        rows += [
+            ["break-even", str(e["ranks"]), str(e["nodes"]), break_even_words(e), "", "", "", "", ""]
+            for e in p["break_even"]
+        ]
         rows += [["note", "", "", n, "", "", "", "", ""] for n in [links, *p["notes"]] if n]
         out.append(
             Table(
                 f"On other machines: {t['name']} (predicted, {t['gpus_per_node']} a node)",
-                ["series", "ranks", "nodes", "time / repeat (interval)", "speedup", "efficiency", "collectives",
-                 "measured", "error"],
+                [
+                    "series",
+                    "ranks",
+                    "nodes",
+                    "time / repeat (interval)",
+                    "speedup",
+                    "efficiency",
+                    "collectives",
+                    "measured",
+                    "error",
+                ],
                 rows,
             )
         )

@@ -155,9 +155,7 @@ def scaled_ops(model: dict, ranks: int, problem_bytes: float) -> list[dict]:
     ]
 
 
-def predict(
-    model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None, collectives=None
-) -> dict:
+def predict(model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None, collectives=None) -> dict:
     """Predicted seconds per phase and ``total`` for ``ranks`` ranks on ``problem_bytes``, ``node_ranks`` of them
     on the busiest node (default: as many as the node's GPUs or cores hold, ``ranks_on_a_node``);
     ``collectives(ranks, ops)`` prices the collectives on another machine (default: the sweep's alpha-beta)."""
@@ -186,8 +184,18 @@ def ranks_on_a_node(model: dict, ranks: int) -> int:
     return -(-ranks // nodes)
 
 
+# a training step's parts, timed inside its compute and comm phases (torch, train): fitted on their own (the
+# step model needs backward), never summed with the phases they are part of
+INNER_PHASES = ("data", "forward", "backward", "comm_exposed", "optimizer", "step")
+
+
 def fit_model(
-    runs: list[dict], probe: list[dict], backend: str, growth: float, node_phases: tuple[str, ...] | None = None
+    runs: list[dict],
+    probe: list[dict],
+    backend: str,
+    growth: float,
+    node_phases: tuple[str, ...] | None = None,
+    inner: tuple[str, ...] = (),
 ) -> dict | None:
     """Fit the model to a sweep.
 
@@ -198,6 +206,7 @@ def fit_model(
         backend: the communicator the sweep used.
         growth: the workload's COMM_GROWTH.
         node_phases: the phases that may get a node term (None: every local phase; HOST_PHASES on GPUs).
+        inner: phases timed inside others (INNER_PHASES of a training job): fitted under ``inner``, not summed.
 
     Returns:
         The model (JSON-ready), or None when the runs cannot identify it.
@@ -209,17 +218,19 @@ def fit_model(
     fair = [r for r in runs if not r.get("oversubscribed")]  # contention is not scaling: leave it out
     if len({(r["ranks"], r["problem"]["bytes"]) for r in fair}) >= 2:
         runs = fair
-    phases = [p for p in runs[0]["timings"] if p not in NOT_LOCAL and any(r["timings"][p]["max"] > 0 for r in runs)]
-    local = {
-        p: fit_local(
+    timed = [p for p in runs[0]["timings"] if p not in NOT_LOCAL and any(r["timings"][p]["max"] > 0 for r in runs)]
+    phases = [p for p in timed if p not in inner]
+
+    def fitted(p: str) -> dict:
+        return fit_local(
             [r["problem"]["bytes"] / r["ranks"] for r in runs],
             [measured(r, p) for r in runs],
             [r.get("node_ranks") or r["ranks"] for r in runs] if node_phases is None or p in node_phases else None,
         )
-        for p in phases
-    }
 
-    ref = runs[0]
+    local = {p: fitted(p) for p in phases}
+    # the collectives of a run of several ranks: a one-rank run has none to scale (a stencil's halos)
+    ref = next((r for r in runs if r["problem"].get("comm")), runs[0])
     comm = {
         "backend": backend,
         "ops": ref["problem"].get("comm", []),
@@ -252,6 +263,7 @@ def fit_model(
     parameters = max([_parameters(f) for f in local.values()] + [1 if probe else 3])
     model = {
         "local": local,
+        **({"inner": {p: fitted(p) for p in timed if p in inner}} if inner else {}),
         "node_slots": max((r.get("node_slots") or 0 for r in runs), default=0) or None,
         "comm": comm,
         "gap_s": gap,

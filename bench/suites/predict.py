@@ -1,0 +1,128 @@
+"""Predicting machines spmd did not run on: a sweep on 1 and 2 GPUs (their own links: NVLink on these machines)
+fitted, then asked for N GPUs (every GPU of the launch) on links the sweep never used, and held against a sweep
+measured there: the same links at N (where N > 2), GPU peer-to-peer off (``NCCL_P2P_DISABLE=1``: through host
+memory, like a PCIe host bridge), and nodes of N/2 GPUs emulated on the one machine (``NCCL_HOSTID`` per node, so
+NCCL runs its inter-node rings, trees and network transport; spmd grouped the same way, bench/programs/as_node.py).
+Each target's links come from ``spmd bench comm --links`` run under the same setting. Per workload, setup and
+series, the record is the prediction's error at N against the measured median of the run's repeats, with the
+phase furthest off."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import yaml
+
+from ..records import Measure
+from . import Case
+from .scaling import workload
+from .torch_models import spmd_config
+
+PROGRAM = "as_node.py"
+
+
+def setups(env) -> dict:
+    """name -> (environment, ranks a node or None for all on one): the target's links."""
+    n = env.ranks
+    out = {}
+    if n > 2:
+        out["same links"] = ({}, None)
+    if env.gpus:
+        out["p2p off"] = ({"NCCL_P2P_DISABLE": "1"}, None)
+        out[f"{n // 2 if n > 2 else 1} GPU(s) a node, {2 if n > 2 else n} nodes"] = ({}, max(1, n // 2))
+    return out
+
+
+def launch(env, args: list, ranks: int, setup: tuple) -> None:
+    extra, per_node = setup
+    if per_node is None:
+        env.spmd(*args, ranks=ranks, env=extra)
+    else:
+        env.program(PROGRAM, per_node, "-m", "spmd", *args, ranks=ranks, env=extra)
+
+
+def config(env, name: str):
+    if name in ("gpt2", "resnet50"):
+        return spmd_config(env, name)
+    path = env.work / f"predict-{name}.yaml"
+    path.write_text(yaml.safe_dump(workload(env, name)))
+    return path
+
+
+def links(env, name: str, setup: tuple) -> str:
+    path = env.work / f"links-{name.replace(' ', '-').replace(',', '').replace('(', '').replace(')', '')}.json"
+    if not path.exists():
+        launch(
+            env, ["bench", "comm", "--links", "--max-bytes", "256M", "--factor", "4", "--json", path], env.ranks, setup
+        )
+    return str(path)
+
+
+def predicted(env, name: str) -> list[Measure]:
+    cfg = config(env, name)
+    fit = env.work / f"predict-{name}-fit"
+    # a real model's sweep in weak mode alone (a fixed per-GPU batch, as training runs): its runs take minutes
+    mode = "weak" if name in ("gpt2", "resnet50") else "both"
+    env.spmd("scale", cfg, "--ranks", "1,2", "--mode", mode, "--out", fit, "-q", ranks=2)
+    out = []
+    for label, setup in setups(env).items():
+        there = env.work / f"predict-{name}-{len(out)}"
+        launch(env, ["scale", cfg, "--ranks", f"1,{env.ranks}", "--mode", mode, "--out", there, "-q"], env.ranks, setup)
+        per_node = setup[1] or env.ranks
+        target = f"links={links(env, label, setup)},gpus_per_node={per_node},nodes={env.ranks // per_node},name={label}"
+        env.spmd("predict", fit / "scaling.json", "--target", target, "--measured", there / "scaling.json",
+                 "--out", env.work / f"predict-{name}-{len(out)}-pred", "-q", ranks=None)  # fmt: skip
+        result = json.loads((env.work / f"predict-{name}-{len(out)}-pred" / "scaling.json").read_text())
+        keep(env, [fit / "scaling.json", there / "scaling.json", Path(links(env, label, setup))], f"{name}-{len(out)}")
+        for c in result["other_machines"][0]["checked"]:
+            if c["ranks"] != env.ranks:
+                continue
+            out.append(
+                Measure(
+                    f"{name} {c['mode']}, fitted on 1-2 GPUs, predicted at {env.ranks}: {label}",
+                    "spmd predict",
+                    abs(c["error"]),
+                    "error of the prediction",
+                    "share",
+                    better="lower",
+                    params={
+                        k: c.get(k)
+                        for k in (
+                            "measured_s",
+                            "predicted_s",
+                            "error",
+                            "interval",
+                            "worst_phase",
+                            "worst_measured_s",
+                            "worst_predicted_s",
+                            "phases",
+                        )
+                    },
+                )
+            )
+    return out
+
+
+def keep(env, paths: list[Path], prefix: str) -> None:
+    """Copies of the sweeps and links a prediction came from, where SPMD_BENCH_KEEP names a folder (to analyse
+    the model again without the machine)."""
+    folder = os.environ.get("SPMD_BENCH_KEEP")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        for i, path in enumerate(paths):
+            shutil.copy(path, Path(folder) / f"{prefix}-{i}-{path.name}")
+
+
+def cases(env) -> list[Case]:
+    out = [
+        Case(f"{name} on other links", lambda e, name=name: predicted(e, name), needs=("ranks2",), runs=1)
+        for name in ("reduce", "matmul", "stencil", "train")
+    ]
+    out += [
+        Case(f"{name} on other links", lambda e, name=name: predicted(e, name), needs=("ranks2", "torch"), runs=1)
+        for name in ("gpt2", "resnet50")
+    ]
+    return out

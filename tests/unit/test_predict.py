@@ -1,0 +1,137 @@
+"""spmd predict: the collective model across a node boundary against recorded ``spmd bench comm --links`` sweeps
+(2 H100s with GPU peer-to-peer off, and as two emulated nodes over NCCL's network transport), NCCL's ring and tree
+terms by hand, target descriptions refused naming the key, and the prediction end to end into the report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spmd.core.errors import ConfigError
+from spmd.scale.links import Link, collective_seconds, fit_inter, fit_link
+from spmd.scale.machines import links_from_bench, machine_from_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+LINKS = ROOT / "tests/fixtures/links"
+
+
+def recorded(name: str) -> dict:
+    return json.loads((LINKS / name).read_text())
+
+
+@pytest.mark.parametrize("name", ["h100x2-p2p-off.json", "h100x2-two-nodes.json"])
+def test_link_fitted_on_half_the_sizes_predicts_the_other_half(name):
+    """A level's latency and bandwidth fitted to every other size of a recorded sweep predict the sizes left out
+    from 1 MiB on within 35% each (a wrong bus factor or steps count misses by 2x; below, sockets switch protocols
+    and one latency per step misses medium sizes by up to 55%: docs/scaling.md)."""
+    data = recorded(name)
+    level = data["levels"]["intra" if "intra" in data["levels"] else "world"]
+    rows = level["rows"]
+    fitted, held = rows[::2], rows[1::2]
+    if "intra" in data["levels"]:
+        link = fit_link(fitted, level["ranks"], "test")
+        predict = lambda b: collective_seconds("allreduce", b, level["ranks"], level["ranks"], link, None)  # noqa: E731
+    else:
+        link = fit_inter(fitted, data["ranks"], data["ranks_per_node"], None, "test")
+        predict = lambda b: collective_seconds("allreduce", b, data["ranks"], 1, None, link)  # noqa: E731
+    errors = [abs(predict(r["bytes"]) - r["seconds"]) / r["seconds"] for r in held if r["bytes"] >= 1 << 20]
+    assert errors and max(errors) < 0.35, errors
+
+
+def test_two_nodes_recorded_slower_than_one_node_and_the_model_knows():
+    """Across the (emulated) node boundary NCCL's sockets carried 2 H100s' allreduce far slower than host memory
+    did; the links fitted to each say so, and the large-message time follows the fitted bus bandwidth."""
+    inter = links_from_bench(recorded("h100x2-two-nodes.json"))["inter"]
+    p2p_off = recorded("h100x2-p2p-off.json")
+    rows = (p2p_off["levels"].get("intra") or p2p_off["levels"]["world"])["rows"]
+    intra = fit_link(rows, 2, "test")
+    assert inter.busbw_Bps < intra.busbw_Bps
+    big = recorded("h100x2-two-nodes.json")["levels"]["world"]["rows"][-1]
+    assert collective_seconds("allreduce", big["bytes"], 2, 1, None, inter) == pytest.approx(big["seconds"], rel=0.15)
+
+
+def test_ring_and_tree_terms_as_nccl_charges_them():
+    """8 GPUs a node, 4 nodes: the ring pays 2(n-1) = 6 network steps of its 62, the tree 2 (7 intra + 2 inter);
+    small messages take the tree, large ones the ring (its algorithm bandwidth is twice the tree's)."""
+    intra, inter = Link(1e-6, 400e9, "t"), Link(10e-6, 50e9, "t")
+    small = collective_seconds("allreduce", 8, 32, 8, intra, inter)
+    ring_latency = 56 * 1e-6 + 6 * 10e-6
+    tree_latency = 2 * (7 * 1e-6 + 2 * 10e-6)
+    assert small == pytest.approx(min(ring_latency, tree_latency) + 2 * 8 / (0.9 * 50e9), rel=1e-6)
+    big = 1 << 30
+    ring = ring_latency + 2 * 31 / 32 * big / 50e9
+    assert collective_seconds("allreduce", big, 32, 8, intra, inter) == pytest.approx(ring, rel=1e-9)
+    # one node: the links inside it only; allgather crosses n - 1 boundaries
+    assert collective_seconds("allreduce", big, 8, 8, intra, inter) == pytest.approx(14e-6 + 2 * 7 / 8 * big / 400e9)
+    gather = collective_seconds("allgather", big, 16, 8, intra, inter)
+    assert gather == pytest.approx(14 * 1e-6 + 1 * 10e-6 + 15 / 16 * 16 * big / 50e9)
+
+
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({"gpus_per_node": 2, "bogus": 1}, "bogus"),
+        ({"gpus_per_node": 0}, "gpus_per_node"),
+        ({"gpus_per_node": 2, "nodes": [1, "x"], "intra": "nvlink4"}, "nodes"),
+        ({"gpus_per_node": 2, "nodes": 2, "intra": "nvlink4"}, "inter"),
+        ({"gpus_per_node": 2}, "intra"),
+        ({"gpus_per_node": 2, "intra": "nvlink9"}, "intra"),
+        ({"gpus_per_node": 1, "nodes": 2, "inter": {"busbw_GBps": -1}}, "inter"),
+        ({"gpus_per_node": 1, "nodes": 2, "inter": "ib-ndr", "nics": True}, "nics"),
+        ({"gpus_per_node": 1, "links": 3}, "links"),
+    ],
+)
+def test_bad_targets_name_the_key(raw, key):
+    with pytest.raises(ConfigError, match=f"key {key}|{key!r}"):
+        machine_from_dict(raw)
+
+
+def test_presets_multiply_by_nics():
+    m = machine_from_dict({"gpus_per_node": 8, "nodes": [1, 2], "intra": "nvlink4", "inter": "ib-ndr", "nics": 8})
+    assert m.inter.busbw_Bps == 8 * 50e9 and m.intra.busbw_Bps == 450e9 and m.nodes == [1, 2]
+    assert "preset ib-ndr x 8" in m.inter.source and "IBTA" in m.inter.source
+
+
+def spmd(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "spmd", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_predict_end_to_end_into_the_report(tmp_path):
+    """A recorded GPU sweep carried to 2 nodes of 2 GPUs: rows at 2 and 4 ranks, the report's section and its
+    table, the comm priced higher across nodes than inside one, speedups against the sweep's one rank."""
+    sweep = ROOT / "tests/data/gpu-kmeans-scaling.json"
+    done = spmd("predict", sweep, "--target", "gpus_per_node=2,nodes=[1,2],intra=nvlink4,inter=eth-100g,name=two boxes",
+                "--out", tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    scaling = json.loads((tmp_path / "scaling.json").read_text())
+    (p,) = scaling["other_machines"]
+    assert p["target"]["name"] == "two boxes" and p["target"]["inter"]["busbw_Bps"] == 12.5e9
+    rows = {(r["mode"], r["ranks"]): r for r in p["rows"]}
+    assert {n for _, n in rows} == {2, 4}
+    for r in p["rows"]:
+        assert 0 < r["interval"][0] <= r["predicted_s"] <= r["interval"][1]
+        assert r["predicted_s"] >= sum(v for k, v in r["phases"].items() if k != "comm_overlapped") - 1e-12
+    assert "On other machines: two boxes" in (tmp_path / "scaling.md").read_text()
+    assert "on two boxes" in done.stdout and "break-even at 4 ranks" in done.stdout
+    # the original sweep stays as it was
+    assert "other_machines" not in json.loads(sweep.read_text())
+
+
+def test_predict_refuses_links_of_another_backend(tmp_path):
+    links = json.loads((LINKS / "h100x2-p2p-off.json").read_text())
+    links["backend"] = "mpi"
+    (tmp_path / "links.json").write_text(json.dumps(links))
+    done = spmd("predict", ROOT / "tests/data/gpu-kmeans-scaling.json", "--target", f"links={tmp_path}/links.json",
+                "--out", tmp_path / "out")  # fmt: skip
+    assert done.returncode == 2 and "measured over mpi" in done.stderr
+
+
+def test_predict_bad_target_exits_2_naming_the_key(tmp_path):
+    target = tmp_path / "t.yaml"
+    target.write_text("gpus_per_node: 2\nnodes: 2\nintra: nvlink4\nlatency: 3\n")
+    done = spmd("predict", ROOT / "tests/data/gpu-kmeans-scaling.json", "--target", target, "--out", tmp_path / "o")
+    assert done.returncode == 2 and "unknown key 'latency'" in done.stderr
