@@ -140,3 +140,36 @@ def test_topo_without_a_gpu(tmp_path):
     assert data["spmd_version"]  # spmd's record: a later run may replace the file
     assert topo["gpus"] == [] and "nothing to measure" in topo["note"]
     assert not png.exists()  # no heat map without GPUs
+
+
+@pytest.mark.parametrize("per_node", [None, 1])
+def test_bench_comm_links_one_node_and_two_emulated(tmp_path, per_node):
+    """``--links``: with both ranks on one node the allreduce inside it; as two nodes (SPMD_HOST per rank, set by
+    bench/programs/as_node.py) the allreduce over every rank; either way links spmd predict can fit, results
+    checked (#wrong 0) and the file spmd predict's target key links reads."""
+    from pathlib import Path
+
+    from mpi_job import launch
+
+    from spmd.scale.machines import read_links
+
+    root = Path(__file__).resolve().parents[2]
+
+    out = tmp_path / "links.json"
+    args = ["bench", "comm", "--links", "--backend", "mpi", "--device", "cpu", "--max-bytes", "1M", "--factor", "8"]
+    args += ["--iters", "3", "--warmup", "1", "--json", out]
+    if per_node is None:
+        rc, stdout, err, _ = spmd(*args, ranks=2)
+    else:
+        program = [str(root / "bench/programs/as_node.py"), str(per_node), "-m", "spmd", *map(str, args)]
+        rc, stdout, err, _ = launch(program, 2, None, None, 300)
+    assert rc == 0, err
+    data = json.loads(out.read_text())
+    level = "intra" if per_node is None else "world"
+    assert data["kind"] == "links" and list(data["levels"]) == [level] and data["wrong"] == 0
+    assert data["nodes"] == (1 if per_node is None else 2) and data["ranks_per_node"] == (2 if per_node is None else 1)
+    assert [r["bytes"] for r in data["levels"][level]["rows"]] == [8, 64, 512, 4096, 32768, 262144]
+    links = read_links(out)
+    fitted = links["intra"] if per_node is None else links["inter"]
+    assert fitted.busbw_Bps > 0 and fitted.latency_s >= 0 and links["backend"] == "mpi"
+    assert ("inside a node" if per_node is None else "over every rank") in stdout
