@@ -108,8 +108,6 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
 
 def format_links(links: dict) -> str:
     """The measured levels, one line per size: time and bus bandwidth inside a node and across nodes."""
-    from .collectives import algbw_busbw
-
     lines = [
         f"# spmd bench comm --links: allreduce over {links['backend']}, {links['ranks']} rank(s) on "
         f"{links['nodes']} node(s), {links['ranks_per_node']} a node"

@@ -20,7 +20,8 @@ from ..core.errors import ConfigError
 from .batches import allreduce_seen
 from .links import collective_seconds
 from .machines import Machine
-from .scaling_model import measured, predict
+from .scaling_model import break_even, measured, predict, scaled_ops
+from .series import time_interval
 
 MAX_BATCH = 1 << 20
 
@@ -136,8 +137,6 @@ def hidden_share(scaling: dict) -> dict:
 def _training_phases(model: dict, phases: dict, ranks: int, problem: float, collectives, hide: dict) -> dict:
     """A training step's phases on the target: the allreduce K priced there, its part beyond phi x backward
     exposed (``comm``), the rest overlapped; no fitted comm overhead (the exposed part is what is left)."""
-    from .scaling_model import scaled_ops
-
     out = {p: v for p, v in phases.items() if p not in ("comm", "total")}
     allreduce = collectives(ranks, scaled_ops(model, ranks, problem)) if ranks > 1 else 0.0
     fit = (model.get("inner") or {}).get("backward") or model["local"].get("backward")
@@ -152,8 +151,6 @@ def _training_phases(model: dict, phases: dict, ranks: int, problem: float, coll
 def break_even_rows(scaling: dict, model: dict, machine: Machine, collectives, hide: dict | None) -> list[dict]:
     """Per node count: above what a rank must hold for the target's ranks to beat one (training: the per-GPU
     batch; else bytes per rank)."""
-    from .scaling_model import break_even
-
     g = machine.gpus_per_node
     out = []
     for nodes in machine.nodes:
@@ -199,7 +196,6 @@ def measured_runs(path) -> list[dict]:
     """The runs measured on the target, as ``check_against`` takes them: a report.json's run, or every run of
     a scaling.json (a sweep run there)."""
     from ..report.schema import check_report, check_scaling, read_json
-    from .series import time_interval
 
     data = read_json(path, "a report.json or scaling.json")
     if isinstance(data, dict) and data.get("kind") == "scaling":
