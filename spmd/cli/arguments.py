@@ -222,6 +222,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure the machine's links for spmd predict: the allreduce inside each node and over every rank "
         "(--json FILE is the target's `links`)",
     )
+    comm.add_argument(
+        "--read-bytes",
+        type=_byte_size,
+        default=256 << 20,
+        metavar="SIZE",
+        help="with --links: each rank's file for the node's host-read ceiling, read from the page cache alone and "
+        "all at once (default 256M; 0: not measured)",
+    )
     comm.set_defaults(command_name="bench_comm")
     bio = with_config(
         bsub.add_parser(

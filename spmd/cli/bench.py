@@ -27,7 +27,7 @@ def cmd_bench_comm(args) -> int:
         if args.links:  # the links a prediction for this machine needs (spmd predict's target key links)
             if args.backend == "all":
                 raise ctx.collective_error(ConfigError, 0, "--links measures one backend: name it or leave auto")
-            result = bench_links(ctx, args.backend, size_list, args.dtype, args.iters, args.warmup)
+            result = bench_links(ctx, args.backend, size_list, args.dtype, args.iters, args.warmup, args.read_bytes)
             if ctx.rank == 0:
                 print(format_links(result), end="", flush=True)
             if args.json:

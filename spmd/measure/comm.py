@@ -8,6 +8,7 @@ from ..comm.factory import open_communicator, open_subcommunicator
 from ..core.errors import BackendUnavailable
 from ..core.units import fmt_bytes
 from .collectives import COLLECTIVES, algbw_busbw, measure
+from .io import host_read
 
 REDUCING = ("allreduce", "reduce_scatter")
 WARM_BYTES = 1 << 20  # before the first size: this op at 1 MiB for about WARM_SECONDS, so connection
@@ -66,9 +67,11 @@ def bench_comm(
     }
 
 
-def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, warmup: int) -> dict:
+def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, warmup: int, read_bytes: int = 0) -> dict:
     """The links a machine's collectives run over, for ``spmd predict``: the allreduce at every size inside each
-    node (its ranks alone, every node at once, as a job's rings run) and over every rank (across the nodes)."""
+    node (its ranks alone, every node at once, as a job's rings run) and over every rank (across the nodes); with
+    ``read_bytes``, the node's shared read ceiling too (``io.host_read``), which a sweep's one and two ranks
+    cannot place."""
     hosts = sorted(set(ctx.hosts))
     per_node = [ctx.hosts.count(h) for h in hosts]
     comm = open_communicator(ctx, backend)
@@ -92,6 +95,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
         levels[name] = {"ranks": group.size, "rows": rows}
     node.close()
     comm.close()
+    reads = host_read(ctx, read_bytes) if read_bytes > 0 else None
     return {
         "kind": "links",
         "backend": comm.name,
@@ -102,6 +106,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
         "ranks_per_node": max(per_node),
         "uneven": len(set(per_node)) > 1,
         "levels": levels,
+        "host_read": reads,
         "wrong": sum(r["wrong"] for level in levels.values() for r in level["rows"]),
     }
 
@@ -120,6 +125,12 @@ def format_links(links: dict) -> str:
             lines.append(f"{r['bytes']:>12} {r['seconds'] * 1e6:>10.2f} {busbw / 1e9:>8.3f} {r['wrong']:>6}")
     if not links["levels"]:
         lines.append("# one rank a node on one node: no link to measure")
+    reads = links.get("host_read")
+    if reads:
+        lines.append(
+            f"# host reads of {fmt_bytes(reads['bytes'])} a rank from the page cache: {reads['alone_Bps'] / 1e9:.1f} "
+            f"GB/s one rank alone, {reads['together_Bps'] / 1e9:.1f} GB/s a node's {reads['readers']} together"
+        )
     return "\n".join(lines) + "\n"
 
 

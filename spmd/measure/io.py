@@ -22,6 +22,7 @@ import ctypes.util
 import mmap
 import os
 import statistics
+import tempfile
 import time
 
 import numpy as np
@@ -31,7 +32,7 @@ from ..core.config import IoConfig
 from ..core.cpus import reader_cpus, reader_threads
 from ..core.errors import ConfigError
 from ..core.units import fmt_bytes
-from ..io.direct import as_bytes, merge, read_pieces, split
+from ..io.direct import ByteRange, as_bytes, merge, read_pieces, split
 from ..io.reader import RowReader
 
 PREAD_MAX = 1 << 30  # one pread call reads at most this much (Linux stops near 2 GiB anyway)
@@ -273,3 +274,52 @@ def format_io(result: dict) -> str:
         for e in why:
             lines.append(f"#  direct is h5py for {e['source']}: {e.get('why_h5py')}")
     return "\n".join(lines) + "\n"
+
+
+def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
+    """The node's shared read ceiling for ``spmd predict``: each rank reads a file of ``nbytes`` of its own from the
+    page cache (as a sweep's repeats read their input) on the reader threads a run gives it, first the first rank
+    of each node alone, then every rank at once. {bytes, readers (ranks a node), alone_Bps (one rank),
+    together_Bps (a node's ranks together: the slowest node's sum)}. The files are spmd's own temporary ones,
+    removed before returning."""
+    threads = reader_threads("auto", ctx.local_size, ctx.local_rank)
+    fd, path = tempfile.mkstemp(prefix="spmd-host-read-", suffix=".bin")
+    try:
+        chunk = np.ones(min(nbytes, 64 << 20), np.uint8)
+        with os.fdopen(fd, "wb") as f:
+            for at in range(0, nbytes, chunk.size):
+                f.write(memoryview(chunk)[: min(chunk.size, nbytes - at)])
+        buffer = memoryview(np.empty(nbytes, np.uint8))
+        pieces = split([ByteRange(0, nbytes, 0)], 8 << 20)
+
+        def read() -> None:
+            read_pieces(path, pieces, buffer, threads, path)
+
+        read()  # untimed: into the page cache, the threads started, the buffer touched
+        first = ctx.hosts.index(ctx.host) == ctx.rank  # the node's first rank
+        alone = _rounds(ctx, read if first else None, rounds)
+        together = _rounds(ctx, read, rounds)
+    finally:
+        os.unlink(path)
+    per_node = ctx.hosts.count(ctx.host)
+    return {
+        "bytes": nbytes,
+        "readers": max(ctx.hosts.count(h) for h in set(ctx.hosts)),
+        "alone_Bps": nbytes / alone,
+        "together_Bps": per_node * nbytes / together,
+    }
+
+
+def _rounds(ctx, read, rounds: int) -> float:
+    """The median over ``rounds`` of the slowest rank's seconds, every rank starting together (``read`` None:
+    this rank only waits)."""
+    times = []
+    for _ in range(rounds):
+        ctx.comm.Barrier()
+        t0 = time.perf_counter()
+        if read is not None:
+            read()
+        elapsed = np.array([time.perf_counter() - t0 if read is not None else 0.0])
+        ctx.allreduce_host(elapsed, op="max")
+        times.append(float(elapsed[0]))
+    return statistics.median(times)

@@ -7,6 +7,11 @@ network's latency, the rest the node's. Every byte goes round the whole ring, so
 the slowest link it crosses. NCCL's tree allreduce pays ``2 ((g - 1) intra + log2(n) inter)`` in latency at
 0.9 of the bus bandwidth, twice the bytes of a ring's algorithm bandwidth; NCCL takes the faster of the two,
 and so does this model. Point-to-point halos between neighbours cross one boundary once nodes are more than one.
+
+A link measured by ``spmd bench comm --links`` keeps the allreduce it was measured by. Two terms cannot follow
+NCCL's protocols over the sizes (LL, LL128 and Simple each take a range; sockets add a cost per call), so each
+collective's modelled time is scaled by what the measured curve says of the model at the same bytes per link:
+exact on the machine as measured, the ring and tree terms carrying it to other rank and node counts.
 """
 
 from __future__ import annotations
@@ -17,19 +22,24 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..measure.collectives import model_terms
-from .scaling_model import nonnegative_lstsq
 
+SMALL_SIZES = 4  # the latency comes from the smallest this many sizes measured
 TREE_BANDWIDTH = 0.9  # NCCL's tree allreduce: this share of the bus bandwidth (tuning.cc), its algbw half of it
 
 
 @dataclass(frozen=True)
 class Link:
-    """One level's links: ``latency_s`` per step and ``busbw_Bps``, the bus bandwidth a ring reaches over them."""
+    """One level's links: ``latency_s`` per step and ``busbw_Bps``, the bus bandwidth a ring reaches over them;
+    ``curve``, where measured: the allreduce (bytes per rank, seconds) on ``curve_ranks`` ranks,
+    ``curve_per_node`` a node, the fit came from."""
 
     latency_s: float
     busbw_Bps: float
     source: str
-    misfit: float = 0.0  # the largest relative difference from the sizes it was fitted to (0: a preset)
+    misfit: float = 0.0  # the two terms' largest relative miss from 1 MiB on, before the curve (0: a preset)
+    curve: tuple = ()
+    curve_ranks: int = 0
+    curve_per_node: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -51,9 +61,19 @@ def inter_steps(op: str, nodes: int) -> int:
 def collective_seconds(
     op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None, inter: Link | None
 ) -> float:
-    """Seconds of ``op`` with ``nbytes`` per rank over ``ranks`` ranks, ``per_node`` of them a node."""
+    """Seconds of ``op`` with ``nbytes`` per rank over ``ranks`` ranks, ``per_node`` of them a node: the ring and
+    tree terms, scaled by the measured curve of the level it runs over."""
     if ranks <= 1:
         return 0.0
+    nodes = -(-ranks // min(per_node, ranks))
+    level = inter if nodes > 1 else (intra or inter)
+    modelled = _terms(op, nbytes, ranks, per_node, intra, inter)
+    if op == "sendrecv":  # point-to-point runs NCCL's p2p transport, not the collective protocols the curve holds
+        return modelled
+    return modelled * _calibration(level, model_terms(op, ranks, int(nbytes))[1], intra, inter)
+
+
+def _terms(op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None, inter: Link | None) -> float:
     g = min(per_node, ranks)
     nodes = -(-ranks // g)
     steps, volume = model_terms(op, ranks, int(nbytes))
@@ -73,28 +93,61 @@ def collective_seconds(
     return min(ring, tree)
 
 
+def _calibration(level: Link | None, volume: float, intra: Link | None, inter: Link | None) -> float:
+    """Measured over modelled time of the allreduce that puts ``volume`` bytes over each link on the ranks the
+    level was measured on (1 for a preset): the protocols' share the two terms miss at that size."""
+    if level is None or not level.curve or volume <= 0:
+        return 1.0
+    r = level.curve_ranks
+    sizes = np.log([b for b, _ in level.curve])
+    seconds = np.log([t for _, t in level.curve])
+    at = float(np.clip(math.log(volume * r / (2 * (r - 1))), sizes[0], sizes[-1]))
+    measured = math.exp(float(np.interp(at, sizes, seconds)))
+    return measured / _terms("allreduce", math.exp(at), r, level.curve_per_node, intra, inter)
+
+
+def _rows(rows: list[dict], op: str, ranks: int) -> list[tuple[float, float, float, int]]:
+    """(steps, volume, seconds, bytes) of each measured size, smallest first."""
+    out = [(*model_terms(op, ranks, r["bytes"]), float(r["seconds"]), int(r["bytes"])) for r in rows]
+    return sorted(out, key=lambda x: x[3])
+
+
+def _misfit(predict, rows) -> float:
+    """The largest relative miss of ``predict(bytes)`` from 1 MiB on (every size where none is that large)."""
+    big = [r for r in rows if r[3] >= 1 << 20] or rows
+    return float(max(abs(predict(r[3]) - r[2]) / r[2] for r in big))
+
+
 def fit_link(rows: list[dict], ranks: int, source: str, op: str = "allreduce") -> Link:
     """A level's link from ``spmd bench comm`` rows measured on ``ranks`` ranks of one node (or one per node):
-    latency and bus bandwidth by non-negative least squares in relative error over every size."""
-    steps, volume, seconds = zip(*[(*model_terms(op, ranks, r["bytes"]), r["seconds"]) for r in rows])
-    t = np.asarray(seconds, float)
-    alpha, beta = nonnegative_lstsq([np.asarray(steps, float), np.asarray(volume, float)], t)
-    misfit = float(np.max(np.abs(alpha * np.asarray(steps) + beta * np.asarray(volume) - t) / t))
-    return Link(alpha, 1 / beta if beta > 0 else math.inf, source, misfit)
+    the latency per step of the small messages (the least of the smallest few: the first size can hold a
+    warm-up), the bus bandwidth of the largest (the two ends of nccl-tests' table), the curve for the sizes
+    between."""
+    pts = _rows(rows, op, ranks)
+    alpha = min(p[2] / p[0] for p in pts[:SMALL_SIZES])
+    steps, volume, t_large, _ = pts[-1]
+    transfer = t_large - steps * alpha
+    beta = (transfer if transfer > 0.5 * t_large else t_large) / volume
+    link = Link(alpha, 1 / beta, source)
+    misfit = _misfit(lambda b: _terms(op, b, ranks, ranks, link, None), pts)
+    return Link(alpha, 1 / beta, source, misfit, tuple((p[3], p[2]) for p in pts), ranks, ranks)
 
 
 def fit_inter(rows: list[dict], ranks: int, per_node: int, intra: Link | None, source: str) -> Link:
     """The links between nodes from an allreduce measured over every rank of several nodes, given the links
-    inside them: what the ring's time holds beyond its steps inside the nodes."""
+    inside them: the smallest message's time beyond its steps inside the nodes spread over the steps that cross
+    (at least the average step), and the largest message's bus bandwidth beyond its latency."""
+    pts = _rows(rows, "allreduce", ranks)
     nodes = -(-ranks // per_node)
     crossing = inter_steps("allreduce", nodes)
-    cols, t, total = [], [], np.asarray([r["seconds"] for r in rows], float)
-    for r in rows:
-        steps, volume = model_terms("allreduce", ranks, r["bytes"])
-        inside = (steps - crossing) * intra.latency_s if intra is not None and per_node > 1 else 0.0
-        cols.append((crossing, volume))
-        t.append(max(r["seconds"] - inside, 1e-12))
-    a, t = np.asarray(cols, float), np.asarray(t)
-    alpha, beta = nonnegative_lstsq([a[:, 0], a[:, 1]], t)
-    misfit = float(np.max(np.abs(alpha * a[:, 0] + beta * a[:, 1] - t) / total))
-    return Link(alpha, 1 / beta if beta > 0 else math.inf, source, misfit)
+    steps = pts[0][0]
+    t_small = min(p[2] for p in pts[:SMALL_SIZES])
+    inside = (steps - crossing) * intra.latency_s if intra is not None and per_node > 1 else 0.0
+    alpha = max((t_small - inside) / crossing, t_small / steps)
+    steps, volume, t_large, _ = pts[-1]
+    transfer = t_large - (steps - crossing) * (intra.latency_s if intra is not None and per_node > 1 else alpha)
+    transfer -= crossing * alpha
+    busbw = volume / (transfer if transfer > 0.5 * t_large else t_large)
+    link = Link(alpha, busbw, source)
+    misfit = _misfit(lambda b: _terms("allreduce", b, ranks, per_node, intra, link), pts)
+    return Link(alpha, busbw, source, misfit, tuple((p[3], p[2]) for p in pts), ranks, per_node)

@@ -60,6 +60,7 @@ class Machine:
     inter: Link | None
     backend: str | None = None  # the communicator the links were measured over (None: a preset)
     notes: list[str] = field(default_factory=list)
+    host_read: dict | None = None  # the node's shared read ceiling (measure.io.host_read), where measured
 
     def to_dict(self) -> dict:
         return {
@@ -69,6 +70,7 @@ class Machine:
             "intra": self.intra.to_dict() if self.intra else None,
             "inter": self.inter.to_dict() if self.inter else None,
             "backend": self.backend,
+            "host_read": self.host_read,
         }
 
 
@@ -98,7 +100,7 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
     nodes = nodes if isinstance(nodes, list) else [nodes]
     if not nodes or not all(_count(n) and n <= MAX_NODES for n in nodes):
         raise ConfigError(f"{where}: key nodes: whole numbers from 1 to {MAX_NODES}, got {brief(raw.get('nodes'))}")
-    intra = inter = None
+    intra = inter = host_read = None
     backend = None
     notes = []
     if "links" in raw:
@@ -106,6 +108,7 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
             raise ConfigError(f"{where}: key links: a file name, got {brief(raw['links'])}")
         measured = read_links(base / raw["links"] if not Path(raw["links"]).is_absolute() else Path(raw["links"]))
         intra, inter, backend = measured["intra"], measured["inter"], measured["backend"]
+        host_read = measured["host_read"]
         per_node = measured["gpus_per_node"]
         notes.append(f"links measured by spmd bench comm over {backend} on {measured['ranks']} rank(s)")
     else:
@@ -132,7 +135,7 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
         over += [f"{nics}x {raw['inter']}" if isinstance(raw.get("inter"), str) else None]
         label = " + ".join(x for x in over if x) or ("measured links" if "links" in raw else "given links")
         name = label
-    return Machine(one_line(name)[:120], per_node, sorted(set(nodes)), intra, inter, backend, notes)
+    return Machine(one_line(name)[:120], per_node, sorted(set(nodes)), intra, inter, backend, notes, host_read)
 
 
 def _count(value) -> bool:
@@ -163,8 +166,8 @@ def _positive(value) -> bool:
 
 
 def read_links(path: Path) -> dict:
-    """{'intra', 'inter' (Links or None), 'gpus_per_node', 'ranks', 'backend'} from a ``spmd bench comm
-    --links`` file."""
+    """{'intra', 'inter' (Links or None), 'gpus_per_node', 'ranks', 'backend', 'host_read'} from a ``spmd bench
+    comm --links`` file."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -184,4 +187,16 @@ def links_from_bench(data: dict) -> dict:
         intra = fit_link(levels["intra"]["rows"], levels["intra"]["ranks"], f"measured inside a node ({where})")
     if "world" in levels and data["nodes"] > 1:
         inter = fit_inter(levels["world"]["rows"], ranks, per_node, intra, f"measured between nodes ({where})")
-    return {"intra": intra, "inter": inter, "gpus_per_node": per_node, "ranks": ranks, "backend": data["backend"]}
+    reads = data.get("host_read")
+    if reads is not None and not (
+        isinstance(reads, dict) and all(_positive(reads.get(k)) for k in ("bytes", "readers", "together_Bps"))
+    ):
+        raise ConfigError("target key links: its host_read is not what spmd bench comm --links writes")
+    return {
+        "intra": intra,
+        "inter": inter,
+        "gpus_per_node": per_node,
+        "ranks": ranks,
+        "backend": data["backend"],
+        "host_read": reads,
+    }

@@ -56,7 +56,9 @@ def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = N
         for nodes in machine.nodes:
             ranks = g * nodes
             problem = share * base["ranks"] if mode == "strong" else share * ranks
-            phases = predict(model, ranks, problem, g, collectives)
+            phases = host_read_ceiling(
+                model, predict(model, ranks, problem, g, collectives), problem / ranks, g, machine
+            )
             comm = phases["comm"]
             if training:
                 phases = _training_phases(model, phases, ranks, problem, collectives, hide)
@@ -95,6 +97,21 @@ def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = N
         "overlap": hide,
         "notes": notes,
     }
+
+
+def host_read_ceiling(model: dict, phases: dict, share: float, per_node: int, machine: Machine) -> dict:
+    """The read phase no faster than the target node's shared ceiling lets ``per_node`` ranks read ``share``
+    bytes each at once (where the links file measured it): one or two ranks of a sweep are below it, more
+    ranks of a node share the host's memory bandwidth."""
+    read, ceiling = model["local"].get("read"), machine.host_read
+    if read is None or not ceiling or "read" not in phases:
+        return phases
+    floor = read["intercept_s"] + per_node * share / ceiling["together_Bps"]
+    if floor <= phases["read"]:
+        return phases
+    out = {**phases, "read": floor}
+    out["total"] = phases["total"] + floor - phases["read"]
+    return out
 
 
 def _run(scaling: dict, mode: str, ranks: int) -> dict:
