@@ -278,7 +278,8 @@ def format_io(result: dict) -> str:
 
 def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
     """The node's shared read ceiling for ``spmd predict``: each rank reads a file of ``nbytes`` of its own from the
-    page cache (as a sweep's repeats read their input) on the reader threads a run gives it, first the first rank
+    page cache (as a sweep's repeats read their input) into the host buffer and on the reader threads a run gives
+    it (page-locked on a GPU), first the first rank
     of each node alone, then every rank at once. {bytes, readers (ranks a node), alone_Bps (one rank),
     together_Bps (a node's ranks together: the slowest node's sum)}. The files are spmd's own temporary ones,
     removed before returning."""
@@ -289,7 +290,7 @@ def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
         with os.fdopen(fd, "wb") as f:
             for at in range(0, nbytes, chunk.size):
                 f.write(memoryview(chunk)[: min(chunk.size, nbytes - at)])
-        buffer = memoryview(np.empty(nbytes, np.uint8))
+        buffer = as_bytes(xpmod.empty_host((nbytes,), np.uint8, pinned=ctx.device == "gpu"))  # as a run's reads land
         pieces = split([ByteRange(0, nbytes, 0)], 8 << 20)
 
         def read() -> None:
