@@ -48,6 +48,8 @@ def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = N
     hide = hidden_share(scaling) if training else None
     local_u = local_uncertainty(scaling, model)
     comm_u = {"intra": _misfit(machine.intra), "inter": _misfit(machine.inter)}
+    notes = list(machine.notes)
+    ceiling = read_ceiling(model, machine, notes)
     rows = []
     for mode, series in scaling["series"].items():
         base = series[0]
@@ -56,9 +58,8 @@ def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = N
         for nodes in machine.nodes:
             ranks = g * nodes
             problem = share * base["ranks"] if mode == "strong" else share * ranks
-            phases = host_read_ceiling(
-                model, predict(model, ranks, problem, g, collectives), problem / ranks, g, machine
-            )
+            phases = predict(model, ranks, problem, g, collectives)
+            phases = host_read_ceiling(model, phases, problem / ranks, g, ceiling)
             comm = phases["comm"]
             if training:
                 phases = _training_phases(model, phases, ranks, problem, collectives, hide)
@@ -83,7 +84,6 @@ def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = N
                     "phases": {p: v for p, v in phases.items() if p != "total"},
                 }
             )
-    notes = list(machine.notes)
     if training and hide["runs"] == 0:
         notes.append(
             "no run of the sweep had several ranks: no overlap of the allreduce with backward was seen, none assumed"
@@ -99,14 +99,29 @@ def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = N
     }
 
 
-def host_read_ceiling(model: dict, phases: dict, share: float, per_node: int, machine: Machine) -> dict:
-    """The read phase no faster than the target node's shared ceiling lets ``per_node`` ranks read ``share``
-    bytes each at once (where the links file measured it): one or two ranks of a sweep are below it, more
-    ranks of a node share the host's memory bandwidth."""
-    read, ceiling = model["local"].get("read"), machine.host_read
-    if read is None or not ceiling or "read" not in phases:
+def read_ceiling(model: dict, machine: Machine, notes: list[str]) -> float | None:
+    """The target node's shared read bandwidth (bytes/s, all its ranks reading at once) where the links file
+    measured one that can bound this sweep's reads: a measured read slower, rank for rank, than the sweep's own
+    one-rank read went another way than the run's reader (its engine, its threads) and bounds nothing."""
+    read, measured = model["local"].get("read"), machine.host_read
+    if read is None or not measured:
+        return None
+    own = 1 / read["seconds_per_byte"] if read["seconds_per_byte"] > 0 else math.inf
+    if measured["alone_Bps"] < own:
+        notes.append(
+            f"host reads measured at {measured['alone_Bps'] / 1e9:.1f} GB/s a rank alone, below the sweep's own "
+            f"{own / 1e9:.1f} GB/s: not the runs' read path, no read ceiling applied"
+        )
+        return None
+    return measured["together_Bps"]
+
+
+def host_read_ceiling(model: dict, phases: dict, share: float, per_node: int, ceiling: float | None) -> dict:
+    """The read phase no faster than the node's shared ``ceiling`` lets ``per_node`` ranks read ``share`` bytes
+    each at once: one or two ranks of a sweep are below it, more ranks of a node share the host's memory."""
+    if ceiling is None or "read" not in phases:
         return phases
-    floor = read["intercept_s"] + per_node * share / ceiling["together_Bps"]
+    floor = model["local"]["read"]["intercept_s"] + per_node * share / ceiling
     if floor <= phases["read"]:
         return phases
     out = {**phases, "read": floor}

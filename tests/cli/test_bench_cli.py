@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from helpers import LAUNCH_ENV
@@ -157,7 +158,8 @@ def test_bench_comm_links_one_node_and_two_emulated(tmp_path, per_node):
 
     out = tmp_path / "links.json"
     args = ["bench", "comm", "--links", "--backend", "mpi", "--device", "cpu", "--max-bytes", "1M", "--factor", "8"]
-    args += ["--iters", "3", "--warmup", "1", "--json", out]
+    args += ["--iters", "3", "--warmup", "1", "--read-bytes", "8M", "--json", out]
+    before = set(Path(tempfile.gettempdir()).glob("spmd-host-read-*"))
     if per_node is None:
         rc, stdout, err, _ = spmd(*args, ranks=2)
     else:
@@ -173,3 +175,9 @@ def test_bench_comm_links_one_node_and_two_emulated(tmp_path, per_node):
     fitted = links["intra"] if per_node is None else links["inter"]
     assert fitted.busbw_Bps > 0 and fitted.latency_s >= 0 and links["backend"] == "mpi"
     assert ("inside a node" if per_node is None else "over every rank") in stdout
+    # the node's read ceiling: each rank's own 8 MiB file, read alone and all at once, then removed
+    reads = data["host_read"]
+    assert reads["bytes"] == 8 << 20 and reads["readers"] == (2 if per_node is None else 1)
+    assert reads["alone_Bps"] > 0 and reads["together_Bps"] > 0 and links["host_read"] == reads
+    assert "host reads of 8 MiB a rank" in stdout
+    assert set(Path(tempfile.gettempdir()).glob("spmd-host-read-*")) == before
