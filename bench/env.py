@@ -76,6 +76,8 @@ class Env:
                 return "needs transformers (pip install transformers; the test extra has it)"
             if need == "nvmath" and not _importable("nvmath"):
                 return "needs nvmath-python (pip install nvmath-python)"
+            if need == "slurm2" and not _two_slurm_nodes():
+                return "needs the two namespaced SLURM nodes of ci/slurm/start.sh (as root) and tc"
             if need == "cuda-mpi" and not os.environ.get("SPMD_CUDA_MPI"):
                 return "needs a CUDA-aware MPI (bench/cuda-mpi/build.sh, then SPMD_CUDA_MPI=1 with its mpirun)"
         return None
@@ -108,6 +110,20 @@ class Env:
             raise CaseFailed(f"{shlex.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-800:]}")
         return done
 
+    def srun(self, *args, nodes: int, per_node: int, env: dict | None = None) -> subprocess.CompletedProcess:
+        """``spmd ARGS`` under srun on the ``pair`` partition of ci/slurm/start.sh (MPICH's OFI netmod, as
+        tests/slurm runs it); CaseFailed on a non-zero exit."""
+        cmd = ["srun", "--partition=pair", "-N", str(nodes), f"--ntasks-per-node={per_node}", "--mpi=pmi2"]
+        cmd += ["--gpus-per-node=0", "--cpus-per-task=1", sys.executable, "-m", "spmd", *map(str, args)]
+        extra = {"MPIR_CVAR_CH4_NETMOD": "ofi", **(env or {})}
+        done = subprocess.run(
+            cmd, cwd=self.work, capture_output=True, text=True, timeout=self.timeout,
+            env={**os.environ, "PYTHONPATH": _pythonpath(), **extra},
+        )  # fmt: skip
+        if done.returncode:
+            raise CaseFailed(f"{shlex.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-800:]}")
+        return done
+
     def spmd(self, *args, ranks: int = 1, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
         return self.run(["-m", "spmd", *map(str, args)], ranks=ranks, env=env, check=check)
 
@@ -125,6 +141,14 @@ def _importable(name: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+def _two_slurm_nodes() -> bool:
+    """Whether ci/slurm/start.sh started its two namespaced nodes here, and tc can shape the link between them."""
+    state = ROOT / "ci/slurm/state.env"
+    if not state.exists() or "SPMD_SLURM_NODES=2" not in state.read_text().split():
+        return False
+    return bool(shutil.which("tc") or Path("/usr/sbin/tc").exists()) and os.geteuid() == 0
 
 
 def _open_mpi() -> bool:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
 
+from ..env import ROOT
 from ..records import Measure
 from . import Case
 from .scaling import workload
@@ -117,6 +119,78 @@ def predicted(env, name: str) -> list[Measure]:
     return out
 
 
+SHAPED_RATE = "400mbit"  # as tests/slurm: communication about half of a two-node repeat of the matmul below
+
+
+def shaped_link(env) -> list[Measure]:
+    """On the CPU: the two namespaced SLURM nodes of ci/slurm/start.sh, the link between them slowed to 400
+    Mbit/s with tc (ci/slurm/shape.sh). A sweep on one node (1 and 2 ranks) and the shaped link's measurement
+    predict the two-node runs (one rank a node) measured next: a matmul whose allgather of B is 30-70% of a
+    repeat there. One BLAS thread a rank: both nodes share the machine's cores."""
+    cfg = workload(env, "matmul")
+    cfg.update(repeats=5, warmup=1)
+    cfg["generate"]["shape"] = [2048, 1024]
+    cfg["params"].update(b_source="allgather", gather="none")
+    cfg["params"]["b"]["generate"]["shape"] = [1024, 1024]
+    path = env.work / "shaped-matmul.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    env.spmd("generate", path, ranks=None)
+    single = {"OMP_NUM_THREADS": "1"}
+    one, two, links = env.work / "shaped-one", env.work / "shaped-two", env.work / "shaped-links.json"
+    for folder in (one, two):
+        shutil.rmtree(folder, ignore_errors=True)
+    links.unlink(missing_ok=True)
+    env.srun("scale", path, "--ranks", "1,2", "--mode", "both", "--out", one, "-q", nodes=1, per_node=2, env=single)
+    shape = str(ROOT / "ci/slurm/shape.sh")
+    subprocess.run(["bash", shape, SHAPED_RATE], check=True, capture_output=True, timeout=30)
+    try:
+        env.srun("bench", "comm", "--links", "--backend", "mpi", "--device", "cpu", "--max-bytes", "16M",
+                 "--factor", "4", "--read-bytes", "16M", "--json", links, nodes=2, per_node=1, env=single)  # fmt: skip
+        env.srun("scale", path, "--ranks", "1,2", "--mode", "both", "--out", two, "-q", nodes=2, per_node=1, env=single)
+    finally:
+        subprocess.run(["bash", shape, "off"], capture_output=True, timeout=30)
+    target = f"links={links},gpus_per_node=1,nodes=2,name=2 nodes over {SHAPED_RATE}"
+    pred = env.work / "shaped-predicted"
+    env.spmd("predict", one / "scaling.json", "--target", target, "--measured", two / "scaling.json", "--out", pred,
+             "-q", ranks=None)  # fmt: skip
+    keep(env, [one / "scaling.json", two / "scaling.json", links], "shaped")
+    result = json.loads((pred / "scaling.json").read_text())["other_machines"][0]
+    measured = json.loads((two / "scaling.json").read_text())
+    out = []
+    for c in result["checked"]:
+        if c["ranks"] != 2:
+            continue
+        report = next(r for r in measured["runs"] if r["mode"] == c["mode"] and r["ranks"] == 2)["report"]
+        share = report["timings"]["comm"]["median"] / report["timings"]["total"]["median"]
+        out.append(
+            Measure(
+                f"matmul {c['mode']}, fitted on one node, predicted at 2 nodes x 1 rank over {SHAPED_RATE} (tc)",
+                "spmd predict",
+                abs(c["error"]),
+                "error of the prediction",
+                "share",
+                better="lower",
+                params={
+                    "comm_share": share,
+                    **{
+                        k: c.get(k)
+                        for k in (
+                            "measured_s",
+                            "predicted_s",
+                            "error",
+                            "interval",
+                            "worst_phase",
+                            "worst_measured_s",
+                            "worst_predicted_s",
+                            "phases",
+                        )
+                    },
+                },  # fmt: skip
+            )
+        )
+    return out
+
+
 def keep(env, paths: list[Path], prefix: str) -> None:
     """Copies of the sweeps and links a prediction came from, where SPMD_BENCH_KEEP names a folder (to analyse
     the model again without the machine)."""
@@ -136,4 +210,5 @@ def cases(env) -> list[Case]:
         Case(f"{name} on other links", lambda e, name=name: predicted(e, name), needs=("ranks2", "torch"), runs=1)
         for name in ("gpt2", "resnet50")
     ]
+    out.append(Case("matmul over a shaped link between two SLURM nodes", shaped_link, needs=("slurm2",), runs=3))
     return out

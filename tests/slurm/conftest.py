@@ -68,3 +68,20 @@ def namespaces():
         skip_or_fail(
             f"network namespaces {missing} absent: {state().get('SPMD_SLURM_TWO_SKIP', 'run ci/slurm/start.sh as root')}"
         )
+
+
+@pytest.fixture
+def shaped_link(two_nodes):
+    """The link between the two nodes at SHAPED_RATE for one test (ci/slurm/shape.sh: tc's tbf on both
+    bridge-side veths), unshaped again after it, pass or fail."""
+    shape = ROOT / "ci/slurm/shape.sh"
+    proc = subprocess.run(["bash", shape, SHAPED_RATE], capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        skip_or_fail(f"the link between the nodes cannot be shaped: {proc.stderr.strip()}")
+    try:
+        yield SHAPED_RATE
+    finally:
+        subprocess.run(["bash", shape, "off"], capture_output=True, timeout=30)
+
+
+SHAPED_RATE = "400mbit"  # with tests/slurm's matmul, communication about half of a two-node repeat
