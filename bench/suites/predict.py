@@ -93,29 +93,7 @@ def predicted(env, name: str) -> list[Measure]:
         for c in result["other_machines"][0]["checked"]:
             if c["ranks"] != env.ranks:
                 continue
-            out.append(
-                Measure(
-                    f"{name} {c['mode']}, fitted on 1-2 GPUs, predicted at {env.ranks}: {label}",
-                    "spmd predict",
-                    abs(c["error"]),
-                    "error of the prediction",
-                    "share",
-                    better="lower",
-                    params={
-                        k: c.get(k)
-                        for k in (
-                            "measured_s",
-                            "predicted_s",
-                            "error",
-                            "interval",
-                            "worst_phase",
-                            "worst_measured_s",
-                            "worst_predicted_s",
-                            "phases",
-                        )
-                    },
-                )
-            )
+            out.append(error_record(f"{name} {c['mode']}, fitted on 1-2 GPUs, predicted at {env.ranks}: {label}", c))
     return out
 
 
@@ -162,33 +140,25 @@ def shaped_link(env) -> list[Measure]:
             continue
         report = next(r for r in measured["runs"] if r["mode"] == c["mode"] and r["ranks"] == 2)["report"]
         share = report["timings"]["comm"]["median"] / report["timings"]["total"]["median"]
-        out.append(
-            Measure(
-                f"matmul {c['mode']}, fitted on one node, predicted at 2 nodes x 1 rank over {SHAPED_RATE} (tc)",
-                "spmd predict",
-                abs(c["error"]),
-                "error of the prediction",
-                "share",
-                better="lower",
-                params={
-                    "comm_share": share,
-                    **{
-                        k: c.get(k)
-                        for k in (
-                            "measured_s",
-                            "predicted_s",
-                            "error",
-                            "interval",
-                            "worst_phase",
-                            "worst_measured_s",
-                            "worst_predicted_s",
-                            "phases",
-                        )
-                    },
-                },  # fmt: skip
-            )
-        )
+        case = f"matmul {c['mode']}, fitted on one node, predicted at 2 nodes x 1 rank over {SHAPED_RATE} (tc)"
+        out.append(error_record(case, c, comm_share=share))
     return out
+
+
+CHECKED = ("measured_s", "predicted_s", "error", "interval", "worst_phase", "worst_measured_s", "worst_predicted_s")
+
+
+def error_record(case: str, checked: dict, **params) -> Measure:
+    """A prediction checked against a measured run (``other_machines[].checked``) as the suite's record."""
+    return Measure(
+        case,
+        "spmd predict",
+        abs(checked["error"]),
+        "error of the prediction",
+        "share",
+        better="lower",
+        params={**params, **{k: checked.get(k) for k in (*CHECKED, "phases")}},
+    )
 
 
 def keep(env, paths: list[Path], prefix: str) -> None:
