@@ -278,28 +278,31 @@ def format_io(result: dict) -> str:
 
 def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
     """The node's shared read ceiling for ``spmd predict``: each rank reads a file of ``nbytes`` of its own from the
-    page cache (as a sweep's repeats read their input) into the host buffer and on the reader threads a run gives
-    it (page-locked on a GPU), first the first rank
-    of each node alone, then every rank at once. {bytes, readers (ranks a node), alone_Bps (one rank),
+    page cache (as a sweep's repeats read their input) into the host buffer a run reads into (page-locked on a
+    GPU), first the first rank of each node alone on the threads a rank alone on its node gets, then every rank at
+    once on the threads each gets beside the others. {bytes, readers (ranks a node), alone_Bps (one rank),
     together_Bps (a node's ranks together: the slowest node's sum)}. The files are spmd's own temporary ones,
-    removed before returning."""
-    threads = reader_threads("auto", ctx.local_size, ctx.local_rank)
+    written back to disk before timing (a write-back running under the reads slows them) and removed after."""
     fd, path = tempfile.mkstemp(prefix="spmd-host-read-", suffix=".bin")
     try:
         chunk = np.ones(min(nbytes, 64 << 20), np.uint8)
         with os.fdopen(fd, "wb") as f:
             for at in range(0, nbytes, chunk.size):
                 f.write(memoryview(chunk)[: min(chunk.size, nbytes - at)])
-        buffer = as_bytes(xpmod.empty_host((nbytes,), np.uint8, pinned=ctx.device == "gpu"))  # as a run's reads land
+            f.flush()
+            os.fsync(f.fileno())
+        buffer = as_bytes(xpmod.empty_host((nbytes,), np.uint8, pinned=ctx.device == "gpu"))
         pieces = split([ByteRange(0, nbytes, 0)], 8 << 20)
 
-        def read() -> None:
-            read_pieces(path, pieces, buffer, threads, path)
+        def reading(threads: int):
+            return lambda: read_pieces(path, pieces, buffer, threads, path)
 
-        read()  # untimed: into the page cache, the threads started, the buffer touched
+        alone_threads = reader_threads("auto", 1, 0)
+        together_threads = reader_threads("auto", ctx.local_size, ctx.local_rank)
+        reading(together_threads)()  # untimed: into the page cache, the buffer touched
         first = ctx.hosts.index(ctx.host) == ctx.rank  # the node's first rank
-        alone = _rounds(ctx, read if first else None, rounds)
-        together = _rounds(ctx, read, rounds)
+        alone = _rounds(ctx, reading(alone_threads) if first else None, rounds)
+        together = _rounds(ctx, reading(together_threads), rounds)
     finally:
         os.unlink(path)
     per_node = ctx.hosts.count(ctx.host)
