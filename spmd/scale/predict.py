@@ -232,25 +232,26 @@ def measured_runs(path) -> list[dict]:
     data = read_json(path, "a report.json or scaling.json")
     if isinstance(data, dict) and data.get("kind") == "scaling":
         scaling = check_scaling(data, path)
-        reports = [r["report"] for r in scaling["runs"]]
+        reports = [(r["mode"], r["report"]) for r in scaling["runs"]]
     else:
-        reports = [check_report(data, path)]
+        reports = [(None, check_report(data, path))]  # one run: strong or weak by its problem's size
     return [
         {
             "path": str(path),
+            "mode": mode,
             "ranks": report["ranks"],
             "nodes": len(report.get("nodes") or []) or 1,
             "problem_bytes": (report.get("problem") or {}).get("bytes"),
             "time": time_interval(report).median,
             "timings": report["timings"],
         }
-        for report in reports
+        for mode, report in reports
     ]
 
 
 def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
-    """Each predicted row beside the runs measured on the target of its ranks and problem: the error, and the
-    phase furthest off."""
+    """Each predicted row beside the runs measured on the target of its ranks, problem and (a sweep's run) mode:
+    the error, and the phase furthest off."""
     out = []
     for row in prediction["rows"]:
         for run in runs:
@@ -258,6 +259,8 @@ def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
                 run["problem_bytes"] and abs(run["problem_bytes"] - row["problem_bytes"]) <= 0.01 * row["problem_bytes"]
             )
             if run["ranks"] != row["ranks"] or run["nodes"] != row["nodes"] or not same:
+                continue
+            if run["mode"] not in (None, row["mode"]):  # a sweep's run says which series it is
                 continue
             entry = {
                 "mode": row["mode"],

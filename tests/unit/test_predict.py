@@ -105,6 +105,20 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
     assert read_ceiling(model, slow, notes) is None and "no read ceiling applied" in notes[0]
 
 
+def test_a_sweeps_run_is_checked_against_its_own_series_only():
+    """Strong and weak predict the same problem where a sweep's base is its problem (one size): a run measured in
+    a sweep is held against its own mode's row only; a lone report.json (no mode) against every row it fits."""
+    from spmd.scale.predict import check_against
+
+    row = {"ranks": 2, "nodes": 1, "problem_bytes": 1e6, "predicted_s": 1.0, "interval": [0.9, 1.1], "phases": {}}
+    prediction = {"rows": [{**row, "mode": "strong"}, {**row, "mode": "weak", "predicted_s": 2.0}]}
+    run = {"ranks": 2, "nodes": 1, "problem_bytes": 1e6, "time": 1.0, "timings": {}}
+    swept = check_against(prediction, [{**run, "mode": "strong"}, {**run, "mode": "weak", "time": 2.0}])
+    assert [(c["mode"], c["error"]) for c in swept] == [("strong", 0.0), ("weak", 0.0)]
+    lone = check_against(prediction, [{**run, "mode": None}])
+    assert [c["mode"] for c in lone] == ["strong", "weak"]
+
+
 def test_ring_and_tree_terms_as_nccl_charges_them():
     """8 GPUs a node, 4 nodes: the ring pays 2(n-1) = 6 network steps of its 62, the tree 2 (7 intra + 2 inter);
     small messages take the tree, large ones the ring (its algorithm bandwidth is twice the tree's)."""
