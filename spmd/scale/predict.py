@@ -49,7 +49,7 @@ def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = N
     local_u = local_uncertainty(scaling, model)
     comm_u = {"intra": _misfit(machine.intra), "inter": _misfit(machine.inter)}
     notes = list(machine.notes)
-    ceiling = read_ceiling(model, machine, notes)
+    ceiling = read_ceiling(scaling, model, machine, notes)
     rows = []
     for mode, series in scaling["series"].items():
         base = series[0]
@@ -99,21 +99,33 @@ def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = N
     }
 
 
-def read_ceiling(model: dict, machine: Machine, notes: list[str]) -> float | None:
+def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> float | None:
     """The target node's shared read bandwidth (bytes/s, all its ranks reading at once) where the links file
-    measured one that can bound this sweep's reads: a measured read slower, rank for rank, than the sweep's own
-    one-rank read went another way than the run's reader (its engine, its threads) and bounds nothing."""
+    measured one that can bound this sweep's reads. A ceiling below what the sweep itself read, one rank alone or
+    a node's ranks together, is none: that read went another way than the run's reader (its engine, threads)."""
     read, measured = model["local"].get("read"), machine.host_read
     if read is None or not measured:
         return None
     own = 1 / read["seconds_per_byte"] if read["seconds_per_byte"] > 0 else math.inf
-    if measured["alone_Bps"] < own:
+    together = max((_node_read_rate(run) for run in scaling["runs"]), default=0.0)
+    if measured["alone_Bps"] < own or measured["together_Bps"] < together:
         notes.append(
-            f"host reads measured at {measured['alone_Bps'] / 1e9:.1f} GB/s a rank alone, below the sweep's own "
-            f"{own / 1e9:.1f} GB/s: not the runs' read path, no read ceiling applied"
+            f"host reads measured at {measured['alone_Bps'] / 1e9:.1f} GB/s a rank alone and "
+            f"{measured['together_Bps'] / 1e9:.1f} GB/s a node's ranks together, below the sweep's own "
+            f"{own / 1e9:.1f} and {together / 1e9:.1f} GB/s: not the runs' read path, no read ceiling applied"
         )
         return None
     return measured["together_Bps"]
+
+
+def _node_read_rate(run: dict) -> float:
+    """Bytes per second the busiest node of a sweep's run read, its ranks together (0 where it read nothing)."""
+    report = run["report"]
+    seconds = (report["timings"].get("read") or {}).get("median") or 0.0
+    per_node = max((run.get("placement") or {}).get("ranks_per_node", {}).values(), default=run["ranks"])
+    if seconds <= 0:
+        return 0.0
+    return per_node * report["problem"]["bytes"] / run["ranks"] / seconds
 
 
 def host_read_ceiling(model: dict, phases: dict, share: float, per_node: int, ceiling: float | None) -> dict:

@@ -88,21 +88,29 @@ def test_links_of_two_ranks_carry_large_messages_to_four():
 
 def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_own_read():
     """A node's ranks read at most its measured shared bandwidth together; a ceiling measured slower than the
-    sweep's own one-rank read came another way and is not applied (a note says so)."""
+    sweep's own one-rank read, or than a node of its ranks read together, came another way and is not applied
+    (a note says so)."""
     from spmd.scale.predict import host_read_ceiling, read_ceiling
 
     model = {"local": {"read": {"intercept_s": 0.001, "seconds_per_byte": 1 / 20e9}}}
     phases = {"read": 0.001 + 1e9 / 20e9, "compute": 0.01, "total": 0.001 + 0.05 + 0.01}
-    fast = machine_from_dict({"gpus_per_node": 1})
-    fast = fast.__class__(**{**fast.__dict__, "host_read": {"alone_Bps": 25e9, "together_Bps": 40e9}})
+    # the sweep: 2 ranks of a node each read 1 GB in 0.06 s, 33 GB/s together
+    two = {"ranks": 2, "placement": {"ranks_per_node": {"n": 2}}}
+    two["report"] = {"timings": {"read": {"median": 0.06}}, "problem": {"bytes": 2e9}}
+    scaling = {"runs": [two]}
+    base = machine_from_dict({"gpus_per_node": 1})
+
+    def target(alone, together):
+        return base.__class__(**{**base.__dict__, "host_read": {"alone_Bps": alone, "together_Bps": together}})
+
     notes = []
-    ceiling = read_ceiling(model, fast, notes)
+    ceiling = read_ceiling(scaling, model, target(25e9, 40e9), notes)
     assert ceiling == 40e9 and not notes
     four = host_read_ceiling(model, phases, 1e9, 4, ceiling)  # 4 ranks x 1 GB over 40 GB/s: 0.1 s, not 0.05 s
     assert four["read"] == pytest.approx(0.001 + 0.1) and four["total"] == pytest.approx(0.001 + 0.1 + 0.01)
     assert host_read_ceiling(model, phases, 1e9, 1, ceiling) == phases  # one rank stays below it
-    slow = fast.__class__(**{**fast.__dict__, "host_read": {"alone_Bps": 10e9, "together_Bps": 40e9}})
-    assert read_ceiling(model, slow, notes) is None and "no read ceiling applied" in notes[0]
+    assert read_ceiling(scaling, model, target(10e9, 40e9), notes) is None and "no read ceiling applied" in notes[0]
+    assert read_ceiling(scaling, model, target(25e9, 30e9), notes) is None and "33.3 GB/s" in notes[1]
 
 
 def test_a_sweeps_run_is_checked_against_its_own_series_only():
