@@ -12,6 +12,8 @@ if [[ $rate == off ]]; then
 fi
 [[ $rate =~ ^[0-9]+(bit|kbit|mbit|gbit)$ ]] || { echo "ci/slurm/shape.sh: rate like 400mbit, got '$rate'" >&2; exit 2; }
 for i in 1 2; do
-  # a burst of 256 KiB: at these rates tbf needs at least rate/HZ; a queue of 100 ms before it drops
-  tc qdisc replace dev spmd-veth$i root tbf rate "$rate" burst 256kb latency 100ms
+  # a burst of 32 KiB (at least rate/HZ, which tbf needs; a larger one lets a lone collective after a pause
+  # through faster than back-to-back ones: 256 KiB made a repeat's allgather 13% faster than bench comm's),
+  # a queue of 100 ms before it drops
+  tc qdisc replace dev spmd-veth$i root tbf rate "$rate" burst 32kb latency 100ms
 done

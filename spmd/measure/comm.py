@@ -67,9 +67,17 @@ def bench_comm(
     }
 
 
+LINK_OPS = ("allreduce", "allgather")  # what --links times: the reduction collectives and the gathers (matmul)
+
+
+def _key(op: str) -> str:
+    return "rows" if op == "allreduce" else op
+
+
 def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, warmup: int, read_bytes: int = 0) -> dict:
-    """The links a machine's collectives run over, for ``spmd predict``: the allreduce at every size inside each
-    node (its ranks alone, every node at once, as a job's rings run) and over every rank (across the nodes); with
+    """The links a machine's collectives run over, for ``spmd predict``: the allreduce and the allgather at every
+    size inside each node (its ranks alone, every node at once, as a job's rings run) and over every rank (across
+    the nodes); with
     ``read_bytes``, the node's shared read ceiling too (``io.host_read``), which a sweep's one and two ranks
     cannot place."""
     hosts = sorted(set(ctx.hosts))
@@ -81,18 +89,23 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
         if group is None:
             continue
         measure(group, ctx.xp, "allreduce", min(WARM_BYTES, max(sizes)), dtype, iters=None, target_s=WARM_SECONDS)
-        rows = []
-        for size in sizes:
-            m = measure(group, ctx.xp, "allreduce", size, dtype, iters=iters, warmup=warmup)
-            rows.append({"bytes": m["size"], "seconds": m["seconds"], "wrong": m["wrong"]})
-        # every node's ranks timed their own ring: the slowest node's time is the level's, every node's errors count
-        for row in rows:
-            both = np.array([row["seconds"], row["wrong"] if name == "intra" and group.rank == 0 else 0.0])
-            ctx.allreduce_host(both[:1], op="max")
-            ctx.allreduce_host(both[1:], op="sum")
-            row["seconds"] = float(both[0])
-            row["wrong"] = int(both[1]) if name == "intra" else row["wrong"]
-        levels[name] = {"ranks": group.size, "rows": rows}
+        curves = {}
+        for op in LINK_OPS:
+            rows = []
+            for size in sizes:  # bytes per rank (allgather's nccl-tests size is the gathered output)
+                m = measure(group, ctx.xp, op, size * (group.size if op == "allgather" else 1), dtype, iters, warmup)
+                per_rank = m["size"] // group.size if op == "allgather" else m["size"]
+                rows.append({"bytes": per_rank, "seconds": m["seconds"], "wrong": m["wrong"]})
+            # every node's ranks timed their own ring: the slowest node's time is the level's, every node's
+            # errors count
+            for row in rows:
+                both = np.array([row["seconds"], row["wrong"] if name == "intra" and group.rank == 0 else 0.0])
+                ctx.allreduce_host(both[:1], op="max")
+                ctx.allreduce_host(both[1:], op="sum")
+                row["seconds"] = float(both[0])
+                row["wrong"] = int(both[1]) if name == "intra" else row["wrong"]
+            curves[op] = rows
+        levels[name] = {"ranks": group.size, "rows": curves["allreduce"], "allgather": curves["allgather"]}
     node.close()
     comm.close()
     reads = host_read(ctx, read_bytes) if read_bytes > 0 else None
@@ -107,7 +120,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
         "uneven": len(set(per_node)) > 1,
         "levels": levels,
         "host_read": reads,
-        "wrong": sum(r["wrong"] for level in levels.values() for r in level["rows"]),
+        "wrong": sum(r["wrong"] for level in levels.values() for op in LINK_OPS for r in level[_key(op)]),
     }
 
 
@@ -119,10 +132,14 @@ def format_links(links: dict) -> str:
     ]
     for name, level in links["levels"].items():
         lines.append(f"# {'inside a node' if name == 'intra' else 'over every rank'}: {level['ranks']} rank(s)")
-        lines.append(f"#{'size':>11} {'time':>10} {'busbw':>8} {'#wrong':>6}")
-        for r in level["rows"]:
+        lines.append(f"#{'size':>11} {'allreduce':>10} {'busbw':>8} {'allgather':>10} {'busbw':>8} {'#wrong':>6}")
+        for r, g in zip(level["rows"], level.get("allgather") or [None] * len(level["rows"])):
             busbw = algbw_busbw("allreduce", level["ranks"], r["bytes"], r["seconds"])[1]
-            lines.append(f"{r['bytes']:>12} {r['seconds'] * 1e6:>10.2f} {busbw / 1e9:>8.3f} {r['wrong']:>6}")
+            line = f"{r['bytes']:>12} {r['seconds'] * 1e6:>10.2f} {busbw / 1e9:>8.3f}"
+            if g is not None:
+                gbw = algbw_busbw("allgather", level["ranks"], g["bytes"] * level["ranks"], g["seconds"])[1]
+                line += f" {g['seconds'] * 1e6:>10.2f} {gbw / 1e9:>8.3f}"
+            lines.append(f"{line} {r['wrong'] + (g['wrong'] if g else 0):>6}")
     if not links["levels"]:
         lines.append("# one rank a node on one node: no link to measure")
     reads = links.get("host_read")

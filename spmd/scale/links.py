@@ -23,6 +23,7 @@ import numpy as np
 
 from ..measure.collectives import model_terms
 
+GATHERS = ("allgather", "gather")
 SMALL_SIZES = 4  # the latency comes from the smallest this many sizes measured
 TREE_BANDWIDTH = 0.9  # NCCL's tree allreduce: this share of the bus bandwidth (tuning.cc), its algbw half of it
 
@@ -31,7 +32,7 @@ TREE_BANDWIDTH = 0.9  # NCCL's tree allreduce: this share of the bus bandwidth (
 class Link:
     """One level's links: ``latency_s`` per step and ``busbw_Bps``, the bus bandwidth a ring reaches over them;
     ``curve``, where measured: the allreduce (bytes per rank, seconds) on ``curve_ranks`` ranks,
-    ``curve_per_node`` a node, the fit came from."""
+    ``curve_per_node`` a node, the fit came from; ``gather_curve`` the allgather there."""
 
     latency_s: float
     busbw_Bps: float
@@ -40,6 +41,7 @@ class Link:
     curve: tuple = ()
     curve_ranks: int = 0
     curve_per_node: int = 0
+    gather_curve: tuple = ()  # the allgather (bytes per rank, seconds) on the same ranks, where measured
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -70,7 +72,7 @@ def collective_seconds(
     modelled = _terms(op, nbytes, ranks, per_node, intra, inter)
     if op == "sendrecv":  # point-to-point runs NCCL's p2p transport, not the collective protocols the curve holds
         return modelled
-    return modelled * _calibration(level, model_terms(op, ranks, int(nbytes))[1], intra, inter)
+    return modelled * _calibration(level, op, model_terms(op, ranks, int(nbytes))[1], intra, inter)
 
 
 def _terms(op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None, inter: Link | None) -> float:
@@ -93,17 +95,24 @@ def _terms(op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None
     return min(ring, tree)
 
 
-def _calibration(level: Link | None, volume: float, intra: Link | None, inter: Link | None) -> float:
-    """Measured over modelled time of the allreduce that puts ``volume`` bytes over each link on the ranks the
-    level was measured on (1 for a preset): the protocols' share the two terms miss at that size."""
-    if level is None or not level.curve or volume <= 0:
+def _calibration(level: Link | None, op: str, volume: float, intra: Link | None, inter: Link | None) -> float:
+    """Measured over modelled time of the collective that puts ``volume`` bytes over each link on the ranks the
+    level was measured on (1 for a preset): the protocols' share the two terms miss at that size. A gather is
+    held to the measured allgather where there is one, the rest to the allreduce."""
+    if level is None or volume <= 0:
+        return 1.0
+    like, curve = (
+        ("allgather", level.gather_curve) if op in GATHERS and level.gather_curve else ("allreduce", level.curve)
+    )
+    if not curve:
         return 1.0
     r = level.curve_ranks
-    sizes = np.log([b for b, _ in level.curve])
-    seconds = np.log([t for _, t in level.curve])
-    at = float(np.clip(math.log(volume * r / (2 * (r - 1))), sizes[0], sizes[-1]))
+    per_rank = volume * r / (2 * (r - 1)) if like == "allreduce" else volume / (r - 1)
+    sizes = np.log([b for b, _ in curve])
+    seconds = np.log([t for _, t in curve])
+    at = float(np.clip(math.log(per_rank), sizes[0], sizes[-1]))
     measured = math.exp(float(np.interp(at, sizes, seconds)))
-    return measured / _terms("allreduce", math.exp(at), r, level.curve_per_node, intra, inter)
+    return measured / _terms(like, math.exp(at), r, level.curve_per_node, intra, inter)
 
 
 def _rows(rows: list[dict], op: str, ranks: int) -> list[tuple[float, float, float, int]]:
@@ -118,7 +127,7 @@ def _misfit(predict, rows) -> float:
     return float(max(abs(predict(r[3]) - r[2]) / r[2] for r in big))
 
 
-def fit_link(rows: list[dict], ranks: int, source: str, op: str = "allreduce") -> Link:
+def fit_link(rows: list[dict], ranks: int, source: str, op: str = "allreduce", gathers: list | None = None) -> Link:
     """A level's link from ``spmd bench comm`` rows measured on ``ranks`` ranks of one node (or one per node):
     the latency per step of the small messages (the least of the smallest few: the first size can hold a
     warm-up), the bus bandwidth of the largest (the two ends of nccl-tests' table), the curve for the sizes
@@ -130,10 +139,12 @@ def fit_link(rows: list[dict], ranks: int, source: str, op: str = "allreduce") -
     beta = (transfer if transfer > 0.5 * t_large else t_large) / volume
     link = Link(alpha, 1 / beta, source)
     misfit = _misfit(lambda b: _terms(op, b, ranks, ranks, link, None), pts)
-    return Link(alpha, 1 / beta, source, misfit, tuple((p[3], p[2]) for p in pts), ranks, ranks)
+    return Link(alpha, 1 / beta, source, misfit, tuple((p[3], p[2]) for p in pts), ranks, ranks, _curve(gathers))
 
 
-def fit_inter(rows: list[dict], ranks: int, per_node: int, intra: Link | None, source: str) -> Link:
+def fit_inter(
+    rows: list[dict], ranks: int, per_node: int, intra: Link | None, source: str, gathers: list | None = None
+) -> Link:
     """The links between nodes from an allreduce measured over every rank of several nodes, given the links
     inside them: the smallest message's time beyond its steps inside the nodes spread over the steps that cross
     (at least the average step), and the largest message's bus bandwidth beyond its latency."""
@@ -150,4 +161,9 @@ def fit_inter(rows: list[dict], ranks: int, per_node: int, intra: Link | None, s
     busbw = volume / (transfer if transfer > 0.5 * t_large else t_large)
     link = Link(alpha, busbw, source)
     misfit = _misfit(lambda b: _terms("allreduce", b, ranks, per_node, intra, link), pts)
-    return Link(alpha, busbw, source, misfit, tuple((p[3], p[2]) for p in pts), ranks, per_node)
+    return Link(alpha, busbw, source, misfit, tuple((p[3], p[2]) for p in pts), ranks, per_node, _curve(gathers))
+
+
+def _curve(rows: list | None) -> tuple:
+    """(bytes per rank, seconds) of measured rows, smallest first."""
+    return tuple(sorted((int(r["bytes"]), float(r["seconds"])) for r in rows or ()))

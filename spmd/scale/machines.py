@@ -184,9 +184,14 @@ def links_from_bench(data: dict) -> dict:
     where = f"{data['backend']} on {data['device']}"
     intra = inter = None
     if "intra" in levels:
-        intra = fit_link(levels["intra"]["rows"], levels["intra"]["ranks"], f"measured inside a node ({where})")
+        level = levels["intra"]
+        intra = fit_link(
+            level["rows"], level["ranks"], f"measured inside a node ({where})", gathers=level.get("allgather")
+        )
     if "world" in levels and data["nodes"] > 1:
-        inter = fit_inter(levels["world"]["rows"], ranks, per_node, intra, f"measured between nodes ({where})")
+        level = levels["world"]
+        source = f"measured between nodes ({where})"
+        inter = fit_inter(level["rows"], ranks, per_node, intra, source, gathers=level.get("allgather"))
     reads = data.get("host_read")
     if reads is not None and not (
         isinstance(reads, dict) and all(_positive(reads.get(k)) for k in ("bytes", "readers", "together_Bps"))

@@ -171,9 +171,13 @@ def test_bench_comm_links_one_node_and_two_emulated(tmp_path, per_node):
     assert data["kind"] == "links" and list(data["levels"]) == [level] and data["wrong"] == 0
     assert data["nodes"] == (1 if per_node is None else 2) and data["ranks_per_node"] == (2 if per_node is None else 1)
     assert [r["bytes"] for r in data["levels"][level]["rows"]] == [8, 64, 512, 4096, 32768, 262144]
+    # the allgather at the same bytes per rank, checked too (a gather's prediction is held to it)
+    assert [r["bytes"] for r in data["levels"][level]["allgather"]] == [8, 64, 512, 4096, 32768, 262144]
+    assert all(r["wrong"] == 0 and r["seconds"] > 0 for r in data["levels"][level]["allgather"])
     links = read_links(out)
     fitted = links["intra"] if per_node is None else links["inter"]
     assert fitted.busbw_Bps > 0 and fitted.latency_s >= 0 and links["backend"] == "mpi"
+    assert len(fitted.gather_curve) == 6
     assert ("inside a node" if per_node is None else "over every rank") in stdout
     # the node's read ceiling: each rank's own 8 MiB file, read alone and all at once, then removed
     reads = data["host_read"]

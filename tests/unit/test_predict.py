@@ -73,6 +73,20 @@ def test_a_measured_link_reproduces_its_own_curve():
     )
 
 
+def test_a_gather_is_held_to_the_measured_allgather():
+    """Where the links file measured the allgather too, a gather's time follows that curve, not the allreduce's at
+    the same bytes a link carries (on 2 ranks an allgather of b a rank puts b on a link, as an allreduce of b
+    does): here an allgather measured twice as fast as that allreduce."""
+    rows = [(1 << 20, 2e-3), (1 << 24, 30e-3)]
+    gathers = tuple((b, t / 2) for b, t in rows)
+    link = Link(1e-6, 1e9, "t", 0.0, tuple(rows), 2, 2)
+    both = Link(1e-6, 1e9, "t", 0.0, tuple(rows), 2, 2, gathers)
+    for b, t in gathers:
+        assert collective_seconds("allgather", b, 2, 2, both, None) == pytest.approx(t, rel=1e-6)
+        assert collective_seconds("allgather", b, 2, 2, link, None) == pytest.approx(2 * t, rel=0.01)
+    assert collective_seconds("allreduce", 1 << 20, 2, 2, both, None) == pytest.approx(2e-3, rel=1e-9)
+
+
 def test_links_of_two_ranks_carry_large_messages_to_four():
     """The links inside a node measured on 2 H200s (NVLink) predict the allreduce 4 of them ran, recorded on the
     same machine, within 25% at 128 MiB: the ring's steps and bus factor at 4 ranks (NCCL's 4-rank rings reach
