@@ -70,16 +70,11 @@ def bench_comm(
 LINK_OPS = ("allreduce", "allgather")  # what --links times: the reduction collectives and the gathers (matmul)
 
 
-def _key(op: str) -> str:
-    return "rows" if op == "allreduce" else op
-
-
 def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, warmup: int, read_bytes: int = 0) -> dict:
     """The links a machine's collectives run over, for ``spmd predict``: the allreduce and the allgather at every
     size inside each node (its ranks alone, every node at once, as a job's rings run) and over every rank (across
-    the nodes); with
-    ``read_bytes``, the node's shared read ceiling too (``io.host_read``), which a sweep's one and two ranks
-    cannot place."""
+    the nodes); with ``read_bytes``, the node's shared read ceiling too (``io.host_read``), which a sweep's one
+    and two ranks cannot place."""
     hosts = sorted(set(ctx.hosts))
     per_node = [ctx.hosts.count(h) for h in hosts]
     comm = open_communicator(ctx, backend)
@@ -120,7 +115,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
         "uneven": len(set(per_node)) > 1,
         "levels": levels,
         "host_read": reads,
-        "wrong": sum(r["wrong"] for level in levels.values() for op in LINK_OPS for r in level[_key(op)]),
+        "wrong": sum(r["wrong"] for level in levels.values() for r in [*level["rows"], *level["allgather"]]),
     }
 
 

@@ -106,7 +106,7 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
     if "links" in raw:
         if not isinstance(raw["links"], str):
             raise ConfigError(f"{where}: key links: a file name, got {brief(raw['links'])}")
-        measured = read_links(base / raw["links"] if not Path(raw["links"]).is_absolute() else Path(raw["links"]))
+        measured = read_links(base / raw["links"])  # an absolute path stays itself
         intra, inter, backend = measured["intra"], measured["inter"], measured["backend"]
         host_read = measured["host_read"]
         per_node = measured["gpus_per_node"]

@@ -17,6 +17,7 @@ import math
 import statistics
 
 from ..core.errors import ConfigError
+from .analysis import node_counts
 from .batches import allreduce_seen
 from .links import collective_seconds
 from .machines import Machine
@@ -26,7 +27,7 @@ from .series import time_interval
 MAX_BATCH = 1 << 20
 
 
-def predict_machine(scaling: dict, machine: Machine, links_rows: dict | None = None) -> dict:
+def predict_machine(scaling: dict, machine: Machine) -> dict:
     """{'target', 'rows', 'break_even', 'notes'}: the sweep's modes at every node count of ``machine``."""
     model = scaling.get("model")
     if not model:
@@ -122,9 +123,9 @@ def _node_read_rate(run: dict) -> float:
     """Bytes per second the busiest node of a sweep's run read, its ranks together (0 where it read nothing)."""
     report = run["report"]
     seconds = (report["timings"].get("read") or {}).get("median") or 0.0
-    per_node = max((run.get("placement") or {}).get("ranks_per_node", {}).values(), default=run["ranks"])
     if seconds <= 0:
         return 0.0
+    per_node = node_counts(run.get("placement") or {}, report.get("device", "cpu"))["node_ranks"] or run["ranks"]
     return per_node * report["problem"]["bytes"] / run["ranks"] / seconds
 
 
