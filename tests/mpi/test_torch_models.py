@@ -160,3 +160,15 @@ def test_clean_runs_never_fail_over_seeds_and_batches(world, data):
             worst = max(worst, g["largest_error_in_bounds"])
     assert worst <= 1
     assert np.isfinite(worst)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_the_gradient_buckets_reported_are_the_ones_ddp_runs(world, data):
+    """DDP's first step reduces every gradient in one bucket, then rebuilds them at bucket_mb: the report (and
+    the comm ops a prediction prices) holds the rebuilt ones, each gradient once."""
+    report = run(config(data, "gpt2", bucket_mb=0.02))
+    result = report["result"]
+    ops = report["problem"]["comm"]
+    assert len(result["buckets"]) > 3 and sum(result["buckets"]) == result["gradient_bytes"]
+    assert max(result["buckets"]) < result["gradient_bytes"] / 2
+    assert [o["bytes"] for o in ops] == result["buckets"] and {o["calls"] for o in ops} == {2}

@@ -140,7 +140,7 @@ class Stepper:
 
     Attributes:
         step: optimizer steps taken; losses (ddp-graph) / step_losses (eager): the window's per-step mean loss (device);
-        bucket_bytes: DDP's gradient buckets (bytes, in the order of their index), seen on the first step.
+        bucket_bytes: DDP's gradient buckets (bytes, in the order of their index), as the last eager step ran them.
     """
 
     def __init__(
@@ -223,8 +223,9 @@ class Stepper:
 
     def _hook(self, state, bucket):
         index = bucket.index()
-        if index not in self.bucket_bytes:
-            self.bucket_bytes[index] = bucket.buffer().numel() * bucket.buffer().element_size()
+        if index == 0:  # a step's first bucket (DDP launches them in order): its first step held every gradient in
+            self.bucket_bytes = {}  # one bucket, then DDP rebuilt them; the last step's layout is the one that runs
+        self.bucket_bytes[index] = bucket.buffer().numel() * bucket.buffer().element_size()
         if self.corrupting:
             faults.corrupt(self.ctx.xp.asarray(bucket.buffer().detach()), "gradient bucket")
         if self.step < self.checked_steps:  # this rank's own gradient, before the allreduce averages it away
