@@ -285,6 +285,10 @@ def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
                 "interval": row["interval"],
                 "error": (row["predicted_s"] - run["time"]) / run["time"],
             }
+            # speedup against each sweep's own one rank: within one launch, where whole launches differ in speed
+            speedup = _measured_speedup(run, runs)
+            if speedup and row.get("speedup"):
+                entry.update(measured_speedup=speedup, speedup_error=row["speedup"] / speedup - 1)
             timings = run["timings"]
             phases = {p: (measured({"timings": timings}, p), v) for p, v in row["phases"].items() if p in timings}
             if phases:
@@ -293,6 +297,19 @@ def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
                 entry.update(worst_phase=worst, worst_measured_s=phases[worst][0], worst_predicted_s=phases[worst][1])
             out.append(entry)
     return out
+
+
+def _measured_speedup(run: dict, runs: list[dict]) -> float | None:
+    """A sweep's run against the one-rank run of its own sweep and series: strong, the same problem's time;
+    weak, bytes per second (None for a lone report, or where the sweep had no one-rank run)."""
+    if run["mode"] is None or run["ranks"] < 2:
+        return None
+    one = next(
+        (r for r in runs if r.get("path") == run.get("path") and r["mode"] == run["mode"] and r["ranks"] == 1), None
+    )
+    if one is None or not run["time"] or not one["problem_bytes"]:
+        return None
+    return one["time"] / run["time"] * run["problem_bytes"] / one["problem_bytes"]
 
 
 def format_prediction(scaling: dict) -> str:
@@ -318,6 +335,11 @@ def format_prediction(scaling: dict) -> str:
             lines.append(
                 f"  measured {c['mode']} at {c['ranks']} ranks: {fmt_seconds(c['measured_s'])}, predicted "
                 f"{fmt_seconds(c['predicted_s'])} ({c['error']:+.1%}; furthest off: {c.get('worst_phase', '-')})"
+                + (
+                    f"; speedup {c['measured_speedup']:.2f}x against its sweep's one rank ({c['speedup_error']:+.1%})"
+                    if "speedup_error" in c
+                    else ""
+                )
             )
         lines += [f"  note: {n}" for n in p["notes"]]
     return "\n".join(lines)

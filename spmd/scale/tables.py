@@ -206,13 +206,14 @@ def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
                     fmt_seconds(r["comm_s"]),
                     fmt_seconds(c["measured_s"]) if c else "-",
                     f"{c['error']:+.1%}" if c else "-",
+                    f"{c['measured_speedup']:.2f}x ({c['speedup_error']:+.1%})" if c and "speedup_error" in c else "-",
                 ]
             )
         rows += [
-            ["break-even", str(e["ranks"]), str(e["nodes"]), break_even_words(e), "", "", "", "", ""]
+            ["break-even", str(e["ranks"]), str(e["nodes"]), break_even_words(e), "", "", "", "", "", ""]
             for e in p["break_even"]
         ]
-        rows += [["note", "", "", n, "", "", "", "", ""] for n in [links, *p["notes"]] if n]
+        rows += [["note", "", "", n, "", "", "", "", "", ""] for n in [links, *p["notes"]] if n]
         out.append(
             Table(
                 f"On other machines: {t['name']} (predicted, {t['gpus_per_node']} a node)",
@@ -226,6 +227,7 @@ def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
                     "collectives",
                     "measured",
                     "error",
+                    "measured speedup (error)",
                 ],
                 rows,
             )

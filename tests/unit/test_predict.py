@@ -141,6 +141,27 @@ def test_a_sweeps_run_is_checked_against_its_own_series_only():
     assert [c["mode"] for c in lone] == ["strong", "weak"]
 
 
+def test_speedup_is_checked_against_the_measured_sweeps_own_one_rank():
+    """A launch 20% slower throughout (its one rank too) misses the time by 20% but not the speedup: strong, the
+    same problem's time; weak, bytes per second. A lone report (no one-rank run beside it) has no speedup check."""
+    from spmd.scale.predict import check_against
+
+    rows = [
+        {"mode": "strong", "ranks": 4, "nodes": 1, "problem_bytes": 4e6, "predicted_s": 1.0, "speedup": 3.0},
+        {"mode": "weak", "ranks": 4, "nodes": 1, "problem_bytes": 16e6, "predicted_s": 4.0, "speedup": 3.0},
+    ]
+    prediction = {"rows": [{**r, "interval": [0, 9], "phases": {}} for r in rows]}
+    there = [("strong", 1, 4e6, 3.6), ("strong", 4, 4e6, 1.2), ("weak", 1, 4e6, 4.0), ("weak", 4, 16e6, 4.0)]
+    runs = [{"path": "s.json", "mode": m, "ranks": n, "nodes": 1, "problem_bytes": b, "time": t, "timings": {}}
+            for m, n, b, t in there]  # fmt: skip
+    strong, weak = check_against(prediction, runs)
+    assert strong["error"] == pytest.approx(-1 / 6) and strong["measured_speedup"] == pytest.approx(3.0)
+    assert strong["speedup_error"] == pytest.approx(0.0)
+    assert weak["measured_speedup"] == pytest.approx(4.0) and weak["speedup_error"] == pytest.approx(-0.25)
+    lone = check_against(prediction, [{**runs[1], "mode": None}])
+    assert lone and all("speedup_error" not in c for c in lone)
+
+
 def test_ring_and_tree_terms_as_nccl_charges_them():
     """8 GPUs a node, 4 nodes: the ring pays 2(n-1) = 6 network steps of its 62, the tree 2 (7 intra + 2 inter);
     small messages take the tree, large ones the ring (its algorithm bandwidth is twice the tree's)."""
