@@ -1,4 +1,4 @@
-"""python -m bench list | run SUITE... --out DIR | report [--check]"""
+"""python -m bench list | run SUITE... --out DIR | recheck DIR | report [--check]"""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         help=f"skip the cases that would start after this many minutes (gpu: {GPU_MINUTES:g}, so that the run, its "
         "longest case included, ends within one 10-minute call; skipped cases are named in the manifest)",
     )
+    recheck = sub.add_parser(
+        "recheck", help="a predict suite's records derived again from their inputs (DIR/inputs) with today's model"
+    )
+    recheck.add_argument("folder", type=Path, help="the suite's results folder (docs/results/KIND/predict)")
     report = sub.add_parser("report", help="render docs/benchmarks.md and README's results from docs/results")
     report.add_argument("--check", action="store_true", help="render in memory; exit 1 if a document differs")
     args = parser.parse_args(argv)
@@ -43,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
 
         minutes = args.max_minutes if args.max_minutes or "gpu" not in args.suites else GPU_MINUTES
         return run_suites(args.suites, args.out, args.runs, args.quick, args.ranks, argv, args.only, minutes)
+    if args.command == "recheck":
+        from .suites.predict import recheck as recheck_records
+
+        print(f"{recheck_records(args.folder)} record(s) of {args.folder} derived again from their inputs")
+        return 0
     from .report import render
 
     return render(check=args.check)

@@ -180,7 +180,11 @@ def provenance(m: dict) -> str:
         if c.get("commit") and c["commit"][:12] != top and "records" in c
     ]
     text = f"{m['date'][:10]}, commit `{top}`"
-    return text + (f" (cases measured at other commits: {', '.join(later)})" if later else "")
+    text += f" (cases measured at other commits: {', '.join(later)})" if later else ""
+    again = (m.get("rechecked") or [])[-1:]  # bench recheck: the measured inputs, the model of a later commit
+    return text + "".join(
+        f"; derived again from the measured inputs at `{r['commit'][:12]}` ({r['date'][:10]})" for r in again
+    )
 
 
 TARGET_SUITES = ("kernels", "io", "train")  # the suites bench/targets.py holds to targets

@@ -5,25 +5,34 @@ memory, like a PCIe host bridge), and nodes of N/2 GPUs emulated on the one mach
 NCCL runs its inter-node rings, trees and network transport; spmd grouped the same way, bench/programs/as_node.py).
 Each target's links come from ``spmd bench comm --links`` run under the same setting. Per workload, setup and
 series, the record is the prediction's error at N against the measured median of the run's repeats, with the
-phase furthest off."""
+phase furthest off, and the speedup's error against the measured sweep's own one rank (one launch: whole launches
+differ in speed by up to a quarter here). The files each prediction came from (the fitted sweep, the sweep measured
+on the target, its links) stay gzipped under ``inputs/`` beside the records: ``python -m bench recheck DIR`` derives
+the records from them again with the model as it is now."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
+import tempfile
+from dataclasses import asdict
+from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
 from ..env import ROOT
-from ..records import Measure
+from ..records import Measure, read_records
 from . import Case
 from .scaling import workload
 from .torch_models import spmd_config
 
 PROGRAM = "as_node.py"
+INPUTS = "inputs"  # the suite's folder holds the files each prediction came from here
 
 
 def setups(env) -> dict:
@@ -86,19 +95,20 @@ def predicted(env, name: str, only: str | None = None) -> list[Measure]:
     for i, (label, setup) in enumerate(setups(env).items()):
         if only is not None and label != only:
             continue
-        there, pred = env.work / f"predict-{name}-{i}", env.work / f"predict-{name}-{i}-pred"
+        there = env.work / f"predict-{name}-{i}"
         launch(env, ["scale", cfg, "--ranks", f"1,{env.ranks}", "--mode", mode, "--out", there, "-q"], env.ranks, setup)
         per_node = setup[1] or env.ranks
-        target = f"links={links(env, label, setup)},gpus_per_node={per_node},nodes={env.ranks // per_node},name={label}"
-        env.spmd("predict", fit / "scaling.json", "--target", target, "--measured", there / "scaling.json",
-                 "--out", pred, "-q", ranks=None)  # fmt: skip
-        result = json.loads((pred / "scaling.json").read_text())
-        keep(env, [fit / "scaling.json", there / "scaling.json", Path(links(env, label, setup))], f"{name}-{i}")
-        for c in result["other_machines"][0]["checked"]:
+        target = f"gpus_per_node={per_node},nodes={env.ranks // per_node},name={label}"
+        files = {
+            "fit": fit / "scaling.json",
+            "measured": there / "scaling.json",
+            "links": Path(links(env, label, setup)),
+        }
+        inputs = save_inputs(env, f"{name}-{slug(label)}", files)
+        for c in checked(files, target):
             if c["ranks"] == env.ranks:
-                out.append(
-                    error_record(f"{name} {c['mode']}, fitted on 1-2 GPUs, predicted at {env.ranks}: {label}", c)
-                )
+                case = f"{name} {c['mode']}, fitted on 1-2 GPUs, predicted at {env.ranks}: {label}"
+                out.append(error_record(case, c, inputs=inputs, target=target))
     return out
 
 
@@ -132,15 +142,23 @@ def shaped_link(env) -> list[Measure]:
         env.srun("scale", path, "--ranks", "1,2", "--mode", "both", "--out", two, "-q", nodes=2, per_node=1, env=single)
     finally:
         subprocess.run(["bash", shape, "off"], capture_output=True, timeout=30)
-    target = f"links={links},gpus_per_node=1,nodes=2,name=2 nodes over {SHAPED_RATE}"
+    target = f"gpus_per_node=1,nodes=2,name=2 nodes over {SHAPED_RATE}"
     pred = env.work / "shaped-predicted"
-    env.spmd("predict", one / "scaling.json", "--target", target, "--measured", two / "scaling.json", "--out", pred,
-             "-q", ranks=None)  # fmt: skip
-    keep(env, [one / "scaling.json", two / "scaling.json", links], "shaped")
-    result = json.loads((pred / "scaling.json").read_text())["other_machines"][0]
+    env.spmd(
+        "predict",
+        one / "scaling.json",
+        "--target",
+        f"links={links},{target}",
+        "--measured",
+        two / "scaling.json",
+        "--out",
+        pred,
+        "-q",
+        ranks=None,
+    )  # fmt: skip: the command end to end, as a user runs it
     measured = json.loads((two / "scaling.json").read_text())
     out = []
-    for c in result["checked"]:
+    for c in checked({"fit": one / "scaling.json", "measured": two / "scaling.json", "links": links}, target):
         if c["ranks"] != 2:
             continue
         report = next(r for r in measured["runs"] if r["mode"] == c["mode"] and r["ranks"] == 2)["report"]
@@ -150,7 +168,31 @@ def shaped_link(env) -> list[Measure]:
     return out
 
 
-CHECKED = ("measured_s", "predicted_s", "error", "interval", "worst_phase", "worst_measured_s", "worst_predicted_s")
+CHECKED = (
+    "mode",
+    "ranks",
+    "measured_s",
+    "predicted_s",
+    "error",
+    "interval",
+    "worst_phase",
+    "worst_measured_s",
+    "worst_predicted_s",
+    "measured_speedup",
+    "speedup_error",
+)
+
+
+def checked(files: dict, target: str) -> list[dict]:
+    """The prediction of the ``fit`` sweep for ``target`` (key=value, its links the ``links`` file) held against
+    the ``measured`` sweep: ``other_machines[].checked`` as ``spmd predict --measured`` writes it."""
+    from spmd.report.schema import check_scaling, read_json
+    from spmd.scale.machines import read_target
+    from spmd.scale.predict import check_against, measured_runs, predict_machine
+
+    scaling = check_scaling(read_json(files["fit"], "a scaling.json"), files["fit"])
+    prediction = predict_machine(scaling, read_target(f"links={files['links']},{target}"))
+    return check_against(prediction, measured_runs(files["measured"]))
 
 
 def error_record(case: str, checked: dict, **params) -> Measure:
@@ -166,14 +208,60 @@ def error_record(case: str, checked: dict, **params) -> Measure:
     )
 
 
-def keep(env, paths: list[Path], prefix: str) -> None:
-    """Copies of the sweeps and links a prediction came from, where SPMD_BENCH_KEEP names a folder (to analyse
-    the model again without the machine)."""
-    folder = os.environ.get("SPMD_BENCH_KEEP")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        for i, path in enumerate(paths):
-            shutil.copy(path, Path(folder) / f"{prefix}-{i}-{path.name}")
+def slug(label: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+
+
+def save_inputs(env, prefix: str, files: dict) -> dict:
+    """{role: path under the suite's folder}: the files a prediction came from, gzipped beside the records."""
+    folder = env.out / "predict" / INPUTS
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for role, path in files.items():
+        name = f"{prefix}-{role}.json.gz"
+        tmp = folder / f".{name}.{os.getpid()}.tmp"
+        tmp.write_bytes(gzip.compress(Path(path).read_bytes(), mtime=0))
+        os.replace(tmp, folder / name)
+        out[role] = f"{INPUTS}/{name}"
+    return out
+
+
+def recheck(folder: Path) -> int:
+    """The records of a predict suite's results folder derived again from their inputs with the model as it is
+    now (a record without inputs stays as it was); the manifest names the commit that did it. Returns how many."""
+    from ..manifest import manifest
+
+    path = folder / "records.jsonl"
+    records, done = read_records(path), 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in records:
+            inputs = r.params.get("inputs")
+            if not inputs:
+                continue
+            files = {}
+            for role, rel in inputs.items():
+                files[role] = Path(tmp) / f"{role}.json"
+                files[role].write_bytes(gzip.decompress((folder / rel).read_bytes()))
+            (c,) = [
+                c
+                for c in checked(files, r.params["target"])
+                if (c["mode"], c["ranks"]) == (r.params["mode"], r.params["ranks"])
+            ]
+            fresh = error_record(r.case, c, inputs=inputs, target=r.params["target"])
+            r.values, r.params = [fresh.value], fresh.params
+            done += 1
+    tmp = path.with_name(f".records.jsonl.{os.getpid()}.tmp")
+    tmp.write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
+    os.replace(tmp, path)
+    facts = json.loads((folder / "manifest.json").read_text())
+    now = manifest([], 0)
+    facts.setdefault("rechecked", []).append(
+        {"commit": now["commit"], "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "records": done}
+    )
+    tmp = folder / f".manifest.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(facts, indent=1) + "\n")
+    os.replace(tmp, folder / "manifest.json")
+    return done
 
 
 def cases(env) -> list[Case]:

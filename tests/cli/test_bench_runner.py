@@ -87,3 +87,43 @@ def test_the_manifest_records_the_cpus_each_rank_was_bound_to():
         timeout=120,
     )
     assert done.returncode == 0 and done.stdout.strip() == "[1, 1, 1]", done.stdout + done.stderr
+
+
+def test_recheck_derives_a_predictions_records_again_from_its_inputs(tmp_path):
+    """A predict record's inputs (the fitted sweep, the sweep measured on the target, its links), gzipped beside
+    it: ``bench recheck`` puts back what ``spmd predict --measured`` says of them, over a stale value; a record
+    without inputs stays as it was; the manifest names the recheck."""
+    import gzip
+
+    folder = tmp_path / "predict"
+    (folder / "inputs").mkdir(parents=True)
+    sweep = ROOT / "tests/data/gpu-kmeans-scaling.json"
+    links = ROOT / "tests/fixtures/links/h100x2-p2p-off.json"
+    inputs = {}
+    for role, path in (("fit", sweep), ("measured", sweep), ("links", links)):
+        (folder / "inputs" / f"k-{role}.json.gz").write_bytes(gzip.compress(path.read_bytes()))
+        inputs[role] = f"inputs/k-{role}.json.gz"
+    target = "gpus_per_node=2,nodes=1,name=p2p off"
+    base = {"suite": "predict", "subject": "spmd predict", "metric": "error of the prediction", "unit": "share",
+            "role": "result", "better": "lower", "bench_case": "kmeans on other links"}  # fmt: skip
+    stale = {**base, "case": "checked", "values": [0.99], "params": {"inputs": inputs, "target": target,
+             "mode": "weak", "ranks": 2, "error": 0.99}}  # fmt: skip
+    alone = {**base, "case": "no inputs", "values": [0.5], "params": {"error": 0.5}}
+    (folder / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (stale, alone)))
+    (folder / "manifest.json").write_text(json.dumps({"suite": "predict", "cases": []}))
+    done = bench("recheck", folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 record(s)" in done.stdout
+    fresh, kept = records(folder)
+    assert kept == alone
+    out = tmp_path / "pred"
+    cli = subprocess.run(
+        [sys.executable, "-m", "spmd", "predict", sweep, "--target", f"links={links},{target}", "--measured", sweep,
+         "--out", out, "-q"], capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    (c,) = [c for c in json.loads((out / "scaling.json").read_text())["other_machines"][0]["checked"]
+            if (c["mode"], c["ranks"]) == ("weak", 2)]  # fmt: skip
+    assert fresh["values"] == [abs(c["error"])] and fresh["params"]["predicted_s"] == c["predicted_s"]
+    assert fresh["params"]["speedup_error"] == c["speedup_error"] and fresh["params"]["inputs"] == inputs
+    assert json.loads((folder / "manifest.json").read_text())["rechecked"][0]["records"] == 1
+    assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no temporary file left
