@@ -32,7 +32,7 @@ from ..core.config import IoConfig
 from ..core.cpus import reader_cpus, reader_threads
 from ..core.errors import ConfigError
 from ..core.units import fmt_bytes
-from ..io.direct import ByteRange, as_bytes, merge, read_pieces, split
+from ..io.direct import as_bytes, merge, read_pieces, split
 from ..io.reader import RowReader
 
 PREAD_MAX = 1 << 30  # one pread call reads at most this much (Linux stops near 2 GiB anyway)
@@ -276,42 +276,89 @@ def format_io(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+HOST_READ_ROW = 1024  # float32 elements a row of host_read's file (4 KiB rows, as a run's inputs hold floats)
+
+
 def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
-    """The node's shared read ceiling for ``spmd predict``: each rank reads a file of ``nbytes`` of its own from the
-    page cache (as a sweep's repeats read their input) into the host buffer a run reads into (page-locked on a
-    GPU), first the first rank of each node alone on the threads a rank alone on its node gets, then every rank at
-    once on the threads each gets beside the others. {bytes, readers (ranks a node), alone_Bps (one rank),
-    together_Bps (a node's ranks together: the slowest node's sum)}. The files are spmd's own temporary ones,
-    written back to disk before timing (a write-back running under the reads slows them) and removed after."""
-    fd, path = tempfile.mkstemp(prefix="spmd-host-read-", suffix=".bin")
+    """The node's shared read ceiling for ``spmd predict``, met as a run's read phase meets it: each rank reads an
+    HDF5 file of ``nbytes`` of its own from the page cache (as a sweep's repeats read their input) with a run's
+    reader (``io.engine: auto``: on a GPU into device memory, by the engine a run would choose), first the first
+    rank of each node alone on the threads a rank alone on its node gets, then every rank at once on the threads
+    each gets beside the others. {bytes, readers (ranks a node), engine (the one that read), alone_Bps (one
+    rank), together_Bps (a node's ranks together: the slowest node's sum)}. The files are spmd's own temporary
+    ones, written back to disk before timing (a write-back running under the reads slows them) and removed after."""
+    import h5py
+
+    from ..io.hdf5 import Piece, RankInput
+
+    fd, path = tempfile.mkstemp(prefix="spmd-host-read-", suffix=".h5")
+    os.close(fd)
+    readers = []
     try:
-        chunk = np.ones(min(nbytes, 64 << 20), np.uint8)
-        with os.fdopen(fd, "wb") as f:
-            for at in range(0, nbytes, chunk.size):
-                f.write(memoryview(chunk)[: min(chunk.size, nbytes - at)])
-            f.flush()
+        rows = max(1, nbytes // (4 * HOST_READ_ROW))
+        block = np.ones((max(1, (64 << 20) // (4 * HOST_READ_ROW)), HOST_READ_ROW), np.float32)
+        with h5py.File(path, "w") as f:
+            data = f.create_dataset("x", (rows, HOST_READ_ROW), np.float32)  # contiguous: plain bytes in the file
+            for at in range(0, rows, block.shape[0]):
+                data[at : at + block.shape[0]] = block[: rows - at]
+        with open(path, "rb+") as f:
             os.fsync(f.fileno())
-        buffer = as_bytes(xpmod.empty_host((nbytes,), np.uint8, pinned=ctx.device == "gpu"))
-        pieces = split([ByteRange(0, nbytes, 0)], 8 << 20)
-
-        def reading(threads: int):
-            return lambda: read_pieces(path, pieces, buffer, threads, path)
-
-        alone_threads = reader_threads("auto", 1, 0)
-        together_threads = reader_threads("auto", ctx.local_size, ctx.local_rank)
-        reading(together_threads)()  # untimed: into the page cache, the buffer touched
+        plan = RankInput((Piece(path, "x", 0, rows),), (HOST_READ_ROW,), np.dtype(np.float32))
+        gpu = ctx.device == "gpu"
+        alone = RowReader(plan, IoConfig(), reader_threads("auto", 1, 0), gpu=gpu)
+        readers.append(alone)
+        together = RowReader(
+            plan,
+            IoConfig(),
+            reader_threads("auto", ctx.local_size, ctx.local_rank),
+            gpu=gpu,
+            ranks_on_node=ctx.local_size,
+        )
+        readers.append(together)
+        read = _reading(plan, gpu, together.fills_host or alone.fills_host)
+        read(together)()  # untimed: into the page cache, the buffers touched
         first = ctx.hosts.index(ctx.host) == ctx.rank  # the node's first rank
-        alone = _rounds(ctx, reading(alone_threads) if first else None, rounds)
-        together = _rounds(ctx, reading(together_threads), rounds)
+        alone_s = _rounds(ctx, read(alone) if first else None, rounds)
+        together_s = _rounds(ctx, read(together), rounds)
+        engine = together.engines()[0]["engine"]
     finally:
+        for reader in readers:
+            reader.close()  # mapped's pages unlocked
         os.unlink(path)
     per_node = ctx.hosts.count(ctx.host)
     return {
-        "bytes": nbytes,
+        "bytes": plan.nbytes,
         "readers": max(ctx.hosts.count(h) for h in set(ctx.hosts)),
-        "alone_Bps": nbytes / alone,
-        "together_Bps": per_node * nbytes / together,
+        "engine": engine,
+        "alone_Bps": plan.nbytes / alone_s,
+        "together_Bps": per_node * plan.nbytes / together_s,
     }
+
+
+def _reading(plan, gpu: bool, fills_host: bool):
+    """reader -> a read of ``plan`` as a run's read phase does it: into the host buffer (page-locked on a GPU),
+    each piece copied to the device as it lands; or straight into device memory (mapped, kvikio)."""
+    host = xpmod.empty_host(plan.shape, plan.dtype, pinned=gpu) if fills_host else None
+    if not gpu:
+        return lambda reader: lambda: reader.read(host)
+    cupy = xpmod.cupy
+    device = cupy.empty(plan.shape, plan.dtype)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    device_bytes = device.reshape(-1).view(np.uint8)
+    host_bytes = host.reshape(-1).view(np.uint8) if host is not None else None
+
+    def landed(lo: int, hi: int) -> None:
+        device_bytes[lo:hi].set(host_bytes[lo:hi], stream=stream)
+
+    def read(reader):
+        def once():
+            reader.read(host, landed=landed if reader.fills_host else None, device=device)
+            stream.synchronize()
+            cupy.cuda.get_current_stream().synchronize()
+
+        return once
+
+    return read
 
 
 def _rounds(ctx, read, rounds: int) -> float:

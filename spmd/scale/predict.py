@@ -25,6 +25,8 @@ from .scaling_model import break_even, measured, predict, scaled_ops
 from .series import time_interval
 
 MAX_BATCH = 1 << 20
+# a read ceiling measured within this share of the sweep's own reads went the runs' way (launches differ that much)
+SAME_PATH = 0.9
 
 
 def predict_machine(scaling: dict, machine: Machine) -> dict:
@@ -103,13 +105,13 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
 def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> float | None:
     """The target node's shared read bandwidth (bytes/s, all its ranks reading at once) where the links file
     measured one that can bound this sweep's reads. A ceiling below what the sweep itself read, one rank alone or
-    a node's ranks together, is none: that read went another way than the run's reader (its engine, threads)."""
+    a node's ranks together (beyond SAME_PATH), is none: that read went another way than the run's reader."""
     read, measured = model["local"].get("read"), machine.host_read
     if read is None or not measured:
         return None
     own = 1 / read["seconds_per_byte"] if read["seconds_per_byte"] > 0 else math.inf
     together = max((_node_read_rate(run) for run in scaling["runs"]), default=0.0)
-    if measured["alone_Bps"] < own or measured["together_Bps"] < together:
+    if measured["alone_Bps"] < SAME_PATH * own or measured["together_Bps"] < SAME_PATH * together:
         notes.append(
             f"host reads measured at {measured['alone_Bps'] / 1e9:.1f} GB/s a rank alone and "
             f"{measured['together_Bps'] / 1e9:.1f} GB/s a node's ranks together, below the sweep's own "

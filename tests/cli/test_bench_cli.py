@@ -179,9 +179,10 @@ def test_bench_comm_links_one_node_and_two_emulated(tmp_path, per_node):
     assert fitted.busbw_Bps > 0 and fitted.latency_s >= 0 and links["backend"] == "mpi"
     assert len(fitted.gather_curve) == 6
     assert ("inside a node" if per_node is None else "over every rank") in stdout
-    # the node's read ceiling: each rank's own 8 MiB file, read alone and all at once, then removed
+    # the node's read ceiling: each rank's own 8 MiB HDF5 file, read by a run's reader alone and all at once, then removed
     reads = data["host_read"]
     assert reads["bytes"] == 8 << 20 and reads["readers"] == (2 if per_node is None else 1)
     assert reads["alone_Bps"] > 0 and reads["together_Bps"] > 0 and links["host_read"] == reads
+    assert reads["engine"] == "direct"  # a run's reader on a CPU: io.engine auto reads with direct there
     assert "host reads of 8 MiB a rank" in stdout
     assert set(Path(tempfile.gettempdir()).glob("spmd-host-read-*")) == before
