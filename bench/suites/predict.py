@@ -228,7 +228,8 @@ def save_inputs(env, prefix: str, files: dict) -> dict:
 
 def recheck(folder: Path) -> int:
     """The records of a predict suite's results folder derived again from their inputs with the model as it is
-    now (a record without inputs stays as it was); the manifest names the commit that did it. Returns how many."""
+    now (a record without inputs, or of several runs, stays as it was); the manifest names the commit that did it.
+    Returns how many."""
     from ..manifest import manifest
 
     path = folder / "records.jsonl"
@@ -236,7 +237,7 @@ def recheck(folder: Path) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for r in records:
             inputs = r.params.get("inputs")
-            if not inputs:
+            if not inputs or len(r.values) != 1:  # one run's inputs are kept: a record of several stays as it was
                 continue
             files = {}
             for role, rel in inputs.items():
