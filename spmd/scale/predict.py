@@ -49,6 +49,8 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
 
     training = bool(scaling.get("training"))
     hide = hidden_share(scaling) if training else None
+    if training:
+        model = {**model, "gap_local_s": local_reference(scaling, model)}
     local_u = local_uncertainty(scaling, model)
     comm_u = {"intra": _misfit(machine.intra), "inter": _misfit(machine.inter)}
     notes = list(machine.notes)
@@ -191,8 +193,19 @@ def _training_phases(model: dict, phases: dict, ranks: int, problem: float, coll
     exposed = max(0.0, allreduce - hide["phi"] * backward)
     out["comm"] = exposed
     out["comm_overlapped"] = allreduce - exposed
-    out["total"] = sum(v for p, v in out.items() if p != "comm_overlapped") + model["gap_s"]
+    gap, reference = model["gap_s"], model.get("gap_local_s")
+    if gap < 0 and reference:  # the step's phases overlap and were counted twice: as much of its local work
+        gap *= sum(v for p, v in out.items() if p in model["local"]) / reference
+    out["total"] = sum(v for p, v in out.items() if p != "comm_overlapped") + gap
     return out
+
+
+def local_reference(scaling: dict, model: dict) -> float | None:
+    """The local phases' seconds in the sweep's fitted runs (median): what a negative gap was measured beside, so
+    that a smaller batch's step is not charged the whole of it (a per-GPU batch of one would take negative time)."""
+    fitted = [r for r in scaling["runs"] if [r["mode"], r["ranks"]] in model.get("fitted_to", [])]
+    sums = [sum(measured({"timings": r["report"]["timings"]}, p) for p in model["local"]) for r in fitted]
+    return statistics.median(sums) if sums else None
 
 
 def break_even_rows(scaling: dict, model: dict, machine: Machine, collectives, hide: dict | None) -> list[dict]:

@@ -13,7 +13,7 @@ import pytest
 
 from spmd.core.errors import ConfigError
 from spmd.scale.links import Link, collective_seconds, fit_inter, fit_link
-from spmd.scale.machines import links_from_bench, machine_from_dict
+from spmd.scale.machines import links_from_bench, machine_from_dict, read_target
 
 ROOT = Path(__file__).resolve().parents[2]
 LINKS = ROOT / "tests/fixtures/links"
@@ -162,6 +162,25 @@ def test_speedup_is_checked_against_the_measured_sweeps_own_one_rank():
     assert weak["measured_speedup"] == pytest.approx(4.0) and weak["speedup_error"] == pytest.approx(-0.25)
     lone = check_against(prediction, [{**runs[1], "mode": None}])
     assert lone and all("speedup_error" not in c for c in lone)
+
+
+def test_gpt2s_break_even_batch_across_two_nodes_is_above_the_batch_measured_slower_there():
+    """GPT-2 (124 M, bf16, 8 x 256 tokens a GPU) swept weak on 1-2 H200s, carried to 2 nodes x 2 GPUs over sockets
+    (links measured there): 4 GPUs measured 0.97x one GPU's samples/s at a batch of 8, so 8 is below break-even.
+    The sweep's phases overlap (their sum exceeds a step by 0.16 s): charged whole to a batch of one, that made one
+    GPU's step take negative time and the break-even 'always'."""
+    from spmd.report.schema import check_scaling, read_json
+    from spmd.scale.predict import predict_machine
+
+    path = ROOT / "tests/data/gpt2-weak-scaling-h200x4.json"
+    scaling = check_scaling(read_json(path, "a scaling.json"), path)
+    assert scaling["model"]["gap_s"] < -0.1
+    target = f"links={LINKS / 'h200x4-two-nodes-gpt2.json'},gpus_per_node=2,nodes=[1,2],name=two nodes"
+    p = predict_machine(scaling, read_target(target))
+    (four,) = [r for r in p["rows"] if r["ranks"] == 4]
+    assert four["speedup"] < 1  # measured 0.97x
+    even = {e["ranks"]: e for e in p["break_even"]}
+    assert even[4]["status"] == "above" and 8 < even[4]["batch"] <= 16
 
 
 def test_ring_and_tree_terms_as_nccl_charges_them():
