@@ -4,6 +4,7 @@ and library versions, the commit, the date and the command."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import re
@@ -129,11 +130,22 @@ def rank_cpus(ranks: int) -> list[int]:
     return [int(n) for n in found[0]] if found and len(found[0]) == ranks else []
 
 
+def commit() -> str:
+    """HEAD, with ``+changes`` where tracked files differ from it."""
+    dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"]))
+    return _run(["git", "rev-parse", "HEAD"]) + ("+changes" if dirty else "")
+
+
+def write_manifest(folder: Path, facts: dict) -> None:
+    """A suite's manifest.json replaced whole (a reader never sees half of one)."""
+    tmp = folder / f".manifest.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(facts, indent=1) + "\n")
+    os.replace(tmp, folder / "manifest.json")
+
+
 def manifest(argv: list[str], ranks: int) -> dict:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     gpu_list = gpus()
-    commit = _run(["git", "rev-parse", "HEAD"])
-    dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"]))
     changes = changed_files()
     return {
         "machine_kind": machine_kind(gpu_list, cpus),
@@ -147,7 +159,7 @@ def manifest(argv: list[str], ranks: int) -> dict:
         "launcher": shlex.join(launcher()),
         "ranks": ranks,
         "rank_cpus": rank_cpus(ranks) if hasattr(os, "sched_getaffinity") else [],  # each rank's binding
-        "commit": commit + ("+changes" if dirty else ""),
+        "commit": commit(),
         "tree": tree_hash(),
         "changes": changes,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -4,6 +4,7 @@ over the runs (JSON lines), and the statistics every suite and document uses, co
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -98,6 +99,13 @@ def write_records(path: Path, records: list[Record]) -> None:
     with open(path, "a") as f:
         for r in records:
             f.write(json.dumps(asdict(r)) + "\n")
+
+
+def rewrite_records(path: Path, records: list[Record]) -> None:
+    """Replace the JSON-lines file at ``path`` with ``records`` whole (a reader never sees half of it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
+    os.replace(tmp, path)
 
 
 def read_records(path: Path) -> list[Record]:

@@ -6,7 +6,6 @@ as stopped; what finished before it stays."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import tempfile
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from .env import CaseFailed, Env, gpu_count
-from .manifest import manifest
+from .manifest import manifest, write_manifest
 from .records import collect, write_records
 from .suites import expand, suites
 
@@ -115,10 +114,8 @@ def run(
 
 
 def _write_manifest(folder: Path, facts: dict, status: list[dict]) -> None:
-    """The suite's manifest as it stands, replaced whole (a reader never sees half of one)."""
-    tmp = folder / f".manifest.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({**facts, "cases": status}, indent=1) + "\n")
-    os.replace(tmp, folder / "manifest.json")
+    """The suite's manifest as it stands: its facts and every case's status."""
+    write_manifest(folder, {**facts, "cases": status})
 
 
 def _free_device_memory() -> None:

@@ -19,14 +19,14 @@ import re
 import shutil
 import subprocess
 import tempfile
-from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
 from ..env import ROOT
-from ..records import Measure, read_records
+from ..manifest import commit, write_manifest
+from ..records import Measure, read_records, rewrite_records
 from . import Case
 from .scaling import workload
 from .torch_models import spmd_config
@@ -143,19 +143,6 @@ def shaped_link(env) -> list[Measure]:
     finally:
         subprocess.run(["bash", shape, "off"], capture_output=True, timeout=30)
     target = f"gpus_per_node=1,nodes=2,name=2 nodes over {SHAPED_RATE}"
-    pred = env.work / "shaped-predicted"
-    env.spmd(
-        "predict",
-        one / "scaling.json",
-        "--target",
-        f"links={links},{target}",
-        "--measured",
-        two / "scaling.json",
-        "--out",
-        pred,
-        "-q",
-        ranks=None,
-    )  # fmt: skip: the command end to end, as a user runs it
     measured = json.loads((two / "scaling.json").read_text())
     out = []
     for c in checked({"fit": one / "scaling.json", "measured": two / "scaling.json", "links": links}, target):
@@ -230,8 +217,6 @@ def recheck(folder: Path) -> int:
     """The records of a predict suite's results folder derived again from their inputs with the model as it is
     now (a record without inputs, or of several runs, stays as it was); the manifest names the commit that did it.
     Returns how many."""
-    from ..manifest import manifest
-
     path = folder / "records.jsonl"
     records, done = read_records(path), 0
     with tempfile.TemporaryDirectory() as tmp:
@@ -251,17 +236,12 @@ def recheck(folder: Path) -> int:
             fresh = error_record(r.case, c, inputs=inputs, target=r.params["target"])
             r.values, r.params = [fresh.value], fresh.params
             done += 1
-    tmp = path.with_name(f".records.jsonl.{os.getpid()}.tmp")
-    tmp.write_text("".join(json.dumps(asdict(r)) + "\n" for r in records))
-    os.replace(tmp, path)
+    rewrite_records(path, records)
     facts = json.loads((folder / "manifest.json").read_text())
-    now = manifest([], 0)
     facts.setdefault("rechecked", []).append(
-        {"commit": now["commit"], "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "records": done}
+        {"commit": commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "records": done}
     )
-    tmp = folder / f".manifest.json.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(facts, indent=1) + "\n")
-    os.replace(tmp, folder / "manifest.json")
+    write_manifest(folder, facts)
     return done
 
 
