@@ -219,8 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     comm.add_argument(
         "--links",
         action="store_true",
-        help="measure the machine's links for spmd predict: the allreduce inside each node and over every rank "
-        "(--json FILE is the target's `links`)",
+        help="measure the machine's links for spmd predict: the allreduce, the allgather and a ring shift "
+        "(sendrecv) inside each node and over every rank (--json FILE is the target's `links`)",
     )
     comm.add_argument(
         "--read-bytes",

@@ -67,13 +67,15 @@ def bench_comm(
     }
 
 
-LINK_OPS = ("allreduce", "allgather")  # what --links times: the reduction collectives and the gathers (matmul)
+# what --links times: the reduction collectives, the gathers (matmul) and a ring shift, one send and one receive a
+# rank, as a halo's sendrecv (stencil) runs on NCCL's point-to-point transport
+LINK_OPS = ("allreduce", "allgather", "sendrecv")
 
 
 def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, warmup: int, read_bytes: int = 0) -> dict:
-    """The links a machine's collectives run over, for ``spmd predict``: the allreduce and the allgather at every
-    size inside each node (its ranks alone, every node at once, as a job's rings run) and over every rank (across
-    the nodes); with ``read_bytes``, the node's shared read ceiling too (``io.host_read``), which a sweep's one
+    """The links a machine's collectives run over, for ``spmd predict``: the allreduce, the allgather and a ring
+    shift (sendrecv) at every size inside each node (its ranks alone, every node at once, as a job's rings run)
+    and over every rank (across the nodes: the shift's slowest rank is one whose neighbour is on another node); with ``read_bytes``, the node's shared read ceiling too (``io.host_read``), which a sweep's one
     and two ranks cannot place."""
     hosts = sorted(set(ctx.hosts))
     per_node = [ctx.hosts.count(h) for h in hosts]
@@ -100,7 +102,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
                 row["seconds"] = float(both[0])
                 row["wrong"] = int(both[1]) if name == "intra" else row["wrong"]
             curves[op] = rows
-        levels[name] = {"ranks": group.size, "rows": curves["allreduce"], "allgather": curves["allgather"]}
+        levels[name] = {"ranks": group.size, "rows": curves["allreduce"], **{op: curves[op] for op in LINK_OPS[1:]}}
     node.close()
     comm.close()
     reads = host_read(ctx, read_bytes) if read_bytes > 0 else None
@@ -115,7 +117,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
         "uneven": len(set(per_node)) > 1,
         "levels": levels,
         "host_read": reads,
-        "wrong": sum(r["wrong"] for level in levels.values() for r in [*level["rows"], *level["allgather"]]),
+        "wrong": sum(r["wrong"] for level in levels.values() for op in ("rows", *LINK_OPS[1:]) for r in level[op]),
     }
 
 
@@ -127,14 +129,17 @@ def format_links(links: dict) -> str:
     ]
     for name, level in links["levels"].items():
         lines.append(f"# {'inside a node' if name == 'intra' else 'over every rank'}: {level['ranks']} rank(s)")
-        lines.append(f"#{'size':>11} {'allreduce':>10} {'busbw':>8} {'allgather':>10} {'busbw':>8} {'#wrong':>6}")
-        for r, g in zip(level["rows"], level.get("allgather") or [None] * len(level["rows"])):
-            busbw = algbw_busbw("allreduce", level["ranks"], r["bytes"], r["seconds"])[1]
-            line = f"{r['bytes']:>12} {r['seconds'] * 1e6:>10.2f} {busbw / 1e9:>8.3f}"
-            if g is not None:
-                gbw = algbw_busbw("allgather", level["ranks"], g["bytes"] * level["ranks"], g["seconds"])[1]
-                line += f" {g['seconds'] * 1e6:>10.2f} {gbw / 1e9:>8.3f}"
-            lines.append(f"{line} {r['wrong'] + (g['wrong'] if g else 0):>6}")
+        ops = [op for op in LINK_OPS if op == "allreduce" or level.get(op)]  # a file of an older spmd has fewer
+        lines.append(f"#{'size':>11}" + "".join(f" {op:>10} {'busbw':>8}" for op in ops) + f" {'#wrong':>6}")
+        for i, r in enumerate(level["rows"]):
+            line, wrong = f"{r['bytes']:>12}", 0
+            for op in ops:
+                row = r if op == "allreduce" else level[op][i]
+                nbytes = row["bytes"] * (level["ranks"] if op == "allgather" else 1)  # nccl-tests' size
+                busbw = algbw_busbw(op, level["ranks"], nbytes, row["seconds"])[1]
+                line += f" {row['seconds'] * 1e6:>10.2f} {busbw / 1e9:>8.3f}"
+                wrong += row["wrong"]
+            lines.append(f"{line} {wrong:>6}")
     if not links["levels"]:
         lines.append("# one rank a node on one node: no link to measure")
     reads = links.get("host_read")

@@ -8,10 +8,12 @@ the slowest link it crosses. NCCL's tree allreduce pays ``2 ((g - 1) intra + log
 0.9 of the bus bandwidth, twice the bytes of a ring's algorithm bandwidth; NCCL takes the faster of the two,
 and so does this model. Point-to-point halos between neighbours cross one boundary once nodes are more than one.
 
-A link measured by ``spmd bench comm --links`` keeps the allreduce it was measured by. Two terms cannot follow
+A link measured by ``spmd bench comm --links`` keeps the curves it was measured by. Two terms cannot follow
 NCCL's protocols over the sizes (LL, LL128 and Simple each take a range; sockets add a cost per call), so each
 collective's modelled time is scaled by what the measured curve says of the model at the same bytes per link:
-exact on the machine as measured, the ring and tree terms carrying it to other rank and node counts.
+exact on the machine as measured, the ring and tree terms carrying it to other rank and node counts. A halo's
+sendrecv runs NCCL's point-to-point transport, whose cost per call (a launch, a handshake with the peer) is not
+a collective's latency per ring step: it is held to the ring shift measured on the same level, where there is one.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ TREE_BANDWIDTH = 0.9  # NCCL's tree allreduce: this share of the bus bandwidth (
 class Link:
     """One level's links: ``latency_s`` per step and ``busbw_Bps``, the bus bandwidth a ring reaches over them;
     ``curve``, where measured: the allreduce (bytes per rank, seconds) on ``curve_ranks`` ranks,
-    ``curve_per_node`` a node, the fit came from; ``gather_curve`` the allgather there."""
+    ``curve_per_node`` a node, the fit came from; ``gather_curve`` the allgather there, ``p2p_curve`` a ring
+    shift (each rank's sendrecv with its neighbours)."""
 
     latency_s: float
     busbw_Bps: float
@@ -42,6 +45,7 @@ class Link:
     curve_ranks: int = 0
     curve_per_node: int = 0
     gather_curve: tuple = ()  # the allgather (bytes per rank, seconds) on the same ranks, where measured
+    p2p_curve: tuple = ()  # a ring shift (bytes a rank sends, seconds) on the same ranks, where measured
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -70,8 +74,6 @@ def collective_seconds(
     nodes = -(-ranks // min(per_node, ranks))
     level = inter if nodes > 1 else (intra or inter)
     modelled = _terms(op, nbytes, ranks, per_node, intra, inter)
-    if op == "sendrecv":  # point-to-point runs NCCL's p2p transport, not the collective protocols the curve holds
-        return modelled
     return modelled * _calibration(level, op, model_terms(op, ranks, int(nbytes))[1], intra, inter)
 
 
@@ -98,21 +100,35 @@ def _terms(op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None
 def _calibration(level: Link | None, op: str, volume: float, intra: Link | None, inter: Link | None) -> float:
     """Measured over modelled time of the collective that puts ``volume`` bytes over each link on the ranks the
     level was measured on (1 for a preset): the protocols' share the two terms miss at that size. A gather is
-    held to the measured allgather where there is one, the rest to the allreduce."""
+    held to the measured allgather where there is one, a sendrecv to the ring shift (none: its two terms), the
+    rest to the allreduce."""
     if level is None or volume <= 0:
         return 1.0
-    like, curve = (
-        ("allgather", level.gather_curve) if op in GATHERS and level.gather_curve else ("allreduce", level.curve)
-    )
+    like, curve = _curve_for(level, op)
     if not curve:
         return 1.0
     r = level.curve_ranks
-    per_rank = volume * r / (2 * (r - 1)) if like == "allreduce" else volume / (r - 1)
+    per_rank = {"allreduce": volume * r / (2 * (r - 1)), "allgather": volume / (r - 1), "sendrecv": volume}[like]
     sizes = np.log([b for b, _ in curve])
     seconds = np.log([t for _, t in curve])
     at = float(np.clip(math.log(per_rank), sizes[0], sizes[-1]))
     measured = math.exp(float(np.interp(at, sizes, seconds)))
     return measured / _terms(like, math.exp(at), r, level.curve_per_node, intra, inter)
+
+
+def _curve_for(level: Link, op: str) -> tuple[str, tuple]:
+    """The measured curve ``op`` is held to on ``level``, and the op it measured."""
+    if op == "sendrecv":
+        return "sendrecv", level.p2p_curve
+    if op in GATHERS and level.gather_curve:
+        return "allgather", level.gather_curve
+    return "allreduce", level.curve
+
+
+def point_to_point_measured(link: Link | None) -> bool:
+    """Whether a level's halos follow a measured ring shift (a preset, or links measured before ``spmd bench comm
+    --links`` timed one, price them by two terms fitted to a collective)."""
+    return link is not None and bool(link.p2p_curve)
 
 
 def _rows(rows: list[dict], op: str, ranks: int) -> list[tuple[float, float, float, int]]:
@@ -127,7 +143,14 @@ def _misfit(predict, rows) -> float:
     return float(max(abs(predict(r[3]) - r[2]) / r[2] for r in big))
 
 
-def fit_link(rows: list[dict], ranks: int, source: str, op: str = "allreduce", gathers: list | None = None) -> Link:
+def fit_link(
+    rows: list[dict],
+    ranks: int,
+    source: str,
+    op: str = "allreduce",
+    gathers: list | None = None,
+    shifts: list | None = None,
+) -> Link:
     """A level's link from ``spmd bench comm`` rows measured on ``ranks`` ranks of one node (or one per node):
     the latency per step of the small messages (the least of the smallest few: the first size can hold a
     warm-up), the bus bandwidth of the largest (the two ends of nccl-tests' table), the curve for the sizes
@@ -139,11 +162,18 @@ def fit_link(rows: list[dict], ranks: int, source: str, op: str = "allreduce", g
     beta = (transfer if transfer > 0.5 * t_large else t_large) / volume
     link = Link(alpha, 1 / beta, source)
     misfit = _misfit(lambda b: _terms(op, b, ranks, ranks, link, None), pts)
-    return Link(alpha, 1 / beta, source, misfit, tuple((p[3], p[2]) for p in pts), ranks, ranks, _curve(gathers))
+    curve = tuple((p[3], p[2]) for p in pts)
+    return Link(alpha, 1 / beta, source, misfit, curve, ranks, ranks, _curve(gathers), _curve(shifts))
 
 
 def fit_inter(
-    rows: list[dict], ranks: int, per_node: int, intra: Link | None, source: str, gathers: list | None = None
+    rows: list[dict],
+    ranks: int,
+    per_node: int,
+    intra: Link | None,
+    source: str,
+    gathers: list | None = None,
+    shifts: list | None = None,
 ) -> Link:
     """The links between nodes from an allreduce measured over every rank of several nodes, given the links
     inside them: the smallest message's time beyond its steps inside the nodes spread over the steps that cross
@@ -161,7 +191,8 @@ def fit_inter(
     busbw = volume / (transfer if transfer > 0.5 * t_large else t_large)
     link = Link(alpha, busbw, source)
     misfit = _misfit(lambda b: _terms("allreduce", b, ranks, per_node, intra, link), pts)
-    return Link(alpha, busbw, source, misfit, tuple((p[3], p[2]) for p in pts), ranks, per_node, _curve(gathers))
+    curve = tuple((p[3], p[2]) for p in pts)
+    return Link(alpha, busbw, source, misfit, curve, ranks, per_node, _curve(gathers), _curve(shifts))
 
 
 def _curve(rows: list | None) -> tuple:

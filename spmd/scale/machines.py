@@ -186,12 +186,18 @@ def links_from_bench(data: dict) -> dict:
     if "intra" in levels:
         level = levels["intra"]
         intra = fit_link(
-            level["rows"], level["ranks"], f"measured inside a node ({where})", gathers=level.get("allgather")
+            level["rows"],
+            level["ranks"],
+            f"measured inside a node ({where})",
+            gathers=level.get("allgather"),
+            shifts=level.get("sendrecv"),
         )
     if "world" in levels and data["nodes"] > 1:
         level = levels["world"]
         source = f"measured between nodes ({where})"
-        inter = fit_inter(level["rows"], ranks, per_node, intra, source, gathers=level.get("allgather"))
+        inter = fit_inter(
+            level["rows"], ranks, per_node, intra, source, gathers=level.get("allgather"), shifts=level.get("sendrecv")
+        )
     reads = data.get("host_read")
     if reads is not None and not (
         isinstance(reads, dict) and all(_positive(reads.get(k)) for k in ("bytes", "readers", "together_Bps"))

@@ -19,7 +19,7 @@ import statistics
 from ..core.errors import ConfigError
 from .analysis import node_counts
 from .batches import allreduce_seen
-from .links import collective_seconds
+from .links import collective_seconds, point_to_point_measured
 from .machines import Machine
 from .scaling_model import break_even, measured, predict, scaled_ops
 from .series import time_interval
@@ -92,6 +92,14 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
     if training and hide["runs"] == 0:
         notes.append(
             "no run of the sweep had several ranks: no overlap of the allreduce with backward was seen, none assumed"
+        )
+    halos = any(o.get("op") == "sendrecv" for o in (model.get("comm") or {}).get("ops") or [])
+    bare = [link for link in (machine.intra, machine.inter) if link and "preset" not in link.source]
+    if halos and any(not point_to_point_measured(link) for link in bare):
+        notes.append(
+            "the target's links hold no point-to-point measurement (spmd bench comm --links before it timed a ring "
+            "shift): halos priced by two terms fitted to the allreduce, whose latency per ring step misses NCCL's "
+            "cost per point-to-point call"
         )
     if any(link and "preset" in link.source for link in (machine.intra, machine.inter)):
         notes.append("a preset's figures are nominal (no measured misfit): the interval holds the sweep's side only")

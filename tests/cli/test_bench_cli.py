@@ -174,10 +174,14 @@ def test_bench_comm_links_one_node_and_two_emulated(tmp_path, per_node):
     # the allgather at the same bytes per rank, checked too (a gather's prediction is held to it)
     assert [r["bytes"] for r in data["levels"][level]["allgather"]] == [8, 64, 512, 4096, 32768, 262144]
     assert all(r["wrong"] == 0 and r["seconds"] > 0 for r in data["levels"][level]["allgather"])
+    # and a ring shift (a halo's sendrecv, each rank's neighbours), checked: halos are held to it
+    assert [r["bytes"] for r in data["levels"][level]["sendrecv"]] == [8, 64, 512, 4096, 32768, 262144]
+    assert all(r["wrong"] == 0 and r["seconds"] > 0 for r in data["levels"][level]["sendrecv"])
     links = read_links(out)
     fitted = links["intra"] if per_node is None else links["inter"]
     assert fitted.busbw_Bps > 0 and fitted.latency_s >= 0 and links["backend"] == "mpi"
-    assert len(fitted.gather_curve) == 6
+    assert len(fitted.gather_curve) == 6 and len(fitted.p2p_curve) == 6
+    assert "sendrecv" in stdout
     assert ("inside a node" if per_node is None else "over every rank") in stdout
     # the node's read ceiling: each rank's own 8 MiB HDF5 file, read by a run's reader alone and all at once, then removed
     reads = data["host_read"]
