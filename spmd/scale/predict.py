@@ -3,8 +3,8 @@
 What stays: each local phase's fit against bytes per rank (the same device does the same work per byte), the
 node term with the target's ranks a node, the comm phase's fixed overhead and a repeat's gap. What changes: the
 collectives, priced on the target's links as NCCL runs them (``links.collective_seconds``). A training job
-(torch, train) hides its gradients' allreduce behind backward: there the exposed part is what the target's
-allreduce K leaves beyond the share phi of backward that the sweep saw hide it, ``max(0, K - phi x backward)``.
+(torch, train) hides its gradients' allreduce behind backward: there the exposed part is what is left of the
+target's allreduce, bucket by bucket, when backward ends (``overlap``).
 
 Each prediction carries an interval: the fitted runs' own measurement intervals and the model's misfit at them
 for the local part, the link fit's misfit to its measured sizes for the collectives (a preset's nominal figures
@@ -18,9 +18,10 @@ import statistics
 
 from ..core.errors import ConfigError
 from .analysis import node_counts
-from .batches import allreduce_seen
 from .links import collective_seconds, point_to_point_measured
 from .machines import Machine
+from .overlap import exposed as overlap_exposed
+from .overlap import hidden_share
 from .scaling_model import break_even, measured, predict, scaled_ops
 from .series import time_interval
 
@@ -175,30 +176,23 @@ def local_uncertainty(scaling: dict, model: dict) -> float:
     return math.hypot(max(widths, default=0.0), misfit if model.get("validated") else 0.0)
 
 
-def hidden_share(scaling: dict) -> dict:
-    """{'phi', 'runs'}: the share of backward that hid the gradients' allreduce in the sweep's runs of several
-    ranks (median over them; 0 where none had several ranks)."""
-    shares = []
-    for run in scaling["runs"]:
-        report = run["report"]
-        if run["ranks"] < 2 or "backward" not in report["timings"]:
-            continue
-        steps = report["result"].get("steps_per_repeat") or 1
-        allreduce, exposed, _ = allreduce_seen(report)
-        backward = report["timings"]["backward"]["median"] / steps
-        if backward > 0:
-            shares.append(min(1.0, max(0.0, (allreduce - exposed) / backward)))
-    return {"phi": statistics.median(shares) if shares else 0.0, "runs": len(shares)}
-
-
 def _training_phases(model: dict, phases: dict, ranks: int, problem: float, collectives, hide: dict) -> dict:
-    """A training step's phases on the target: the allreduce K priced there, its part beyond phi x backward
-    exposed (``comm``), the rest overlapped; no fitted comm overhead (the exposed part is what is left)."""
+    """A training step's phases on the target: the allreduce priced there, what of it backward does not hide
+    exposed (``comm``), the rest overlapped; no fitted comm overhead (the exposed part is what is left). Each
+    bucket's allreduce starts once backward hands it over, as the sweep measured it (``overlap.exposed``); where
+    it did not, the part beyond phi x backward is exposed."""
     out = {p: v for p, v in phases.items() if p not in ("comm", "total")}
-    allreduce = collectives(ranks, scaled_ops(model, ranks, problem)) if ranks > 1 else 0.0
+    ops = scaled_ops(model, ranks, problem)
+    costs = [collectives(ranks, [o]) if ranks > 1 else 0.0 for o in ops]  # each bucket's, a repeat's steps
+    allreduce = sum(costs)
     fit = (model.get("inner") or {}).get("backward") or model["local"].get("backward")
     backward = max(0.0, fit["intercept_s"] + fit["seconds_per_byte"] * problem / ranks) if fit else 0.0
-    exposed = max(0.0, allreduce - hide["phi"] * backward)
+    handed = hide.get("handed_over")
+    if handed and len(handed) == len(ops) and all(o.get("calls") == ops[0].get("calls") for o in ops):
+        steps = ops[0].get("calls") or 1  # one call of each bucket a step: the pipeline runs step by step
+        exposed = steps * overlap_exposed(handed, [c / steps for c in costs], backward / steps)
+    else:
+        exposed = max(0.0, allreduce - hide["phi"] * backward)
     out["comm"] = exposed
     out["comm_overlapped"] = allreduce - exposed
     gap, reference = model["gap_s"], model.get("gap_local_s")
