@@ -185,7 +185,10 @@ def test_a_quiet_sweep_is_tight_under_auto_and_a_deliberately_noisy_one_is_flagg
     (tmp_path / "bimodal.py").write_text(BIMODAL)
     write_dataset(tmp_path / "x.h5", np.ones(10_000, np.float32))
     # the noisy sweep at 2 ranks only: both processes call the function equally often, so they sleep alike
-    for name, workload, budget, sizes in (("quiet", "bimodal.py:steady", 20, "1,2"), ("noisy", "bimodal.py:bimodal", 2, "2")):
+    for name, workload, budget, sizes in (
+        ("quiet", "bimodal.py:steady", 20, "1,2"),
+        ("noisy", "bimodal.py:bimodal", 2, "2"),
+    ):
         (tmp_path / f"{name}.yaml").write_text(
             yaml.safe_dump(
                 {
