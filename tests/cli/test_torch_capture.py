@@ -30,7 +30,7 @@ def run(tmp_path, *args, ranks=2, fault=None, **params):
         (2, "rank=1,phase=data,kind=slow,seconds=0.02", "data", "its data phase took"),
         (2, "rank=1,phase=compute,kind=work,seconds=0.02", "more work", "it ran more work"),
         (2, "rank=1,phase=compute,kind=slow,seconds=0.02", "host", "between them"),
-        (3, "rank=2,phase=compute,kind=work,seconds=0.02", "more work", "(more often: aten::mm"),
+        (3, "rank=2,phase=compute,kind=work,seconds=0.06", "more work", "(more often: aten::mm"),
     ],
 )
 def test_a_cause_made_on_purpose_is_named_as_that_cause(tmp_path, ranks, fault, cause, words):
