@@ -75,8 +75,9 @@ LINK_OPS = ("allreduce", "allgather", "sendrecv")
 def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, warmup: int, read_bytes: int = 0) -> dict:
     """The links a machine's collectives run over, for ``spmd predict``: the allreduce, the allgather and a ring
     shift (sendrecv) at every size inside each node (its ranks alone, every node at once, as a job's rings run)
-    and over every rank (across the nodes: the shift's slowest rank is one whose neighbour is on another node); with ``read_bytes``, the node's shared read ceiling too (``io.host_read``), which a sweep's one
-    and two ranks cannot place."""
+    and over every rank (across the nodes: the shift's slowest rank is one whose neighbour is on another node);
+    with ``read_bytes``, the node's shared read ceiling too (``io.host_read``), which a sweep's one and two ranks
+    cannot place."""
     hosts = sorted(set(ctx.hosts))
     per_node = [ctx.hosts.count(h) for h in hosts]
     comm = open_communicator(ctx, backend)

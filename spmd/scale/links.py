@@ -125,12 +125,6 @@ def _curve_for(level: Link, op: str) -> tuple[str, tuple]:
     return "allreduce", level.curve
 
 
-def point_to_point_measured(link: Link | None) -> bool:
-    """Whether a level's halos follow a measured ring shift (a preset, or links measured before ``spmd bench comm
-    --links`` timed one, price them by two terms fitted to a collective)."""
-    return link is not None and bool(link.p2p_curve)
-
-
 def _rows(rows: list[dict], op: str, ranks: int) -> list[tuple[float, float, float, int]]:
     """(steps, volume, seconds, bytes) of each measured size, smallest first."""
     out = [(*model_terms(op, ranks, r["bytes"]), float(r["seconds"]), int(r["bytes"])) for r in rows]

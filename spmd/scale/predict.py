@@ -18,7 +18,7 @@ import statistics
 
 from ..core.errors import ConfigError
 from .analysis import node_counts
-from .links import collective_seconds, point_to_point_measured
+from .links import collective_seconds
 from .machines import Machine
 from .overlap import exposed as overlap_exposed
 from .overlap import hidden_share
@@ -95,8 +95,8 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             "no run of the sweep had several ranks: no overlap of the allreduce with backward was seen, none assumed"
         )
     halos = any(o.get("op") == "sendrecv" for o in (model.get("comm") or {}).get("ops") or [])
-    bare = [link for link in (machine.intra, machine.inter) if link and "preset" not in link.source]
-    if halos and any(not point_to_point_measured(link) for link in bare):
+    timed = [link for link in (machine.intra, machine.inter) if link and "preset" not in link.source]
+    if halos and any(not link.p2p_curve for link in timed):  # links measured before --links timed the shift
         notes.append(
             "the target's links hold no point-to-point measurement (spmd bench comm --links before it timed a ring "
             "shift): halos priced by two terms fitted to the allreduce, whose latency per ring step misses NCCL's "
