@@ -153,7 +153,7 @@ def test_slow_needs_its_seconds(tmp_path):
     assert rc == 2 and "kind=slow needs seconds=S" in err, err
 
 
-BIMODAL = '''
+PLUGINS = '''
 import itertools
 import time
 
@@ -182,12 +182,12 @@ def test_a_quiet_sweep_is_tight_under_auto_and_a_deliberately_noisy_one_is_flagg
     """repeats: auto (spmd scale's default): a steady plug-in (50 ms a call) stops once its interval is within
     +-5%, unflagged; one whose repeats alternate 10 ms and 50 ms never gets there, runs to its max_seconds and is
     suspect: noisy, said in the findings."""
-    (tmp_path / "bimodal.py").write_text(BIMODAL)
+    (tmp_path / "plugins.py").write_text(PLUGINS)
     write_dataset(tmp_path / "x.h5", np.ones(10_000, np.float32))
     # the noisy sweep at 2 ranks only: both processes call the function equally often, so they sleep alike
     for name, workload, budget, sizes in (
-        ("quiet", "bimodal.py:steady", 20, "1,2"),
-        ("noisy", "bimodal.py:bimodal", 2, "2"),
+        ("quiet", "plugins.py:steady", 20, "1,2"),
+        ("noisy", "plugins.py:bimodal", 2, "2"),
     ):
         (tmp_path / f"{name}.yaml").write_text(
             yaml.safe_dump(
