@@ -106,7 +106,9 @@ def predicted(env, name: str, only: str | None = None) -> list[Measure]:
         there = env.work / f"predict-{name}-{i}"
         launch(env, ["scale", cfg, "--ranks", f"1,{env.ranks}", "--mode", mode, "--out", there, "-q"], env.ranks, setup)
         per_node = setup[1] or env.ranks
-        target = f"gpus_per_node={per_node},nodes={env.ranks // per_node},name={label}"
+        target = f"gpus_per_node={per_node},nodes={env.ranks // per_node},"
+        target += f"host_ranks={env.ranks}," if setup[1] else ""  # emulated nodes are one host: its memory shared
+        target += f"name={label}"
         files = {
             "fit": fit / "scaling.json",
             "measured": there / "scaling.json",
@@ -181,11 +183,10 @@ CHECKED = (
 def checked(files: dict, target: str) -> list[dict]:
     """The prediction of the ``fit`` sweep for ``target`` (key=value, its links the ``links`` file) held against
     the ``measured`` sweep: ``other_machines[].checked`` as ``spmd predict --measured`` writes it."""
-    from spmd.report.schema import check_scaling, read_json
     from spmd.scale.machines import read_target
-    from spmd.scale.predict import check_against, measured_runs, predict_machine
+    from spmd.scale.predict import check_against, measured_runs, predict_machine, read_sweep
 
-    scaling = check_scaling(read_json(files["fit"], "a scaling.json"), files["fit"])
+    scaling = read_sweep(files["fit"])
     prediction = predict_machine(scaling, read_target(f"links={files['links']},{target}"))
     return check_against(prediction, measured_runs(files["measured"]))
 

@@ -10,12 +10,11 @@ def cmd_predict(args) -> int:
     from pathlib import Path
 
     from ..core.errors import ConfigError
-    from ..report.schema import check_scaling, read_json
     from ..scale.machines import read_target
-    from ..scale.predict import check_against, format_prediction, measured_runs, predict_machine
+    from ..scale.predict import check_against, format_prediction, measured_runs, predict_machine, read_sweep
     from ..scale.render import require_scaling_outputs, write_scaling
 
-    scaling = check_scaling(read_json(args.scaling, "a scaling.json"), args.scaling)
+    scaling = read_sweep(args.scaling)
     if not args.target:
         raise ConfigError("--target: name at least one machine (a YAML file or key=value,...)")
     machines = [read_target(spec) for spec in args.target]

@@ -125,7 +125,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     on_gpus = runs[0]["report"]["device"] == "gpu"
     # torch times a step's parts inside its compute phase; train's forward, backward and optimizer are its compute
     inner = INNER_PHASES if "comm_exposed" in runs[0]["report"]["timings"] else ()
-    model = fit_model(model_runs, probe, backend, growth, HOST_PHASES if on_gpus else None, inner)
+    model = fit_model(model_runs, probe, backend, growth, HOST_PHASES if on_gpus else None, inner, gpu=on_gpus)
     measured_max = max(r["ranks"] for r in runs)
     best, even = None, []
     strong_bytes = next((r["problem"].get("bytes") for r in model_runs if r["mode"] == "strong"), None) or (

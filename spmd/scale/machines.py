@@ -45,6 +45,8 @@ TARGET_KEYS = {
     "intra": "a preset for the links inside a node, or {busbw_GBps, latency_us}",
     "inter": "a preset for the links between nodes (per NIC), or {busbw_GBps, latency_us}",
     "nics": "NICs per node that the inter preset's bandwidth is multiplied by (default 1)",
+    "host_ranks": "ranks sharing one host's memory and reads (default gpus_per_node; more where several of the "
+    "nodes NCCL sees are one host: containers, VMs, emulated nodes)",
 }
 MAX_NODES = 1 << 16
 
@@ -61,6 +63,11 @@ class Machine:
     backend: str | None = None  # the communicator the links were measured over (None: a preset)
     notes: list[str] = field(default_factory=list)
     host_read: dict | None = None  # the node's shared read ceiling (measure.io.host_read), where measured
+    host_ranks: int | None = None  # ranks sharing a host's memory where more than a node's (None: a node's)
+
+    def ranks_on_a_host(self, ranks: int) -> int:
+        """Of ``ranks`` ranks, those that share the busiest host's memory (its reads, its copies in)."""
+        return min(ranks, self.host_ranks or self.gpus_per_node)
 
     def to_dict(self) -> dict:
         return {
@@ -71,6 +78,7 @@ class Machine:
             "inter": self.inter.to_dict() if self.inter else None,
             "backend": self.backend,
             "host_read": self.host_read,
+            "host_ranks": self.host_ranks,
         }
 
 
@@ -116,6 +124,11 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
     per_node = raw.get("gpus_per_node", per_node)
     if not _count(per_node) or per_node > MAX_NODES:
         raise ConfigError(f"{where}: key gpus_per_node: a whole number from 1, got {brief(raw.get('gpus_per_node'))}")
+    host_ranks = raw.get("host_ranks")
+    if host_ranks is not None and (not _count(host_ranks) or not per_node <= host_ranks <= MAX_NODES * per_node):
+        raise ConfigError(
+            f"{where}: key host_ranks: a whole number from gpus_per_node ({per_node}), got {brief(host_ranks)}"
+        )
     nics = raw.get("nics", 1)
     if not _count(nics) or nics > 64:
         raise ConfigError(f"{where}: key nics: a whole number from 1 to 64, got {brief(nics)}")
@@ -135,7 +148,9 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
         over += [f"{nics}x {raw['inter']}" if isinstance(raw.get("inter"), str) else None]
         label = " + ".join(x for x in over if x) or ("measured links" if "links" in raw else "given links")
         name = label
-    return Machine(one_line(name)[:120], per_node, sorted(set(nodes)), intra, inter, backend, notes, host_read)
+    return Machine(
+        one_line(name)[:120], per_node, sorted(set(nodes)), intra, inter, backend, notes, host_read, host_ranks
+    )
 
 
 def _count(value) -> bool:

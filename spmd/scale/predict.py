@@ -17,7 +17,7 @@ import math
 import statistics
 
 from ..core.errors import ConfigError
-from .analysis import node_counts
+from .analysis import node_counts, reanalyse
 from .links import collective_seconds
 from .machines import Machine
 from .overlap import exposed as overlap_exposed
@@ -64,7 +64,9 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
         for nodes in machine.nodes:
             ranks = g * nodes
             problem = share * base["ranks"] if mode == "strong" else share * ranks
-            phases = predict(model, ranks, problem, g, collectives)
+            # the node term: what each further rank on a host adds; the read ceiling: a node's, measured while every
+            # node read (emulated nodes on one host: their shares of it)
+            phases = predict(model, ranks, problem, machine.ranks_on_a_host(ranks), collectives)
             phases = host_read_ceiling(model, phases, problem / ranks, g, ceiling)
             comm = phases["comm"]
             if training:
@@ -155,6 +157,14 @@ def host_read_ceiling(model: dict, phases: dict, share: float, per_node: int, ce
     return out
 
 
+def read_sweep(path) -> dict:
+    """A scaling.json as a prediction takes it: checked, and its stored runs analysed again by this spmd, so that
+    the model a prediction stands on is the one fitted today, whichever version wrote the file."""
+    from ..report.schema import check_scaling, read_json
+
+    return reanalyse(check_scaling(read_json(path, "a scaling.json"), path))
+
+
 def _run(scaling: dict, mode: str, ranks: int) -> dict:
     return next(r for r in scaling["runs"] if r["mode"] == mode and r["ranks"] == ranks)
 
@@ -220,7 +230,7 @@ def break_even_rows(scaling: dict, model: dict, machine: Machine, collectives, h
         if ranks < 2:
             continue
         if hide is None:
-            even = break_even(model, ranks, g, collectives)
+            even = break_even(model, ranks, machine.ranks_on_a_host(ranks), collectives)
             out.append({"nodes": nodes, "ranks": ranks, **{k: even[k] for k in ("status", "bytes_per_rank")}})
             continue
         out.append({"nodes": nodes, "ranks": ranks, **_batch_break_even(scaling, model, ranks, collectives, hide)})

@@ -10,7 +10,11 @@ Fitted to a sweep, never assumed:
 - comm: an alpha-beta model ``alpha x steps + beta x bytes on the busiest link`` (the
   terms of ``measure.collectives``) fitted to the collectives timed on each group (or to
   the workload's own comm phases), plus the comm phase's fixed overhead;
-- gap: what a repeat costs beyond its timed phases (Python, synchronisation).
+- collectives run beside the compute (a halo behind the interior, ``comm_overlapped`` timed): only what the
+  compute phase does not hide is exposed (``hidden_behind``);
+- gap: what a repeat costs beyond its timed phases (Python, synchronisation); on GPUs, a host floor too: a
+  rank's host issues a repeat's device work in no less than ``host_floor_s``, and where the device's phases
+  take less (a small share, many launches) the device idles for the rest, outside every phase.
 A repeat ends when its slowest rank does, so local phases are fitted to their maximum
 over ranks, and comm to its minimum: the last rank to arrive waits least, so its comm
 time is the collective itself, while the others' also holds their wait for it.
@@ -32,6 +36,8 @@ NODE_TERM_MIN_SHARE = 0.05
 # what a GPU rank does on its node's host: the phases a node term may have on GPUs (each rank's compute has a
 # GPU of its own; on CPUs every phase shares the node's memory bandwidth)
 HOST_PHASES = ("read", "h2d")
+# the local phase a collective timed as overlapped runs beside (a stencil's halo behind its interior)
+BESIDE = "compute"
 
 
 def fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = None) -> dict:
@@ -169,9 +175,23 @@ def predict(model: dict, ranks: int, problem_bytes: float, node_ranks: int | Non
     }
     ops = scaled_ops(model, ranks, problem_bytes)
     priced = collectives(ranks, ops) if collectives else collectives_time(model["comm"], ranks, ops)
-    phases["comm"] = max(0.0, model["comm"]["overhead_s"] + priced)
-    phases["total"] = max(sum(phases.values()) + model["gap_s"], sum(phases.values()))
+    phases["comm"] = max(0.0, model["comm"]["overhead_s"] + exposed(model["comm"], priced, phases))
+    gap = model["gap_s"] + max(0.0, model.get("host_floor_s", 0.0) - device_seconds(phases))
+    phases["total"] = max(sum(phases.values()) + gap, sum(phases.values()))
     return phases
+
+
+def exposed(comm: dict, priced: float, phases: dict) -> float:
+    """What of the collectives' ``priced`` seconds a repeat waits for: all of it, or where they ran beside a
+    local phase (``hidden_behind``), what that phase's time does not cover. Per iteration the same work: the
+    repeat's sums stand for each iteration's."""
+    behind = comm.get("hidden_behind")
+    return max(0.0, priced - phases.get(behind, 0.0)) if behind else priced
+
+
+def device_seconds(phases: dict) -> float:
+    """The seconds of a repeat's phases that its GPU runs (not the host's reads and copies in)."""
+    return sum(v for p, v in phases.items() if p not in HOST_PHASES and p != "total")
 
 
 def ranks_on_a_node(model: dict, ranks: int) -> int:
@@ -196,6 +216,7 @@ def fit_model(
     growth: float,
     node_phases: tuple[str, ...] | None = None,
     inner: tuple[str, ...] = (),
+    gpu: bool = False,
 ) -> dict | None:
     """Fit the model to a sweep.
 
@@ -207,6 +228,7 @@ def fit_model(
         growth: the workload's COMM_GROWTH.
         node_phases: the phases that may get a node term (None: every local phase; HOST_PHASES on GPUs).
         inner: phases timed inside others (INNER_PHASES of a training job): fitted under ``inner``, not summed.
+        gpu: the phases were timed on GPUs (events on the device's streams): a host floor may be fitted.
 
     Returns:
         The model (JSON-ready), or None when the runs cannot identify it.
@@ -220,6 +242,9 @@ def fit_model(
         runs = fair
     timed = [p for p in runs[0]["timings"] if p not in NOT_LOCAL and any(r["timings"][p]["max"] > 0 for r in runs)]
     phases = [p for p in timed if p not in inner]
+    # a training step's allreduce hides behind backward, bucket by bucket (predict.py models it); here, a workload
+    # that timed its collectives beside its compute (several ranks, an overlapped part)
+    beside = not inner and BESIDE in phases and any(_overlapped(r) > 0 for r in runs if r["ranks"] > 1)
 
     def fitted(p: str) -> dict:
         return fit_local(
@@ -241,10 +266,18 @@ def fit_model(
     if probe:  # alpha, beta from the timed collectives; overhead = what the comm phase adds
         alpha, beta = fit_alpha_beta([(*model_terms(q["op"], q["ranks"], q["bytes"]), q["seconds"]) for q in probe])
         comm.update(alpha_s=alpha, beta_s_per_B=beta, source=f"{len(probe)} collectives timed on the sweep's groups")
+        if beside:
+            comm["hidden_behind"] = BESIDE
         comm["overhead_s"] = max(
             0.0,
             statistics.median(
-                measured(r, "comm") - collectives_time(comm, r["ranks"], r["problem"].get("comm", [])) for r in runs
+                measured(r, "comm")
+                - exposed(
+                    comm,
+                    collectives_time(comm, r["ranks"], r["problem"].get("comm", [])),
+                    {BESIDE: measured(r, BESIDE)} if beside else {},
+                )
+                for r in runs
             ),
         )
     else:  # overhead, alpha and beta together from the comm phases themselves
@@ -255,7 +288,11 @@ def fit_model(
         )
         comm.update(alpha_s=alpha, beta_s_per_B=beta, overhead_s=overhead, source="the workload's comm phases")
     comm["busbw_Bps"] = 1 / comm["beta_s_per_B"] if comm["beta_s_per_B"] > 0 else None
-    gap = statistics.median(r["time"] - sum(measured(r, p) for p in [*phases, "comm"]) for r in runs)
+    gaps = [r["time"] - sum(measured(r, p) for p in [*phases, "comm"]) for r in runs]
+    gap, floor = statistics.median(gaps), 0.0
+    if gpu and not inner:  # a training step's host work is inside its timed phases, not beside them
+        device = [sum(measured(r, p) for p in [*phases, "comm"] if p not in HOST_PHASES) for r in runs]
+        gap, floor = fit_host_floor(gaps, device, [r["time"] for r in runs])
     # A model with as many parameters as the points it was fitted to meets them by construction: only
     # points beyond its parameters test it (each phase's fit has 2 at most, 3 with a node term; comm 1 with a
     # probe, else 3).
@@ -267,6 +304,7 @@ def fit_model(
         "node_slots": max((r.get("node_slots") or 0 for r in runs), default=0) or None,
         "comm": comm,
         "gap_s": gap,
+        **({"host_floor_s": floor} if floor > 0 else {}),
         "fitted_to": [[r.get("mode"), r["ranks"]] for r in runs],
         "points_fitted": points,
         "parameters": parameters,
@@ -274,6 +312,31 @@ def fit_model(
     }
     model["points"] = [_point(model, r) for r in all_runs]
     return model
+
+
+def _overlapped(run: dict) -> float:
+    return (run["timings"].get("comm_overlapped") or {}).get("max", 0.0)
+
+
+def fit_host_floor(gaps: list[float], device: list[float], times: list[float]) -> tuple[float, float]:
+    """(gap, floor): ``gap_i ~ gap + max(0, floor - device_i)``, in least absolute deviations, where each run's
+    ``gap_i`` is its time outside every phase and ``device_i`` the seconds of its phases on the GPU. A floor is
+    kept only where it lifts some run's gap by NODE_TERM_MIN_SHARE of its time: below that it is noise between
+    runs, not a host issuing work slower than the GPU runs it (floor 0, the gaps' median)."""
+    plain = statistics.median(gaps)
+    best = (sum(abs(g - plain) for g in gaps), plain, 0.0)
+    # the floor that best fits passes through a pair of runs: run i's gap above run j's by i's shortfall
+    for i in range(len(gaps)):
+        for j in range(len(gaps)):
+            floor = device[i] + gaps[i] - gaps[j]
+            lift = [max(0.0, floor - d) for d in device]
+            if not any(lf >= NODE_TERM_MIN_SHARE * t for lf, t in zip(lift, times)):
+                continue
+            base = statistics.median(g - lf for g, lf in zip(gaps, lift))
+            cost = sum(abs(g - base - lf) for g, lf in zip(gaps, lift))
+            if cost < best[0] - 1e-15:
+                best = (cost, base, floor)
+    return best[1], best[2]
 
 
 def _parameters(fit: dict) -> int:

@@ -287,3 +287,59 @@ def test_matmul_states_that_its_b_slices_follow_the_ranks(tmp_path):
         report = run_job(ctx, cfg).report
     [op] = report["problem"]["comm"]
     assert op == {"op": "allgather", "bytes": 6 * 4 * 8, "growth": 0.0, "ranks_power": -1.0}
+
+
+def _gpu_run(mode: str, ranks: int, problem: float, host_floor: float, hidden: bool = False) -> dict:
+    """A GPU run of the synthetic machine whose host issues the device's work (compute, comm) in no less than
+    ``host_floor`` seconds: below it the device idles, outside every phase. ``hidden``: its collectives ran beside
+    the compute (timed as overlapped), exposed only beyond it."""
+    run = synthetic_run(mode, ranks, problem)
+    t = {p: v["max"] for p, v in run["timings"].items() if p != "total"}
+    if hidden and ranks > 1:
+        priced = t["comm"] - OVERHEAD
+        t["comm"] = OVERHEAD + max(0.0, priced - t["compute"])
+        run["timings"]["comm_overlapped"] = {"min": priced, "median": priced, "max": priced}
+    device = t["compute"] + t["comm"]
+    total = sum(t.values()) + GAP + max(0.0, host_floor - device)
+    run["timings"].update({p: {"min": v, "median": v, "max": v} for p, v in t.items()})
+    run["timings"]["total"] = {"min": total, "median": total, "max": total}
+    return {**run, "time": total}
+
+
+def test_a_host_floor_is_fitted_where_a_small_share_leaves_the_gpu_idle():
+    floor = 0.8 * true_time(1, S)["compute"]  # one rank's device work is above it, two and four ranks' below
+    runs = [_gpu_run("strong", n, S, floor) for n in (1, 2, 4)] + [_gpu_run("weak", 2, 2 * S, floor)]
+    model = fit_model(runs, synthetic_probe(), "nccl", 0.0, node_phases=HOST_PHASES, gpu=True)
+    assert model["host_floor_s"] == pytest.approx(floor, rel=1e-6)
+    assert model["gap_s"] == pytest.approx(GAP, rel=1e-6)
+    for n in (3, 8):  # counts it never saw: the GPU's idle time predicted with the rest
+        assert predict(model, n, S)["total"] == pytest.approx(_gpu_run("strong", n, S, floor)["time"], rel=1e-9)
+    # fitted to 1 and 2 ranks only (the floor binds at 2), it carries to 4
+    two = fit_model([r for r in runs if r["ranks"] <= 2], synthetic_probe(), "nccl", 0.0, HOST_PHASES, gpu=True)
+    assert predict(two, 4, S)["total"] == pytest.approx(runs[2]["time"], rel=1e-6)
+    # on CPUs every phase is the host's: no floor
+    assert "host_floor_s" not in fit_model(runs, synthetic_probe(), "mpi", 0.0)
+
+
+def test_gaps_that_differ_by_noise_fit_no_floor():
+    runs = [_gpu_run("strong", n, S, 0.0) for n in (1, 2, 4)]
+    runs[2]["time"] *= 1.01  # 1% more time outside the phases at the smallest share: below NODE_TERM_MIN_SHARE
+    model = fit_model(runs, synthetic_probe(), "nccl", 0.0, node_phases=HOST_PHASES, gpu=True)
+    assert "host_floor_s" not in model
+
+
+def test_collectives_beside_the_compute_are_exposed_only_beyond_it():
+    runs = [_gpu_run("strong", n, S, 0.0, hidden=True) for n in (1, 2, 4)] + [_gpu_run("weak", 2, 2 * S, 0.0, True)]
+    model = fit_model(runs, synthetic_probe(), "nccl", 0.0, node_phases=HOST_PHASES, gpu=True)
+    assert model["comm"]["hidden_behind"] == "compute"
+    assert model["comm"]["overhead_s"] == pytest.approx(OVERHEAD, rel=1e-6)
+    compute = predict(model, 4, S)["compute"]
+    slow = 1e-3 + compute  # a link whose collectives take a millisecond more than the compute hides
+    assert predict(model, 4, S, collectives=lambda n, ops: slow)["comm"] == pytest.approx(OVERHEAD + 1e-3)
+    assert predict(model, 4, S, collectives=lambda n, ops: compute / 2)["comm"] == pytest.approx(OVERHEAD)
+    # a workload that timed nothing overlapped waits for all of it
+    plain = fit_model([synthetic_run("strong", n, S) for n in (1, 2, 4)], synthetic_probe(), "nccl", 0.0)
+    assert "hidden_behind" not in plain["comm"]
+    assert predict(plain, 4, S, collectives=lambda n, ops: slow)["comm"] == pytest.approx(
+        plain["comm"]["overhead_s"] + slow
+    )
