@@ -152,7 +152,8 @@ def shaped_link(env) -> list[Measure]:
         env.srun("scale", path, "--ranks", "1,2", "--mode", "both", "--out", two, "-q", nodes=2, per_node=1, env=single)
     finally:
         subprocess.run(["bash", shape, "off"], capture_output=True, timeout=30)
-    target = f"gpus_per_node=1,nodes=2,name=2 nodes over {SHAPED_RATE}"
+    # the two nodes are namespaces of one machine: its cores and memory serve both ranks, as the target says
+    target = f"gpus_per_node=1,nodes=2,host_ranks=2,name=2 nodes over {SHAPED_RATE}"
     measured = json.loads((two / "scaling.json").read_text())
     out = []
     for c in checked({"fit": one / "scaling.json", "measured": two / "scaling.json", "links": links}, target):

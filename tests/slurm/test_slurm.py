@@ -193,7 +193,7 @@ def test_predict_two_shaped_nodes_from_a_one_node_sweep(shaped_link, tmp_path):
     busbw = rows[-1]["bytes"] / rows[-1]["seconds"]  # 2 ranks: the allreduce's bus bytes are its bytes
     assert 0.6 * 50e6 < busbw < 1.1 * 50e6, busbw  # the shaped 400 Mbit/s, less TCP's and MPI's share
     rc, out, err = cli(
-        "predict", "one/scaling.json", "--target", f"links={links},gpus_per_node=1,nodes=2,name=shaped",
+        "predict", "one/scaling.json", "--target", f"links={links},gpus_per_node=1,nodes=2,host_ranks=2,name=shaped",
         "--measured", "two/scaling.json", "--out", "predicted", cwd=tmp_path,
     )  # fmt: skip
     assert rc == 0, err
