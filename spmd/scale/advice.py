@@ -223,6 +223,18 @@ def model_advice(
         f"Comm model ({comm['backend']}): latency {fmt_seconds(comm['alpha_s'])} per step{bw}, "
         f"overhead {fmt_seconds(comm['overhead_s'])} per repeat; from {comm['source']}."
     )
+    if comm.get("hidden_behind"):
+        out.append(
+            f"The collectives ran beside {comm['hidden_behind']} (timed as overlapped): predictions charge only what "
+            f"outlasts it, so slower links cost nothing until they take longer than {comm['hidden_behind']}."
+        )
+    if model.get("host_floor_s"):
+        out.append(
+            f"Bound by the host below {fmt_seconds(model['host_floor_s'])} of GPU work a repeat: where the GPU's "
+            "phases took less (a small share, many launches), it idled outside every phase, waiting for the host to "
+            "issue the next launches. More ranks shrink the GPU's work, not the host's: predictions hold a repeat's "
+            "GPU phases at that floor. Fewer, larger kernels or a captured CUDA graph lower it."
+        )
     for phase, fit in model["local"].items():
         if fit.get("node_seconds_per_byte") and fit["seconds_per_byte"] > 0:
             out.append(

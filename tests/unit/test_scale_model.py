@@ -317,6 +317,7 @@ def test_a_host_floor_is_fitted_where_a_small_share_leaves_the_gpu_idle():
     # fitted to 1 and 2 ranks only (the floor binds at 2), it carries to 4
     two = fit_model([r for r in runs if r["ranks"] <= 2], synthetic_probe(), "nccl", 0.0, HOST_PHASES, gpu=True)
     assert predict(two, 4, S)["total"] == pytest.approx(runs[2]["time"], rel=1e-6)
+    assert any("Bound by the host below" in line for line in model_advice(model, None, [], 4))
     # on CPUs every phase is the host's: no floor
     assert "host_floor_s" not in fit_model(runs, synthetic_probe(), "mpi", 0.0)
 
@@ -332,6 +333,7 @@ def test_collectives_beside_the_compute_are_exposed_only_beyond_it():
     runs = [_gpu_run("strong", n, S, 0.0, hidden=True) for n in (1, 2, 4)] + [_gpu_run("weak", 2, 2 * S, 0.0, True)]
     model = fit_model(runs, synthetic_probe(), "nccl", 0.0, node_phases=HOST_PHASES, gpu=True)
     assert model["comm"]["hidden_behind"] == "compute"
+    assert any("ran beside compute" in line for line in model_advice(model, None, [], 4))
     assert model["comm"]["overhead_s"] == pytest.approx(OVERHEAD, rel=1e-6)
     compute = predict(model, 4, S)["compute"]
     slow = 1e-3 + compute  # a link whose collectives take a millisecond more than the compute hides
