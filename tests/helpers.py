@@ -5,6 +5,7 @@ CUDA runtime. A test module imports these, never another test module."""
 from __future__ import annotations
 
 import ctypes
+import gzip
 import os
 import re
 import socket
@@ -385,3 +386,14 @@ def torch_user_config(folder: Path, **params) -> Path:
     path = folder / "torch.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def recorded_prediction(folder: Path, prefix: str) -> dict[str, Path]:
+    """A recorded prediction's inputs (tests/data/PREFIX-{fit,measured,links}.json.gz, as the predict suite keeps
+    them) unpacked into ``folder``: role -> path."""
+    data = Path(__file__).resolve().parent / "data"
+    files = {}
+    for role in ("fit", "measured", "links"):
+        files[role] = folder / f"{role}.json"
+        files[role].write_bytes(gzip.decompress((data / f"{prefix}-{role}.json.gz").read_bytes()))
+    return files

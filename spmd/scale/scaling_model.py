@@ -175,13 +175,13 @@ def predict(model: dict, ranks: int, problem_bytes: float, node_ranks: int | Non
     }
     ops = scaled_ops(model, ranks, problem_bytes)
     priced = collectives(ranks, ops) if collectives else collectives_time(model["comm"], ranks, ops)
-    phases["comm"] = max(0.0, model["comm"]["overhead_s"] + exposed(model["comm"], priced, phases))
+    phases["comm"] = max(0.0, model["comm"]["overhead_s"] + exposed_beside(model["comm"], priced, phases))
     gap = model["gap_s"] + max(0.0, model.get("host_floor_s", 0.0) - device_seconds(phases))
     phases["total"] = max(sum(phases.values()) + gap, sum(phases.values()))
     return phases
 
 
-def exposed(comm: dict, priced: float, phases: dict) -> float:
+def exposed_beside(comm: dict, priced: float, phases: dict) -> float:
     """What of the collectives' ``priced`` seconds a repeat waits for: all of it, or where they ran beside a
     local phase (``hidden_behind``), what that phase's time does not cover. Per iteration the same work: the
     repeat's sums stand for each iteration's."""
@@ -245,6 +245,7 @@ def fit_model(
     # a training step's allreduce hides behind backward, bucket by bucket (predict.py models it); here, a workload
     # that timed its collectives beside its compute (several ranks, an overlapped part)
     beside = not inner and BESIDE in phases and any(_overlapped(r) > 0 for r in runs if r["ranks"] > 1)
+    seen = [{p: measured(r, p) for p in [*phases, "comm"]} for r in runs]  # each run's phases as the model sees them
 
     def fitted(p: str) -> dict:
         return fit_local(
@@ -271,13 +272,8 @@ def fit_model(
         comm["overhead_s"] = max(
             0.0,
             statistics.median(
-                measured(r, "comm")
-                - exposed(
-                    comm,
-                    collectives_time(comm, r["ranks"], r["problem"].get("comm", [])),
-                    {BESIDE: measured(r, BESIDE)} if beside else {},
-                )
-                for r in runs
+                s["comm"] - exposed_beside(comm, collectives_time(comm, r["ranks"], r["problem"].get("comm", [])), s)
+                for r, s in zip(runs, seen)
             ),
         )
     else:  # overhead, alpha and beta together from the comm phases themselves
@@ -288,11 +284,10 @@ def fit_model(
         )
         comm.update(alpha_s=alpha, beta_s_per_B=beta, overhead_s=overhead, source="the workload's comm phases")
     comm["busbw_Bps"] = 1 / comm["beta_s_per_B"] if comm["beta_s_per_B"] > 0 else None
-    gaps = [r["time"] - sum(measured(r, p) for p in [*phases, "comm"]) for r in runs]
+    gaps = [r["time"] - sum(s.values()) for r, s in zip(runs, seen)]
     gap, floor = statistics.median(gaps), 0.0
     if gpu and not inner:  # a training step's host work is inside its timed phases, not beside them
-        device = [sum(measured(r, p) for p in [*phases, "comm"] if p not in HOST_PHASES) for r in runs]
-        gap, floor = fit_host_floor(gaps, device, [r["time"] for r in runs])
+        gap, floor = fit_host_floor(gaps, [device_seconds(s) for s in seen], [r["time"] for r in runs])
     # A model with as many parameters as the points it was fitted to meets them by construction: only
     # points beyond its parameters test it (each phase's fit has 2 at most, 3 with a node term; comm 1 with a
     # probe, else 3).

@@ -4,17 +4,14 @@ emulated nodes over sockets, where the allreduce is half of the step."""
 
 from __future__ import annotations
 
-import gzip
 import json
-from pathlib import Path
 
 import pytest
+from helpers import recorded_prediction
 
 from spmd.scale.machines import read_target
 from spmd.scale.overlap import exposed, handed_over, hidden_share
 from spmd.scale.predict import check_against, measured_runs, predict_machine
-
-DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_each_bucket_waits_for_its_hand_over_and_the_bucket_before_it():
@@ -50,18 +47,11 @@ def test_hand_overs_are_read_off_the_marked_steps_as_shares_of_backward():
     assert handed_over({"runs": [_run(1, [(0.0, 1.0, [0.5, 1.0])])]}) is None
 
 
-def _recorded(name: str) -> Path:
-    return DATA / f"resnet50-224-h200x2-two-nodes-{name}.json.gz"
-
-
 def test_resnet50_across_sockets_hides_its_allreduce_bucket_by_bucket(tmp_path):
     """Swept weak on 1-2 H200s over NVLink (its allreduce hid 11 ms of 700 behind backward), measured as 2 nodes
     over sockets (670 ms hidden, 87 exposed): with each bucket's measured hand-over the step comes within 10%;
     with the share phi that hid on NVLink as all that can hide, over by more than 40%."""
-    files = {}
-    for name in ("fit", "measured", "links"):
-        files[name] = tmp_path / f"{name}.json"
-        files[name].write_bytes(gzip.decompress(_recorded(name).read_bytes()))
+    files = recorded_prediction(tmp_path, "resnet50-224-h200x2-two-nodes")
     scaling = json.loads(files["fit"].read_text())
     hide = hidden_share(scaling)
     assert hide["phi"] < 0.05 and hide["handed_over"][-1] == 1.0

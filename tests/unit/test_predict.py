@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import recorded_prediction
 
 from spmd.core.errors import ConfigError
 from spmd.scale.links import Link, collective_seconds, fit_inter, fit_link
@@ -311,18 +312,14 @@ def test_stencil_on_four_h200s_is_bound_by_its_host_and_its_halo_hides_behind_th
     5 ms a repeat outside every phase), and the fitted host floor carries it to 4: within 10%, where the sweep's
     median gap alone was 18% under. The halo (two NCCL calls an iteration) hides behind the interior: not
     charged whole beside it."""
-    import gzip
-
     from spmd.scale.predict import check_against, measured_runs, predict_machine, read_sweep
 
-    for role in ("fit", "measured", "links"):
-        data = gzip.decompress((ROOT / f"tests/data/stencil-h200x4-nvlink-{role}.json.gz").read_bytes())
-        (tmp_path / f"{role}.json").write_bytes(data)
-    scaling = read_sweep(tmp_path / "fit.json")
+    files = recorded_prediction(tmp_path, "stencil-h200x4-nvlink")
+    scaling = read_sweep(files["fit"])
     model = scaling["model"]
     assert 0.012 < model["host_floor_s"] < 0.015 and model["comm"]["hidden_behind"] == "compute"
-    target = read_target(f"links={tmp_path / 'links.json'},gpus_per_node=4")
-    runs = measured_runs(tmp_path / "measured.json")
+    target = read_target(f"links={files['links']},gpus_per_node=4")
+    runs = measured_runs(files["measured"])
     checked = {c["mode"]: c for c in check_against(predict_machine(scaling, target), runs)}
     assert abs(checked["strong"]["error"]) < 0.10 and abs(checked["weak"]["error"]) < 0.10
     assert abs(checked["strong"]["speedup_error"]) < 0.05  # measured 1.29x
@@ -336,11 +333,9 @@ def test_stencil_on_four_h200s_is_bound_by_its_host_and_its_halo_hides_behind_th
 
 def test_predict_fits_the_sweeps_runs_again_not_the_model_a_file_carries(tmp_path):
     """A scaling.json written by an older spmd carries that version's model: predict fits its stored runs again."""
-    import gzip
-
     from spmd.scale.predict import read_sweep
 
-    data = json.loads(gzip.decompress((ROOT / "tests/data/stencil-h200x4-nvlink-fit.json.gz").read_bytes()))
+    data = json.loads(recorded_prediction(tmp_path, "stencil-h200x4-nvlink")["fit"].read_text())
     data["model"] = {**data["model"], "gap_s": 5.0}
     data["model"].pop("host_floor_s", None)
     (tmp_path / "old.json").write_text(json.dumps(data))
