@@ -1,8 +1,10 @@
 """workload torch's Stepper in one process (gloo, world size 1): the marked steps alone go through the hooked twin
-DDP, and training through the twin gives the parameters plain DDP gives, bit for bit."""
+DDP, and training through the twin gives the parameters plain DDP gives, bit for bit; the steps verification
+compares element by element run with deterministic kernels in the run and in the reference alike."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 import types
@@ -15,8 +17,12 @@ dist = pytest.importorskip("torch.distributed")
 
 from spmd.core import faults  # noqa: E402
 from spmd.core.timing import PhaseTimer  # noqa: E402
+from spmd.workloads.torch import reference as reference_module  # noqa: E402
+from spmd.workloads.torch import step as step_module  # noqa: E402
 from spmd.workloads.torch.params import TorchParams  # noqa: E402
+from spmd.workloads.torch.reference import Reference  # noqa: E402
 from spmd.workloads.torch.step import Batches, Stepper  # noqa: E402
+from spmd.workloads.torch.workload import TorchWorkload  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +35,7 @@ def group():
     dist.destroy_process_group()
 
 
-def train(params: TorchParams, steps: int):
+def train(params: TorchParams, steps: int, **options):
     """``steps`` steps of a small MLP; (its parameters, the stepper, how many hook calls it saw)."""
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
@@ -38,7 +44,7 @@ def train(params: TorchParams, steps: int):
     y = torch.from_numpy(rng.integers(0, 3, 64))
     batches = Batches(torch, x, y, "device", torch.device("cpu"), torch.float32, None)
     ctx = types.SimpleNamespace(device="cpu", rank=0, xp=np)
-    stepper = Stepper(torch, ctx, params, module, torch.nn.functional.cross_entropy, batches, steps)
+    stepper = Stepper(torch, ctx, params, module, torch.nn.functional.cross_entropy, batches, steps, **options)
     calls = []  # per allreduce through the hook: whether its step was marked
     allreduce = stepper._allreduce
     stepper._allreduce = lambda state, bucket: calls.append(stepper.current is not None) or allreduce(state, bucket)
@@ -103,3 +109,77 @@ def test_the_window_losses_are_each_steps_loss_in_order(group):
     np.testing.assert_allclose(got, want, rtol=1e-6)
     stepper.load_window(np.zeros((6, 8), dtype=np.int64))
     assert stepper.step_losses == []  # a new window starts empty
+
+
+def inside_deterministic(monkeypatch, module) -> dict:
+    """``module.deterministic`` replaced by one that says, in the returned dict's ``inside``, whether a step is in it."""
+    state = {"inside": False}
+
+    @contextlib.contextmanager
+    def deterministic(torch_, gpu):
+        state["inside"] = True
+        try:
+            yield
+        finally:
+            state["inside"] = False
+
+    monkeypatch.setattr(module, "deterministic", deterministic)
+    return state
+
+
+@pytest.mark.parametrize(
+    "options, expected", [({}, 0), ({"deterministic_steps": 1}, 1), ({"checked_steps": 2, "deterministic_steps": 2}, 2)]
+)
+def test_the_steps_verification_compares_take_deterministic_kernels(group, monkeypatch, options, expected):
+    state, seen = inside_deterministic(monkeypatch, step_module), []
+    original = Stepper._micro_batches
+
+    def micro_batches(self, forward, ddp, mark, rows_all):
+        seen.append((self.step, state["inside"], forward is self.ddp or forward is self.marked_ddp))
+        return original(self, forward, ddp, mark, rows_all)
+
+    monkeypatch.setattr(Stepper, "_micro_batches", micro_batches)
+    params = TorchParams(model="m.py:build", batch=8, steps=4, phases=False, strategy="compile")
+    _, stepper, _ = train(params, 4, **options)
+    # the deterministic steps eager (through DDP itself, not torch.compile's), the rest compiled as asked
+    assert seen == [(s, s < expected, s < expected) for s in range(4)]
+    assert stepper.deterministic_steps == expected
+
+
+def test_the_reference_runs_the_runs_deterministic_steps_alike(monkeypatch):
+    state, seen = inside_deterministic(monkeypatch, reference_module), []
+    original = Reference._step_gradients
+
+    def step_gradients(self, rows, step, reverse):
+        seen.append((step, state["inside"]))
+        return original(self, rows, step, reverse)
+
+    monkeypatch.setattr(Reference, "_step_gradients", step_gradients)
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    rng = np.random.default_rng(1)
+    x = torch.from_numpy(rng.standard_normal((64, 6)).astype(np.float32))
+    y = torch.from_numpy(rng.integers(0, 3, 64))
+    params = TorchParams(model="m.py:build", batch=4, steps=3)
+    loss = torch.nn.functional.cross_entropy
+    ref = Reference(torch, params, module, loss, None, x, y, "cpu", torch.float32, 2, False, False, 1)
+    rows = rng.integers(0, 64, (3, 8))
+    ref.train(lambda first, steps: rows[first : first + steps], 0, 3)
+    assert seen == [(0, True), (1, False), (2, False)] and ref.first_grads is not None
+
+
+@pytest.mark.parametrize(
+    "verify, strategy, checked, expected",
+    [
+        ("both", "ddp", 2, 2),
+        ("both", "ddp", 0, 1),
+        ("both", "compile", 0, 1),
+        ("both", "ddp-graph", 0, 0),
+        ("none", "ddp", 0, 0),
+    ],
+)
+def test_the_first_step_is_deterministic_where_its_averaged_gradient_is_checked(verify, strategy, checked, expected):
+    w = types.SimpleNamespace(
+        checked_steps=checked, cfg=types.SimpleNamespace(verify=verify), params=types.SimpleNamespace(strategy=strategy)
+    )
+    assert TorchWorkload.deterministic_steps.fget(w) == expected

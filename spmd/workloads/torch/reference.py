@@ -10,6 +10,7 @@ are one batch (SyncBatchNorm's statistics are over all of them).
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -24,6 +25,7 @@ class Reference:
         x, y: every row of the input and its targets (torch tensors; on the device when they fit).
         window: the one-rank sampler's ``window`` (global row numbers of each step's global batch, in the
             order the ranks hold them).
+        deterministic_steps: the first steps the run took with deterministic kernels (``Stepper``): so does this.
     """
 
     def __init__(
@@ -40,11 +42,13 @@ class Reference:
         ranks: int,
         gpu: bool,
         reseed: bool,
+        deterministic_steps: int = 0,
     ):
         self.torch, self.params, self.module, self.loss_fn = torch, params, module, loss_fn
         self.transform, self.x, self.y, self.device = transform, x, y, compute_device
         self.input_dtype, self.ranks, self.gpu = input_dtype, ranks, gpu
         self.reseed = reseed
+        self.deterministic_steps = deterministic_steps
         # ddp-graph's capturable Adam rounds its bias correction on the device: the reference does the same
         self.optimizer = make_optimizer(
             torch, params.optimizer, module.parameters(), capturable=params.strategy == "ddp-graph"
@@ -63,29 +67,14 @@ class Reference:
         micro-batches in the other order (rank 0 still last) and their gradients divided by the rank count after
         the sum, not before: another rounding of the same training."""
         torch, p = self.torch, self.params
-        k, b, n = p.accumulate, p.batch, self.ranks
-        per_rank = k * b
-        buffers = list(self.module.buffers())
+        n = self.ranks
         t0 = time.perf_counter()
         every = window(first, steps)  # all steps' rows at once: the sampler's work is per shard, not per step
         for step in range(first, first + steps):
             rows = every[step - first]
             self.optimizer.zero_grad(set_to_none=True)
-            for j in range(k):
-                if p.sync_batchnorm:
-                    order = range(n - 1, -1, -1) if reverse else range(n)
-                    part = np.concatenate([rows[r * per_rank + j * b : r * per_rank + (j + 1) * b] for r in order])
-                    self._backward(part, k, step, 0, j)
-                    continue
-                start = [t.detach().clone() for t in buffers]
-                others = list(range(1, n))
-                for r in [*(others[::-1] if reverse else others), 0]:  # rank 0 last: DDP keeps its buffers
-                    with torch.no_grad():
-                        for t, v in zip(buffers, start):
-                            t.copy_(v)
-                    self._backward(
-                        rows[r * per_rank + j * b : r * per_rank + (j + 1) * b], k * (1 if reverse else n), step, r, j
-                    )
+            with deterministic(torch, self.gpu) if step < self.deterministic_steps else contextlib.nullcontext():
+                self._step_gradients(rows, step, reverse)
             if reverse and not p.sync_batchnorm:
                 with torch.no_grad():
                     for t in self.module.parameters():
@@ -97,6 +86,28 @@ class Reference:
         if self.gpu:
             torch.cuda.synchronize()
         return time.perf_counter() - t0
+
+    def _step_gradients(self, rows, step: int, reverse: bool) -> None:
+        """A step's gradients summed over its ranks' micro-batches (divided by the rank count unless ``reverse``)."""
+        torch, p = self.torch, self.params
+        k, b, n = p.accumulate, p.batch, self.ranks
+        per_rank = k * b
+        buffers = list(self.module.buffers())
+        for j in range(k):
+            if p.sync_batchnorm:
+                order = range(n - 1, -1, -1) if reverse else range(n)
+                part = np.concatenate([rows[r * per_rank + j * b : r * per_rank + (j + 1) * b] for r in order])
+                self._backward(part, k, step, 0, j)
+                continue
+            start = [t.detach().clone() for t in buffers]
+            others = list(range(1, n))
+            for r in [*(others[::-1] if reverse else others), 0]:  # rank 0 last: DDP keeps its buffers
+                with torch.no_grad():
+                    for t, v in zip(buffers, start):
+                        t.copy_(v)
+                self._backward(
+                    rows[r * per_rank + j * b : r * per_rank + (j + 1) * b], k * (1 if reverse else n), step, r, j
+                )
 
     def rank_gradients(self, window, step: int, state: list, threads: list[int]) -> list[dict]:
         """Every rank's own gradient at step ``step`` as its DDP hands it to the allreduce (the sum over its

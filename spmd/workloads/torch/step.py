@@ -153,6 +153,7 @@ class Stepper:
         batches: Batches,
         window_steps: int,
         checked_steps: int = 0,
+        deterministic_steps: int = 0,
         find_unused: bool = False,
         keep_states: bool = False,
     ):
@@ -182,6 +183,8 @@ class Stepper:
         # the first steps, eager and deterministic, through the hooked DDP: each rank's gradient kept as it enters
         # the allreduce, for verification (a CUDA graph's replays run no Python: ddp-graph checks none)
         self.checked_steps = 0 if self.graph_mode else checked_steps
+        # the steps verification compares elementwise: eager, deterministic kernels (the reference runs them alike)
+        self.deterministic_steps = 0 if self.graph_mode else max(deterministic_steps, self.checked_steps)
         self.keep_states = keep_states and self.checked_steps > 0
         # step -> bucket index -> (flat gradient on the host, [(parameter, elements)] in the bucket's order)
         self.local_gradients: dict[int, dict[int, tuple]] = {}
@@ -263,11 +266,12 @@ class Stepper:
             self.optimizer.zero_grad(set_to_none=True)
             rows_all = self.idx[self.i]
         checked = self.step < self.checked_steps
+        exact = self.step < self.deterministic_steps
         if checked and self.keep_states:
             self.checked_states[self.step] = [t.detach().to("cpu", copy=True) for t in state_tensors(self.module)]
         ddp = self.marked_ddp if marks is not None or checked else self.ddp
-        forward = ddp if ddp is not self.ddp or checked else self.forward
-        with deterministic(torch, self.gpu) if checked else contextlib.nullcontext():
+        forward = ddp if ddp is not self.ddp or exact else self.forward
+        with deterministic(torch, self.gpu) if exact else contextlib.nullcontext():
             total = self._micro_batches(forward, ddp, mark, rows_all)
         if checked:
             self.local_gradients[self.step] = {i: (t.cpu(), names) for i, (t, names) in sorted(self._captured.items())}

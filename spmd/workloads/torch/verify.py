@@ -25,6 +25,7 @@ from .reference import Reference, host_tensors
 
 SPREAD_FACTOR = 10  # the parameters may differ from the reference by 10x what two roundings of it differ by
 MAX_SPREAD = 1e-3  # beyond it the two references differ by more than 0.1%: the parameters are not checked
+DETERMINISTIC = "deterministic (PyTorch's deterministic algorithms, cuDNN's, SDPA's math backend)"
 
 
 def verify_torch(w) -> dict:
@@ -73,6 +74,7 @@ def against_reference(w, run_tensors: dict, gathered: dict | None) -> dict:
             w.ctx.size,
             gpu,
             w.stepper.reseed,
+            w.stepper.deterministic_steps,
         )
 
     whole = Sampler(w.rows, w.shards, 1, 0, w.global_batch, p.seed)
@@ -87,10 +89,7 @@ def against_reference(w, run_tensors: dict, gathered: dict | None) -> dict:
             "compared": "each rank's own gradient as it entered the allreduce (DDP's bucket), element by element, "
             "against the reference's gradient of the same micro-batches from the run's parameters at that step",
             "steps": sorted(gathered["steps"]),
-            "kernels": "deterministic (PyTorch's deterministic algorithms, cuDNN's, SDPA's math backend) on both "
-            "sides for these steps"
-            if gpu
-            else "the CPU's, on both sides",
+            "kernels": f"{DETERMINISTIC} on both sides for these steps" if gpu else "the CPU's, on both sides",
             **_bound_words("its second computation of the same micro-batches"),
             **check_ranks(checker, whole.window, w.stepper.checked_states, gathered),
         }
@@ -113,7 +112,7 @@ def against_reference(w, run_tensors: dict, gathered: dict | None) -> dict:
             "compared": "the first step's gradient averaged over the ranks (after the allreduce: one rank's change "
             f"is divided by {w.ctx.size}), element by element, against the reference's",
             "steps": [0],
-            "kernels": "as the run's strategy chose them, on both sides",
+            "kernels": _first_step_kernels(gpu, w.stepper.deterministic_steps),
             **_bound_words("the first step again with the ranks summed in another order"),
             **summary,
         }
@@ -141,6 +140,18 @@ def against_reference(w, run_tensors: dict, gathered: dict | None) -> dict:
         "reference_seconds": seconds,
         "buffers": "rank 0's (DDP broadcasts them before every forward)" if list(ref.module.buffers()) else None,
     }
+
+
+def _first_step_kernels(gpu: bool, deterministic_steps: int) -> str:
+    if not gpu:
+        return "the CPU's, on both sides"
+    if deterministic_steps:
+        return f"{DETERMINISTIC} on both sides for this step"
+    # ddp-graph: its first step is a replay of the graph as captured
+    return (
+        "the CUDA graph's in the run, the same operations eagerly in the reference: where a kernel has no "
+        "deterministic form, a rounding it flips may go beyond what one recomputation showed"
+    )
 
 
 def _bound_words(second: str) -> dict:

@@ -124,6 +124,7 @@ class TorchWorkload(TrainingWorkload):
             self.batches,
             p.steps,
             checked_steps=self.checked_steps,
+            deterministic_steps=self.deterministic_steps,
             find_unused=find_unused,
             keep_states=self.start_state_wanted,
         )
@@ -209,6 +210,17 @@ class TorchWorkload(TrainingWorkload):
             return 0
         return p.verify_steps
 
+    @property
+    def deterministic_steps(self) -> int:
+        """The first steps run with deterministic kernels in the run and the reference alike: the checked ones, or
+        the first, whose averaged gradient verification compares instead (not under ddp-graph: its first step is a
+        replay of the graph as captured). On a GPU a kernel without a deterministic form (flash attention's
+        backward, an embedding's) rounds otherwise from one computation to the next, beyond any bound one
+        recomputation could measure."""
+        if self.checked_steps:
+            return self.checked_steps
+        return int(self.cfg.verify != "none" and self.params.strategy != "ddp-graph")
+
     def _read(self):
         """This rank's rows (its shards of the sampler) by the config's io engine, and their targets."""
         start, stop = self.sampler.local_rows
@@ -268,7 +280,7 @@ class TorchWorkload(TrainingWorkload):
         torch, p, gpu = self.torch, self.params, self.ctx.device == "gpu"
         rows = torch.from_numpy(self.sampler.window(0, 1)[0][: p.batch].astype(np.int64)).to(self.batches.x.device)
         saved = [t.detach().clone() for t in module.buffers()]
-        checked = self.checked_steps > 0
+        checked = self.deterministic_steps > 0
         try:
             x, y = self.batches.take(rows)
             what = f"a micro-batch of {p.batch} rows of shape {list(self.row_shape)} {self.dtype}"
@@ -291,7 +303,7 @@ class TorchWorkload(TrainingWorkload):
                 f"{str(exc).splitlines()[0][:200]} ({fmt_bytes(free)} of {fmt_bytes(total)} free now): "
                 f"use a smaller batch (params.accumulate keeps the global batch)"
                 + (
-                    ", or params.verify_steps: 0 (the checked steps attend through SDPA's math backend)"
+                    ", or verify: none (the steps verification checks attend through SDPA's math backend)"
                     if checked
                     else ""
                 )
