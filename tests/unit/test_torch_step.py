@@ -171,10 +171,10 @@ def test_the_reference_runs_the_runs_deterministic_steps_alike(monkeypatch):
 @pytest.mark.parametrize(
     "verify, strategy, checked, expected",
     [
-        ("both", "ddp", 2, 2),
-        ("both", "ddp", 0, 1),
-        ("both", "compile", 0, 1),
-        ("both", "ddp-graph", 0, 0),
+        ("auto", "ddp", 2, 2),
+        ("auto", "ddp", 0, 1),
+        ("full", "compile", 0, 1),
+        ("auto", "ddp-graph", 0, 0),
         ("none", "ddp", 0, 0),
     ],
 )

@@ -184,7 +184,7 @@ class Stepper:
         # the allreduce, for verification (a CUDA graph's replays run no Python: ddp-graph checks none)
         self.checked_steps = 0 if self.graph_mode else checked_steps
         # the steps verification compares elementwise: eager, deterministic kernels (the reference runs them alike)
-        self.deterministic_steps = 0 if self.graph_mode else max(deterministic_steps, self.checked_steps)
+        self.deterministic_steps = 0 if self.graph_mode else deterministic_steps
         self.keep_states = keep_states and self.checked_steps > 0
         # step -> bucket index -> (flat gradient on the host, [(parameter, elements)] in the bucket's order)
         self.local_gradients: dict[int, dict[int, tuple]] = {}
