@@ -8,7 +8,9 @@ series, the record is the prediction's error at N against the measured median of
 phase furthest off, and the speedup's error against the measured sweep's own one rank (one launch: whole launches
 differ in speed by up to a quarter here). The files each prediction came from (the fitted sweep, the sweep measured
 on the target, its links) stay gzipped under ``inputs/`` beside the records: ``python -m bench recheck DIR`` derives
-the records from them again with the model as it is now."""
+the records from them again with the model as it is now. Each run of a case fits, measures the links and the
+target afresh (a launch's noise is what several runs show); a record with several runs keeps every run's check
+(``params.runs``) and shows the median run's."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -88,8 +91,8 @@ def config(env, name: str):
     return path
 
 
-def links(env, name: str, setup: tuple) -> str:
-    path = env.work / f"links-{name.replace(' ', '-').replace(',', '').replace('(', '').replace(')', '')}.json"
+def links(env, name: str, setup: tuple, run: int = 0) -> str:
+    path = env.work / f"links-{slug(name)}-{run}.json"
     if not path.exists():
         launch(
             env, ["bench", "comm", "--links", "--max-bytes", "256M", "--factor", "4", "--json", path], env.ranks, setup
@@ -97,10 +100,11 @@ def links(env, name: str, setup: tuple) -> str:
     return str(path)
 
 
-def predicted(env, name: str, only: str | None = None) -> list[Measure]:
-    """The records of ``name`` at every setup (or the one labelled ``only``)."""
+def predicted(env, name: str, only: str | None = None, run: int = 0) -> list[Measure]:
+    """The records of ``name`` at every setup (or the one labelled ``only``), in run ``run`` (its own fit, links
+    and targets; a real model's setups, cases of their own, share run 0's fit)."""
     cfg = config(env, name)
-    fit = env.work / f"predict-{name}-fit"
+    fit = env.work / f"predict-{name}-fit-{run}"
     # a real model's sweep in weak mode alone (a fixed per-GPU batch, as training runs): its runs take minutes
     mode = "weak" if name in ("gpt2", "resnet50") else "both"
     if not (fit / "scaling.json").exists():  # a real model's setups are cases of their own: one fit for them all
@@ -109,7 +113,7 @@ def predicted(env, name: str, only: str | None = None) -> list[Measure]:
     for i, (label, setup) in enumerate(setups(env).items()):
         if only is not None and label != only:
             continue
-        there = env.work / f"predict-{name}-{i}"
+        there = env.work / f"predict-{name}-{i}-{run}"
         launch(env, ["scale", cfg, "--ranks", f"1,{env.ranks}", "--mode", mode, "--out", there, "-q"], env.ranks, setup)
         per_node = setup[1] or env.ranks
         target = f"gpus_per_node={per_node},nodes={env.ranks // per_node},"
@@ -118,9 +122,9 @@ def predicted(env, name: str, only: str | None = None) -> list[Measure]:
         files = {
             "fit": fit / "scaling.json",
             "measured": there / "scaling.json",
-            "links": Path(links(env, label, setup)),
+            "links": Path(links(env, label, setup, run)),
         }
-        inputs = save_inputs(env, f"{name}-{slug(label)}", files)
+        inputs = save_inputs(env, f"{name}-{slug(label)}{run_suffix(run)}", files)
         for c in checked(files, target):
             if c["ranks"] == env.ranks:
                 case = f"{name} {c['mode']}, fitted on 1-2 GPUs, predicted at {env.ranks}: {label}"
@@ -131,7 +135,7 @@ def predicted(env, name: str, only: str | None = None) -> list[Measure]:
 SHAPED_RATE = "400mbit"  # as tests/slurm: communication about half of a two-node repeat of the matmul below
 
 
-def shaped_link(env) -> list[Measure]:
+def shaped_link(env, run: int = 0) -> list[Measure]:
     """On the CPU: the two namespaced SLURM nodes of ci/slurm/start.sh, the link between them slowed to 400
     Mbit/s with tc (ci/slurm/shape.sh). A sweep on one node (1 and 2 ranks) and the shaped link's measurement
     predict the two-node runs (one rank a node) measured next: a matmul whose allgather of B is 30-70% of a
@@ -162,13 +166,15 @@ def shaped_link(env) -> list[Measure]:
     target = f"gpus_per_node=1,nodes=2,host_ranks=2,name=2 nodes over {SHAPED_RATE}"
     measured = json.loads((two / "scaling.json").read_text())
     out = []
-    for c in checked({"fit": one / "scaling.json", "measured": two / "scaling.json", "links": links}, target):
+    files = {"fit": one / "scaling.json", "measured": two / "scaling.json", "links": links}
+    inputs = save_inputs(env, f"matmul-shaped{run_suffix(run)}", files)
+    for c in checked(files, target):
         if c["ranks"] != 2:
             continue
         report = next(r for r in measured["runs"] if r["mode"] == c["mode"] and r["ranks"] == 2)["report"]
         share = report["timings"]["comm"]["median"] / report["timings"]["total"]["median"]
         case = f"matmul {c['mode']}, fitted on one node, predicted at 2 nodes x 1 rank over {SHAPED_RATE} (tc)"
-        out.append(error_record(case, c, comm_share=share))
+        out.append(error_record(case, c, comm_share=share, inputs=inputs, target=target))
     return out
 
 
@@ -215,6 +221,28 @@ def slug(label: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
 
 
+def run_suffix(run: int) -> str:
+    """The inputs' names of run ``run``: the first run's as a single run's, ``-run2`` on."""
+    return f"-run{run + 1}" if run else ""
+
+
+def with_runs(measures: list[Measure]) -> dict:
+    """The params of one prediction over the runs (a measure each): every run's check (``runs``) and, at the top,
+    the median run's, the row a table shows beside the median error (the upper median, as the report takes it)."""
+    median = sorted(measures, key=lambda m: m.value)[len(measures) // 2]
+    return {**median.params, "runs": [m.params for m in measures]}
+
+
+def runs_of(measure, count: int) -> list[list[Measure]]:
+    """``count`` runs of ``measure(run)``, each prediction carrying every run's check (``with_runs``)."""
+    runs = [measure(run) for run in range(count)]
+    by_case: dict[str, list[Measure]] = {}
+    for m in (m for one in runs for m in one):
+        by_case.setdefault(m.case, []).append(m)
+    params = {case: with_runs(measures) for case, measures in by_case.items()}
+    return [[replace(m, params=params[m.case]) for m in one] for one in runs]
+
+
 def save_inputs(env, prefix: str, files: dict) -> dict:
     """{role: path under the suite's folder}: the files a prediction came from, gzipped beside the records."""
     folder = env.out / "predict" / INPUTS
@@ -231,26 +259,18 @@ def save_inputs(env, prefix: str, files: dict) -> dict:
 
 def recheck(folder: Path) -> int:
     """The records of a predict suite's results folder derived again from their inputs with the model as it is
-    now (a record without inputs, or of several runs, stays as it was); the manifest names the commit that did it.
-    Returns how many."""
+    now (each run's, where a record keeps several: ``params.runs``; a record without inputs stays as it was); the
+    manifest names the commit that did it. Returns how many."""
     path = folder / "records.jsonl"
     records, done = read_records(path), 0
     with tempfile.TemporaryDirectory() as tmp:
         for r in records:
-            inputs = r.params.get("inputs")
-            if not inputs or len(r.values) != 1:  # one run's inputs are kept: a record of several stays as it was
+            runs = r.params.get("runs") or ([r.params] if len(r.values) == 1 else [])
+            if not runs or not all(p.get("inputs") for p in runs):
                 continue
-            files = {}
-            for role, rel in inputs.items():
-                files[role] = Path(tmp) / f"{role}.json"
-                files[role].write_bytes(gzip.decompress((folder / rel).read_bytes()))
-            (c,) = [
-                c
-                for c in checked(files, r.params["target"])
-                if (c["mode"], c["ranks"]) == (r.params["mode"], r.params["ranks"])
-            ]
-            fresh = error_record(r.case, c, inputs=inputs, target=r.params["target"])
-            r.values, r.params = [fresh.value], fresh.params
+            fresh = [rederived(folder, Path(tmp), r.case, p) for p in runs]
+            r.values = [m.value for m in fresh]
+            r.params = with_runs(fresh) if len(fresh) > 1 else fresh[0].params
             done += 1
     rewrite_records(path, records)
     facts = json.loads((folder / "manifest.json").read_text())
@@ -261,12 +281,30 @@ def recheck(folder: Path) -> int:
     return done
 
 
+def rederived(folder: Path, tmp: Path, case: str, params: dict) -> Measure:
+    """One run's check derived again from its inputs (``params.inputs``); the params the model does not derive
+    (the target, a communication share) kept."""
+    files = {}
+    for role, rel in params["inputs"].items():
+        files[role] = tmp / f"{role}.json"
+        files[role].write_bytes(gzip.decompress((folder / rel).read_bytes()))
+    (c,) = [c for c in checked(files, params["target"]) if (c["mode"], c["ranks"]) == (params["mode"], params["ranks"])]
+    kept = {k: v for k, v in params.items() if k not in (*CHECKED, "phases", "runs")}
+    return error_record(case, c, **kept)
+
+
 def cases(env) -> list[Case]:
     out = [
-        Case(f"{name} on other links", lambda e, name=name: predicted(e, name), needs=("ranks2",), runs=1)
+        Case(
+            f"{name} on other links",
+            lambda e, count, name=name: runs_of(lambda run: predicted(e, name, run=run), count),
+            needs=("ranks2",),
+            batched=True,
+        )
         for name in ("reduce", "matmul", "stencil", "train")
     ]
-    # a real model's setups one case each (one fit for them all in a run): a 10-minute call may not hold all three
+    # a real model's setups one case each (one fit for them all in a run, one run: minutes each): a 10-minute call
+    # may not hold all three
     out += [
         Case(
             f"{name} on other links: {label}",
@@ -277,5 +315,13 @@ def cases(env) -> list[Case]:
         for name in ("gpt2", "resnet50")
         for label in setups(env)
     ]
-    out.append(Case("matmul over a shaped link between two SLURM nodes", shaped_link, needs=("slurm2",), runs=3))
+    out.append(
+        Case(
+            "matmul over a shaped link between two SLURM nodes",
+            lambda e, count: runs_of(lambda run: shaped_link(e, run), count),
+            needs=("slurm2",),
+            runs=3,
+            batched=True,
+        )
+    )
     return out
