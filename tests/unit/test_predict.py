@@ -158,9 +158,13 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
     notes = []
     ceiling = read_ceiling(scaling, model, target(25e9, 40e9), notes)
     assert ceiling == 40e9 and not notes
-    four = host_read_ceiling(model, phases, 1e9, 4, ceiling)  # 4 ranks x 1 GB over 40 GB/s: 0.1 s, not 0.05 s
+    four = host_read_ceiling(model, phases, 1e9, 4, ceiling, 4, 2)  # 4 ranks x 1 GB over 40 GB/s: 0.1 s, not 0.05
     assert four["read"] == pytest.approx(0.001 + 0.1) and four["total"] == pytest.approx(0.001 + 0.1 + 0.01)
-    assert host_read_ceiling(model, phases, 1e9, 1, ceiling) == phases  # one rank stays below it
+    assert host_read_ceiling(model, phases, 1e9, 1, ceiling, 1, 1) == phases  # one rank stays below it
+    # 2 ranks a host over 15 GB/s would take 0.134 s, but the sweep's own runs read 2 ranks a host: their reads
+    # hold that sharing, not the ceiling; a sweep of one rank a host gets it
+    assert host_read_ceiling(model, phases, 1e9, 2, 15e9, 2, 2) == phases
+    assert host_read_ceiling(model, phases, 1e9, 2, 15e9, 2, 1)["read"] == pytest.approx(0.001 + 2 / 15)
     assert read_ceiling(scaling, model, target(10e9, 40e9), notes) is None and "no read ceiling applied" in notes[0]
     assert read_ceiling(scaling, model, target(25e9, 28e9), notes) is None and "33.3 GB/s" in notes[1]
     # within a tenth of the sweep's own reads: the same path, a launch's noise (20 GB/s alone, 33.3 together)
