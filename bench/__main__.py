@@ -1,4 +1,4 @@
-"""python -m bench list | run SUITE... --out DIR | recheck DIR | report [--check]"""
+"""python -m bench list | run SUITE... --out DIR | merge SRC DST | recheck DIR | report [--check]"""
 
 from __future__ import annotations
 
@@ -29,6 +29,14 @@ def main(argv: list[str] | None = None) -> int:
         help=f"skip the cases that would start after this many minutes (gpu: {GPU_MINUTES:g}, so that the run, its "
         "longest case included, ends within one 10-minute call; skipped cases are named in the manifest)",
     )
+    merge = sub.add_parser(
+        "merge", help="a suite's folder from another machine into docs/results (its cases replace or join DST's)"
+    )
+    merge.add_argument("src", type=Path, help="the suite's folder as bench run wrote it there (OUT/SUITE)")
+    merge.add_argument("dst", type=Path, help="the suite's results folder here (docs/results/KIND/SUITE)")
+    merge.add_argument(
+        "--add-runs", action="store_true", help="SRC's runs join DST's records of the same cases instead of replacing"
+    )
     recheck = sub.add_parser(
         "recheck", help="a predict suite's records derived again from their inputs (DIR/inputs) with today's model"
     )
@@ -47,6 +55,18 @@ def main(argv: list[str] | None = None) -> int:
 
         minutes = args.max_minutes if args.max_minutes or "gpu" not in args.suites else GPU_MINUTES
         return run_suites(args.suites, args.out, args.runs, args.quick, args.ranks, argv, args.only, minutes)
+    if args.command == "merge":
+        from spmd.core.errors import InputError
+
+        from .merge import merge as merge_suite
+
+        try:
+            count = merge_suite(args.src, args.dst, args.add_runs)
+        except InputError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        print(f"bench merge: {count} record(s) of {args.src} into {args.dst}")
+        return 0
     if args.command == "recheck":
         from .suites.predict import recheck as recheck_records
 

@@ -79,6 +79,14 @@ def strongest(peers: list[Record]) -> Record | None:
     return max(peers, key=lambda r: sign * summary(r.values)["median"])
 
 
+def median_run(runs: list[dict], values: list[float]) -> dict:
+    """The params of a record whose runs keep their own (``runs``, in the order of ``values``): every run's, and at
+    the top the median run's, the row a table shows beside the median value (the upper median, as the report
+    takes it)."""
+    median = sorted(range(len(values)), key=lambda i: values[i])[len(values) // 2]
+    return {**runs[median], "runs": runs}
+
+
 def collect(suite: str, runs: list[list[Measure]], bench_case: str = "") -> list[Record]:
     """Records of ``runs`` (each run's measures), one per (case, subject, metric), in the order first seen."""
     out: dict[tuple, Record] = {}

@@ -175,9 +175,9 @@ def provenance(m: dict) -> str:
     commit (its own commit and date), so that no figure is credited to a commit that did not run it."""
     top = m["commit"][:12]
     later = [
-        f"`{c['case']}` at `{c['commit'][:12]}` ({c.get('date', m['date'])[:10]})"
+        f"`{c['case']}` at `{c['commit'][:12]}` ({c.get('date', m['date'])[:10]}){_earlier_runs(c)}"
         for c in m.get("cases", [])
-        if c.get("commit") and c["commit"][:12] != top and "records" in c
+        if c.get("commit") and (c["commit"][:12] != top or c.get("earlier")) and "records" in c
     ]
     text = f"{m['date'][:10]}, commit `{top}`"
     text += f" (cases measured at other commits: {', '.join(later)})" if later else ""
@@ -185,6 +185,12 @@ def provenance(m: dict) -> str:
     return text + "".join(
         f"; derived again from the measured inputs at `{r['commit'][:12]}` ({r['date'][:10]})" for r in again
     )
+
+
+def _earlier_runs(case: dict) -> str:
+    """A case's runs measured by earlier calls (``bench merge --add-runs``): their commits and dates."""
+    earlier = [f"`{e['commit'][:12]}` ({e.get('date', '')[:10]})" for e in case.get("earlier", []) if e.get("commit")]
+    return f", earlier runs at {', '.join(earlier)}" if earlier else ""
 
 
 TARGET_SUITES = ("kernels", "io", "train")  # the suites bench/targets.py holds to targets

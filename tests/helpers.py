@@ -397,3 +397,15 @@ def recorded_prediction(folder: Path, prefix: str) -> dict[str, Path]:
         files[role] = folder / f"{role}.json"
         files[role].write_bytes(gzip.decompress((data / f"{prefix}-{role}.json.gz").read_bytes()))
     return files
+
+
+def git_repo(folder: Path):
+    """A git repository in ``folder`` with a committer set: returns ``git(*args)`` (its stdout, stripped)."""
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.org")
+    git("config", "user.name", "t")
+    return git

@@ -29,7 +29,7 @@ import yaml
 
 from ..env import ROOT
 from ..manifest import commit, write_manifest
-from ..records import Measure, read_records, rewrite_records
+from ..records import Measure, median_run, read_records, rewrite_records
 from . import Case
 from .scaling import workload
 from .torch_models import spmd_config
@@ -227,10 +227,8 @@ def run_suffix(run: int) -> str:
 
 
 def with_runs(measures: list[Measure]) -> dict:
-    """The params of one prediction over the runs (a measure each): every run's check (``runs``) and, at the top,
-    the median run's, the row a table shows beside the median error (the upper median, as the report takes it)."""
-    median = sorted(measures, key=lambda m: m.value)[len(measures) // 2]
-    return {**median.params, "runs": [m.params for m in measures]}
+    """The params of one prediction over the runs (a measure each): every run's check and the median run's."""
+    return median_run([m.params for m in measures], [m.value for m in measures])
 
 
 def runs_of(measure, count: int) -> list[list[Measure]]:

@@ -8,12 +8,13 @@ import json
 import os
 import re
 import signal
-import subprocess
 import types
 
 import pytest
 
 pytest.importorskip("jinja2", reason="the test extra brings Jinja2 (bench report's templates)")
+
+from helpers import git_repo  # noqa: E402
 
 from bench import report, runner  # noqa: E402
 from bench.manifest import changed_files, tree_hash  # noqa: E402
@@ -196,12 +197,7 @@ def test_a_sigterm_ends_the_run_with_a_manifest_naming_the_stopped_case(tmp_path
 
 
 def test_the_tree_hash_names_the_files_that_ran_whatever_head_says(tmp_path):
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
-
-    git("init", "-q")
-    git("config", "user.email", "t@example.org")
-    git("config", "user.name", "t")
+    git = git_repo(tmp_path)
     (tmp_path / ".gitignore").write_text("ignored\n")
     (tmp_path / "code.py").write_text("x = 1\n")
     git("add", "-A")

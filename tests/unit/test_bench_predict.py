@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import git_repo, recorded_prediction
 
 from bench.records import Measure, collect, read_records, write_records
 from bench.suites.predict import checked, recheck, runs_of
-from tests.helpers import recorded_prediction
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TARGET = "gpus_per_node=4,name=same links"
@@ -70,3 +70,97 @@ def test_recheck_derives_every_run_again_from_its_own_inputs_and_keeps_what_the_
     assert all(r["target"] == TARGET and "runs" not in r for r in fresh.params["runs"])
     assert old.values == [0.5] * 3 and old.params == {"error": 0.5}  # nothing to derive it from: as it was
     assert json.loads((folder / "manifest.json").read_text())["rechecked"][-1]["records"] == 1
+
+
+def _device_folder(tmp_path: Path, name: str, case: str, error: float, runs: int = 1, commit: str = "c1") -> Path:
+    """A predict suite's folder as ``bench run --only CASE`` writes it on the GPU machine: one record of ``case``
+    with its inputs (the same names every call gives them)."""
+    folder = tmp_path / name
+    (folder / "inputs").mkdir(parents=True)
+    inputs = {role: f"inputs/x-p2p-off-{role}.json.gz" for role in ("fit", "measured", "links")}
+    for rel in inputs.values():
+        (folder / rel).write_bytes(f"{name} {rel}".encode())
+    params = {"error": error, "measured_s": error, "inputs": inputs, "target": TARGET}
+    measures = [
+        [Measure("x at 2: p2p off", "spmd predict", abs(error), "error of the prediction", "share", params=params)]
+    ] * runs
+    write_records(folder / "records.jsonl", collect("predict", measures, case))
+    entry = {
+        "case": case,
+        "command": f"bench run predict --only '{case}'",
+        "commit": commit,
+        "records": 1,
+        "seconds": 9.0,
+    }
+    manifest = {
+        "suite": "predict",
+        "commit": commit,
+        "changes": [],
+        "tree": "t",
+        "date": f"2026-11-28T0{len(name)}:00:00",
+    }
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "command": entry["command"], "cases": [entry]}))
+    return folder
+
+
+def test_merge_replaces_a_case_or_adds_its_runs_keeping_every_runs_inputs(tmp_path):
+    from bench.merge import merge
+
+    dst = _device_folder(tmp_path, "docs", "x on other links", 0.30)
+    other = _device_folder(tmp_path, "other", "y on other links", 0.05)
+    shutil.copy(other / "records.jsonl", tmp_path / "y.jsonl")
+    with open(dst / "records.jsonl", "a") as f:  # a second case whose records and inputs stay as they are
+        f.write((tmp_path / "y.jsonl").read_text().replace("x-p2p-off", "y-p2p-off"))
+    (dst / "inputs" / "y-p2p-off-fit.json.gz").write_bytes(b"y")
+    (dst / "inputs" / "stale-fit.json.gz").write_bytes(b"no record names it")
+
+    # further runs, from two later calls: each call's inputs carry the same names as the first's
+    merge(_device_folder(tmp_path, "call2", "x on other links", -0.10, commit="c2"), dst, add_runs=True)
+    merge(_device_folder(tmp_path, "call33", "x on other links", 0.20, commit="c3"), dst, add_runs=True)
+    x, y = read_records(dst / "records.jsonl")
+    assert x.values == [0.30, 0.10, 0.20] and y.values == [0.05]
+    assert x.params["error"] == 0.20  # the median run's row
+    fits = [r["inputs"]["fit"] for r in x.params["runs"]]
+    assert fits == [
+        "inputs/x-p2p-off-fit.json.gz",
+        "inputs/x-p2p-off-run2-fit.json.gz",
+        "inputs/x-p2p-off-run3-fit.json.gz",
+    ]
+    assert [(dst / f).read_bytes() for f in fits] == [
+        f"{n} inputs/x-p2p-off-fit.json.gz".encode() for n in ("docs", "call2", "call33")
+    ]
+    assert not (dst / "inputs" / "stale-fit.json.gz").exists() and (dst / "inputs" / "y-p2p-off-fit.json.gz").exists()
+    entry = json.loads((dst / "manifest.json").read_text())["cases"][0]
+    assert entry["commit"] == "c3" and [e["commit"] for e in entry["earlier"]] == ["c1", "c2"]
+
+    # measured again from scratch: the case's runs and inputs replaced, the other case's kept
+    merge(_device_folder(tmp_path, "again", "x on other links", 0.01, commit="c4"), dst)
+    x, y = read_records(dst / "records.jsonl")
+    assert x.values == [0.01] and "runs" not in x.params and y.values == [0.05]
+    assert sorted(p.name for p in (dst / "inputs").iterdir()) == [
+        "x-p2p-off-fit.json.gz",
+        "x-p2p-off-links.json.gz",
+        "x-p2p-off-measured.json.gz",
+        "y-p2p-off-fit.json.gz",
+    ]
+    manifest = json.loads((dst / "manifest.json").read_text())
+    assert manifest["cases"][0]["commit"] == "c4" and "earlier" not in manifest["cases"][0]
+
+
+def test_merge_credits_the_commit_whose_tree_ran_and_refuses_a_tree_no_commit_has(tmp_path):
+    from bench.merge import ran_commit
+    from spmd.core.errors import InputError
+
+    git = git_repo(tmp_path)
+    (tmp_path / "a.py").write_text("1\n")
+    git("add", "-A")
+    git("commit", "-qm", "one")
+    first = git("rev-parse", "HEAD")
+    (tmp_path / "a.py").write_text("2\n")
+    git("commit", "-qam", "two")
+    second, tree = git("rev-parse", "HEAD"), git("rev-parse", "HEAD^{tree}")
+    # the device's HEAD said the first commit, its files were the second's
+    assert ran_commit({"commit": first, "changes": [" M a.py"], "tree": tree}, tmp_path) == second
+    assert ran_commit({"commit": first, "changes": []}, tmp_path) == first
+    with pytest.raises(InputError, match="commit the code that ran"):
+        ran_commit({"commit": first, "changes": [" M a.py"], "tree": "0" * 40}, tmp_path)
