@@ -19,8 +19,8 @@ from spmd.core.errors import InputError
 from .env import ROOT
 from .manifest import write_manifest
 from .records import Record, median_run, read_records, rewrite_records
+from .suites.predict import INPUTS
 
-INPUTS = "inputs"
 _ROLE = re.compile(r"^(?P<prefix>.+?)(?:-run\d+)?-(?P<role>[a-z]+)\.json\.gz$")
 
 
