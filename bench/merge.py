@@ -18,7 +18,7 @@ from spmd.core.errors import InputError
 
 from .env import ROOT
 from .manifest import write_manifest
-from .records import Record, median_run, read_records, rewrite_records
+from .records import Record, median_run, read_records, rewrite_records, run_params
 from .suites.predict import INPUTS
 
 _ROLE = re.compile(r"^(?P<prefix>.+?)(?:-run\d+)?-(?P<role>[a-z]+)\.json\.gz$")
@@ -131,18 +131,14 @@ def _joined(earlier: list[Record], incoming: list[Record]) -> list[Record]:
         before = by_key.pop((r.case, r.subject, r.metric), None)
         if before is not None:
             values = before.values + r.values
-            if "inputs" in r.params and "inputs" in before.params:
-                runs = [*_runs(before), *_runs(r)]
+            runs = [*run_params(before), *run_params(r)]
+            if len(runs) == len(values) and all("inputs" in p for p in runs):
                 r.params = median_run(runs, values)
             else:
                 r.params = before.params  # a record's params are its first run's
             r.values = values
         out.append(r)
     return out + list(by_key.values())
-
-
-def _runs(r: Record) -> list[dict]:
-    return r.params.get("runs") or [{k: v for k, v in r.params.items() if k != "runs"}]
 
 
 def _remove_unnamed_inputs(folder: Path, named: set[str]) -> None:

@@ -79,6 +79,14 @@ def strongest(peers: list[Record]) -> Record | None:
     return max(peers, key=lambda r: sign * summary(r.values)["median"])
 
 
+def run_params(record: Record) -> list[dict]:
+    """Each run's own params where the record keeps them: its ``runs``, or a single run's params themselves
+    (none for a record of several runs that kept only the first's)."""
+    if record.params.get("runs"):
+        return record.params["runs"]
+    return [record.params] if len(record.values) == 1 else []
+
+
 def median_run(runs: list[dict], values: list[float]) -> dict:
     """The params of a record whose runs keep their own (``runs``, in the order of ``values``): every run's, and at
     the top the median run's, the row a table shows beside the median value (the upper median, as the report

@@ -29,7 +29,7 @@ import yaml
 
 from ..env import ROOT
 from ..manifest import commit, write_manifest
-from ..records import Measure, median_run, read_records, rewrite_records
+from ..records import Measure, median_run, read_records, rewrite_records, run_params
 from . import Case
 from .scaling import workload
 from .torch_models import spmd_config
@@ -263,7 +263,7 @@ def recheck(folder: Path) -> int:
     records, done = read_records(path), 0
     with tempfile.TemporaryDirectory() as tmp:
         for r in records:
-            runs = r.params.get("runs") or ([r.params] if len(r.values) == 1 else [])
+            runs = run_params(r)
             if not runs or not all(p.get("inputs") for p in runs):
                 continue
             fresh = [rederived(folder, Path(tmp), r.case, p) for p in runs]

@@ -146,12 +146,11 @@ def _node_readers(run: dict) -> int:
 
 def _node_read_rate(run: dict) -> float:
     """Bytes per second the busiest node of a sweep's run read, its ranks together (0 where it read nothing)."""
-    report = run["report"]
-    seconds = (report["timings"].get("read") or {}).get("median") or 0.0
-    if seconds <= 0:
+    readers = _node_readers(run)
+    if not readers:
         return 0.0
-    per_node = node_counts(run.get("placement") or {}, report.get("device", "cpu"))["node_ranks"] or run["ranks"]
-    return per_node * report["problem"]["bytes"] / run["ranks"] / seconds
+    report = run["report"]
+    return readers * report["problem"]["bytes"] / run["ranks"] / report["timings"]["read"]["median"]
 
 
 def host_read_ceiling(
