@@ -76,7 +76,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
     """The links a machine's collectives run over, for ``spmd predict``: the allreduce, the allgather and a ring
     shift (sendrecv) at every size inside each node (its ranks alone, every node at once, as a job's rings run)
     and over every rank (across the nodes: the shift's slowest rank is one whose neighbour is on another node);
-    with ``read_bytes``, the node's shared read ceiling too (``io.host_read``), which a sweep's one and two ranks
+    with ``read_bytes``, the host's shared read ceiling too (``io.host_read``), which a sweep's one and two ranks
     cannot place."""
     hosts = sorted(set(ctx.hosts))
     per_node = [ctx.hosts.count(h) for h in hosts]
@@ -147,7 +147,7 @@ def format_links(links: dict) -> str:
     if reads:
         lines.append(
             f"# host reads of {fmt_bytes(reads['bytes'])} a rank from the page cache: {reads['alone_Bps'] / 1e9:.1f} "
-            f"GB/s one rank alone, {reads['together_Bps'] / 1e9:.1f} GB/s a node's {reads['readers']} together"
+            f"GB/s one rank alone, {reads['together_Bps'] / 1e9:.1f} GB/s a host's {reads['readers']} together"
         )
     return "\n".join(lines) + "\n"
 

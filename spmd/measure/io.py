@@ -280,13 +280,15 @@ HOST_READ_ROW = 1024  # float32 elements a row of host_read's file (4 KiB rows, 
 
 
 def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
-    """The node's shared read ceiling for ``spmd predict``, met as a run's read phase meets it: each rank reads an
+    """The host's shared read ceiling for ``spmd predict``, met as a run's read phase meets it: each rank reads an
     HDF5 file of ``nbytes`` of its own from the page cache (as a sweep's repeats read their input) with a run's
     reader (``io.engine: auto``: on a GPU into device memory, by the engine a run would choose), first the first
-    rank of each node alone on the threads a rank alone on its node gets, then every rank at once on the threads
-    each gets beside the others. {bytes, readers (ranks a node), engine (the one that read), alone_Bps (one
-    rank), together_Bps (a node's ranks together: the slowest node's sum)}. The files are spmd's own temporary
-    ones, written back to disk before timing (a write-back running under the reads slows them) and removed after."""
+    rank of each host alone on the threads a rank alone on its host gets, then every rank at once on the threads
+    each gets beside the others. A host is the ranks sharing its memory (``node_comm``), also where nodes are
+    emulated on one machine (``SPMD_HOST``): all of them read at once there. {bytes, readers (ranks on the
+    busiest host), engine (the one that read), alone_Bps (one rank), together_Bps (the busiest host's ranks
+    together, at the slowest rank's pace)}. The files are spmd's own temporary ones, written back to disk before
+    timing (a write-back running under the reads slows them) and removed after."""
     import h5py
 
     from ..io.hdf5 import Piece, RankInput
@@ -317,7 +319,7 @@ def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
         readers.append(together)
         read = _reading(plan, gpu, together.fills_host or alone.fills_host)
         read(together)()  # untimed: into the page cache, the buffers touched
-        first = ctx.hosts.index(ctx.host) == ctx.rank  # the node's first rank
+        first = ctx.local_rank == 0  # the host's first rank
         alone_s = _rounds(ctx, read(alone) if first else None, rounds)
         together_s = _rounds(ctx, read(together), rounds)
         engine = together.engines()[0]["engine"]
@@ -325,13 +327,13 @@ def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
         for reader in readers:
             reader.close()  # mapped's pages unlocked
         os.unlink(path)
-    per_node = ctx.hosts.count(ctx.host)
+    busiest = max(ctx.comm.allgather(ctx.local_size))
     return {
         "bytes": plan.nbytes,
-        "readers": max(ctx.hosts.count(h) for h in set(ctx.hosts)),
+        "readers": busiest,
         "engine": engine,
         "alone_Bps": plan.nbytes / alone_s,
-        "together_Bps": per_node * plan.nbytes / together_s,
+        "together_Bps": busiest * plan.nbytes / together_s,
     }
 
 

@@ -62,7 +62,7 @@ class Machine:
     inter: Link | None
     backend: str | None = None  # the communicator the links were measured over (None: a preset)
     notes: list[str] = field(default_factory=list)
-    host_read: dict | None = None  # the node's shared read ceiling (measure.io.host_read), where measured
+    host_read: dict | None = None  # the host's shared read ceiling (measure.io.host_read), where measured
     host_ranks: int | None = None  # ranks sharing a host's memory where more than a node's (None: a node's)
 
     def ranks_on_a_host(self, ranks: int) -> int:

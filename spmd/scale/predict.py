@@ -65,11 +65,11 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
         for nodes in machine.nodes:
             ranks = g * nodes
             problem = share * base["ranks"] if mode == "strong" else share * ranks
-            # the node term: what each further rank on a host adds; the read ceiling: a node's, measured while every
-            # node read (emulated nodes on one host: their shares of it)
-            phases = predict(model, ranks, problem, machine.ranks_on_a_host(ranks), collectives)
+            # the node term: what each further rank on a host adds; the read ceiling: a host's, shared by its ranks
+            # (emulated nodes on one host: all of the launch's)
             host_ranks = machine.ranks_on_a_host(ranks)
-            phases = host_read_ceiling(model, phases, problem / ranks, g, ceiling, host_ranks, readers)
+            phases = predict(model, ranks, problem, host_ranks, collectives)
+            phases = host_read_ceiling(model, phases, problem / ranks, ceiling, host_ranks, readers)
             comm = phases["comm"]
             if training:
                 phases = _training_phases(model, phases, ranks, problem, collectives, hide)
@@ -118,7 +118,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
 
 
 def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> float | None:
-    """The target node's shared read bandwidth (bytes/s, all its ranks reading at once) where the links file
+    """The target host's shared read bandwidth (bytes/s, all its ranks reading at once) where the links file
     measured one that can bound this sweep's reads. A ceiling below what the sweep itself read, one rank alone or
     a node's ranks together (beyond SAME_PATH), is none: that read went another way than the run's reader."""
     read, measured = model["local"].get("read"), machine.host_read
@@ -129,7 +129,7 @@ def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str])
     if measured["alone_Bps"] < SAME_PATH * own or measured["together_Bps"] < SAME_PATH * together:
         notes.append(
             f"host reads measured at {measured['alone_Bps'] / 1e9:.1f} GB/s a rank alone and "
-            f"{measured['together_Bps'] / 1e9:.1f} GB/s a node's ranks together, below the sweep's own "
+            f"{measured['together_Bps'] / 1e9:.1f} GB/s a host's ranks together, below the sweep's own "
             f"{own / 1e9:.1f} and {together / 1e9:.1f} GB/s: not the runs' read path, no read ceiling applied"
         )
         return None
@@ -154,16 +154,16 @@ def _node_read_rate(run: dict) -> float:
 
 
 def host_read_ceiling(
-    model: dict, phases: dict, share: float, per_node: int, ceiling: float | None, host_ranks: int, readers: int
+    model: dict, phases: dict, share: float, ceiling: float | None, host_ranks: int, readers: int
 ) -> dict:
-    """The read phase no faster than the node's shared ``ceiling`` lets ``per_node`` ranks read ``share`` bytes
-    each at once: one or two ranks of a sweep are below it, more ranks of a node share the host's memory. Where
-    the target puts no more ranks on a host (``host_ranks``) than the sweep's runs read beside each other on one
-    (``readers``), their own reads measured that sharing: the ceiling, another measurement of it, bounds nothing
-    (on 2 H200s it charged a 2-rank read 10.3-11.4 ms where the runs read 9.9-10.1)."""
+    """The read phase no faster than the host's shared ``ceiling`` lets its ``host_ranks`` ranks read ``share``
+    bytes each at once: one or two ranks of a sweep are below it, more ranks of a host share its memory. Where
+    the target puts no more ranks on a host than the sweep's runs read beside each other on one (``readers``),
+    their own reads measured that sharing: the ceiling, another measurement of it, bounds nothing (on 2 H200s it
+    charged a 2-rank read 10.3-11.4 ms where the runs read 9.9-10.1)."""
     if ceiling is None or "read" not in phases or host_ranks <= readers:
         return phases
-    floor = model["local"]["read"]["intercept_s"] + per_node * share / ceiling
+    floor = model["local"]["read"]["intercept_s"] + host_ranks * share / ceiling
     if floor <= phases["read"]:
         return phases
     out = {**phases, "read": floor}

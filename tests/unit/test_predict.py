@@ -158,13 +158,13 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
     notes = []
     ceiling = read_ceiling(scaling, model, target(25e9, 40e9), notes)
     assert ceiling == 40e9 and not notes
-    four = host_read_ceiling(model, phases, 1e9, 4, ceiling, 4, 2)  # 4 ranks x 1 GB over 40 GB/s: 0.1 s, not 0.05
+    four = host_read_ceiling(model, phases, 1e9, ceiling, 4, 2)  # 4 ranks x 1 GB over 40 GB/s: 0.1 s, not 0.05
     assert four["read"] == pytest.approx(0.001 + 0.1) and four["total"] == pytest.approx(0.001 + 0.1 + 0.01)
-    assert host_read_ceiling(model, phases, 1e9, 1, ceiling, 1, 1) == phases  # one rank stays below it
+    assert host_read_ceiling(model, phases, 1e9, ceiling, 1, 1) == phases  # one rank stays below it
     # 2 ranks a host over 15 GB/s would take 0.134 s, but the sweep's own runs read 2 ranks a host: their reads
     # hold that sharing, not the ceiling; a sweep of one rank a host gets it
-    assert host_read_ceiling(model, phases, 1e9, 2, 15e9, 2, 2) == phases
-    assert host_read_ceiling(model, phases, 1e9, 2, 15e9, 2, 1)["read"] == pytest.approx(0.001 + 2 / 15)
+    assert host_read_ceiling(model, phases, 1e9, 15e9, 2, 2) == phases
+    assert host_read_ceiling(model, phases, 1e9, 15e9, 2, 1)["read"] == pytest.approx(0.001 + 2 / 15)
     assert read_ceiling(scaling, model, target(10e9, 40e9), notes) is None and "no read ceiling applied" in notes[0]
     assert read_ceiling(scaling, model, target(25e9, 28e9), notes) is None and "33.3 GB/s" in notes[1]
     # within a tenth of the sweep's own reads: the same path, a launch's noise (20 GB/s alone, 33.3 together)
@@ -364,3 +364,25 @@ def test_emulated_nodes_on_one_host_share_its_memory():
     apart = predict_machine(scaling, machine_from_dict(spec))["rows"][0]["phases"]["read"]
     shared = predict_machine(scaling, machine_from_dict({**spec, "host_ranks": 2}))["rows"][0]["phases"]["read"]
     assert apart == pytest.approx(0.1) and shared == pytest.approx(0.15)
+
+
+def test_emulated_nodes_read_against_their_one_hosts_ceiling():
+    """Nodes emulated on one host all read from its memory at once: the host's measured ceiling (its ranks'
+    sum) bounds all of the host's ranks, not a node's share of them."""
+    from spmd.scale.predict import predict_machine
+
+    read = {"intercept_s": 0.0, "seconds_per_byte": 1e-10, "node_seconds_per_byte": 1e-11, "fit": "affine + node"}
+    model = {
+        "local": {"read": read},
+        "comm": {"ops": [], "growth": 0.0, "reference_share_bytes": 1e9, "overhead_s": 0.0},
+        "gap_s": 0.0,
+    }
+    # the sweep: one rank read its 1 GB in 0.1 s (10 GB/s, as its fit says)
+    run = {"mode": "weak", "ranks": 1, "placement": {}}
+    run["report"] = {"problem": {"bytes": 1e9}, "timings": {"read": {"median": 0.1}}}
+    scaling = {"model": model, "comm": "nccl", "series": {"weak": [{"ranks": 1, "time": 0.1}]}, "runs": [run]}
+    reads = {"bytes": 1 << 28, "readers": 4, "engine": "mapped", "alone_Bps": 10e9, "together_Bps": 20e9}
+    spec = {"gpus_per_node": 2, "nodes": 2, "intra": "nvlink4", "inter": {"busbw_GBps": 10}, "host_ranks": 4}
+    row = predict_machine(scaling, replace(machine_from_dict(spec), host_read=reads))["rows"][0]
+    # the node term alone: 0.1 + 3 x 0.01 s; the host's four ranks of 1 GB over its 20 GB/s: 0.2 s
+    assert row["ranks"] == 4 and row["phases"]["read"] == pytest.approx(0.2)
