@@ -175,7 +175,7 @@ def provenance(m: dict) -> str:
     commit (its own commit and date), so that no figure is credited to a commit that did not run it."""
     top = m["commit"][:12]
     later = [
-        f"`{c['case']}` at `{c['commit'][:12]}` ({c.get('date', m['date'])[:10]}){_earlier_runs(c)}"
+        _case_commits(c, m["date"])
         for c in m.get("cases", [])
         if c.get("commit") and (c["commit"][:12] != top or c.get("earlier")) and "records" in c
     ]
@@ -187,10 +187,13 @@ def provenance(m: dict) -> str:
     )
 
 
-def _earlier_runs(case: dict) -> str:
-    """A case's runs measured by earlier calls (``bench merge --add-runs``): their commits and dates."""
-    earlier = [f"`{e['commit'][:12]}` ({e.get('date', '')[:10]})" for e in case.get("earlier", []) if e.get("commit")]
-    return f", earlier runs at {', '.join(earlier)}" if earlier else ""
+def _case_commits(case: dict, date: str) -> str:
+    """A case and the commits and dates its runs were measured at: its own and those of earlier calls that
+    ``bench merge --add-runs`` joined (each commit and date once, with the count of calls where several)."""
+    calls = [*case.get("earlier", []), case]
+    at = dict.fromkeys(f"`{c['commit'][:12]}` ({c.get('date', date)[:10]})" for c in calls if c.get("commit"))
+    count = f" ({len(calls)} calls)" if len(calls) > 1 else ""
+    return f"`{case['case']}`{count} at {', '.join(at)}"
 
 
 TARGET_SUITES = ("kernels", "io", "train")  # the suites bench/targets.py holds to targets

@@ -166,6 +166,13 @@ def test_provenance_credits_each_case_measured_later_to_its_own_commit():
         f"2026-11-25, commit `{'a' * 12}` (cases measured at other commits: `later` at `{'b' * 12}` (2026-11-26))"
     )
     assert report.provenance({**m, "cases": m["cases"][:1]}) == f"2026-11-25, commit `{'a' * 12}`"
+    # runs joined from several calls (bench merge --add-runs): each commit and date once, and the count of calls
+    earlier = [{"commit": "b" * 40, "date": "2026-11-26T08:00:00"}, {"commit": "d" * 40, "date": "2026-11-24"}]
+    joined = {**m["cases"][1], "earlier": earlier}
+    assert report.provenance({**m, "cases": [joined]}) == (
+        f"2026-11-25, commit `{'a' * 12}` (cases measured at other commits: `later` (3 calls) at `{'b' * 12}` "
+        f"(2026-11-26), `{'d' * 12}` (2026-11-24))"
+    )
 
 
 def test_a_sigterm_ends_the_run_with_a_manifest_naming_the_stopped_case(tmp_path, monkeypatch):
