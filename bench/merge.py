@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 from spmd.core.errors import InputError
+from spmd.core.files import write_bytes_atomic
 
 from .env import ROOT
 from .manifest import write_manifest
@@ -104,7 +104,7 @@ def _bring_inputs(src: Path, dst: Path, taken: set[str]) -> dict[str, str]:
             new = f"{base}-run{k}"
         for p in paths:
             name = new + p.name[len(stem) :]
-            shutil.copyfile(p, dst / name)
+            write_bytes_atomic(dst / name, p.read_bytes(), overwrite=True, what="a prediction's input")
             if name != p.name:
                 renamed[f"{INPUTS}/{p.name}"] = f"{INPUTS}/{name}"
     return renamed

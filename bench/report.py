@@ -163,11 +163,27 @@ def environment() -> jinja2.Environment:
     # every command that measured a suite's cases (bench run --only adds to an earlier run's), in order
     env.filters["commands"] = lambda m: ", then ".join(f"`{c}`" for c in m.get("commands", [m["command"]]))
     env.filters["provenance"] = provenance
+    env.filters["prediction_error"] = prediction_error
     env.filters["oneline"] = lambda text: " ".join(str(text).split())
     env.filters["wrap"] = lambda text, width=112, indent="": "\n".join(
         textwrap.wrap(str(text), width, initial_indent=indent, subsequent_indent=indent)
     )
     return env
+
+
+def prediction_error(record) -> str:
+    """A prediction's error cell: one run's signed error; over several runs the median run's signed error and the
+    runs' signed range (noise or a bias, told apart), or, where the runs kept no check of their own, the median
+    |error| and its range."""
+    values = record.values
+    if len(values) == 1:
+        return f"{100 * record.params['error']:+.1f}%"
+    signed = [run["error"] for run in record.params.get("runs") or []]
+    if signed:
+        low, high = 100 * min(signed), 100 * max(signed)
+        return f"{100 * record.params['error']:+.1f}% ({low:+.1f} to {high:+.1f}%, {len(signed)} runs)"
+    median = sorted(values)[len(values) // 2]
+    return f"{100 * median:.1f}% ({100 * min(values):.1f} - {100 * max(values):.1f}%, {len(values)} runs)"
 
 
 def provenance(m: dict) -> str:

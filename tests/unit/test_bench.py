@@ -503,3 +503,16 @@ def test_alternating_seconds_gives_each_function_its_turn_round_by_round(monkeyp
     turns = [name for name, _ in itertools.groupby(calls)]
     assert turns == ["a", "b"] * 3  # whole turns (warm-up and timed calls), a and b in alternation
     assert seconds == {"a": 1.0, "b": 3.0}  # each timed call spans one tick of its own clock
+
+
+def test_a_predictions_error_cell_shows_the_median_runs_sign_and_the_runs_range():
+    one = Record("predict", "reduce weak at 4", "spmd predict", "error", "share", "result", "lower", [0.05])
+    one.params = {"error": -0.05}
+    assert report.prediction_error(one) == "-5.0%"
+    runs = Record(
+        "predict", "reduce weak at 4", "spmd predict", "error", "share", "result", "lower", [0.078, 0.001, 0.05]
+    )
+    runs.params = {"error": 0.05, "runs": [{"error": -0.078}, {"error": 0.001}, {"error": 0.05}]}
+    assert report.prediction_error(runs) == "+5.0% (-7.8 to +5.0%, 3 runs)"
+    runs.params = {"error": 0.05}  # runs that kept no check of their own: the median |error| and its range
+    assert report.prediction_error(runs) == "5.0% (0.1 - 7.8%, 3 runs)"
