@@ -17,7 +17,7 @@ import h5py
 import yaml
 
 TIMEOUT_S = 5  # the watchdog's timeout_s in these runs
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"  # the repository's examples/
 
 
 @dataclass
@@ -31,6 +31,7 @@ class FaultCase:
         ranks: None: the script's --ranks under mpiexec; 0: a plain command, no mpiexec.
         interrupt: SIGINT goes to mpiexec once this holds (given the case's folder); time counts from it.
         expect: the exit code it must end with (None: any non-zero).
+        says: a phrase the message must hold (the cause, not only the exit code).
         check: given the folder afterwards, what is wrong, or None.
     """
 
@@ -44,6 +45,7 @@ class FaultCase:
     ranks: int | None = None
     interrupt: Callable[[Path], bool] | None = None
     expect: int | None = None
+    says: str | None = None
     check: Callable[[Path], str | None] | None = None
 
 
@@ -145,6 +147,9 @@ def run_case(folder: Path, mpiexec: list[str], ranks: int, device: str, case: Fa
     seconds = time.monotonic() - start
     report_left = any((work / d / "report.json").exists() for d in ("out", "taken"))
     problem = case.check(work) if case.check else None
+    said = message(err) if speaks(err) or not speaks(out) else message(out)
+    if problem is None and case.says and case.says not in said:
+        problem = f"the message does not say {case.says!r}"
     right_code = proc.returncode != 0 if case.expect is None else proc.returncode == case.expect
     ok = right_code and not report_left and seconds < TIMEOUT_S + 30 and problem is None
     return {
@@ -155,7 +160,7 @@ def run_case(folder: Path, mpiexec: list[str], ranks: int, device: str, case: Fa
         "report_left": report_left,
         "problem": problem,
         "ok": ok,
-        "message": message(err) if speaks(err) or not speaks(out) else message(out),
+        "message": said,
     }  # a success: stdout's
 
 

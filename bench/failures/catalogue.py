@@ -540,7 +540,10 @@ def hostile_cases() -> list[FaultCase]:
             expect=3,
         ),
         FaultCase(
-            "examples/kmeans.py on a 1-D input", config={"workload": str(EXAMPLES / "kmeans.py") + ":KMeans"}, expect=2
+            "examples/kmeans.py on a 1-D input",
+            config={"workload": str(EXAMPLES / "kmeans.py") + ":KMeans"},
+            expect=2,
+            says="1-D",
         ),
         FaultCase("a virtual dataset with a missing source file", config=reads("vds.h5"), prepare=layouts, expect=2),
         FaultCase("an external link to a missing file", config=reads("ext.h5"), prepare=layouts, expect=2),
