@@ -18,6 +18,7 @@ from .core.annotate import nvtx_ranges
 from .core.clock import agree_clock
 from .core.errors import InputError, SpmdError, VerificationError, one_line
 from .core.files import json_text, require_replaceable, require_writable_folder, write_files_atomic
+from .core.host import HostLoad, busy_reasons, node_load, rank_host_facts
 from .core.progress import Progress
 from .core.stats import BOUND, MIN_REPEATS_95, median_interval
 from .core.timing import PhaseTimer, enter_phase
@@ -83,6 +84,8 @@ def run_job(
         clock = agree_clock(ctx.comm)
         warmup, repeats = workload.schedule(cfg.warmup, MIN_REPEATS_95 if cfg.repeats == "auto" else cfg.repeats)
         plan = RepeatPlan(ctx, warmup, repeats, cfg.repeats == "auto", cfg.max_seconds)
+        load = HostLoad()  # the CPU time of this rank and of its node's CPUs over the repeats
+        load.start()
         i = 0
         while plan.wants(i):
             workload.prepare()
@@ -97,6 +100,7 @@ def run_job(
             if progress is not None and progress.enabled:
                 progress.repeat(i, warmup, None if plan.auto else repeats, workload.progress_note(times["total"]))
             i += 1
+        load.stop()
         enter_phase("capture")
         workload.after_repeats()
         enter_phase("verify")
@@ -124,9 +128,12 @@ def run_job(
             )
         captured = ctx.comm.gather(mine, root=0)
         nodes = ctx.layout()
+        host_facts = ctx.comm.gather(rank_host_facts(ctx.threads, load.sample, ctx.device), root=0)
         placement = describe_placement(ctx)  # rank 0: hosts, ranks per node, links (spmd report merge reads it)
+        host = None
         if placement is not None:
-            ctx.warnings += oversubscribed(placement) + single_cpu(placement)
+            host = host_record(host_facts, ctx.hosts)
+            ctx.warnings += oversubscribed(placement) + single_cpu(placement) + host["busy"]
         path = Path(out_dir) / "report.json" if out_dir is not None else None
 
         def build():
@@ -149,6 +156,7 @@ def run_job(
                 repeat_rule=plan.rule(),
                 nvtx=nvtx_state,
                 kernels=[c.analysis if c else None for c in captured] if any(captured) else None,
+                host=host,
             )
             files = []
             for target, c in zip(captures, captured):
@@ -284,6 +292,13 @@ def require_outputs(out_dir, files: list[str], overwrite: bool = False, trace=No
     for path in files:
         require_writable_folder(Path(path).parent, f"the folder of {path}:")
         require_replaceable(path, "the output", overwrite, fix=_FIX + ", or set overwrite: true to replace it")
+
+
+def host_record(per_rank: list[dict], hosts: list[str]) -> dict:
+    """report.json's ``host``: each rank's compute threads and load, each node's load beside its ranks, and the
+    reasons the run measured a busy host (spmd.core.host)."""
+    nodes = node_load(per_rank, hosts)
+    return {"per_rank": per_rank, "nodes": nodes, "busy": busy_reasons(nodes)}
 
 
 def oversubscribed(placement: dict) -> list[str]:

@@ -9,7 +9,7 @@ import argparse
 import json
 
 from spmd.core.runtime import Context
-from spmd.scale.sweep import run_scale
+from spmd.scale.sweep.run import run_scale
 from spmd.workloads.registry import load_job_config
 
 TABLE = {

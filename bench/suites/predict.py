@@ -196,8 +196,8 @@ CHECKED = (
 def checked(files: dict, target: str) -> list[dict]:
     """The prediction of the ``fit`` sweep for ``target`` (key=value, its links the ``links`` file) held against
     the ``measured`` sweep: ``other_machines[].checked`` as ``spmd predict --measured`` writes it."""
-    from spmd.scale.machines import read_target
-    from spmd.scale.predict import check_against, measured_runs, predict_machine, read_sweep
+    from spmd.scale.prediction.machines import read_target
+    from spmd.scale.prediction.predict import check_against, measured_runs, predict_machine, read_sweep
 
     scaling = read_sweep(files["fit"])
     prediction = predict_machine(scaling, read_target(f"links={files['links']},{target}"))

@@ -81,7 +81,7 @@ def workload(env, name: str) -> dict:
 
 
 def sweep(env, name: str) -> list[Measure]:
-    from spmd.scale.analysis import held_out
+    from spmd.scale.sweep.analysis import held_out
 
     path = env.work / f"scale-{name}.yaml"
     path.write_text(yaml.safe_dump(workload(env, name)))

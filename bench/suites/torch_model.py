@@ -260,7 +260,7 @@ def batch_sweep(env) -> list[Measure]:
 
 def advice_measured(env, s: dict, sweep: dict) -> list[Measure]:
     """The step model's prediction for ``accumulate: k`` at the sweep's largest batch against a sweep that runs it."""
-    from spmd.scale.batches import ACCUMULATE, speedup
+    from spmd.scale.models.step import ACCUMULATE, speedup
 
     if not sweep.get("model"):
         return []

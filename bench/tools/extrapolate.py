@@ -8,7 +8,7 @@ prediction with what the largest size measured, in total and per phase.
 import argparse
 import json
 
-from spmd.scale.analysis import held_out
+from spmd.scale.sweep.analysis import held_out
 
 
 def extrapolate(path, fit):

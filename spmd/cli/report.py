@@ -18,7 +18,7 @@ def cmd_report_render(args) -> int:
     from pathlib import Path
 
     from ..report.schema import check_scaling, read_json
-    from ..scale.render import require_scaling_outputs, write_scaling
+    from ..scale.render.write import require_scaling_outputs, write_scaling
 
     data = read_json(args.scaling, "a scaling.json or report.json")
     if isinstance(data, dict) and data.get("kind") != "scaling" and "timings" in data:
@@ -36,7 +36,7 @@ def cmd_report_render(args) -> int:
     scaling = check_scaling(data, args.scaling)
     require_scaling_outputs(args.out or Path(args.scaling).parent)
     if args.reanalyse:
-        from ..scale.analysis import reanalyse
+        from ..scale.sweep.analysis import reanalyse
 
         scaling = reanalyse(scaling)
     paths = write_scaling(scaling, args.out or Path(args.scaling).parent)
@@ -50,8 +50,8 @@ def cmd_report_merge(args) -> int:
     from pathlib import Path
 
     from ..core.errors import InputError
-    from ..scale.merge import merge_reports
-    from ..scale.render import require_scaling_outputs, write_scaling
+    from ..scale.render.write import require_scaling_outputs, write_scaling
+    from ..scale.sweep.merge import merge_reports
 
     if len(args.reports) == 1 and glob.has_magic(args.reports[0]) and not Path(args.reports[0]).exists():
         # a shell glob that matched nothing reaches spmd as it was typed

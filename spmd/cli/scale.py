@@ -11,8 +11,8 @@ def cmd_scale(args) -> int:
     from ..core.files import require_writable_folder
     from ..core.progress import Progress, wanted
     from ..core.runtime import Context
-    from ..scale.render import require_scaling_outputs, write_scaling
-    from ..scale.sweep import parse_batches, parse_ranks, run_scale
+    from ..scale.render.write import require_scaling_outputs, write_scaling
+    from ..scale.sweep.run import parse_batches, parse_ranks, run_scale
     from ..workloads.base import SCALING_MODES
     from ..workloads.registry import agree_on_config
 

@@ -20,8 +20,8 @@ from mpi4py import MPI
 
 from . import waits
 from . import xp as xpmod
-from .cpus import bound_cpus
 from .errors import BackendUnavailable, SpmdError, error_class
+from .host import ThreadChoice, apply_threads, choose_threads
 from .launch import check_launch
 from .watchdog import start as start_watchdog
 from .watchdog import stop as stop_watchdog
@@ -67,7 +67,10 @@ class Context:
         self.device_name = "cpu"
         self.shared_gpu = False  # True when some GPU serves several ranks (allow_shared_gpu)
         self.xp = np
-        self.blas_threads: int | None = None  # BLAS threads per rank on the CPU (None: not limited)
+        # a CPU rank's compute threads (spmd.core.host); a sweep sets thread_ranks, the most ranks it runs on
+        # this node, so that every run's ranks get the same threads
+        self.threads: ThreadChoice | None = None
+        self.thread_ranks: int | None = None
         self.warnings: list[str] = []
 
     def __enter__(self) -> "Context":
@@ -169,7 +172,8 @@ class Context:
         self.device = device
         self.xp = xpmod.array_module(device)
         if device == "cpu":
-            self.blas_threads = share_cpu_cores(self.local_size)
+            self.threads = choose_threads(self.thread_ranks or self.local_size)
+            apply_threads(self.threads)
 
     def _use_gpu(self) -> str:
         count = xpmod.gpu_count()
@@ -214,21 +218,6 @@ class Context:
         for comm in (self.node_comm, self.comm):
             if comm != MPI.COMM_NULL:
                 comm.Free()
-
-
-def share_cpu_cores(ranks_on_node: int) -> int | None:
-    """Give each rank's BLAS its share of the node's cores, unless the user chose
-    (OMP_NUM_THREADS and friends). N ranks each starting a BLAS pool as wide as the node
-    oversubscribe it, many times slower than one thread each. Returns the threads per rank, or None when left alone."""
-    if any(os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")):
-        return None
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - a dependency; absent only where spmd is not installed
-        return None
-    threads = max(1, len(bound_cpus()) // max(1, ranks_on_node))
-    threadpool_limits(limits=threads, user_api="blas")
-    return threads
 
 
 def _choose_device(requested: str) -> str:

@@ -35,6 +35,7 @@ def build_report(
     repeat_rule: dict | None = None,
     nvtx: str = "off",
     kernels: list | None = None,
+    host: dict | None = None,
 ) -> dict:
     """Assemble report.json (schema 1; see docs/report.md). ``timelines``: per rank its repeats' spans (the last
     TIMELINE_REPEATS are kept); ``warmups_by_rank``: each rank's warm-up repeats' phases."""
@@ -51,6 +52,7 @@ def build_report(
         "nodes": nodes,
         "launch": launch_record(ctx),
         "placement": placement,
+        "host": host,
         "warnings": list(ctx.warnings),
         "device": ctx.device,
         "comm": comm_name,

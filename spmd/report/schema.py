@@ -13,8 +13,11 @@ from pathlib import Path
 
 from ..core.errors import InputError, brief, one_line
 
-REPORT_SCHEMA = 1
-SCALING_SCHEMA = 1
+# 2: report.json's ``host`` (compute threads, the load beside the ranks); scaling.json's ``decision`` and ``cost``.
+# Readers take the previous schema too (its missing parts recomputed or left unsaid) and refuse any other.
+REPORT_SCHEMA = 2
+SCALING_SCHEMA = 2
+READABLE = (1, 2)
 MAX_NAME = 1000  # a plug-in's path:NAME is long; a workload name of pages is no report's
 
 
@@ -94,9 +97,11 @@ def check_scaling(data, path) -> dict:
 
 
 def _schema(data: dict, expected: int, path, what: str) -> None:
-    if data.get("schema") != expected:
+    if data.get("schema") not in READABLE or isinstance(data.get("schema"), bool):
+        readable = ", ".join(map(str, READABLE))
         raise InputError(
-            f"{one_line(path)}: {what} schema {brief(data.get('schema'))}; this spmd reads schema {expected}"
+            f"{one_line(path)}: {what} schema {brief(data.get('schema'))}; this spmd reads schema {readable} "
+            f"(writes {expected})"
         )
 
 

@@ -152,7 +152,7 @@ def test_bench_comm_links_one_node_and_two_emulated(tmp_path, per_node):
 
     from mpi_job import launch
 
-    from spmd.scale.machines import read_links
+    from spmd.scale.prediction.machines import read_links
 
     root = Path(__file__).resolve().parents[2]
 

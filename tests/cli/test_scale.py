@@ -70,7 +70,7 @@ def slowest_rank_median(report: dict) -> float:
 
 def test_sweep_runs_every_size_verified(sweep):
     folder, out, scaling = sweep
-    assert scaling["schema"] == 1 and scaling["kind"] == "scaling" and scaling["workload"] == "reduce"
+    assert scaling["schema"] == 2 and scaling["kind"] == "scaling" and scaling["workload"] == "reduce"
     assert scaling["modes"] == ["strong", "weak"] and scaling["ranks"] == [1, 2, 3]
     for mode in ("strong", "weak"):
         rows = scaling["series"][mode]
@@ -343,7 +343,7 @@ def test_the_model_fitted_on_fewer_ranks_predicts_the_largest_without_seeing_it(
     tenfold change what was measured, not what was predicted."""
     import copy
 
-    from spmd.scale.analysis import held_out
+    from spmd.scale.sweep.analysis import held_out
 
     _, _, scaling = sweep
     rows = {r["mode"]: r for r in held_out(scaling)}

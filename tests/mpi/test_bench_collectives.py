@@ -73,7 +73,7 @@ def test_a_wrong_element_is_counted(context):
 @pytest.mark.mpi(min_size=2)
 def test_scale_probe_times_the_workloads_collective_and_fails_on_a_wrong_result(context):
     from spmd.core.errors import VerificationError
-    from spmd.scale.calibrate import probe
+    from spmd.scale.sweep.calibrate import probe
 
     ctx, comm = context
 

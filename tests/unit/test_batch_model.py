@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from spmd.scale.batches import _x, advice, exposed_fit, fit, flag_suspects, host_sentence, pay_off_sentence, speedup
-from spmd.scale.plots import stacked_phases
-from spmd.scale.scaling_model import predict
+from spmd.scale.decision.batch_words import _x, advice, host_sentence, pay_off_sentence
+from spmd.scale.decision.flags import flag_suspects
+from spmd.scale.models.scaling_model import predict
+from spmd.scale.models.step import exposed_fit, fit, speedup
+from spmd.scale.render.plots import stacked_phases
 
 SWEEPS = json.loads((Path(__file__).resolve().parents[1] / "data/batch-sweeps-h200x4.json").read_text())["sweeps"]
 

@@ -14,8 +14,8 @@ import pytest
 from helpers import recorded_prediction
 
 from spmd.core.errors import ConfigError
-from spmd.scale.links import Link, collective_seconds, fit_inter, fit_link
-from spmd.scale.machines import links_from_bench, machine_from_dict, read_target
+from spmd.scale.models.links import Link, collective_seconds, fit_inter, fit_link
+from spmd.scale.prediction.machines import links_from_bench, machine_from_dict, read_target
 
 ROOT = Path(__file__).resolve().parents[2]
 LINKS = ROOT / "tests/fixtures/links"
@@ -142,7 +142,7 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
     """A node's ranks read at most its measured shared bandwidth together; a ceiling measured slower than the
     sweep's own one-rank read, or than a node of its ranks read together, came another way and is not applied
     (a note says so)."""
-    from spmd.scale.predict import host_read_ceiling, read_ceiling
+    from spmd.scale.prediction.predict import host_read_ceiling, read_ceiling
 
     model = {"local": {"read": {"intercept_s": 0.001, "seconds_per_byte": 1 / 20e9}}}
     phases = {"read": 0.001 + 1e9 / 20e9, "compute": 0.01, "total": 0.001 + 0.05 + 0.01}
@@ -174,7 +174,7 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
 def test_a_sweeps_run_is_checked_against_its_own_series_only():
     """Strong and weak predict the same problem where a sweep's base is its problem (one size): a run measured in
     a sweep is held against its own mode's row only; a lone report.json (no mode) against every row it fits."""
-    from spmd.scale.predict import check_against
+    from spmd.scale.prediction.predict import check_against
 
     row = {"ranks": 2, "nodes": 1, "problem_bytes": 1e6, "predicted_s": 1.0, "interval": [0.9, 1.1], "phases": {}}
     prediction = {"rows": [{**row, "mode": "strong"}, {**row, "mode": "weak", "predicted_s": 2.0}]}
@@ -188,7 +188,7 @@ def test_a_sweeps_run_is_checked_against_its_own_series_only():
 def test_speedup_is_checked_against_the_measured_sweeps_own_one_rank():
     """A launch 20% slower throughout (its one rank too) misses the time by 20% but not the speedup: strong, the
     same problem's time; weak, bytes per second. A lone report (no one-rank run beside it) has no speedup check."""
-    from spmd.scale.predict import check_against
+    from spmd.scale.prediction.predict import check_against
 
     rows = [
         {"mode": "strong", "ranks": 4, "nodes": 1, "problem_bytes": 4e6, "predicted_s": 1.0, "speedup": 3.0},
@@ -212,7 +212,7 @@ def test_gpt2s_break_even_batch_across_two_nodes_is_above_the_batch_measured_slo
     The sweep's phases overlap (their sum exceeds a step by 0.16 s): charged whole to a batch of one, that made one
     GPU's step take negative time and the break-even 'always'."""
     from spmd.report.schema import check_scaling, read_json
-    from spmd.scale.predict import predict_machine
+    from spmd.scale.prediction.predict import predict_machine
 
     path = ROOT / "tests/data/gpt2-weak-scaling-h200x4.json"
     scaling = check_scaling(read_json(path, "a scaling.json"), path)
@@ -316,7 +316,7 @@ def test_stencil_on_four_h200s_is_bound_by_its_host_and_its_halo_hides_behind_th
     5 ms a repeat outside every phase), and the fitted host floor carries it to 4: within 10%, where the sweep's
     median gap alone was 18% under. The halo (two NCCL calls an iteration) hides behind the interior: not
     charged whole beside it."""
-    from spmd.scale.predict import check_against, measured_runs, predict_machine, read_sweep
+    from spmd.scale.prediction.predict import check_against, measured_runs, predict_machine, read_sweep
 
     files = recorded_prediction(tmp_path, "stencil-h200x4-nvlink")
     scaling = read_sweep(files["fit"])
@@ -337,7 +337,7 @@ def test_stencil_on_four_h200s_is_bound_by_its_host_and_its_halo_hides_behind_th
 
 def test_predict_fits_the_sweeps_runs_again_not_the_model_a_file_carries(tmp_path):
     """A scaling.json written by an older spmd carries that version's model: predict fits its stored runs again."""
-    from spmd.scale.predict import read_sweep
+    from spmd.scale.prediction.predict import read_sweep
 
     data = json.loads(recorded_prediction(tmp_path, "stencil-h200x4-nvlink")["fit"].read_text())
     data["model"] = {**data["model"], "gap_s": 5.0}
@@ -350,7 +350,7 @@ def test_predict_fits_the_sweeps_runs_again_not_the_model_a_file_carries(tmp_pat
 def test_emulated_nodes_on_one_host_share_its_memory():
     """Two nodes NCCL sees that are one host (containers, VMs, NCCL_HOSTID): ``host_ranks`` charges the node term
     the sweep fitted (what each further rank on a host adds to its reads) for all the host's ranks."""
-    from spmd.scale.predict import predict_machine
+    from spmd.scale.prediction.predict import predict_machine
 
     read = {"intercept_s": 0.0, "seconds_per_byte": 1e-10, "node_seconds_per_byte": 5e-11, "fit": "affine + node"}
     model = {
@@ -369,7 +369,7 @@ def test_emulated_nodes_on_one_host_share_its_memory():
 def test_emulated_nodes_read_against_their_one_hosts_ceiling():
     """Nodes emulated on one host all read from its memory at once: the host's measured ceiling (its ranks'
     sum) bounds all of the host's ranks, not a node's share of them."""
-    from spmd.scale.predict import predict_machine
+    from spmd.scale.prediction.predict import predict_machine
 
     read = {"intercept_s": 0.0, "seconds_per_byte": 1e-10, "node_seconds_per_byte": 1e-11, "fit": "affine + node"}
     model = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spmd.scale.advice import backend_advice, oversubscription_advice, series_advice
+from spmd.scale.decision.advice import backend_advice, oversubscription_advice, series_advice
 
 
 def row(mode, ranks, time, bytes_per_rank, **phases):

@@ -23,8 +23,8 @@ from helpers import (
 )
 
 from spmd.measure.collectives import COLLECTIVES, model_terms
-from spmd.scale.advice import model_advice
-from spmd.scale.scaling_model import (
+from spmd.scale.decision.advice import model_advice
+from spmd.scale.models.scaling_model import (
     HOST_PHASES,
     best_ranks,
     break_even,
@@ -92,7 +92,7 @@ def test_message_growth_scales_the_comm_with_the_share():
     model = fit_model(runs, [], "mpi", growth=1.0)
     ops = model["comm"]["ops"]
     assert ops == runs[0]["problem"]["comm"]
-    from spmd.scale.scaling_model import scaled_ops
+    from spmd.scale.models.scaling_model import scaled_ops
 
     assert scaled_ops(model, 4, S)[0]["bytes"] == pytest.approx(S / 4 / 1000, rel=1e-6)
 
@@ -218,7 +218,7 @@ def test_bus_factors_are_nccl_tests(op, n, factor):
 
 
 def test_advice_names_the_phase_that_makes_more_ranks_slower():
-    from spmd.scale.advice import model_advice
+    from spmd.scale.decision.advice import model_advice
 
     model = fit_model(RUNS, synthetic_probe(), "mpi", growth=0.0)
     slow = {**model, "comm": {**model["comm"], "alpha_s": 0.02}}  # 20 ms per step: comm dominates early
@@ -238,7 +238,7 @@ def test_slices_of_a_fixed_operand_shrink_with_the_ranks_in_weak_scaling():
     """matmul's allgather of B: B is fixed (k x n) while weak scaling grows A, so each rank's
     slice is B / n whatever the share. ``growth: 0, ranks_power: -1`` says so; the share-only
     scaling predicted the whole of B at every rank count."""
-    from spmd.scale.scaling_model import scaled_ops
+    from spmd.scale.models.scaling_model import scaled_ops
 
     b = 1 << 30
     runs = [synthetic_run("weak", n, S * n) for n in (1, 2, 4)]

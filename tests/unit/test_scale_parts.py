@@ -14,8 +14,8 @@ from spmd.core.units import fmt_bytes, fmt_seconds, parse_bytes
 from spmd.io.weak import scaled_input
 from spmd.report.compare import Point, compare, load_entries
 from spmd.report.summary import job_time
-from spmd.scale.series import imbalance, karp_flatt, series_figures
-from spmd.scale.sweep import default_ranks, parse_ranks, plan
+from spmd.scale.models.series import imbalance, karp_flatt, series_figures
+from spmd.scale.sweep.run import default_ranks, parse_ranks, plan
 from spmd.workloads.registry import job_config_from_dict
 
 
@@ -225,7 +225,7 @@ def test_gpu_ranks_bound_to_one_cpu_with_cpus_to_spare_are_named_and_warned(devi
     """Each GPU rank's host thread launches every kernel: bound to one CPU it shares it with NCCL's proxy thread,
     so the report warns and spmd scale advises giving ranks several CPUs, naming the launcher options."""
     from spmd.job import single_cpu
-    from spmd.scale.advice import binding_advice
+    from spmd.scale.decision.advice import binding_advice
 
     ranks = [
         {"rank": r, "host": "n1", "device": device, "name": "x", "cpus": 2, "bound_cpus": bound, "node_cpus": node}
@@ -311,7 +311,8 @@ def test_compare_reads_report_json_and_rejects_strangers(tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"schema": 2}, "report schema 2; this spmd reads schema 1"),
+        ({"schema": 3}, "report schema 3; this spmd reads schema 1, 2 (writes 2)"),
+        ({"schema": True}, "report schema True; this spmd reads schema 1, 2"),
         ({"per_rank": [{"median": {}}]}, "missing or malformed: per_rank (one entry per rank)"),
         ({"per_rank": [{"median": {}, "repeats": [{"total": "1"}]}] * 2}, "per_rank[].repeats[] (finite seconds"),
         ({"per_rank": [{"median": {}, "repeats": [{"total": 1.0, "read": "x"}]}] * 2}, "per_rank[].repeats[] (finite"),

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from helpers import RUNS, S, synthetic_probe, synthetic_run
 
-from spmd.scale.advice import model_advice, series_advice, suspect_advice
-from spmd.scale.scaling_model import best_ranks, fit_model
-from spmd.scale.series import noise_reason, series_figures, suspect_reasons, time_interval
-from spmd.scale.tables import tables
+from spmd.scale.decision.advice import model_advice, series_advice, suspect_advice
+from spmd.scale.models.scaling_model import best_ranks, fit_model
+from spmd.scale.models.series import noise_reason, series_figures, suspect_reasons, time_interval
+from spmd.scale.render.tables import tables
 
 FAIR = {"oversubscribed": [], "ranks_per_node": {"vm": 2}, "cpus_per_node": {"vm": 4}}
 

@@ -1,7 +1,7 @@
 """spmd scale's storage finding: the largest run's read phase against plain preads of the same bytes measured
 right after it, and whether reading is most of a repeat."""
 
-from spmd.scale.advice import storage_advice
+from spmd.scale.decision.advice import storage_advice
 
 
 def run(ranks, read_s, total_s, limit_s, nbytes=1 << 30):

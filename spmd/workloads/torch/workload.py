@@ -88,7 +88,7 @@ class TorchWorkload(TrainingWorkload):
         torch = self.torch = ctx.agree(dist.import_torch)
         ctx.agree(self._check_config)
         if ctx.device == "cpu":
-            torch.set_num_threads(ctx.blas_threads or 1)
+            torch.set_num_threads(ctx.threads.count)  # spmd.core.host: the rank's share, or as given
         set_precision(torch, p.precision)
         self.rows, self.row_shape, self.dtype, self.label_shape = ctx.agree(self._check_inputs)
         self.global_batch = p.batch * p.accumulate * ctx.size

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..core.stats import LEVEL, median_interval
-from ..core.topology import MORE_CPUS
-from ..core.units import fmt_bytes, fmt_seconds
-from ..report.breakdown import straggler_sentence
-from .scaling_model import predict
-from .series import NOT_LOCAL, OVERLAPPED
+from ...core.stats import LEVEL, median_interval
+from ...core.topology import MORE_CPUS
+from ...core.units import fmt_bytes, fmt_seconds
+from ...report.breakdown import straggler_sentence
+from ..models.scaling_model import predict
+from ..models.series import NOT_LOCAL, OVERLAPPED
 
 CONTENTION = 0.8  # a phase's per-rank throughput falling below 80% of the base size's
 SLOWER = 1.02  # a larger group taking 2% longer than a smaller one counts as slower

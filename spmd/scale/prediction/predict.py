@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..core.errors import ConfigError
-from .analysis import node_counts, reanalyse
-from .links import collective_seconds
+from ...core.errors import ConfigError
+from ..models.links import collective_seconds
+from ..models.overlap import exposed as overlap_exposed
+from ..models.overlap import hidden_share
+from ..models.scaling_model import break_even, measured, predict, scaled_ops
+from ..models.series import time_interval
+from ..sweep.analysis import node_counts, reanalyse
 from .machines import Machine
-from .overlap import exposed as overlap_exposed
-from .overlap import hidden_share
-from .scaling_model import break_even, measured, predict, scaled_ops
-from .series import time_interval
 
 MAX_BATCH = 1 << 20
 # a read ceiling measured within this share of the sweep's own reads went the runs' way (launches differ that much)
@@ -174,7 +174,7 @@ def host_read_ceiling(
 def read_sweep(path) -> dict:
     """A scaling.json as a prediction takes it: checked, and its stored runs analysed again by this spmd, so that
     the model a prediction stands on is the one fitted today, whichever version wrote the file."""
-    from ..report.schema import check_scaling, read_json
+    from ...report.schema import check_scaling, read_json
 
     return reanalyse(check_scaling(read_json(path, "a scaling.json"), path))
 
@@ -281,7 +281,7 @@ def _batch_break_even(scaling: dict, model: dict, ranks: int, collectives, hide:
 def measured_runs(path) -> list[dict]:
     """The runs measured on the target, as ``check_against`` takes them: a report.json's run, or every run of
     a scaling.json (a sweep run there)."""
-    from ..report.schema import check_report, check_scaling, read_json
+    from ...report.schema import check_report, check_scaling, read_json
 
     data = read_json(path, "a report.json or scaling.json")
     if isinstance(data, dict) and data.get("kind") == "scaling":
@@ -355,7 +355,7 @@ def _measured_speedup(run: dict, runs: list[dict]) -> float | None:
 
 def format_prediction(scaling: dict) -> str:
     """The predictions as plain text: one block per target."""
-    from ..core.units import fmt_seconds
+    from ...core.units import fmt_seconds
 
     lines = []
     for p in scaling.get("other_machines") or []:
@@ -388,7 +388,7 @@ def format_prediction(scaling: dict) -> str:
 
 def break_even_words(entry: dict) -> str:
     """A break-even row in words: per-GPU batch for training, bytes per rank otherwise."""
-    from ..core.units import fmt_bytes
+    from ...core.units import fmt_bytes
 
     if entry["status"] == "always":
         return "faster than one rank at any size"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 
-from .batches import allreduce_seen
+from .step import allreduce_seen
 
 
 def hidden_share(scaling: dict) -> dict:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..measure.collectives import model_terms
+from ...measure.collectives import model_terms
 
 GATHERS = ("allgather", "gather")
 SMALL_SIZES = 4  # the latency comes from the smallest this many sizes measured

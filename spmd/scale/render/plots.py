@@ -5,8 +5,8 @@ Figures are drawn on ``matplotlib.figure.Figure`` objects, never pyplot's global
 
 from __future__ import annotations
 
-from ..report.png import available, png_bytes
-from .scaling_model import predict
+from ...report.png import available, png_bytes
+from ..models.scaling_model import predict
 
 PLOTS = ("speedup.png", "efficiency.png", "phases.png", "model.png")  # a scaling report's, by name
 

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.config import parse_yaml, read_config_text
-from ..core.errors import ConfigError, brief, one_line
-from .links import Link, fit_inter, fit_link
+from ...core.config import parse_yaml, read_config_text
+from ...core.errors import ConfigError, brief, one_line
+from ..models.links import Link, fit_inter, fit_link
 
 NCCL_TUNING = "NCCL's tuning model (src/graph/tuning.cc): ring step latency of its LL protocol"
 # name -> (GB/s of a link per direction, latency per ring step in us, where the figures come from)

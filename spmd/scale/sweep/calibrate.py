@@ -4,12 +4,12 @@ on which communicator to use)."""
 
 from __future__ import annotations
 
-from ..comm.factory import open_communicator
-from ..core.config import COMM_BACKENDS
-from ..core.cpus import reader_threads
-from ..core.errors import BackendUnavailable, VerificationError
-from ..measure.collectives import COLLECTIVES, measure, probe_sizes
-from ..measure.io import pread_limit
+from ...comm.factory import open_communicator
+from ...core.config import COMM_BACKENDS
+from ...core.cpus import reader_threads
+from ...core.errors import BackendUnavailable, VerificationError
+from ...measure.collectives import COLLECTIVES, measure, probe_sizes
+from ...measure.io import pread_limit
 
 
 def probe(ctx, comm, workload, max_bytes: int) -> list[dict]:

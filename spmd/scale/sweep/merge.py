@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 
-from ..core.errors import InputError
-from ..core.topology import summarize_placement
-from ..report.schema import check_report, read_json
-from ..workloads.base import SCALING_MODES
-from ..workloads.registry import job_config_from_dict, workload_class
+from ...core.errors import InputError
+from ...core.topology import summarize_placement
+from ...report.schema import check_report, read_json
+from ...workloads.base import SCALING_MODES
+from ...workloads.registry import job_config_from_dict, workload_class
 from .analysis import analyse
 
 IGNORED = ("output",)  # where a job wrote is not what it ran

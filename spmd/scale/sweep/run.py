@@ -14,21 +14,21 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from ..core import xp as xpmod
-from ..core.config import int_list
-from ..core.errors import ConfigError, SpmdError, one_line
-from ..core.files import require_replaceable
-from ..core.launch import mpi_library
-from ..core.progress import Progress
-from ..core.runtime import Context
-from ..core.units import fmt_seconds
-from ..io.generate import plan_inputs, write_inputs
-from ..io.weak import copies_note
-from ..job import run_job
-from ..workloads.registry import workload_class
+from ...core import xp as xpmod
+from ...core.config import int_list
+from ...core.errors import ConfigError, SpmdError, one_line
+from ...core.files import require_replaceable
+from ...core.launch import mpi_library
+from ...core.progress import Progress
+from ...core.runtime import Context
+from ...core.units import fmt_seconds
+from ...io.generate import plan_inputs, write_inputs
+from ...io.weak import copies_note
+from ...job import run_job
+from ...workloads.registry import workload_class
+from ..models.series import series_figures
 from .analysis import analyse
 from .calibrate import compare_backends, probe, read_limit
-from .series import series_figures
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,8 @@ def run_steps(
     """
     runs: list[dict] = []
     done: dict[tuple, dict] = {}
+    # every run's ranks get the compute threads of the largest run's share of their node (spmd.core.host)
+    thread_ranks = ctx.hosts[: max(step.ranks for step in steps)].count(ctx.host) or 1
     keys = [(step.ranks, json.dumps(step.cfg.to_dict(), sort_keys=True)) for step in steps]  # a plug-in's: a dict
     for step, key in zip(steps, keys):
         if key in done:
@@ -220,7 +222,7 @@ def run_steps(
                     f"starting (size {len(done) + 1} of {len(set(keys))})",
                 )
             trace = Path(trace_dir) / trace_name(step) if trace_dir is not None else None
-            run = run_step(ctx, step, probe_max_bytes, compare_comm, live, trace, nvtx)
+            run = run_step(ctx, step, probe_max_bytes, compare_comm, live, trace, nvtx, thread_ranks)
             done[key] = run
         if ctx.rank == 0:
             runs.append(run)
@@ -237,13 +239,16 @@ def run_step(
     live: Progress | None = None,
     trace: Path | None = None,
     nvtx: bool = False,
+    thread_ranks: int | None = None,
 ) -> dict | None:
-    """Run one size on the first ``step.ranks`` ranks while the others wait; agree on failure."""
+    """Run one size on the first ``step.ranks`` ranks while the others wait; agree on failure. ``thread_ranks``:
+    the ranks whose share of the node each rank's compute threads are (default: the group's on the node)."""
     member = ctx.rank < step.ranks
     group = ctx.comm.Split(0 if member else MPI.UNDEFINED, key=ctx.rank)
     run, failure = None, None
     if member:
         sub = Context(group)
+        sub.thread_ranks = thread_ranks
         group.Free()
         try:
             with sub:

@@ -11,10 +11,10 @@ import html
 import io
 from pathlib import Path
 
-from ..core.files import MARK, json_text, require_replaceable, write_files_atomic
-from ..core.units import fmt_seconds
-from ..report.svg import stacked_bars
-from ..report.table import comm_label
+from ...core.files import MARK, json_text, require_replaceable, write_files_atomic
+from ...core.units import fmt_seconds
+from ...report.svg import stacked_bars
+from ...report.table import comm_label
 from .plots import PLOTS, render_plots
 from .tables import run_breakdown, tables, unique_runs
 

@@ -11,8 +11,9 @@ compute; a suspect point is named with the run that would settle it.
 
 from __future__ import annotations
 
-from ..core.units import fmt_seconds
-from .batches import host_wait, pay_off_sentence, per_step, unit_words
+from ...core.units import fmt_seconds
+from ..models.step import host_wait, per_step
+from .batch_words import pay_off_sentence, unit_words
 
 
 def is_training(report: dict) -> bool:

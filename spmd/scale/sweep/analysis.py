@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime
 
-from ..core.version import __version__
-from ..report.schema import SCALING_SCHEMA
-from ..workloads.base import SCALING_MODES
-from ..workloads.registry import job_config_from_dict, workload_class
-from .advice import (
+from ...core.version import __version__
+from ...report.schema import SCALING_SCHEMA
+from ...workloads.base import SCALING_MODES
+from ...workloads.registry import job_config_from_dict, workload_class
+from ..decision.advice import (
     backend_advice,
     binding_advice,
     interval_note,
@@ -19,11 +19,11 @@ from .advice import (
     straggler_advice,
     suspect_advice,
 )
+from ..decision.training import is_training, verdict
+from ..decision.training import series_advice as training_series_advice
+from ..models.scaling_model import HOST_PHASES, INNER_PHASES, best_ranks, break_even, fit_model, measured, predict
+from ..models.series import series_figures, suspect_reasons
 from .batches import batch_sweep
-from .scaling_model import HOST_PHASES, INNER_PHASES, best_ranks, break_even, fit_model, measured, predict
-from .series import series_figures, suspect_reasons
-from .training import is_training, verdict
-from .training import series_advice as training_series_advice
 
 
 def reanalyse(scaling: dict) -> dict:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import statistics
 
-from ..core.stats import BOUND, LEVEL, Interval, median_interval, ratio_interval
-from ..report.summary import job_time, slowest_per_repeat
+from ...core.stats import BOUND, LEVEL, Interval, median_interval, ratio_interval
+from ...report.summary import job_time, slowest_per_repeat
 
 # Phases that ran hidden behind others (communication behind compute, copies to the GPU behind the read): they
 # are not part of a repeat's time, so they are neither summed, fitted nor named as what slowed a repeat.
@@ -78,6 +78,7 @@ def suspect_reasons(row: dict, placement: dict, report: dict) -> list[str]:
         f"{placement['cpus_per_node'][host]} CPUs"
         for host in placement["oversubscribed"]
     ]
+    reasons += list((report.get("host") or {}).get("busy") or [])  # spmd.core.host: threads beyond cores, others' load
     single = placement.get("single_cpu_gpu_ranks") or []
     if single:  # its launch-bound steps measure the CPU's contention as well (topology.single_cpu_gpu_ranks)
         reasons.append(f"one CPU per GPU rank: {len(single)} rank(s) bound to a single CPU by the launcher")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.units import fmt_bytes, fmt_seconds
-from ..report.breakdown import breakdown
-from .analysis import measured_once
+from ...core.units import fmt_bytes, fmt_seconds
+from ...report.breakdown import breakdown
+from ..sweep.analysis import measured_once
 
 
 @dataclass
@@ -180,7 +180,7 @@ def tables(scaling: dict) -> list[Table]:
 def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
     """On other machines (``spmd predict``): per target, the predicted runs, measured ones beside them, the
     break-even and what the prediction rests on."""
-    from .predict import break_even_words
+    from ..prediction.predict import break_even_words
 
     out = []
     for p in predictions or []:

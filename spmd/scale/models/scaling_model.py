@@ -26,7 +26,7 @@ import statistics
 
 import numpy as np
 
-from ..measure.collectives import model_terms
+from ...measure.collectives import model_terms
 from .series import NOT_LOCAL
 
 MAX_SHARE_BYTES = 1 << 50  # break-even search: up to 1 PiB per rank

@@ -1,0 +1,200 @@
+"""The host as a fact: the compute threads a rank runs and the load beside it on its node.
+
+A rank's compute threads (PyTorch's intra-op pool, OpenMP, BLAS) are chosen once per rank, alike for every run of a
+sweep: the rank's share of its node's CPUs for the most ranks the launch puts on that node, so a 1-rank run and an
+N-rank run compare like with like. ``OMP_NUM_THREADS`` (or ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``), when
+set, is taken as given. ``HostLoad`` measures, over the timed repeats, the CPU time the rank used and the CPU time
+of its node's CPUs, so the report can say what other processes took beside the ranks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cpus import bound_cpus, node_cpus
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+BUSY_SHARE = 0.10  # other processes taking this share of the CPU time the ranks could use: a busy host
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """How many compute threads a rank runs, and why (``how``: a sentence's end, e.g. 'OMP_NUM_THREADS=4')."""
+
+    count: int
+    how: str
+
+
+def choose_threads(ranks_on_node: int, cpus: int | None = None, env: dict | None = None) -> ThreadChoice:
+    """The compute threads of one rank: the first of THREAD_VARIABLES set to a positive integer, as given; else the
+    rank's share of ``cpus`` (default: the CPUs this job may use on the node) among ``ranks_on_node`` ranks."""
+    env = os.environ if env is None else env
+    for name in THREAD_VARIABLES:
+        value = (env.get(name) or "").strip().split(",")[0]  # OpenMP's nested form '4,2': the outer level
+        if value.isdigit() and int(value) > 0:
+            return ThreadChoice(int(value), f"{name}={value} as given")
+    cpus = len(node_cpus()) if cpus is None else cpus
+    ranks = max(1, ranks_on_node)
+    return ThreadChoice(
+        max(1, cpus // ranks), f"the rank's share of {cpus} CPU(s) for {ranks} rank(s) on the node (spmd's default)"
+    )
+
+
+def apply_threads(choice: ThreadChoice) -> None:
+    """Limit BLAS and OpenMP pools to ``choice.count`` (threadpoolctl); PyTorch's pool too where it is loaded."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - a dependency; absent only where spmd is not installed
+        pass
+    else:
+        threadpool_limits(limits=choice.count)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_num_threads"):
+        torch.set_num_threads(choice.count)
+
+
+def thread_facts() -> dict:
+    """The threads the loaded libraries run now: {'blas': n, 'openmp': n, 'torch': n} (a library not loaded is
+    absent) and the variables that chose them."""
+    out: dict = {}
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover
+        pools = []
+    else:
+        pools = threadpool_info()
+    for pool in pools:
+        api = pool.get("user_api")
+        if api in ("blas", "openmp"):
+            out[api] = max(out.get(api, 0), int(pool.get("num_threads") or 0))
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "get_num_threads"):
+        out["torch"] = int(torch.get_num_threads())
+    out["env"] = {name: os.environ[name] for name in THREAD_VARIABLES if name in os.environ}
+    return out
+
+
+def compute_threads(facts: dict) -> int:
+    """The most threads one of a rank's compute pools runs (at least 1)."""
+    return max([facts.get(k, 0) for k in ("blas", "openmp", "torch")] + [1])
+
+
+def cpu_seconds(cpus: frozenset[int], stat: Path = Path("/proc/stat")) -> float | None:
+    """CPU seconds ``cpus`` spent busy since boot (user, nice, system, irq, softirq, steal: not idle or iowait);
+    None where /proc/stat is not readable."""
+    try:
+        lines = stat.read_text().splitlines()
+    except OSError:
+        return None
+    tick = clock_tick()
+    busy = 0
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+            continue
+        fields = [int(v) for v in rest.split()]
+        busy += sum(fields[i] for i in (0, 1, 2, 5, 6, 7) if i < len(fields))
+    return busy / tick
+
+
+def clock_tick() -> int:
+    """/proc/stat's ticks a second."""
+    return os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class HostLoad:
+    """The CPU time of this process and of the node's CPUs between ``start`` and ``stop``."""
+
+    def __init__(self):
+        self.cpus = node_cpus()
+        self._start: tuple[float, float, float | None] | None = None
+        self.sample: dict | None = None
+
+    def start(self) -> None:
+        self._start = (time.perf_counter(), time.process_time(), cpu_seconds(self.cpus))
+
+    def stop(self) -> dict:
+        """{'wall_s', 'own_cpu_s', 'node_busy_s' (None where unknown), 'node_cpus'} of the window."""
+        wall0, own0, busy0 = self._start or (time.perf_counter(), time.process_time(), None)
+        busy1 = cpu_seconds(self.cpus)
+        self.sample = {
+            "wall_s": time.perf_counter() - wall0,
+            "own_cpu_s": time.process_time() - own0,
+            "node_busy_s": busy1 - busy0 if busy0 is not None and busy1 is not None else None,
+            "node_cpus": len(self.cpus),
+        }
+        return self.sample
+
+
+def rank_host_facts(threads: ThreadChoice | None, load: dict | None, device: str = "cpu") -> dict:
+    """What one rank says of its host: its compute threads (chosen and running), its CPUs and its load sample."""
+    facts = thread_facts()
+    return {
+        "device": device,
+        "threads": {
+            "chosen": threads.count if threads else None,
+            "how": threads.how if threads else "left to the libraries (GPU rank)",
+            "running": facts,
+            "compute": compute_threads(facts),
+        },
+        "bound_cpus": len(bound_cpus()),
+        "load": load,
+    }
+
+
+def node_load(ranks: list[dict], hosts: list[str]) -> dict[str, dict]:
+    """host -> {'ranks', 'threads', 'cpus', 'wall_s', 'ranks_cpu_s', 'others_cpu_s', 'others_share',
+    'oversubscribed_threads'} from every rank's ``rank_host_facts``: the other processes' CPU time is the node's
+    busy time less its ranks' own, over the CPU time its CPUs had in the window (the longest rank's wall)."""
+    out: dict[str, dict] = {}
+    for facts, host in zip(ranks, hosts):
+        node = out.setdefault(
+            host, {"ranks": 0, "threads": 0, "cpus": 0, "wall_s": 0.0, "ranks_cpu_s": 0.0, "busy": []}
+        )
+        load = facts.get("load") or {}
+        node["ranks"] += 1
+        # a GPU rank's host pools mostly wait for the device: only CPU ranks' threads count against the cores
+        node["threads"] += facts["threads"]["compute"] if facts.get("device", "cpu") == "cpu" else 0
+        node["cpus"] = max(node["cpus"], load.get("node_cpus") or 0)
+        node["wall_s"] = max(node["wall_s"], load.get("wall_s") or 0.0)
+        node["ranks_cpu_s"] += load.get("own_cpu_s") or 0.0
+        if load.get("node_busy_s") is not None:
+            node["busy"].append(load["node_busy_s"])
+    for node in out.values():
+        busy = node.pop("busy")
+        capacity = node["wall_s"] * node["cpus"]
+        # /proc/stat counts whole ticks: each CPU's busy time is known to within one, so the share is its lower end
+        others = max(0.0, max(busy) - node["ranks_cpu_s"] - node["cpus"] / clock_tick()) if busy else None
+        node["others_cpu_s"] = others
+        node["others_share"] = others / capacity if others is not None and capacity > 0 else None
+        node["oversubscribed_threads"] = bool(node["cpus"]) and node["threads"] > node["cpus"]
+    return out
+
+
+def busy_reasons(nodes: dict[str, dict]) -> list[str]:
+    """Short reasons a run measured a busy host: compute threads beyond the node's CPUs, or other processes taking
+    BUSY_SHARE or more of the CPU time the ranks could use. Empty when none."""
+    out = []
+    for host, node in sorted(nodes.items()):
+        if node.get("oversubscribed_threads"):
+            out.append(
+                f"busy host: {host} ran {node['threads']} compute threads over {node['ranks']} rank(s) on "
+                f"{node['cpus']} CPU(s)"
+            )
+        share = node.get("others_share")
+        if share is not None and share >= BUSY_SHARE:
+            out.append(
+                f"busy host: other processes on {host} took {share:.0%} of the CPU time its ranks could use "
+                f"({node['others_cpu_s']:.3g} of {node['wall_s'] * node['cpus']:.3g} CPU-s)"
+            )
+    return out
+
+
+HOST_FIX = (
+    "run when the node is quiet (or on nodes of the job's own), and keep each rank's compute threads within its "
+    "share of the cores (spmd's default; OMP_NUM_THREADS sets it)"
+)

@@ -1,0 +1,1 @@
+"""``spmd predict``: a sweep's model on another machine (its target, links and presets)."""

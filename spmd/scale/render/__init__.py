@@ -1,0 +1,1 @@
+"""scaling.md, .html, .csv and the plots, rendered from a scaling.json."""

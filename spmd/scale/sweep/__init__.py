@@ -1,0 +1,1 @@
+"""Running a sweep (``spmd scale``), calibrating it, and its runs turned into scaling.json."""
