@@ -214,6 +214,8 @@ def straggler_sentence(s: dict, level: bool = True) -> str:
         f"{fmt_seconds(s['others_seconds']).strip()} on the other ranks (median)"
     )
     cause = f" ({s['cause']})" if s.get("cause") else ""
+    if not s.get("cause") and s.get("undetermined"):  # the captured steps hold no cause beyond the others'
+        why += f"; its cause is not determined by the captured steps ({s['undetermined']})"
     if s.get("seen_in") == "captured steps":
         cost = (
             f"the others waited {fmt_seconds(s['others_wait']).strip()} a step for it in the collectives of the "

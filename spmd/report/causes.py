@@ -173,16 +173,20 @@ def cause(slow: int, records_by_rank: list[list[dict]], kernels: dict | None, st
                     )
                 )
         if not found:
-            found.append(_host(mine, theirs, kernels, slow, others, gpu))
+            host = _host(mine, theirs, kernels, slow, others, gpu)
+            if host[1] >= CAUSE_SHARE * step:  # named only where its own numbers show the excess
+                found.append(host[:3])
+            else:
+                return {"cause": None, "undetermined": host[3]}
     if not found:
         return {"cause": None}
     name, seconds, evidence = found[0]
     return {"cause": name, "cause_seconds": seconds, "evidence": evidence}
 
 
-def _host(mine, theirs, kernels, slow, others, gpu) -> tuple[str, float, str]:
+def _host(mine, theirs, kernels, slow, others, gpu) -> tuple[str, float, str, str]:
     """The host explanation: on a GPU its device idle for want of launches; on a CPU its time between operators
-    (less what it waited for collectives there)."""
+    (less what it waited for collectives there). (cause, excess seconds a step, evidence, the bare numbers)."""
     m = mine["median"]
     if gpu:
         host, host_o = m["idle"]["host"], statistics.median(x["median"]["idle"]["host"] for x in theirs)
@@ -192,6 +196,7 @@ def _host(mine, theirs, kernels, slow, others, gpu) -> tuple[str, float, str]:
             f"the same {m['kernels']:.0f} kernels ran as fast as on the others, but its GPU sat idle waiting for "
             f"its host to launch them {host / 1e3:.2f} ms a step ({m['launches']:.0f} launches; the others' "
             f"{host_o / 1e3:.2f} ms, whose GPUs waited in the collectives instead): its host thread is slower",
+            f"its GPU waited for launches {host / 1e3:.2f} ms a step against {host_o / 1e3:.2f} ms on the others",
         )
     coll = kernels.get("collectives") or {}
     waits = coll["wait_us"] if coll.get("matched") else [0.0] * (max(others + [slow]) + 1)
@@ -203,6 +208,7 @@ def _host(mine, theirs, kernels, slow, others, gpu) -> tuple[str, float, str]:
         max(0.0, host - host_o) / 1e6,
         f"the same {m['kernels']:.0f} operators ran as fast as on the others, but its step spent {host / 1e3:.2f} ms "
         f"between them (Python, the framework, a thread that sleeps or is descheduled) against {host_o / 1e3:.2f} ms",
+        f"its step spent {host / 1e3:.2f} ms between operators against {host_o / 1e3:.2f} ms on the others",
     )
 
 

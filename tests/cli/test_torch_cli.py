@@ -64,6 +64,11 @@ def test_a_users_model_trains_alike_at_1_2_and_3_ranks(tmp_path):
         for phase in ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step"):
             assert rep["timings"][phase]["median"] >= 0
         assert rep["timings"]["step"]["median"] > 0 and rep["metrics"]["samples_per_s"] > 0
+        for rank in rep["per_rank"]:  # nested phases never exceed the repeat that holds them
+            for repeat in rank["repeats"]:
+                nested = ("step", "data", "forward", "backward", "comm_exposed", "optimizer")
+                assert all(repeat[p] <= repeat["total"] for p in nested), repeat
+        assert 0 < result["phases_scaled_to_window"] <= 1
         assert result["loss_per_window"][-1] < result["loss_per_window"][0]
         saved[ranks] = torch.load(tmp_path / f"model-{ranks}.pt")
     for ranks in (2, 3):
@@ -290,9 +295,13 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
     model = sweep["model"]
     advice = " ".join(scaling["advice"])
     assert "samples/s of 2 ranks over one rank's" in advice
-    if any(r["suspect"] for r in sweep["rows"]):  # a 1-rank run slowed by the busy 2-core machine: kept out, said
-        assert model is None and "two trustworthy batches or more are needed" in advice
-        assert "suspect point, kept out of the step model" in advice and "on 1 rank to settle it" in advice
+    decision = scaling["decision"]
+    if any(r["suspect"] for r in sweep["rows"]):  # 2 repeats on a shared 2-core machine: noisy points kept out, said
+        assert "suspect point, kept out of the step model" in advice
+        if all(r["suspect"] for r in sweep["rows"]):
+            assert model is None and "two trustworthy batches or more are needed" in advice
+            assert decision["lead"] is None and scaling["verdict"].startswith("Verdict: ")
+            assert "no trustworthy answer: " in scaling["verdict"] and "the run that would settle it: " in advice
     else:
         assert [p["batch"] for p in model["points"]] == [8, 24] and model["next_ranks"] == 4
         for p in model["points"]:
@@ -302,7 +311,11 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
         assert "at 4 ranks (predicted" in advice or "at 4 ranks: not predicted" in advice
     # one answer, in the job's own terms: the verdict first, nothing of the array workloads' model
     assert scaling["training"] and scaling["advice"][0] == scaling["verdict"]
-    assert scaling["verdict"].startswith("Verdict: on this machine, 2 ranks give ") and "what limits it: " in advice
+    if decision["lead"]:  # never a suspect point
+        lead = next(r for r in sweep["rows"] if r["batch"] == decision["lead"]["batch"])
+        assert not lead["suspect"] and "what limits it: " in advice
+        assert "on this machine, 2 ranks give " in scaling["verdict"]
+    assert scaling["decision"]["host"]["threads"]["per_rank"] == 1  # the share of 2 cores for the 2-rank runs
     # the intervals' levels said once, no line with a level of its own
     assert scaling["advice"][1].startswith("Intervals: every interval in these findings is a run's median")
     assert not any(re.search(r"\d+% interval", line) for line in scaling["advice"]), scaling["advice"]

@@ -5,9 +5,12 @@ sharing its interpreter with a spinning one), and small hand-made traces whose e
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from spmd.report import breakdown, causes, kernels
 
@@ -128,3 +131,47 @@ def test_the_critical_path_says_whom_each_captured_step_waited_for():
     assert line.startswith("In the captured steps the others waited in the collectives for: rank 1 at 5 of 6 (58.2 ms")
     assert "rank 0 at 1 of 6" in line and "transfer: 462.9 us a step" in line
     assert breakdown.critical_path_sentence(None) is None
+
+
+def _captured(host_us: list[float], compute_us: float = 1000.0, gpu: bool = True) -> dict:
+    """A capture of equal device work on every rank, each rank's GPU idle ``host_us`` a step for launches."""
+    ranks = [
+        {
+            "rank": r,
+            "device": "gpu" if gpu else "cpu",
+            "steps": 2,
+            "median": {
+                "span_us": compute_us + h,
+                "compute_us": compute_us,
+                "kernels": 100,
+                "launches": 100,
+                "idle": {"host": h, "other": h},
+            },
+        }
+        for r, h in enumerate(host_us)
+    ]
+    return {"per_rank": ranks, "collectives": {"matched": False}}
+
+
+@given(
+    host=st.lists(st.floats(0.0, 5e4), min_size=2, max_size=4),
+    slow=st.integers(0, 3),
+    step_s=st.floats(1e-3, 1.0),
+    gpu=st.booleans(),
+)
+def test_a_host_cause_is_named_only_where_its_own_numbers_exceed_the_others(host, slow, step_s, gpu):
+    """Whatever the ranks' host times: "host" is named only when the straggler's exceeds the others' median by
+    CAUSE_SHARE of a step, and otherwise the sentence says the cause is not determined, with both numbers."""
+    slow = slow % len(host)
+    records = [[{"total": step_s, "compute": step_s}] * 3 for _ in host]
+    found = causes.cause(slow, records, _captured(host, gpu=gpu), 1)
+    others = statistics.median(h for r, h in enumerate(host) if r != slow)
+    if found["cause"] == "host":
+        assert (host[slow] - others) / 1e6 >= causes.CAUSE_SHARE * step_s
+    else:
+        assert found["cause"] is None and "against" in found["undetermined"]
+        s = {"rank": slow, "host": "h", "phase": "compute", "seconds": 1.0, "others_seconds": 1.0, **found}
+        s.update(others_wait=0.1, others_wait_interval=[0.1, 0.1], others_wait_in="comm", share_of_repeat=0.1)
+        s["interval_level"] = 0.95
+        sentence = breakdown.straggler_sentence(s)
+        assert "(host)" not in sentence and "not determined" in sentence

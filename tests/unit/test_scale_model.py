@@ -21,6 +21,8 @@ from helpers import (
     synthetic_run,
     true_time,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 from spmd.measure.collectives import COLLECTIVES, model_terms
 from spmd.scale.decision.advice import model_advice
@@ -345,3 +347,24 @@ def test_collectives_beside_the_compute_are_exposed_only_beyond_it():
     assert predict(plain, 4, S, collectives=lambda n, ops: slow)["comm"] == pytest.approx(
         plain["comm"]["overhead_s"] + slow
     )
+
+
+@given(alone=st.floats(1e-6, 1e-2), overhead=st.floats(1e-6, 1e-2))
+def test_one_rank_is_charged_the_comm_it_paid_not_the_overhead_of_several(alone, overhead):
+    """make demo's break-even once charged one rank the comm overhead of two (measured 0.1 ms, charged 5.16): one
+    rank's comm phase is what it measured, whatever the others paid; two ranks keep theirs."""
+    runs = []
+    for run in RUNS:
+        run = {**run, "timings": {**run["timings"]}}
+        t = alone if run["ranks"] == 1 else run["timings"]["comm"]["min"] - OVERHEAD + overhead
+        extra = t - run["timings"]["comm"]["min"]
+        run["timings"]["comm"] = {"min": t, "median": t, "max": t}
+        run["time"] += extra
+        runs.append(run)
+    model = fit_model(runs, synthetic_probe(), "mpi", growth=0.0)
+    assert predict(model, 1, S)["comm"] == pytest.approx(alone, rel=1e-9)
+    assert model["comm"]["overhead_s"] == pytest.approx(overhead, rel=1e-6, abs=1e-12)
+    even = break_even(model, 2)
+    if even["status"] == "above":  # at the break-even share, one rank's predicted time holds its own comm only
+        one = predict(model, 1, 2 * even["bytes_per_rank"])
+        assert one["comm"] == pytest.approx(alone, rel=1e-9)

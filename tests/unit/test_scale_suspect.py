@@ -8,7 +8,9 @@ from helpers import RUNS, S, synthetic_probe, synthetic_run
 
 from spmd.scale.decision.advice import model_advice, series_advice, suspect_advice
 from spmd.scale.models.scaling_model import best_ranks, fit_model
-from spmd.scale.models.series import noise_reason, series_figures, suspect_reasons, time_interval
+from spmd.scale.decision.flags import noisy as noise_reason
+from spmd.scale.decision.flags import suspect_reasons
+from spmd.scale.models.series import series_figures, time_interval
 from spmd.scale.render.tables import tables
 
 FAIR = {"oversubscribed": [], "ranks_per_node": {"vm": 2}, "cpus_per_node": {"vm": 4}}
@@ -36,13 +38,17 @@ def test_a_sound_run_has_no_reasons():
     ]
 
 
-def test_superlinear_and_negative_karp_flatt_are_named():
+def test_a_speedup_beyond_ideal_is_flagged_and_suspect_when_its_whole_interval_is():
     reports = [report(1, [8.0] * 3), report(2, [3.0] * 3)]  # 2.67x on 2 ranks: 133%
     row = series_figures("strong", reports)[1]
     assert suspect_reasons(row, FAIR, reports[1]) == [
-        "superlinear: efficiency 133% (above 105%)",
-        "negative Karp-Flatt serial fraction (-0.250)",
+        "beyond ideal: 2.67x on 2 ranks, above the 2x they can give (its whole interval too)"
     ]
+    assert row["flags"] == ["beyond ideal: 2.67x on 2 ranks, above the 2x they can give"]
+    wide = [report(1, [8.0, 8.0, 8.0]), report(2, [3.7, 3.8, 4.4])]  # 2.1x, its interval reaching 1.8x
+    row = series_figures("strong", wide)[1]
+    assert suspect_reasons(row, FAIR, wide[1])[:1] != [] and row["flags"]  # flagged; noisy: suspect for that
+    assert not any(r.startswith("beyond ideal") for r in suspect_reasons(row, FAIR, wide[1]))
 
 
 def test_oversubscribed_and_noisy_runs_are_named():
@@ -101,11 +107,11 @@ def test_the_findings_and_the_runs_table_show_them():
             suspect=suspect_reasons(row, FAIR, report(row["ranks"], [row["time"]] * 3)),
         )
     assert suspect_advice({"strong": rows}) == [
-        "Suspect: strong at 2 ranks (superlinear: efficiency 133% (above 105%); negative Karp-Flatt serial fraction "
-        "(-0.250)): read its figures with care."
+        "Suspect: strong at 2 ranks (beyond ideal: 2.67x on 2 ranks, above the 2x they can give (its whole interval "
+        "too)): read its figures with care."
     ]
     runs = tables({"series": {"strong": rows}, "model": None})[0]
-    assert runs.header[-1] == "suspect" and runs.rows[0][-1] == "-" and runs.rows[1][-1].startswith("superlinear")
+    assert runs.header[-1] == "suspect" and runs.rows[0][-1] == "-" and runs.rows[1][-1].startswith("beyond ideal")
 
 
 def test_a_model_fitted_on_no_more_points_than_parameters_is_not_validated():

@@ -6,7 +6,7 @@ from ...core.stats import LEVEL, median_interval
 from ...core.topology import MORE_CPUS
 from ...core.units import fmt_bytes, fmt_seconds
 from ...report.breakdown import straggler_sentence
-from ..models.scaling_model import predict
+from ..models.scaling_model import predict, ranks_on_a_node
 from ..models.series import NOT_LOCAL, OVERLAPPED
 
 CONTENTION = 0.8  # a phase's per-rank throughput falling below 80% of the base size's
@@ -250,14 +250,15 @@ def model_advice(
         n = best["best_ranks"]
         row = next(r for r in best["by_ranks"] if r["ranks"] == n)
         where = ""
+        layout = _layout(model, n)
         if hardware and n > hardware["count"]:
             where = (
                 f" (an extrapolation: only {hardware['count']} {hardware['what']} are present on "
-                f"{hardware['nodes']} node(s); it assumes each added rank gets its own and the same links)"
+                f"{hardware['nodes']} node(s); it assumes {layout}, each rank with its own and the same links)"
             )
         elif n > measured_max:
             where = (
-                f" (extrapolated beyond the {measured_max} measured, assuming each added rank gets its own "
+                f" (extrapolated beyond the {measured_max} measured, assuming {layout}, each added rank with its own "
                 f"core or GPU and the same links)"
             )
         if n == 1:
@@ -304,6 +305,13 @@ def model_advice(
         )
     )
     return out
+
+
+def _layout(model: dict, ranks: int) -> str:
+    """How ``ranks`` ranks sit on nodes in the model's predictions: 'the 8 ranks as 4 nodes of 2'."""
+    per_node = ranks_on_a_node(model, ranks)
+    nodes = -(-ranks // per_node)
+    return f"the {ranks} ranks as {nodes} node(s) of {per_node}" if nodes > 1 else f"the {ranks} ranks on one node"
 
 
 def _local_times(base: dict, cur: dict):

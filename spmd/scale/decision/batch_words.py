@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from ...core.units import fmt_seconds
 from ..models.step import ACCUMULATE, speedup, step_time
+from .flags import miss
 
 
-def advice(rows: list[dict], model: dict | None, n: int, result: dict) -> list[str]:
+def advice(rows: list[dict], model: dict | None, n: int, result: dict, decision: dict | None = None) -> list[str]:
     """What the table says, in the job's terms (per-GPU batch, samples/s, gradient bytes, steps), and what each
-    change is predicted to give (the next run measures it); every prediction with what it rests on."""
+    change is predicted to give (the next run measures it); every prediction with what it rests on, and none from
+    a model that misses its own points (``decision``: the sweep's, decision.decide)."""
     if not rows:
         return []
     units, one = unit_words(result)
@@ -19,6 +21,7 @@ def advice(rows: list[dict], model: dict | None, n: int, result: dict) -> list[s
     unsure = [r for r in rows if r["speedup_interval"][0] <= 1 <= r["speedup_interval"][1] and not r.get("suspect")]
     table = ", ".join(
         f"batch {r['batch']}: {r['speedup']:.2f}x ({r['speedup_interval'][0]:.2f}-{r['speedup_interval'][1]:.2f})"
+        + (" BEYOND IDEAL" if r.get("flags") else "")
         + (" SUSPECT" if r.get("suspect") else "")
         for r in rows
     )
@@ -39,7 +42,14 @@ def advice(rows: list[dict], model: dict | None, n: int, result: dict) -> list[s
     ]
     if model is None:
         return out + ["batch sweep: two trustworthy batches or more are needed to fit the step model"]
-    out.append(model_sentence(model, n, result))
+    captured = bool((decision or {}).get("captured_batch"))
+    out.append(model_sentence(model, n, result, captured))
+    state = (decision or {}).get("batch_model") or {"trusted": True}
+    if not state["trusted"]:
+        return out + [
+            f"the step model misses its own points: it predicts nothing further (no break-even, no {2 * n} "
+            f"{units}, no bigger batch); more repeats of the missed batches, or --capture on a GPU, would ground it"
+        ]
     out.append(pay_off_sentence(rows, model, n, result))
     nxt = model["next_ranks"]
     if "K" in model["clamped"]:
@@ -88,28 +98,31 @@ def unit_words(result: dict) -> tuple[str, str]:
     return ("GPUs", "one GPU") if result.get("device") == "gpu" else ("ranks", "one rank")
 
 
-def model_sentence(model: dict, n: int, result: dict) -> str:
-    """The step model, what each term rests on, the terms clamped, and its error at each measured batch."""
+def model_sentence(model: dict, n: int, result: dict, captured: bool = False) -> str:
+    """The step model, what each term rests on, the terms clamped, and its error at each measured batch: within its
+    interval, within 10%, or a miss with its size (flags.miss)."""
     units, _ = unit_words(result)
-    grounded = (
-        f"{fmt_seconds(model['comm_s']).strip()} of allreduce per step, {model['hidden_share']:.0%} of "
-        f"backward hiding it (from the captured NCCL kernels: their transfer, and their overlap with compute)"
-        if model["comm_source"] == "captured kernels"
-        else f"{fmt_seconds(model['comm_s']).strip()} of allreduce per step, {model['hidden_share']:.0%} of "
-        f"backward hiding it (fitted on what {n} {units} add to a step: no captured kernels; the allreduce timed on "
-        f"the marked steps: {fmt_seconds(model['comm_timed_s']).strip()} per step; --capture grounds it)"
-    )
+    if model["comm_source"] == "captured kernels":
+        grounded = (
+            f"{fmt_seconds(model['comm_s']).strip()} of allreduce per step, {model['hidden_share']:.0%} of "
+            f"backward hiding it (from the captured NCCL kernels: their transfer, and their overlap with compute)"
+        )
+    else:
+        ground = (
+            "the captured steps hold no NCCL kernels to ground it (a CPU's collectives are gloo's operators)"
+            if captured
+            else "--capture on GPUs grounds it"
+        )
+        grounded = (
+            f"{fmt_seconds(model['comm_s']).strip()} of allreduce per step, {model['hidden_share']:.0%} of "
+            f"backward hiding it (fitted on what {n} {units} add to a step: no captured kernels; the allreduce timed "
+            f"on the marked steps: {fmt_seconds(model['comm_timed_s']).strip()} per step; {ground})"
+        )
     fitted = model["fitted_batches"]
     points = "; ".join(
         f"batch {p['batch']}: {p['predicted_speedup']:.2f}x predicted, {p['measured_speedup']:.2f}x measured "
         f"({p['measured_interval'][0]:.2f}-{p['measured_interval'][1]:.2f}): "
-        + (
-            "within 10%"
-            if abs(p["error"]) <= 0.1
-            else "not decided (the interval is wider than 10%)"
-            if p["measured_interval"][1] / max(p["measured_interval"][0], 1e-12) > 1.2
-            else f"off by {p['error']:+.0%}" + _why_off(p, model)
-        )
+        + _fit_words(p, model)
         + ("" if p["fitted"] else ", not fitted (suspect)")
         for p in model["points"]
     )
@@ -126,6 +139,18 @@ def model_sentence(model: dict, n: int, result: dict) -> str:
             f"with the batch as a step's work does: rerun the 1-rank points, or more repeats)"
         )
     return out
+
+
+def _fit_words(point: dict, model: dict) -> str:
+    """A model point in words: inside the measured interval, within 10%, or a miss with its size."""
+    low, high = point["measured_interval"]
+    if low <= point["predicted_speedup"] <= high:
+        return "within its interval"
+    found = miss(point["predicted_speedup"], point["measured_speedup"], point["measured_interval"])
+    if found is None:
+        return f"within 10% ({point['error']:+.0%})"
+    side = "above its top" if found["outside"] > 0 else "below its bottom"
+    return f"a miss: {found['error']:+.0%} ({abs(found['outside']):.0%} {side})" + _why_off(point, model)
 
 
 def _why_off(point: dict, model: dict) -> str:

@@ -175,7 +175,10 @@ def predict(model: dict, ranks: int, problem_bytes: float, node_ranks: int | Non
     }
     ops = scaled_ops(model, ranks, problem_bytes)
     priced = collectives(ranks, ops) if collectives else collectives_time(model["comm"], ranks, ops)
-    phases["comm"] = max(0.0, model["comm"]["overhead_s"] + exposed_beside(model["comm"], priced, phases))
+    if ranks == 1 and "one_rank_s" in model["comm"]:
+        phases["comm"] = model["comm"]["one_rank_s"]
+    else:
+        phases["comm"] = max(0.0, model["comm"]["overhead_s"] + exposed_beside(model["comm"], priced, phases))
     gap = model["gap_s"] + max(0.0, model.get("host_floor_s", 0.0) - device_seconds(phases))
     phases["total"] = max(sum(phases.values()) + gap, sum(phases.values()))
     return phases
@@ -269,11 +272,13 @@ def fit_model(
         comm.update(alpha_s=alpha, beta_s_per_B=beta, source=f"{len(probe)} collectives timed on the sweep's groups")
         if beside:
             comm["hidden_behind"] = BESIDE
+        # the overhead of ranks that exchanged: one rank's comm phase is charged what it paid (below)
+        shared = [(r, s) for r, s in zip(runs, seen) if r["ranks"] > 1] or list(zip(runs, seen))
         comm["overhead_s"] = max(
             0.0,
             statistics.median(
                 s["comm"] - exposed_beside(comm, collectives_time(comm, r["ranks"], r["problem"].get("comm", [])), s)
-                for r, s in zip(runs, seen)
+                for r, s in shared
             ),
         )
     else:  # overhead, alpha and beta together from the comm phases themselves
@@ -284,6 +289,9 @@ def fit_model(
         )
         comm.update(alpha_s=alpha, beta_s_per_B=beta, overhead_s=overhead, source="the workload's comm phases")
     comm["busbw_Bps"] = 1 / comm["beta_s_per_B"] if comm["beta_s_per_B"] > 0 else None
+    alone = [s["comm"] for r, s in zip(runs, seen) if r["ranks"] == 1]
+    if alone:  # one rank exchanges nothing: its comm phase is what it measured, not the overhead of several
+        comm["one_rank_s"] = statistics.median(alone)
     gaps = [r["time"] - sum(s.values()) for r, s in zip(runs, seen)]
     gap, floor = statistics.median(gaps), 0.0
     if gpu and not inner:  # a training step's host work is inside its timed phases, not beside them

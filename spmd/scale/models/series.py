@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 
-from ...core.stats import BOUND, LEVEL, Interval, median_interval, ratio_interval
+from ...core.stats import Interval, median_interval, ratio_interval
 from ...report.summary import job_time, slowest_per_repeat
 
 # Phases that ran hidden behind others (communication behind compute, copies to the GPU behind the read): they
@@ -20,7 +20,6 @@ from ...report.summary import job_time, slowest_per_repeat
 OVERLAPPED = ("comm_overlapped", "h2d_overlapped")
 # Phases that are not a rank's own additive work.
 NOT_LOCAL = ("wait", "comm", *OVERLAPPED, "total")
-SUPERLINEAR = 1.05  # efficiency above this: suspect (a cache effect, or a base run slowed by something else)
 
 
 def local_phases(report: dict) -> list[str]:
@@ -46,50 +45,6 @@ def karp_flatt(speedup: float, p: float) -> float | None:
 def time_interval(report: dict) -> Interval:
     """The median over repeats of the slowest rank's total, with its confidence interval (spmd.core.stats)."""
     return median_interval(slowest_per_repeat([r["repeats"] for r in report["per_rank"]])["total"])
-
-
-def noise_reason(report: dict) -> str | None:
-    """``noisy: ...`` when the interval of the time per repeat is wider than +-BOUND of its median (under
-    ``repeats: auto``: still, after its budget, or below the 95% level); None otherwise."""
-    iv = time_interval(report)
-    rule = report.get("repeat_rule") or {}
-    auto = rule.get("rule") == "auto"
-    if iv.n < 2 or iv.tight(BOUND, need_level=auto):
-        return None
-    after = f" after its {rule['max_seconds']:g} s budget" if auto and rule.get("stopped") == "budget" else ""
-    # no level here: a sweep's findings state the levels once (advice.interval_note), each line alike; unless
-    # the level itself is why (repeats: auto stopped by its budget before its repeats reached 95%)
-    width = iv.relative_halfwidth()
-    if width <= BOUND:
-        return (
-            f"noisy: {iv.n} repeats{after}, too few for a {LEVEL:.0%} interval of the time per repeat (within "
-            f"+-{width:.0%} of its median at the level they reach; bound +-{BOUND:.0%})"
-        )
-    return (
-        f"noisy: the interval of the time per repeat reaches +-{width:.0%} of its median over {iv.n} repeats{after} "
-        f"(bound +-{BOUND:.0%})"
-    )
-
-
-def suspect_reasons(row: dict, placement: dict, report: dict) -> list[str]:
-    """Short reasons a careful reader would doubt this run's figures; empty when none."""
-    reasons = [
-        f"oversubscribed: {host} ran {placement['ranks_per_node'][host]} ranks on "
-        f"{placement['cpus_per_node'][host]} CPUs"
-        for host in placement["oversubscribed"]
-    ]
-    reasons += list((report.get("host") or {}).get("busy") or [])  # spmd.core.host: threads beyond cores, others' load
-    single = placement.get("single_cpu_gpu_ranks") or []
-    if single:  # its launch-bound steps measure the CPU's contention as well (topology.single_cpu_gpu_ranks)
-        reasons.append(f"one CPU per GPU rank: {len(single)} rank(s) bound to a single CPU by the launcher")
-    if row["efficiency"] > SUPERLINEAR:
-        reasons.append(f"superlinear: efficiency {row['efficiency']:.0%} (above {SUPERLINEAR:.0%})")
-    if row["karp_flatt"] is not None and row["karp_flatt"] < 0:
-        reasons.append(f"negative Karp-Flatt serial fraction ({row['karp_flatt']:.3f})")
-    noise = noise_reason(report)
-    if noise:
-        reasons.append(noise)
-    return reasons
 
 
 def series_figures(mode: str, reports: list[dict]) -> list[dict]:

@@ -149,6 +149,8 @@ def tables(scaling: dict) -> list[Table]:
         )
         pred = model["predictions"]
         best = pred["best"]
+        if pred.get("withheld"):
+            return out
         out.append(
             Table(
                 f"Predicted time for the configured problem ({fmt_bytes(best['problem_bytes'])})",

@@ -19,10 +19,14 @@ from ..decision.advice import (
     straggler_advice,
     suspect_advice,
 )
-from ..decision.training import is_training, verdict
+from ..decision.batch_words import advice as batch_advice
+from ..decision.decide import decide
+from ..decision.flags import suspect_reasons
+from ..decision.training import is_training
 from ..decision.training import series_advice as training_series_advice
+from ..decision.verdict import verdict
 from ..models.scaling_model import HOST_PHASES, INNER_PHASES, best_ranks, break_even, fit_model, measured, predict
-from ..models.series import series_figures, suspect_reasons
+from ..models.series import series_figures
 from .batches import batch_sweep
 
 
@@ -31,6 +35,7 @@ def reanalyse(scaling: dict) -> dict:
     cfg = job_config_from_dict(scaling["config"])
     placements = {(row["mode"], row["ranks"]): row["placement"] for rows in scaling["series"].values() for row in rows}
     runs = [{**r, "placement": r.get("placement") or placements[(r["mode"], r["ranks"])]} for r in scaling["runs"]]
+    runs += scaling.get("batch_runs") or []  # a batch sweep's runs (kept since schema 2)
     again = analyse(cfg, runs, scaling["world_size"], scaling["mpi_library"].replace("\x00", ""))
     again["created"] = scaling["created"]  # when it was measured
     return again
@@ -136,27 +141,44 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         best = best_ranks(model, strong_bytes, candidates)
         even = [break_even(model, n) for n in candidates if n > 1 and (n & (n - 1) == 0 or n == measured_max)]
         model["predictions"] = {"best": best, "break_even": even, "measured_max_ranks": measured_max}
+    training = is_training(runs[0]["report"])
+    sweep = batch_sweep(batch_runs, model["comm"] if model else None)
+    reports = {
+        (r["mode"], r["ranks"], r["report"]["result"].get("batch_per_rank")): r["report"] for r in runs + batch_runs
+    }
+    decision = decide(
+        {
+            "training": training,
+            "device": runs[0]["report"]["device"],
+            "series": series,
+            "model": model,
+            "batch": sweep,
+            "reports": [r["report"] for r in runs + batch_runs],
+            "lead_reports": reports,
+            "captured_batch": bool(sweep and sweep["captured"]),
+        }
+    )
+    if sweep:
+        sweep["advice"] = batch_advice(sweep["rows"], sweep["model"], sweep["ranks"], sweep.pop("result"), decision)
+    trusted = (decision.get("array_model") or {}).get("trusted", True)
+    if model is not None and not trusted:  # a model that misses its own points predicts nothing further
+        model["predictions"]["withheld"] = "the model misses its own points"
+    answer = verdict(decision)
     advice = oversubscription_advice(runs) + binding_advice(runs)
     note = interval_note(runs + batch_runs)
     advice += [note] if note else []
     advice += suspect_advice(series)
     advice += straggler_advice(measured_once(runs))
-    training = is_training(runs[0]["report"])
     if training:  # the job's own terms; the array model's problem bytes and break-even sizes say nothing here
         advice += [line for mode in modes for line in training_series_advice(series[mode])]
     else:
         advice += [line for mode in modes for line in series_advice(series[mode])]
-        advice += model_advice(model, best, even, measured_max, hardware_present(runs))
+        advice += model_advice(
+            model, best if trusted else None, even if trusted else [], measured_max, hardware_present(runs)
+        )
         advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in measured_once(runs)], backend)
         advice += storage_advice(runs)
-    sweep = batch_sweep(batch_runs, model["comm"] if model else None)
     advice += sweep["advice"] if sweep else []
-    answer = None
-    if training:
-        reports = {
-            (r["mode"], r["ranks"], r["report"]["result"].get("batch_per_rank")): r["report"] for r in runs + batch_runs
-        }
-        answer = verdict(series, sweep, reports)
     first = runs[0]["report"]
     return {
         "schema": SCALING_SCHEMA,
@@ -173,8 +195,9 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         "series": series,
         "model": model,
         "training": training,
+        "decision": decision,
         "verdict": answer,
-        "advice": ([answer] if answer else []) + advice,
+        "advice": [answer] + advice,
         "config": cfg.to_dict(),
         **({"batch_sweep": sweep} if sweep else {}),
         "runs": [
@@ -189,6 +212,11 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
                 "report": r["report"],
             }
             for r in runs
+        ],
+        # the batch sweep's runs, so that a later spmd decides again from them (report render --reanalyse)
+        "batch_runs": [
+            {"mode": r["mode"], "ranks": r["ranks"], "placement": r["placement"], "probe": None, "report": r["report"]}
+            for r in batch_runs
         ],
     }
 

@@ -5,14 +5,14 @@ speedup N*b/T_N(b) / (b/T_1(b)) with its interval; its points flagged (decision.
 from __future__ import annotations
 
 from ...core.stats import ratio_interval
-from ..decision.batch_words import advice
-from ..decision.flags import flag_suspects
+from ..decision.flags import flag_batch_rows
 from ..models.series import time_interval
 from ..models.step import _alpha_beta, _collective_wait, allreduce_seen, fit, host_wait, per_step, speedup
 
 
 def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None:
-    """{'ranks', 'rows', 'model', 'advice'} from the sweep's runs of mode 'batch' (None when there are none);
+    """{'ranks', 'rows', 'model', 'captured', ...} from the sweep's runs of mode 'batch' (None when there are none;
+    its words come after the decision: decision.batch_words);
     ``comm_model`` (the sweep's alpha-beta fit: alpha_s, busbw_Bps) carries the allreduce to other rank counts."""
     if not runs:
         return None
@@ -46,7 +46,7 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
                 "suspect": [],
             }
         )
-    flag_suspects(rows, n)
+    flag_batch_rows(rows, n, {b: (by[(1, b)], by[(n, b)]) for b in batches if (1, b) in by and (n, b) in by})
     first = runs[0]["report"]["result"]
     good = [r for r in rows if not r["suspect"]]
     model = fit(good, n, rows) if len(good) >= 2 else None
@@ -61,5 +61,6 @@ def batch_sweep(runs: list[dict], comm_model: dict | None = None) -> dict | None
         "model": model,
         "gradient_bytes": first.get("gradient_bytes"),
         "buckets": len(first.get("buckets") or []),
-        "advice": advice(rows, model, n, {**first, "device": runs[0]["report"]["device"]}),
+        "captured": any(r["report"].get("kernels") for r in runs),
+        "result": {**first, "device": runs[0]["report"]["device"]},
     }

@@ -211,6 +211,7 @@ class Stepper:
         self.bucket_bytes: dict[int, int] = {}
         # one step in phase_every is marked (each CUDA event record costs host time); at least one a window
         self.every = min(params.phase_every, window_steps)
+        self.scaled_to_window = 1.0  # the last window's marked phases, as a share of steps / marked (<1: capped)
         self.slots = (
             [StepMarks(torch, self.gpu, self.micro) for _ in range(window_steps // self.every)]
             if params.phases
@@ -330,6 +331,7 @@ class Stepper:
         steps' phases, scaled to the window's steps."""
         marked = []
         capture = self.profiler
+        began = time.perf_counter()
         for n in range(steps):
             if capture is not None:
                 capture.before(n)
@@ -362,7 +364,14 @@ class Stepper:
                 }
         if marked:
             self.synchronize()
+            window = time.perf_counter() - began
+            # the marked steps stand for the window's: scaled to its steps, never beyond its wall time (a marked step
+            # slower than the others would otherwise give phases longer than the repeat that holds them)
+            timed = sum(m.phases_graph() if self.graph is not None else m.phases()["step"] for m in marked)
             scale = steps / len(marked)
+            if timed > 0 and scale * timed > window:
+                scale = window / timed
+            self.scaled_to_window = scale * len(marked) / steps
             for marks in marked:
                 start = self._placed(marks, timer)
                 if self.graph is not None:

@@ -409,6 +409,8 @@ class TorchWorkload(TrainingWorkload):
             "find_unused_parameters": st.find_unused,
             "unused_parameters": self.unused,
             "phases_marked_every": st.every if p.phases else None,
+            # below 1 where the marked steps, scaled to the window, would have outlasted it (capped at its wall time)
+            "phases_scaled_to_window": round(st.scaled_to_window, 4) if p.phases else None,
             "save": p.save.path if p.save else None,
             "libraries": dist.libraries(self.torch, self.ctx.device == "gpu"),
         }
