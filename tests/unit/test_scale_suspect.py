@@ -7,9 +7,9 @@ import pytest
 from helpers import RUNS, S, synthetic_probe, synthetic_run
 
 from spmd.scale.decision.advice import model_advice, series_advice, suspect_advice
-from spmd.scale.models.scaling_model import best_ranks, fit_model
 from spmd.scale.decision.flags import noisy as noise_reason
 from spmd.scale.decision.flags import suspect_reasons
+from spmd.scale.models.scaling_model import best_ranks, fit_model
 from spmd.scale.models.series import series_figures, time_interval
 from spmd.scale.render.tables import tables
 
