@@ -339,6 +339,18 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
     assert "Break-even: problem size per rank" not in md and not (tmp_path / "out/scaling/model.png").exists()
     html = (tmp_path / "out/scaling/scaling.html").read_text()
     assert "Batch sweep" in html and '<p class="verdict">' in html
+    # spmd predict carries the sweep's decision: its verdict as the sweep said it, what every row assumes, each
+    # row's per-rank batch, and a break-even that never contradicts a row of its rank count
+    target = "gpus_per_node=2,nodes=[1,2],intra=nvlink4,inter=ib-ndr"
+    rc, out, err, _ = spmd("predict", "out/scaling/scaling.json", "--target", target, "--out", "p", cwd=tmp_path)
+    assert rc == 0, err
+    assert f"  the sweep: {scaling['verdict']}" in out.splitlines()
+    assert "assumes: each target rank computes like the sweep's (cpu)" in out and "2 ranks on 1 node(s), per-rank batch 12:" in out
+    predicted = json.loads((tmp_path / "p/scaling.json").read_text())
+    assert predicted["verdict"] == scaling["verdict"]  # the same runs, the same decision
+    p = predicted["other_machines"][0]
+    assert p["sweep"]["verdict"] == scaling["verdict"] and p["sweep"]["answer"] == bool(decision["lead"])
+    assert "per-GPU" not in out and "at any size" not in out
 
 
 @pytest.mark.parametrize(

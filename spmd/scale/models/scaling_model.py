@@ -386,9 +386,12 @@ def best_ranks(model: dict, problem_bytes: float, candidates: list[int]) -> dict
     return {"problem_bytes": problem_bytes, "best_ranks": best["ranks"], "by_ranks": table}
 
 
-def break_even(model: dict, ranks: int, node_ranks: int | None = None, collectives=None) -> dict:
+def break_even(
+    model: dict, ranks: int, node_ranks: int | None = None, collectives=None, one_scale: float = 1.0
+) -> dict:
     """The smallest bytes per rank above which ``ranks`` ranks beat one on the same problem (``node_ranks``,
-    ``collectives``: on another machine, as ``predict``).
+    ``collectives``: on another machine, as ``predict``; ``one_scale``: one rank's predicted time corrected to
+    its measurement).
 
     Returns:
         {'ranks', 'status': 'above' | 'always' | 'never', 'bytes_per_rank'}.
@@ -396,7 +399,7 @@ def break_even(model: dict, ranks: int, node_ranks: int | None = None, collectiv
 
     def gain(share: float) -> float:  # > 0 when n ranks are faster than one
         total = share * ranks
-        one = predict(model, 1, total, 1, collectives)["total"]
+        one = predict(model, 1, total, 1, collectives)["total"] * one_scale
         return one - predict(model, ranks, total, node_ranks, collectives)["total"]
 
     grid = np.logspace(0, np.log2(MAX_SHARE_BYTES), 201, base=2.0)

@@ -53,6 +53,8 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
     if training:
         model = {**model, "gap_local_s": local_reference(scaling, model)}
     local_u = local_uncertainty(scaling, model)
+    # the 1-rank prediction corrected to the sweep's measured 1-rank run, so rows and break-even agree
+    one_scale = one_rank_scale(scaling, model, collectives, hide if training else None)
     comm_u = {"intra": _misfit(machine.intra), "inter": _misfit(machine.inter)}
     notes = list(machine.notes)
     ceiling = read_ceiling(scaling, model, machine, notes)
@@ -90,6 +92,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
                     "interval": [max(total - half, 0.0), total + half],
                     "speedup": speedup,
                     "efficiency": None if speedup is None else speedup / ranks,
+                    **({"batch_per_rank": batch_of(run, ranks, mode)} if training else {}),
                     "comm_s": comm,
                     "phases": {p: v for p, v in phases.items() if p != "total"},
                 }
@@ -111,10 +114,80 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
     return {
         "target": machine.to_dict(),
         "rows": rows,
-        "break_even": break_even_rows(scaling, model, machine, collectives, hide),
+        "break_even": agreeing(rows, break_even_rows(scaling, model, machine, collectives, hide, one_scale)),
         "overlap": hide,
         "notes": notes,
+        "sweep": sweep_state(scaling),
+        "assumes": assumptions(scaling, machine),
     }
+
+
+def sweep_state(scaling: dict) -> dict:
+    """What the sweep decided (decision.decide), carried into every prediction from it: its verdict, whether it
+    answered, its suspect points and its step model's misses."""
+    d = scaling.get("decision") or {}
+    state = d.get("batch_model") or {}
+    return {
+        "verdict": scaling.get("verdict"),
+        "answer": bool(d.get("answer")),
+        "suspect": [
+            {k: s.get(k) for k in ("mode", "ranks", "batch")} | {"reason": s["reasons"][0]}
+            for s in d.get("suspect") or []
+        ],
+        "batch_model_misses": state.get("misses") or [],
+        "host_busy": bool((d.get("host") or {}).get("busy")),
+    }
+
+
+def assumptions(scaling: dict, machine: Machine) -> list[str]:
+    """What every row of a prediction assumes, in words: each target device computes like the sweep's, the ranks'
+    layout on the target's nodes, and (training) the per-GPU batch of each row."""
+    runs = scaling.get("runs") or [{}]
+    report = runs[0].get("report") or {}
+    devices = sorted({d for r in runs for d in ((r.get("placement") or {}).get("devices") or [])}) or [
+        scaling.get("device", "?")
+    ]
+    units = "GPU" if scaling.get("device") == "gpu" else "rank"
+    out = [
+        f"each target {units} computes like the sweep's ({', '.join(devices)}): the local phases are the sweep's, "
+        f"per byte",
+        f"{machine.gpus_per_node} {units}(s) a node, on {', '.join(map(str, machine.nodes))} node(s)",
+    ]
+    batch = (report.get("result") or {}).get("batch_per_rank")
+    if scaling.get("training") and batch:
+        strong = "strong: the global batch of the sweep's first run kept, so per-" + units + " batch = it / ranks"
+        out.append(f"weak: per-{units} batch {batch} in every row; {strong}")
+    return out
+
+
+def agreeing(rows: list[dict], evens: list[dict]) -> list[dict]:
+    """The break-even rows, each checked against the predicted rows that ask its question (training: the weak rows,
+    N GPUs against one at the same per-GPU batch; arrays: the strong rows, the same problem): where a row and the
+    break-even say different things of the same size, the break-even is said not decided (they differ within the
+    model's misfit), so that a prediction never contradicts itself."""
+    for e in evens:
+        training = "batch" in e
+        for row in rows:
+            if row["ranks"] != e["ranks"] or row.get("speedup") is None:
+                continue
+            if row["mode"] != ("weak" if training else "strong"):
+                continue
+            size = row.get("batch_per_rank") if training else row["problem_bytes"] / row["ranks"]
+            threshold = e.get("batch") if training else e.get("bytes_per_rank")
+            if size is None:
+                continue
+            faster = e["status"] == "always" or (e["status"] == "above" and threshold <= size)
+            if (row["speedup"] < 1) == faster and abs(row["speedup"] - 1) > 1e-9:
+                e.update(status="undecided", why=f"its {row['mode']} row predicts {row['speedup']:.2f}x")
+    return evens
+
+
+def batch_of(run: dict, ranks: int, mode: str) -> int | None:
+    """A training row's per-GPU batch: the sweep's per-rank batch (weak), or its global batch shared (strong)."""
+    result = run["report"].get("result") or {}
+    if mode == "weak":
+        return result.get("batch_per_rank")
+    return (result.get("global_batch") or 0) // ranks or None
 
 
 def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> float | None:
@@ -197,7 +270,23 @@ def local_uncertainty(scaling: dict, model: dict) -> float:
         if row.get("time_interval") and row["time"] > 0
     ]
     misfit = max((abs(p["error"]) for p in model.get("points", []) if p["fitted"]), default=0.0)
-    return math.hypot(max(widths, default=0.0), misfit if model.get("validated") else 0.0)
+    # a training sweep's step model, where it missed its own points by more than the array model did
+    steps = ((scaling.get("batch_sweep") or {}).get("model") or {}).get("points") or []
+    batch_misfit = max((abs(p["error"]) for p in steps), default=0.0)
+    return math.hypot(max(widths, default=0.0), max(misfit if model.get("validated") else 0.0, batch_misfit))
+
+
+def one_rank_scale(scaling: dict, model: dict, collectives, hide: dict | None) -> float:
+    """The sweep's measured 1-rank time over the model's prediction of it (1 where the sweep had no 1-rank run):
+    the break-even's 1-rank side scaled by it, as each row's speedup divides by the measured run."""
+    series = scaling["series"].get("strong") or scaling["series"].get("weak") or []
+    base = series[0] if series else None
+    if not base or base["ranks"] != 1 or not base.get("problem_bytes"):
+        return 1.0
+    one = predict(model, 1, base["problem_bytes"], 1, collectives)
+    if hide is not None:
+        one = _training_phases(model, one, 1, base["problem_bytes"], collectives, hide)
+    return base["time"] / one["total"] if one["total"] > 0 else 1.0
 
 
 def _training_phases(model: dict, phases: dict, ranks: int, problem: float, collectives, hide: dict) -> dict:
@@ -234,7 +323,9 @@ def local_reference(scaling: dict, model: dict) -> float | None:
     return statistics.median(sums) if sums else None
 
 
-def break_even_rows(scaling: dict, model: dict, machine: Machine, collectives, hide: dict | None) -> list[dict]:
+def break_even_rows(
+    scaling: dict, model: dict, machine: Machine, collectives, hide: dict | None, one_scale: float = 1.0
+) -> list[dict]:
     """Per node count: above what a rank must hold for the target's ranks to beat one (training: the per-GPU
     batch; else bytes per rank)."""
     g = machine.gpus_per_node
@@ -244,14 +335,16 @@ def break_even_rows(scaling: dict, model: dict, machine: Machine, collectives, h
         if ranks < 2:
             continue
         if hide is None:
-            even = break_even(model, ranks, machine.ranks_on_a_host(ranks), collectives)
+            even = break_even(model, ranks, machine.ranks_on_a_host(ranks), collectives, one_scale)
             out.append({"nodes": nodes, "ranks": ranks, **{k: even[k] for k in ("status", "bytes_per_rank")}})
             continue
-        out.append({"nodes": nodes, "ranks": ranks, **_batch_break_even(scaling, model, ranks, collectives, hide)})
+        out.append(
+            {"nodes": nodes, "ranks": ranks, **_batch_break_even(scaling, model, ranks, collectives, hide, one_scale)}
+        )
     return out
 
 
-def _batch_break_even(scaling: dict, model: dict, ranks: int, collectives, hide: dict) -> dict:
+def _batch_break_even(scaling: dict, model: dict, ranks: int, collectives, hide: dict, one_scale: float = 1.0) -> dict:
     """The smallest per-GPU batch at which ``ranks`` ranks train faster (samples/s) than one."""
     run = scaling["runs"][0]["report"]
     per_sample = run["problem"]["bytes"] / run["ranks"] / max(1, run["result"].get("batch_per_rank") or 1)
@@ -259,7 +352,7 @@ def _batch_break_even(scaling: dict, model: dict, ranks: int, collectives, hide:
     def faster(batch: int) -> bool:
         share = batch * per_sample
         one = predict(model, 1, share, 1, collectives)
-        one = _training_phases(model, one, 1, share, collectives, hide)["total"]
+        one = _training_phases(model, one, 1, share, collectives, hide)["total"] * one_scale
         many = predict(model, ranks, share * ranks, None, collectives)
         many = _training_phases(model, many, ranks, share * ranks, collectives, hide)["total"]
         return ranks * batch / many > batch / one
@@ -354,24 +447,38 @@ def _measured_speedup(run: dict, runs: list[dict]) -> float | None:
 
 
 def format_prediction(scaling: dict) -> str:
-    """The predictions as plain text: one block per target."""
+    """The predictions as plain text: one block per target, each under what the sweep decided and what every
+    row assumes."""
     from ...core.units import fmt_seconds
 
     lines = []
     for p in scaling.get("other_machines") or []:
         t = p["target"]
         lines.append(f"on {t['name']} ({t['gpus_per_node']} a node):")
+        sweep = p.get("sweep") or {}
+        if sweep.get("verdict"):
+            lines.append(f"  the sweep: {sweep['verdict']}")
+        if sweep.get("suspect"):
+            lines.append(
+                f"  the sweep had {len(sweep['suspect'])} suspect point(s): the fit left them out; the prediction "
+                f"rests on the rest"
+            )
+        lines += [f"  assumes: {a}" for a in p.get("assumes") or []]
+        training = scaling.get("training")
         for row in p["rows"]:
             low, high = row["interval"]
-            sp = (
-                "" if row["speedup"] is None else f"  speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}"
-            )
+            sp = ""
+            if row["speedup"] is not None:
+                flag = " (beyond ideal)" if row["speedup"] > row["ranks"] * (1 + 1e-9) else ""
+                sp = f"  speedup {row['speedup']:.2f}x{flag}, efficiency {row['efficiency']:.0%}"
+            unit = "GPU" if scaling.get("device") == "gpu" else "rank"
+            batch = f", per-{unit} batch {row['batch_per_rank']}" if training and row.get("batch_per_rank") else ""
             lines.append(
-                f"  {row['mode']:>6} {row['ranks']:>5} ranks on {row['nodes']} node(s): {fmt_seconds(row['predicted_s'])} "
-                f"[{fmt_seconds(low)}, {fmt_seconds(high)}]{sp}"
+                f"  {row['mode']:>6} {row['ranks']:>5} ranks on {row['nodes']} node(s){batch}: "
+                f"{fmt_seconds(row['predicted_s'])} [{fmt_seconds(low)}, {fmt_seconds(high)}]{sp}"
             )
         for e in p["break_even"]:
-            lines.append(f"  break-even at {e['ranks']} ranks: {break_even_words(e)}")
+            lines.append(f"  break-even at {e['ranks']} ranks: {break_even_words(e, scaling.get('device'))}")
         for c in p.get("checked") or []:
             lines.append(
                 f"  measured {c['mode']} at {c['ranks']} ranks: {fmt_seconds(c['measured_s'])}, predicted "
@@ -386,14 +493,22 @@ def format_prediction(scaling: dict) -> str:
     return "\n".join(lines)
 
 
-def break_even_words(entry: dict) -> str:
-    """A break-even row in words: per-GPU batch for training, bytes per rank otherwise."""
+def break_even_words(entry: dict, device: str | None = None) -> str:
+    """A break-even row in words: per-GPU batch for training, bytes per rank otherwise; GPUs or ranks by device."""
     from ...core.units import fmt_bytes
 
-    if entry["status"] == "always":
-        return "faster than one rank at any size"
-    if entry["status"] == "never":
-        return "never faster than one rank"
+    one = "one GPU" if device == "gpu" else "one rank"
+    unit = "GPU" if device == "gpu" else "rank"
+    if entry["status"] == "undecided":
+        return f"not decided ({entry.get('why', 'the rows and the break-even disagree')}, within the model's misfit)"
     if "batch" in entry:
-        return f"faster than one GPU from a per-GPU batch of {entry['batch']}"
-    return f"faster than one rank above {fmt_bytes(entry['bytes_per_rank'])} per rank"
+        if entry["status"] == "always":
+            return f"faster than {one} at any per-{unit} batch"
+        if entry["status"] == "never":
+            return f"never faster than {one} at a per-{unit} batch up to {MAX_BATCH}"
+        return f"faster than {one} from a per-{unit} batch of {entry['batch']}"
+    if entry["status"] == "always":
+        return f"faster than {one} at any size"
+    if entry["status"] == "never":
+        return f"never faster than {one}"
+    return f"faster than {one} above {fmt_bytes(entry['bytes_per_rank'])} per rank"

@@ -179,6 +179,11 @@ def tables(scaling: dict) -> list[Table]:
     return out
 
 
+def scaling_device(prediction: dict) -> str:
+    """'gpu' or 'cpu': the device of the sweep a prediction comes from (its assumptions name it)."""
+    return "gpu" if any(a.startswith("each target GPU") for a in prediction.get("assumes") or []) else "cpu"
+
+
 def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
     """On other machines (``spmd predict``): per target, the predicted runs, measured ones beside them, the
     break-even and what the prediction rests on."""
@@ -211,10 +216,17 @@ def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
                     f"{c['measured_speedup']:.2f}x ({c['speedup_error']:+.1%})" if c and "speedup_error" in c else "-",
                 ]
             )
+        device = scaling_device(p)
         rows += [
-            ["break-even", str(e["ranks"]), str(e["nodes"]), break_even_words(e), "", "", "", "", "", ""]
+            ["break-even", str(e["ranks"]), str(e["nodes"]), break_even_words(e, device), "", "", "", "", "", ""]
             for e in p["break_even"]
         ]
+        rows += [["assumes", "", "", a, "", "", "", "", "", ""] for a in p.get("assumes") or []]
+        suspect = (p.get("sweep") or {}).get("suspect") or []
+        if suspect:
+            rows.append(
+                ["note", "", "", f"the sweep had {len(suspect)} suspect point(s), left out of the fit", *[""] * 6]
+            )
         rows += [["note", "", "", n, "", "", "", "", "", ""] for n in [links, *p["notes"]] if n]
         out.append(
             Table(
