@@ -65,6 +65,7 @@ def run_job(
     repeat (rank 0's, spmd.core.progress). ``nvtx``: NVTX ranges for every phase (on anyway under a profiler).
     """
     set_timeout(cfg.timeout_s)
+    wall = WallClock()  # where the run's own wall time went, part by part (report.json ``wall``)
     fault = ctx.agree(faults.fault_from, cfg.fault)
     faults.arm(fault, ctx.rank, ctx.host)
     enter_phase("setup")
@@ -86,8 +87,11 @@ def run_job(
         plan = RepeatPlan(ctx, warmup, repeats, cfg.repeats == "auto", cfg.max_seconds)
         load = HostLoad()  # the CPU time of this rank and of its node's CPUs over the repeats
         load.start()
+        wall.mark("setup")
         i = 0
         while plan.wants(i):
+            if i == warmup:
+                wall.mark("warmup")
             workload.prepare()
             # every rank starts the repeat together: untimed preparation that takes longer on one rank (poisoning
             # a buffer while another rank does the same) would otherwise show as the others' wait
@@ -101,12 +105,16 @@ def run_job(
                 progress.repeat(i, warmup, None if plan.auto else repeats, workload.progress_note(times["total"]))
             i += 1
         load.stop()
+        wall.mark("repeats")
         enter_phase("capture")
         workload.after_repeats()
+        wall.mark("capture")
         enter_phase("verify")
         verification = verify(ctx, workload) if cfg.verify != "none" else NOT_CHECKED
         workload.save()  # only a verified result is written (or one its plug-in's config says not to check)
+        wall.mark("verify")
         extra = after_run(comm, workload) if after_run else None
+        wall.mark("calibration")
         enter_phase("report")
         ctx.agree(faults.require_fired)
         records = ctx.comm.gather(timer.records, root=0)
@@ -157,6 +165,7 @@ def run_job(
                 nvtx=nvtx_state,
                 kernels=[c.analysis if c else None for c in captured] if any(captured) else None,
                 host=host,
+                wall=wall.parts(),
             )
             files = []
             for target, c in zip(captures, captured):
@@ -185,6 +194,23 @@ def run_job(
     faults.disarm()
     enter_phase("done", timed=False)  # between runs (a sweep's ranks wait here): no phase to time
     return JobResult(report, path, extra)
+
+
+class WallClock:
+    """Seconds of a run's wall time by part: ``mark(name)`` ends the part begun at the previous mark."""
+
+    def __init__(self):
+        self.last = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = self.seconds.get(name, 0.0) + now - self.last
+        self.last = now
+
+    def parts(self) -> dict[str, float]:
+        """The parts so far, and what passed since the last mark as ``report`` (gathering, writing)."""
+        return {**self.seconds, "report": time.perf_counter() - self.last}
 
 
 NOT_CHECKED = {"reference": "none: the config says verify: none (a plug-in); the result was not checked"}

@@ -36,6 +36,7 @@ def build_report(
     nvtx: str = "off",
     kernels: list | None = None,
     host: dict | None = None,
+    wall: dict | None = None,
 ) -> dict:
     """Assemble report.json (schema 1; see docs/report.md). ``timelines``: per rank its repeats' spans (the last
     TIMELINE_REPEATS are kept); ``warmups_by_rank``: each rank's warm-up repeats' phases."""
@@ -53,6 +54,7 @@ def build_report(
         "launch": launch_record(ctx),
         "placement": placement,
         "host": host,
+        "wall": wall,
         "warnings": list(ctx.warnings),
         "device": ctx.device,
         "comm": comm_name,

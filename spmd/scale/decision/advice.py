@@ -445,3 +445,30 @@ def _comparison(best: str, timings: list[dict]) -> str:
 def _span(values: list[float], fmt) -> str:
     lo, hi = min(values), max(values)
     return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo)} to {fmt(hi)}"
+
+
+COST_PARTS = {
+    "inputs": "inputs",
+    "setup": "set-up",
+    "warmup": "warm-up",
+    "repeats": "repeats",
+    "capture": "capture",
+    "verify": "checks",
+    "calibration": "calibration",
+    "report": "reports",
+}
+
+
+def cost_words(cost: dict) -> str:
+    """The sweep's own cost: its wall time, the timed steps within it, and every other part."""
+    parts = ", ".join(
+        f"{COST_PARTS.get(name, name)} {fmt_seconds(seconds).strip()}"
+        for name, seconds in cost["parts_s"].items()
+        if seconds >= 0.0005
+    )
+    ratio = cost["beyond_timed"]
+    beyond = f"; everything else took {ratio:.1f}x the timed steps" if ratio is not None else ""
+    return (
+        f"The sweep's own cost: {fmt_seconds(cost['total_s']).strip()} of wall time for "
+        f"{fmt_seconds(cost['timed_steps_s']).strip()} of timed repeats ({parts}){beyond}."
+    )

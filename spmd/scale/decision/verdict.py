@@ -149,7 +149,7 @@ def limit_words(lim: dict, training: bool, units: str) -> str:
     """What limits it: the largest part with its numbers, and the communication's share beside it; "little" only
     below LITTLE of the step."""
     whole = "step" if training else "repeat"
-    name = PART_WORDS.get(lim["part"], lim["part"])
+    name = PART_WORDS.get(lim["part"], lim["part"]) if training else f"its {lim['part']} phase"
     out = (
         f"what limits it: {name} ({fmt_seconds(lim['seconds']).strip()} of a {fmt_seconds(lim['whole_s']).strip()} "
         f"{whole}, {lim['share']:.0%})"

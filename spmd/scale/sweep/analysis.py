@@ -221,6 +221,36 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
     }
 
 
+def sweep_cost(runs: list[dict], inputs_s: float, total_s: float) -> dict:
+    """Where a sweep's wall time went (scaling.json ``cost``): its inputs, and each part of every run (report.json
+    ``wall``: set-up, warm-up, timed repeats, capture, checks, calibration, report) summed over the runs, beside
+    the timed steps themselves (each repeat's slowest rank, summed) and the ratio of everything else to them."""
+    parts: dict[str, float] = {"inputs": inputs_s}
+    timed = 0.0
+    seen = []
+    for run in runs:
+        report = run["report"]
+        if any(report is other for other in seen):  # a weak run reusing its strong twin ran once
+            continue
+        seen.append(report)
+        for name, seconds in (report.get("wall") or {}).items():
+            parts[name] = parts.get(name, 0.0) + seconds
+        timed += sum(slowest_total(report))
+    other = max(0.0, total_s - timed)
+    return {
+        "total_s": total_s,
+        "timed_steps_s": timed,
+        "parts_s": parts,
+        "beyond_timed": other / timed if timed > 0 else None,
+    }
+
+
+def slowest_total(report: dict) -> list[float]:
+    """Each recorded repeat's total on its slowest rank."""
+    per_rank = [r["repeats"] for r in report["per_rank"]]
+    return [max(rank[i]["total"] for rank in per_rank) for i in range(len(per_rank[0]))]
+
+
 def slots_per_node(placement: dict, device: str) -> dict:
     """host -> the GPUs (or, on CPUs, cores) it holds, from a run's placement ({} where it was not recorded)."""
     return placement.get("gpus_per_node" if device == "gpu" else "cpus_per_node") or {}

@@ -8,6 +8,7 @@ rank and GPU); the other ranks wait in a sleeping barrier. Every size is a full
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -26,8 +27,9 @@ from ...io.generate import plan_inputs, write_inputs
 from ...io.weak import copies_note
 from ...job import run_job
 from ...workloads.registry import workload_class
+from ..decision.advice import cost_words
 from ..models.series import series_figures
-from .analysis import analyse
+from .analysis import analyse, sweep_cost
 from .calibrate import compare_backends, probe, read_limit
 
 
@@ -79,11 +81,13 @@ def run_scale(
     each of its repeats. ``batches``: the batch sweep too (each per-rank batch on 1 and on the most ranks).
     ``trace_dir``: a Chrome trace of each run there (``trace_name``); ``nvtx``: NVTX ranges. Where the config
     gives no ``repeats``, each size repeats until its timing is tight (``repeats: auto``)."""
+    began = time.perf_counter()
     cfg = ctx.agree(workload_class(cfg.workload).resolve_repeats, cfg, "auto")
     steps = ctx.agree(plan, cfg, modes, ranks) + ctx.agree(plan_batches, cfg, batches or [], ranks)
     if trace_dir is not None:
         ctx.agree(require_traces, trace_dir, steps, root_only=True)
     written, notes = prepare_inputs(ctx, steps)
+    inputs_s = time.perf_counter() - began
     if ctx.rank == 0 and progress:
         for note in notes:
             print(f"spmd scale: {note}", flush=True)
@@ -121,7 +125,10 @@ def run_scale(
     )
     if ctx.rank != 0:
         return None
-    return analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library())
+    scaling = analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library())
+    scaling["cost"] = sweep_cost(runs, inputs_s, time.perf_counter() - began)
+    scaling["advice"].append(cost_words(scaling["cost"]))
+    return scaling
 
 
 def plan(cfg, modes: list[str], ranks: list[int]) -> list[Step]:
