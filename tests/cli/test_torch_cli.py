@@ -345,7 +345,10 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
     rc, out, err, _ = spmd("predict", "out/scaling/scaling.json", "--target", target, "--out", "p", cwd=tmp_path)
     assert rc == 0, err
     assert f"  the sweep: {scaling['verdict']}" in out.splitlines()
-    assert "assumes: each target rank computes like the sweep's (cpu)" in out and "2 ranks on 1 node(s), per-rank batch 12:" in out
+    assert (
+        "assumes: each target rank computes like the sweep's (cpu)" in out
+        and "2 ranks on 1 node(s), per-rank batch 12:" in out
+    )
     predicted = json.loads((tmp_path / "p/scaling.json").read_text())
     assert predicted["verdict"] == scaling["verdict"]  # the same runs, the same decision
     p = predicted["other_machines"][0]
