@@ -10,6 +10,7 @@ one differs: re-rendering the committed results must change nothing.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import sys
@@ -212,6 +213,33 @@ def _case_commits(case: dict, date: str) -> str:
     return f"`{case['case']}`{count} at {', '.join(at)}"
 
 
+def decided_again(folder: Path) -> list[dict]:
+    """Each sweep a suite's records keep (``params.inputs.scaling``, gzipped), decided again by spmd as it is now:
+    {'case', 'verdict', 'cost' (its own cost in words, as measured), 'file'}; the sweep's measurements are the
+    stored ones, the decision and its words today's."""
+    from spmd.scale.decision.advice import cost_words
+    from spmd.scale.sweep.analysis import reanalyse
+
+    seen, out = set(), []
+    records = read_records(folder / "records.jsonl") if (folder / "records.jsonl").exists() else []
+    for record in records:
+        rel = ((record.params or {}).get("inputs") or {}).get("scaling")
+        if not rel or rel in seen:
+            continue
+        seen.add(rel)
+        stored = json.loads(gzip.decompress((folder / rel).read_bytes()))
+        again = reanalyse(stored)
+        out.append(
+            {
+                "case": record.case.split(", per-GPU batch")[0].split(", the sweep's own cost")[0],
+                "verdict": again["verdict"],
+                "cost": cost_words(stored["cost"]) if stored.get("cost") else None,
+                "file": f"results/{folder.parent.name}/{folder.name}/{rel}",
+            }
+        )
+    return out
+
+
 TARGET_SUITES = ("kernels", "io", "train")  # the suites bench/targets.py holds to targets
 
 
@@ -227,6 +255,7 @@ def documents() -> dict[Path, str]:
         "suites": {name: (m.__doc__ or "").strip() for name, m in suites().items()},
         "entry": lambda suite, kind: next((e for e in results[suite] if e["kind"] == kind), None),
         "raw": lambda path: json.loads((RESULTS / path).read_text()),
+        "sweeps": lambda suite, kind: decided_again(RESULTS / kind / suite),
         "targets": {kind: target_rows(entries) for kind, entries in by_kind.items()},
         "target_notes": {kind: target_notes(entries) for kind, entries in by_kind.items()},
         # per kind, the suites its target rows come from: (suite, commit, date) of each

@@ -241,9 +241,10 @@ def runs_of(measure, count: int) -> list[list[Measure]]:
     return [[replace(m, params=params[m.case]) for m in one] for one in runs]
 
 
-def save_inputs(env, prefix: str, files: dict) -> dict:
-    """{role: path under the suite's folder}: the files a prediction came from, gzipped beside the records."""
-    folder = env.out / "predict" / INPUTS
+def save_inputs(env, prefix: str, files: dict, suite: str = "predict") -> dict:
+    """{role: path under the suite's folder}: the files a record came from (a prediction's, a sweep's scaling.json),
+    gzipped beside the records."""
+    folder = env.out / suite / INPUTS
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for role, path in files.items():
