@@ -80,10 +80,10 @@ def batch_sweep(env, model: str) -> list[Measure]:
     cfg = spmd_config(env, model)
     folder = env.work / f"sweep-{model}"
     ranks = sorted({1, 2, env.ranks})
+    # as users run it: the example's config (verified, its repeats), --capture 2, nothing else changed
     env.spmd(
         "scale", cfg, "-q", "--ranks", ",".join(map(str, ranks)), "--batches", BATCHES[model], "--capture", 2,
-        "--compare-comm", "none", "--out", folder, "-o", "verify=none", "-o", "repeats=5",
-        "-o", "params.steps=10", ranks=env.ranks,
+        "--out", folder, ranks=env.ranks,
     )  # fmt: skip
     scaling = json.loads((folder / "scaling.json").read_text())
     inputs = save_inputs(env, f"{model}-{env.ranks}gpus", {"scaling": folder / "scaling.json"}, suite="torch-answer")
