@@ -98,14 +98,18 @@ class Env:
             names = ["PYTHONPATH", *extra]  # Open MPI forwards only what -x names
             flags = [x for name in names for x in ("-x", name)] if _open_mpi() else []
             cmd = [*launcher(), "-n", str(ranks), *flags, *cmd]
-        done = subprocess.run(
-            cmd,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout or self.timeout,
-            env={**os.environ, "PYTHONPATH": _pythonpath(), **extra},
-        )
+        try:
+            done = subprocess.run(
+                cmd,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=timeout or self.timeout,
+                env={**os.environ, "PYTHONPATH": _pythonpath(), **extra},
+            )
+        except subprocess.TimeoutExpired as exc:  # what it had said by then: how far it got
+            said = "\n".join(_text(x) for x in (exc.stdout, exc.stderr) if x).strip()[-1500:]
+            raise CaseFailed(f"{shlex.join(cmd)} timed out after {exc.timeout:g} s; its last words: {said}") from None
         if check and done.returncode:
             raise CaseFailed(f"{shlex.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-800:]}")
         return done
@@ -124,8 +128,10 @@ class Env:
             raise CaseFailed(f"{shlex.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-800:]}")
         return done
 
-    def spmd(self, *args, ranks: int = 1, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        return self.run(["-m", "spmd", *map(str, args)], ranks=ranks, env=env, check=check)
+    def spmd(
+        self, *args, ranks: int = 1, env: dict | None = None, check: bool = True, timeout: float | None = None
+    ) -> subprocess.CompletedProcess:
+        return self.run(["-m", "spmd", *map(str, args)], ranks=ranks, env=env, check=check, timeout=timeout)
 
     def program(self, name: str, *args, ranks: int | None = 1, env: dict | None = None) -> subprocess.CompletedProcess:
         """One of bench/programs/ (a script that runs under MPI as a user's program would)."""
@@ -163,3 +169,8 @@ def _open_mpi() -> bool:
 def _pythonpath() -> str:
     """spmd from this checkout first (a run measures the code it sits in), then what the environment had."""
     return os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def _text(data) -> str:
+    """A timed-out command's output so far (bytes or str, as subprocess gives it)."""
+    return data.decode(errors="replace") if isinstance(data, bytes) else str(data)

@@ -20,6 +20,7 @@ FAULTS = {
     "data": "rank=1,phase=data,kind=slow,seconds=0.01",
 }
 BATCHES = {"gpt2": "8,32", "resnet50": "32,128"}
+SWEEP_TIMEOUT_S = 560  # a sweep of 7 runs as users run it: the most one 10-minute device call leaves it
 NAMES = {"gpt2": "GPT-2 124M, 256 tokens", "resnet50": "ResNet-50, 3x64x64"}
 
 
@@ -82,8 +83,8 @@ def batch_sweep(env, model: str) -> list[Measure]:
     ranks = sorted({1, 2, env.ranks})
     # as users run it: the example's config (verified, its repeats), --capture 2, nothing else changed
     env.spmd(
-        "scale", cfg, "-q", "--ranks", ",".join(map(str, ranks)), "--batches", BATCHES[model], "--capture", 2,
-        "--out", folder, ranks=env.ranks,
+        "scale", cfg, "--ranks", ",".join(map(str, ranks)), "--batches", BATCHES[model], "--capture", 2,
+        "--out", folder, ranks=env.ranks, timeout=SWEEP_TIMEOUT_S,
     )  # fmt: skip
     scaling = json.loads((folder / "scaling.json").read_text())
     inputs = save_inputs(env, f"{model}-{env.ranks}gpus", {"scaling": folder / "scaling.json"}, suite="torch-answer")

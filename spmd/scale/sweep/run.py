@@ -100,7 +100,8 @@ def run_scale(
             if progress:
                 print(
                     f"spmd scale: batch {run['report']['result'].get('batch_per_rank')} per rank, {run['ranks']} "
-                    f"rank(s): {run['report']['metrics'].get('samples_per_s', 0):,.0f} samples/s, verified",
+                    f"rank(s): {run['report']['metrics'].get('samples_per_s', 0):,.0f} samples/s, verified"
+                    + wall_words(run["report"]),
                     flush=True,
                 )
             return
@@ -109,7 +110,8 @@ def run_scale(
         if progress:
             print(
                 f"spmd scale: {run['mode']:<6} {run['ranks']:>4} rank(s): {fmt_seconds(row['time']):>10} "
-                f"per repeat, speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}, verified",
+                f"per repeat, speedup {row['speedup']:.2f}x, efficiency {row['efficiency']:.0%}, verified"
+                + wall_words(run["report"]),
                 flush=True,
             )
 
@@ -129,6 +131,15 @@ def run_scale(
     scaling["cost"] = sweep_cost(runs, inputs_s, time.perf_counter() - began)
     scaling["advice"].append(cost_words(scaling["cost"]))
     return scaling
+
+
+def wall_words(report: dict) -> str:
+    """'; 12.3 s in all (set-up 4.1 s, ...)': where a run's wall time went, for its progress line."""
+    wall = report.get("wall") or {}
+    if not wall:
+        return ""
+    parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in wall.items() if seconds >= 0.05)
+    return f"; {sum(wall.values()):.1f} s in all ({parts})"
 
 
 def plan(cfg, modes: list[str], ranks: list[int]) -> list[Step]:
