@@ -171,7 +171,8 @@ def node_load(ranks: list[dict], hosts: list[str]) -> dict[str, dict]:
         others = max(0.0, max(busy) - node["ranks_cpu_s"] - node["cpus"] / clock_tick()) if busy else None
         node["others_cpu_s"] = others
         node["others_share"] = others / capacity if others is not None and capacity > 0 else None
-        node["oversubscribed_threads"] = bool(node["cpus"]) and node["threads"] > node["cpus"]
+        # more threads than CPUs; with one a rank it is the ranks that outnumber the CPUs (placement says that)
+        node["oversubscribed_threads"] = bool(node["cpus"]) and node["threads"] > max(node["cpus"], node["ranks"])
     return out
 
 

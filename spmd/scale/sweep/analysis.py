@@ -11,6 +11,7 @@ from ...workloads.registry import job_config_from_dict, workload_class
 from ..decision.advice import (
     backend_advice,
     binding_advice,
+    cost_words,
     interval_note,
     model_advice,
     oversubscription_advice,
@@ -36,7 +37,7 @@ def reanalyse(scaling: dict) -> dict:
     placements = {(row["mode"], row["ranks"]): row["placement"] for rows in scaling["series"].values() for row in rows}
     runs = [{**r, "placement": r.get("placement") or placements[(r["mode"], r["ranks"])]} for r in scaling["runs"]]
     runs += scaling.get("batch_runs") or []  # a batch sweep's runs (kept since schema 2)
-    again = analyse(cfg, runs, scaling["world_size"], scaling["mpi_library"].replace("\x00", ""))
+    again = analyse(cfg, runs, scaling["world_size"], scaling["mpi_library"].replace("\x00", ""), scaling.get("cost"))
     again["created"] = scaling["created"]  # when it was measured
     return again
 
@@ -89,7 +90,7 @@ def held_out(scaling: dict, fit: int | None = None) -> list[dict]:
     return rows
 
 
-def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
+def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str, cost: dict | None = None) -> dict:
     """The scaling dict (scaling.json, schema 1) from the runs of a sweep (a batch sweep's runs in its own
     section, ``batch_sweep``)."""
     batch_runs = [r for r in runs if r["mode"] == "batch"]
@@ -179,6 +180,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         advice += backend_advice([{**r, "time": _row(series, r)["time"]} for r in measured_once(runs)], backend)
         advice += storage_advice(runs)
     advice += sweep["advice"] if sweep else []
+    advice += [cost_words(cost)] if cost else []
     first = runs[0]["report"]
     return {
         "schema": SCALING_SCHEMA,
@@ -196,6 +198,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str) -> dict:
         "model": model,
         "training": training,
         "decision": decision,
+        **({"cost": cost} if cost else {}),
         "verdict": answer,
         "advice": [answer] + advice,
         "config": cfg.to_dict(),

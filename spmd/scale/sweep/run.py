@@ -27,7 +27,6 @@ from ...io.generate import plan_inputs, write_inputs
 from ...io.weak import copies_note
 from ...job import run_job
 from ...workloads.registry import workload_class
-from ..decision.advice import cost_words
 from ..models.series import series_figures
 from .analysis import analyse, sweep_cost
 from .calibrate import compare_backends, probe, read_limit
@@ -127,10 +126,8 @@ def run_scale(
     )
     if ctx.rank != 0:
         return None
-    scaling = analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library())
-    scaling["cost"] = sweep_cost(runs, inputs_s, time.perf_counter() - began)
-    scaling["advice"].append(cost_words(scaling["cost"]))
-    return scaling
+    cost = sweep_cost(runs, inputs_s, time.perf_counter() - began)
+    return analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library(), cost=cost)
 
 
 def wall_words(report: dict) -> str:
