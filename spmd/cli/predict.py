@@ -10,8 +10,9 @@ def cmd_predict(args) -> int:
     from pathlib import Path
 
     from ..core.errors import ConfigError
+    from ..scale.decision.prediction_words import format_prediction
     from ..scale.prediction.machines import read_target
-    from ..scale.prediction.predict import check_against, format_prediction, measured_runs, predict_machine, read_sweep
+    from ..scale.prediction.predict import check_against, measured_runs, predict_machine, read_sweep
     from ..scale.render.write import require_scaling_outputs, write_scaling
 
     scaling = read_sweep(args.scaling)

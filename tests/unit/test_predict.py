@@ -386,3 +386,20 @@ def test_emulated_nodes_read_against_their_one_hosts_ceiling():
     row = predict_machine(scaling, replace(machine_from_dict(spec), host_read=reads))["rows"][0]
     # the node term alone: 0.1 + 3 x 0.01 s; the host's four ranks of 1 GB over its 20 GB/s: 0.2 s
     assert row["ranks"] == 4 and row["phases"]["read"] == pytest.approx(0.2)
+
+
+def test_predict_reads_the_previous_schema_and_refuses_an_unknown_one_naming_it(tmp_path):
+    """A schema-1 scaling.json (before the decision was kept) is decided again and predicted from; schema 3 is
+    refused with exit 2 naming the file and the schemas this spmd reads."""
+    sweep = json.loads((ROOT / "tests/data/gpu-kmeans-scaling.json").read_text())
+    assert sweep["schema"] == 1 and "decision" not in sweep
+    done = spmd("predict", ROOT / "tests/data/gpu-kmeans-scaling.json", "--target", "gpus_per_node=4,nodes=1,intra=nvlink4",
+                "--out", tmp_path / "old")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    again = json.loads((tmp_path / "old/scaling.json").read_text())
+    assert again["schema"] == 2 and again["decision"]["lead"] and again["verdict"].startswith("Verdict: ")
+    assert f"  the sweep: {again['verdict']}" in done.stdout.splitlines()
+    (tmp_path / "new.json").write_text(json.dumps({**sweep, "schema": 3}))
+    done = spmd("predict", tmp_path / "new.json", "--target", "gpus_per_node=4,nodes=1,intra=nvlink4",
+                "--out", tmp_path / "o")  # fmt: skip
+    assert done.returncode == 2 and "new.json: scaling schema 3; this spmd reads schema 1, 2" in done.stderr

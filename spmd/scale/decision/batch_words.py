@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from ...core.units import fmt_seconds
 from ..models.step import ACCUMULATE, speedup, step_time
+from .decide import pay_off
 from .flags import miss
+from .verdict import pay_off_text
 
 
 def advice(rows: list[dict], model: dict | None, n: int, result: dict, decision: dict | None = None) -> list[str]:
@@ -50,7 +52,7 @@ def advice(rows: list[dict], model: dict | None, n: int, result: dict, decision:
             f"the step model misses its own points: it predicts nothing further (no break-even, no {2 * n} "
             f"{units}, no bigger batch); more repeats of the missed batches, or --capture on a GPU, would ground it"
         ]
-    out.append(pay_off_sentence(rows, model, n, result))
+    out.append(pay_off_sentence(rows, model, n, result, state if decision else None))
     nxt = model["next_ranks"]
     if "K" in model["clamped"]:
         out.append(
@@ -166,26 +168,11 @@ def _why_off(point: dict, model: dict) -> str:
     )
 
 
-def pay_off_sentence(rows: list[dict], model: dict, n: int, result: dict) -> str:
-    """Where N GPUs pay off: measured (the smallest trustworthy batch whose interval lies above 1x), and
-    predicted, in one sentence that cannot contradict itself."""
-    units, one = unit_words(result)
-    good = [r for r in rows if not r.get("suspect")]
-    paid = [r["batch"] for r in good if r["speedup_interval"][0] > 1]
-    even = model["break_even_batch"]
-    measured = (
-        f"measured: from per-{units[:-1]} batch {min(paid)} ({n} {units} above {one}'s samples/s)"
-        if paid
-        else f"measured: at no batch of {', '.join(str(r['batch']) for r in good)}"
-    )
-    predicted = (
-        f"predicted from per-{units[:-1]} batch {even}"
-        if even
-        else f"predicted at no per-{units[:-1]} batch up to 2^20 (the allreduce outweighs what {n} {units} save)"
-    )
-    if even and paid and even > max(paid):
-        predicted += f" (the measurement at {min(paid)} says earlier: the model is off there)"
-    return f"{n} {units} pay off {measured}; {predicted}"
+def pay_off_sentence(rows: list[dict], model: dict, n: int, result: dict, state: dict | None = None) -> str:
+    """Where N GPUs pay off, by the decision's rule (decide.pay_off) in the verdict's words (``state``: the step
+    model's trust, decide's ``batch_model``; a fitted model taken as meeting its points where not given)."""
+    state = state or {"fitted": True, "trusted": True, "misses": []}
+    return pay_off_text(pay_off({"rows": rows, "model": model}, state), state, unit_words(result)[0], n)
 
 
 def host_sentence(rows: list[dict], model: dict, n: int, top: int, result: dict) -> str:

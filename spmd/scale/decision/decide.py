@@ -164,7 +164,7 @@ def decide(facts: dict) -> dict:
     amisses = array_misses(facts.get("model"), series)
     out["batch_model"] = _model_state((sweep or {}).get("model"), misses) if sweep else None
     out["array_model"] = _model_state(facts.get("model"), amisses) if facts.get("model") else None
-    out["pay_off"] = _pay_off(sweep, out["batch_model"]) if sweep and sweep.get("rows") else None
+    out["pay_off"] = pay_off(sweep, out["batch_model"]) if sweep and sweep.get("rows") else None
     report = facts["lead_reports"].get(_key(lead)) if lead else None
     if report is None and lead is None:  # no answer: what the largest run spent its time on, for the record
         largest = _largest(series, sweep)
@@ -282,7 +282,7 @@ def _model_state(model: dict | None, misses: list[dict]) -> dict | None:
     return {"fitted": True, "trusted": not misses, "misses": misses}
 
 
-def _pay_off(sweep: dict, state: dict | None) -> dict:
+def pay_off(sweep: dict, state: dict | None) -> dict:
     """Where N GPUs pay off: measured (the smallest trustworthy batch whose interval lies above 1x) and predicted
     (the step model's break-even, only from a model that meets its own points)."""
     good = [r for r in sweep["rows"] if not r.get("suspect")]

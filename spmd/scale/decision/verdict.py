@@ -114,14 +114,19 @@ def answer_words(decision: dict) -> str:
 
 def pay_off_words(decision: dict) -> str:
     """Where N pay off, measured and (from a model that meets its own points) predicted."""
-    pay, units, n = decision["pay_off"], decision["units"], decision["lead"]["ranks"]
+    return pay_off_text(
+        decision["pay_off"], decision.get("batch_model") or {}, decision["units"], decision["lead"]["ranks"]
+    )
+
+
+def pay_off_text(pay: dict, state: dict, units: str, n: int) -> str:
+    """Where ``n`` ``units`` pay off (decide.pay_off), in one sentence that cannot contradict itself."""
     unit = units[:-1]
     measured = (
         f"measured from per-{unit} batch {pay['measured_batch']}"
         if pay["measured_batch"]
         else "measured at no trustworthy batch of " + ", ".join(map(str, pay["measured_over"]))
     )
-    state = decision.get("batch_model") or {}
     if not state.get("fitted"):
         predicted = "not predicted (no step model: too few trustworthy batches)"
     elif not state["trusted"]:
@@ -131,8 +136,10 @@ def pay_off_words(decision: dict) -> str:
         )
     elif pay["predicted_batch"]:
         predicted = f"predicted from per-{unit} batch {pay['predicted_batch']}"
+        if pay["measured_batch"] and pay["predicted_batch"] > pay["measured_batch"]:
+            predicted += f" (the measurement at {pay['measured_batch']} says earlier: the model is off there)"
     else:
-        predicted = f"predicted at no per-{unit} batch up to 2^20"
+        predicted = f"predicted at no per-{unit} batch up to 2^20 (the allreduce outweighs what {n} {units} save)"
     return f"{n} {units} pay off {measured}; {predicted}"
 
 

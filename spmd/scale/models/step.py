@@ -171,16 +171,25 @@ def speedup(
 
 
 def break_even(model: dict) -> int | None:
-    """The smallest per-GPU batch at which N ranks beat one (None: none up to 2^20)."""
-    lo = 1
-    if speedup(model, lo) >= 1:
-        return lo
+    """The smallest per-GPU batch at which N ranks beat one (None: none up to MAX_BATCH)."""
+    return smallest_batch(lambda b: speedup(model, b) >= 1)
+
+
+MAX_BATCH = 1 << 20
+
+
+def smallest_batch(faster) -> int | None:
+    """The smallest per-GPU batch b with ``faster(b)`` (None: none up to MAX_BATCH), for a ``faster`` that once true
+    stays true as the batch grows: doubling, then bisection. The one search of every batch break-even."""
+    if faster(1):
+        return 1
     hi = 2
-    while speedup(model, hi) < 1:
+    while not faster(hi):
         hi *= 2
-        if hi > 2**20:
+        if hi > MAX_BATCH:
             return None
+    lo = hi // 2
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if speedup(model, mid) >= 1 else (mid, hi)
+        lo, hi = (lo, mid) if faster(mid) else (mid, hi)
     return hi

@@ -22,10 +22,10 @@ from ..models.overlap import exposed as overlap_exposed
 from ..models.overlap import hidden_share
 from ..models.scaling_model import break_even, measured, predict, scaled_ops
 from ..models.series import time_interval
+from ..models.step import smallest_batch
 from ..sweep.analysis import node_counts, reanalyse
 from .machines import Machine
 
-MAX_BATCH = 1 << 20
 # a read ceiling measured within this share of the sweep's own reads went the runs' way (launches differ that much)
 SAME_PATH = 0.9
 
@@ -357,18 +357,10 @@ def _batch_break_even(scaling: dict, model: dict, ranks: int, collectives, hide:
         many = _training_phases(model, many, ranks, share * ranks, collectives, hide)["total"]
         return ranks * batch / many > batch / one
 
-    if faster(1):
-        return {"status": "always", "batch": 1}
-    hi = 2
-    while not faster(hi):
-        hi *= 2
-        if hi > MAX_BATCH:
-            return {"status": "never", "batch": None}
-    lo = hi // 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if faster(mid) else (mid, hi)
-    return {"status": "above", "batch": hi}
+    batch = smallest_batch(faster)
+    if batch is None:
+        return {"status": "never", "batch": None}
+    return {"status": "always" if batch == 1 else "above", "batch": batch}
 
 
 def measured_runs(path) -> list[dict]:
@@ -444,71 +436,3 @@ def _measured_speedup(run: dict, runs: list[dict]) -> float | None:
     if one is None or not run["time"] or not one["problem_bytes"]:
         return None
     return one["time"] / run["time"] * run["problem_bytes"] / one["problem_bytes"]
-
-
-def format_prediction(scaling: dict) -> str:
-    """The predictions as plain text: one block per target, each under what the sweep decided and what every
-    row assumes."""
-    from ...core.units import fmt_seconds
-
-    lines = []
-    for p in scaling.get("other_machines") or []:
-        t = p["target"]
-        lines.append(f"on {t['name']} ({t['gpus_per_node']} a node):")
-        sweep = p.get("sweep") or {}
-        if sweep.get("verdict"):
-            lines.append(f"  the sweep: {sweep['verdict']}")
-        if sweep.get("suspect"):
-            lines.append(
-                f"  the sweep had {len(sweep['suspect'])} suspect point(s): the fit left them out; the prediction "
-                f"rests on the rest"
-            )
-        lines += [f"  assumes: {a}" for a in p.get("assumes") or []]
-        training = scaling.get("training")
-        for row in p["rows"]:
-            low, high = row["interval"]
-            sp = ""
-            if row["speedup"] is not None:
-                flag = " (beyond ideal)" if row["speedup"] > row["ranks"] * (1 + 1e-9) else ""
-                sp = f"  speedup {row['speedup']:.2f}x{flag}, efficiency {row['efficiency']:.0%}"
-            unit = "GPU" if scaling.get("device") == "gpu" else "rank"
-            batch = f", per-{unit} batch {row['batch_per_rank']}" if training and row.get("batch_per_rank") else ""
-            lines.append(
-                f"  {row['mode']:>6} {row['ranks']:>5} ranks on {row['nodes']} node(s){batch}: "
-                f"{fmt_seconds(row['predicted_s'])} [{fmt_seconds(low)}, {fmt_seconds(high)}]{sp}"
-            )
-        for e in p["break_even"]:
-            lines.append(f"  break-even at {e['ranks']} ranks: {break_even_words(e, scaling.get('device'))}")
-        for c in p.get("checked") or []:
-            lines.append(
-                f"  measured {c['mode']} at {c['ranks']} ranks: {fmt_seconds(c['measured_s'])}, predicted "
-                f"{fmt_seconds(c['predicted_s'])} ({c['error']:+.1%}; furthest off: {c.get('worst_phase', '-')})"
-                + (
-                    f"; speedup {c['measured_speedup']:.2f}x against its sweep's one rank ({c['speedup_error']:+.1%})"
-                    if "speedup_error" in c
-                    else ""
-                )
-            )
-        lines += [f"  note: {n}" for n in p["notes"]]
-    return "\n".join(lines)
-
-
-def break_even_words(entry: dict, device: str | None = None) -> str:
-    """A break-even row in words: per-GPU batch for training, bytes per rank otherwise; GPUs or ranks by device."""
-    from ...core.units import fmt_bytes
-
-    one = "one GPU" if device == "gpu" else "one rank"
-    unit = "GPU" if device == "gpu" else "rank"
-    if entry["status"] == "undecided":
-        return f"not decided ({entry.get('why', 'the rows and the break-even disagree')}, within the model's misfit)"
-    if "batch" in entry:
-        if entry["status"] == "always":
-            return f"faster than {one} at any per-{unit} batch"
-        if entry["status"] == "never":
-            return f"never faster than {one} at a per-{unit} batch up to {MAX_BATCH}"
-        return f"faster than {one} from a per-{unit} batch of {entry['batch']}"
-    if entry["status"] == "always":
-        return f"faster than {one} at any size"
-    if entry["status"] == "never":
-        return f"never faster than {one}"
-    return f"faster than {one} above {fmt_bytes(entry['bytes_per_rank'])} per rank"

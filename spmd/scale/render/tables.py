@@ -187,7 +187,7 @@ def scaling_device(prediction: dict) -> str:
 def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
     """On other machines (``spmd predict``): per target, the predicted runs, measured ones beside them, the
     break-even and what the prediction rests on."""
-    from ..prediction.predict import break_even_words
+    from ..decision.prediction_words import break_even_words
 
     out = []
     for p in predictions or []:
