@@ -161,8 +161,30 @@ def summary_lines(report: dict) -> list[str]:
     metrics = report.get("metrics") or {}
     if metrics:
         lines.append("; ".join(f"{k}: {_brief(v)}" for k, v in metrics.items()))
+    host = host_line(report.get("host"))
+    if host:
+        lines.append(host)
     lines.append(f"NVTX ranges: {report.get('nvtx', 'off')}; spmd {report['spmd_version']}; {report['created']}")
     return lines
+
+
+def host_line(host: dict | None) -> str | None:
+    """The host as a fact, in one line: each rank's compute threads and how they were chosen, and what other
+    processes took of each node's CPU time beside the ranks (report.json ``host``)."""
+    if not host or not host.get("per_rank"):
+        return None
+    threads = host["per_rank"][0]["threads"]
+    chosen = (
+        f"{threads['chosen']} compute thread(s) a rank ({threads['how']})"
+        if threads.get("chosen")
+        else f"compute threads {threads['how']}"
+    )
+    loads = [
+        f"other processes on {name} took {node['others_share']:.0%} of the CPU time its ranks could use"
+        for name, node in sorted(host.get("nodes", {}).items())
+        if node.get("others_share") is not None
+    ]
+    return "host: " + "; ".join([chosen, *loads])
 
 
 def run_html(report: dict) -> str:
