@@ -49,13 +49,31 @@ def phase_rows(report: dict) -> list[list[str]]:
     slowest rank: median and its interval)."""
     rows = []
     intervals = report.get("intervals") or {}
-    for phase, t in sorted(report["timings"].items(), key=lambda kv: kv[0] == "total"):
+    nested = NESTED if "step" in report["timings"] else {}  # a torch step's parts sit inside its compute and comm
+
+    def order(kv):
+        return (kv[0] == "total", kv[0] in nested, kv[0] == "step")
+
+    for phase, t in sorted(report["timings"].items(), key=order):
         if t["max"] <= 0 and phase != "total":
             continue
         iv = intervals.get(phase)
         job = f"{_s(iv['median'])} [{_s(iv['low'])} - {_s(iv['high'])}] ({iv['level']:.0%})" if iv else "-"
-        rows.append([phase, _s(t["min"]), _s(t["median"]), _s(t["max"]), f"{t['imbalance']:.3f}", job])
+        name = f"{phase} (within {nested[phase]})" if phase in nested else phase
+        rows.append([name, _s(t["min"]), _s(t["median"]), _s(t["max"]), f"{t['imbalance']:.3f}", job])
     return rows
+
+
+# a torch step's phases, timed inside the repeat's compute and comm (never more than the repeat: step.py caps them)
+NESTED = {
+    "step": "compute + comm",
+    "data": "step",
+    "forward": "step",
+    "backward": "step",
+    "comm_exposed": "step",
+    "comm_overlapped": "step, beside backward",
+    "optimizer": "step",
+}
 
 
 def rank_label(entry: dict) -> str:

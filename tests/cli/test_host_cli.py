@@ -24,6 +24,7 @@ def test_omp_num_threads_is_honoured_and_the_default_is_the_ranks_share(tmp_path
     assert threads["running"]["torch"] == 2  # PyTorch's pool as given, not 1
     html = (tmp_path / "given/report.html").read_text()
     assert "host: 2 compute thread(s) a rank (OMP_NUM_THREADS=2 as given)" in html
+    assert "<td>step (within compute + comm)</td>" in html and "<td>forward (within step)</td>" in html
     rc, _, err, _ = spmd("run", path, "-q", "--out", "share", cwd=tmp_path, ranks=2, env={"OMP_NUM_THREADS": ""})
     assert rc == 0, err
     report = json.loads((tmp_path / "share/report.json").read_text())

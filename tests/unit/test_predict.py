@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from helpers import recorded_prediction
+from hypothesis import given
+from hypothesis import strategies as st
 
 from spmd.core.errors import ConfigError
 from spmd.scale.models.links import Link, collective_seconds, fit_inter, fit_link
@@ -403,3 +405,25 @@ def test_predict_reads_the_previous_schema_and_refuses_an_unknown_one_naming_it(
     done = spmd("predict", tmp_path / "new.json", "--target", "gpus_per_node=4,nodes=1,intra=nvlink4",
                 "--out", tmp_path / "o")  # fmt: skip
     assert done.returncode == 2 and "new.json: scaling schema 3; this spmd reads schema 1, 2" in done.stderr
+
+
+@given(
+    speedups=st.lists(st.floats(0.3, 3.0), min_size=1, max_size=3),
+    status=st.sampled_from(["always", "never", "above"]),
+    threshold=st.integers(1, 256),
+    batch=st.integers(1, 256),
+)
+def test_a_break_even_never_contradicts_the_rows_that_ask_its_question(speedups, status, threshold, batch):
+    """Training: the weak rows (N GPUs against one at the same per-GPU batch) and the break-even of their rank
+    count agree, or the break-even is said not decided."""
+    from spmd.scale.prediction.predict import agreeing
+
+    rows = [{"mode": "weak", "ranks": 4, "speedup": s, "batch_per_rank": batch, "problem_bytes": 1.0} for s in speedups]
+    even = [
+        {"ranks": 4, "status": status, "batch": threshold if status == "above" else (1 if status == "always" else None)}
+    ]
+    (e,) = agreeing(rows, even)
+    if e["status"] == "undecided":
+        return
+    faster = e["status"] == "always" or (e["status"] == "above" and e["batch"] <= batch)
+    assert all((s >= 1) == faster or s == 1 for s in speedups)
