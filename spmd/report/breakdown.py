@@ -207,12 +207,15 @@ def findings(report: dict) -> list[str]:
 def straggler_sentence(s: dict, level: bool = True) -> str:
     """The straggler finding: who, why (its cause with the numbers, where one was found), and what it cost
     (``level``: the interval's level in the sentence; a sweep states the levels once for all its findings)."""
-    why = (
-        f"{s['evidence']}"
-        if s.get("cause")
-        else f"its {s['phase']} took {fmt_seconds(s['seconds']).strip()} per repeat against "
-        f"{fmt_seconds(s['others_seconds']).strip()} on the other ranks (median)"
-    )
+    if s.get("cause"):
+        why = f"{s['evidence']}"
+    elif "seconds" in s:  # named from the timed phases
+        why = (
+            f"its {s['phase']} took {fmt_seconds(s['seconds']).strip()} per repeat against "
+            f"{fmt_seconds(s['others_seconds']).strip()} on the other ranks (median)"
+        )
+    else:  # named from the captured steps' collectives alone
+        why = "the others waited for it in every captured step"
     cause = f" ({s['cause']})" if s.get("cause") else ""
     if not s.get("cause") and s.get("undetermined"):  # the captured steps hold no cause beyond the others'
         why += f"; its cause is not determined by the captured steps ({s['undetermined']})"

@@ -81,7 +81,8 @@ def test_without_capture_there_is_no_kernels_section_and_a_slow_rank_is_still_na
     assert rc == 0, err
     assert report["kernels"] is None and not (tmp_path / "out/kernels").exists()
     s = report["breakdown"]["straggler"]
-    assert s["rank"] == 1 and s["phase"] == "forward" and s["seconds"] > 8 * 0.02
+    # its 8 steps' sleeps, within what scaling the marked steps' phases to the window's wall time takes off
+    assert s["rank"] == 1 and s["phase"] == "forward" and s["seconds"] > 0.9 * 8 * 0.02
 
 
 def test_a_users_file_where_a_trace_would_go_is_refused_untouched(tmp_path):

@@ -175,3 +175,7 @@ def test_a_host_cause_is_named_only_where_its_own_numbers_exceed_the_others(host
         s["interval_level"] = 0.95
         sentence = breakdown.straggler_sentence(s)
         assert "(host)" not in sentence and "not determined" in sentence
+        seen = {"rank": slow, "host": "h", "phase": "step", "others_wait": 0.1, "others_wait_in": "comm", **found}
+        seen.update(share_of_repeat=0.1, seen_in="captured steps")  # named from the captured collectives alone
+        sentence = breakdown.straggler_sentence(seen)
+        assert "(host)" not in sentence and "not determined" in sentence
