@@ -121,10 +121,10 @@ def test_figures_follow_their_definitions(sweep):
             place = row["placement"]
             want = [
                 bool(place["oversubscribed"]),
-                row["efficiency"] > 1.05,
-                row["karp_flatt"] is not None and row["karp_flatt"] < 0,
+                row["speedup_interval"][0] > p * (1 + 1e-9),  # beyond ideal, its whole interval: suspect
             ]
-            got = [any(r.startswith(k) for r in row["suspect"]) for k in ("oversubscribed", "superlinear", "negative")]
+            got = [any(r.startswith(k) for r in row["suspect"]) for k in ("oversubscribed", "beyond ideal")]
+            assert bool(row["flags"]) == (row["speedup"] > p * (1 + 1e-9))  # flagged wherever above ideal
             assert got == want, row["suspect"]
     for run in scaling["runs"]:
         row = next(r for r in scaling["series"][run["mode"]] if r["ranks"] == run["ranks"])
@@ -165,7 +165,10 @@ def test_model_and_advice_are_reported(sweep):
     assert len([line for line in scaling["advice"] if line.startswith("Suspect: ")]) == len(suspects)
     if scaling["device"] == "cpu":
         assert not any("kernel" in line for line in scaling["advice"])
-    assert any("Break-even" in line for line in scaling["advice"])
+    # break-even sizes only from a model that meets its own points (CI's shared cores make misses)
+    trusted = scaling["decision"]["array_model"]["trusted"]
+    assert any("Break-even" in line for line in scaling["advice"]) == trusted
+    assert ("withheld" in model["predictions"]) == (not trusted)
     # the storage finding: the largest run's read against preads of the same bytes measured right after it
     largest = max(scaling["runs"], key=lambda r: r["ranks"])
     assert [x["bytes"] for x in largest["read_limit"]] == [4 * ROWS // 3] * 3
