@@ -101,6 +101,14 @@ def cpu_seconds(cpus: frozenset[int], stat: Path = Path("/proc/stat")) -> float 
     return busy / tick
 
 
+def machine_id() -> str | None:
+    """The running kernel's boot id: the same for every rank of one machine, emulated nodes included."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
 def clock_tick() -> int:
     """/proc/stat's ticks a second."""
     return os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -126,6 +134,7 @@ class HostLoad:
             "own_cpu_s": time.process_time() - own0,
             "node_busy_s": busy1 - busy0 if busy0 is not None and busy1 is not None else None,
             "node_cpus": len(self.cpus),
+            "machine": machine_id(),
         }
         return self.sample
 
@@ -164,11 +173,22 @@ def node_load(ranks: list[dict], hosts: list[str]) -> dict[str, dict]:
         node["ranks_cpu_s"] += load.get("own_cpu_s") or 0.0
         if load.get("node_busy_s") is not None:
             node["busy"].append(load["node_busy_s"])
-    for node in out.values():
+    # nodes emulated on one machine (SPMD_HOST, network namespaces) share its /proc/stat: every rank of the machine
+    # is its own, not another process
+    on_machine: dict[str, float] = {}
+    for facts in ranks:
+        load = facts.get("load") or {}
+        key = load.get("machine") or ""
+        on_machine[key] = on_machine.get(key, 0.0) + (load.get("own_cpu_s") or 0.0)
+    machine_of = {host: (f.get("load") or {}).get("machine") or "" for f, host in zip(ranks, hosts)}
+    for host, node in out.items():
         busy = node.pop("busy")
         capacity = node["wall_s"] * node["cpus"]
+        ours = (
+            max(node["ranks_cpu_s"], on_machine.get(machine_of[host], 0.0)) if machine_of[host] else node["ranks_cpu_s"]
+        )
         # /proc/stat counts whole ticks: each CPU's busy time is known to within one, so the share is its lower end
-        others = max(0.0, max(busy) - node["ranks_cpu_s"] - node["cpus"] / clock_tick()) if busy else None
+        others = max(0.0, max(busy) - ours - node["cpus"] / clock_tick()) if busy else None
         node["others_cpu_s"] = others
         node["others_share"] = others / capacity if others is not None and capacity > 0 else None
         # more threads than CPUs; with one a rank it is the ranks that outnumber the CPUs (placement says that)

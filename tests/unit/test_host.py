@@ -65,3 +65,15 @@ def test_the_load_of_a_busy_loop_is_the_process_own():
     assert 0 < sample["own_cpu_s"] <= sample["wall_s"] * 1.05 + 0.01
     if sample["node_busy_s"] is not None:  # the node's CPUs were busy at least while this process ran
         assert sample["node_busy_s"] >= sample["own_cpu_s"] - sample["node_cpus"] / clock_tick() - 0.02
+
+
+def test_nodes_emulated_on_one_machine_count_each_others_ranks_as_their_own():
+    """Two emulated nodes of one rank each share the machine's /proc/stat: the other node's rank is no other process."""
+    ranks = [facts("cpu", 1, 0.9, busy=1.8), facts("cpu", 1, 0.9, busy=1.8)]
+    for f in ranks:
+        f["load"]["machine"] = "boot-1"
+    nodes = node_load(ranks, ["node1", "node2"])
+    assert all(n["others_cpu_s"] == 0.0 and not busy_reasons({"h": n}) for n in nodes.values())
+    for f in ranks:
+        f["load"]["machine"] = None  # unknown machines: each node alone, the other's rank counted as another's
+    assert node_load(ranks, ["node1", "node2"])["node1"]["others_cpu_s"] > 0.8
