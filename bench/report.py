@@ -231,7 +231,7 @@ def decided_again(folder: Path) -> list[dict]:
         again = reanalyse(stored)
         out.append(
             {
-                "case": record.case.split(", per-GPU batch")[0].split(", the sweep's own cost")[0],
+                "case": record.params.get("sweep") or record.case,
                 "verdict": again["verdict"],
                 "cost": cost_words(stored["cost"]) if stored.get("cost") else None,
                 "file": f"results/{folder.parent.name}/{folder.name}/{rel}",

@@ -18,7 +18,7 @@ from .core.annotate import nvtx_ranges
 from .core.clock import agree_clock
 from .core.errors import InputError, SpmdError, VerificationError, one_line
 from .core.files import json_text, require_replaceable, require_writable_folder, write_files_atomic
-from .core.host import HostLoad, busy_reasons, node_load, rank_host_facts
+from .core.host import HostLoad, host_record, rank_host_facts
 from .core.progress import Progress
 from .core.stats import BOUND, MIN_REPEATS_95, median_interval
 from .core.timing import PhaseTimer, enter_phase
@@ -318,13 +318,6 @@ def require_outputs(out_dir, files: list[str], overwrite: bool = False, trace=No
     for path in files:
         require_writable_folder(Path(path).parent, f"the folder of {path}:")
         require_replaceable(path, "the output", overwrite, fix=_FIX + ", or set overwrite: true to replace it")
-
-
-def host_record(per_rank: list[dict], hosts: list[str]) -> dict:
-    """report.json's ``host``: each rank's compute threads and load, each node's load beside its ranks, and the
-    reasons the run measured a busy host (spmd.core.host)."""
-    nodes = node_load(per_rank, hosts)
-    return {"per_rank": per_rank, "nodes": nodes, "busy": busy_reasons(nodes)}
 
 
 def oversubscribed(placement: dict) -> list[str]:

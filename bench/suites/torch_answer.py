@@ -93,6 +93,7 @@ def batch_sweep(env, model: str) -> list[Measure]:
         "verdict": scaling.get("verdict"),
         "comm_source": (sweep.get("model") or {}).get("comm_source"),
         "inputs": inputs,
+        "sweep": NAMES[model],
     }
 
     def case(batch, n=sweep["ranks"]):
@@ -115,7 +116,7 @@ def batch_sweep(env, model: str) -> list[Measure]:
     where = f"{NAMES[model]}, the sweep's own cost ({', '.join(map(str, ranks))} GPUs, batches {BATCHES[model]})"
     out.append(
         Measure(where, "the sweep's wall time beyond its timed repeats", cost["total_s"] - cost["timed_steps_s"],
-                "seconds", "s", better="lower", params={"parts_s": cost["parts_s"], "inputs": inputs})
+                "seconds", "s", better="lower", params={"parts_s": cost["parts_s"], "inputs": inputs, "sweep": NAMES[model]})
     )  # fmt: skip
     out.append(
         Measure(where, "3x the timed repeats (the bound)", 3 * cost["timed_steps_s"], "seconds", "s", "ceiling",

@@ -215,6 +215,13 @@ def busy_reasons(nodes: dict[str, dict]) -> list[str]:
     return out
 
 
+def host_record(per_rank: list[dict], hosts: list[str]) -> dict:
+    """report.json's ``host``: each rank's compute threads and load, each node's load beside its ranks, and the
+    reasons the run measured a busy host."""
+    nodes = node_load(per_rank, hosts)
+    return {"per_rank": per_rank, "nodes": nodes, "busy": busy_reasons(nodes)}
+
+
 HOST_FIX = (
     "run when the node is quiet (or on nodes of the job's own), and keep each rank's compute threads within its "
     "share of the cores (spmd's default; OMP_NUM_THREADS sets it)"

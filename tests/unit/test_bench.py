@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import types
+from pathlib import Path
 
 import pytest
 
@@ -516,3 +517,23 @@ def test_a_predictions_error_cell_shows_the_median_runs_sign_and_the_runs_range(
     assert report.prediction_error(runs) == "+5.0% (-7.8 to +5.0%, 3 runs)"
     runs.params = {"error": 0.05}  # runs that kept no check of their own: the median |error| and its range
     assert report.prediction_error(runs) == "5.0% (0.1 - 7.8%, 3 runs)"
+
+
+def test_a_kept_sweep_is_decided_again_by_the_spmd_of_today(tmp_path):
+    """bench report re-derives the verdict of a sweep a record keeps (params.inputs.scaling, gzipped), named by the
+    record's sweep, from the stored runs: here a schema-1 scaling.json, written before spmd kept its decision."""
+    import gzip
+    import json
+
+    from bench.report import decided_again
+
+    stored = Path(__file__).resolve().parents[1] / "data/gpu-kmeans-scaling.json"
+    (tmp_path / "inputs").mkdir()
+    (tmp_path / "inputs/k.json.gz").write_bytes(gzip.compress(stored.read_bytes()))
+    record = {"suite": "s", "case": "kmeans, 2 GPUs", "subject": "measured", "metric": "speedup", "unit": "x",
+              "role": "result", "better": "higher", "values": [1.0],
+              "params": {"inputs": {"scaling": "inputs/k.json.gz"}, "sweep": "k-means on 2 H200s"}}  # fmt: skip
+    (tmp_path / "records.jsonl").write_text(json.dumps(record) + "\n" + json.dumps(record) + "\n")
+    (sweep,) = decided_again(tmp_path)  # the same file once
+    assert sweep["case"] == "k-means on 2 H200s" and sweep["cost"] is None  # schema 1 kept no cost
+    assert sweep["verdict"].startswith("Verdict: on this machine, 2 GPUs take ")

@@ -8,6 +8,7 @@ stored in scaling.json as it is.
 from __future__ import annotations
 
 from ...core.host import BUSY_SHARE
+from ..models.series import OVERLAPPED
 from ..models.step import host_wait, per_step
 from .flags import LITTLE, miss
 
@@ -104,7 +105,7 @@ def limit(report: dict, training: bool, captured_host: float | None = None) -> d
         parts = step_parts(report, captured_host)
         whole = per_step(report, "total")
     else:
-        skip = ("total", "wait", "comm_overlapped", "h2d_overlapped")
+        skip = ("total", "wait", *OVERLAPPED)
         parts = {p: t["max"] for p, t in report["timings"].items() if p not in skip}
         whole = report["timings"]["total"]["median"]
     if not parts or whole <= 0:
