@@ -54,6 +54,7 @@ class PhaseTimer:
         self._host: dict[str, float] = defaultdict(float)
         self._events: list[tuple[str, object, object, int, str]] = []
         self._t0 = None
+        self._excluded = 0.0  # seconds of this repeat's untimed work (``exclude``)
         self._ref = None  # the repeat's first CUDA event: device times are placed from it
 
     def start_repeat(self, warmup: bool = False) -> None:
@@ -62,6 +63,7 @@ class PhaseTimer:
         self._events.clear()
         if self._ranges is not None:
             self._ranges.push(f"repeat {len(self.timeline)}" + (" (warm-up)" if warmup else ""))
+        self._excluded = 0.0
         self._t0 = time.perf_counter()
         if self._gpu:
             self._ref = self._xp.cuda.Event()
@@ -96,6 +98,10 @@ class PhaseTimer:
         caller, on any stream: phases of work that overlaps across streams. Spans of positive weight are
         drawn on ``track`` (the stream they ran on)."""
         self._events.append((name, start, end, weight, track))
+
+    def exclude(self, seconds: float) -> None:
+        """Take ``seconds`` of untimed work done inside this repeat (a checked step) out of its total."""
+        self._excluded += seconds
 
     def add(self, name: str, seconds: float) -> None:
         """Add seconds the caller measured on the host to phase ``name``."""
@@ -133,7 +139,7 @@ class PhaseTimer:
         """Finish the repeat: wait for the device, resolve events, keep it if ``record``."""
         xpmod.synchronize(self._xp)
         times = dict(self._host)
-        times["total"] = time.perf_counter() - self._t0
+        times["total"] = time.perf_counter() - self._t0 - self._excluded
         repeat = self.timeline[-1]
         elapsed = self._xp.cuda.get_elapsed_time if self._gpu else None
         for name, start, end, weight, track in self._events:

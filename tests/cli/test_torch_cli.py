@@ -50,17 +50,21 @@ def test_a_users_model_trains_alike_at_1_2_and_3_ranks(tmp_path):
         rep = report(tmp_path)
         assert rep["verified"] and rep["ranks"] == ranks
         result, verification = rep["result"], rep["verification"]
-        assert result["global_batch"] == 48 and result["steps"] == 18 and result["backend"] == "gloo"
+        steps = verification["checked_steps"]  # the first 2, one drawn in each of the 3 windows, the last
+        assert len(steps) == 6 and steps[:2] == [0, 1] and steps[-1] == result["steps"] - 1
+        assert result["global_batch"] == 48 and result["steps"] == 18 + 6 and result["backend"] == "gloo"
         assert result["libraries"] == {"torch": torch.__version__}  # no NCCL or cuBLAS on a CPU run
         assert result["parameters"] == sum(
             p.numel()
             for p in torch.load(tmp_path / f"model-{ranks}.pt").values()
             if p.is_floating_point() and p.dim() > 0
         )
-        checks = verification["gradients"]["checks"]  # every rank's own gradient at steps 0 and 1
-        assert sorted((c["step"], c["rank"]) for c in checks) == [(s, r) for s in (0, 1) for r in range(ranks)]
+        checks = verification["gradients"]["checks"]  # every rank's own gradient at every checked step
+        assert sorted((c["step"], c["rank"]) for c in checks) == [(s, r) for s in steps for r in range(ranks)]
+        assert all(c["by"] == (c["rank"] + 1) % ranks for c in checks)  # the next rank recomputes it
         assert verification["gradients"]["share_caught_at_1_percent"] >= 0.99
-        assert verification["parameters"]["steps"] == 18 and verification["reference_seconds"] > 0
+        assert verification["parameters"]["checked"] and verification["parameters"]["steps"] == steps
+        assert f"gradients of every rank checked at steps 0, 1, {steps[2]}" in out.splitlines()[0]
         for phase in ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step"):
             assert rep["timings"][phase]["median"] >= 0
         assert rep["timings"]["step"]["median"] > 0 and rep["metrics"]["samples_per_s"] > 0
@@ -122,7 +126,9 @@ def test_the_cnn_example_with_batchnorm_and_dropout_verifies_at_3_ranks(tmp_path
     rep = json.loads((tmp_path / "results/torch/cnn/report.json").read_text())
     assert rep["verified"] and rep["verification"]["buffers"].startswith("rank 0's")
     state = torch.load(tmp_path / "results/torch/cnn/model.pt")
-    assert "1.running_mean" in state and state["1.num_batches_tracked"] == 12
+    steps = rep["result"]["steps"]  # 12 timed, and the checked ones besides
+    assert steps == 12 + len(rep["verification"]["checked_steps"])
+    assert "1.running_mean" in state and state["1.num_batches_tracked"] == steps
 
 
 def test_a_save_keeps_a_users_file_and_replaces_its_own(tmp_path):
@@ -151,15 +157,27 @@ def test_corrupt_gradient_on_one_rank_fails_verification(tmp_path):
         env={"SPMD_FAULT": "rank=1,phase=backward,kind=corrupt"},
     )
     assert rc == 3, err
-    assert "step 0, rank 1's gradient of" in err and "one-process reference" in err and "before the allreduce" in err
+    assert "rank 1 on" in err and "step 0: rank 1's gradient of" in err and "recomputed on rank 2" in err, err
+    assert "handed to the allreduce" in err
     assert not (tmp_path / "out/report.json").exists()
 
 
 def test_without_checked_steps_the_averaged_first_gradient_is_checked(tmp_path):
-    """params.verify_steps: 0 (as under ddp-graph and SyncBatchNorm, whose steps no hook sees) compares the first
-    step's gradient after the allreduce, which still catches the 1% change on one of 2 ranks."""
+    """No checked step (params.verify_steps and verify_per_repeat 0; as under ddp-graph and SyncBatchNorm, where no
+    rank's own gradient is checked) compares the first step's gradient after the allreduce, which still catches the
+    1% change on one of 2 ranks."""
     path = config(tmp_path, save=None)
-    rc, _, err, _ = spmd("run", path, "-o", "params.verify_steps=0", cwd=tmp_path, ranks=2, timeout=120)
+    rc, _, err, _ = spmd(
+        "run",
+        path,
+        "-o",
+        "params.verify_steps=0",
+        "-o",
+        "params.verify_per_repeat=0",
+        cwd=tmp_path,
+        ranks=2,
+        timeout=120,
+    )
     assert rc == 0, err
     g = report(tmp_path)["verification"]["gradients"]
     assert g["steps"] == [0] and "averaged over the ranks" in g["compared"] and "checks" not in g
@@ -168,6 +186,8 @@ def test_without_checked_steps_the_averaged_first_gradient_is_checked(tmp_path):
         path,
         "-o",
         "params.verify_steps=0",
+        "-o",
+        "params.verify_per_repeat=0",
         cwd=tmp_path,
         ranks=2,
         timeout=120,
@@ -232,13 +252,13 @@ def test_a_model_too_large_for_one_device_is_refused(tmp_path):
     assert rc == 2 and "rank 1" in err and "data-parallel" in err and "parameters" in err, err
 
 
-def test_host_memory_for_the_checked_gradients_is_checked_at_set_up(tmp_path):
+def test_memory_for_the_checks_copies_is_counted_at_set_up(tmp_path):
     path = config(tmp_path)
     rc, _, err, _ = spmd(
-        "run", path, cwd=tmp_path, ranks=2, timeout=120, env={"SPMD_FAULT": "rank=1,phase=read,kind=oom"}
+        "run", path, cwd=tmp_path, ranks=2, timeout=120, env={"SPMD_FAULT": "rank=1,phase=h2d,kind=oom"}
     )
-    assert rc == 2 and "rank 1" in err and "verification's copies of every rank's gradient" in err, err
-    assert "params.verify_steps" in err
+    assert rc == 2 and "rank 1" in err and "verification's copies at its checked steps" in err, err
+    assert "params.verify_per_repeat" in err
 
 
 def test_without_pytorch_it_says_how_to_install_it(tmp_path):
@@ -426,7 +446,7 @@ def test_each_example_runs_and_verifies_at_1_2_and_3_ranks(tmp_path, example):
         timeout=240,
         env={"SPMD_FAULT": "rank=1,phase=backward,kind=corrupt"},
     )
-    assert rc == 3 and "step 0, rank 1's gradient of" in err, err
+    assert rc == 3 and "step 0: rank 1's gradient of" in err, err
 
 
 MODELS_AS_THEY_COME = '''

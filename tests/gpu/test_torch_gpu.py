@@ -114,7 +114,7 @@ def test_one_element_one_percent_off_fails_a_full_size_model(tmp_path, model, pr
     rc, err, _ = real_model(
         tmp_path, model, f"params.precision={precision}", env={"SPMD_FAULT": "rank=0,phase=backward,kind=corrupt"}
     )
-    assert rc == 3 and "step 0, rank 0's gradient of" in err, err
+    assert rc == 3 and "step 0: rank 0's gradient of" in err, err
 
 
 @pytest.mark.gpus(2)

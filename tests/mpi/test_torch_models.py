@@ -34,6 +34,12 @@ MODELS = {
         "labels": {"dataset": "next"},
         "generate": {"shape": [240, 16], "dtype": "int64", "distribution": "tokens", "vocab": 97, "seed": 5},
     },
+    "mlp": {
+        "model": f"{EXAMPLES}/mlp.py:build",
+        "options": {"size": "medium"},
+        "labels": {"dataset": "y"},
+        "generate": {"shape": [240, 844], "seed": 7},
+    },
     "resnet": {
         "model": f"{EXAMPLES}/resnet.py:build",
         "options": RESNET,
@@ -66,7 +72,47 @@ def build(params):
 """
 
 
-def config(folder: str, name: str, fault: str | None = None, **params):
+# the model's own gradient hook, on one rank, from one step on (or at that step only): one element times 1.01. The
+# hook counts the backward passes it sees: the first is set-up's trial step, so step s is pass s + 2
+LATE = """
+import importlib.util
+import torch
+
+spec = importlib.util.spec_from_file_location("example", {path!r})
+example = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(example)
+RANK, FIRST, ONLY = {rank}, {first}, {only}
+
+
+def build(params):
+    model = example.build(params)
+    if torch.distributed.get_rank() == (RANK if RANK >= 0 else torch.distributed.get_world_size() - 1):
+        weight = [t for t in model.parameters() if t.dim() == 2][0]
+        seen = [0]
+
+        def scale_one(grad):
+            seen[0] += 1
+            step = seen[0] - 2
+            if step == FIRST or (step > FIRST and not ONLY):
+                grad = grad.clone()
+                grad.view(-1)[grad.abs().argmax()] *= 1.01  # the largest: a change the loss surely reached
+            return grad
+
+        weight.register_hook(scale_one)
+    return model
+"""
+
+
+def late_model(folder: str, name: str, rank: int, first: int, only: bool = False) -> str:
+    """A model file whose own hook changes one gradient element on ``rank`` (-1: the last) from step ``first`` on."""
+    path = Path(folder, f"late-{name}-{rank}-{first}-{only}.py")
+    if MPI.COMM_WORLD.rank == 0:
+        path.write_text(LATE.format(path=str(EXAMPLES / f"{name}.py"), rank=rank, first=first, only=only))
+    MPI.COMM_WORLD.Barrier()
+    return f"{path}:build"
+
+
+def config(folder: str, name: str, fault: str | None = None, repeats: int = 1, **params):
     spec = dict(MODELS[name])
     gen = spec.pop("generate")
     return job_config_from_dict(
@@ -75,7 +121,7 @@ def config(folder: str, name: str, fault: str | None = None, **params):
             "fault": fault,
             "device": "cpu",
             "warmup": 1,
-            "repeats": 1,
+            "repeats": repeats,
             "input": {"path": f"{folder}/{name}.h5", "dataset": "x"},
             "generate": gen,
             "params": {"batch": 4, "steps": 2, "optimizer": {"name": "adamw", "lr": 1e-3}, **spec, **params},
@@ -119,11 +165,15 @@ def test_a_real_model_verifies_with_every_ranks_gradient_checked(world, data, na
     for rep, ranks in ((report, n), (alone, 1)):
         assert rep["verified"] and rep["ranks"] == ranks and rep["result"]["global_batch"] == 4 * n
         g = rep["verification"]["gradients"]
-        assert g["steps"] == [0, 1] and len(g["checks"]) == 2 * ranks
-        assert {(c["step"], c["rank"]) for c in g["checks"]} == {(s, r) for s in (0, 1) for r in range(ranks)}
-        assert g["largest_error_in_bounds"] <= 1
-        # the check's power: a 1% change of almost every non-zero element is beyond its bound
-        assert g["share_caught_at_1_percent"] >= 0.99 and g["smallest_change_caught"]["q90"] < 1e-3
+        steps = rep["verification"]["checked_steps"]  # the first two, one in each of the 2 windows, the last
+        assert g["steps"] == steps and steps[:2] == [0, 1] and len(steps) == 5 and len(g["checks"]) == 5 * ranks
+        assert {(c["step"], c["rank"]) for c in g["checks"]} == {(s, r) for s in steps for r in range(ranks)}
+        assert all(c["by"] == (c["rank"] + 1) % ranks for c in g["checks"])
+        assert g["largest_error_in_bounds"] <= 1 and rep["verification"]["parameters"]["checked"]
+        # the check's power: a 1% change of almost every non-zero element of the first step is beyond its bound
+        first = [c for c in g["checks"] if c["step"] == 0]
+        assert min(c["share_caught_at_1_percent"] for c in first) >= 0.99
+        assert max(c["smallest_change_caught"]["q90"] for c in first) < 1e-3
 
 
 @pytest.mark.mpi(min_size=2)
@@ -135,7 +185,7 @@ def test_one_element_one_percent_off_on_one_rank_fails_verification(world, data,
     fault = "rank=1,phase=backward,kind=corrupt"
     report, failure = outcome(config(data, name, fault, precision=precision))
     assert report is None and failure is not None
-    assert "step 0, rank 1's gradient of" in failure and "before the allreduce" in failure, failure
+    assert "step 0: rank 1's gradient of" in failure and "before the allreduce" in failure, failure
 
 
 @pytest.mark.mpi(min_size=2)
@@ -148,15 +198,49 @@ def test_a_models_own_gradient_hook_on_rank_1_fails_verification(world, data, pr
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("name, precision", [("gpt2", "fp32"), ("gpt2", "bf16"), ("mlp", "fp32")])
+@pytest.mark.parametrize("rank", [0, -1])
+def test_a_change_from_a_late_step_on_is_caught(world, data, name, precision, rank):
+    """The model's own hook changes one element by 1% on rank 0 or the last rank from step 7 on, after the first
+    checked steps (0, 1) and past the first windows: the job ends at a checked step at or after 7, naming the rank,
+    whatever the checked steps' draw (three seeds)."""
+    for seed in (1, 2, 3):
+        model = late_model(data, name, rank, 7)
+        cfg = config(data, name, precision=precision, model=model, steps=3, repeats=2, verify_seed=seed)
+        report, failure = outcome(cfg)
+        assert report is None and failure is not None, seed
+        step = int(failure.split("step ")[1].split(":")[0])
+        assert step >= 7 and f"rank {rank % world.size}'s gradient of" in failure, failure
+
+
+@pytest.mark.mpi(min_size=2)
+def test_a_change_at_one_step_is_caught_exactly_when_that_step_is_checked(world, data):
+    """A 1% change at one step only: caught (exit 3) exactly when the seed's draw checked that step."""
+    clean = run(config(data, "mlp", steps=3, verify_seed=11))
+    checked = set(clean["verification"]["checked_steps"])
+    total = clean["result"]["steps"]
+    assert 0 < len(checked) < total
+    for step in range(2, total):
+        report, failure = outcome(
+            config(data, "mlp", steps=3, verify_seed=11, model=late_model(data, "mlp", 1, step, True))
+        )
+        assert (failure is not None) == (step in checked), (step, sorted(checked), failure)
+        if failure:
+            assert f"step {step}: rank 1's gradient of" in failure
+
+
+@pytest.mark.mpi(min_size=2)
 def test_clean_runs_never_fail_over_seeds_and_batches(world, data):
-    """The false-alarm sweep: 20 seeds x 3 per-rank batches of GPT-2 in bf16 (its gradients quantised, the hardest
-    case for a tight bound), every one verified, every rank's gradient checked."""
+    """The false-alarm sweep: 20 seeds (of the model, the data's order and the checked steps' draw) x 3 per-rank
+    batches of GPT-2 in bf16 (its gradients quantised, the hardest case for a tight bound), every one verified, every
+    rank's gradient checked at every checked step."""
     worst = 0.0
     for seed in range(20):
         for batch in (1, 3, 8):
-            report = run(config(data, "gpt2", precision="bf16", seed=seed, batch=batch, steps=1))
+            report = run(config(data, "gpt2", precision="bf16", seed=seed, batch=batch, steps=1, verify_seed=seed))
             g = report["verification"]["gradients"]
-            assert report["verified"] and len(g["checks"]) == 2 * world.size
+            checked = report["verification"]["checked_steps"]
+            assert report["verified"] and len(g["checks"]) == len(checked) * world.size
             worst = max(worst, g["largest_error_in_bounds"])
     assert worst <= 1
     assert np.isfinite(worst)

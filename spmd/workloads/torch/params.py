@@ -77,7 +77,13 @@ class TorchParams:
     reseed: bool | None = None  # per-micro-batch RNG seeds (None: when the model has dropout-like modules)
     # DDP's find_unused_parameters: None finds out at set-up (on when a parameter gets no gradient on every rank)
     find_unused: bool | None = None
-    verify_steps: int = 2  # the first steps whose every rank's gradient is checked before the allreduce
+    # verification's checked steps (schedule.py): the first verify_steps, verify_per_repeat more drawn at random in
+    # every window of steps (warm-up and repeats), and the run's last step; at each, every rank's gradient before
+    # the allreduce, recomputed by the next rank, and the optimizer's update. verify_seed draws the random ones
+    # (None: a seed drawn when the run starts)
+    verify_steps: int = 2
+    verify_per_repeat: int = 1
+    verify_seed: int | None = None
     # torch.profiler (Kineto; CUPTI on a GPU) on this many steps after the timed repeats, on every rank: what each
     # rank's step did, kernel by kernel (report.json's kernels). Off by default: a captured step of a launch-bound
     # model takes several times a plain one (docs/torch.md measures it); spmd run/scale --capture N turns it on
@@ -92,9 +98,15 @@ class TorchParams:
                 raise ConfigError(f"params.{key}: must be >= 1, got {getattr(self, key)}")
         if not 0 <= self.verify_steps <= MAX_VERIFY_STEPS:
             raise ConfigError(
-                f"params.verify_steps: 0 to {MAX_VERIFY_STEPS}, got {self.verify_steps} (each checked step keeps a "
-                f"copy of every rank's gradient until verification)"
+                f"params.verify_steps: 0 to {MAX_VERIFY_STEPS}, got {self.verify_steps} (the first steps checked)"
             )
+        if not 0 <= self.verify_per_repeat <= MAX_VERIFY_STEPS:
+            raise ConfigError(
+                f"params.verify_per_repeat: 0 to {MAX_VERIFY_STEPS}, got {self.verify_per_repeat} (checked steps "
+                f"drawn in every repeat)"
+            )
+        if self.verify_seed is not None and not 0 <= self.verify_seed < 2**63:
+            raise ConfigError(f"params.verify_seed: 0 to 2**63 - 1, or leave it out, got {self.verify_seed}")
         if not 0 <= self.capture_steps <= MAX_CAPTURE_STEPS:
             raise ConfigError(f"params.capture_steps: 0 to {MAX_CAPTURE_STEPS}, got {self.capture_steps}")
         if not 0 <= self.capture_max_mb <= 1024:

@@ -109,44 +109,6 @@ class Reference:
                     rows[r * per_rank + j * b : r * per_rank + (j + 1) * b], k * (1 if reverse else n), step, r, j
                 )
 
-    def rank_gradients(self, window, step: int, state: list, threads: list[int]) -> list[dict]:
-        """Every rank's own gradient at step ``step`` as its DDP hands it to the allreduce (the sum over its
-        micro-batches of ``loss / accumulate``), from ``state`` (rank 0's parameters and buffers at the step's
-        start): every forward from rank 0's buffers, as DDP broadcasts them; deterministic kernels on a GPU, on a
-        CPU rank r's ``threads`` (a reduction split over other threads rounds otherwise).
-        A parameter the loss did not reach has a zero gradient (DDP's bucket holds zeros for it)."""
-        torch, p = self.torch, self.params
-        k, b = p.accumulate, p.batch
-        rows = window(step, 1)[0]
-        with torch.no_grad():
-            for tensor, value in zip(state_tensors(self.module), state):
-                tensor.copy_(value)
-        buffers = list(self.module.buffers())
-        before: list[list] = []  # rank 0's buffers before each of its micro-batches
-        out = []
-        with deterministic(torch, self.gpu):
-            for r in range(self.ranks):  # rank 0 first: its forwards set the buffers the others' start from
-                self.module.zero_grad(set_to_none=True)
-                if not self.gpu:
-                    torch.set_num_threads(threads[r])
-                for j in range(k):
-                    with torch.no_grad():
-                        if r == 0:
-                            before.append([t.detach().clone() for t in buffers])
-                        for t, v in zip(buffers, before[j]):
-                            t.copy_(v)
-                    self._backward(rows[(r * k + j) * b : (r * k + j + 1) * b], k, step, r, j)
-                out.append(
-                    {
-                        name: (t.grad if t.grad is not None else torch.zeros_like(t)).detach().float().cpu().numpy()
-                        for name, t in self.module.named_parameters()
-                        if t.requires_grad
-                    }
-                )
-        if not self.gpu:
-            torch.set_num_threads(threads[0])
-        return out
-
     def _backward(self, rows, divide: int, step: int, rank: int, micro: int) -> None:
         torch = self.torch
         x, y = self._micro(rows)

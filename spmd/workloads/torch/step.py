@@ -152,10 +152,9 @@ class Stepper:
         loss_fn,
         batches: Batches,
         window_steps: int,
-        checked_steps: int = 0,
-        deterministic_steps: int = 0,
+        checks=None,
+        first_exact: bool = False,
         find_unused: bool = False,
-        keep_states: bool = False,
     ):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -180,15 +179,16 @@ class Stepper:
         self.corrupting = faults.corrupting()
         self.extra = ExtraWork(torch, batches.compute_device, self.gpu)
         self.profiler = None  # a capture.Capture over some steps of the next window
-        # the first steps, eager and deterministic, through the hooked DDP: each rank's gradient kept as it enters
-        # the allreduce, for verification (a CUDA graph's replays run no Python: ddp-graph checks none)
-        self.checked_steps = 0 if self.graph_mode else checked_steps
-        # the steps verification compares elementwise: eager, deterministic kernels (the reference runs them alike)
-        self.deterministic_steps = 0 if self.graph_mode else deterministic_steps
-        self.keep_states = keep_states and self.checked_steps > 0
-        # step -> bucket index -> (flat gradient on the host, [(parameter, elements)] in the bucket's order)
-        self.local_gradients: dict[int, dict[int, tuple]] = {}
-        self.checked_states: dict[int, list] = {}  # rank 0: parameters and buffers at each checked step's start
+        # verification's checked steps (checks.StepChecks), eager and deterministic, through the hooked DDP: each
+        # rank's gradient kept as it enters the allreduce (a CUDA graph's replays run no Python: ddp-graph has none)
+        self.checks = None if self.graph_mode else checks
+        self.ranks_checked = self.checks is not None and self.checks.ranks_checked
+        # ddp-graph and SyncBatchNorm: the first step's averaged gradient is compared instead (deterministic kernels,
+        # except under ddp-graph, whose first step is a replay of the graph as captured)
+        self.first_exact = first_exact and not self.graph_mode
+        self.keep_first = first_exact
+        self.checking = False  # the step now taken is checked: the hook keeps this rank's gradient
+        # bucket index -> (flat gradient on the device, [(parameter, elements)] in the bucket's order)
         self._names = {id(t): name for name, t in module.named_parameters()}
         self._captured: dict[int, object] = {}
         # The comm hook is Python: DDP then runs its allreduce through a Python future callback per bucket, slower
@@ -196,7 +196,7 @@ class Stepper:
         # same module (a DDP only acts on the backward of its own forward), so the other steps take plain DDP's
         # path; compile and a job with a corrupt fault keep one DDP.
         self.marked_ddp = self.ddp
-        if params.phases or self.corrupting or self.checked_steps:  # DDP's own allreduce, timed (or seen) around
+        if params.phases or self.corrupting or self.ranks_checked:  # DDP's own allreduce, timed (or seen) around
             if params.strategy == "ddp" and not faults.job_injects("corrupt"):  # the same choice on every rank
                 self.marked_ddp = DDP(module, **options)
             self.marked_ddp.register_comm_hook(None, self._hook)
@@ -210,10 +210,10 @@ class Stepper:
         self.step = 0
         self.bucket_bytes: dict[int, int] = {}
         # one step in phase_every is marked (each CUDA event record costs host time); at least one a window
-        self.every = min(params.phase_every, window_steps)
+        self.every = min(params.phase_every, params.steps)
         self.scaled_to_window = 1.0  # the last window's marked phases, as a share of steps / marked (<1: capped)
         self.slots = (
-            [StepMarks(torch, self.gpu, self.micro) for _ in range(window_steps // self.every)]
+            [StepMarks(torch, self.gpu, self.micro) for _ in range(params.steps // self.every)]
             if params.phases
             else None
         )
@@ -232,7 +232,7 @@ class Stepper:
         self.bucket_bytes[index] = bucket.buffer().numel() * bucket.buffer().element_size()
         if self.corrupting:
             faults.corrupt(self.ctx.xp.asarray(bucket.buffer().detach()), "gradient bucket")
-        if self.step < self.checked_steps:  # this rank's own gradient, before the allreduce averages it away
+        if self.checking and self.ranks_checked:  # this rank's own gradient, before the allreduce averages it away
             names = [(self._names[id(t)], t.numel()) for t in bucket.parameters()]  # DDP rebuilds its buckets
             self._captured[index] = (bucket.buffer().detach().clone(), names)
         marks = self.current
@@ -256,8 +256,9 @@ class Stepper:
         self.i = 0
         self.step_losses = []
 
-    def train_step(self, marks: StepMarks | None) -> None:
-        """One optimizer step over ``accumulate`` micro-batches (queued on the device on a GPU)."""
+    def train_step(self, marks: StepMarks | None, checked: bool = False) -> None:
+        """One optimizer step over ``accumulate`` micro-batches (queued on the device on a GPU); a ``checked`` one
+        with deterministic kernels and verification's checks around it (checks.StepChecks)."""
         torch, k = self.torch, self.micro
         mark = marks.mark if marks is not None else (lambda name: None)
         mark("s")
@@ -266,18 +267,24 @@ class Stepper:
         else:
             self.optimizer.zero_grad(set_to_none=True)
             rows_all = self.idx[self.i]
-        checked = self.step < self.checked_steps
-        exact = self.step < self.deterministic_steps
-        if checked and self.keep_states:
-            self.checked_states[self.step] = [t.detach().to("cpu", copy=True) for t in state_tensors(self.module)]
+        checked = checked and self.checks is not None
+        exact = checked or (self.first_exact and self.step == 0)
+        if checked:
+            self.checks.begin(self.optimizer)
+            self.checking = True
         ddp = self.marked_ddp if marks is not None or checked else self.ddp
         forward = ddp if ddp is not self.ddp or exact else self.forward
-        with deterministic(torch, self.gpu) if exact else contextlib.nullcontext():
-            total = self._micro_batches(forward, ddp, mark, rows_all)
+        try:
+            with deterministic(torch, self.gpu) if exact else contextlib.nullcontext():
+                total = self._micro_batches(forward, ddp, mark, rows_all)
+        finally:
+            self.checking = False
         if checked:
-            self.local_gradients[self.step] = {i: (t.cpu(), names) for i, (t, names) in sorted(self._captured.items())}
-            self._captured = {}
+            self.checks.before_update()
         self.optimizer.step()
+        if checked:
+            captured, self._captured = self._captured, {}
+            self.checks.end(self.step, captured, self.optimizer)
         mark("o")
         mean = total / k if k > 1 else total
         if self.graph_mode:  # inside the graph: the step's row of the device buffer, chosen by the device cursor
@@ -326,18 +333,36 @@ class Stepper:
                 f"params.find_unused: true (DDP's find_unused_parameters)"
             ) from None
 
-    def run_window(self, steps: int, timer) -> None:
-        """``steps`` optimizer steps, their phases added to ``timer`` (``step`` alone under ddp-graph): the marked
-        steps' phases, scaled to the window's steps."""
+    def run_window(self, plan: list[bool], timer) -> None:
+        """A window's optimizer steps, ``plan`` saying of each whether verification checks it; the others' phases
+        added to ``timer`` (``step`` alone under ddp-graph): the marked steps' phases, scaled to the window's timed
+        steps. A checked step runs outside the timing: the device drained before and after it, its wall time taken
+        out of the repeat's (``PhaseTimer.exclude``)."""
         marked = []
         capture = self.profiler
         began = time.perf_counter()
-        for n in range(steps):
+        excluded = 0.0
+        steps = 0  # the timed ones
+        for n, checked in enumerate(plan):
             if capture is not None:
                 capture.before(n)
+            if checked and self.checks is not None:
+                self.synchronize()
+                t0 = time.perf_counter()
+                self.train_step(None, checked=True)
+                self.step += 1
+                self.synchronize()
+                seconds = time.perf_counter() - t0
+                excluded += seconds
+                if timer is not None:
+                    timer.exclude(seconds)
+                if capture is not None:
+                    capture.after(n)
+                continue
+            steps += 1
             marks = (
                 self.slots[len(marked)]
-                if self.slots and (n + 1) % self.every == 0 and len(marked) < len(self.slots)
+                if self.slots and steps % self.every == 0 and len(marked) < len(self.slots)
                 else None
             )
             if marks is not None:
@@ -358,13 +383,13 @@ class Stepper:
             self.step += 1
             if capture is not None:
                 capture.after(n)
-            if self.step == 1 and not self.checked_steps:  # ddp-graph: the averaged first gradients are checked
+            if self.step == 1 and self.keep_first:  # ddp-graph, SyncBatchNorm: the averaged first gradients are checked
                 self.first_grads = {
                     name: t.grad.detach().clone() for name, t in self.module.named_parameters() if t.grad is not None
                 }
         if marked:
             self.synchronize()
-            window = time.perf_counter() - began
+            window = time.perf_counter() - began - excluded
             # the marked steps stand for the window's: scaled to its steps, never beyond its wall time (a marked step
             # slower than the others would otherwise give phases longer than the repeat that holds them)
             timed = sum(m.phases_graph() if self.graph is not None else m.phases()["step"] for m in marked)

@@ -1,7 +1,10 @@
-"""What verifies a torch run: the replicas identical, every rank's own gradient at the first steps (``gradients``)
-and the parameters after the last step against the one-process reference (``reference``).
+"""What verifies a torch run: the replicas identical at the end, and at the checked steps (``schedule``) every rank's
+own gradient and the optimizer's update, checked as the run took them (``checks``). Where no step can be checked as
+it runs (ddp-graph's replays run no Python; SyncBatchNorm's gradient on a rank depends on every rank's rows) the
+first step's averaged gradient is compared with the one-process reference (``reference``); under ddp-graph the
+parameters after the last step too, against the whole training again in one process.
 
-The parameters are compared by each tensor's relative RMS error, within SPREAD_FACTOR times the difference
+Those parameters are compared by each tensor's relative RMS error, within SPREAD_FACTOR times the difference
 between two references, the second started one rounding step away and dividing the ranks' gradients after their
 sum: what rounding alone does to this training (a model with ties or max-pooling, Adam on near-zero gradients,
 BLAS results that depend on memory alignment turn rounding into differences that grow step by step). Where that
@@ -19,9 +22,10 @@ from ...core.errors import VerificationError
 from ...core.memory import free_device_memory
 from ..training.checks import digest, require_identical_replicas
 from ..training.data import Sampler
-from .gradients import BOUND_FACTOR, FLOOR, check_ranks, gather_local_gradients, judge
+from .gradients import BOUND_FACTOR, FLOOR, judge, summarize
 from .inputs import read_all
 from .reference import Reference, host_tensors
+from .schedule import escape_shares, steps_words
 
 SPREAD_FACTOR = 10  # the parameters may differ from the reference by 10x what two roundings of it differ by
 MAX_SPREAD = 1e-3  # beyond it the two references differ by more than 0.1%: the parameters are not checked
@@ -29,98 +33,157 @@ DETERMINISTIC = "deterministic (PyTorch's deterministic algorithms, cuDNN's, SDP
 
 
 def verify_torch(w) -> dict:
-    """The run of TorchWorkload ``w`` verified on every rank (collective): replicas, every rank's checked gradients
-    to rank 0, then rank 0 against the reference; report.json's ``verification``."""
+    """The run of TorchWorkload ``w`` verified on every rank (collective): the replicas identical, the checks made at
+    the checked steps as the run took them (checks.StepChecks, gathered here), and under ddp-graph and SyncBatchNorm
+    the first step's averaged gradient against the one-process reference; report.json's ``verification``."""
     ctx = w.ctx
     mine = host_tensors(w.stepper.module)
     # parameters only: a rank's buffers hold its own last forward's update until DDP broadcasts rank 0's
     named = {name: mine[name] for name, _ in w.stepper.module.named_parameters() if name in mine}
     sha = digest(named)
     require_identical_replicas(ctx, sha, w.stepper.step)
-    gathered = ctx.agree(gather_local_gradients, ctx, w.stepper)
-    outcome = ctx.agree(against_reference, w, mine, gathered, root_only=True)
+    checks = w.stepper.checks
+    results = ctx.comm.gather(checks.results if checks else [], root=0)
+    seconds = ctx.comm.gather(checks.seconds if checks else 0.0, root=0)
+    outcome = ctx.agree(summarize_checks, w, results, seconds, mine, root_only=True)
+    return {"replicas_identical": True, "parameters_sha256": sha, **outcome}
+
+
+def summarize_checks(w, results: list[list[dict]], seconds: list[float], mine: dict) -> dict:
+    """Rank 0: report.json's words and figures for what was checked (the reference ran only where the steps were not
+    checked as they ran: ddp-graph, SyncBatchNorm's gradients, or no checked step asked for)."""
+    p, ctx, st = w.params, w.ctx, w.stepper
+    total = st.step
+    steps = sorted({r["step"] for rank in results for r in rank})
+    out: dict = {"checked_steps": steps, "steps": total, "seed": w.check_plan.seed if w.check_plan.active else None}
+    gradients = parameters = None
+    if steps:
+        escape = escape_shares(steps, total, (1, 2, 5, p.steps))
+        out["escape_chance"] = {
+            "what": "for a change on k consecutive steps starting at a random step: the share of starts whose steps "
+            "were none of them checked (k -> share); a change from some step on to the end is always caught, the "
+            "run's last step being checked",
+            "by_steps": escape,
+        }
+        out["check_seconds"] = max(seconds)
+        parameters = {
+            "compared": "the parameters after each checked step against the optimizer's update taken again from the "
+            "run's own state at that step (its parameters, averaged gradient and optimizer state), element by "
+            f"element, relative to |element| + the tensor's rms, within {FLOOR:.3g}",
+            "checked": True,
+            "steps": steps,
+            "largest_difference": max(r["update"]["largest_difference"] for rank in results for r in rank),
+        }
+    if w.stepper.ranks_checked:
+        checks = [
+            {k: v for k, v in r.items() if k not in ("update", "step")} | {"step": r["step"]}
+            for rank in results
+            for r in rank
+        ]
+        one = ctx.size == 1
+        gradients = {
+            "compared": "each rank's own gradient as it entered the allreduce (DDP's bucket), element by element, "
+            "against its micro-batches' gradient recomputed from the step's parameters by "
+            + (
+                "the one rank's own device (one rank: no other device to check it)"
+                if one
+                else "the next rank (rank r checks rank r-1), reading the rows itself"
+            ),
+            "steps": steps,
+            "kernels": f"{DETERMINISTIC} on both sides for these steps"
+            if ctx.device == "gpu"
+            else "the CPU's, on both sides",
+            "assumes": "a device of the same kind running the same deterministic kernels computes the same gradient "
+            "bit for bit; where two recomputations differ, the bound is their difference measured",
+            **_bound_words("its second computation of the same micro-batches"),
+            **summarize(checks),
+        }
+    elif w.cfg.verify != "none":
+        gradients = first_step_check(w)
+    if p.strategy == "ddp-graph":
+        parameters = whole_run_check(w, mine)
+    out["gradients"] = gradients
+    out["parameters"] = parameters or {
+        "checked": False,
+        "why": "no checked step (params.verify_steps and params.verify_per_repeat are 0)",
+    }
+    out["buffers"] = "rank 0's (DDP broadcasts them before every forward)" if list(st.module.buffers()) else None
+    out["checked"] = checked_words(w, steps, total, gradients, out["parameters"])
+    out["reference"] = out["checked"]
+    return out
+
+
+def checked_words(w, steps: list[int], total: int, gradients: dict | None, parameters: dict) -> str:
+    """The console's first line and report.html's: what was checked, naming the steps."""
+    parts = []
+    if steps and w.stepper.ranks_checked:
+        by = "recomputed on its own device" if w.ctx.size == 1 else "each recomputed by the next rank"
+        parts.append(f"gradients of every rank checked at steps {steps_words(steps, total)}, {by}")
+    elif gradients:
+        parts.append("the first step's gradient averaged over the ranks checked against the one-process reference")
+    if parameters.get("checked") and parameters.get("steps") == steps and steps:
+        parts.append(
+            "parameter updates at the same steps"
+            if w.stepper.ranks_checked
+            else f"parameter updates at steps {steps_words(steps, total)}"
+        )
+    elif parameters.get("checked"):
+        parts.append("parameters after the last step against the one-process reference")
+    else:
+        parts.append(f"parameters not checked ({parameters.get('why', '')})")
+    return "; ".join(parts) + "; the replicas identical"
+
+
+def first_step_check(w) -> dict:
+    """ddp-graph and SyncBatchNorm (a rank's gradient there depends on every rank's rows), or no checked step: the
+    first step's averaged gradient against the one-process reference's, the ranks summed in two orders for the
+    bound."""
+    torch = w.torch
+    x, y, gpu = _reference_rows(w)
+    whole = Sampler(w.rows, w.shards, 1, 0, w.global_batch, w.params.seed)
+    ref = _reference(w, copy.deepcopy(w.start_state), x, y)
+    reordered = _reference(w, copy.deepcopy(w.start_state), x, y)
+    ref.train(whole.window, 0, 1, False)
+    reordered.train(whole.window, 0, 1, True)
+    first = {name: t.detach().cpu().double().numpy() for name, t in (w.stepper.first_grads or {}).items()}
+    summary, failure = judge(first, ref.first_grads, reordered.first_grads, "the first step's averaged gradient of")
+    if failure:
+        raise VerificationError(failure)
+    del torch
     return {
-        "reference": "the same steps in one process (DDP's semantics: each rank's micro-batch, gradients "
-        "averaged over ranks, rank 0's buffers), same start and batches",
-        "replicas_identical": True,
-        "parameters_sha256": sha,
-        **outcome,
+        "compared": "the first step's gradient averaged over the ranks (after the allreduce: one rank's change "
+        f"is divided by {w.ctx.size}), element by element, against the reference's",
+        "steps": [0],
+        "kernels": _first_step_kernels(gpu, int(w.stepper.first_exact)),
+        **_bound_words("the first step again with the ranks summed in another order"),
+        **summary,
     }
 
 
-def against_reference(w, run_tensors: dict, gathered: dict | None) -> dict:
-    """Rank 0: every rank's checked gradients (or, under ddp-graph and SyncBatchNorm, the first step's averaged
-    ones) and the last parameters against the reference, within bounds measured on this run, or
-    VerificationError."""
+def whole_run_check(w, run_tensors: dict) -> dict:
+    """ddp-graph (its replays run no Python, so no step is checked as it runs): the parameters after the last step
+    against the whole training again in one process, within SPREAD_FACTOR x what two references one rounding step
+    apart differ by, or not checked where that is beyond MAX_SPREAD."""
     torch, p = w.torch, w.params
-    x, y = _read_all(w)
-    gpu = w.ctx.device == "gpu"
-    if gpu:
-        need = x.nbytes + y.nbytes
-        on_device = need < 0.5 * free_device_memory()
-        x, y = (x.to(w.compute_device), y.to(w.compute_device)) if on_device else (x, y)
-
-    def reference(module):
-        return Reference(
-            torch,
-            p,
-            module,
-            w.loss_fn,
-            w.transform,
-            x,
-            y,
-            w.compute_device,
-            w.param_dtype,
-            w.ctx.size,
-            gpu,
-            w.stepper.reseed,
-            w.stepper.deterministic_steps,
-        )
-
+    x, y, _ = _reference_rows(w)
     whole = Sampler(w.rows, w.shards, 1, 0, w.global_batch, p.seed)
     hint = (
         ""
         if w.stepper.reseed
         else " (a forward that draws random numbers itself, not through nn.Dropout, needs params.reseed: true)"
     )
-    if gathered:
-        checker = reference(copy.deepcopy(w.start_state))
-        gradients = {
-            "compared": "each rank's own gradient as it entered the allreduce (DDP's bucket), element by element, "
-            "against the reference's gradient of the same micro-batches from the run's parameters at that step",
-            "steps": sorted(gathered["steps"]),
-            "kernels": f"{DETERMINISTIC} on both sides for these steps" if gpu else "the CPU's, on both sides",
-            **_bound_words("its second computation of the same micro-batches"),
-            **check_ranks(checker, whole.window, w.stepper.checked_states, gathered),
-        }
-        checker = None
-    # the whole training twice: the second reference's start one rounding away, its sums in another order (copies
-    # of the start taken before the first reference trains it)
-    other = reference(one_ulp_away(torch, copy.deepcopy(w.start_state), p.seed))
-    reordered = None if gathered else reference(copy.deepcopy(w.start_state))
-    ref = reference(w.start_state)
+    other = _reference(w, one_ulp_away(torch, copy.deepcopy(w.start_state), p.seed), x, y)
+    ref = _reference(w, w.start_state, x, y)
     seconds = ref.train(whole.window, 0, w.stepper.step, False)
     expected = host_tensors(ref.module)
     seconds += other.train(whole.window, 0, w.stepper.step, True)
-    if not gathered:  # ddp-graph, SyncBatchNorm: the first step's gradients after the allreduce
-        first = {name: t.detach().cpu().double().numpy() for name, t in (w.stepper.first_grads or {}).items()}
-        seconds += reordered.train(whole.window, 0, 1, True)  # the first step again, the ranks summed in another order
-        summary, failure = judge(first, ref.first_grads, reordered.first_grads, "the first step's averaged gradient of")
-        if failure:
-            raise VerificationError(failure)
-        gradients = {
-            "compared": "the first step's gradient averaged over the ranks (after the allreduce: one rank's change "
-            f"is divided by {w.ctx.size}), element by element, against the reference's",
-            "steps": [0],
-            "kernels": _first_step_kernels(gpu, w.stepper.deterministic_steps),
-            **_bound_words("the first step again with the ranks summed in another order"),
-            **summary,
-        }
     spread, _ = compare(host_tensors(other.module), expected, 0.0, "")
     parameters = {
-        "compared": "every parameter and buffer after the last step, each tensor's relative RMS error",
+        "compared": "every parameter and buffer after the last step against the whole training again in one process, "
+        "each tensor's relative RMS error",
         "steps": w.stepper.step,
         "rounding_spread": spread,
+        "reference_seconds": seconds,
     }
     if spread > MAX_SPREAD:
         parameters.update(
@@ -128,18 +191,39 @@ def against_reference(w, run_tensors: dict, gathered: dict | None) -> dict:
             why=f"two references of this training, one rounding step apart, differ by {spread:.3g} (beyond "
             f"{MAX_SPREAD:g}): rounding alone carries it further than a comparison could tell a fault from",
         )
-    else:
-        bound = SPREAD_FACTOR * max(spread, FLOOR)
-        error, failure = compare(run_tensors, expected, bound, "after the last step, parameter or buffer")
-        if failure:
-            raise VerificationError(f"after {w.stepper.step} steps: {failure}{hint}")
-        parameters.update(checked=True, bound=bound, error=error)
-    return {
-        "gradients": gradients,
-        "parameters": parameters,
-        "reference_seconds": seconds,
-        "buffers": "rank 0's (DDP broadcasts them before every forward)" if list(ref.module.buffers()) else None,
-    }
+        return parameters
+    bound = SPREAD_FACTOR * max(spread, FLOOR)
+    error, failure = compare(run_tensors, expected, bound, "after the last step, parameter or buffer")
+    if failure:
+        raise VerificationError(f"after {w.stepper.step} steps: {failure}{hint}")
+    parameters.update(checked=True, bound=bound, error=error)
+    return parameters
+
+
+def _reference_rows(w):
+    x, y = _read_all(w)
+    gpu = w.ctx.device == "gpu"
+    if gpu and x.nbytes + y.nbytes < 0.5 * free_device_memory():
+        x, y = x.to(w.compute_device), y.to(w.compute_device)
+    return x, y, gpu
+
+
+def _reference(w, module, x, y) -> Reference:
+    return Reference(
+        w.torch,
+        w.params,
+        module,
+        w.loss_fn,
+        w.transform,
+        x,
+        y,
+        w.compute_device,
+        w.param_dtype,
+        w.ctx.size,
+        w.ctx.device == "gpu",
+        w.stepper.reseed,
+        int(w.stepper.first_exact),
+    )
 
 
 def _first_step_kernels(gpu: bool, deterministic_steps: int) -> str:

@@ -32,8 +32,10 @@ from ..training.checks import require_finite_losses
 from ..training.data import Sampler
 from . import dist
 from .capture import Capture, packed
+from .checks import StepChecks
 from .inputs import check_inputs, check_rows, label_array, targets, write_targets
 from .params import TorchParams
+from .schedule import CheckSchedule, draw_seed
 from .step import Batches, Stepper, autocast, deterministic, set_precision, state_tensors
 from .user_model import (
     build_model,
@@ -105,7 +107,6 @@ class TorchWorkload(TrainingWorkload):
         self.parameters = sum(t.numel() for t in module.parameters() if t.requires_grad)
         self.gradient_bytes = sum(t.numel() * t.element_size() for t in module.parameters() if t.requires_grad)
         ctx.agree(self._require_model_memory)
-        ctx.agree(self._require_check_memory)
         enter_phase("read")
         x, y, self.read_seconds, self.engines = ctx.agree(self._read)
         enter_phase("h2d")
@@ -114,6 +115,9 @@ class TorchWorkload(TrainingWorkload):
         self.start_state = copy.deepcopy(module) if self.start_state_wanted else None
         unused = ctx.agree(self._trial_step, module)
         find_unused, self.unused = settle_unused(ctx, unused, p.find_unused)
+        seed = p.verify_seed if p.verify_seed is not None else ctx.comm.bcast(draw_seed() if ctx.rank == 0 else None)
+        self.check_plan = CheckSchedule(p.verify_steps, p.verify_per_repeat, seed) if self.checks_run else None
+        checks = ctx.agree(StepChecks, self, module, self.ranks_checked) if self.checks_run else None
         self.stepper = ctx.agree(
             Stepper,
             torch,
@@ -122,12 +126,13 @@ class TorchWorkload(TrainingWorkload):
             module,
             self.loss_fn,
             self.batches,
-            p.steps,
-            checked_steps=self.checked_steps,
-            deterministic_steps=self.deterministic_steps,
+            p.steps + p.verify_steps + p.verify_per_repeat,  # a window's timed steps and its checked ones
+            checks=checks,
+            first_exact=self.first_step_checked,
             find_unused=find_unused,
-            keep_states=self.start_state_wanted,
         )
+        self.check_plan = self.check_plan or CheckSchedule(0, 0, seed)
+        self.plan = [False] * p.steps
         if p.strategy == "ddp-graph":
             self.stepper.load_window(self.sampler.window(0, p.steps))
             saved = [t.detach().clone() for t in state_tensors(module)]
@@ -168,58 +173,48 @@ class TorchWorkload(TrainingWorkload):
         is data-parallel (every GPU holds the whole model)."""
         p = self.params
         states = OPTIMIZER_STATES[p.optimizer.name]
-        # the marked and checked steps' DDP keeps buckets of its own (step.Stepper); a checked step keeps a copy
-        twin = (p.phases or self.checked_steps > 0) and p.strategy == "ddp"
-        copies = (self.checked_steps > 0) + self.start_state_wanted
+        # the marked and checked steps' DDP keeps buckets of its own (step.Stepper); a checked step keeps copies of
+        # the step's start, averaged gradient and optimizer state, and the ring's model, gradients and two flat ones
+        twin = (p.phases or self.ranks_checked) and p.strategy == "ddp"
+        copies = self.checks_run * (2 + states) + self.ranks_checked * 4 + self.start_state_wanted
         need = self.gradient_bytes * (3 + states + twin + copies)
         require_memory(
             need,
             "device",
             self.ctx,
             f"the model's {self.parameters:,} parameters ({fmt_bytes(self.gradient_bytes)}"
-            f"), their gradients, DDP's buckets and the {self.params.optimizer.name} state (the torch "
-            f"workload is data-parallel: every device holds the whole model)",
-        )
-
-    def _require_check_memory(self) -> None:
-        """Host memory for the checked steps: every rank keeps its gradient of each (float32); rank 0 also receives
-        the others', keeps its parameters at each, and computes every rank's gradient twice a step."""
-        k = self.checked_steps
-        if not k:
-            return
-        size = self.parameters * 4
-        need = k * size + (k * (self.ctx.size + 1) + 2 * self.ctx.size) * size * (self.ctx.rank == 0)
-        require_memory(
-            need,
-            "host",
-            self.ctx,
-            f"verification's copies of every rank's gradient at the first {k} steps (params.verify_steps; 0 checks "
-            f"the averaged gradient of the first step instead)",
+            f"), their gradients, DDP's buckets and the {self.params.optimizer.name} state"
+            + (
+                ", and verification's copies at its checked steps (verify: none, or params.verify_steps and "
+                "params.verify_per_repeat 0, go without them)"
+                if self.checks_run
+                else ""
+            )
+            + " (the torch workload is data-parallel: every device holds the whole model)",
         )
 
     @property
     def start_state_wanted(self) -> bool:
-        return self.ctx.rank == 0 and self.cfg.verify != "none"
+        """Rank 0 keeps the start for the one-process reference (ddp-graph, SyncBatchNorm, no checked step)."""
+        return self.ctx.rank == 0 and self.first_step_checked
 
     @property
-    def checked_steps(self) -> int:
-        """The first steps whose every rank's own gradient verification checks (none under ddp-graph, whose replays
-        run no Python, or SyncBatchNorm, whose gradients on a rank depend on every rank's micro-batch)."""
+    def checks_run(self) -> bool:
+        """Whether steps are checked as the run takes them (checks.StepChecks): not under ddp-graph, whose replays
+        run no Python, nor where params.verify_steps and params.verify_per_repeat are both 0."""
         p = self.params
-        if self.cfg.verify == "none" or p.strategy == "ddp-graph" or p.sync_batchnorm:
-            return 0
-        return p.verify_steps
+        return self.cfg.verify != "none" and p.strategy != "ddp-graph" and (p.verify_steps + p.verify_per_repeat) > 0
 
     @property
-    def deterministic_steps(self) -> int:
-        """The first steps run with deterministic kernels in the run and the reference alike: the checked ones, or
-        the first, whose averaged gradient verification compares instead (not under ddp-graph: its first step is a
-        replay of the graph as captured). On a GPU a kernel without a deterministic form (flash attention's
-        backward, an embedding's) rounds otherwise from one computation to the next, beyond any bound one
-        recomputation could measure."""
-        if self.checked_steps:
-            return self.checked_steps
-        return int(self.cfg.verify != "none" and self.params.strategy != "ddp-graph")
+    def ranks_checked(self) -> bool:
+        """Whether each rank's own gradient is checked at those steps (not under SyncBatchNorm, whose gradient on a
+        rank depends on every rank's rows)."""
+        return self.checks_run and not self.params.sync_batchnorm
+
+    @property
+    def first_step_checked(self) -> bool:
+        """Where no rank's own gradient is checked, the first step's averaged gradient is, against the reference."""
+        return self.cfg.verify != "none" and not self.ranks_checked
 
     def _read(self):
         """This rank's rows (its shards of the sampler) by the config's io engine, and their targets."""
@@ -280,7 +275,7 @@ class TorchWorkload(TrainingWorkload):
         torch, p, gpu = self.torch, self.params, self.ctx.device == "gpu"
         rows = torch.from_numpy(self.sampler.window(0, 1)[0][: p.batch].astype(np.int64)).to(self.batches.x.device)
         saved = [t.detach().clone() for t in module.buffers()]
-        checked = self.deterministic_steps > 0
+        checked = self.checks_run or self.first_step_checked
         try:
             x, y = self.batches.take(rows)
             what = f"a micro-batch of {p.batch} rows of shape {list(self.row_shape)} {self.dtype}"
@@ -319,11 +314,13 @@ class TorchWorkload(TrainingWorkload):
     def prepare(self):
         if self.windows_run:
             self.ctx.agree(self._check_losses)
-        self.stepper.load_window(self.sampler.window(self.stepper.step, self.params.steps))
+        st = self.stepper
+        self.plan = self.check_plan.window(self.windows_run, st.step, self.params.steps)
+        st.load_window(self.sampler.window(st.step, len(self.plan)))
 
     def run(self, timer):
         enter_phase("compute", fault=False)  # a step enters data and compute: faults fire in each (step.py)
-        self.stepper.run_window(self.params.steps, timer)
+        self.stepper.run_window(self.plan, timer)
         self.windows_run += 1
 
     def after_repeats(self):
@@ -338,21 +335,30 @@ class TorchWorkload(TrainingWorkload):
         st.load_window(self.sampler.window(st.step, steps))
         slots, st.slots = st.slots, []
         self.capture = st.profiler = Capture(self.torch, self.ctx.device == "gpu", p.capture_steps)
+        self.plan = [False] * steps
         try:
-            st.run_window(steps, None)
+            st.run_window(self.plan, None)
         finally:
             st.profiler, st.slots = None, slots
 
-    def _check_losses(self) -> None:
+    def _check_losses(self, keep: bool = True) -> None:
         """The last window's losses finite, or VerificationError naming the step (exit 3)."""
-        losses = self.stepper.window_losses(self.params.steps)
+        losses = self.stepper.window_losses(len(self.plan))
         require_finite_losses(losses, self.stepper.step - len(losses))
-        self.losses.append(float(np.mean(losses)))
+        if keep:
+            self.losses.append(float(np.mean(losses)))
 
     # -- verification ------------------------------------------------------------------
 
     def verify(self):
         self.ctx.agree(self._check_losses)
+        if self.check_plan.last and self.stepper.checks is not None:
+            # the run's last step checked: a change from any step on to the end cannot escape
+            st = self.stepper
+            self.plan = [True]
+            st.load_window(self.sampler.window(st.step, 1))
+            st.run_window(self.plan, None)
+            self.ctx.agree(self._check_losses, False)
         return verify_torch(self)
 
     # -- save, report --------------------------------------------------------------------

@@ -1,0 +1,295 @@
+"""The checks verification makes at a checked step (``schedule``), while the run takes it: every rank's own gradient
+before the allreduce, recomputed by the next rank in a ring, and the optimizer's update of the parameters.
+
+**Gradients, in a ring.** Rank r-1 hands rank r its gradient as it entered the allreduce (DDP's buckets, flattened
+by parameter); rank r reads rank r-1's rows of the step from the file itself and computes their gradient from the
+step's starting parameters and rank 0's buffers (as DDP broadcasts them before each forward), with deterministic
+kernels on both sides. Every rank does the same work, so the cost does not grow with the rank count and no device
+checks its own gradient, except at one rank, where the one device recomputes its own (the report says so).
+Elements are compared one by one, relative to |element| + the tensor's rms: within FLOOR (a few float32 roundings)
+where the kernels are the same deterministic ones on devices of the same kind (the assumption, stated in the
+report); where they differ by more, a second recomputation measures what the kernels themselves vary by, and the
+bound is BOUND_FACTOR times that.
+
+**The update.** The optimizer's step is taken again from the run's own state at the step (its parameters, the
+averaged gradient and the optimizer's state), on a copy, and the run's parameters after the step must be that
+update: no drift across steps, so bf16 training is checked as fp32 is.
+
+A change found ends the job at that step (VerificationError, exit 3), naming the step, the rank and the tensor.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import numpy as np
+
+from ...core.errors import VerificationError
+from ...io.hdf5 import open_h5
+from ..training.data import Sampler
+from .gradients import BOUND_FACTOR, CAUGHT, FLOOR, QUANTILES
+from .inputs import label_array, labels_path
+from .step import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs
+
+SAMPLE = 1 << 16  # elements of each check kept for the quantiles of the smallest change caught
+
+
+class StepChecks:
+    """One rank's side of the checks (``Stepper`` calls ``begin``, ``before_update`` and ``end`` around a checked
+    step). ``results``: a summary per checked step."""
+
+    def __init__(self, w, module, ranks_checked: bool):
+        self.torch = w.torch
+        self.w, self.ctx, self.p = w, w.ctx, w.params
+        self.module = module
+        self.ranks_checked = ranks_checked  # each rank's own gradient (not under SyncBatchNorm)
+        self.gpu = w.ctx.device == "gpu"
+        self.layout = [(n, t.numel(), t.shape) for n, t in module.named_parameters() if t.requires_grad]
+        self.size = sum(n for _, n, _ in self.layout)
+        # the recomputation's own copy of the model: the user's hooks on parameters are not copied with it
+        self.checker = copy.deepcopy(module) if ranks_checked else None
+        self.whole = Sampler(w.rows, w.shards, 1, 0, w.global_batch, self.p.seed) if ranks_checked else None
+        self.buffers: list[list] = []
+        self.results: list[dict] = []
+        self.seconds = 0.0
+        self._hook = None
+        self._start = self._state = self._grads = None
+
+    # -- around the run's step ---------------------------------------------------------
+
+    def begin(self, optimizer) -> None:
+        """Before the step: its starting parameters and optimizer state, and rank 0's buffers before each
+        micro-batch's forward (DDP broadcasts them first: a pre-hook on the inner module sees them after)."""
+        self._start = [t.detach().clone() for t in self.module.parameters()]
+        self._state = copy.deepcopy(optimizer.state_dict())
+        self.buffers = []
+        if list(self.module.buffers()):
+            self._hook = self.module.register_forward_pre_hook(
+                lambda m, args: self.buffers.append([b.detach().clone() for b in m.buffers()])
+            )
+
+    def before_update(self) -> None:
+        """After the allreduce, before the optimizer: the averaged gradient the update is taken from."""
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        self._grads = [t.grad.detach().clone() if t.grad is not None else None for t in self.module.parameters()]
+
+    def end(self, step: int, captured: dict, optimizer) -> None:
+        """After the optimizer's step: both checks, agreed by every rank (collective); VerificationError on all
+        ranks when one finds a change."""
+        ctx = self.ctx
+        t0 = time.perf_counter()
+        result = {"step": step}
+        if self.ranks_checked:
+            result.update(ctx.agree(self._ring, step, captured))
+        result["update"] = ctx.agree(self._update, step, optimizer)
+        self._start = self._state = self._grads = None
+        self.buffers = []
+        failures = ctx.comm.allgather(result.pop("failure", None) or result["update"].pop("failure", None))
+        failure = next((f for f in failures if f), None)
+        if failure:
+            raise ctx.collective_error(VerificationError, failure[0], failure[1])
+        self.results.append(result)
+        self.seconds += time.perf_counter() - t0
+
+    # -- every rank's gradient, in a ring ------------------------------------------------
+
+    def _ring(self, step: int, captured: dict) -> dict:
+        torch, ctx = self.torch, self.ctx
+        mine = self._flat(captured)
+        source = (ctx.rank - 1) % ctx.size
+        theirs = _exchange(torch, mine, ctx.rank, ctx.size)
+        expected = self._recompute(step, source)
+        summary, failure = judge(torch, theirs, expected, None, self.layout)
+        second = None
+        if failure:  # beyond a few roundings: what the kernels themselves vary by, from a second recomputation
+            second = self._recompute(step, source)
+            summary, failure = judge(torch, theirs, expected, second, self.layout)
+        out = {"rank": source, "by": ctx.rank, "recomputed_twice": second is not None, **summary}
+        if failure:
+            where = "its own device, the only one" if ctx.size == 1 else f"rank {ctx.rank}"
+            out["failure"] = (
+                source,
+                f"step {step}: rank {source}'s {failure} (the gradient rank {source} handed to the allreduce, "
+                f"against its rows' gradient recomputed on {where}): rank {source} computed a gradient its "
+                f"micro-batches do not give (before the allreduce)",
+            )
+        return out
+
+    def _flat(self, captured: dict):
+        """This rank's gradient as it entered the allreduce, float32 in the model's parameter order (DDP's buckets
+        hold them in an order of their own; a parameter no loss reached is zero, as in its bucket)."""
+        torch = self.torch
+        pieces = {}
+        for _, (flat, names) in sorted(captured.items()):
+            offset = 0
+            for name, size in names:
+                pieces[name] = flat[offset : offset + size]
+                offset += size
+        out = torch.zeros(self.size, dtype=torch.float32, device=self.w.compute_device)
+        offset = 0
+        for name, size, _ in self.layout:
+            if name in pieces:
+                out[offset : offset + size].copy_(pieces[name])
+            offset += size
+        return out
+
+    def _recompute(self, step: int, rank: int):
+        """Rank ``rank``'s gradient of step ``step``: its micro-batches read from the file, from the step's
+        starting parameters and rank 0's buffers before each micro-batch (float32, the model's parameter order)."""
+        torch, p, w = self.torch, self.p, self.w
+        k, b = p.accumulate, p.batch
+        per_rank = k * b
+        rows = self.whole.window(step, 1)[0][rank * per_rank : (rank + 1) * per_rank]
+        x, y = self._read(rows)
+        module = self.checker
+        with torch.no_grad():
+            for t, v in zip(module.parameters(), self._start):
+                t.copy_(v)
+        module.zero_grad(set_to_none=True)
+        buffers = list(module.buffers())
+        with deterministic(torch, self.gpu):
+            for j in range(k):
+                if self.buffers:
+                    with torch.no_grad():
+                        for t, v in zip(buffers, self.buffers[j]):
+                            t.copy_(v)
+                if w.stepper.reseed:
+                    torch.manual_seed(micro_seed(p.seed, step, rank, j))
+                xj = prepare_inputs(x[j * b : (j + 1) * b], w.param_dtype, w.transform)
+                with autocast(torch, p.precision, self.gpu):
+                    loss = w.loss_fn(module(xj), y[j * b : (j + 1) * b])
+                (loss / k if k > 1 else loss).backward()
+        out = torch.zeros(self.size, dtype=torch.float32, device=w.compute_device)
+        offset = 0
+        named = dict(module.named_parameters())
+        for name, size, _ in self.layout:
+            grad = named[name].grad
+            if grad is not None:
+                out[offset : offset + size].copy_(grad.reshape(-1))
+            offset += size
+        module.zero_grad(set_to_none=True)
+        return out
+
+    def _read(self, rows: np.ndarray):
+        """Rows ``rows`` (global row numbers, in order) and their targets, read from the files with h5py: the
+        run's own read path never enters the check."""
+        torch, w = self.torch, self.w
+        order = np.unique(rows)
+        where = np.searchsorted(order, rows)
+        with open_h5(w.cfg.input.path) as f:
+            x = f[w.cfg.input.dataset][order][where]
+        with open_h5(labels_path(w.cfg)) as f:
+            y = f[self.p.labels.dataset][order][where]
+        y = label_array(y, self.p.loss)
+        return torch.from_numpy(x).to(w.compute_device), torch.from_numpy(y).to(w.compute_device)
+
+    # -- the optimizer's update --------------------------------------------------------
+
+    def _update(self, step: int, optimizer) -> dict:
+        """The optimizer's step again on copies of the step's start, gradient and state; the run's parameters after
+        the step must equal it within FLOOR of |element| + the tensor's rms."""
+        torch = self.torch
+        shadow = [
+            torch.nn.Parameter(t, requires_grad=live.requires_grad)
+            for t, live in zip(self._start, self.module.parameters())
+        ]
+        for t, g in zip(shadow, self._grads):
+            t.grad = g
+        again = make_optimizer(torch, self.p.optimizer, shadow)
+        again.load_state_dict(self._state)
+        again.step()
+        worst, failure = 0.0, None
+        for (name, live), t in zip(self.module.named_parameters(), shadow):
+            if torch.equal(live.detach(), t.detach()):
+                continue
+            ref = t.detach().double()
+            scale = ref.abs() + ref.pow(2).mean().sqrt() + np.finfo(np.float64).tiny
+            err = relative_error(live.detach().double(), ref, scale)
+            i = int(err.argmax())
+            worst = max(worst, float(err.reshape(-1)[i]))
+            if float(err.reshape(-1)[i]) > FLOOR and failure is None:
+                failure = (
+                    self.ctx.rank,
+                    f"step {step}: parameter {name} element {i} is {float(live.reshape(-1)[i])!r} after the step, "
+                    f"{float(ref.reshape(-1)[i])!r} from the optimizer's update of the step's averaged gradient "
+                    f"({float(err.reshape(-1)[i]) / FLOOR:.3g}x the bound): the parameters changed otherwise",
+                )
+        return {"largest_difference": worst, "failure": failure}
+
+
+def _exchange(torch, mine, rank: int, size: int):
+    """Rank r's tensor to rank r+1, rank r-1's to rank r (torch.distributed's point-to-point, NCCL or gloo)."""
+    if size == 1:
+        return mine
+    import torch.distributed as dist
+
+    theirs = torch.empty_like(mine)
+    ops = [dist.P2POp(dist.isend, mine, (rank + 1) % size), dist.P2POp(dist.irecv, theirs, (rank - 1) % size)]
+    for request in dist.batch_isend_irecv(ops):
+        request.wait()
+    return theirs
+
+
+def relative_error(got, ref, scale):
+    """|got - ref| / scale, element by element: 0 where both are the same value or both NaN (a training gone
+    non-finite is the loss check's to name), infinite where only one is not finite."""
+    err = ((got - ref).abs() / scale).nan_to_num(nan=np.inf, posinf=np.inf)
+    same = (got == ref) | (got.isnan() & ref.isnan())
+    return err.masked_fill(same, 0.0)
+
+
+def judge(torch, run, expected, second, layout) -> tuple[dict, str | None]:
+    """``run`` against ``expected`` (flat, in ``layout``'s order), element by element, relative to |element| + the
+    tensor's rms: within FLOOR, or where ``second`` (the recomputation again) differs from ``expected``,
+    BOUND_FACTOR x that difference. A summary and the first element beyond its bound described (None if none)."""
+    worst = noise_max = difference = 0.0
+    failure = None
+    caught = total = 0
+    samples = []
+    stride = max(1, run.numel() // SAMPLE)
+    offset = 0
+    for name, size, _ in layout:
+        ref = expected[offset : offset + size].double()
+        got = run[offset : offset + size].double()
+        offset += size
+        if not size:
+            continue
+        scale = ref.abs() + ref.pow(2).mean().sqrt() + np.finfo(np.float64).tiny
+        noise = (
+            float(((second[offset - size : offset].double() - ref).abs() / scale).max()) if second is not None else 0.0
+        )
+        noise_max = max(noise_max, noise)
+        level = BOUND_FACTOR * noise if noise > 0 else FLOOR
+        err = relative_error(got, ref, scale)
+        i = int(err.argmax())
+        top = float(err[i])
+        difference = max(difference, top)
+        worst = max(worst, top / level)
+        nonzero = ref != 0
+        smallest = level * scale[nonzero] / ref[nonzero].abs()
+        caught += int((smallest <= CAUGHT).sum())
+        total += int(nonzero.sum())
+        samples.append(smallest[::stride].cpu())
+        if top > level and failure is None:
+            bad = int((err > level).sum())
+            failure = (
+                f"gradient of {name} element {i}: {float(got[i])!r} in the run, {float(ref[i])!r} recomputed, "
+                f"{top / level:.3g}x the bound ({bad} of {size} elements beyond it)"
+            )
+    every = torch.cat(samples).numpy() if samples else np.zeros(0)
+    summary = {
+        "largest_error_in_bounds": worst,
+        "largest_difference": difference,
+        "measured_rounding": noise_max,
+        "smallest_change_caught": {f"q{int(q * 100)}": float(np.quantile(every, q)) for q in QUANTILES}
+        if every.size
+        else None,
+        "share_caught_at_1_percent": caught / total if total else None,
+    }
+    return summary, failure
+
+
+__all__ = ["StepChecks", "judge"]
