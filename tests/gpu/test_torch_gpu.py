@@ -39,7 +39,7 @@ def test_strategies_and_precisions_verify(tmp_path, strategy, precision):
     libraries = rep["result"]["libraries"]  # which NCCL and cuBLAS DDP ran on, and NCCL's version as PyTorch says
     assert libraries["nccl_version"].startswith("2.") and libraries["nccl"] and libraries["cublas"]
     g = rep["verification"]["gradients"]
-    assert g["largest_error_in_bounds"] <= 1 and g["steps"] == ([0] if strategy == "ddp-graph" else [0, 1])
+    assert g["largest_error_in_bounds"] <= 1 and g["steps"][:2] == ([0] if strategy == "ddp-graph" else [0, 1])
     if strategy != "ddp-graph":
         assert rep["timings"]["comm_overlapped"]["median"] >= 0 and rep["timings"]["forward"]["median"] > 0
     assert rep["timings"]["step"]["median"] > 0
@@ -83,20 +83,21 @@ def test_a_full_size_real_model_verifies_with_every_ranks_gradient_checked(tmp_p
     rc, err, rep = real_model(tmp_path, model, f"params.precision={precision}")
     assert rc == 0, err
     g = rep["verification"]["gradients"]
-    assert rep["verified"] and g["steps"] == [0, 1] and "deterministic" in g["kernels"]
-    assert g["largest_error_in_bounds"] <= 1 and g["share_caught_at_1_percent"] >= 0.99, g["smallest_change_caught"]
+    assert rep["verified"] and g["steps"][:2] == [0, 1] and "deterministic" in g["kernels"]
+    first = [c for c in g["checks"] if c["step"] == 0]
+    assert g["largest_error_in_bounds"] <= 1 and min(c["share_caught_at_1_percent"] for c in first) >= 0.99, first
 
 
 @pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.gpus(2))])
 def test_the_first_steps_averaged_gradient_is_exact_where_the_kernels_are_not_deterministic(tmp_path, ranks):
     """At 32 sequences of 1024 tokens GPT-2's bf16 step takes kernels without a deterministic form (computed again
     on an H200, 135 of its 148 gradients differed, the embeddings' by up to 8%; at 8 x 256 none did): with
-    params.verify_steps 0 the first step, whose averaged gradient is checked, runs deterministic kernels in the run
+    params.verify_steps and verify_per_repeat 0 the first step, whose averaged gradient is checked, runs deterministic kernels in the run
     and in the reference alike: otherwise a flipped rounding fails a correct run where one recomputation showed
     none, and where it showed some, the bound (16 x up to 8%) lets a 1% change of most elements through. Here the
     bound stays at its floor and a 1% change of one element on the last rank is caught (2 H200s: the run that had
     failed)."""
-    large = ("params.precision=bf16", "params.verify_steps=0", "params.batch=32")
+    large = ("params.precision=bf16", "params.verify_steps=0", "params.verify_per_repeat=0", "params.batch=32")
     rc, err, rep = real_model(tmp_path, "gpt2", *large, row="1024", ranks=ranks)
     assert rc == 0, err
     g = rep["verification"]["gradients"]
@@ -123,7 +124,8 @@ def test_two_gpus_verify_and_catch_one_element_on_rank_1(tmp_path, model):
     rc, err, rep = real_model(tmp_path, model, ranks=2)
     assert rc == 0, err
     g = rep["verification"]["gradients"]
-    assert {c["rank"] for c in g["checks"]} == {0, 1} and g["share_caught_at_1_percent"] >= 0.99
+    first = [c for c in g["checks"] if c["step"] == 0]
+    assert {c["rank"] for c in g["checks"]} == {0, 1} and min(c["share_caught_at_1_percent"] for c in first) >= 0.99
     rc, err, _ = real_model(tmp_path, model, ranks=2, env={"SPMD_FAULT": "rank=1,phase=backward,kind=corrupt"})
     assert rc == 3 and "rank 1's gradient of" in err, err
 

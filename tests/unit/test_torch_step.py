@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import socket
+import time
 import types
 
 import numpy as np
@@ -35,7 +36,7 @@ def group():
     dist.destroy_process_group()
 
 
-def train(params: TorchParams, steps: int, **options):
+def train(params: TorchParams, steps: int, plan: list[bool] | None = None, **options):
     """``steps`` steps of a small MLP; (its parameters, the stepper, how many hook calls it saw)."""
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
@@ -44,14 +45,15 @@ def train(params: TorchParams, steps: int, **options):
     y = torch.from_numpy(rng.integers(0, 3, 64))
     batches = Batches(torch, x, y, "device", torch.device("cpu"), torch.float32, None)
     ctx = types.SimpleNamespace(device="cpu", rank=0, xp=np)
-    stepper = Stepper(torch, ctx, params, module, torch.nn.functional.cross_entropy, batches, steps, **options)
+    plan = plan or [False] * steps
+    stepper = Stepper(torch, ctx, params, module, torch.nn.functional.cross_entropy, batches, len(plan), **options)
     calls = []  # per allreduce through the hook: whether its step was marked
     allreduce = stepper._allreduce
     stepper._allreduce = lambda state, bucket: calls.append(stepper.current is not None) or allreduce(state, bucket)
-    stepper.load_window(rng.integers(0, 64, (steps, params.batch)))
+    stepper.load_window(rng.integers(0, 64, (len(plan), params.batch)))
     timer = PhaseTimer(np)
     timer.start_repeat()
-    stepper.run_window(steps, timer)
+    stepper.run_window(plan, timer)
     timer.end_repeat()
     stepper.timer = timer
     return [p.detach().clone() for p in module.parameters()], stepper, calls
@@ -128,22 +130,30 @@ def inside_deterministic(monkeypatch, module) -> dict:
 
 
 @pytest.mark.parametrize(
-    "options, expected", [({}, 0), ({"deterministic_steps": 1}, 1), ({"checked_steps": 2, "deterministic_steps": 2}, 2)]
+    "options, plan, expected",
+    [
+        ({}, [False] * 4, [False] * 4),
+        ({"first_exact": True}, [False] * 4, [True, False, False, False]),
+        ({"checks": "slow"}, [True, False, True, False, False], [True, False, True, False, False]),
+    ],
 )
-def test_the_steps_verification_compares_take_deterministic_kernels(group, monkeypatch, options, expected):
+def test_the_steps_verification_compares_take_deterministic_kernels(group, monkeypatch, options, plan, expected):
+    """The checked steps (and, where the first step's averaged gradient is compared instead, the first) run with
+    deterministic kernels, eagerly through DDP itself; the rest compiled as asked."""
     state, seen = inside_deterministic(monkeypatch, step_module), []
     original = Stepper._micro_batches
 
     def micro_batches(self, forward, ddp, mark, rows_all):
-        seen.append((self.step, state["inside"], forward is self.ddp or forward is self.marked_ddp))
+        seen.append((state["inside"], forward is self.ddp or forward is self.marked_ddp))
         return original(self, forward, ddp, mark, rows_all)
 
     monkeypatch.setattr(Stepper, "_micro_batches", micro_batches)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
     params = TorchParams(model="m.py:build", batch=8, steps=4, phases=False, strategy="compile")
-    _, stepper, _ = train(params, 4, **options)
-    # the deterministic steps eager (through DDP itself, not torch.compile's), the rest compiled as asked
-    assert seen == [(s, s < expected, s < expected) for s in range(4)]
-    assert stepper.deterministic_steps == expected
+    if options.get("checks") == "slow":
+        options = {"checks": SlowChecks()}
+    train(params, 4, plan=plan, **options)
+    assert seen == [(e, e) for e in expected]
 
 
 def test_the_reference_runs_the_runs_deterministic_steps_alike(monkeypatch):
@@ -169,17 +179,55 @@ def test_the_reference_runs_the_runs_deterministic_steps_alike(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "verify, strategy, checked, expected",
+    "verify, strategy, sync_bn, first, per_repeat, runs, ranks, first_step",
     [
-        ("auto", "ddp", 2, 2),
-        ("auto", "ddp", 0, 1),
-        ("full", "compile", 0, 1),
-        ("auto", "ddp-graph", 0, 0),
-        ("none", "ddp", 0, 0),
+        ("auto", "ddp", False, 2, 1, True, True, False),
+        ("auto", "ddp", False, 0, 0, False, False, True),
+        ("full", "compile", False, 0, 1, True, True, False),
+        ("auto", "ddp", True, 2, 1, True, False, True),
+        ("auto", "ddp-graph", False, 2, 1, False, False, True),
+        ("none", "ddp", False, 2, 1, False, False, False),
     ],
 )
-def test_the_first_step_is_deterministic_where_its_averaged_gradient_is_checked(verify, strategy, checked, expected):
-    w = types.SimpleNamespace(
-        checked_steps=checked, cfg=types.SimpleNamespace(verify=verify), params=types.SimpleNamespace(strategy=strategy)
+def test_which_checks_a_run_makes(verify, strategy, sync_bn, first, per_repeat, runs, ranks, first_step):
+    """Steps checked as they run, except under ddp-graph (no Python in a replay) or with none asked; each rank's
+    gradient there, except under SyncBatchNorm; where no rank's gradient is checked, the first step's averaged one."""
+    p = types.SimpleNamespace(
+        strategy=strategy, sync_batchnorm=sync_bn, verify_steps=first, verify_per_repeat=per_repeat
     )
-    assert TorchWorkload.deterministic_steps.fget(w) == expected
+    w = types.SimpleNamespace(cfg=types.SimpleNamespace(verify=verify), params=p)
+    w.checks_run = TorchWorkload.checks_run.fget(w)
+    w.ranks_checked = TorchWorkload.ranks_checked.fget(w)
+    assert (w.checks_run, w.ranks_checked, TorchWorkload.first_step_checked.fget(w)) == (runs, ranks, first_step)
+
+
+class SlowChecks:
+    """Verification's side of a checked step, as the Stepper calls it, taking 0.3 s at its end."""
+
+    ranks_checked = False
+
+    def __init__(self):
+        self.steps = []
+
+    def begin(self, optimizer):
+        pass
+
+    def before_update(self):
+        pass
+
+    def end(self, step, captured, optimizer):
+        self.steps.append(step)
+        time.sleep(0.3)
+
+
+def test_checked_steps_train_but_stay_out_of_the_timing(group):
+    """A window of 8 timed steps and 2 checked ones: the checks' 0.6 s is not in the repeat's total, the checked steps
+    are steps of the training (10 taken), and the marked phases stand for the 8 timed steps."""
+    base = TorchParams(model="m.py:build", batch=8, steps=8, phase_every=4)
+    checks = SlowChecks()
+    plan = [True, False, False, False, True, False, False, False, False, False]
+    _, stepper, _ = train(base, 10, plan=plan, checks=checks)
+    assert checks.steps == [0, 4] and stepper.step == 10
+    total = stepper.timer.records[0]["total"]
+    assert total < 0.3, total
+    assert stepper.timer.records[0]["step"] <= total
