@@ -20,7 +20,6 @@ import numpy as np
 
 from ...core.errors import VerificationError
 from ...core.memory import free_device_memory
-from ..training.checks import digest, require_identical_replicas
 from ..training.data import Sampler
 from .gradients import BOUND_FACTOR, FLOOR, judge, summarize
 from .inputs import read_all
@@ -37,16 +36,34 @@ def verify_torch(w) -> dict:
     the checked steps as the run took them (checks.StepChecks, gathered here), and under ddp-graph and SyncBatchNorm
     the first step's averaged gradient against the one-process reference; report.json's ``verification``."""
     ctx = w.ctx
-    mine = host_tensors(w.stepper.module)
     # parameters only: a rank's buffers hold its own last forward's update until DDP broadcasts rank 0's
-    named = {name: mine[name] for name, _ in w.stepper.module.named_parameters() if name in mine}
-    sha = digest(named)
-    require_identical_replicas(ctx, sha, w.stepper.step)
+    differs = ctx.comm.allgather(ctx.agree(replicas_diverged, w.torch, w.stepper.module))
+    if any(differs):
+        raise ctx.collective_error(
+            VerificationError,
+            differs.index(True),
+            f"parameters differ from rank 0's after {w.stepper.step} steps: the replicas diverged",
+        )
+    mine = host_tensors(w.stepper.module) if w.params.strategy == "ddp-graph" and ctx.rank == 0 else None
     checks = w.stepper.checks
     results = ctx.comm.gather(checks.results if checks else [], root=0)
     seconds = ctx.comm.gather(checks.seconds if checks else 0.0, root=0)
     outcome = ctx.agree(summarize_checks, w, results, seconds, mine, root_only=True)
-    return {"replicas_identical": True, "parameters_sha256": sha, **outcome}
+    return {"replicas_identical": True, **outcome}
+
+
+def replicas_diverged(torch, module) -> bool:
+    """Whether this rank's parameters differ from rank 0's in any bit (collective): rank 0's broadcast over
+    torch.distributed, one flat buffer per dtype, compared on the device (no copy to the host)."""
+    import torch.distributed as dist
+
+    differs = False
+    for dtype in sorted({t.dtype for t in module.parameters()}, key=str):
+        mine = torch.cat([t.detach().reshape(-1) for t in module.parameters() if t.dtype == dtype])
+        theirs = mine.clone()
+        dist.broadcast(theirs, 0)
+        differs = differs or not torch.equal(mine.view(torch.uint8), theirs.view(torch.uint8))
+    return differs
 
 
 def summarize_checks(w, results: list[list[dict]], seconds: list[float], mine: dict) -> dict:
