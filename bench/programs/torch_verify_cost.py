@@ -121,7 +121,7 @@ def main() -> None:
             sub = world.Split(0 if world.rank < n else MPI.UNDEFINED, key=world.rank)
             if sub != MPI.COMM_NULL:
                 sides: dict[str, list[float]] = {"verified": [], "verify none": []}
-                checks, checked, steps = [], None, None
+                checks, checked_s, checked, steps, parts = [], [], None, None, None
                 for turn in range(a.turns):
                     order = ["verified", "verify none"] if turn % 2 == 0 else ["verify none", "verified"]
                     for side in order:
@@ -134,6 +134,8 @@ def main() -> None:
                         if side == "verified":
                             v = report["verification"]
                             checks.append(v.get("check_seconds"))
+                            checked_s.append(v.get("checked_steps_seconds"))
+                            parts = v.get("check_parts_seconds")
                             checked, steps = v["checked_steps"], v["steps"]
                             words = v["checked"]
                 late_s, report, failure = timed(sub, job(base, model=f"{late_file}:build"))
@@ -148,6 +150,8 @@ def main() -> None:
                                 "median_s": medians,
                                 "cost": medians["verified"] / medians["verify none"] - 1,
                                 "check_seconds": checks,
+                                "checked_steps_seconds": checked_s,
+                                "parts": parts,
                                 "checked_steps": checked,
                                 "steps": steps,
                                 "checked_words": words,

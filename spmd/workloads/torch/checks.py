@@ -53,6 +53,8 @@ class StepChecks:
         self.buffers: list[list] = []
         self.results: list[dict] = []
         self.seconds = 0.0
+        self.parts: dict[str, float] = {}  # seconds by part, over the checks (the device drained at each lap)
+        self._lapped = 0.0
         self._hook = None
         self._start = self._state = self._grads = None
 
@@ -61,8 +63,10 @@ class StepChecks:
     def begin(self, optimizer) -> None:
         """Before the step: its starting parameters and optimizer state, and rank 0's buffers before each
         micro-batch's forward (DDP broadcasts them first: a pre-hook on the inner module sees them after)."""
+        self._lap()
         self._start = [t.detach().clone() for t in self.module.parameters()]
         self._state = copy.deepcopy(optimizer.state_dict())
+        self._lap("copies before the step")
         self.buffers = []
         if list(self.module.buffers()):
             self._hook = self.module.register_forward_pre_hook(
@@ -81,6 +85,7 @@ class StepChecks:
         ranks when one finds a change."""
         ctx = self.ctx
         t0 = time.perf_counter()
+        self._lap("the step itself")
         result = {"step": step}
         if self.ranks_checked:
             result.update(ctx.agree(self._ring, step, captured))
@@ -92,7 +97,17 @@ class StepChecks:
         if failure:
             raise ctx.collective_error(VerificationError, failure[0], failure[1])
         self.results.append(result)
+        self._lap("agreeing")
         self.seconds += time.perf_counter() - t0
+
+    def _lap(self, part: str | None = None) -> None:
+        """The seconds since the last lap added to ``part`` (the device drained first); None starts a lap."""
+        if self.gpu:
+            self.torch.cuda.synchronize()
+        now = time.perf_counter()
+        if part is not None:
+            self.parts[part] = self.parts.get(part, 0.0) + now - self._lapped
+        self._lapped = now
 
     # -- every rank's gradient, in a ring ------------------------------------------------
 
@@ -101,8 +116,11 @@ class StepChecks:
         mine = self._flat(captured)
         source = (ctx.rank - 1) % ctx.size
         theirs = _exchange(torch, mine, ctx.rank, ctx.size)
+        self._lap("the gradient to the next rank")
         expected = self._recompute(step, source)
+        self._lap("recomputing")
         summary, failure = judge(torch, theirs, expected, None, self.layout)
+        self._lap("comparing")
         second = None
         if failure:  # beyond a few roundings: what the kernels themselves vary by, from a second recomputation
             second = self._recompute(step, source)
@@ -144,6 +162,7 @@ class StepChecks:
         per_rank = k * b
         rows = self.whole.window(step, 1)[0][rank * per_rank : (rank + 1) * per_rank]
         x, y = self._read(rows)
+        self._lap("reading the rows")
         module = self.checker
         with torch.no_grad():
             for t, v in zip(module.parameters(), self._start):
@@ -201,6 +220,7 @@ class StepChecks:
         again = make_optimizer(torch, self.p.optimizer, shadow)
         again.load_state_dict(self._state)
         again.step()
+        self._lap("the update again")
         worst, failure = 0.0, None
         for (name, live), t in zip(self.module.named_parameters(), shadow):
             if torch.equal(live.detach(), t.detach()):

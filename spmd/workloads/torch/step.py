@@ -188,6 +188,7 @@ class Stepper:
         self.first_exact = first_exact and not self.graph_mode
         self.keep_first = first_exact
         self.checking = False  # the step now taken is checked: the hook keeps this rank's gradient
+        self.checked_seconds = 0.0  # the checked steps' wall time, checks included (outside the timing)
         # bucket index -> (flat gradient on the device, [(parameter, elements)] in the bucket's order)
         self._names = {id(t): name for name, t in module.named_parameters()}
         self._captured: dict[int, object] = {}
@@ -354,6 +355,7 @@ class Stepper:
                 self.synchronize()
                 seconds = time.perf_counter() - t0
                 excluded += seconds
+                self.checked_seconds += seconds
                 if timer is not None:
                     timer.exclude(seconds)
                 if capture is not None:

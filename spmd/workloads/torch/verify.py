@@ -47,7 +47,9 @@ def verify_torch(w) -> dict:
     mine = host_tensors(w.stepper.module) if w.params.strategy == "ddp-graph" and ctx.rank == 0 else None
     checks = w.stepper.checks
     results = ctx.comm.gather(checks.results if checks else [], root=0)
-    seconds = ctx.comm.gather(checks.seconds if checks else 0.0, root=0)
+    seconds = ctx.comm.gather(
+        (checks.seconds, w.stepper.checked_seconds, checks.parts) if checks else (0.0, 0.0, {}), root=0
+    )
     outcome = ctx.agree(summarize_checks, w, results, seconds, mine, root_only=True)
     return {"replicas_identical": True, **outcome}
 
@@ -82,7 +84,10 @@ def summarize_checks(w, results: list[list[dict]], seconds: list[float], mine: d
             "run's last step being checked",
             "by_steps": escape,
         }
-        out["check_seconds"] = max(seconds)
+        out["check_seconds"] = max(s for s, _, _ in seconds)  # the slowest rank's checks
+        out["checked_steps_seconds"] = max(c for _, c, _ in seconds)  # the checked steps with their checks
+        parts = [p for _, _, p in seconds]
+        out["check_parts_seconds"] = {k: max(p.get(k, 0.0) for p in parts) for k in parts[0]}
         parameters = {
             "compared": "the parameters after each checked step against the optimizer's update taken again from the "
             "run's own state at that step (its parameters, averaged gradient and optimizer state), element by "
