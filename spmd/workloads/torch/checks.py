@@ -63,9 +63,15 @@ class StepChecks:
     def begin(self, optimizer) -> None:
         """Before the step: its starting parameters and optimizer state, and rank 0's buffers before each
         micro-batch's forward (DDP broadcasts them first: a pre-hook on the inner module sees them after)."""
+        torch_is_tensor = self.torch.is_tensor
         self._lap()
         self._start = [t.detach().clone() for t in self.module.parameters()]
-        self._state = copy.deepcopy(optimizer.state_dict())
+        self._state = [  # the optimizer's state of each parameter, copied on its device
+            {k: v.clone() if torch_is_tensor(v) else copy.copy(v) for k, v in optimizer.state[t].items()}
+            if t in optimizer.state
+            else None
+            for t in self.module.parameters()
+        ]
         self._lap("copies before the step")
         self.buffers = []
         if list(self.module.buffers()):
@@ -218,7 +224,9 @@ class StepChecks:
         for t, g in zip(shadow, self._grads):
             t.grad = g
         again = make_optimizer(torch, self.p.optimizer, shadow)
-        again.load_state_dict(self._state)
+        for t, state in zip(shadow, self._state):
+            if state is not None:
+                again.state[t] = state
         again.step()
         self._lap("the update again")
         worst, failure = 0.0, None
