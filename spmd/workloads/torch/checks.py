@@ -271,6 +271,17 @@ def _exchange(torch, mine, rank: int, size: int):
     return theirs
 
 
+def _per_tensor(torch, flat, lengths: list[int], reduce):
+    """``reduce`` (torch.mean, torch.max) of each tensor's slice of ``flat``, as one device tensor (0 for an empty
+    one). A slice per tensor: every reduction runs over the whole device, where torch.segment_reduce gives a
+    segment of millions of elements to few threads."""
+    out, offset = [], 0
+    for n in lengths:
+        out.append(reduce(flat[offset : offset + n]) if n else flat.new_zeros(()))
+        offset += n
+    return torch.stack(out) if out else flat.new_zeros(0)
+
+
 def relative_error(got, ref, scale):
     """|got - ref| / scale, element by element: 0 where both are the same value or both NaN (a training gone
     non-finite is the loss check's to name), infinite where only one is not finite."""
@@ -283,18 +294,19 @@ def judge(torch, run, expected, second, layout) -> tuple[dict, str | None]:
     """``run`` against ``expected`` (flat, in ``layout``'s order), element by element, relative to |element| + the
     tensor's rms: within FLOOR, or where ``second`` (the recomputation again) differs from ``expected``,
     BOUND_FACTOR x that difference. A summary and the first element beyond its bound described (None if none).
-    The whole model at once, per tensor by segment reductions: a few kernels and one wait for the device."""
-    sizes = torch.tensor([n for _, n, _ in layout], dtype=torch.int64, device=run.device)
+    The whole model at once, a reduction per tensor, and one wait for the device at the end."""
+    lengths = [n for _, n, _ in layout]
+    sizes = torch.tensor(lengths, dtype=torch.int64, device=run.device)
     ref, got = expected.double(), run.double()
-    rms = torch.segment_reduce(ref * ref, "sum", lengths=sizes).div(sizes.clamp(min=1)).sqrt()
+    rms = _per_tensor(torch, ref * ref, lengths, torch.mean).sqrt()
     scale = ref.abs() + rms.repeat_interleave(sizes) + np.finfo(np.float64).tiny
     if second is not None:
-        noise = torch.segment_reduce((second.double() - ref).abs() / scale, "max", lengths=sizes, initial=0.0)
+        noise = _per_tensor(torch, (second.double() - ref).abs() / scale, lengths, torch.max)
     else:
         noise = torch.zeros_like(rms)
     level = torch.where(noise > 0, BOUND_FACTOR * noise, torch.full_like(noise, FLOOR))
     err = relative_error(got, ref, scale)
-    top = torch.segment_reduce(err, "max", lengths=sizes, initial=0.0)
+    top = _per_tensor(torch, err, lengths, torch.max)
     smallest = torch.where(ref != 0, level.repeat_interleave(sizes) * scale / ref.abs(), torch.full_like(ref, np.inf))
     counts = torch.stack([(smallest <= CAUGHT).sum(), (ref != 0).sum()]).cpu().numpy()
     every = smallest[:: max(1, run.numel() // SAMPLE)].cpu().numpy()
