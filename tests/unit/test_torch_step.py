@@ -231,3 +231,14 @@ def test_checked_steps_train_but_stay_out_of_the_timing(group):
     total = stepper.timer.records[0]["total"]
     assert total < 0.3, total
     assert stepper.timer.records[0]["step"] <= total
+
+
+@pytest.mark.parametrize("plan", [[False] * 4, [True, False, False, False, False]])
+def test_the_first_steps_averaged_gradient_is_kept_whether_or_not_that_step_is_checked(group, monkeypatch, plan):
+    """SyncBatchNorm checks its updates at the checked steps (step 0 among them) and its first step's averaged
+    gradient against the reference: that gradient must be kept either way (it was lost when step 0 was checked)."""
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    params = TorchParams(model="m.py:build", batch=8, steps=4, phases=False)
+    checks = SlowChecks() if plan[0] else None
+    _, stepper, _ = train(params, 4, plan=plan, checks=checks, first_exact=True)
+    assert stepper.first_grads and all(t.abs().sum() > 0 for t in stepper.first_grads.values())

@@ -352,6 +352,7 @@ class Stepper:
                 t0 = time.perf_counter()
                 self.train_step(None, checked=True)
                 self.step += 1
+                self._keep_first_grads()
                 self.synchronize()
                 seconds = time.perf_counter() - t0
                 excluded += seconds
@@ -385,10 +386,7 @@ class Stepper:
             self.step += 1
             if capture is not None:
                 capture.after(n)
-            if self.step == 1 and self.keep_first:  # ddp-graph, SyncBatchNorm: the averaged first gradients are checked
-                self.first_grads = {
-                    name: t.grad.detach().clone() for name, t in self.module.named_parameters() if t.grad is not None
-                }
+            self._keep_first_grads()
         if marked:
             self.synchronize()
             window = time.perf_counter() - began - excluded
@@ -415,6 +413,14 @@ class Stepper:
                 timer.add("compute", scale * (phases["step"] - phases["comm_exposed"]))
                 timer.add("comm", scale * phases["comm_exposed"])
             self.last = marked[-1]
+
+    def _keep_first_grads(self) -> None:
+        """After the first step (checked or not): its averaged gradients, which ddp-graph's and SyncBatchNorm's
+        verification compares with the one-process reference's."""
+        if self.step == 1 and self.keep_first:
+            self.first_grads = {
+                name: t.grad.detach().clone() for name, t in self.module.named_parameters() if t.grad is not None
+            }
 
     def _placed(self, marks, timer) -> float | None:
         """Where a marked step started, in seconds from the repeat's start (None: not known)."""

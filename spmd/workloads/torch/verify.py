@@ -167,7 +167,9 @@ def first_step_check(w) -> dict:
     reordered = _reference(w, copy.deepcopy(w.start_state), x, y)
     ref.train(whole.window, 0, 1, False)
     reordered.train(whole.window, 0, 1, True)
-    first = {name: t.detach().cpu().double().numpy() for name, t in (w.stepper.first_grads or {}).items()}
+    if not w.stepper.first_grads:
+        raise VerificationError("the first step's averaged gradient was not kept: nothing to compare (a bug)")
+    first = {name: t.detach().cpu().double().numpy() for name, t in w.stepper.first_grads.items()}
     summary, failure = judge(first, ref.first_grads, reordered.first_grads, "the first step's averaged gradient of")
     if failure:
         raise VerificationError(failure)
