@@ -1,7 +1,7 @@
 """What verification costs a torch run at its defaults, by turns in one launch, and whether a late change is caught.
 
 For each model config and each rank count (the first n ranks of the launch; the others wait), ``--turns`` turns of
-the same job verified as users run it (``verify: auto``, the default checked steps) and with ``verify: none``,
+the same job (after ``--warmup`` turns not kept) verified as users run it (``verify: auto``, the default checked steps) and with ``verify: none``,
 alternating which goes first; each job's whole wall time (set-up, repeats, checks, report) measured around
 ``run_job``. Then the same job once more with the model's own gradient hook on the last rank changing its largest
 gradient element by 1% from step ``--late`` on (past the first checked steps): caught or not, and where.
@@ -23,7 +23,9 @@ from pathlib import Path
 
 from bench.usage import answer_help
 
-answer_help(__doc__, "torch_verify_cost.py --config FILE.yaml [--data DIR] [--ranks 1,2] [--turns 3] [--late 7]")
+answer_help(
+    __doc__, "torch_verify_cost.py --config FILE.yaml [--data DIR] [--ranks 1,2] [--turns 3] [--warmup 1] [--late 7]"
+)
 
 import yaml  # noqa: E402
 from mpi4py import MPI  # noqa: E402
@@ -95,6 +97,7 @@ def main() -> None:
     ap.add_argument("--data", default="/tmp/spmd-verify-cost")
     ap.add_argument("--ranks", default=None, help="rank counts (default 1 and the launch's)")
     ap.add_argument("--turns", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1, help="turns first, not kept (the process's first jobs warm up)")
     ap.add_argument("--late", type=int, default=7)
     ap.add_argument("--rows", type=int, default=1024, help="rows generated (the example's shape otherwise)")
     a = ap.parse_args()
@@ -122,7 +125,7 @@ def main() -> None:
             if sub != MPI.COMM_NULL:
                 sides: dict[str, list[float]] = {"verified": [], "verify none": []}
                 checks, checked_s, checked, steps, parts = [], [], None, None, None
-                for turn in range(a.turns):
+                for turn in range(a.warmup + a.turns):
                     order = ["verified", "verify none"] if turn % 2 == 0 else ["verify none", "verified"]
                     for side in order:
                         seconds, report, failure = timed(
@@ -130,6 +133,8 @@ def main() -> None:
                         )
                         if failure:
                             raise SystemExit(f"clean run failed: {failure}")
+                        if turn < a.warmup:
+                            continue
                         sides[side].append(seconds)
                         if side == "verified":
                             v = report["verification"]

@@ -140,8 +140,36 @@ def _brief(g: dict) -> dict:
     return {k: g[k] for k in ("largest_error_in_bounds", "smallest_change_caught", "share_caught_at_1_percent")}
 
 
+def verify_cost(env, runs: int) -> list[list[Measure]]:
+    """Verification's cost at its defaults: the examples' GPT-2 and ResNet-50 jobs verified and with verify: none, by
+    turns in one launch (a turn a run), at one rank and at every rank; and a late 1% change, caught or not."""
+    per_run: list[list[Measure]] = [[] for _ in range(runs)]
+    configs = [ROOT / "examples/torch/gpt2.yaml", ROOT / "examples/torch/resnet.yaml"]
+    args = [x for c in configs for x in ("--config", c)]
+    rows = 256 if env.quick else 1024
+    done = env.program("torch_verify_cost.py", *args, "--turns", runs, "--rows", rows, ranks=env.ranks)
+    for line in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")):
+        model = "GPT-2 124M" if line["model"] == "gpt2" else "ResNet-50"
+        case = f"{model}, the example's job, {line['ranks']} rank{'s' * (line['ranks'] > 1)}, by turns in one launch"
+        params = {k: line[k] for k in ("checked_words", "checked_steps", "steps", "parts", "late", "check_seconds")}
+        for run in range(runs):
+            verified = line["turns_s"]["verified"][run]
+            plain = line["turns_s"]["verify none"][run]
+            per_run[run] += [
+                Measure(case, "verified (default checks)", verified, "wall time", "s", better="lower", params=params),
+                Measure(case, "verify: none", plain, "wall time", "s", "peer", "lower"),
+            ]
+    return per_run
+
+
 def cases(env) -> list[Case]:
     return [
+        Case(
+            "verification's cost by turns, and a late change",
+            verify_cost,
+            needs=("torch", "transformers", "gpu"),
+            batched=True,
+        ),
         Case(
             "real models, the step against a plain loop, same processes",
             step_cost,
