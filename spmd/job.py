@@ -113,6 +113,7 @@ def run_job(
         verification = verify(ctx, workload) if cfg.verify != "none" else NOT_CHECKED
         workload.save()  # only a verified result is written (or one its plug-in's config says not to check)
         wall.mark("verify")
+        wall.move(timer.excluded, "verify")  # the steps checked inside the repeats, untimed, are verification's
         extra = after_run(comm, workload) if after_run else None
         wall.mark("calibration")
         enter_phase("report")
@@ -207,6 +208,13 @@ class WallClock:
         now = time.perf_counter()
         self.seconds[name] = self.seconds.get(name, 0.0) + now - self.last
         self.last = now
+
+    def move(self, seconds: dict[str, float], to: str) -> None:
+        """Count ``seconds`` of some parts (part -> seconds) as ``to``'s: untimed work done inside them."""
+        for name, value in seconds.items():
+            if value > 0 and name in self.seconds:
+                self.seconds[name] -= value
+                self.seconds[to] = self.seconds.get(to, 0.0) + value
 
     def parts(self) -> dict[str, float]:
         """The parts so far, and what passed since the last mark as ``report`` (gathering, writing)."""

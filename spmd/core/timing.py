@@ -55,6 +55,7 @@ class PhaseTimer:
         self._events: list[tuple[str, object, object, int, str]] = []
         self._t0 = None
         self._excluded = 0.0  # seconds of this repeat's untimed work (``exclude``)
+        self.excluded = {"warmup": 0.0, "repeats": 0.0}  # untimed work over the warm-up and the recorded repeats
         self._ref = None  # the repeat's first CUDA event: device times are placed from it
 
     def start_repeat(self, warmup: bool = False) -> None:
@@ -154,6 +155,7 @@ class PhaseTimer:
         if self._ranges is not None:
             self._ranges.pop()
         (self.records if record else self.warmup_records).append(times)
+        self.excluded["repeats" if record else "warmup"] += self._excluded
         self._t0 = None
         return times
 

@@ -64,6 +64,8 @@ def test_a_users_model_trains_alike_at_1_2_and_3_ranks(tmp_path):
         assert all(c["by"] == (c["rank"] + 1) % ranks for c in checks)  # the next rank recomputes it
         assert min(c["share_caught_at_1_percent"] for c in checks if c["step"] == 0) >= 0.99
         assert verification["parameters"]["checked"] and verification["parameters"]["steps"] == steps
+        # the checked steps ran inside the repeats, untimed: the run's wall time counts them as verification's
+        assert rep["wall"]["verify"] >= 0.5 * verification["checked_steps_seconds"] > 0
         assert f"gradients of every rank checked at steps 0, 1, {steps[2]}" in out.splitlines()[0]
         for phase in ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step"):
             assert rep["timings"][phase]["median"] >= 0
