@@ -14,10 +14,12 @@ from pathlib import Path
 from ..core.errors import InputError, brief, one_line
 
 # 2: report.json's ``host`` (compute threads, the load beside the ranks); scaling.json's ``decision`` and ``cost``.
-# Readers take the previous schema too (its missing parts recomputed or left unsaid) and refuse any other.
-REPORT_SCHEMA = 2
-SCALING_SCHEMA = 2
-READABLE = (1, 2)
+# 3: a torch run's ``verification`` names its checked steps (``checked``, ``checked_steps``, ``escape_chance``, the
+# checks' time); ``parameters_sha256`` and ``reference_seconds`` gone from it (scaling.json holds the runs' reports).
+# Readers take the previous schemas too (their missing parts recomputed or left unsaid) and refuse any other.
+REPORT_SCHEMA = 3
+SCALING_SCHEMA = 3
+READABLE = (1, 2, 3)
 MAX_NAME = 1000  # a plug-in's path:NAME is long; a workload name of pages is no report's
 
 

@@ -43,7 +43,7 @@ def test_run_writes_verified_report(tmp_path, data):
     assert rc == 0, err
     report = json.loads((tmp_path / "elsewhere" / "report.json").read_text())
     assert not (tmp_path / "out").exists()  # --out wins over the config's output
-    assert report["schema"] == 2 and report["ranks"] == RANKS and report["verified"] is True
+    assert report["schema"] == 3 and report["ranks"] == RANKS and report["verified"] is True
     assert report["config"]["params"]["ddof"] == 1 and report["comm"] == "mpi" and report["device"] == "cpu"
     assert len(report["nodes"]) == 1 and report["nodes"][0]["ranks"] == [0, 1, 2]
     assert_result_close(report["result"], reference(x, ddof=1))

@@ -70,7 +70,7 @@ def slowest_rank_median(report: dict) -> float:
 
 def test_sweep_runs_every_size_verified(sweep):
     folder, out, scaling = sweep
-    assert scaling["schema"] == 2 and scaling["kind"] == "scaling" and scaling["workload"] == "reduce"
+    assert scaling["schema"] == 3 and scaling["kind"] == "scaling" and scaling["workload"] == "reduce"
     assert scaling["modes"] == ["strong", "weak"] and scaling["ranks"] == [1, 2, 3]
     for mode in ("strong", "weak"):
         rows = scaling["series"][mode]

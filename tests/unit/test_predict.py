@@ -399,12 +399,12 @@ def test_predict_reads_the_previous_schema_and_refuses_an_unknown_one_naming_it(
                 "--out", tmp_path / "old")  # fmt: skip
     assert done.returncode == 0, done.stderr
     again = json.loads((tmp_path / "old/scaling.json").read_text())
-    assert again["schema"] == 2 and again["decision"]["lead"] and again["verdict"].startswith("Verdict: ")
+    assert again["schema"] == 3 and again["decision"]["lead"] and again["verdict"].startswith("Verdict: ")
     assert f"  the sweep: {again['verdict']}" in done.stdout.splitlines()
-    (tmp_path / "new.json").write_text(json.dumps({**sweep, "schema": 3}))
+    (tmp_path / "new.json").write_text(json.dumps({**sweep, "schema": 4}))
     done = spmd("predict", tmp_path / "new.json", "--target", "gpus_per_node=4,nodes=1,intra=nvlink4",
                 "--out", tmp_path / "o")  # fmt: skip
-    assert done.returncode == 2 and "new.json: scaling schema 3; this spmd reads schema 1, 2" in done.stderr
+    assert done.returncode == 2 and "new.json: scaling schema 4; this spmd reads schema 1, 2, 3" in done.stderr
 
 
 @given(

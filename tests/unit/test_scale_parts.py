@@ -311,8 +311,8 @@ def test_compare_reads_report_json_and_rejects_strangers(tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"schema": 3}, "report schema 3; this spmd reads schema 1, 2 (writes 2)"),
-        ({"schema": True}, "report schema True; this spmd reads schema 1, 2"),
+        ({"schema": 4}, "report schema 4; this spmd reads schema 1, 2, 3 (writes 3)"),
+        ({"schema": True}, "report schema True; this spmd reads schema 1, 2, 3"),
         ({"per_rank": [{"median": {}}]}, "missing or malformed: per_rank (one entry per rank)"),
         ({"per_rank": [{"median": {}, "repeats": [{"total": "1"}]}] * 2}, "per_rank[].repeats[] (finite seconds"),
         ({"per_rank": [{"median": {}, "repeats": [{"total": 1.0, "read": "x"}]}] * 2}, "per_rank[].repeats[] (finite"),
@@ -344,8 +344,8 @@ def test_compare_refuses_reports_of_different_workloads_and_unknown_scalings(tmp
     matmul = scaling_file(tmp_path, "matmul.json", 0.01, workload="matmul")
     with pytest.raises(InputError, match="is a report of reduce, .*matmul.json of matmul: nothing to compare"):
         compare_files(reduce, matmul, None, 0)
-    with pytest.raises(InputError, match="scaling schema 3"):
-        compare_files(reduce, scaling_file(tmp_path, "new.json", 0.01, schema=3), None, 0)
+    with pytest.raises(InputError, match="scaling schema 4"):
+        compare_files(reduce, scaling_file(tmp_path, "new.json", 0.01, schema=4), None, 0)
     assert compare_files(reduce, scaling_file(tmp_path, "same.json", 0.02), 10, 0)[1]  # slower: flagged
 
 
