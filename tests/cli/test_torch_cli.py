@@ -169,32 +169,13 @@ def test_without_checked_steps_the_averaged_first_gradient_is_checked(tmp_path):
     rank's own gradient is checked) compares the first step's gradient after the allreduce, which still catches the
     1% change on one of 2 ranks."""
     path = config(tmp_path, save=None)
-    rc, _, err, _ = spmd(
-        "run",
-        path,
-        "-o",
-        "params.verify_steps=0",
-        "-o",
-        "params.verify_per_repeat=0",
-        cwd=tmp_path,
-        ranks=2,
-        timeout=120,
-    )
+    no_checked_steps = ("-o", "params.verify_steps=0", "-o", "params.verify_per_repeat=0")
+    rc, _, err, _ = spmd("run", path, *no_checked_steps, cwd=tmp_path, ranks=2, timeout=120)
     assert rc == 0, err
     g = report(tmp_path)["verification"]["gradients"]
     assert g["steps"] == [0] and "averaged over the ranks" in g["compared"] and "checks" not in g
-    rc, _, err, _ = spmd(
-        "run",
-        path,
-        "-o",
-        "params.verify_steps=0",
-        "-o",
-        "params.verify_per_repeat=0",
-        cwd=tmp_path,
-        ranks=2,
-        timeout=120,
-        env={"SPMD_FAULT": "rank=1,phase=backward,kind=corrupt"},
-    )
+    fault = {"SPMD_FAULT": "rank=1,phase=backward,kind=corrupt"}
+    rc, _, err, _ = spmd("run", path, *no_checked_steps, cwd=tmp_path, ranks=2, timeout=120, env=fault)
     assert rc == 3 and "the first step's averaged gradient of" in err, err
 
 

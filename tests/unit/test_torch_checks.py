@@ -17,7 +17,7 @@ from spmd.workloads.torch.gradients import BOUND_FACTOR, FLOOR  # noqa: E402
 
 
 def layout_of(sizes):
-    return [(f"t{k}", n, (n,)) for k, n in enumerate(sizes)]
+    return [(f"t{k}", n) for k, n in enumerate(sizes)]
 
 
 @settings(max_examples=60, deadline=None)

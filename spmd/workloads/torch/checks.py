@@ -27,7 +27,6 @@ import numpy as np
 
 from ...core.errors import VerificationError
 from ...io.hdf5 import open_h5
-from ..training.data import Sampler
 from .gradients import BOUND_FACTOR, CAUGHT, FLOOR, QUANTILES
 from .inputs import label_array, labels_path
 from .step import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs
@@ -45,11 +44,11 @@ class StepChecks:
         self.module = module
         self.ranks_checked = ranks_checked  # each rank's own gradient (not under SyncBatchNorm)
         self.gpu = w.ctx.device == "gpu"
-        self.layout = [(n, t.numel(), t.shape) for n, t in module.named_parameters() if t.requires_grad]
-        self.size = sum(n for _, n, _ in self.layout)
+        self.layout = [(n, t.numel()) for n, t in module.named_parameters() if t.requires_grad]
+        self.size = sum(n for _, n in self.layout)
         # the recomputation's own copy of the model: the user's hooks on parameters are not copied with it
         self.checker = copy.deepcopy(module) if ranks_checked else None
-        self.whole = Sampler(w.rows, w.shards, 1, 0, w.global_batch, self.p.seed) if ranks_checked else None
+        self.whole = w.one_rank_sampler() if ranks_checked else None
         self.buffers: list[list] = []
         self.results: list[dict] = []
         self.seconds = 0.0
@@ -145,18 +144,22 @@ class StepChecks:
     def _flat(self, captured: dict):
         """This rank's gradient as it entered the allreduce, float32 in the model's parameter order (DDP's buckets
         hold them in an order of their own; a parameter no loss reached is zero, as in its bucket)."""
-        torch = self.torch
         pieces = {}
         for _, (flat, names) in sorted(captured.items()):
             offset = 0
             for name, size in names:
                 pieces[name] = flat[offset : offset + size]
                 offset += size
+        return self._flatten(pieces)
+
+    def _flatten(self, by_name: dict):
+        """Tensors by parameter name as one float32 vector in ``layout``'s order (zeros where one is missing)."""
+        torch = self.torch
         out = torch.zeros(self.size, dtype=torch.float32, device=self.w.compute_device)
         offset = 0
-        for name, size, _ in self.layout:
-            if name in pieces:
-                out[offset : offset + size].copy_(pieces[name])
+        for name, size in self.layout:
+            if by_name.get(name) is not None:
+                out[offset : offset + size].copy_(by_name[name].reshape(-1))
             offset += size
         return out
 
@@ -187,14 +190,7 @@ class StepChecks:
                 with autocast(torch, p.precision, self.gpu):
                     loss = w.loss_fn(module(xj), y[j * b : (j + 1) * b])
                 (loss / k if k > 1 else loss).backward()
-        out = torch.zeros(self.size, dtype=torch.float32, device=w.compute_device)
-        offset = 0
-        named = dict(module.named_parameters())
-        for name, size, _ in self.layout:
-            grad = named[name].grad
-            if grad is not None:
-                out[offset : offset + size].copy_(grad.reshape(-1))
-            offset += size
+        out = self._flatten({name: t.grad for name, t in module.named_parameters()})
         module.zero_grad(set_to_none=True)
         return out
 
@@ -295,7 +291,7 @@ def judge(torch, run, expected, second, layout) -> tuple[dict, str | None]:
     tensor's rms: within FLOOR, or where ``second`` (the recomputation again) differs from ``expected``,
     BOUND_FACTOR x that difference. A summary and the first element beyond its bound described (None if none).
     The whole model at once, a reduction per tensor, and one wait for the device at the end."""
-    lengths = [n for _, n, _ in layout]
+    lengths = [n for _, n in layout]
     sizes = torch.tensor(lengths, dtype=torch.int64, device=run.device)
     ref, got = expected.double(), run.double()
     rms = _per_tensor(torch, ref * ref, lengths, torch.mean).sqrt()
@@ -317,8 +313,8 @@ def judge(torch, run, expected, second, layout) -> tuple[dict, str | None]:
     bad = np.flatnonzero(excess > 1)
     if bad.size:  # the first tensor beyond its bound, described element by element
         k = int(bad[0])
-        name, size, _ = layout[k]
-        start = sum(n for _, n, _ in layout[:k])
+        name, size = layout[k]
+        start = sum(n for _, n in layout[:k])
         part = err[start : start + size]
         i = int(part.argmax())
         failure = (

@@ -20,7 +20,6 @@ import numpy as np
 
 from ...core.errors import VerificationError
 from ...core.memory import free_device_memory
-from ..training.data import Sampler
 from .gradients import BOUND_FACTOR, FLOOR, judge, summarize
 from .inputs import read_all
 from .reference import Reference, host_tensors
@@ -44,13 +43,12 @@ def verify_torch(w) -> dict:
             differs.index(True),
             f"parameters differ from rank 0's after {w.stepper.step} steps: the replicas diverged",
         )
-    mine = host_tensors(w.stepper.module) if w.params.strategy == "ddp-graph" and ctx.rank == 0 else None
     checks = w.stepper.checks
     results = ctx.comm.gather(checks.results if checks else [], root=0)
-    seconds = ctx.comm.gather(
+    timing = ctx.comm.gather(
         (checks.seconds, w.stepper.checked_seconds, checks.parts) if checks else (0.0, 0.0, {}), root=0
     )
-    outcome = ctx.agree(summarize_checks, w, results, seconds, mine, root_only=True)
+    outcome = ctx.agree(summarize_checks, w, results, timing, root_only=True)
     return {"replicas_identical": True, **outcome}
 
 
@@ -68,7 +66,7 @@ def replicas_diverged(torch, module) -> bool:
     return differs
 
 
-def summarize_checks(w, results: list[list[dict]], seconds: list[float], mine: dict) -> dict:
+def summarize_checks(w, results: list[list[dict]], timing: list[tuple]) -> dict:
     """Rank 0: report.json's words and figures for what was checked (the reference ran only where the steps were not
     checked as they ran: ddp-graph, SyncBatchNorm's gradients, or no checked step asked for)."""
     p, ctx, st = w.params, w.ctx, w.stepper
@@ -84,9 +82,9 @@ def summarize_checks(w, results: list[list[dict]], seconds: list[float], mine: d
             "run's last step being checked",
             "by_steps": escape,
         }
-        out["check_seconds"] = max(s for s, _, _ in seconds)  # the slowest rank's checks
-        out["checked_steps_seconds"] = max(c for _, c, _ in seconds)  # the checked steps with their checks
-        parts = [p for _, _, p in seconds]
+        out["check_seconds"] = max(s for s, _, _ in timing)  # the slowest rank's checks
+        out["checked_steps_seconds"] = max(c for _, c, _ in timing)  # the checked steps with their checks
+        parts = [p for _, _, p in timing]
         out["check_parts_seconds"] = {k: max(p.get(k, 0.0) for p in parts) for k in parts[0]}
         parameters = {
             "compared": "the parameters after each checked step against the optimizer's update taken again from the "
@@ -97,11 +95,7 @@ def summarize_checks(w, results: list[list[dict]], seconds: list[float], mine: d
             "largest_difference": max(r["update"]["largest_difference"] for rank in results for r in rank),
         }
     if w.stepper.ranks_checked:
-        checks = [
-            {k: v for k, v in r.items() if k not in ("update", "step")} | {"step": r["step"]}
-            for rank in results
-            for r in rank
-        ]
+        checks = [{k: v for k, v in r.items() if k != "update"} for rank in results for r in rank]
         one = ctx.size == 1
         gradients = {
             "compared": "each rank's own gradient as it entered the allreduce (DDP's bucket), element by element, "
@@ -123,7 +117,7 @@ def summarize_checks(w, results: list[list[dict]], seconds: list[float], mine: d
     elif w.cfg.verify != "none":
         gradients = first_step_check(w)
     if p.strategy == "ddp-graph":
-        parameters = whole_run_check(w, mine)
+        parameters = whole_run_check(w)
     out["gradients"] = gradients
     out["parameters"] = parameters or {
         "checked": False,
@@ -162,7 +156,7 @@ def first_step_check(w) -> dict:
     bound."""
     torch = w.torch
     x, y, gpu = _reference_rows(w)
-    whole = Sampler(w.rows, w.shards, 1, 0, w.global_batch, w.params.seed)
+    whole = w.one_rank_sampler()
     ref = _reference(w, copy.deepcopy(w.start_state), x, y)
     reordered = _reference(w, copy.deepcopy(w.start_state), x, y)
     ref.train(whole.window, 0, 1, False)
@@ -184,13 +178,14 @@ def first_step_check(w) -> dict:
     }
 
 
-def whole_run_check(w, run_tensors: dict) -> dict:
+def whole_run_check(w) -> dict:
     """ddp-graph (its replays run no Python, so no step is checked as it runs): the parameters after the last step
     against the whole training again in one process, within SPREAD_FACTOR x what two references one rounding step
     apart differ by, or not checked where that is beyond MAX_SPREAD."""
     torch, p = w.torch, w.params
+    run_tensors = host_tensors(w.stepper.module)  # rank 0's, as the run left them
     x, y, _ = _reference_rows(w)
-    whole = Sampler(w.rows, w.shards, 1, 0, w.global_batch, p.seed)
+    whole = w.one_rank_sampler()
     hint = (
         ""
         if w.stepper.reseed

@@ -116,7 +116,9 @@ class TorchWorkload(TrainingWorkload):
         unused = ctx.agree(self._trial_step, module)
         find_unused, self.unused = settle_unused(ctx, unused, p.find_unused)
         seed = p.verify_seed if p.verify_seed is not None else ctx.comm.bcast(draw_seed() if ctx.rank == 0 else None)
-        self.check_plan = CheckSchedule(p.verify_steps, p.verify_per_repeat, seed) if self.checks_run else None
+        # no checked step under ddp-graph or verify: none (an empty plan: every window's steps timed)
+        first, per_window = (p.verify_steps, p.verify_per_repeat) if self.checks_run else (0, 0)
+        self.check_plan = CheckSchedule(first, per_window, seed)
         checks = ctx.agree(StepChecks, self, module, self.ranks_checked) if self.checks_run else None
         self.stepper = ctx.agree(
             Stepper,
@@ -131,7 +133,6 @@ class TorchWorkload(TrainingWorkload):
             first_exact=self.first_step_checked,
             find_unused=find_unused,
         )
-        self.check_plan = self.check_plan or CheckSchedule(0, 0, seed)
         self.plan = [False] * p.steps
         if p.strategy == "ddp-graph":
             self.stepper.load_window(self.sampler.window(0, p.steps))
@@ -192,6 +193,11 @@ class TorchWorkload(TrainingWorkload):
             )
             + " (the torch workload is data-parallel: every device holds the whole model)",
         )
+
+    def one_rank_sampler(self) -> Sampler:
+        """The sampler of the same training on one rank: each step's global batch, the ranks' rows in rank order (what
+        verification recomputes from)."""
+        return Sampler(self.rows, self.shards, 1, 0, self.global_batch, self.params.seed)
 
     @property
     def start_state_wanted(self) -> bool:
