@@ -474,6 +474,13 @@ def make(params):
         ("rank-skips", "params.find_unused=true", 3, ["rank 1's gradient of", "before the allreduce"]),
         ("rank-scales", None, 3, ["rank 1's gradient of", "before the allreduce"]),
         ("later", None, 2, ["rank 0", "params.find_unused: the loss of step 2", "find_unused: true"]),
+        # step 2 checked: its unfinished reduction is named, never taken for a wrong gradient
+        (
+            "later",
+            "params.verify_steps=3",
+            2,
+            ["rank 0", "params.find_unused: the loss of step 2", "find_unused: true"],
+        ),
     ],
 )
 def test_models_as_they_come_end_named_never_raw(tmp_path, branch, override, code, words):

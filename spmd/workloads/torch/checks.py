@@ -29,7 +29,7 @@ from ...core.errors import VerificationError
 from ...io.hdf5 import open_h5
 from .gradients import BOUND_FACTOR, CAUGHT, FLOOR, QUANTILES
 from .inputs import label_array, labels_path
-from .step import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs
+from .step import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs, unfinished_reduction
 
 SAMPLE = 1 << 16  # elements of each check kept for the quantiles of the smallest change caught
 
@@ -93,6 +93,7 @@ class StepChecks:
         self._lap("the step itself")
         result = {"step": step}
         if self.ranks_checked:
+            ctx.agree(self._require_reduced, step, captured)  # before any rank sends: none is left waiting
             result.update(ctx.agree(self._ring, step, captured))
         result["update"] = ctx.agree(self._update, step, optimizer)
         self._start = self._state = self._grads = None
@@ -140,6 +141,13 @@ class StepChecks:
                 f"micro-batches do not give (before the allreduce)",
             )
         return out
+
+    def _require_reduced(self, step: int, captured: dict) -> None:
+        """Every parameter's gradient handed to the allreduce, or DDP's reduction did not finish (a loss that reached
+        none of some parameters DDP waited for): that, not a wrong gradient, is what the step went wrong by."""
+        handed = {name for _, (_, names) in captured.items() for name, _ in names}
+        if any(name not in handed for name, _ in self.layout):
+            raise unfinished_reduction(step)
 
     def _flat(self, captured: dict):
         """This rank's gradient as it entered the allreduce, float32 in the model's parameter order (DDP's buckets

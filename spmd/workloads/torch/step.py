@@ -328,11 +328,7 @@ class Stepper:
         except RuntimeError as exc:  # DDP's reducer: an earlier backward left parameters without a gradient
             if "Expected to have finished reduction" not in str(exc):
                 raise
-            raise ConfigError(
-                f"params.find_unused: the loss of step {self.step - 1} reached none of some parameters that DDP "
-                f"waited for (a forward whose control flow follows the data or the step): set "
-                f"params.find_unused: true (DDP's find_unused_parameters)"
-            ) from None
+            raise unfinished_reduction(self.step - 1) from None
 
     def run_window(self, plan: list[bool], timer) -> None:
         """A window's optimizer steps, ``plan`` saying of each whether verification checks it; the others' phases
@@ -481,6 +477,15 @@ class Stepper:
 
 
 RANDOM_MODULES = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "RReLU")
+
+
+def unfinished_reduction(step: int) -> ConfigError:
+    """DDP's reducer waited for parameters the loss of ``step`` never reached (its allreduce never completed)."""
+    return ConfigError(
+        f"params.find_unused: the loss of step {step} reached none of some parameters that DDP waited for (a forward "
+        f"whose control flow follows the data or the step): set params.find_unused: true (DDP's "
+        f"find_unused_parameters)"
+    )
 
 
 def draws_random_numbers(torch, module) -> bool:
