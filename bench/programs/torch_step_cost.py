@@ -70,9 +70,10 @@ def main() -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from spmd.core.timing import PhaseTimer
+    from spmd.workloads.torch.compute import make_optimizer
     from spmd.workloads.torch.dist import libraries
     from spmd.workloads.torch.params import TorchParams
-    from spmd.workloads.torch.step import Batches, Stepper, make_optimizer
+    from spmd.workloads.torch.step import Batches, Stepper
 
     default = TorchParams(model="m.py:build")
     if gpu:

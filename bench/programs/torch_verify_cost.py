@@ -124,7 +124,7 @@ def main() -> None:
             sub = world.Split(0 if world.rank < n else MPI.UNDEFINED, key=world.rank)
             if sub != MPI.COMM_NULL:
                 sides: dict[str, list[float]] = {"verified": [], "verify none": []}
-                checks, checked_s, checked, steps, parts = [], [], None, None, None
+                checks, checked_s, checked, steps, parts, walls, budget = [], [], None, None, None, [], None
                 for turn in range(a.warmup + a.turns):
                     order = ["verified", "verify none"] if turn % 2 == 0 else ["verify none", "verified"]
                     for side in order:
@@ -140,7 +140,8 @@ def main() -> None:
                             v = report["verification"]
                             checks.append(v.get("check_seconds"))
                             checked_s.append(v.get("checked_steps_seconds"))
-                            parts = v.get("check_parts_seconds")
+                            parts, budget = v.get("check_parts_seconds"), v.get("budget")
+                            walls.append(report["wall"])
                             checked, steps = v["checked_steps"], v["steps"]
                             words = v["checked"]
                 late_s, report, failure = timed(sub, job(base, model=f"{late_file}:build"))
@@ -160,6 +161,8 @@ def main() -> None:
                                 "checked_steps": checked,
                                 "steps": steps,
                                 "checked_words": words,
+                                "budget": budget,
+                                "verified_walls_s": walls,
                                 "late": {"from_step": a.late, "caught": failure is not None, "message": failure},
                             }
                         ),

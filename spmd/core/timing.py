@@ -55,6 +55,7 @@ class PhaseTimer:
         self._events: list[tuple[str, object, object, int, str]] = []
         self._t0 = None
         self._excluded = 0.0  # seconds of this repeat's untimed work (``exclude``)
+        self._scale = 1.0  # what the repeat's timed part is scaled by (``scale_total``)
         self.excluded = {"warmup": 0.0, "repeats": 0.0}  # untimed work over the warm-up and the recorded repeats
         self._ref = None  # the repeat's first CUDA event: device times are placed from it
 
@@ -65,6 +66,7 @@ class PhaseTimer:
         if self._ranges is not None:
             self._ranges.push(f"repeat {len(self.timeline)}" + (" (warm-up)" if warmup else ""))
         self._excluded = 0.0
+        self._scale = 1.0
         self._t0 = time.perf_counter()
         if self._gpu:
             self._ref = self._xp.cuda.Event()
@@ -104,6 +106,11 @@ class PhaseTimer:
         """Take ``seconds`` of untimed work done inside this repeat (a checked step) out of its total."""
         self._excluded += seconds
 
+    def scale_total(self, factor: float) -> None:
+        """This repeat's total times ``factor``: the work it stands for at its timed part's rate (a window whose
+        checked steps were taken out of the timing, timed for the steps it has)."""
+        self._scale = factor
+
     def add(self, name: str, seconds: float) -> None:
         """Add seconds the caller measured on the host to phase ``name``."""
         self._host[name] += seconds
@@ -140,7 +147,7 @@ class PhaseTimer:
         """Finish the repeat: wait for the device, resolve events, keep it if ``record``."""
         xpmod.synchronize(self._xp)
         times = dict(self._host)
-        times["total"] = time.perf_counter() - self._t0 - self._excluded
+        times["total"] = (time.perf_counter() - self._t0 - self._excluded) * self._scale
         repeat = self.timeline[-1]
         elapsed = self._xp.cuda.get_elapsed_time if self._gpu else None
         for name, start, end, weight, track in self._events:

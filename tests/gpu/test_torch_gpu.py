@@ -39,7 +39,7 @@ def test_strategies_and_precisions_verify(tmp_path, strategy, precision):
     libraries = rep["result"]["libraries"]  # which NCCL and cuBLAS DDP ran on, and NCCL's version as PyTorch says
     assert libraries["nccl_version"].startswith("2.") and libraries["nccl"] and libraries["cublas"]
     g = rep["verification"]["gradients"]
-    assert g["largest_error_in_bounds"] <= 1 and g["steps"][:2] == ([0] if strategy == "ddp-graph" else [0, 1])
+    assert g["largest_error_in_bounds"] <= 1 and g["steps"][0] == 0
     if strategy != "ddp-graph":
         assert rep["timings"]["comm_overlapped"]["median"] >= 0 and rep["timings"]["forward"]["median"] > 0
     assert rep["timings"]["step"]["median"] > 0
@@ -83,7 +83,7 @@ def test_a_full_size_real_model_verifies_with_every_ranks_gradient_checked(tmp_p
     rc, err, rep = real_model(tmp_path, model, f"params.precision={precision}")
     assert rc == 0, err
     g = rep["verification"]["gradients"]
-    assert rep["verified"] and g["steps"][:2] == [0, 1] and "deterministic" in g["kernels"]
+    assert rep["verified"] and g["steps"][0] == 0 and "deterministic" in g["kernels"]
     first = [c for c in g["checks"] if c["step"] == 0]
     assert g["largest_error_in_bounds"] <= 1 and min(c["share_caught_at_1_percent"] for c in first) >= 0.99, first
 

@@ -113,6 +113,8 @@ def late_model(folder: str, name: str, rank: int, first: int, only: bool = False
 
 
 def config(folder: str, name: str, fault: str | None = None, repeats: int = 1, **params):
+    """A CPU job of model ``name``; every checked step drawn (``verify_budget`` 1), so a seed fixes which are."""
+    params.setdefault("verify_budget", 1.0)
     spec = dict(MODELS[name])
     gen = spec.pop("generate")
     return job_config_from_dict(
@@ -165,8 +167,10 @@ def test_a_real_model_verifies_with_every_ranks_gradient_checked(world, data, na
     for rep, ranks in ((report, n), (alone, 1)):
         assert rep["verified"] and rep["ranks"] == ranks and rep["result"]["global_batch"] == 4 * n
         g = rep["verification"]["gradients"]
-        steps = rep["verification"]["checked_steps"]  # the first two, one in each of the 2 windows, the last
-        assert g["steps"] == steps and steps[:2] == [0, 1] and len(steps) == 5 and len(g["checks"]) == 5 * ranks
+        # 2 windows of 2 steps: the first (its window's other step stays timed), one drawn in the second, the last
+        steps = rep["verification"]["checked_steps"]
+        assert g["steps"] == steps and steps[0] == 0 and steps[1] in (2, 3) and steps[2] == 4
+        assert len(steps) == 3 and len(g["checks"]) == 3 * ranks
         assert {(c["step"], c["rank"]) for c in g["checks"]} == {(s, r) for s in steps for r in range(ranks)}
         assert all(c["by"] == (c["rank"] + 1) % ranks for c in g["checks"])
         assert g["largest_error_in_bounds"] <= 1 and rep["verification"]["parameters"]["checked"]
@@ -202,7 +206,7 @@ def test_a_models_own_gradient_hook_on_rank_1_fails_verification(world, data, pr
 @pytest.mark.parametrize("rank", [0, -1])
 def test_a_change_from_a_late_step_on_is_caught(world, data, name, precision, rank):
     """The model's own hook changes one element by 1% on rank 0 or the last rank from step 7 on, after the first
-    checked steps (0, 1) and past the first windows: the job ends at a checked step at or after 7, naming the rank,
+    checked step (0) and past the first windows: the job ends at a checked step at or after 7, naming the rank,
     whatever the checked steps' draw (three seeds)."""
     for seed in (1, 2, 3):
         model = late_model(data, name, rank, 7)
@@ -220,7 +224,7 @@ def test_a_change_at_one_step_is_caught_exactly_when_that_step_is_checked(world,
     checked = set(clean["verification"]["checked_steps"])
     total = clean["result"]["steps"]
     assert 0 < len(checked) < total
-    for step in range(2, total):
+    for step in range(1, total):
         report, failure = outcome(
             config(data, "mlp", steps=3, verify_seed=11, model=late_model(data, "mlp", 1, step, True))
         )

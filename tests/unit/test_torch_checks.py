@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch", reason="the checks need PyTorch (the torch extra)")
 
-from spmd.workloads.torch.checks import _rows, judge  # noqa: E402
-from spmd.workloads.torch.gradients import BOUND_FACTOR, FLOOR  # noqa: E402
+from spmd.workloads.torch.checks import SAMPLE, _all_equal, _rows, judge  # noqa: E402
+from spmd.workloads.torch.gradients import BOUND_FACTOR, CAUGHT, FLOOR, Bound  # noqa: E402
 
 
 def layout_of(sizes):
@@ -65,3 +65,56 @@ def test_rows_are_read_run_by_run_as_fancy_indexing_reads_them(tmp_path):
     order = np.array([0, 1, 2, 9, 10, 30, 49])
     with h5py.File(tmp_path / "x.h5") as f:
         assert np.array_equal(_rows(f["x"], order), data[order])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 40_000), min_size=1, max_size=5).filter(lambda s: sum(s) > 0),
+    seed=st.integers(0, 2**32 - 1),
+    zeros=st.floats(0, 0.5),
+)
+def test_what_the_bound_catches_is_numpys_on_every_element_or_a_fair_sample(sizes, seed, zeros):
+    """The sensitivity summary against gradients.Bound (NumPy float64, every element): the same where the model has
+    at most SAMPLE elements, within a sample's error where it has more."""
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal(sum(sizes)) * rng.choice([1e-3, 1.0, 10.0], sum(sizes))
+    values[rng.random(sum(sizes)) < zeros] = 0.0
+    expected = torch.from_numpy(values.astype(np.float32))
+    summary, _ = judge(torch, expected.clone(), expected, None, layout_of(sizes))
+    every, offset = [], 0
+    for n in sizes:
+        part = expected[offset : offset + n].double().numpy()
+        offset += n
+        if n:
+            every.append(Bound(part, part).smallest_caught())
+    every = np.concatenate(every)
+    if not every.size:
+        assert summary["share_caught_at_1_percent"] is None
+        return
+    exact = float(np.mean(every <= CAUGHT))
+    tolerance = 1e-12 if sum(sizes) <= SAMPLE else 4 / np.sqrt(SAMPLE * (1 - zeros))
+    assert abs(summary["share_caught_at_1_percent"] - exact) <= tolerance
+    if sum(sizes) <= SAMPLE:
+        assert summary["smallest_change_caught"]["q50"] == pytest.approx(float(np.quantile(every, 0.5)), rel=1e-9)
+
+
+def test_only_the_first_check_measures_what_the_bound_catches():
+    expected = torch.ones(10)
+    summary, failure = judge(torch, expected.clone(), expected, None, layout_of([10]), sensitivity=False)
+    assert failure is None and summary["share_caught_at_1_percent"] is None
+
+
+@given(seed=st.integers(0, 2**32 - 1), where=st.floats(0, 1, exclude_max=True))
+@settings(max_examples=30, deadline=None)
+def test_parameters_compare_equal_only_when_every_element_is(seed, where):
+    rng = np.random.default_rng(seed)
+    run = [torch.from_numpy(rng.standard_normal(n).astype(np.float32)) for n in (3, 50, 7)]
+    run.append(torch.arange(4, dtype=torch.float64))
+    expected = [t.clone() for t in run]
+    assert _all_equal(torch, run, expected)
+    flat = torch.cat([t.reshape(-1).double() for t in expected])
+    i = int(where * flat.numel())
+    k = int(np.searchsorted(np.cumsum([t.numel() for t in expected]), i, side="right"))
+    expected[k].reshape(-1)[i - sum(t.numel() for t in expected[:k])] += 1
+    assert not _all_equal(torch, run, expected)
+    assert not _all_equal(torch, run[:1], [run[0].double()])  # another dtype is another value

@@ -88,7 +88,7 @@ def test_a_corrupt_fault_anywhere_keeps_one_hooked_ddp_on_every_rank(group):
 
 
 def test_the_window_losses_are_each_steps_loss_in_order(group):
-    from spmd.workloads.torch.step import make_optimizer
+    from spmd.workloads.torch.compute import make_optimizer
 
     params = TorchParams(model="m.py:build", batch=8, steps=6, phases=False)
     _, stepper, _ = train(params, 6)
@@ -221,15 +221,17 @@ class SlowChecks:
 
 
 def test_checked_steps_train_but_stay_out_of_the_timing(group):
-    """A window of 8 timed steps and 2 checked ones: the checks' 0.6 s is not in the repeat's total, the checked steps
-    are steps of the training (10 taken), and the marked phases stand for the 8 timed steps."""
-    base = TorchParams(model="m.py:build", batch=8, steps=8, phase_every=4)
+    """A window of 10 steps, 2 of them checked: the checks' 0.6 s is not in the repeat's total, which is its 8 timed
+    steps' time scaled to the 10; the checked steps are steps of the training (10 taken), and the marked phases
+    stand for the window's steps, never beyond its total."""
+    base = TorchParams(model="m.py:build", batch=8, steps=10, phase_every=4)
     checks = SlowChecks()
     plan = [True, False, False, False, True, False, False, False, False, False]
     _, stepper, _ = train(base, 10, plan=plan, checks=checks)
     assert checks.steps == [0, 4] and stepper.step == 10
     total = stepper.timer.records[0]["total"]
     assert total < 0.3, total
+    assert total >= 10 * stepper.step_seconds  # the 8 timed steps' rate, for 10 (unscaled: 8 steps' time)
     assert stepper.timer.records[0]["step"] <= total
 
 

@@ -27,11 +27,12 @@ import numpy as np
 
 from ...core.errors import VerificationError
 from ...io.hdf5 import open_h5
+from .compute import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs
 from .gradients import BOUND_FACTOR, CAUGHT, FLOOR, QUANTILES
 from .inputs import label_array, labels_path
-from .step import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs, unfinished_reduction
+from .step import unfinished_reduction
 
-SAMPLE = 1 << 16  # elements of each check kept for the quantiles of the smallest change caught
+SAMPLE = 1 << 16  # elements sampled for what the bound catches (the quantiles and the share caught at 1%)
 
 
 class StepChecks:
@@ -42,6 +43,7 @@ class StepChecks:
         self.torch = w.torch
         self.w, self.ctx, self.p = w, w.ctx, w.params
         self.module = module
+        began = time.perf_counter()
         self.ranks_checked = ranks_checked  # each rank's own gradient (not under SyncBatchNorm)
         self.gpu = w.ctx.device == "gpu"
         self.layout = [(n, t.numel()) for n, t in module.named_parameters() if t.requires_grad]
@@ -56,6 +58,7 @@ class StepChecks:
         self._lapped = 0.0
         self._hook = None
         self._start = self._state = self._grads = None
+        self.setup_seconds = time.perf_counter() - began  # the checker's copy of the model and the sampler
 
     # -- around the run's step ---------------------------------------------------------
 
@@ -125,12 +128,13 @@ class StepChecks:
         self._lap("the gradient to the next rank")
         expected = self._recompute(step, source)
         self._lap("recomputing")
-        summary, failure = judge(torch, theirs, expected, None, self.layout)
+        first = not self.results  # what the bound catches, measured at this rank's first check
+        summary, failure = judge(torch, theirs, expected, None, self.layout, first)
         self._lap("comparing")
         second = None
         if failure:  # beyond a few roundings: what the kernels themselves vary by, from a second recomputation
             second = self._recompute(step, source)
-            summary, failure = judge(torch, theirs, expected, second, self.layout)
+            summary, failure = judge(torch, theirs, expected, second, self.layout, True)
         out = {"rank": source, "by": ctx.rank, "recomputed_twice": second is not None, **summary}
         if failure:
             where = "its own device, the only one" if ctx.size == 1 else f"rank {ctx.rank}"
@@ -161,15 +165,16 @@ class StepChecks:
         return self._flatten(pieces)
 
     def _flatten(self, by_name: dict):
-        """Tensors by parameter name as one float32 vector in ``layout``'s order (zeros where one is missing)."""
-        torch = self.torch
-        out = torch.zeros(self.size, dtype=torch.float32, device=self.w.compute_device)
-        offset = 0
-        for name, size in self.layout:
-            if by_name.get(name) is not None:
-                out[offset : offset + size].copy_(by_name[name].reshape(-1))
-            offset += size
-        return out
+        """Tensors by parameter name as one float32 vector in ``layout``'s order (zeros where one is missing), in
+        one copy."""
+        torch, device = self.torch, self.w.compute_device
+        pieces = [
+            by_name[name].reshape(-1).float()
+            if by_name.get(name) is not None
+            else torch.zeros(size, dtype=torch.float32, device=device)
+            for name, size in self.layout
+        ]
+        return torch.cat(pieces) if pieces else torch.zeros(0, dtype=torch.float32, device=device)
 
     def _recompute(self, step: int, rank: int):
         """Rank ``rank``'s gradient of step ``step``: its micro-batches read from the file, from the step's
@@ -182,8 +187,7 @@ class StepChecks:
         self._lap("reading the rows")
         module = self.checker
         with torch.no_grad():
-            for t, v in zip(module.parameters(), self._start):
-                t.copy_(v)
+            torch._foreach_copy_(list(module.parameters()), self._start)
         module.zero_grad(set_to_none=True)
         buffers = list(module.buffers())
         with deterministic(torch, self.gpu):
@@ -234,6 +238,9 @@ class StepChecks:
         again.step()
         self._lap("the update again")
         worst, failure = 0.0, None
+        if _all_equal(torch, [t.detach() for t in self.module.parameters()], [t.detach() for t in shadow]):
+            self._lap("comparing the parameters")
+            return {"largest_difference": worst, "failure": failure}
         for (name, live), t in zip(self.module.named_parameters(), shadow):
             if torch.equal(live.detach(), t.detach()):
                 continue
@@ -249,7 +256,21 @@ class StepChecks:
                     f"{float(ref.reshape(-1)[i])!r} from the optimizer's update of the step's averaged gradient "
                     f"({float(err.reshape(-1)[i]) / FLOOR:.3g}x the bound): the parameters changed otherwise",
                 )
+        self._lap("comparing the parameters")
         return {"largest_difference": worst, "failure": failure}
+
+
+def _all_equal(torch, run: list, expected: list) -> bool:
+    """Whether two lists of tensors hold the same values, element for element: one flat copy of each per dtype,
+    compared on the device with one wait (a comparison per tensor waits for the device each time)."""
+    groups: dict = {}
+    for a, b in zip(run, expected):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        pair = groups.setdefault(a.dtype, ([], []))
+        pair[0].append(a.reshape(-1))
+        pair[1].append(b.reshape(-1))
+    return all(torch.equal(torch.cat(a), torch.cat(b)) for a, b in groups.values())
 
 
 def _rows(dataset, order: np.ndarray) -> np.ndarray:
@@ -294,16 +315,23 @@ def relative_error(got, ref, scale):
     return err.masked_fill(same, 0.0)
 
 
-def judge(torch, run, expected, second, layout) -> tuple[dict, str | None]:
+def judge(torch, run, expected, second, layout, sensitivity: bool = True) -> tuple[dict, str | None]:
     """``run`` against ``expected`` (flat, in ``layout``'s order), element by element, relative to |element| + the
     tensor's rms: within FLOOR, or where ``second`` (the recomputation again) differs from ``expected``,
-    BOUND_FACTOR x that difference. A summary and the first element beyond its bound described (None if none).
-    The whole model at once, a reduction per tensor, and one wait for the device at the end."""
+    BOUND_FACTOR x that difference. A summary (with ``sensitivity``, what the bound catches: ``_sensitivity``) and
+    the first element beyond its bound described (None if none). Where the two agree bit for bit (deterministic
+    kernels on both sides), one comparison and one wait for the device; otherwise the whole model at once, a
+    reduction per tensor."""
     lengths = [n for _, n in layout]
+    zero = {"largest_error_in_bounds": 0.0, "largest_difference": 0.0, "measured_rounding": 0.0}
+    if second is None and torch.equal(run, expected):
+        caught = _sensitivity(torch, expected, lengths, np.full(len(lengths), FLOOR)) if sensitivity else {}
+        return {**zero, "smallest_change_caught": None, "share_caught_at_1_percent": None, **caught}, None
     sizes = torch.tensor(lengths, dtype=torch.int64, device=run.device)
+    total = run.numel()
     ref, got = expected.double(), run.double()
     rms = _per_tensor(torch, ref * ref, lengths, torch.mean).sqrt()
-    scale = ref.abs() + rms.repeat_interleave(sizes) + np.finfo(np.float64).tiny
+    scale = ref.abs() + rms.repeat_interleave(sizes, output_size=total) + np.finfo(np.float64).tiny
     if second is not None:
         noise = _per_tensor(torch, (second.double() - ref).abs() / scale, lengths, torch.max)
     else:
@@ -311,10 +339,6 @@ def judge(torch, run, expected, second, layout) -> tuple[dict, str | None]:
     level = torch.where(noise > 0, BOUND_FACTOR * noise, torch.full_like(noise, FLOOR))
     err = relative_error(got, ref, scale)
     top = _per_tensor(torch, err, lengths, torch.max)
-    smallest = torch.where(ref != 0, level.repeat_interleave(sizes) * scale / ref.abs(), torch.full_like(ref, np.inf))
-    counts = torch.stack([(smallest <= CAUGHT).sum(), (ref != 0).sum()]).cpu().numpy()
-    every = smallest[:: max(1, run.numel() // SAMPLE)].cpu().numpy()
-    every = every[np.isfinite(every)]
     top, level, noise = top.cpu().numpy(), level.cpu().numpy(), noise.cpu().numpy()
     excess = top / level
     failure = None
@@ -334,12 +358,33 @@ def judge(torch, run, expected, second, layout) -> tuple[dict, str | None]:
         "largest_error_in_bounds": float(excess.max()) if excess.size else 0.0,
         "largest_difference": float(top.max()) if top.size else 0.0,
         "measured_rounding": float(noise.max()) if noise.size else 0.0,
-        "smallest_change_caught": {f"q{int(q * 100)}": float(np.quantile(every, q)) for q in QUANTILES}
-        if every.size
-        else None,
-        "share_caught_at_1_percent": int(counts[0]) / int(counts[1]) if counts[1] else None,
+        "smallest_change_caught": None,
+        "share_caught_at_1_percent": None,
+        **(_sensitivity(torch, expected, lengths, level) if sensitivity else {}),
     }
     return summary, failure
+
+
+def _sensitivity(torch, expected, lengths: list[int], level: np.ndarray) -> dict:
+    """What the bound catches, on SAMPLE elements spread evenly over the model: for each non-zero one, the smallest
+    relative change of it alone beyond its tensor's bound ``level`` (quantiles), and the share caught at 1%. Each
+    tensor's rms is its own, whole."""
+    total = int(sum(lengths))
+    if not total:
+        return {"smallest_change_caught": None, "share_caught_at_1_percent": None}
+    rms = _per_tensor(torch, expected, lengths, lambda t: t.double().square().mean().float()).sqrt().cpu().numpy()
+    where = np.arange(0, total, max(1, total // SAMPLE))
+    tensor = np.searchsorted(np.cumsum(lengths), where, side="right")  # the tensor each sampled element is in
+    ref = expected[torch.from_numpy(where).to(expected.device)].double().cpu().numpy()
+    nonzero = ref != 0
+    scale = np.abs(ref) + rms[tensor] + np.finfo(np.float64).tiny
+    smallest = (level[tensor] * scale)[nonzero] / np.abs(ref[nonzero])
+    if not smallest.size:
+        return {"smallest_change_caught": None, "share_caught_at_1_percent": None}
+    return {
+        "smallest_change_caught": {f"q{int(q * 100)}": float(np.quantile(smallest, q)) for q in QUANTILES},
+        "share_caught_at_1_percent": float(np.mean(smallest <= CAUGHT)),
+    }
 
 
 __all__ = ["StepChecks", "judge"]

@@ -77,12 +77,14 @@ class TorchParams:
     reseed: bool | None = None  # per-micro-batch RNG seeds (None: when the model has dropout-like modules)
     # DDP's find_unused_parameters: None finds out at set-up (on when a parameter gets no gradient on every rank)
     find_unused: bool | None = None
-    # verification's checked steps (schedule.py): the first verify_steps, verify_per_repeat more drawn at random in
-    # every window of steps (warm-up and repeats), and the run's last step; at each, every rank's gradient before
-    # the allreduce, recomputed by the next rank, and the optimizer's update. verify_seed draws the random ones
-    # (None: a seed drawn when the run starts)
-    verify_steps: int = 2
+    # verification's checked steps (schedule.py): the first verify_steps, up to verify_per_repeat more drawn at
+    # random in every window of steps (warm-up and repeats) while the checks stay within verify_budget of the run's
+    # wall time so far (1: every draw), and the run's last step; at each, every rank's gradient before the
+    # allreduce, recomputed by the next rank, and the optimizer's update. verify_seed draws the random ones (None: a
+    # seed drawn when the run starts)
+    verify_steps: int = 1
     verify_per_repeat: int = 1
+    verify_budget: float = 0.05
     verify_seed: int | None = None
     # torch.profiler (Kineto; CUPTI on a GPU) on this many steps after the timed repeats, on every rank: what each
     # rank's step did, kernel by kernel (report.json's kernels). Off by default: a captured step of a launch-bound
@@ -105,6 +107,11 @@ class TorchParams:
                 f"params.verify_per_repeat: 0 to {MAX_VERIFY_STEPS}, got {self.verify_per_repeat} (checked steps "
                 f"drawn in every repeat)"
             )
+        if not 0 <= self.verify_budget <= 1:
+            raise ConfigError(
+                f"params.verify_budget: 0 to 1, got {self.verify_budget} (the share of the run's wall time the drawn "
+                f"checks may take; 1: every draw)"
+            )
         if self.verify_seed is not None and not 0 <= self.verify_seed < 2**63:
             raise ConfigError(f"params.verify_seed: 0 to 2**63 - 1, or leave it out, got {self.verify_seed}")
         if not 0 <= self.capture_steps <= MAX_CAPTURE_STEPS:
@@ -119,3 +126,31 @@ class TorchParams:
             raise ConfigError("params.options: a mapping (handed to the model's build function), or leave it out")
         if ":" not in self.loss and self.loss not in LOSSES:
             raise ConfigError(f"params.loss: {self.loss!r} is not one of {', '.join(LOSSES)} or file.py:NAME")
+
+
+def check_job(cfg, gpu: bool, corrupting: bool) -> None:
+    """The job's settings the torch workload cannot run with, here (``gpu``: on GPUs; ``corrupting``: an armed
+    SPMD_FAULT kind=corrupt): ConfigError naming the key (exit 2)."""
+    p = cfg.params
+    if cfg.input.path is None:
+        raise ConfigError("input.shards: the torch workload reads one dataset (input.path)")
+    if cfg.verify in ("attrs",):
+        raise ConfigError(
+            "verify: attrs: the torch workload verifies against a one-process reference (use auto or none)"
+        )
+    if p.strategy == "ddp-graph" and not gpu:
+        raise ConfigError("params.strategy: ddp-graph captures the step in a CUDA graph: it needs device: gpu")
+    if p.sync_batchnorm and not gpu:
+        raise ConfigError(
+            "params.sync_batchnorm: SyncBatchNorm runs on GPUs only (on the CPU, DDP keeps rank 0's "
+            "BatchNorm statistics, which the reference reproduces: leave it false)"
+        )
+    if p.precision == "tf32" and not gpu:
+        raise ConfigError("params.precision: tf32 is a GPU mode (use fp32 or bf16 on the CPU)")
+    if p.capture_steps >= p.steps:
+        raise ConfigError(
+            f"params.capture_steps: at most params.steps - 1 ({p.steps - 1}): the captured steps and the "
+            f"profiler's warm-up step run as one more window"
+        )
+    if corrupting and p.strategy == "ddp-graph":
+        raise ConfigError("SPMD_FAULT kind=corrupt changes a gradient in eager code: use strategy ddp or compile")

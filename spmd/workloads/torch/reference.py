@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .step import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs, state_tensors
+from .compute import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs, state_tensors
 
 
 class Reference:

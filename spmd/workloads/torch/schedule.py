@@ -1,11 +1,16 @@
-"""Which steps verification checks: the first few, more drawn at random in every window of steps, and the last.
+"""Which steps verification checks: the first few, more drawn at random in the windows of steps, and the last.
 
 A window is one repeat's steps (warm-up repeats included), counted as they run, so a run that repeats until its
-timing is tight (``repeats: auto``) gets its checks in every repeat it takes. The random ones come from a seed drawn
+timing is tight (``repeats: auto``) gets its draws in every repeat it takes. The random ones come from a seed drawn
 when the run starts (or ``params.verify_seed``) and the window's number, never from the step number alone: a fault
-that comes and goes with the step cannot know which steps are checked. A checked step is a step of the training
-like any other; it runs outside the timing (``Stepper``), so a window holds its ``steps`` timed steps and its
-checked ones besides.
+that comes and goes with the step cannot know which steps are checked. A checked step is one of the window's steps,
+taken outside the timing (``Stepper``; the window's time is its timed steps' scaled to all of them), and every
+window keeps one timed step at least. The last step is one more step after the repeats. So the run trains the same
+steps whichever are checked: a checked step changes how a step is watched, never what is trained.
+
+The drawn checks are kept within a budget (``Budget``): a share of the run's wall time so far, set-up included.
+A window gets its draws only while the checks made, the drawn ones and the last step's stay within it, so the
+checks spread evenly over a long run and a short one keeps its first and last steps checked.
 """
 
 from __future__ import annotations
@@ -38,18 +43,52 @@ class CheckSchedule:
     def active(self) -> bool:
         return self.first > 0 or self.per_window > 0
 
-    def window(self, number: int, first_step: int, steps: int) -> list[bool]:
-        """Window ``number`` (0, 1, ... as the run takes them), starting at step ``first_step``, with ``steps``
-        timed steps: for each step it takes, whether it is checked (its checked steps come besides the timed ones)."""
-        if not self.active:
-            return [False] * steps
+    def window(self, number: int, first_step: int, steps: int, drawn: int | None = None) -> list[bool]:
+        """Window ``number`` (0, 1, ... as the run takes them), starting at step ``first_step``, of ``steps`` steps,
+        with ``drawn`` of them drawn at random (``per_window`` when None; ``Budget.granted``): for each step, whether
+        it is checked. One step of the window stays timed."""
         plan = [False] * steps
-        early = max(0, self.first - first_step)  # the run's first steps, still to come
-        plan[:0] = [True] * early
-        rng = np.random.default_rng([self.seed, number])
-        for _ in range(self.per_window):  # a checked step slotted in at a random place among the window's steps
-            plan.insert(int(rng.integers(early, len(plan) + 1)), True)
+        if not self.active:
+            return plan
+        early = min(max(0, self.first - first_step), steps - 1)  # the run's first steps, still to come
+        plan[:early] = [True] * early
+        wanted = self.per_window if drawn is None else min(drawn, self.per_window)
+        # a fixed order of the window's other steps: fewer draws granted take the first of the same ones
+        order = np.random.default_rng([self.seed, number]).permutation(np.arange(early, steps))
+        for place in order[: min(wanted, steps - early - 1)]:
+            plan[int(place)] = True
         return plan
+
+
+class Budget:
+    """The drawn checks kept within ``share`` of the run's wall time (``params.verify_budget``; 1 or more: no bound).
+
+    A check's cost is its checked step's whole wall time (the step, its checks, and the copies around them), as
+    measured so far; before any, ``CHECK_IN_STEPS`` times a timed step's. ``skipped``: the draws left out."""
+
+    CHECK_IN_STEPS = 3  # a check before one was measured: the step, its recomputation, and what they copy and compare
+
+    def __init__(self, share: float):
+        self.share = share
+        self.skipped = 0
+
+    def per_check(self, made: int, seconds: float, step_seconds: float | None, trial_seconds: float) -> float:
+        """A check's seconds: the ``made`` ones' mean, or ``CHECK_IN_STEPS`` timed steps, or before any step was
+        timed, twice the trial step's micro-batch (cold: the most it can be)."""
+        if made:
+            return seconds / made
+        return self.CHECK_IN_STEPS * step_seconds if step_seconds is not None else 2 * trial_seconds
+
+    def granted(self, wanted: int, elapsed: float, spent: float, per_check: float, reserve: float) -> int:
+        """How many of ``wanted`` draws fit: the checks' ``spent`` seconds, each drawn one at ``per_check`` and the
+        ``reserve`` still owed (the last step's check) within ``share`` of the ``elapsed`` wall time."""
+        if self.share >= 1:
+            return wanted
+        n = 0
+        while n < wanted and spent + (n + 1) * per_check + reserve <= self.share * elapsed:
+            n += 1
+        self.skipped += wanted - n
+        return n
 
 
 def escape_shares(checked: list[int], total: int, lengths: tuple[int, ...]) -> dict[str, float]:

@@ -13,63 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-import warnings
 
 from ...core import faults
 from ...core.errors import ConfigError
+from .compute import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs, state_tensors
 from .phases import StepMarks
 
 GRAPH_WARMUP = 11  # eager DDP iterations before capture (DDP's reducer settles its buckets in the first ones)
-
-
-def make_optimizer(torch, cfg, parameters, capturable: bool = False):
-    """torch.optim's optimizer that ``params.optimizer`` names (capturable under a CUDA graph)."""
-    if cfg.name == "sgd":
-        return torch.optim.SGD(parameters, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-    cls = torch.optim.Adam if cfg.name == "adam" else torch.optim.AdamW
-    extra = {"capturable": True} if capturable else {}
-    return cls(parameters, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay, **extra)
-
-
-def micro_seed(seed: int, step: int, rank: int, micro: int) -> int:
-    """The RNG seed of one micro-batch's forward (dropout's masks): the same in the run and the reference."""
-    return ((seed * 1_000_003 + step) * 65_537 + rank * 257 + micro) % (2**63 - 1)
-
-
-@contextlib.contextmanager
-def deterministic(torch, gpu: bool):
-    """On a GPU, PyTorch's deterministic kernels (cuDNN's, cuBLAS's fixed workspace, SDPA's math backend) for the
-    checked steps, so run and reference compute a micro-batch's gradient bit for bit alike; a CPU's already are."""
-    if not gpu:
-        yield
-        return
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
-    cudnn = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
-    try:
-        with sdpa_kernel([SDPBackend.MATH]), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # an op without a deterministic kernel: its noise is measured instead
-            yield
-    finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
-        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = cudnn
-
-
-def autocast(torch, precision: str, gpu: bool):
-    """bf16: autocast to bfloat16 around forward and loss; otherwise nothing."""
-    if precision != "bf16":
-        return contextlib.nullcontext()
-    return torch.autocast("cuda" if gpu else "cpu", dtype=torch.bfloat16)
-
-
-def set_precision(torch, precision: str) -> None:
-    """TF32 in matmuls and convolutions only under precision tf32 (fp32 means fp32)."""
-    tf32 = precision == "tf32"
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
 
 
 class ExtraWork:
@@ -128,13 +78,6 @@ class Batches:
         return prepare_inputs(x, self.input_dtype, self.transform), y
 
 
-def prepare_inputs(x, input_dtype, transform):
-    """Floating inputs in the model's dtype (integer inputs, tokens, as they are), then the user's transform."""
-    if x.is_floating_point() and x.dtype != input_dtype:
-        x = x.to(input_dtype)
-    return transform(x) if transform is not None else x
-
-
 class Stepper:
     """One rank's training: DDP module, optimizer, steps, marks.
 
@@ -189,6 +132,7 @@ class Stepper:
         self.keep_first = first_exact
         self.checking = False  # the step now taken is checked: the hook keeps this rank's gradient
         self.checked_seconds = 0.0  # the checked steps' wall time, checks included (outside the timing)
+        self.step_seconds: float | None = None  # the last window's wall time per timed step
         # bucket index -> (flat gradient on the device, [(parameter, elements)] in the bucket's order)
         self._names = {id(t): name for name, t in module.named_parameters()}
         self._captured: dict[int, object] = {}
@@ -332,14 +276,16 @@ class Stepper:
 
     def run_window(self, plan: list[bool], timer) -> None:
         """A window's optimizer steps, ``plan`` saying of each whether verification checks it; the others' phases
-        added to ``timer`` (``step`` alone under ddp-graph): the marked steps' phases, scaled to the window's timed
-        steps. A checked step runs outside the timing: the device drained before and after it, its wall time taken
-        out of the repeat's (``PhaseTimer.exclude``)."""
+        added to ``timer`` (``step`` alone under ddp-graph): the marked steps' phases, scaled to the window's steps.
+        A checked step runs outside the timing: the device drained before and after it, its wall time taken out of
+        the repeat's (``PhaseTimer.exclude``), and the repeat's time is its timed steps' scaled to all its steps
+        (``PhaseTimer.scale_total``)."""
         marked = []
         capture = self.profiler
         began = time.perf_counter()
         excluded = 0.0
         steps = 0  # the timed ones
+        every = max(1, min(self.every, plan.count(False)))  # one marked a window, its checked steps left out
         for n, checked in enumerate(plan):
             if capture is not None:
                 capture.before(n)
@@ -360,9 +306,7 @@ class Stepper:
                 continue
             steps += 1
             marks = (
-                self.slots[len(marked)]
-                if self.slots and steps % self.every == 0 and len(marked) < len(self.slots)
-                else None
+                self.slots[len(marked)] if self.slots and steps % every == 0 and len(marked) < len(self.slots) else None
             )
             if marks is not None:
                 marks.reset()
@@ -383,16 +327,22 @@ class Stepper:
             if capture is not None:
                 capture.after(n)
             self._keep_first_grads()
+        self.synchronize()
+        window = time.perf_counter() - began - excluded  # the timed steps'
+        if steps:
+            self.step_seconds = window / steps
+        if steps and steps < len(plan):  # the window's time at its timed steps' rate
+            window *= len(plan) / steps
+            if timer is not None:
+                timer.scale_total(len(plan) / steps)
         if marked:
-            self.synchronize()
-            window = time.perf_counter() - began - excluded
             # the marked steps stand for the window's: scaled to its steps, never beyond its wall time (a marked step
             # slower than the others would otherwise give phases longer than the repeat that holds them)
             timed = sum(m.phases_graph() if self.graph is not None else m.phases()["step"] for m in marked)
-            scale = steps / len(marked)
+            scale = len(plan) / len(marked)
             if timed > 0 and scale * timed > window:
                 scale = window / timed
-            self.scaled_to_window = scale * len(marked) / steps
+            self.scaled_to_window = scale * len(marked) / len(plan)
             for marks in marked:
                 start = self._placed(marks, timer)
                 if self.graph is not None:
@@ -496,8 +446,3 @@ def draws_random_numbers(torch, module) -> bool:
     return any(
         isinstance(m, kinds) and getattr(m, "p", 1.0) > 0 or isinstance(m, torch.nn.RReLU) for m in module.modules()
     )
-
-
-def state_tensors(module) -> list:
-    """Parameters then buffers, in a fixed order."""
-    return [*module.parameters(), *module.buffers()]

@@ -82,6 +82,12 @@ def summarize_checks(w, results: list[list[dict]], timing: list[tuple]) -> dict:
             "run's last step being checked",
             "by_steps": escape,
         }
+        out["budget"] = {
+            "share": p.verify_budget,
+            "what": "the checks drawn at random are made while all the checks stay within this share of the run's "
+            "wall time so far, set-up included (the first and the last steps' always; 1: every draw)",
+            "draws_left_out": w.budget.skipped,
+        }
         out["check_seconds"] = max(s for s, _, _ in timing)  # the slowest rank's checks
         out["checked_steps_seconds"] = max(c for _, c, _ in timing)  # the checked steps with their checks
         parts = [p for _, _, p in timing]

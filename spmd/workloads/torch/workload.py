@@ -18,7 +18,7 @@ import numpy as np
 
 from ...core import faults
 from ...core.cpus import reader_threads
-from ...core.errors import ConfigError, InputError
+from ...core.errors import InputError
 from ...core.files import MARK, discard, publish, require_replaceable, temp_beside
 from ...core.memory import free_device_memory, require_memory
 from ...core.timing import enter_phase
@@ -33,10 +33,11 @@ from ..training.data import Sampler
 from . import dist
 from .capture import Capture, packed
 from .checks import StepChecks
+from .compute import autocast, deterministic, set_precision, state_tensors
 from .inputs import check_inputs, check_rows, label_array, targets, write_targets
-from .params import TorchParams
-from .schedule import CheckSchedule, draw_seed
-from .step import Batches, Stepper, autocast, deterministic, set_precision, state_tensors
+from .params import TorchParams, check_job
+from .schedule import Budget, CheckSchedule, draw_seed
+from .step import Batches, Stepper
 from .user_model import (
     build_model,
     loss_function,
@@ -82,13 +83,14 @@ class TorchWorkload(TrainingWorkload):
         dist.import_torch()
 
     def setup(self, ctx, cfg, comm):
+        self.started = time.perf_counter()  # the run's wall time so far, for verification's budget
         self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
         self.stepper = None
         self.joined = False
         self.engines = None
         p = self.params
         torch = self.torch = ctx.agree(dist.import_torch)
-        ctx.agree(self._check_config)
+        ctx.agree(check_job, cfg, ctx.device == "gpu", faults.corrupting())
         if ctx.device == "cpu":
             torch.set_num_threads(ctx.threads.count)  # spmd.core.host: the rank's share, or as given
         set_precision(torch, p.precision)
@@ -113,12 +115,15 @@ class TorchWorkload(TrainingWorkload):
         module, self.param_dtype = ctx.agree(self._to_device, module)
         self.batches = ctx.agree(self._place, x, y, self.param_dtype)
         self.start_state = copy.deepcopy(module) if self.start_state_wanted else None
+        trial = time.perf_counter()
         unused = ctx.agree(self._trial_step, module)
+        self.trial_seconds = time.perf_counter() - trial  # a checked micro-batch's work, cold: the first estimate
         find_unused, self.unused = settle_unused(ctx, unused, p.find_unused)
         seed = p.verify_seed if p.verify_seed is not None else ctx.comm.bcast(draw_seed() if ctx.rank == 0 else None)
         # no checked step under ddp-graph or verify: none (an empty plan: every window's steps timed)
         first, per_window = (p.verify_steps, p.verify_per_repeat) if self.checks_run else (0, 0)
         self.check_plan = CheckSchedule(first, per_window, seed)
+        self.budget = Budget(p.verify_budget)
         checks = ctx.agree(StepChecks, self, module, self.ranks_checked) if self.checks_run else None
         self.stepper = ctx.agree(
             Stepper,
@@ -128,7 +133,7 @@ class TorchWorkload(TrainingWorkload):
             module,
             self.loss_fn,
             self.batches,
-            p.steps + p.verify_steps + p.verify_per_repeat,  # a window's timed steps and its checked ones
+            p.steps,  # a window's steps, its checked ones among them
             checks=checks,
             first_exact=self.first_step_checked,
             find_unused=find_unused,
@@ -140,31 +145,6 @@ class TorchWorkload(TrainingWorkload):
             ctx.agree(self.stepper.capture, saved)
         self.windows_run, self.losses = 0, []
         self.capture = None  # the steps captured by torch.profiler after the repeats (capture.Capture)
-
-    def _check_config(self) -> None:
-        p, cfg, gpu = self.params, self.cfg, self.ctx.device == "gpu"
-        if cfg.input.path is None:
-            raise ConfigError("input.shards: the torch workload reads one dataset (input.path)")
-        if cfg.verify in ("attrs",):
-            raise ConfigError(
-                "verify: attrs: the torch workload verifies against a one-process reference (use auto or none)"
-            )
-        if p.strategy == "ddp-graph" and not gpu:
-            raise ConfigError("params.strategy: ddp-graph captures the step in a CUDA graph: it needs device: gpu")
-        if p.sync_batchnorm and not gpu:
-            raise ConfigError(
-                "params.sync_batchnorm: SyncBatchNorm runs on GPUs only (on the CPU, DDP keeps rank 0's "
-                "BatchNorm statistics, which the reference reproduces: leave it false)"
-            )
-        if p.precision == "tf32" and not gpu:
-            raise ConfigError("params.precision: tf32 is a GPU mode (use fp32 or bf16 on the CPU)")
-        if p.capture_steps >= p.steps:
-            raise ConfigError(
-                f"params.capture_steps: at most params.steps - 1 ({p.steps - 1}): the captured steps and the "
-                f"profiler's warm-up step run as one more window"
-            )
-        if faults.corrupting() and p.strategy == "ddp-graph":
-            raise ConfigError("SPMD_FAULT kind=corrupt changes a gradient in eager code: use strategy ddp or compile")
 
     def _check_inputs(self):
         return check_inputs(self.cfg)
@@ -321,8 +301,26 @@ class TorchWorkload(TrainingWorkload):
         if self.windows_run:
             self.ctx.agree(self._check_losses)
         st = self.stepper
-        self.plan = self.check_plan.window(self.windows_run, st.step, self.params.steps)
+        self.plan = self.check_plan.window(self.windows_run, st.step, self.params.steps, self._draws_granted())
         st.load_window(self.sampler.window(st.step, len(self.plan)))
+
+    def _draws_granted(self) -> int:
+        """How many of the next window's random checks fit verification's budget (schedule.Budget): rank 0's
+        reckoning, the same for every rank."""
+        plan, st = self.check_plan, self.stepper
+        if st.checks is None or not plan.per_window or self.budget.share >= 1:
+            return plan.per_window
+
+        def reckon() -> int:
+            made, spent = len(st.checks.results), st.checked_seconds
+            per_check = self.budget.per_check(made, spent, st.step_seconds, self.trial_seconds)
+            owed = max(0, plan.first - st.step) + int(plan.last)  # the first steps still to come and the last
+            elapsed = time.perf_counter() - self.started
+            return self.budget.granted(
+                plan.per_window, elapsed, spent + st.checks.setup_seconds, per_check, owed * per_check
+            )
+
+        return self.ctx.comm.bcast(reckon() if self.ctx.rank == 0 else None)
 
     def run(self, timer):
         enter_phase("compute", fault=False)  # a step enters data and compute: faults fire in each (step.py)
