@@ -125,6 +125,7 @@ def main() -> None:
             if sub != MPI.COMM_NULL:
                 sides: dict[str, list[float]] = {"verified": [], "verify none": []}
                 checks, checked_s, checked, steps, parts, walls, budget = [], [], None, None, None, [], None
+                per_check = None
                 for turn in range(a.warmup + a.turns):
                     order = ["verified", "verify none"] if turn % 2 == 0 else ["verify none", "verified"]
                     for side in order:
@@ -142,6 +143,7 @@ def main() -> None:
                             checked_s.append(v.get("checked_steps_seconds"))
                             parts, budget = v.get("check_parts_seconds"), v.get("budget")
                             walls.append(report["wall"])
+                            per_check = [c.get("seconds") for c in (v.get("gradients") or {}).get("checks", [])]
                             checked, steps = v["checked_steps"], v["steps"]
                             words = v["checked"]
                 late_s, report, failure = timed(sub, job(base, model=f"{late_file}:build"))
@@ -163,6 +165,7 @@ def main() -> None:
                                 "checked_words": words,
                                 "budget": budget,
                                 "verified_walls_s": walls,
+                                "per_check_s": per_check,
                                 "late": {"from_step": a.late, "caught": failure is not None, "message": failure},
                             }
                         ),

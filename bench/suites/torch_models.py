@@ -151,7 +151,8 @@ def verify_cost(env, runs: int) -> list[list[Measure]]:
     for line in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")):
         model = "GPT-2 124M" if line["model"] == "gpt2" else "ResNet-50"
         case = f"{model}, the example's job, {line['ranks']} rank{'s' * (line['ranks'] > 1)}, by turns in one launch"
-        keys = ("checked_words", "checked_steps", "steps", "parts", "late", "check_seconds", "budget")
+        keys = ("checked_words", "checked_steps", "steps", "parts", "late", "check_seconds", "budget", "per_check_s")
+        keys += ("verified_walls_s",)
         params = {k: line.get(k) for k in keys}
         for run in range(runs):
             verified = line["turns_s"]["verified"][run]

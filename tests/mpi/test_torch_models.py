@@ -167,10 +167,10 @@ def test_a_real_model_verifies_with_every_ranks_gradient_checked(world, data, na
     for rep, ranks in ((report, n), (alone, 1)):
         assert rep["verified"] and rep["ranks"] == ranks and rep["result"]["global_batch"] == 4 * n
         g = rep["verification"]["gradients"]
-        # 2 windows of 2 steps: the first (its window's other step stays timed), one drawn in the second, the last
+        # 2 windows of 2 steps: the first (its window's other step stays timed), one drawn in the second, and the
+        # last: step 3 where the draw took it, else one more step after the repeats (each window keeps a timed step)
         steps = rep["verification"]["checked_steps"]
-        assert g["steps"] == steps and steps[0] == 0 and steps[1] in (2, 3) and steps[2] == 4
-        assert len(steps) == 3 and len(g["checks"]) == 3 * ranks
+        assert g["steps"] == steps and steps in ([0, 3], [0, 2, 4]) and len(g["checks"]) == len(steps) * ranks
         assert {(c["step"], c["rank"]) for c in g["checks"]} == {(s, r) for s in steps for r in range(ranks)}
         assert all(c["by"] == (c["rank"] + 1) % ranks for c in g["checks"])
         assert g["largest_error_in_bounds"] <= 1 and rep["verification"]["parameters"]["checked"]

@@ -5,8 +5,9 @@ timing is tight (``repeats: auto``) gets its draws in every repeat it takes. The
 when the run starts (or ``params.verify_seed``) and the window's number, never from the step number alone: a fault
 that comes and goes with the step cannot know which steps are checked. A checked step is one of the window's steps,
 taken outside the timing (``Stepper``; the window's time is its timed steps' scaled to all of them), and every
-window keeps one timed step at least. The last step is one more step after the repeats. So the run trains the same
-steps whichever are checked: a checked step changes how a step is watched, never what is trained.
+window keeps one timed step at least. The run's last step is checked in its window where that window is known
+(``TorchWorkload.schedule``), else it is one more step after the repeats. So the run trains the same steps whichever
+are checked: a checked step changes how a step is watched, never what is trained.
 
 The drawn checks are kept within a budget (``Budget``): a share of the run's wall time so far, set-up included.
 A window gets its draws only while the checks made, the drawn ones and the last step's stay within it, so the

@@ -84,6 +84,7 @@ class TorchWorkload(TrainingWorkload):
 
     def setup(self, ctx, cfg, comm):
         self.started = time.perf_counter()  # the run's wall time so far, for verification's budget
+        self.last_window = None  # the window holding the run's last step, where known (``schedule``)
         self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
         self.stepper = None
         self.joined = False
@@ -302,7 +303,17 @@ class TorchWorkload(TrainingWorkload):
             self.ctx.agree(self._check_losses)
         st = self.stepper
         self.plan = self.check_plan.window(self.windows_run, st.step, self.params.steps, self._draws_granted())
+        if self.windows_run == self.last_window and st.checks is not None and self.check_plan.last:
+            if self.plan[-1] or self.plan.count(False) > 1:  # one step of the window stays timed
+                self.plan[-1] = True  # the run's last step, checked in its window
         st.load_window(self.sampler.window(st.step, len(self.plan)))
+
+    def schedule(self, warmup: int, repeats: int) -> tuple[int, int]:
+        """The window that holds the run's last step, where it is known: fixed repeats, nothing captured after them
+        (its last step is checked there; otherwise one more step after the repeats is)."""
+        fixed = self.cfg.repeats != "auto" and not self.params.capture_steps
+        self.last_window = warmup + repeats - 1 if fixed else None
+        return warmup, repeats
 
     def _draws_granted(self) -> int:
         """How many of the next window's random checks fit verification's budget (schedule.Budget): rank 0's
@@ -356,9 +367,10 @@ class TorchWorkload(TrainingWorkload):
 
     def verify(self):
         self.ctx.agree(self._check_losses)
-        if self.check_plan.last and self.stepper.checks is not None:
-            # the run's last step checked: a change from any step on to the end cannot escape
-            st = self.stepper
+        st = self.stepper
+        made = st.checks.results if st.checks is not None else []
+        if self.check_plan.last and st.checks is not None and not (made and made[-1]["step"] == st.step - 1):
+            # the run's last step checked (one more step): a change from any step on to the end cannot escape
             self.plan = [True]
             st.load_window(self.sampler.window(st.step, 1))
             st.run_window(self.plan, None)
