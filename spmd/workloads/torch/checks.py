@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import time
 
-import h5py
 import numpy as np
 
 from ...core.errors import VerificationError
@@ -276,20 +275,13 @@ def _all_equal(torch, run: list, expected: list) -> bool:
 
 
 def _rows(dataset, order: np.ndarray) -> np.ndarray:
-    """Rows ``order`` (sorted, unique) of an h5py dataset in one read: each run of consecutive rows a block of one
-    file selection (h5py's fancy indexing selects row by row, ten times slower on a batch of images; a read per run
-    costs HDF5's set-up each time)."""
+    """Rows ``order`` (sorted, unique) of an h5py dataset: one read per run of consecutive rows (h5py's fancy
+    indexing selects row by row, ten times slower on a batch of images; one read of a file selection holding every
+    run was slower still on a chunked dataset on an H200 node, 120 against 22 ms for 64 images of 3x64x64)."""
     out = np.empty((len(order), *dataset.shape[1:]), dtype=dataset.dtype)
-    if not len(order):
-        return out
     breaks = np.flatnonzero(np.diff(order) != 1) + 1
-    space = dataset.id.get_space()
-    space.select_none()
-    inner = tuple(dataset.shape[1:])
     for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(order)]):
-        start = (int(order[lo]),) + (0,) * len(inner)
-        space.select_hyperslab(start, (int(hi - lo),) + inner, op=h5py.h5s.SELECT_OR)
-    dataset.id.read(h5py.h5s.create_simple(out.shape), space, out)  # in the file's order: ``order``'s
+        dataset.read_direct(out, np.s_[int(order[lo]) : int(order[hi - 1]) + 1], np.s_[lo:hi])
     return out
 
 
