@@ -146,6 +146,10 @@ def run_job(
         path = Path(out_dir) / "report.json" if out_dir is not None else None
 
         def build():
+            parts = wall.parts()
+            checked = verification
+            if "check_seconds" in verification:  # steps checked as the run took them: their share of its wall time
+                checked = {**verification, "share_of_wall": parts["verify"] / max(sum(parts.values()), 1e-12)}
             report = build_report(
                 cfg=cfg,
                 ctx=ctx,
@@ -153,7 +157,7 @@ def run_job(
                 records_by_rank=records,
                 verified=verification is not NOT_CHECKED,
                 nodes=nodes,
-                verification=verification,
+                verification=checked,
                 result=workload.result(),
                 metrics_fn=workload.metrics,
                 placement=placement,
@@ -166,7 +170,7 @@ def run_job(
                 nvtx=nvtx_state,
                 kernels=[c.analysis if c else None for c in captured] if any(captured) else None,
                 host=host,
-                wall=wall.parts(),
+                wall=parts,
             )
             files = []
             for target, c in zip(captures, captured):

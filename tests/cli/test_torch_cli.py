@@ -53,9 +53,11 @@ def test_a_users_model_trains_alike_at_1_2_and_3_ranks(tmp_path):
         assert rep["verified"] and rep["ranks"] == ranks
         result, verification = rep["result"], rep["verification"]
         # the first, one drawn in each of the 3 windows while the checks stay within 5% of the wall time, the last
+        # (which the last window's draw may have taken)
         steps, budget = verification["checked_steps"], verification["budget"]
         assert budget["share"] == 0.05 and 0 <= budget["draws_left_out"] <= 3
-        assert len(steps) == 2 + 3 - budget["draws_left_out"] and steps[0] == 0 and steps[-1] == result["steps"] - 1
+        assert len(steps) - (3 - budget["draws_left_out"]) in (1, 2)
+        assert steps[0] == 0 and steps[-1] == result["steps"] - 1
         # the checked steps among the windows' 18, the last step checked in its window (fixed repeats)
         assert result["global_batch"] == 48 and result["steps"] == 18 and result["backend"] == "gloo"
         assert result["libraries"] == {"torch": torch.__version__}  # no NCCL or cuBLAS on a CPU run
@@ -71,6 +73,7 @@ def test_a_users_model_trains_alike_at_1_2_and_3_ranks(tmp_path):
         assert verification["parameters"]["checked"] and verification["parameters"]["steps"] == steps
         # the checked steps ran inside the repeats, untimed: the run's wall time counts them as verification's
         assert rep["wall"]["verify"] >= 0.5 * verification["checked_steps_seconds"] > 0
+        assert verification["share_of_wall"] == pytest.approx(rep["wall"]["verify"] / sum(rep["wall"].values()))
         assert f"gradients of every rank checked at steps {steps_words(steps, result['steps'])}," in out.splitlines()[0]
         for phase in ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step"):
             assert rep["timings"][phase]["median"] >= 0
