@@ -276,8 +276,8 @@ def _all_equal(torch, run: list, expected: list) -> bool:
 
 def _rows(dataset, order: np.ndarray) -> np.ndarray:
     """Rows ``order`` (sorted, unique) of an h5py dataset: one read per run of consecutive rows (h5py's fancy
-    indexing selects row by row, ten times slower on a batch of images; one read of a file selection holding every
-    run was slower still on a chunked dataset on an H200 node, 120 against 22 ms for 64 images of 3x64x64)."""
+    indexing selects row by row, slower on a batch of images; one read of a file selection holding every run was
+    slower still on a chunked dataset)."""
     out = np.empty((len(order), *dataset.shape[1:]), dtype=dataset.dtype)
     breaks = np.flatnonzero(np.diff(order) != 1) + 1
     for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, len(order)]):
