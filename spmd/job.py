@@ -148,7 +148,7 @@ def run_job(
         def build():
             parts = wall.parts()
             checked = verification
-            if "check_seconds" in verification:  # steps checked as the run took them: their share of its wall time
+            if verification is not NOT_CHECKED:  # what checking cost, as a share of the run's wall time
                 checked = {**verification, "share_of_wall": parts["verify"] / max(sum(parts.values()), 1e-12)}
             report = build_report(
                 cfg=cfg,

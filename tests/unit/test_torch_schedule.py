@@ -41,6 +41,9 @@ def test_every_window_keeps_its_steps_one_timed_and_gets_its_checks(first, per_w
             fewer = schedule.window(number, start, steps, drawn)
             assert fewer.count(True) == early + min(drawn, steps - early - 1)
             assert all(w for f, w in zip(fewer, window) if f)  # the same places, fewer of them
+        ending = schedule.window(number, start, steps, holds_last=True)  # the run's last window
+        assert ending.count(False) >= 1 and all(e for w, e in zip(window, ending) if w)
+        assert ending[-1] == (schedule.last and (window[-1] or window.count(False) > 1))
     assert run_plan(schedule, steps, windows) == run_plan(CheckSchedule(first, per_window, seed), steps, windows)
 
 

@@ -44,10 +44,13 @@ class CheckSchedule:
     def active(self) -> bool:
         return self.first > 0 or self.per_window > 0
 
-    def window(self, number: int, first_step: int, steps: int, drawn: int | None = None) -> list[bool]:
+    def window(
+        self, number: int, first_step: int, steps: int, drawn: int | None = None, holds_last: bool = False
+    ) -> list[bool]:
         """Window ``number`` (0, 1, ... as the run takes them), starting at step ``first_step``, of ``steps`` steps,
         with ``drawn`` of them drawn at random (``per_window`` when None; ``Budget.granted``): for each step, whether
-        it is checked. One step of the window stays timed."""
+        it is checked. ``holds_last``: the window ends the run, and its last step is checked too. One step of the
+        window stays timed."""
         plan = [False] * steps
         if not self.active:
             return plan
@@ -58,6 +61,8 @@ class CheckSchedule:
         order = np.random.default_rng([self.seed, number]).permutation(np.arange(early, steps))
         for place in order[: min(wanted, steps - early - 1)]:
             plan[int(place)] = True
+        if holds_last and self.last and (plan[-1] or plan.count(False) > 1):
+            plan[-1] = True
         return plan
 
 

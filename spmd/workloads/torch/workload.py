@@ -302,10 +302,9 @@ class TorchWorkload(TrainingWorkload):
         if self.windows_run:
             self.ctx.agree(self._check_losses)
         st = self.stepper
-        self.plan = self.check_plan.window(self.windows_run, st.step, self.params.steps, self._draws_granted())
-        if self.windows_run == self.last_window and st.checks is not None and self.check_plan.last:
-            if self.plan[-1] or self.plan.count(False) > 1:  # one step of the window stays timed
-                self.plan[-1] = True  # the run's last step, checked in its window
+        self.plan = self.check_plan.window(
+            self.windows_run, st.step, self.params.steps, self._draws_granted(), self.windows_run == self.last_window
+        )
         st.load_window(self.sampler.window(st.step, len(self.plan)))
 
     def schedule(self, warmup: int, repeats: int) -> tuple[int, int]:
