@@ -2,8 +2,9 @@
 
 For each model config and each rank count (the first n ranks of the launch; the others wait), ``--turns`` turns of
 the same job (after ``--warmup`` turns not kept) verified as users run it (``verify: auto``, the default checked steps) and with ``verify: none``,
-alternating which goes first; each job's whole wall time (set-up, repeats, checks, report) measured around
-``run_job``. Then the same job once more with the model's own gradient hook on the last rank changing its largest
+alternating which goes first; each job's whole wall time (set-up, repeats, checks, report, NCCL's teardown)
+measured around ``run_job``, and its wall time up to the report (report.json ``wall``: the same without the
+teardown, which is alike on both sides). ``--steps`` lengthens the job's windows (the example's otherwise). Then the same job once more with the model's own gradient hook on the last rank changing its largest
 gradient element by 1% from step ``--late`` on (past the first checked steps): caught or not, and where.
 
     mpiexec -n 2 python bench/programs/torch_verify_cost.py --config examples/torch/gpt2.yaml --data /tmp/v
@@ -24,7 +25,8 @@ from pathlib import Path
 from bench.usage import answer_help
 
 answer_help(
-    __doc__, "torch_verify_cost.py --config FILE.yaml [--data DIR] [--ranks 1,2] [--turns 3] [--warmup 1] [--late 7]"
+    __doc__,
+    "torch_verify_cost.py --config FILE.yaml [--data DIR] [--ranks 1,2] [--turns 3] [--warmup 1] [--late 7] [--steps N]",
 )
 
 import yaml  # noqa: E402
@@ -100,6 +102,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1, help="turns first, not kept (the process's first jobs warm up)")
     ap.add_argument("--late", type=int, default=7)
     ap.add_argument("--rows", type=int, default=1024, help="rows generated (the example's shape otherwise)")
+    ap.add_argument("--steps", type=int, default=None, help="steps a window (the example's params.steps otherwise)")
     a = ap.parse_args()
     world = MPI.COMM_WORLD
     counts = [int(n) for n in a.ranks.split(",")] if a.ranks else sorted({1, world.size})
@@ -110,6 +113,8 @@ def main() -> None:
         base["input"]["path"] = f"{a.data}/{name}.h5"
         base["generate"]["shape"][0] = a.rows
         base.pop("output", None)
+        if a.steps:
+            base["params"]["steps"] = a.steps
         for key in ("model", "loss"):
             if key in base["params"] and ":" in base["params"][key]:
                 file, fn = base["params"][key].rsplit(":", 1)
@@ -124,8 +129,9 @@ def main() -> None:
             sub = world.Split(0 if world.rank < n else MPI.UNDEFINED, key=world.rank)
             if sub != MPI.COMM_NULL:
                 sides: dict[str, list[float]] = {"verified": [], "verify none": []}
+                to_report: dict[str, list[float]] = {"verified": [], "verify none": []}
                 checks, checked_s, checked, steps, parts, walls, budget = [], [], None, None, None, [], None
-                per_check = None
+                per_check, shares = None, []
                 for turn in range(a.warmup + a.turns):
                     order = ["verified", "verify none"] if turn % 2 == 0 else ["verify none", "verified"]
                     for side in order:
@@ -137,12 +143,14 @@ def main() -> None:
                         if turn < a.warmup:
                             continue
                         sides[side].append(seconds)
+                        to_report[side].append(sum(report["wall"].values()))
                         if side == "verified":
                             v = report["verification"]
                             checks.append(v.get("check_seconds"))
                             checked_s.append(v.get("checked_steps_seconds"))
                             parts, budget = v.get("check_parts_seconds"), v.get("budget")
                             walls.append(report["wall"])
+                            shares.append(v.get("share_of_wall"))
                             per_check = [c.get("seconds") for c in (v.get("gradients") or {}).get("checks", [])]
                             checked, steps = v["checked_steps"], v["steps"]
                             words = v["checked"]
@@ -155,6 +163,7 @@ def main() -> None:
                                 "model": name,
                                 "ranks": n,
                                 "turns_s": sides,
+                                "to_report_s": to_report,
                                 "median_s": medians,
                                 "cost": medians["verified"] / medians["verify none"] - 1,
                                 "check_seconds": checks,
@@ -165,6 +174,7 @@ def main() -> None:
                                 "checked_words": words,
                                 "budget": budget,
                                 "verified_walls_s": walls,
+                                "share_of_wall": shares,
                                 "per_check_s": per_check,
                                 "late": {"from_step": a.late, "caught": failure is not None, "message": failure},
                             }

@@ -142,25 +142,41 @@ def _brief(g: dict) -> dict:
 
 def verify_cost(env, runs: int) -> list[list[Measure]]:
     """Verification's cost at its defaults: the examples' GPT-2 and ResNet-50 jobs verified and with verify: none, by
-    turns in one launch (a turn a run), at one rank and at every rank; and a late 1% change, caught or not."""
+    turns in one launch (a turn a run), at one rank and at every rank, as the examples run (10 steps a window) and
+    ten times longer; each run's whole wall time and its wall time up to the report (the same less NCCL's teardown,
+    alike on both sides); and a late 1% change, caught or not."""
     per_run: list[list[Measure]] = [[] for _ in range(runs)]
     configs = [ROOT / "examples/torch/gpt2.yaml", ROOT / "examples/torch/resnet.yaml"]
     args = [x for c in configs for x in ("--config", c)]
     rows = 256 if env.quick else 1024
-    done = env.program("torch_verify_cost.py", *args, "--turns", runs, "--rows", rows, ranks=env.ranks)
-    for line in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")):
-        model = "GPT-2 124M" if line["model"] == "gpt2" else "ResNet-50"
-        case = f"{model}, the example's job, {line['ranks']} rank{'s' * (line['ranks'] > 1)}, by turns in one launch"
-        keys = ("checked_words", "checked_steps", "steps", "parts", "late", "check_seconds", "budget", "per_check_s")
-        keys += ("verified_walls_s",)
-        params = {k: line.get(k) for k in keys}
-        for run in range(runs):
-            verified = line["turns_s"]["verified"][run]
-            plain = line["turns_s"]["verify none"][run]
-            per_run[run] += [
-                Measure(case, "verified (default checks)", verified, "wall time", "s", better="lower", params=params),
-                Measure(case, "verify: none", plain, "wall time", "s", "peer", "lower"),
-            ]
+    for steps in (None, 20 if env.quick else 100):
+        length = ["--steps", steps] if steps else []
+        done = env.program("torch_verify_cost.py", *args, "--turns", runs, "--rows", rows, *length, ranks=env.ranks)
+        for line in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")):
+            model = "GPT-2 124M" if line["model"] == "gpt2" else "ResNet-50"
+            job = "the example's job" if not steps else f"the example's job at {steps} steps a window"
+            case = f"{model}, {job}, {line['ranks']} rank{'s' * (line['ranks'] > 1)}, by turns in one launch"
+            keys = ("checked_words", "checked_steps", "steps", "parts", "late", "check_seconds", "budget")
+            keys += ("per_check_s", "verified_walls_s", "share_of_wall")
+            params = {k: line.get(k) for k in keys}
+            for run in range(runs):
+                for metric, turns in (
+                    ("wall time", line["turns_s"]),
+                    ("wall time up to the report", line["to_report_s"]),
+                ):
+                    per_run[run] += [
+                        Measure(
+                            case,
+                            "verified (default checks)",
+                            turns["verified"][run],
+                            metric,
+                            "s",
+                            "result",
+                            "lower",
+                            params,
+                        ),
+                        Measure(case, "verify: none", turns["verify none"][run], metric, "s", "peer", "lower"),
+                    ]
     return per_run
 
 
