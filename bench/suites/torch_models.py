@@ -140,21 +140,21 @@ def _brief(g: dict) -> dict:
     return {k: g[k] for k in ("largest_error_in_bounds", "smallest_change_caught", "share_caught_at_1_percent")}
 
 
-def verify_cost(env, runs: int) -> list[list[Measure]]:
+def verify_cost(env, runs: int, steps: int | None = None) -> list[list[Measure]]:
     """Verification's cost at its defaults: the examples' GPT-2 and ResNet-50 jobs verified and with verify: none, by
-    turns in one launch (a turn a run), at one rank and at every rank, as the examples run (10 steps a window) and
-    ten times longer; each run's whole wall time and its wall time up to the report (the same less NCCL's teardown,
-    alike on both sides); and a late 1% change, caught or not."""
+    turns in one launch (a turn a run), at one rank and at every rank, at ``steps`` a window (the example's 10
+    otherwise); each run's whole wall time and its wall time up to the report (the same less NCCL's teardown, alike
+    on both sides); and a late 1% change, caught or not. One launch a model, so a long one fits a command's time."""
     per_run: list[list[Measure]] = [[] for _ in range(runs)]
-    configs = [ROOT / "examples/torch/gpt2.yaml", ROOT / "examples/torch/resnet.yaml"]
-    args = [x for c in configs for x in ("--config", c)]
     rows = 256 if env.quick else 1024
-    for steps in (None, 20 if env.quick else 100):
-        length = ["--steps", steps] if steps else []
-        done = env.program("torch_verify_cost.py", *args, "--turns", runs, "--rows", rows, *length, ranks=env.ranks)
+    length = ["--steps", steps] if steps else []
+    for config in (ROOT / "examples/torch/gpt2.yaml", ROOT / "examples/torch/resnet.yaml"):
+        done = env.program(
+            "torch_verify_cost.py", "--config", config, "--turns", runs, "--rows", rows, *length, ranks=env.ranks
+        )
         for line in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")):
             model = "GPT-2 124M" if line["model"] == "gpt2" else "ResNet-50"
-            job = "the example's job" if not steps else f"the example's job at {steps} steps a window"
+            job = f"the example's job at {steps} steps a window" if steps else "the example's job"
             case = f"{model}, {job}, {line['ranks']} rank{'s' * (line['ranks'] > 1)}, by turns in one launch"
             keys = ("checked_words", "checked_steps", "steps", "parts", "late", "check_seconds", "budget")
             keys += ("per_check_s", "verified_walls_s", "share_of_wall")
@@ -164,20 +164,17 @@ def verify_cost(env, runs: int) -> list[list[Measure]]:
                     ("wall time", line["turns_s"]),
                     ("wall time up to the report", line["to_report_s"]),
                 ):
+                    verified, plain = turns["verified"][run], turns["verify none"][run]
                     per_run[run] += [
-                        Measure(
-                            case,
-                            "verified (default checks)",
-                            turns["verified"][run],
-                            metric,
-                            "s",
-                            "result",
-                            "lower",
-                            params,
-                        ),
-                        Measure(case, "verify: none", turns["verify none"][run], metric, "s", "peer", "lower"),
+                        Measure(case, "verified (default checks)", verified, metric, "s", "result", "lower", params),
+                        Measure(case, "verify: none", plain, metric, "s", "peer", "lower"),
                     ]
     return per_run
+
+
+def verify_cost_long(env, runs: int) -> list[list[Measure]]:
+    """The same at ten times the example's steps a window (400 steps a run): where the drawn checks come in."""
+    return verify_cost(env, runs, steps=20 if env.quick else 100)
 
 
 def cases(env) -> list[Case]:
@@ -185,6 +182,12 @@ def cases(env) -> list[Case]:
         Case(
             "verification's cost by turns, and a late change",
             verify_cost,
+            needs=("torch", "transformers", "gpu"),
+            batched=True,
+        ),
+        Case(
+            "verification's cost over a longer run, by turns",
+            verify_cost_long,
             needs=("torch", "transformers", "gpu"),
             batched=True,
         ),
