@@ -29,7 +29,7 @@ from .causes import cause
 CATEGORIES = ("compute", "comm", "data", "wait", "other")
 DATA_PHASES = ("read", "h2d")
 OVERLAPPED = ("comm_overlapped",)
-NOT_OWN = ("wait", "comm", "comm_overlapped", "h2d_overlapped", "total", "comm_exposed", "step")
+NOT_OWN = ("wait", "comm", "comm_overlapped", "h2d_overlapped", "total", "comm_exposed", "comm_buffers", "step")
 SIGNIFICANT = 0.05  # the others' wait must be at least this share of a repeat to name a straggler
 MIN_WAIT_S = 1e-4  # and at least this long (below it, timer resolution and scheduling noise)
 
@@ -238,7 +238,8 @@ def straggler_sentence(s: dict, level: bool = True) -> str:
 
 def critical_path_sentence(kernels: dict | None) -> str | None:
     """Who each captured step waited for: at how many of its collectives each rank arrived last, and what the others
-    waited there (a step's critical path runs through the late rank's work up to each of those collectives)."""
+    waited there (a step's critical path runs through the late rank's work up to each of those collectives); only
+    the ranks the others waited for SIGNIFICANT of a step or more (None where none was)."""
     coll = (kernels or {}).get("collectives") or {}
     path = (kernels or {}).get("critical_path") or []
     if not coll.get("matched") or not path:
@@ -246,6 +247,12 @@ def critical_path_sentence(kernels: dict | None) -> str | None:
     by_rank: dict[int, list] = {}
     for c in path:
         by_rank.setdefault(c["last_rank"], []).append(c["others_waited_us"])
+    # a rank the others waited for less than SIGNIFICANT of a captured step is arrival noise, not a path
+    spans = [x["median"]["span_us"] for x in kernels["per_rank"] if x.get("steps")]
+    bound = SIGNIFICANT * statistics.median(spans) if spans else 0.0
+    by_rank = {r: w for r, w in by_rank.items() if sum(w) >= bound}
+    if not by_rank:
+        return None
     parts = [
         f"rank {r} at {len(w)} of {coll['per_step']} ({fmt_seconds(sum(w) / 1e6).strip()} a step)"
         for r, w in sorted(by_rank.items(), key=lambda kv: -sum(kv[1]))

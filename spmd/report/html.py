@@ -68,6 +68,7 @@ def phase_rows(report: dict) -> list[list[str]]:
 NESTED = {
     "step": "compute + comm",
     "data": "step",
+    "comm_buffers": "step",
     "forward": "step",
     "backward": "step",
     "comm_exposed": "step",

@@ -34,6 +34,7 @@ STEP = re.compile(r"^ProfilerStep#(\d+)$")
 COMM = re.compile(r"(^nccl)|(ncclKernel)|(ncclDevKernel)")  # HTA's communication pattern (NCCL's part)
 MEMORY = re.compile(r"^(Memcpy|Memset)")
 CPU_COMM = re.compile(r"^gloo:")
+CPU_COLLECTIVES = ("all_reduce", "broadcast")  # a CPU step's collectives matched across ranks (gloo's names)
 KERNEL_WAIT_US = 30.0  # HTA's consecutive_kernel_delay (µs): a shorter gap with the kernel queued is launch latency
 TOP = 8
 NAME_CHARS = 120
@@ -257,6 +258,17 @@ def idle_by_stream(gpu: list[dict]) -> dict[str, dict]:
 # -- CPU ------------------------------------------------------------------------------------
 
 
+def _serial(spans: list[tuple[float, float]]) -> list[float]:
+    """Each collective's time not already spent in the one before it ((start, duration) in start order): gloo keeps
+    two of a coalesced broadcast in flight, and a rank waiting for a late one waits in both at once."""
+    out, free = [], float("-inf")
+    for start, duration in spans:
+        end = start + duration
+        out.append(max(0.0, end - max(start, free)))
+        free = max(free, end)
+    return out
+
+
 def _analyze_cpu(events, steps) -> dict:
     main = [e for e in events if STEP.match(str(e.get("name", "")))]
     tid = main[0].get("tid") if main else None
@@ -273,10 +285,12 @@ def _analyze_cpu(events, steps) -> dict:
             entry["count"] += 1
             entry["total_us"] += float(e["dur"])
         busy = length(spans)
+        # the step's collectives in order: DDP's broadcast of the buffers before the forward (models with buffers:
+        # where an early rank waits for a late one) and the gradients' allreduces
         reduces = sorted(
             (float(e["ts"]), float(e.get("dur", 0)))
             for e in comm_events
-            if lo <= float(e["ts"]) < hi and "all_reduce" in str(e["name"])
+            if lo <= float(e["ts"]) < hi and any(op in str(e["name"]) for op in CPU_COLLECTIVES)
         )
         per_step.append(
             {
@@ -291,7 +305,7 @@ def _analyze_cpu(events, steps) -> dict:
                 "overlapped_comm_us": _intersection(comm, spans),
                 "kernels": len(outer),
                 "launches": 0,
-                "comm_kernels": [round(d, 3) for _, d in reduces],
+                "comm_kernels": [round(d, 3) for d in _serial(reduces)],
             }
         )
     out = _summary(per_step, names)

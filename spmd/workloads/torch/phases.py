@@ -1,12 +1,15 @@
 """Where one DDP step's time goes, from marks taken while it runs.
 
-Marks of a step with k micro-batches: ``s`` (start), ``d{j}`` (batch j on the device), ``f{j}`` (its forward
-and loss), ``b{j}`` (its backward returned), ``o`` (after the optimizer); and for each gradient bucket the
-moment DDP handed it to the allreduce (``comm_start``, on the compute stream: every gradient in it computed)
-and the moment the allreduce ended (``comm_end``, on the stream the result lands on). CUDA events on a GPU
-(resolved after the window), perf_counter on a CPU. Phases:
-data = sum(d_j - start of j); forward = sum(f_j - d_j); the last backward's compute ends at the last bucket's
-start, and what follows until ``b{k-1}`` is comm_exposed; comm_overlapped = the union of the allreduces'
+Marks of a step with k micro-batches: ``s`` (start), ``d{j}`` (batch j on the device), ``a{j}`` (DDP's forward
+called), ``m{j}`` (the user's module's forward begins: DDP has broadcast the buffers), ``f{j}`` (its forward and
+loss), ``b{j}`` (its backward returned), ``o`` (after the optimizer); and for each gradient bucket the moment DDP
+handed it to the allreduce (``comm_start``, on the compute stream: every gradient in it computed) and the moment
+the allreduce ended (``comm_end``, on the stream the result lands on). CUDA events on a GPU (resolved after the
+window), perf_counter on a CPU. Phases:
+data = sum(d_j - start of j); comm_buffers = sum(m_j - a_j), DDP's broadcast of rank 0's buffers before each
+forward (BatchNorm's statistics), where a rank that arrives early waits for the last (0 where no ``m`` mark was
+taken: a compiled forward); forward = sum(f_j - d_j) - comm_buffers; the last backward's compute ends at the last
+bucket's start, and what follows until ``b{k-1}`` is comm_exposed; comm_overlapped = the union of the allreduces'
 intervals minus comm_exposed; backward = the rest of sum(b_j - f_j); optimizer = o - b{k-1}; step = o - s.
 """
 
@@ -16,7 +19,7 @@ import time
 
 from ...report.kernels import length, union
 
-PHASES = ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step")
+PHASES = ("data", "comm_buffers", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step")
 
 
 class StepMarks:
@@ -81,12 +84,13 @@ class StepMarks:
     def phases(self) -> dict[str, float]:
         marks, spans = self._times()
         k = self.micro
-        data = forward = backward = 0.0
+        data = forward = backward = buffers = 0.0
         for j in range(k):
             begin = marks["s"] if j == 0 else marks[f"b{j - 1}"]
             data += marks[f"d{j}"] - begin
             forward += marks[f"f{j}"] - marks[f"d{j}"]
             backward += marks[f"b{j}"] - marks[f"f{j}"]
+            buffers += _broadcast(marks, j)
         exposed = 0.0
         if spans:
             compute_done = max(a for a, _ in spans)
@@ -94,7 +98,8 @@ class StepMarks:
         overlapped = length(union(spans))  # allreduces queued behind each other count once
         return {
             "data": data,
-            "forward": forward,
+            "comm_buffers": buffers,
+            "forward": forward - buffers,
             "backward": max(0.0, backward - exposed),
             "comm_exposed": exposed,
             "comm_overlapped": max(0.0, overlapped - exposed),
@@ -114,6 +119,10 @@ class StepMarks:
                 ("forward", compute, marks[f"d{j}"], marks[f"f{j}"]),
                 ("backward", compute, marks[f"f{j}"], marks[f"b{j}"]),
             ]
+            if _broadcast(marks, j) > 0:
+                out.append(
+                    ("buffers broadcast", "gpu comm stream" if self.gpu else "comm", marks[f"a{j}"], marks[f"m{j}"])
+                )
         out += [("allreduce", "gpu comm stream" if self.gpu else "comm", a, b) for a, b in buckets]
         out.append(("optimizer", compute, marks[f"b{self.micro - 1}"], marks["o"]))
         return out
@@ -135,3 +144,10 @@ class StepMarks:
             "marks": {name: round(v * 1e6, 1) for name, v in sorted(marks.items(), key=lambda kv: kv[1])},
             "allreduce": [[round(a * 1e6, 1), round(b * 1e6, 1)] for a, b in spans],
         }
+
+
+def _broadcast(marks: dict[str, float], j: int) -> float:
+    """Seconds from DDP's forward called to the module's forward begun (its buffers broadcast), 0 without marks."""
+    if f"m{j}" not in marks or f"a{j}" not in marks:
+        return 0.0
+    return max(0.0, marks[f"m{j}"] - marks[f"a{j}"])

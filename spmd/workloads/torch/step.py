@@ -145,6 +145,11 @@ class Stepper:
             if params.strategy == "ddp" and not faults.job_injects("corrupt"):  # the same choice on every rank
                 self.marked_ddp = DDP(module, **options)
             self.marked_ddp.register_comm_hook(None, self._hook)
+        # where the module's own forward begins, after DDP's broadcast of the buffers (a rank late before its forward
+        # makes the others wait there, not in the allreduce); eager only (a compiled forward would trace the hook)
+        self.micro_index = 0
+        if params.phases and params.strategy == "ddp":
+            module.register_forward_pre_hook(self._module_begins)
         self.optimizer = make_optimizer(torch, params.optimizer, module.parameters(), capturable=self.graph_mode)
         data_device = batches.x.device
         self.idx = torch.zeros((window_steps, self.micro * self.batch), dtype=torch.int64, device=data_device)
@@ -191,6 +196,11 @@ class Stepper:
             return done.value()
 
         return future.then(ended)
+
+    def _module_begins(self, module, args) -> None:
+        """The module's forward pre-hook: on a marked step, its micro-batch's mark ``m`` (phases.StepMarks)."""
+        if self.current is not None:
+            self.current.mark(f"m{self.micro_index}")
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -253,6 +263,8 @@ class Stepper:
             if self.reseed and not self.graph_mode:  # costly on a GPU: only for models that draw random numbers
                 torch.manual_seed(micro_seed(self.params.seed, self.step, self.ctx.rank, j))
             with ddp.no_sync() if j < k - 1 else contextlib.nullcontext():
+                mark(f"a{j}")
+                self.micro_index = j
                 with autocast(torch, self.params.precision, self.gpu):
                     loss = self.loss_fn(self._forward(forward, x), y)
                 mark(f"f{j}")
@@ -355,9 +367,11 @@ class Stepper:
                 phases = marks.phases()
                 for name, seconds in phases.items():
                     timer.add(name, scale * seconds)
-                # the phases every report has: compute (the step's own work) and comm (what it waited for)
-                timer.add("compute", scale * (phases["step"] - phases["comm_exposed"]))
-                timer.add("comm", scale * phases["comm_exposed"])
+                # the phases every report has: compute (the step's own work) and comm (what it waited for: the exposed
+                # allreduce, and the buffers' broadcast before each forward, where an early rank waits for a late one)
+                comm = phases["comm_exposed"] + phases["comm_buffers"]
+                timer.add("compute", scale * (phases["step"] - comm))
+                timer.add("comm", scale * comm)
             self.last = marked[-1]
 
     def _keep_first_grads(self) -> None:

@@ -58,7 +58,16 @@ class TorchWorkload(TrainingWorkload):
     Params = TorchParams
     OUTPUT_FILES = ("save",)
     MAY_SKIP_VERIFY = True
-    METRIC_PHASES = ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step")
+    METRIC_PHASES = (
+        "data",
+        "comm_buffers",
+        "forward",
+        "backward",
+        "comm_exposed",
+        "comm_overlapped",
+        "optimizer",
+        "step",
+    )
 
     # -- configuration hooks -----------------------------------------------------------
 
