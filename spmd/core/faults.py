@@ -2,8 +2,9 @@
 
 ``SPMD_FAULT="rank=R,phase=P,kind=K"`` (or the config key ``fault``, same text) arms the fault on
 rank R (``rank=all``: on every rank); the other ranks run normally. Phases: read, h2d, compute, comm,
-report, and for the training workloads ``data`` (each step's batch); a training step enters ``data`` and
-``compute`` once per step, so a delay there is per step. Kinds:
+report, for the training workloads ``data`` (each step's batch) and for workload torch ``optimizer`` (before each
+step's optimizer step); a training step enters ``data``, ``compute`` and ``optimizer`` once per step, so a delay
+there is per step. Kinds:
 
 - ``raise``: an exception on that rank alone (the bug case);
 - ``exit``: the process dies without a word to its peers (a crash; the launcher must notice);
@@ -38,7 +39,7 @@ import numpy as np
 
 from .errors import ConfigError, SpmdError, brief
 
-PHASES = ("read", "h2d", "data", "compute", "backward", "comm", "report")
+PHASES = ("read", "h2d", "data", "compute", "optimizer", "backward", "comm", "report")
 KINDS = ("raise", "exit", "hang", "nan", "oom", "corrupt", "slow", "hog", "work")
 TIMED = ("slow", "work")  # the kinds that take seconds=S
 MAX_SLOW_S = 3600.0
@@ -111,9 +112,9 @@ def parse_fault(text: str) -> Fault:
             ) from None
         if not 0 < seconds <= MAX_SLOW_S:
             raise ConfigError(f"fault: seconds={brief(fields['seconds'])}: more than 0 and at most {MAX_SLOW_S:g}")
-        if kind == "slow" and phase not in ("read", "h2d", "data", "compute", "comm"):
+        if kind == "slow" and phase not in ("read", "h2d", "data", "compute", "optimizer", "comm"):
             raise ConfigError(
-                "fault: kind=slow delays a phase of the repeats: use phase=read, h2d, data, compute or comm"
+                "fault: kind=slow delays a phase of the repeats: use phase=read, h2d, data, compute, optimizer or comm"
             )
     elif "seconds" in fields:
         raise ConfigError("fault: seconds=S goes with kind=slow or work only")
@@ -122,7 +123,7 @@ def parse_fault(text: str) -> Fault:
     if phase == "backward" and kind != "corrupt":
         raise ConfigError(
             "fault: phase=backward is where kind=corrupt changes a gradient (workload torch); other "
-            "kinds act at read, h2d, compute, comm or report"
+            "kinds act at read, h2d, data, compute, optimizer, comm or report"
         )
     if kind == "oom" and phase not in ("read", "h2d"):
         raise ConfigError("fault: kind=oom acts at the memory check of host (phase=read) or device (phase=h2d) buffers")

@@ -15,7 +15,8 @@ window, torch and train, on a noisy machine), they are scaled down to it, so sha
 
 The straggler is the rank that waited least while the others waited: named when, in every repeat the interval
 of the median rests on, the others' mean wait exceeds SIGNIFICANT of the repeat (a 95% interval of the median of
-their wait that lies above the bound), with the phase in which it spent most beyond the others.
+their wait that lies above the bound), with the phase in which it spent most beyond the others. The captured
+steps name one on their own only where the phases do not time every collective (``kernel_straggler``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ OVERLAPPED = ("comm_overlapped",)
 NOT_OWN = ("wait", "comm", "comm_overlapped", "h2d_overlapped", "total", "comm_exposed", "comm_buffers", "step")
 SIGNIFICANT = 0.05  # the others' wait must be at least this share of a repeat to name a straggler
 MIN_WAIT_S = 1e-4  # and at least this long (below it, timer resolution and scheduling noise)
+SECONDARY = 0.25  # the critical path names a rank waited for at least this share of the most waited-for one
 
 
 def per_repeat(records_by_rank: list[list[dict]]) -> list[list[dict[str, float]]]:
@@ -88,15 +90,19 @@ def breakdown(
                 "overlap": overlap,
             }
         )
-    late = straggler(records_by_rank, repeats, hosts) or kernel_straggler(kernels, hosts)
+    late = straggler(records_by_rank, repeats, hosts)
+    if late is None and (kernels or {}).get("untimed_collectives"):
+        late = kernel_straggler(kernels, hosts)
     if late is not None:
         late.update(cause(late["rank"], records_by_rank, kernels, steps))
     return {"categories": list(CATEGORIES), "per_rank": ranks, "straggler": late}
 
 
 def kernel_straggler(kernels: dict | None, hosts: list[str]) -> dict | None:
-    """The rank the others waited for inside the captured steps' collectives, when the phases did not show it:
-    the others' median wait a step at least SIGNIFICANT of the step."""
+    """The rank the others waited for inside the captured steps' collectives: the others' median wait a step at
+    least SIGNIFICANT of the step. Asked only where the timed phases do not time every collective (``kernels``'
+    ``untimed_collectives``: SyncBatchNorm's, a graph replay's): elsewhere the repeats' intervals decide, and two or
+    three profiled steps, each rank's host slowed unevenly by the profiler, do not overrule them."""
     coll = (kernels or {}).get("collectives") or {}
     if not coll.get("matched"):
         return None
@@ -239,7 +245,8 @@ def straggler_sentence(s: dict, level: bool = True) -> str:
 def critical_path_sentence(kernels: dict | None) -> str | None:
     """Who each captured step waited for: at how many of its collectives each rank arrived last, and what the others
     waited there (a step's critical path runs through the late rank's work up to each of those collectives); only
-    the ranks the others waited for SIGNIFICANT of a step or more (None where none was)."""
+    the ranks the others waited for SIGNIFICANT of a step or more, and SECONDARY of the most waited-for rank's wait
+    (None where none was)."""
     coll = (kernels or {}).get("collectives") or {}
     path = (kernels or {}).get("critical_path") or []
     if not coll.get("matched") or not path:
@@ -247,9 +254,12 @@ def critical_path_sentence(kernels: dict | None) -> str | None:
     by_rank: dict[int, list] = {}
     for c in path:
         by_rank.setdefault(c["last_rank"], []).append(c["others_waited_us"])
-    # a rank the others waited for less than SIGNIFICANT of a captured step is arrival noise, not a path
+    # a rank the others waited for less than SIGNIFICANT of a captured step is arrival noise, not a path; so is one
+    # waited for less than SECONDARY of the most waited-for rank (arrivals reordered behind one late rank)
     spans = [x["median"]["span_us"] for x in kernels["per_rank"] if x.get("steps")]
     bound = SIGNIFICANT * statistics.median(spans) if spans else 0.0
+    if by_rank:
+        bound = max(bound, SECONDARY * max(sum(w) for w in by_rank.values()))
     by_rank = {r: w for r, w in by_rank.items() if sum(w) >= bound}
     if not by_rank:
         return None

@@ -44,6 +44,7 @@ def combine(analyses: list, records_by_rank: list[list[dict]], steps_per_repeat:
     out = {
         "device": next((a.get("device") for a in analyses if a and a.get("device")), None),
         "steps": min((a or {}).get("steps", 0) for a in analyses),
+        "untimed_collectives": any((a or {}).get("untimed_collectives") for a in analyses),
         "per_rank": ranks,
         "collectives": collectives(analyses),
     }

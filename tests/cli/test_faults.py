@@ -148,7 +148,7 @@ def test_oom_is_refused_before_allocating_with_the_numbers(config, phase, pool):
         ("rank=1,phase=compute,kind=nan", "kind=nan poisons the rows a rank reads: use phase=read"),
         ("rank=1,phase=read,kind=hog", "kind=hog acts on a rank's compute: use phase=compute"),
         ("rank=1,phase=compute,kind=work", "kind=work needs seconds=S"),
-        ("rank=1,phase=report,kind=slow,seconds=1", "use phase=read, h2d, data, compute or comm"),
+        ("rank=1,phase=report,kind=slow,seconds=1", "use phase=read, h2d, data, compute, optimizer or comm"),
         (
             "rank=1,phase=think,kind=raise",
             "phase 'think' is not one of read, h2d, data, compute, backward, comm, report",

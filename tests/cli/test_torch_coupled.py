@@ -23,33 +23,38 @@ from torch import nn
 
 
 class Net(nn.Module):
-    """Two layers with BatchNorm between them; ``slow`` seconds of sleep inside the forward of rank ``slow_rank``."""
+    """Two layers with BatchNorm between them; on rank ``slow_rank``, ``slow`` seconds of sleep inside its forward
+    or its backward (``where``)."""
 
-    def __init__(self, features, hidden, classes, slow_rank, slow):
+    def __init__(self, features, hidden, classes, slow_rank, slow, where):
         super().__init__()
         self.inp = nn.Linear(features, hidden)
         self.norm = nn.BatchNorm1d(hidden)
         self.out = nn.Linear(hidden, classes)
         self.slow = slow if torch.distributed.get_rank() == slow_rank else 0.0
+        self.where = where
 
     def forward(self, x):
         h = torch.relu(self.norm(self.inp(x)))
         if self.slow and self.training and torch.is_grad_enabled():
-            time.sleep(self.slow)
+            if self.where == "forward":
+                time.sleep(self.slow)
+            else:
+                h.register_hook(lambda grad: time.sleep(self.slow))
         return self.out(h)
 
 
 def make(params):
     o = params["options"]
-    return Net(o["features"], 32, o["classes"], o.get("slow_rank", -1), o.get("slow", 0.0))
+    return Net(o["features"], 32, o["classes"], o.get("slow_rank", -1), o.get("slow", 0.0), o.get("where"))
 '''
 
 SLOW = 0.05  # seconds a step: several times a clean step of this model on a CPU
 
 
-def run(tmp_path, capture: bool, fault: str | None = None, in_forward: bool = False):
+def run(tmp_path, capture: bool, fault: str | None = None, inside: str | None = None):
     (tmp_path / "bn.py").write_text(BN_MODEL)
-    options = {"features": 12, "classes": 4, **({"slow_rank": 1, "slow": SLOW} if in_forward else {})}
+    options = {"features": 12, "classes": 4, **({"slow_rank": 1, "slow": SLOW, "where": inside} if inside else {})}
     path = torch_user_config(tmp_path, save=None, steps=8, batch=64, model="bn.py:make", options=options)
     args = ["--capture", "2"] if capture else []
     env = {"SPMD_FAULT": fault} if fault else None
@@ -58,19 +63,24 @@ def run(tmp_path, capture: bool, fault: str | None = None, in_forward: bool = Fa
     return json.loads((tmp_path / "out/report.json").read_text())
 
 
+# where rank 1 is slow -> how it is made, and the phase of its own the finding names
 CASES = {
-    "data": dict(fault=f"rank=1,phase=data,kind=slow,seconds={SLOW}"),
-    "host before forward": dict(fault=f"rank=1,phase=compute,kind=slow,seconds={SLOW}"),
-    "in forward": dict(in_forward=True),
+    "data": (dict(fault=f"rank=1,phase=data,kind=slow,seconds={SLOW}"), "data"),
+    "host before forward": (dict(fault=f"rank=1,phase=compute,kind=slow,seconds={SLOW}"), "forward"),
+    "previous optimizer step": (dict(fault=f"rank=1,phase=optimizer,kind=slow,seconds={SLOW}"), "optimizer"),
+    "in forward": (dict(inside="forward"), "forward"),
+    "in backward": (dict(inside="backward"), "backward"),
 }
 
 
 @pytest.mark.parametrize("capture", [False, True], ids=["phases", "capture"])
 @pytest.mark.parametrize("where", list(CASES))
 def test_rank_1_slow_is_named_wherever_its_slowness_sits(tmp_path, where, capture):
-    report = run(tmp_path, capture, **CASES[where])
+    how, phase = CASES[where]
+    report = run(tmp_path, capture, **how)
     s = report["breakdown"]["straggler"]
     assert s is not None and s["rank"] == 1, (s, report["findings"])
+    assert s["phase"] == phase, s
     assert report["findings"][0].startswith("Rank 1 on "), report["findings"]
     assert not any("Rank 0 on" in f or "rank 0 at" in f for f in report["findings"]), report["findings"]
 

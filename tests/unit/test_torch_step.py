@@ -244,3 +244,49 @@ def test_the_first_steps_averaged_gradient_is_kept_whether_or_not_that_step_is_c
     checks = SlowChecks() if plan[0] else None
     _, stepper, _ = train(params, 4, plan=plan, checks=checks, first_exact=True)
     assert stepper.first_grads and all(t.abs().sum() > 0 for t in stepper.first_grads.values())
+
+
+def _marks(times: dict[str, float], micro: int = 1):
+    from spmd.workloads.torch.phases import StepMarks
+
+    marks = StepMarks(torch, False, micro)
+    marks.t = dict(times)
+    return marks
+
+
+def test_the_buffers_broadcast_is_its_own_phase_taken_out_of_forward():
+    # s=0, batch on the device at 1, DDP's forward called at 3 (host work before it: 2), the module's own forward
+    # from 7 (DDP broadcast the buffers: 4), loss at 10, backward done at 15, optimizer done at 16
+    times = {"s": 0.0, "d0": 1.0, "a0": 3.0, "m0": 7.0, "f0": 10.0, "b0": 15.0, "o": 16.0}
+    phases = _marks(times).phases()
+    assert phases["comm_buffers"] == 4.0
+    assert phases["forward"] == 9.0 - 4.0  # its host work before DDP's forward and its own forward
+    assert phases["data"] == 1.0 and phases["step"] == 16.0
+    drawn = _marks(times).drawn()
+    assert ("buffers broadcast", "comm", 3.0, 7.0) in drawn
+    # no module mark (a compiled forward): nothing is taken out of forward
+    del times["m0"]
+    phases = _marks(times).phases()
+    assert phases["comm_buffers"] == 0.0 and phases["forward"] == 9.0
+    assert not [d for d in _marks(times).drawn() if d[0] == "buffers broadcast"]
+
+
+def test_a_marked_step_of_a_model_with_buffers_times_ddps_broadcast(group, monkeypatch):
+    """The module's forward pre-hook marks where DDP's forward handed over to the module: a delay inside DDP's
+    pre-forward (where it broadcasts the buffers) lands in comm_buffers and comm, not in forward."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    pre_forward = DDP._pre_forward
+
+    def slow_pre_forward(self, *args, **kwargs):
+        time.sleep(0.02)
+        return pre_forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(DDP, "_pre_forward", slow_pre_forward)
+    base = TorchParams(model="m.py:build", batch=8, steps=4, phase_every=2)
+    _, stepper, _ = train(base, 4)
+    record = stepper.timer.records[0]
+    # 2 marked steps of 4, scaled to the window's 4: about 4 x 20 ms (the scale is capped at the window's wall time)
+    assert record["comm_buffers"] >= 0.06 and record["comm"] >= record["comm_buffers"]
+    assert record["forward"] < record["comm_buffers"] / 2  # the sleeps are not in it
+    assert record["compute"] == pytest.approx(record["step"] - record["comm"], abs=1e-9)

@@ -236,6 +236,8 @@ class Stepper:
             self.checking = False
         if checked:
             self.checks.before_update()
+        if not self.graph_mode:  # SPMD_FAULT's optimizer phase (a replay runs no Python)
+            faults.at("optimizer")
         self.optimizer.step()
         if checked:
             captured, self._captured = self._captured, {}

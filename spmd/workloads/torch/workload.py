@@ -466,6 +466,9 @@ class TorchWorkload(TrainingWorkload):
         drawn = (c.started, timeline_spans(c.trace, gpu)) if spans else None
         data, size = packed(c.trace, self.ctx.rank, int(p.capture_max_mb * 2**20))
         c.trace = None
+        # where the timed phases do not time every collective a rank can wait in (SyncBatchNorm's inside forward and
+        # backward; a graph replay timed as one step), the captured steps alone may name the rank the others waited for
+        analysis["untimed_collectives"] = bool(p.sync_batchnorm or p.strategy == "ddp-graph")
         analysis["capture"] = {
             "steps": c.steps,
             "seconds_per_step": c.seconds / c.steps,
