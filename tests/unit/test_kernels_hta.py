@@ -1,15 +1,22 @@
 """spmd's kernel breakdown (spmd.report.kernels, computed by spmd) against Holistic Trace Analysis on the same real
 GPU traces (tests/fixtures/traces: GPT-2 and ResNet-50 captured by spmd on 2 H200s): HTA's temporal breakdown
 (over the whole capture: idle, compute, non-compute) and its idle-time breakdown (per stream: host wait, kernel
-wait, other) agree with spmd's within 5% of a step. HTA rounds event times to whole microseconds; spmd keeps
-Kineto's fractions, which is most of the difference. Under CI=true HTA must be installed (make test installs it
-with the hta extra); elsewhere the comparison skips, saying so."""
+wait, other) agree with spmd's category by category within max(10% of the category, 1% of a step).
+
+Where they differed before, the cause is HTA's handling of nanosecond traces (PyTorch PR 122425): it moves every
+event's start up to the next whole microsecond and its end down to the previous one (``round_down_time_stamps``),
+so each of the ~1,500 GPU events of a step loses about 1 us and the shortest vanish; compute shrank by 7-19% and
+idle grew. Not a rounding of spmd's. So the comparison is made both ways: HTA with that rounding off
+(``HTA_DISABLE_NS_ROUNDING=1``) against spmd as it is, and HTA as shipped against spmd over the same events rounded
+inward as HTA does. Under CI=true HTA must be installed (make test installs it with the hta extra); elsewhere the
+comparison skips, saying so."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import logging
+import math
 import os
 import warnings
 from pathlib import Path
@@ -20,7 +27,22 @@ from spmd.report import kernels
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures/traces"
 RUNS = ("gpt2-r2", "resnet-r2-work")
-WITHIN = 0.05  # of a step
+WAYS = ("hta-unrounded", "both-rounded-inward")
+
+
+def within(ours: float, theirs: float, step: float, steps: int) -> bool:
+    """The issue's tolerance: max(10% of the category, 1% of a step), the category summed over ``steps`` steps."""
+    return abs(ours - theirs) <= max(0.10 * abs(theirs), 0.01 * step * steps)
+
+
+def rounded_inward(trace: dict) -> dict:
+    """Every complete event as HTA reads a nanosecond trace: start up to the next whole us, end down to the last."""
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X" and isinstance(e.get("ts"), float) and "dur" in e:
+            end = e["ts"] + e["dur"]
+            e["ts"] = math.ceil(e["ts"])
+            e["dur"] = math.floor(end) - e["ts"]
+    return trace
 
 
 def _hta():
@@ -33,12 +55,15 @@ def _hta():
     return TraceAnalysis
 
 
-@pytest.fixture(scope="module", params=RUNS)
+@pytest.fixture(scope="module", params=[(r, w) for r in RUNS for w in WAYS], ids=lambda p: f"{p[0]}-{p[1]}")
 def run(request):
     TraceAnalysis = _hta()
-    folder = TRACES / request.param
-    with warnings.catch_warnings():
+    name, way = request.param
+    folder = TRACES / name
+    with warnings.catch_warnings(), pytest.MonkeyPatch.context() as env:
         warnings.simplefilter("ignore")
+        if way == "hta-unrounded":
+            env.setenv("HTA_DISABLE_NS_ROUNDING", "1")
         logging.disable(logging.WARNING)
         try:
             hta = TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True)
@@ -46,8 +71,10 @@ def run(request):
             idle, _ = hta.get_idle_time_breakdown(ranks=[0, 1], visualize=False)
         finally:
             logging.disable(logging.NOTSET)
-    ours = [kernels.analyze(json.load(gzip.open(folder / f"rank{r}.trace.json.gz")), gpu=True) for r in (0, 1)]
-    return temporal, idle, ours
+    traces = [json.load(gzip.open(folder / f"rank{r}.trace.json.gz")) for r in (0, 1)]
+    if way == "both-rounded-inward":
+        traces = [rounded_inward(t) for t in traces]
+    return temporal, idle, [kernels.analyze(t, gpu=True) for t in traces]
 
 
 def test_the_temporal_breakdown_agrees_with_htas(run):
@@ -61,8 +88,12 @@ def test_the_temporal_breakdown_agrees_with_htas(run):
             ("compute_us", "compute_time(us)"),
             ("non_compute_us", "non_compute_time(us)"),
         ):
-            gap = abs(mine["temporal"][ours_key] - theirs[hta_key]) / mine["steps"]
-            assert gap < WITHIN * step, (r, ours_key, mine["temporal"][ours_key], theirs[hta_key])
+            assert within(mine["temporal"][ours_key], theirs[hta_key], step, mine["steps"]), (
+                r,
+                ours_key,
+                mine["temporal"][ours_key],
+                theirs[hta_key],
+            )
 
 
 def test_the_idle_time_breakdown_agrees_with_htas_stream_by_stream(run):
@@ -73,7 +104,7 @@ def test_the_idle_time_breakdown_agrees_with_htas_stream_by_stream(run):
         mine = ours[int(row["rank"])]
         step = mine["temporal"]["span_us"] / mine["steps"]
         value = mine["idle_by_stream"][str(int(row["stream"]))][names[row["idle_category"]]]
-        assert abs(value - row["idle_time"]) / mine["steps"] < WITHIN * step, (row.to_dict(), value)
+        assert within(value, row["idle_time"], step, mine["steps"]), (row.to_dict(), value)
         compared += 1
     assert compared >= 8  # two streams (compute, NCCL) a rank, three categories but absent zeros
 
@@ -92,3 +123,26 @@ def test_what_hta_cannot_say_adds_up(run):
             assert s["kernels"] > 1000 and s["launches"] > 900  # real models: about a thousand launches a step
     counts = [[len(s["comm_kernels"]) for s in m["per_step"]] for m in ours]
     assert counts[0] == counts[1] and counts[0][0] >= 6
+
+
+def test_the_gap_without_the_same_rounding_is_htas_inward_rounding():
+    """HTA as shipped against spmd over the events as recorded: compute differs by more than the tolerance (the
+    gaps the issue found), and by about a microsecond for each compute kernel: what the inward rounding takes."""
+    TraceAnalysis = _hta()
+    folder = TRACES / "gpt2-r2"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.disable(logging.WARNING)
+        try:
+            temporal = TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True).get_temporal_breakdown(
+                visualize=False
+            )
+        finally:
+            logging.disable(logging.NOTSET)
+    trace = json.load(gzip.open(folder / "rank0.trace.json.gz"))
+    mine = kernels.analyze(trace, gpu=True)
+    theirs = temporal[temporal["rank"] == 0].iloc[0]["compute_time(us)"]
+    step = mine["temporal"]["span_us"] / mine["steps"]
+    assert not within(mine["temporal"]["compute_us"], theirs, step, mine["steps"])
+    computed = sum(1 for e in trace["traceEvents"] if e.get("cat") == "kernel" and kernels.kind(e["name"]) == "compute")
+    assert 0.5 * computed < mine["temporal"]["compute_us"] - theirs < 1.5 * computed
