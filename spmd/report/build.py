@@ -8,7 +8,7 @@ import datetime
 from ..core.launch import launch_record, mpi_library
 from ..core.version import __version__
 from .breakdown import breakdown, findings
-from .causes import combine
+from .causes import combine, retimed
 from .schema import REPORT_SCHEMA
 from .summary import intervals, summarize
 
@@ -102,4 +102,20 @@ def completed(report: dict) -> dict:
         **report,
     }
     out["findings"] = report.get("findings") or findings(out)
+    return out
+
+
+def with_capture(report: dict, kernels: dict | None, seconds: float) -> dict:
+    """A timed run's report with the steps another run of its job captured later (a sweep's capture pass, so that
+    no timed step follows a capture): its ``kernels`` (the capture's cost against this run's steps), the breakdown
+    and the straggler's cause from this run's own repeats, the findings again; ``seconds`` (the capture run's whole
+    wall time) its ``wall.capture``."""
+    records = [r["repeats"] for r in report["per_rank"]]
+    hosts = [str(r.get("host", "?")) for r in report["per_rank"]]
+    steps = (report.get("result") or {}).get("steps_per_repeat")
+    captured = retimed(kernels, records, steps)
+    out = {**report, "kernels": captured, "breakdown": breakdown(records, hosts, captured, steps)}
+    if out.get("wall") is not None:
+        out["wall"] = {**out["wall"], "capture": seconds}
+    out["findings"] = findings(out)
     return out

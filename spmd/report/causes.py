@@ -60,6 +60,21 @@ def combine(analyses: list, records_by_rank: list[list[dict]], steps_per_repeat:
     return out
 
 
+def retimed(kernels: dict | None, records_by_rank: list[list[dict]], steps_per_repeat: int | None) -> dict | None:
+    """``kernels`` (combined) with what capturing cost against these timed repeats' steps (another run's capture)."""
+    if not kernels:
+        return kernels
+    out = {k: v for k, v in kernels.items() if k != "capture_cost"}
+    costs = [
+        r["capture"]["seconds_per_step"] for r in kernels["per_rank"] if r.get("capture") and r["capture"]["steps"]
+    ]
+    timed = _timed_step_seconds(records_by_rank, steps_per_repeat)
+    if costs and timed:
+        c = statistics.median(costs)
+        out["capture_cost"] = {"captured_step_s": c, "timed_step_s": timed, "ratio": c / timed}
+    return out
+
+
 def _timed_step_seconds(records_by_rank, steps_per_repeat) -> float | None:
     if not steps_per_repeat or not records_by_rank or not records_by_rank[0]:
         return None

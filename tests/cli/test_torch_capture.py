@@ -132,3 +132,27 @@ def test_the_chrome_trace_draws_the_captured_steps_after_the_repeats_on_the_same
         last = max(e["ts"] + e["dur"] for e in repeats)
         assert captured[0]["ts"] >= last  # after the timed repeats, on the clock the ranks agreed
         assert all(captured[0]["ts"] <= e["ts"] <= captured[0]["ts"] + captured[0]["dur"] + 1 for e in ops)
+
+
+def test_a_sweep_captures_after_every_timed_run_and_joins_the_captures_to_them(tmp_path):
+    """``spmd scale --capture 2``: every size timed first with nothing captured, then a capture pass (no timed step
+    after a capture); each run's report holds its captured steps and, rank 1 slowed, names it from its own repeats
+    with the cause the capture shows."""
+    path = torch_user_config(tmp_path, save=None, steps=8, batch=64)
+    env = {"SPMD_FAULT": "rank=1,phase=compute,kind=slow,seconds=0.06"}
+    args = ("--ranks", "1,2", "--mode", "strong", "--compare-comm", "none", "--capture", "2", "-o", "repeats=3")
+    rc, out, err, _ = spmd("scale", path, *args, ranks=2, cwd=tmp_path, env=env, timeout=300)
+    assert rc == 0, err
+    runs = json.loads((tmp_path / "out/scaling/scaling.json").read_text())["runs"]
+    assert [r["ranks"] for r in runs] == [1, 2]
+    for run in runs:
+        when, report = run["capture_pass"], run["report"]
+        assert when["timed_runs_ended"] <= when["began"] <= when["ended"]  # after every timed run of the sweep
+        k = report["kernels"]
+        assert k["steps"] == 2 and all(r["steps"] == 2 for r in k["per_rank"]) and len(k["per_rank"]) == run["ranks"]
+        assert k["capture_cost"]["timed_step_s"] > 0 and report["wall"]["capture"] > 0
+        # the timed run itself captured nothing: its steps are its windows' and the last checked one's, no capture's
+        assert report["result"]["steps"] == 1 * 8 + 3 * 8
+    s = runs[1]["report"]["breakdown"]["straggler"]
+    assert s["rank"] == 1 and s["cause"] == "host", s
+    assert runs[1]["report"]["findings"][0].startswith("Rank 1 on "), runs[1]["report"]["findings"]

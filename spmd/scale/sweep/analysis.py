@@ -212,6 +212,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str, cost: dict
                 "probe": r["probe"],
                 "backends": r.get("backends"),
                 "read_limit": r.get("read_limit"),
+                "capture_pass": r.get("capture_pass"),
                 "report": r["report"],
             }
             for r in runs

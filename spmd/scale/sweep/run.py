@@ -3,6 +3,12 @@
 Each size gets a sub-communicator of the first n ranks (so every rank keeps its node-local
 rank and GPU); the other ranks wait in a sleeping barrier. Every size is a full
 ``run_job``: bound, verified, timed. A failure in any size fails the sweep on every rank.
+
+With ``--capture`` (``params.capture_steps``) no timed step runs after a capture: every size is timed first with
+nothing captured, then a capture pass runs each size's job again, briefly and unchecked (one repeat, ``verify:
+none``), capturing its steps at the end, and its captured steps join the timed run's report (``with_capture``).
+A profiler once started leaves later steps in the same process slower, so a sweep that captured at the end of
+each size timed its later sizes after captures.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from ...core.units import fmt_seconds
 from ...io.generate import plan_inputs, write_inputs
 from ...io.weak import copies_note
 from ...job import run_job
+from ...report.build import with_capture
 from ...workloads.registry import workload_class
 from ..models.series import series_figures
 from .analysis import analyse, sweep_cost
@@ -222,12 +229,14 @@ def run_steps(
     A weak run whose config equals the strong run of the same size reuses that run.
     ``on_done(run)`` is called on rank 0 after each size (progress lines).
     """
+    capturing = [workload_class(step.cfg.workload).captures(step.cfg) for step in steps]
+    timed_steps = [uncaptured(step) if c else step for step, c in zip(steps, capturing)]
     runs: list[dict] = []
     done: dict[tuple, dict] = {}
     # every run's ranks get the compute threads of the largest run's share of their node (spmd.core.host)
     thread_ranks = ctx.hosts[: max(step.ranks for step in steps)].count(ctx.host) or 1
     keys = [(step.ranks, json.dumps(step.cfg.to_dict(), sort_keys=True)) for step in steps]  # a plug-in's: a dict
-    for step, key in zip(steps, keys):
+    for step, timed, key in zip(steps, timed_steps, keys):
         if key in done:
             run = done[key] and {**done[key], "mode": step.mode}  # None on ranks outside the group
         else:
@@ -237,13 +246,51 @@ def run_steps(
                     f"starting (size {len(done) + 1} of {len(set(keys))})",
                 )
             trace = Path(trace_dir) / trace_name(step) if trace_dir is not None else None
-            run = run_step(ctx, step, probe_max_bytes, compare_comm, live, trace, nvtx, thread_ranks)
+            run = run_step(ctx, timed, probe_max_bytes, compare_comm, live, trace, nvtx, thread_ranks)
             done[key] = run
         if ctx.rank == 0:
             runs.append(run)
             if on_done:
                 on_done(run)
+    if any(capturing):
+        timed_until = time.time()
+        captured = capture_pass(ctx, steps, capturing, keys, live, thread_ranks)
+        if ctx.rank == 0:
+            joined: dict[tuple, dict] = {}  # one report a job: a weak run reusing its strong twin keeps sharing it
+            for run, key in zip(runs, keys):
+                if key in captured:
+                    c = captured[key]
+                    if key not in joined:
+                        joined[key] = with_capture(run["report"], c["kernels"], c["wall_s"])
+                    run["report"] = joined[key]
+                    run["capture_pass"] = {"timed_runs_ended": timed_until, "began": c["began"], "ended": c["ended"]}
     return runs if ctx.rank == 0 else None
+
+
+def uncaptured(step: Step) -> Step:
+    """The step as timed: its job with nothing captured (``params.capture_steps``, what ``--capture`` sets)."""
+    return replace(step, cfg=replace(step.cfg, params=replace(step.cfg.params, capture_steps=0)))
+
+
+def capture_pass(ctx, steps: list[Step], capturing: list[bool], keys: list[tuple], live, thread_ranks) -> dict:
+    """After every timed run: each capturing job once more, one repeat, unchecked, its steps captured at its end.
+    On rank 0 {job key: {'kernels' (its report's), 'wall_s' (the whole pass run), 'began', 'ended' (epoch s)}}."""
+    out: dict[tuple, dict] = {}
+    for step, c, key in zip(steps, capturing, keys):
+        if not c or key in out:
+            continue
+        if live is not None:
+            live.begin(f"spmd scale: capture {step.mode} {step.ranks} rank(s)", "capturing after the timed runs")
+        began = time.time()
+        cfg = replace(step.cfg, repeats=1, verify="none")
+        run = run_step(ctx, replace(step, cfg=cfg), 0, False, live, None, False, thread_ranks, measure=False)
+        out[key] = run and {
+            "kernels": run["report"]["kernels"],
+            "wall_s": sum((run["report"].get("wall") or {}).values()),
+            "began": began,
+            "ended": time.time(),
+        }
+    return out if ctx.rank == 0 else {}
 
 
 def run_step(
@@ -255,9 +302,11 @@ def run_step(
     trace: Path | None = None,
     nvtx: bool = False,
     thread_ranks: int | None = None,
+    measure: bool = True,
 ) -> dict | None:
     """Run one size on the first ``step.ranks`` ranks while the others wait; agree on failure. ``thread_ranks``:
-    the ranks whose share of the node each rank's compute threads are (default: the group's on the node)."""
+    the ranks whose share of the node each rank's compute threads are (default: the group's on the node).
+    ``measure``: its collectives probed, the backends compared and the read ceiling measured after it."""
     member = ctx.rank < step.ranks
     group = ctx.comm.Split(0 if member else MPI.UNDEFINED, key=ctx.rank)
     run, failure = None, None
@@ -270,24 +319,22 @@ def run_step(
                 job = run_job(
                     sub,
                     step.cfg,
-                    after_run=lambda comm, wl: (
-                        probe(sub, comm, wl, probe_max_bytes),
-                        compare_backends(sub, comm, wl) if compare_comm else None,
-                        read_limit(sub, wl, step.cfg.io),
-                    ),
+                    after_run=(
+                        lambda comm, wl: (
+                            probe(sub, comm, wl, probe_max_bytes),
+                            compare_backends(sub, comm, wl) if compare_comm else None,
+                            read_limit(sub, wl, step.cfg.io),
+                        )
+                    )
+                    if measure
+                    else None,
                     progress=live,
                     trace=trace,
                     nvtx=nvtx,
                 )
-            run = {
-                "mode": step.mode,
-                "ranks": step.ranks,
-                "report": job.report,
-                "placement": job.report["placement"],
-                "probe": job.extra[0],
-                "backends": job.extra[1],
-                "read_limit": job.extra[2],
-            }
+            run = {"mode": step.mode, "ranks": step.ranks, "report": job.report, "placement": job.report["placement"]}
+            extra = job.extra or (None, None, None)
+            run.update(probe=extra[0], backends=extra[1], read_limit=extra[2])
         except SpmdError as exc:
             if not exc.collective:
                 raise
