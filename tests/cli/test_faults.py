@@ -151,7 +151,7 @@ def test_oom_is_refused_before_allocating_with_the_numbers(config, phase, pool):
         ("rank=1,phase=report,kind=slow,seconds=1", "use phase=read, h2d, data, compute, optimizer or comm"),
         (
             "rank=1,phase=think,kind=raise",
-            "phase 'think' is not one of read, h2d, data, compute, backward, comm, report",
+            "phase 'think' is not one of read, h2d, data, compute, optimizer, backward, comm, report",
         ),
     ],
 )
