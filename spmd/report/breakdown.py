@@ -158,6 +158,8 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
         "interval_level": interval.level,
         "others_wait_in": where,
         "share_of_repeat": interval.median / statistics.median(totals),
+        # what a repeat would take without it: each repeat less the others' wait for it (median over repeats)
+        "repeat_without_it": statistics.median(t - w for t, w in zip(totals, their_wait)),
     }
 
 
@@ -239,6 +241,8 @@ def straggler_sentence(s: dict, level: bool = True) -> str:
             f"{fmt_seconds(high).strip()}), in {s['others_wait_in']}: "
             f"{s['share_of_repeat']:.0%} of a repeat"
         )
+        if s.get("repeat_without_it"):
+            cost += f"; without it a repeat would take about {fmt_seconds(s['repeat_without_it']).strip()}"
     return f"Rank {s['rank']} on {s['host']} is the straggler{cause}: {why}; {cost}."
 
 

@@ -75,6 +75,24 @@ def test_a_slow_computer_is_waited_for_in_the_collective():
     assert (s["rank"], s["phase"], s["others_wait_in"]) == (1, "compute", "comm")
 
 
+@pytest.mark.parametrize("late", [0.05, 0.2, 0.6])
+def test_the_repeat_without_the_straggler_is_the_clean_repeat(late):
+    """Rank 1 reads ``late`` s longer every repeat: without it a repeat takes what the clean run's does."""
+    clean = repeats([0.01, 0.01, 0.01], jitter=0.05, seed=3)
+    slow = repeats([0.01, 0.01 + late, 0.01], jitter=0.05, seed=3)
+    s = breakdown(slow, HOSTS)["straggler"]
+    clean_total = float(np.median([max(r[i]["total"] for r in clean) for i in range(8)]))
+    assert s["rank"] == 1 and s["repeat_without_it"] == pytest.approx(clean_total, rel=0.1)
+    text = findings(
+        {
+            "breakdown": {"straggler": s, "per_rank": []},
+            "intervals": {"total": {"median": 0.3, "low": 0.3, "high": 0.3, "level": 0.99, "n": 8}},
+            "repeat_rule": {"rule": "fixed"},
+        }
+    )
+    assert "without it a repeat would take about" in text[0]
+
+
 def test_one_slow_repeat_is_not_a_straggler():
     rec = repeats([0.01, 0.01, 0.01])
     rec[1][3]["read"] += 0.2  # once: the interval of the others' wait still starts near zero
