@@ -133,9 +133,11 @@ class Env:
     ) -> subprocess.CompletedProcess:
         return self.run(["-m", "spmd", *map(str, args)], ranks=ranks, env=env, check=check, timeout=timeout)
 
-    def program(self, name: str, *args, ranks: int | None = 1, env: dict | None = None) -> subprocess.CompletedProcess:
+    def program(
+        self, name: str, *args, ranks: int | None = 1, env: dict | None = None, timeout: float | None = None
+    ) -> subprocess.CompletedProcess:
         """One of bench/programs/ (a script that runs under MPI as a user's program would)."""
-        return self.run([str(PROGRAMS / name), *map(str, args)], ranks=ranks, env=env)
+        return self.run([str(PROGRAMS / name), *map(str, args)], ranks=ranks, env=env, timeout=timeout)
 
     def report(self, folder: Path) -> dict:
         return json.loads((Path(folder) / "report.json").read_text())

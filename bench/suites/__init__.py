@@ -31,6 +31,7 @@ def suites() -> dict:
         plugins,
         predict,
         scaling,
+        stragglers,
         torch_answer,
         torch_model,
         torch_models,
@@ -49,6 +50,7 @@ def suites() -> dict:
         "scaling": scaling,
         "predict": predict,
         "faults": faults,
+        "stragglers": stragglers,
         "cuda-mpi": cuda_mpi,
     }
 

@@ -1,0 +1,247 @@
+"""The straggler fault matrix: a slow rank made on purpose wherever a training step can be slow, on models users
+bring, and whether spmd names that rank and its cause; clean runs beside them, by turns in one launch.
+
+Models (written here, as a user would): ``mlp`` (no buffers), ``bn`` (BatchNorm: DDP broadcasts its buffers before
+every forward), ``gru`` (a recurrent sequence classifier), ``gpt2-tiny`` (transformers' GPT-2 from a 2-layer
+config). Where the slowness sits (each as long as ``--share`` of the model's clean step, at least ``--floor`` s):
+``data`` (its batch), ``before forward`` (host work), ``optimizer`` (the previous optimizer step), ``more work``
+(extra operators), ``in forward`` and ``in backward`` (the model's own sleep), on rank 0 and on the last rank, with
+and without ``--capture 2``; every run verified as users run. Each rank count (the first n ranks of the launch):
+
+    mpiexec -n 3 python bench/programs/straggler_matrix.py --ranks 2,3 --data /tmp/m
+
+Prints one JSON line per run: model, ranks, where, the slow rank (None: clean), capture, the expected cause on this
+device, the straggler named (rank, cause), the repeat without it against the same launch's clean repeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from bench.usage import answer_help
+
+answer_help(__doc__, "straggler_matrix.py [--ranks 2,3] [--data DIR] [--clean 20] [--models mlp,bn,gru,gpt2-tiny]")
+
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+from spmd.core.runtime import Context  # noqa: E402
+from spmd.job import run_job  # noqa: E402
+from spmd.workloads.registry import job_config_from_dict  # noqa: E402
+
+MODELS_PY = '''
+import time
+
+import torch
+from torch import nn
+
+
+class Slowed(nn.Module):
+    """The user's model; on the slow rank ``seconds`` of sleep in its forward or, through a hook, its backward."""
+
+    def __init__(self, inner, seconds, where):
+        super().__init__()
+        self.inner, self.seconds, self.where = inner, seconds, where
+
+    def forward(self, x):
+        out = self.inner(x)
+        if self.seconds and self.training and torch.is_grad_enabled():
+            if self.where == "in forward":
+                time.sleep(self.seconds)
+            else:
+                out.register_hook(lambda grad: time.sleep(self.seconds))
+        return out
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(6, 32, batch_first=True)
+        self.head = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.head(self.gru(x)[1][-1])
+
+
+class Logits(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens):
+        return self.model(input_ids=tokens).logits
+
+
+def gpt2_tiny():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=256, n_positions=32, n_embd=64, n_layer=2, n_head=2, resid_pdrop=0.0,
+                        embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+    return Logits(GPT2LMHeadModel(config))
+
+
+MAKERS = {
+    "mlp": lambda: nn.Sequential(nn.Linear(12, 64), nn.GELU(), nn.Linear(64, 4)),
+    "bn": lambda: nn.Sequential(nn.Linear(12, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 4)),
+    "gru": Recurrent,
+    "gpt2-tiny": gpt2_tiny,
+}
+
+
+def build(params):
+    o = params["options"]
+    slow = o.get("slow", 0.0) if torch.distributed.get_rank() == o.get("slow_rank", -1) else 0.0
+    return Slowed(MAKERS[o["model"]](), slow, o.get("where"))
+
+
+def loss(out, target):
+    if out.dim() == 3:
+        return nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+    return nn.functional.cross_entropy(out, target)
+'''
+
+DATA = {"mlp": "features", "bn": "features", "gru": "sequences", "gpt2-tiny": "tokens"}
+# where -> (how it is made: a fault's phase and kind, or the model's own sleep; the cause expected on a CPU, where the
+# host is the device: a sleep between operators is time between them, one inside backward's operators slows them)
+WHERE = {
+    "data": (("data", "slow"), "data"),
+    "before forward": (("compute", "slow"), "host"),
+    "optimizer": (("optimizer", "slow"), "host"),
+    "more work": (("compute", "work"), "more work"),
+    "in forward": (None, "host"),
+    "in backward": (None, "slower device"),
+}
+STEPS, REPEATS, BATCH = 8, 10, 32
+
+
+def write_data(folder: Path) -> None:
+    rng = np.random.default_rng(0)
+    rows = 2048
+    x = rng.standard_normal((rows, 12)).astype(np.float32)
+    with h5py.File(folder / "features.h5", "w") as f:
+        f["x"], f["y"] = x, np.argmax(x[:, :4], axis=1).astype(np.int64)
+    s = rng.standard_normal((rows, 16, 6)).astype(np.float32)
+    with h5py.File(folder / "sequences.h5", "w") as f:
+        f["x"], f["y"] = s, np.argmax(s[:, -1, :4], axis=1).astype(np.int64)
+    t = rng.integers(0, 256, (rows, 32)).astype(np.int64)
+    with h5py.File(folder / "tokens.h5", "w") as f:
+        f["x"], f["y"] = t, np.roll(t, -1, axis=1)
+
+
+def config(folder: Path, model: str, capture: bool, fault: str | None = None, **options):
+    return job_config_from_dict(
+        {
+            "workload": "torch",
+            "warmup": 1,
+            "repeats": REPEATS,
+            "input": {"path": str(folder / f"{DATA[model]}.h5"), "dataset": "x"},
+            "params": {
+                "model": f"{folder / 'models.py'}:build",
+                "loss": f"{folder / 'models.py'}:loss",
+                "labels": {"dataset": "y"},
+                "options": {"model": model, **options},
+                "batch": BATCH,
+                "steps": STEPS,
+                "optimizer": {"name": "adamw", "lr": 1e-3},
+                "capture_steps": 2 if capture else 0,
+            },
+            "fault": fault,
+        }
+    )
+
+
+def run(comm, cfg) -> dict:
+    ctx = Context(comm)
+    try:
+        return run_job(ctx, cfg).report
+    finally:
+        ctx.close()
+
+
+def repeat_seconds(report: dict) -> float:
+    """The median repeat of the run (each repeat's slowest rank)."""
+    per_rank = [r["repeats"] for r in report["per_rank"]]
+    return statistics.median(max(rank[i]["total"] for rank in per_rank) for i in range(len(per_rank[0])))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", default="2", help="rank counts, each the first n ranks of the launch")
+    ap.add_argument("--data", default="/tmp/spmd-straggler-matrix")
+    ap.add_argument("--models", default=",".join(DATA))
+    ap.add_argument("--where", default=",".join(WHERE), help="where the slowness sits (comma-separated)")
+    ap.add_argument("--clean", type=int, default=20, help="clean runs at the smallest rank count")
+    ap.add_argument("--share", type=float, default=0.5, help="the slowness as a share of the model's clean step")
+    ap.add_argument("--floor", type=float, default=0.005, help="and at least this many seconds")
+    ap.add_argument("--no-capture", action="store_true", help="only runs without --capture")
+    a = ap.parse_args()
+    world = MPI.COMM_WORLD
+    folder = Path(a.data)
+    folder.mkdir(parents=True, exist_ok=True)
+    if world.rank == 0:
+        (folder / "models.py").write_text(MODELS_PY)
+        write_data(folder)
+    world.Barrier()
+    models, wheres = a.models.split(","), a.where.split(",")
+    captures = [False] if a.no_capture else [False, True]
+    for n in [int(x) for x in a.ranks.split(",")]:
+        sub = world.Split(0 if world.rank < n else MPI.UNDEFINED, key=world.rank)
+        if sub == MPI.COMM_NULL:
+            world.Barrier()
+            continue
+        clean_step = {m: repeat_seconds(run(sub, config(folder, m, False))) / STEPS for m in models}  # warms up too
+        cases = [(m, w, r, c) for m in models for w in wheres for r in sorted({0, n - 1}) for c in captures]
+        cleans = [(models[i % len(models)], None, None, captures[i % len(captures)]) for i in range(a.clean)]
+        if n != int(a.ranks.split(",")[0]):
+            cleans = []
+        # clean runs spread among the slowed ones, by turns
+        order = []
+        every = max(1, len(cases) // max(1, len(cleans)))
+        for i, case in enumerate(cases):
+            order.append(case)
+            if cleans and i % every == every - 1:
+                order.append(cleans.pop())
+        order += cleans
+        for model, where, slow, capture in order:
+            seconds = max(a.share * clean_step[model], a.floor)
+            if where is None:
+                cfg, expected = config(folder, model, capture), None
+            else:
+                how, expected = WHERE[where]
+                if how is None:
+                    cfg = config(folder, model, capture, slow_rank=slow, slow=seconds, where=where)
+                else:
+                    fault = f"rank={slow},phase={how[0]},kind={how[1]},seconds={seconds:.4f}"
+                    cfg = config(folder, model, capture, fault=fault)
+            report = run(sub, cfg)
+            s = report["breakdown"]["straggler"] or {}
+            if world.rank == 0:
+                row = {
+                    "model": model,
+                    "ranks": n,
+                    "where": where,
+                    "slow_rank": slow,
+                    "capture": capture,
+                    "seconds": seconds if where else 0.0,
+                    "clean_step_s": clean_step[model],
+                    "expected_cause": expected,
+                    "named_rank": s.get("rank"),
+                    "cause": s.get("cause"),
+                    "undetermined": bool(s) and not s.get("cause"),
+                    "step_s": repeat_seconds(report) / STEPS,
+                    "step_without_s": (s["repeat_without_it"] / STEPS) if s.get("repeat_without_it") else None,
+                    "finding": (report["findings"] or [None])[0],
+                    "verified": report["verified"],
+                }
+                print(json.dumps(row), flush=True)
+        sub.Free()
+        world.Barrier()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The straggler fault matrix (bench/programs/straggler_matrix.py): a slow rank made on purpose wherever a step can be
+slow, on four models users bring (no buffers, BatchNorm, a GRU, GPT-2 tiny), on rank 0 and on the last rank, with and
+without ``--capture``, verified as users run; clean runs by turns beside them. Published: the share of slowed runs
+whose straggler is the slowed rank, of those naming a cause the share naming the expected one (a cause not
+determined counted apart), the share of clean runs naming none, and the step without the straggler (spmd's
+estimate) against the same launch's clean step. At 2 ranks and, where the launch has them, 3."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+from ..records import Measure
+from . import Case
+
+TARGETS = {"right rank": 98.0, "right cause": 90.0, "clean runs naming none": 100.0}
+SLOWED_SHARE = 0.5  # the slowness as a share of the model's clean step (at least 5 ms)
+
+
+def matrix(env) -> list[Measure]:
+    counts = "2,3" if env.ranks >= 3 else "2"
+    args = ["--ranks", counts, "--data", env.work / "matrix", "--share", SLOWED_SHARE]
+    if env.quick:
+        args += ["--models", "bn", "--clean", "2"]
+    done = env.program("straggler_matrix.py", *args, ranks=max(int(n) for n in counts.split(",")), timeout=1800)
+    rows = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+    out = []
+    for n in sorted({r["ranks"] for r in rows}):
+        mine = [r for r in rows if r["ranks"] == n]
+        out += figures(mine, f"{n} CPU ranks")
+    return out
+
+
+def figures(rows: list[dict], where: str) -> list[Measure]:
+    """The matrix's shares and the step estimate's ratio, with every run's row kept in the records' params."""
+    slowed = [r for r in rows if r["where"] is not None]
+    clean = [r for r in rows if r["where"] is None]
+    named = [r for r in slowed if r["named_rank"] is not None]
+    with_cause = [r for r in slowed if r["named_rank"] == r["slow_rank"] and r["cause"]]
+    undetermined = [r for r in slowed if r["named_rank"] == r["slow_rank"] and not r["cause"]]
+    out = []
+
+    def share(case: str, subject: str, hits: int, of: int, target: float | None, extra: dict | None = None):
+        params = {"hits": hits, "of": of, **(extra or {})}
+        out.append(Measure(case, subject, 100.0 * hits / of if of else 0.0, "share", "%", params=params))
+        if target is not None:
+            out.append(Measure(case, "the issue's target", target, "share", "%", "ceiling"))
+
+    runs = {"runs": rows}
+    right = sum(r["named_rank"] == r["slow_rank"] for r in slowed)
+    share(f"straggler fault matrix, {where}: right rank", "spmd", right, len(slowed), TARGETS["right rank"], runs)
+    good = sum(r["cause"] == r["expected_cause"] for r in with_cause)
+    share(f"straggler fault matrix, {where}: right cause", "spmd", good, len(with_cause), TARGETS["right cause"])
+    share(f"straggler fault matrix, {where}: cause not determined", "spmd", len(undetermined), len(slowed), None)
+    if clean:
+        none = sum(r["named_rank"] is None for r in clean)
+        share(f"straggler fault matrix, {where}: clean runs naming none", "spmd", none, len(clean), 100.0)
+    ratios = []
+    for r in named:
+        if r["named_rank"] != r["slow_rank"] or not r["step_without_s"]:
+            continue
+        base = [c["step_s"] for c in clean if c["model"] == r["model"]] or [r["clean_step_s"]]
+        ratios.append(r["step_without_s"] / statistics.median(base))
+    if ratios:
+        q = statistics.quantiles(ratios, n=10) if len(ratios) > 1 else [ratios[0]] * 9
+        out.append(
+            Measure(
+                f"straggler fault matrix, {where}: the step without the straggler against the clean step",
+                "spmd's estimate / the clean runs' step",
+                statistics.median(ratios),
+                "ratio",
+                "x",
+                params={"runs": len(ratios), "p10": q[0], "p90": q[-1], "within_10_percent": _within(ratios)},
+            )
+        )
+    return out
+
+
+def _within(ratios: list[float]) -> float:
+    return sum(abs(x - 1) <= 0.10 for x in ratios) / len(ratios)
+
+
+def cases(env) -> list[Case]:
+    return [Case("the straggler fault matrix", matrix, needs=("torch", "transformers"), runs=1)]
