@@ -20,6 +20,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 from bench.usage import answer_help
@@ -169,6 +170,13 @@ def repeat_seconds(report: dict) -> float:
     return statistics.median(max(rank[i]["total"] for rank in per_rank) for i in range(len(per_rank[0])))
 
 
+def idle_barrier(comm) -> None:
+    """A barrier that sleeps while it waits: a rank outside the run must not spin on a core the run needs."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(0.005)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="2", help="rank counts, each the first n ranks of the launch")
@@ -178,7 +186,7 @@ def main() -> None:
     ap.add_argument("--clean", type=int, default=20, help="clean runs at the smallest rank count")
     ap.add_argument("--share", type=float, default=0.5, help="the slowness as a share of the model's clean step")
     ap.add_argument("--floor", type=float, default=0.005, help="and at least this many seconds")
-    ap.add_argument("--no-capture", action="store_true", help="only runs without --capture")
+    ap.add_argument("--capture", choices=("both", "no", "yes"), default="both", help="runs with --capture 2")
     a = ap.parse_args()
     world = MPI.COMM_WORLD
     folder = Path(a.data)
@@ -186,13 +194,13 @@ def main() -> None:
     if world.rank == 0:
         (folder / "models.py").write_text(MODELS_PY)
         write_data(folder)
-    world.Barrier()
+    idle_barrier(world)
     models, wheres = a.models.split(","), a.where.split(",")
-    captures = [False] if a.no_capture else [False, True]
+    captures = {"both": [False, True], "no": [False], "yes": [True]}[a.capture]
     for n in [int(x) for x in a.ranks.split(",")]:
         sub = world.Split(0 if world.rank < n else MPI.UNDEFINED, key=world.rank)
         if sub == MPI.COMM_NULL:
-            world.Barrier()
+            idle_barrier(world)
             continue
         clean_step = {m: repeat_seconds(run(sub, config(folder, m, False))) / STEPS for m in models}  # warms up too
         cases = [(m, w, r, c) for m in models for w in wheres for r in sorted({0, n - 1}) for c in captures]
@@ -240,7 +248,7 @@ def main() -> None:
                 }
                 print(json.dumps(row), flush=True)
         sub.Free()
-        world.Barrier()
+        idle_barrier(world)
 
 
 if __name__ == "__main__":

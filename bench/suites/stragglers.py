@@ -17,13 +17,21 @@ TARGETS = {"right rank": 98.0, "right cause": 90.0, "clean runs naming none": 10
 SLOWED_SHARE = 0.5  # the slowness as a share of the model's clean step (at least 5 ms)
 
 
+MODELS = ("mlp", "bn", "gru", "gpt2-tiny")
+CLEAN = 3  # clean runs in each launch (a model, with or without capture): 24 at 2 ranks
+
+
 def matrix(env) -> list[Measure]:
+    """One launch a model and capture setting (a process that ran some fifty jobs with profiler captures once
+    crashed in PyTorch), each at 2 ranks and, where the launch has them, 3."""
     counts = "2,3" if env.ranks >= 3 else "2"
-    args = ["--ranks", counts, "--data", env.work / "matrix", "--share", SLOWED_SHARE]
-    if env.quick:
-        args += ["--models", "bn", "--clean", "2"]
-    done = env.program("straggler_matrix.py", *args, ranks=max(int(n) for n in counts.split(",")), timeout=1800)
-    rows = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+    rows = []
+    for model in ("bn",) if env.quick else MODELS:
+        for capture in ("no", "yes"):
+            args = ["--ranks", counts, "--data", env.work / "matrix", "--share", SLOWED_SHARE, "--models", model]
+            args += ["--capture", capture, "--clean", 1 if env.quick else CLEAN]
+            done = env.program("straggler_matrix.py", *args, ranks=int(counts[-1]), timeout=1200)
+            rows += [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
     out = []
     for n in sorted({r["ranks"] for r in rows}):
         mine = [r for r in rows if r["ranks"] == n]
