@@ -54,9 +54,9 @@ def figures(rows: list[dict], where: str) -> list[Measure]:
         if target is not None:
             out.append(Measure(case, "the issue's target", target, "share", "%", "ceiling"))
 
-    runs = {"runs": rows}
+    every = {"rows": rows}  # each run of the matrix ("runs" is bench's own key: a record's runs)
     right = sum(r["named_rank"] == r["slow_rank"] for r in slowed)
-    share(f"straggler fault matrix, {where}: right rank", "spmd", right, len(slowed), TARGETS["right rank"], runs)
+    share(f"straggler fault matrix, {where}: right rank", "spmd", right, len(slowed), TARGETS["right rank"], every)
     good = sum(r["cause"] == r["expected_cause"] for r in with_cause)
     share(f"straggler fault matrix, {where}: right cause", "spmd", good, len(with_cause), TARGETS["right cause"])
     share(f"straggler fault matrix, {where}: cause not determined", "spmd", len(undetermined), len(slowed), None)
@@ -78,7 +78,7 @@ def figures(rows: list[dict], where: str) -> list[Measure]:
                 statistics.median(ratios),
                 "ratio",
                 "x",
-                params={"runs": len(ratios), "p10": q[0], "p90": q[-1], "within_10_percent": _within(ratios)},
+                params={"estimates": len(ratios), "p10": q[0], "p90": q[-1], "within_10_percent": _within(ratios)},
             )
         )
     return out
