@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 
+from ..env import CaseFailed
 from ..records import Measure
 from . import Case
 
@@ -22,24 +23,29 @@ CLEAN = 3  # clean runs in each launch (a model, with or without capture): 24 at
 
 
 def matrix(env) -> list[Measure]:
-    """One launch a model and capture setting (a process that ran some fifty jobs with profiler captures once
-    crashed in PyTorch), each at 2 ranks and, where the launch has them, 3."""
-    counts = "2,3" if env.ranks >= 3 else "2"
-    rows = []
-    for model in ("bn",) if env.quick else MODELS:
-        for capture in ("no", "yes"):
-            args = ["--ranks", counts, "--data", env.work / "matrix", "--share", SLOWED_SHARE, "--models", model]
-            args += ["--capture", capture, "--clean", 1 if env.quick else CLEAN]
-            done = env.program("straggler_matrix.py", *args, ranks=int(counts[-1]), timeout=1200)
-            rows += [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+    """One launch a model, capture setting and rank count (a process that ran some fifty jobs with profiler captures
+    crashed in PyTorch's profiler, twice in two full matrices; one relaunch of a launch that crashed, counted)."""
+    counts = [2, 3] if env.ranks >= 3 else [2]
+    rows, relaunched = [], 0
+    for n in counts:
+        for model in ("bn",) if env.quick else MODELS:
+            for capture in ("no", "yes"):
+                args = ["--ranks", n, "--data", env.work / "matrix", "--share", SLOWED_SHARE, "--models", model]
+                args += ["--capture", capture, "--clean", (1 if env.quick else CLEAN) if n == counts[0] else 0]
+                try:
+                    done = env.program("straggler_matrix.py", *args, ranks=n, timeout=1200)
+                except CaseFailed:
+                    relaunched += 1
+                    done = env.program("straggler_matrix.py", *args, ranks=n, timeout=1200)
+                rows += [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
     out = []
     for n in sorted({r["ranks"] for r in rows}):
         mine = [r for r in rows if r["ranks"] == n]
-        out += figures(mine, f"{n} CPU ranks")
+        out += figures(mine, f"{n} CPU ranks", relaunched)
     return out
 
 
-def figures(rows: list[dict], where: str) -> list[Measure]:
+def figures(rows: list[dict], where: str, relaunched: int = 0) -> list[Measure]:
     """The matrix's shares and the step estimate's ratio, with every run's row kept in the records' params."""
     slowed = [r for r in rows if r["where"] is not None]
     clean = [r for r in rows if r["where"] is None]
@@ -54,7 +60,7 @@ def figures(rows: list[dict], where: str) -> list[Measure]:
         if target is not None:
             out.append(Measure(case, "the issue's target", target, "share", "%", "ceiling"))
 
-    every = {"rows": rows}  # each run of the matrix ("runs" is bench's own key: a record's runs)
+    every = {"rows": rows, "relaunched": relaunched}  # each run of the matrix ("runs" is bench's own key)
     right = sum(r["named_rank"] == r["slow_rank"] for r in slowed)
     share(f"straggler fault matrix, {where}: right rank", "spmd", right, len(slowed), TARGETS["right rank"], every)
     good = sum(r["cause"] == r["expected_cause"] for r in with_cause)
