@@ -36,10 +36,13 @@ from spmd.job import run_job  # noqa: E402
 from spmd.workloads.registry import job_config_from_dict  # noqa: E402
 
 MODELS_PY = '''
+import importlib.util
 import time
 
 import torch
 from torch import nn
+
+GPT2_EXAMPLE = "EXAMPLE"  # the path, filled in when written
 
 
 class Slowed(nn.Module):
@@ -69,21 +72,13 @@ class Recurrent(nn.Module):
         return self.head(self.gru(x)[1][-1])
 
 
-class Logits(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, tokens):
-        return self.model(input_ids=tokens).logits
-
-
 def gpt2_tiny():
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    config = GPT2Config(vocab_size=256, n_positions=32, n_embd=64, n_layer=2, n_head=2, resid_pdrop=0.0,
-                        embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
-    return Logits(GPT2LMHeadModel(config))
+    """The example's GPT-2 (examples/torch/gpt2.py) from a 2-layer config."""
+    spec = importlib.util.spec_from_file_location("gpt2_example", GPT2_EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    options = dict(vocab=256, positions=32, width=64, layers=2, heads=2, dropout=0.0)
+    return example.build({"options": options})
 
 
 MAKERS = {
@@ -106,6 +101,7 @@ def loss(out, target):
     return nn.functional.cross_entropy(out, target)
 '''
 
+ROOT = Path(__file__).resolve().parents[2]
 DATA = {"mlp": "features", "bn": "features", "gru": "sequences", "gpt2-tiny": "tokens"}
 # where -> (how it is made: a fault's phase and kind, or the model's own sleep; the cause expected on a CPU, where the
 # host is the device: a sleep between operators is time between them, one inside backward's operators slows them)
@@ -192,7 +188,8 @@ def main() -> None:
     folder = Path(a.data)
     folder.mkdir(parents=True, exist_ok=True)
     if world.rank == 0:
-        (folder / "models.py").write_text(MODELS_PY)
+        example = repr(str(ROOT / "examples/torch/gpt2.py"))
+        (folder / "models.py").write_text(MODELS_PY.replace('"EXAMPLE"', example))
         write_data(folder)
     idle_barrier(world)
     models, wheres = a.models.split(","), a.where.split(",")

@@ -49,19 +49,12 @@ def combine(analyses: list, records_by_rank: list[list[dict]], steps_per_repeat:
         "collectives": collectives(analyses),
     }
     out["critical_path"] = critical_path(out["collectives"])
-    costs = [a["capture"]["seconds_per_step"] for a in analyses if a and a.get("capture") and a["capture"]["steps"] > 0]
-    timed = _timed_step_seconds(records_by_rank, steps_per_repeat)
-    if costs and timed:
-        out["capture_cost"] = {
-            "captured_step_s": statistics.median(costs),
-            "timed_step_s": timed,
-            "ratio": statistics.median(costs) / timed,
-        }
-    return out
+    return retimed(out, records_by_rank, steps_per_repeat)
 
 
 def retimed(kernels: dict | None, records_by_rank: list[list[dict]], steps_per_repeat: int | None) -> dict | None:
-    """``kernels`` (combined) with what capturing cost against these timed repeats' steps (another run's capture)."""
+    """``kernels`` (combined) with what capturing cost against these timed repeats' steps (``combine``'s own, or
+    another run's capture joined to them: report.build.with_capture)."""
     if not kernels:
         return kernels
     out = {k: v for k, v in kernels.items() if k != "capture_cost"}

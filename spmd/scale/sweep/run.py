@@ -283,7 +283,7 @@ def capture_pass(ctx, steps: list[Step], capturing: list[bool], keys: list[tuple
             live.begin(f"spmd scale: capture {step.mode} {step.ranks} rank(s)", "capturing after the timed runs")
         began = time.time()
         cfg = replace(step.cfg, repeats=1, verify="none")
-        run = run_step(ctx, replace(step, cfg=cfg), 0, False, live, None, False, thread_ranks, measure=False)
+        run = run_step(ctx, replace(step, cfg=cfg), 0, live=live, thread_ranks=thread_ranks, measure=False)
         out[key] = run and {
             "kernels": run["report"]["kernels"],
             "wall_s": sum((run["report"].get("wall") or {}).values()),

@@ -36,6 +36,7 @@ from .checks import StepChecks
 from .compute import autocast, deterministic, set_precision, state_tensors
 from .inputs import check_inputs, check_rows, label_array, targets, write_targets
 from .params import TorchParams, check_job
+from .phases import PHASES
 from .schedule import Budget, CheckSchedule, draw_seed
 from .step import Batches, Stepper
 from .user_model import (
@@ -58,16 +59,7 @@ class TorchWorkload(TrainingWorkload):
     Params = TorchParams
     OUTPUT_FILES = ("save",)
     MAY_SKIP_VERIFY = True
-    METRIC_PHASES = (
-        "data",
-        "comm_buffers",
-        "forward",
-        "backward",
-        "comm_exposed",
-        "comm_overlapped",
-        "optimizer",
-        "step",
-    )
+    METRIC_PHASES = PHASES  # a step's phases (phases.py), one home
 
     # -- configuration hooks -----------------------------------------------------------
 
@@ -466,8 +458,7 @@ class TorchWorkload(TrainingWorkload):
         drawn = (c.started, timeline_spans(c.trace, gpu)) if spans else None
         data, size = packed(c.trace, self.ctx.rank, int(p.capture_max_mb * 2**20))
         c.trace = None
-        # where the timed phases do not time every collective a rank can wait in (SyncBatchNorm's inside forward and
-        # backward; a graph replay timed as one step), the captured steps alone may name the rank the others waited for
+        # the timed phases miss collectives (SyncBatchNorm's, a replay's): the captures alone may name a straggler
         analysis["untimed_collectives"] = bool(p.sync_batchnorm or p.strategy == "ddp-graph")
         analysis["capture"] = {
             "steps": c.steps,
