@@ -25,6 +25,7 @@ from .core.timing import PhaseTimer, enter_phase
 from .core.topology import MORE_CPUS, describe_placement
 from .core.watchdog import set_timeout
 from .report.build import TIMELINE_REPEATS, build_report
+from .report.capture.component import Capture, trace_paths
 from .report.html import run_html
 from .report.trace import chrome_trace, rank_devices
 from .workloads.base import RUN_REPEATS, checked_problem
@@ -72,7 +73,7 @@ def run_job(
     cls = workload_class(cfg.workload)
     cfg = ctx.agree(cls.resolve_repeats, cfg, RUN_REPEATS)
     # before the work, not after it
-    captures = capture_files(out_dir, ctx.size) if cls.captures(cfg) else []
+    captures = trace_paths(out_dir, ctx.size) if cfg.capture.steps else []
     ctx.agree(require_outputs, out_dir, cls.output_files(cfg), cfg.overwrite, trace, captures)
     ranges, nvtx_state = ctx.agree(nvtx_ranges, nvtx)
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
@@ -107,7 +108,9 @@ def run_job(
         load.stop()
         wall.mark("repeats")
         enter_phase("capture")
-        workload.after_repeats()
+        capture = Capture(cfg.capture, ctx.device == "gpu", ctx.rank) if cfg.capture.steps else None
+        if capture is not None:
+            capture.run(workload)
         wall.mark("capture")
         enter_phase("verify")
         verification = verify(ctx, workload) if cfg.verify != "none" else NOT_CHECKED
@@ -129,7 +132,7 @@ def run_job(
             root=0,
         )
         engines = ctx.comm.gather(workload.input_engines(), root=0)
-        mine = workload.captured(spans=trace is not None)
+        mine = capture.result(spans=trace is not None) if capture is not None else None
         if mine and mine.drawn:  # the captured steps as one more repeat of the trace, on the shared clock
             started, spans = mine.drawn
             mine = mine._replace(
@@ -305,13 +308,6 @@ def run_trace(report: dict, timelines: list) -> dict:
 
 
 _FIX = "remove it or choose another path"
-
-
-def capture_files(out_dir, ranks: int) -> list[Path]:
-    """Where each rank's captured trace is kept: ``out_dir/kernels/rankR.trace.json.gz`` (none without a folder)."""
-    if out_dir is None:
-        return []
-    return [Path(out_dir) / "kernels" / f"rank{r}.trace.json.gz" for r in range(ranks)]
 
 
 def require_outputs(out_dir, files: list[str], overwrite: bool = False, trace=None, captures=()) -> None:

@@ -145,8 +145,8 @@ def config(folder: Path, model: str, capture: bool, fault: str | None = None, **
                 "batch": BATCH,
                 "steps": STEPS,
                 "optimizer": {"name": "adamw", "lr": 1e-3},
-                "capture_steps": 2 if capture else 0,
             },
+            "capture": {"steps": 2 if capture else 0},
             "fault": fault,
         }
     )

@@ -12,7 +12,7 @@ CAPTURE = {
     "metavar": "STEPS",
     "help": "workload torch: after the timed repeats, STEPS more steps under torch.profiler on every rank, read "
     "kernel by kernel into the report (why each rank's step took what it took; the traces kept beside it); "
-    "same as -o params.capture_steps=STEPS",
+    "same as -o capture.steps=STEPS",
 }
 
 

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     if getattr(args, "capture", None) is not None:  # --capture N is the config key it names
-        args.override.append(f"params.capture_steps={args.capture}")
+        args.override.append(f"capture.steps={args.capture}")
     if args.command in NEEDS_MPI:
         why = mpi_missing()
         if why:  # one line, no traceback: the fix, not the stack

@@ -39,6 +39,7 @@ MAX_OVERRIDE_BYTES = 64 << 10
 MAX_NODES = 100_000  # YAML nodes after expanding aliases
 MAX_DEPTH = 64
 MAX_INT = 2**63  # every integer of a config fits a signed 64-bit one (what NumPy, HDF5 and MPI take)
+MAX_CAPTURE_STEPS = 16  # a captured step's trace is a few MB of JSON per rank on a GPU
 MAX_TIMEOUT_S = 30 * 86400  # a wait of more than 30 days is no timeout (and overflows C timers)
 # YAML 1.1 (PyYAML) reads 1e15 or 1.5e6 as text; YAML 1.2 and every user reads them as numbers
 _NUMBER = re.compile(r"[-+]?(\d[\d_]*)?\.?\d*([eE][-+]?\d+)?")
@@ -149,6 +150,27 @@ class IoConfig:
 
 
 @dataclass(frozen=True)
+class CaptureConfig:
+    """The profiler's capture (``capture``; ``--capture N``): ``steps`` more steps after the timed repeats under
+    torch.profiler on every rank, kernel by kernel (report.json's kernels), each rank's trace kept (gzipped, in the
+    report folder) up to ``max_mb``. Off by default: a captured step of a launch-bound model takes several times a
+    plain one."""
+
+    steps: int = 0
+    max_mb: float = 32.0
+
+    def __post_init__(self):
+        if not 0 <= self.steps <= MAX_CAPTURE_STEPS:
+            raise ConfigError(f"capture.steps: 0 to {MAX_CAPTURE_STEPS}, got {self.steps}")
+        if not 0 <= self.max_mb <= 1024:
+            raise ConfigError(f"capture.max_mb: 0 to 1024, got {self.max_mb}")
+
+
+# torch's params that named the capture before it was the job's (``capture``): still read, as aliases
+CAPTURE_ALIASES = {"capture_steps": "steps", "capture_max_mb": "max_mb"}
+
+
+@dataclass(frozen=True)
 class Config:
     """A resolved job configuration (see docs/configs.md)."""
 
@@ -168,6 +190,7 @@ class Config:
     fault: str | None = None
     generate: GenerateConfig | None = None
     io: IoConfig = field(default_factory=IoConfig)
+    capture: CaptureConfig = field(default_factory=CaptureConfig)
     params: Any = field(default_factory=dict)  # a mapping until workloads.registry.resolve_params builds it
 
     def __post_init__(self):
@@ -322,7 +345,26 @@ def config_from_dict(raw: dict) -> Config:
     params = raw.pop("params", None) or {}
     if not isinstance(params, dict):
         raise ConfigError(f"params: expected a mapping, got {_kind(params)}")
+    if raw["workload"] == "torch":
+        params = _capture_aliases(raw, params)
     return dataclasses.replace(build(Config, raw, ""), params=params)
+
+
+def _capture_aliases(raw: dict, params: dict) -> dict:
+    """torch's ``params.capture_steps`` and ``params.capture_max_mb`` moved into ``raw``'s ``capture`` section, where
+    the new name, when given too, wins (``--capture N`` over a config's old spelling); returns the params without
+    them."""
+    old = {k: params[k] for k in CAPTURE_ALIASES if k in params}
+    if not old:
+        return params
+    section = raw.get("capture") or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"capture: expected a mapping, got {_kind(section)}")
+    section = dict(section)
+    for key, value in old.items():
+        section.setdefault(CAPTURE_ALIASES[key], value)
+    raw["capture"] = section
+    return {k: v for k, v in params.items() if k not in CAPTURE_ALIASES}
 
 
 def with_params(cfg: Config, params_cls: type | None) -> Config:

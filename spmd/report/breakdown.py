@@ -25,7 +25,7 @@ import statistics
 
 from ..core.stats import BOUND, Interval, median_interval
 from ..core.units import fmt_seconds
-from .causes import cause
+from .capture.causes import cause
 
 CATEGORIES = ("compute", "comm", "data", "wait", "other")
 DATA_PHASES = ("read", "h2d")
@@ -68,7 +68,7 @@ def breakdown(
 ) -> dict:
     """report.json's ``breakdown``: per rank the seconds per repeat (mean over repeats) and share of each
     category, the overlap of communication with computation where there was any, and the straggler (or None)
-    with its cause (spmd.report.causes; ``kernels``: the captured steps, ``steps``: a repeat's steps)."""
+    with its cause (spmd.report.capture.causes; ``kernels``: the captured steps, ``steps``: a repeat's steps)."""
     repeats = per_repeat(records_by_rank)
     ranks = []
     for rank, parts in enumerate(repeats):

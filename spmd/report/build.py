@@ -8,7 +8,7 @@ import datetime
 from ..core.launch import launch_record, mpi_library
 from ..core.version import __version__
 from .breakdown import breakdown, findings
-from .causes import combine, retimed
+from .capture.causes import combine, retimed
 from .schema import REPORT_SCHEMA
 from .summary import intervals, summarize
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar
 
 import numpy as np
 
@@ -20,15 +20,6 @@ from ..measure.collectives import COLLECTIVES
 
 SCALING_MODES = ("strong", "weak")
 RUN_REPEATS = 5  # spmd run's repeats where the config gives none
-
-
-class Captured(NamedTuple):
-    """One rank's captured steps: their analysis (spmd.report.kernels), the trace as kept (gzipped; None when not
-    kept), and with ``spans`` asked (perf_counter at the first captured step, its spans for the Chrome trace)."""
-
-    analysis: dict
-    trace: bytes | None
-    drawn: Any = None
 
 
 class Workload(ABC):
@@ -52,6 +43,8 @@ class Workload(ABC):
     MAY_SKIP_VERIFY: ClassVar[bool] = False
     #: whether ``repeats: auto`` may choose the number of repeats (not where it sets how much work the run does)
     AUTO_REPEATS: ClassVar[bool] = True
+    #: whether a repeat is made of steps that ``run_steps`` can run under the profiler (config ``capture``)
+    STEPPED: ClassVar[bool] = False
 
     @abstractmethod
     def setup(self, ctx, cfg, comm) -> None:
@@ -134,19 +127,10 @@ class Workload(ABC):
             raise ValueError(f"scaling mode {mode!r} is not one of {', '.join(SCALING_MODES)}")
         return cls.strong_config(cfg, factor) if mode == "strong" else cls.weak_config(cfg, factor)
 
-    def after_repeats(self) -> None:
-        """After the timed repeats, before verification (every rank): untimed work the report reads (workload
-        torch's captured steps)."""
-
-    @classmethod
-    def captures(cls, cfg) -> bool:
-        """Whether a run of ``cfg`` captures kernel-level traces (``captured``; their files in the report folder)."""
-        return False
-
-    def captured(self, spans: bool = False) -> Captured | None:
-        """This rank's captured steps after the run, or None when nothing was captured (spmd.report.kernels;
-        workload torch)."""
-        return None
+    def run_steps(self, window) -> None:
+        """After the timed repeats (``STEPPED`` workloads): ``window.length`` more steps, untimed and unchecked,
+        ``window.before(i)`` and ``window.after(i)`` around step ``i`` (spmd.report.capture.window)."""
+        raise NotImplementedError(f"{type(self).__qualname__} runs no steps of its own")
 
     @classmethod
     def output_files(cls, cfg) -> list[str]:

@@ -56,6 +56,11 @@ def resolve_params(cfg: Config) -> Config:
             f"verify: none is for plug-ins and the user's own model (torch) only; the built-in "
             f"{cfg.workload} always verifies"
         )
+    if cfg.capture.steps and not workload_class(cfg.workload).STEPPED:
+        raise ConfigError(
+            f"capture.steps: the profiler captures steps of a training workload (torch); {brief(cfg.workload)} "
+            f"runs none (leave --capture out)"
+        )
     return with_params(cfg, params_class(cfg.workload))
 
 

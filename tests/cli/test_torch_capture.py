@@ -98,9 +98,10 @@ def test_a_users_file_where_a_trace_would_go_is_refused_untouched(tmp_path):
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["--capture", "8"], "params.capture_steps: at most params.steps - 1 (7)"),
-        (["--capture", "99"], "params.capture_steps: 0 to 16"),
-        (["-o", "params.capture_max_mb=-1"], "params.capture_max_mb: 0 to 1024"),
+        (["--capture", "8"], "capture.steps: at most params.steps - 1 (7)"),
+        (["--capture", "99"], "capture.steps: 0 to 16"),
+        (["-o", "capture.max_mb=-1"], "capture.max_mb: 0 to 1024"),
+        (["-o", "params.capture_max_mb=-1"], "capture.max_mb: 0 to 1024"),  # torch's old spelling, an alias
     ],
 )
 def test_a_capture_that_cannot_run_is_refused_naming_the_key(tmp_path, args, words):
@@ -109,7 +110,7 @@ def test_a_capture_that_cannot_run_is_refused_naming_the_key(tmp_path, args, wor
 
 
 def test_a_trace_over_its_size_bound_is_analysed_but_not_kept(tmp_path):
-    rc, report, err = run(tmp_path, "--capture", "2", "-o", "params.capture_max_mb=0.001")
+    rc, report, err = run(tmp_path, "--capture", "2", "-o", "capture.max_mb=0.001")
     assert rc == 0, err
     for rank in report["kernels"]["per_rank"]:
         assert rank["steps"] == 2 and not rank["capture"]["kept"] and rank["capture"]["trace_bytes"] > 1000

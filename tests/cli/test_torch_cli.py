@@ -317,9 +317,13 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
         assert [p["batch"] for p in model["points"]] == [8, 24] and model["next_ranks"] == 4
         for p in model["points"]:
             assert p["error"] == pytest.approx(p["predicted_speedup"] / p["measured_speedup"] - 1)
-        for words in ("step model:", "2 ranks pay off", "accumulate: 2 ->"):
-            assert words in advice, words
-        assert "at 4 ranks (predicted" in advice or "at 4 ranks: not predicted" in advice
+        if (decision.get("batch_model") or {"trusted": True})["trusted"]:
+            for words in ("step model:", "2 ranks pay off", "accumulate: 2 ->"):
+                assert words in advice, words
+            assert "at 4 ranks (predicted" in advice or "at 4 ranks: not predicted" in advice
+        else:  # noise beyond the flags on 2 shared cores: a model that misses its own points predicts nothing
+            assert "step model:" in advice and "the step model misses its own points" in advice
+            assert "2 ranks pay off" not in advice and "at 4 ranks" not in advice
     # one answer, in the job's own terms: the verdict first, nothing of the array workloads' model
     assert scaling["training"] and scaling["advice"][0] == scaling["verdict"]
     if decision["lead"]:  # never a suspect point

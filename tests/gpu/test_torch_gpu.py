@@ -3,6 +3,7 @@ SyncBatchNorm, and running out of GPU memory names the batch."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -140,9 +141,7 @@ def test_two_gpus_verify_and_catch_one_element_on_rank_1(tmp_path, model):
     ],
 )
 def test_a_cause_made_on_rank_1_of_two_gpus_is_named_from_the_captured_kernels(tmp_path, fault, cause):
-    rc, err, rep = real_model(
-        tmp_path, "gpt2", "verify=none", "params.capture_steps=2", ranks=2, env={"SPMD_FAULT": fault}
-    )
+    rc, err, rep = real_model(tmp_path, "gpt2", "verify=none", "capture.steps=2", ranks=2, env={"SPMD_FAULT": fault})
     assert rc == 0, err
     s = rep["breakdown"]["straggler"]
     assert s["rank"] == 1 and s["cause"] == cause, s
@@ -158,11 +157,29 @@ def test_a_cause_made_on_rank_1_of_two_gpus_is_named_from_the_captured_kernels(t
         assert m["busy_us"] + m["idle_us"] == pytest.approx(m["span_us"], rel=1e-6)
 
 
+def test_one_gpus_captured_steps_are_read_kernel_by_kernel_and_kept(tmp_path):
+    """The capture's path on a GPU (report.capture: the window the workload ran, the analysis, the kept file)."""
+    rc, err, rep = real_model(tmp_path, "gpt2", "capture.steps=2", "params.steps=4")
+    assert rc == 0 and rep["verified"], err
+    assert rep["config"]["capture"] == {"steps": 2, "max_mb": 32.0}
+    k = rep["kernels"]
+    assert k["device"] == "gpu" and k["steps"] == 2 and not k["untimed_collectives"]
+    (r,) = k["per_rank"]
+    m = r["median"]
+    assert m["kernels"] > 1000 and m["launches"] > 900 and m["comm_us"] == 0 and m["compute_us"] > 0
+    assert m["busy_us"] + m["idle_us"] == pytest.approx(m["span_us"], rel=1e-6)
+    assert r["capture"]["steps"] == 2 and r["capture"]["kept"] and r["capture"]["seconds_per_step"] > 0
+    kept = tmp_path / "results/torch/gpt2/kernels/rank0.trace.json.gz"
+    trace = json.loads(gzip.decompress(kept.read_bytes()))
+    steps = {e["name"] for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")}
+    assert trace["spmd_rank"] == 0 and len(steps) == 2, steps
+
+
 @pytest.mark.gpus(2)
 def test_the_kept_traces_agree_with_holistic_trace_analysis(tmp_path):
     """HTA on the traces just captured (where the machine has it; the committed fixtures hold the same in CI)."""
     hta = pytest.importorskip("hta.trace_analysis", reason="Holistic Trace Analysis not installed here")
-    rc, err, rep = real_model(tmp_path, "resnet50", "verify=none", "params.capture_steps=2", ranks=2)
+    rc, err, rep = real_model(tmp_path, "resnet50", "verify=none", "capture.steps=2", ranks=2)
     assert rc == 0, err
     folder = tmp_path / "results/torch/resnet/kernels"
     temporal = hta.TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True).get_temporal_breakdown(

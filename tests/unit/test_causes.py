@@ -1,4 +1,4 @@
-"""The straggler's cause (spmd.report.causes), named from what each rank's captured steps show: real GPU runs with a
+"""The straggler's cause (spmd.report.capture.causes), named from what each rank's captured steps show: real GPU runs with a
 cause made on purpose on rank 1 (tests/fixtures/traces/analyses: more device work, a slow data phase, a host thread
 sharing its interpreter with a spinning one), and small hand-made traces whose every number is known."""
 
@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spmd.report import breakdown, causes, kernels
+from spmd.report import breakdown
+from spmd.report.capture import causes, kernels
 
 ANALYSES = Path(__file__).resolve().parents[1] / "fixtures/traces/analyses"
 

@@ -5,7 +5,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spmd.core.config import Config, apply_override, parse_yaml
+from spmd.core.config import Config, apply_override, config_from_dict, parse_yaml
 from spmd.core.errors import ConfigError
 from spmd.workloads.registry import job_config_from_dict, load_job_config
 
@@ -365,3 +365,28 @@ def test_numbers_are_finite(raw, key):
         job_config_from_dict(raw)
     with pytest.raises(ConfigError, match="params.lr: expected finite numbers"):  # as YAML spells NaN
         job_config_from_dict(parse_yaml("{workload: train, input: {path: x.h5}, params: {lr: .nan}}", "config"))
+
+
+def test_the_capture_is_the_jobs_and_torchs_old_spelling_still_reads():
+    base = {"workload": "torch", "input": {"path": "x.h5"}, "params": {"model": "m.py:build"}}
+    assert job_config_from_dict({**base, "capture": {"steps": 3}}).capture.steps == 3
+    old = job_config_from_dict({**base, "params": {"model": "m.py:build", "capture_steps": 2, "capture_max_mb": 4}})
+    assert (old.capture.steps, old.capture.max_mb) == (2, 4)
+    # the new name wins where both are given (--capture N over a config's old spelling)
+    both = {**base, "capture": {"steps": 5}, "params": {"model": "m.py:build", "capture_steps": 2}}
+    assert job_config_from_dict(both).capture.steps == 5
+    with pytest.raises(ConfigError, match="capture.steps: 0 to 16"):
+        job_config_from_dict({**base, "capture": {"steps": 17}})
+
+
+@pytest.mark.parametrize("workload", ["reduce", "matmul", "stencil", "train"])
+def test_a_capture_of_a_workload_without_steps_of_its_own_is_refused(workload):
+    raw = {"workload": workload, "input": {"path": "x.h5"}, "capture": {"steps": 2}}
+    with pytest.raises(ConfigError, match="capture.steps: the profiler captures steps of a training workload"):
+        job_config_from_dict(raw)
+
+
+def test_a_plugins_own_params_keep_a_key_named_like_torchs_old_one():
+    raw = {"workload": "my.py:f", "input": {"path": "x.h5"}, "params": {"capture_steps": 9}}
+    cfg = config_from_dict(raw)
+    assert cfg.params == {"capture_steps": 9} and cfg.capture.steps == 0

@@ -1,4 +1,4 @@
-"""spmd's kernel breakdown (spmd.report.kernels, computed by spmd) against Holistic Trace Analysis on the same real
+"""spmd's kernel breakdown (spmd.report.capture.kernels, computed by spmd) against Holistic Trace Analysis on the same real
 GPU traces (tests/fixtures/traces: GPT-2 and ResNet-50 captured by spmd on 2 H200s): HTA's temporal breakdown
 (over the whole capture: idle, compute, non-compute) and its idle-time breakdown (per stream: host wait, kernel
 wait, other) agree with spmd's category by category within max(10% of the category, 1% of a step).
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from spmd.report import kernels
+from spmd.report.capture import kernels
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures/traces"
 RUNS = ("gpt2-r2", "resnet-r2-work")

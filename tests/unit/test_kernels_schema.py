@@ -7,7 +7,7 @@ import json
 import re
 from pathlib import Path
 
-from spmd.report import causes, kernels
+from spmd.report.capture import causes, kernels
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests/fixtures/traces/analyses/resnet-r2-work.json"

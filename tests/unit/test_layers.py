@@ -138,6 +138,24 @@ def test_config_parsing_imports_no_workload(graph):
     assert not [m for m in reachable if m.startswith("workloads")], reachable
 
 
+def test_the_capture_is_one_component_entered_from_the_job(graph):
+    """The profiler's window, its files and its analysis live in report/capture; outside the report, only job.py
+    enters it, and no workload imports it (a workload runs its steps in the window it is handed)."""
+    assert {m.split(".")[-1] for m in graph if m.startswith("report.capture.")} >= {
+        "window",
+        "component",
+        "kernels",
+        "causes",
+    }
+    entering = {a for a, targets in graph.items() for b in targets if b.startswith("report.capture")}
+    outside = {a for a in entering if not a.startswith("report.")}
+    assert outside == {"job"}, outside
+    import spmd.workloads.base as base
+
+    hooks = [name for name in vars(base.Workload) if "captur" in name.lower()]
+    assert not hooks and not hasattr(base, "Captured"), hooks
+
+
 def test_package_faces_hold_no_code():
     for path in ROOT.rglob("__init__.py"):
         tree = ast.parse(path.read_text())

@@ -4,7 +4,7 @@ Each size gets a sub-communicator of the first n ranks (so every rank keeps its 
 rank and GPU); the other ranks wait in a sleeping barrier. Every size is a full
 ``run_job``: bound, verified, timed. A failure in any size fails the sweep on every rank.
 
-With ``--capture`` (``params.capture_steps``) no timed step runs after a capture: every size is timed first with
+With ``--capture`` (config ``capture``) no timed step runs after a capture: every size is timed first with
 nothing captured, then a capture pass runs each size's job again, briefly and unchecked (one repeat, ``verify:
 none``), capturing its steps at the end, and its captured steps join the timed run's report (``with_capture``).
 A profiler once started leaves later steps in the same process slower, so a sweep that captured at the end of
@@ -229,7 +229,7 @@ def run_steps(
     A weak run whose config equals the strong run of the same size reuses that run.
     ``on_done(run)`` is called on rank 0 after each size (progress lines).
     """
-    capturing = [workload_class(step.cfg.workload).captures(step.cfg) for step in steps]
+    capturing = [step.cfg.capture.steps > 0 for step in steps]
     timed_steps = [uncaptured(step) if c else step for step, c in zip(steps, capturing)]
     runs: list[dict] = []
     done: dict[tuple, dict] = {}
@@ -268,8 +268,8 @@ def run_steps(
 
 
 def uncaptured(step: Step) -> Step:
-    """The step as timed: its job with nothing captured (``params.capture_steps``, what ``--capture`` sets)."""
-    return replace(step, cfg=replace(step.cfg, params=replace(step.cfg.params, capture_steps=0)))
+    """The step as timed: its job with nothing captured (config ``capture``, what ``--capture`` sets)."""
+    return replace(step, cfg=replace(step.cfg, capture=replace(step.cfg.capture, steps=0)))
 
 
 def capture_pass(ctx, steps: list[Step], capturing: list[bool], keys: list[tuple], live, thread_ranks) -> dict:

@@ -88,7 +88,7 @@ class StepChecks:
             self._hook = None
         self._grads = [t.grad.detach().clone() if t.grad is not None else None for t in self.module.parameters()]
 
-    def end(self, step: int, captured: dict, optimizer) -> None:
+    def end(self, step: int, copies: dict, optimizer) -> None:
         """After the optimizer's step: both checks, agreed by every rank (collective); VerificationError on all
         ranks when one finds a change."""
         ctx = self.ctx
@@ -96,8 +96,8 @@ class StepChecks:
         self._lap("the step itself")
         result = {"step": step}
         if self.ranks_checked:
-            ctx.agree(self._require_reduced, step, captured)  # before any rank sends: none is left waiting
-            result.update(ctx.agree(self._ring, step, captured))
+            ctx.agree(self._require_reduced, step, copies)  # before any rank sends: none is left waiting
+            result.update(ctx.agree(self._ring, step, copies))
         result["update"] = ctx.agree(self._update, step, optimizer)
         self._start = self._state = self._grads = None
         self.buffers = []
@@ -121,9 +121,9 @@ class StepChecks:
 
     # -- every rank's gradient, in a ring ------------------------------------------------
 
-    def _ring(self, step: int, captured: dict) -> dict:
+    def _ring(self, step: int, copies: dict) -> dict:
         torch, ctx = self.torch, self.ctx
-        mine = self._flat(captured)
+        mine = self._flat(copies)
         source = (ctx.rank - 1) % ctx.size
         theirs = _exchange(torch, mine, ctx.rank, ctx.size)
         self._lap("the gradient to the next rank")
@@ -147,18 +147,18 @@ class StepChecks:
             )
         return out
 
-    def _require_reduced(self, step: int, captured: dict) -> None:
+    def _require_reduced(self, step: int, copies: dict) -> None:
         """Every parameter's gradient handed to the allreduce, or DDP's reduction did not finish (a loss that reached
         none of some parameters DDP waited for): that, not a wrong gradient, is what the step went wrong by."""
-        handed = {name for _, (_, names) in captured.items() for name, _ in names}
+        handed = {name for _, (_, names) in copies.items() for name, _ in names}
         if any(name not in handed for name, _ in self.layout):
             raise unfinished_reduction(step)
 
-    def _flat(self, captured: dict):
+    def _flat(self, copies: dict):
         """This rank's gradient as it entered the allreduce, float32 in the model's parameter order (DDP's buckets
         hold them in an order of their own; a parameter no loss reached is zero, as in its bucket)."""
         pieces = {}
-        for _, (flat, names) in sorted(captured.items()):
+        for _, (flat, names) in sorted(copies.items()):
             offset = 0
             for name, size in names:
                 pieces[name] = flat[offset : offset + size]

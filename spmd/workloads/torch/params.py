@@ -11,7 +11,6 @@ LOSSES = ("cross_entropy", "mse")
 STRATEGIES = ("ddp", "ddp-graph", "compile")
 PRECISIONS = ("fp32", "tf32", "bf16")
 MAX_VERIFY_STEPS = 8
-MAX_CAPTURE_STEPS = 16  # the trace of a captured step is about a few MB of JSON per rank on a GPU
 
 
 @dataclass(frozen=True)
@@ -86,11 +85,6 @@ class TorchParams:
     verify_per_repeat: int = 1
     verify_budget: float = 0.05
     verify_seed: int | None = None
-    # torch.profiler (Kineto; CUPTI on a GPU) on this many steps after the timed repeats, on every rank: what each
-    # rank's step did, kernel by kernel (report.json's kernels). Off by default: a captured step of a launch-bound
-    # model takes several times a plain one (docs/torch.md measures it); spmd run/scale --capture N turns it on
-    capture_steps: int = 0
-    capture_max_mb: float = 32.0  # a rank's captured trace kept (gzipped, report folder) up to this size
     seed: int = 0
     save: SaveConfig | None = None
 
@@ -114,10 +108,6 @@ class TorchParams:
             )
         if self.verify_seed is not None and not 0 <= self.verify_seed < 2**63:
             raise ConfigError(f"params.verify_seed: 0 to 2**63 - 1, or leave it out, got {self.verify_seed}")
-        if not 0 <= self.capture_steps <= MAX_CAPTURE_STEPS:
-            raise ConfigError(f"params.capture_steps: 0 to {MAX_CAPTURE_STEPS}, got {self.capture_steps}")
-        if not 0 <= self.capture_max_mb <= 1024:
-            raise ConfigError(f"params.capture_max_mb: 0 to 1024, got {self.capture_max_mb}")
         if self.bucket_mb <= 0:
             raise ConfigError(f"params.bucket_mb: must be > 0, got {self.bucket_mb}")
         if self.data_shards is not None and self.data_shards < 1:
@@ -147,9 +137,9 @@ def check_job(cfg, gpu: bool, corrupting: bool) -> None:
         )
     if p.precision == "tf32" and not gpu:
         raise ConfigError("params.precision: tf32 is a GPU mode (use fp32 or bf16 on the CPU)")
-    if p.capture_steps >= p.steps:
+    if cfg.capture.steps >= p.steps:
         raise ConfigError(
-            f"params.capture_steps: at most params.steps - 1 ({p.steps - 1}): the captured steps and the "
+            f"capture.steps: at most params.steps - 1 ({p.steps - 1}): the captured steps and the "
             f"profiler's warm-up step run as one more window"
         )
     if corrupting and p.strategy == "ddp-graph":

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 
-from ...report.kernels import length, union
+from ...core.spans import length, union
 
 PHASES = ("data", "comm_buffers", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step")
 

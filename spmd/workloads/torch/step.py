@@ -121,7 +121,7 @@ class Stepper:
         self.forward = torch.compile(self.ddp) if params.strategy == "compile" else self.ddp
         self.corrupting = faults.corrupting()
         self.extra = ExtraWork(torch, batches.compute_device, self.gpu)
-        self.profiler = None  # a capture.Capture over some steps of the next window
+        self.window = None  # the profiler over the next window's steps (spmd.report.capture.window)
         # verification's checked steps (checks.StepChecks), eager and deterministic, through the hooked DDP: each
         # rank's gradient kept as it enters the allreduce (a CUDA graph's replays run no Python: ddp-graph has none)
         self.checks = None if self.graph_mode else checks
@@ -135,7 +135,7 @@ class Stepper:
         self.step_seconds: float | None = None  # the last window's wall time per timed step
         # bucket index -> (flat gradient on the device, [(parameter, elements)] in the bucket's order)
         self._names = {id(t): name for name, t in module.named_parameters()}
-        self._captured: dict[int, object] = {}
+        self._copies: dict[int, object] = {}
         # The comm hook is Python: DDP then runs its allreduce through a Python future callback per bucket, slower
         # than DDP's C++ path. Under strategy ddp the marked and checked steps run through a hooked twin of the
         # same module (a DDP only acts on the backward of its own forward), so the other steps take plain DDP's
@@ -184,7 +184,7 @@ class Stepper:
             faults.corrupt(self.ctx.xp.asarray(bucket.buffer().detach()), "gradient bucket")
         if self.checking and self.ranks_checked:  # this rank's own gradient, before the allreduce averages it away
             names = [(self._names[id(t)], t.numel()) for t in bucket.parameters()]  # DDP rebuilds its buckets
-            self._captured[index] = (bucket.buffer().detach().clone(), names)
+            self._copies[index] = (bucket.buffer().detach().clone(), names)
         marks = self.current
         if marks is None:
             return self._allreduce(state, bucket)
@@ -240,8 +240,8 @@ class Stepper:
             faults.at("optimizer")
         self.optimizer.step()
         if checked:
-            captured, self._captured = self._captured, {}
-            self.checks.end(self.step, captured, self.optimizer)
+            copies, self._copies = self._copies, {}
+            self.checks.end(self.step, copies, self.optimizer)
         mark("o")
         mean = total / k if k > 1 else total
         if self.graph_mode:  # inside the graph: the step's row of the device buffer, chosen by the device cursor
@@ -295,14 +295,14 @@ class Stepper:
         the repeat's (``PhaseTimer.exclude``), and the repeat's time is its timed steps' scaled to all its steps
         (``PhaseTimer.scale_total``)."""
         marked = []
-        capture = self.profiler
+        profiled = self.window
         began = time.perf_counter()
         excluded = 0.0
         steps = 0  # the timed ones
         every = max(1, min(self.every, plan.count(False)))  # one marked a window, its checked steps left out
         for n, checked in enumerate(plan):
-            if capture is not None:
-                capture.before(n)
+            if profiled is not None:
+                profiled.before(n)
             if checked and self.checks is not None:
                 self.synchronize()
                 t0 = time.perf_counter()
@@ -315,8 +315,8 @@ class Stepper:
                 self.checked_seconds += seconds
                 if timer is not None:
                     timer.exclude(seconds)
-                if capture is not None:
-                    capture.after(n)
+                if profiled is not None:
+                    profiled.after(n)
                 continue
             steps += 1
             marks = (
@@ -338,8 +338,8 @@ class Stepper:
                 self.train_step(marks)
                 self.current = None
             self.step += 1
-            if capture is not None:
-                capture.after(n)
+            if profiled is not None:
+                profiled.after(n)
             self._keep_first_grads()
         self.synchronize()
         window = time.perf_counter() - began - excluded  # the timed steps'
@@ -391,7 +391,7 @@ class Stepper:
         handle = marks.start_handle()
         return timer.event_offset(handle) if handle is not None else None
 
-    def capture(self, saved_state) -> None:
+    def record_graph(self, saved_state) -> None:
         """ddp-graph: warm DDP up eagerly on a side stream, capture one step, then put parameters, buffers and the
         optimizer back to ``saved_state`` (what they were before the warm-up): the warm-up trains nothing."""
         torch = self.torch

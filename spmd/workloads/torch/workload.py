@@ -25,13 +25,10 @@ from ...core.timing import enter_phase
 from ...core.units import fmt_bytes
 from ...io.hdf5 import Piece, RankInput, open_h5
 from ...io.reader import RowReader
-from ...report.kernels import analyze, timeline_spans
-from ..base import Captured
 from ..training.base import TrainingWorkload
 from ..training.checks import require_finite_losses
 from ..training.data import Sampler
 from . import dist
-from .capture import Capture, packed
 from .checks import StepChecks
 from .compute import autocast, deterministic, set_precision, state_tensors
 from .inputs import check_inputs, check_rows, label_array, targets, write_targets
@@ -57,6 +54,7 @@ OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2}  # tensors the optimizer ke
 class TorchWorkload(TrainingWorkload):
     name = "torch"
     Params = TorchParams
+    STEPPED = True
     OUTPUT_FILES = ("save",)
     MAY_SKIP_VERIFY = True
     METRIC_PHASES = PHASES  # a step's phases (phases.py), one home
@@ -144,9 +142,8 @@ class TorchWorkload(TrainingWorkload):
         if p.strategy == "ddp-graph":
             self.stepper.load_window(self.sampler.window(0, p.steps))
             saved = [t.detach().clone() for t in state_tensors(module)]
-            ctx.agree(self.stepper.capture, saved)
+            ctx.agree(self.stepper.record_graph, saved)
         self.windows_run, self.losses = 0, []
-        self.capture = None  # the steps captured by torch.profiler after the repeats (capture.Capture)
 
     def _check_inputs(self):
         return check_inputs(self.cfg)
@@ -311,7 +308,7 @@ class TorchWorkload(TrainingWorkload):
     def schedule(self, warmup: int, repeats: int) -> tuple[int, int]:
         """The window that holds the run's last step, where it is known: fixed repeats, nothing captured after them
         (its last step is checked there; otherwise one more step after the repeats is)."""
-        fixed = self.cfg.repeats != "auto" and not self.params.capture_steps
+        fixed = self.cfg.repeats != "auto" and not self.cfg.capture.steps
         self.last_window = warmup + repeats - 1 if fixed else None
         return warmup, repeats
 
@@ -338,23 +335,22 @@ class TorchWorkload(TrainingWorkload):
         self.stepper.run_window(self.plan, timer)
         self.windows_run += 1
 
-    def after_repeats(self):
-        """``params.capture_steps``: that many more steps, untimed, under torch.profiler (one step before them for
-        its warm-up), never marked (capture.py); their losses checked like any window's. Steps after a capture run
-        slower (CUPTI stays active after a profiler stops), so none of the timed ones follows it."""
+    def run_steps(self, window):
+        """The profiler's window (config ``capture``): its steps untimed, never marked, their losses checked like
+        any window's. Steps after a capture run slower (CUPTI stays active after a profiler stops), so none of the
+        timed ones follows it."""
         p, st = self.params, self.stepper
-        if not p.capture_steps:
-            return
         self.ctx.agree(self._check_losses)
-        steps = p.capture_steps + 1
-        st.load_window(self.sampler.window(st.step, steps))
+        # the timed phases miss these collectives: the captured steps alone may name a straggler
+        window.untimed_collectives = bool(p.sync_batchnorm or p.strategy == "ddp-graph")
+        st.load_window(self.sampler.window(st.step, window.length))
         slots, st.slots = st.slots, []
-        self.capture = st.profiler = Capture(self.torch, self.ctx.device == "gpu", p.capture_steps)
-        self.plan = [False] * steps
+        st.window = window
+        self.plan = [False] * window.length
         try:
             st.run_window(self.plan, None)
         finally:
-            st.profiler, st.slots = None, slots
+            st.window, st.slots = None, slots
 
     def _check_losses(self, keep: bool = True) -> None:
         """The last window's losses finite, or VerificationError naming the step (exit 3)."""
@@ -436,37 +432,6 @@ class TorchWorkload(TrainingWorkload):
             "save": p.save.path if p.save else None,
             "libraries": dist.libraries(self.torch, self.ctx.device == "gpu"),
         }
-
-    @classmethod
-    def captures(cls, cfg) -> bool:
-        return cfg.params.capture_steps > 0
-
-    def captured(self, spans: bool = False) -> Captured | None:
-        """This rank's captured steps (base.Captured): their analysis with what capturing them cost, the trace as
-        kept (None over params.capture_max_mb), and with ``spans`` the captured steps for the Chrome trace."""
-        p, c = self.params, self.capture
-        if not p.capture_steps:
-            return None
-        if c is None or c.trace is None:
-            why = "no step was captured" if c is None else "the profiler returned no trace"
-            return Captured({"steps": 0, "why": why}, None)
-        gpu = self.ctx.device == "gpu"
-        try:
-            analysis = analyze(c.trace, gpu)
-        except (KeyError, TypeError, ValueError) as exc:  # a trace this analysis cannot read: kept, said so
-            analysis = {"steps": 0, "why": f"the trace could not be analysed ({type(exc).__name__}: {exc})"}
-        drawn = (c.started, timeline_spans(c.trace, gpu)) if spans else None
-        data, size = packed(c.trace, self.ctx.rank, int(p.capture_max_mb * 2**20))
-        c.trace = None
-        # the timed phases miss collectives (SyncBatchNorm's, a replay's): the captures alone may name a straggler
-        analysis["untimed_collectives"] = bool(p.sync_batchnorm or p.strategy == "ddp-graph")
-        analysis["capture"] = {
-            "steps": c.steps,
-            "seconds_per_step": c.seconds / c.steps,
-            "trace_bytes": size,
-            "kept": data is not None,
-        }
-        return Captured(analysis, data, drawn)
 
     def _buckets(self) -> list[int]:
         """DDP's gradient buckets in bytes: as the hook saw them, else from DDP's logging data."""

@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 import statistics
 
+from ...core.spans import length, union
+
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
@@ -47,22 +49,6 @@ def kind(name: str) -> str:
     if MEMORY.search(name):
         return "memory"
     return "compute"
-
-
-def union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of intervals as sorted disjoint intervals (one home: the torch phases' allreduce spans too)."""
-    out: list[list[float]] = []
-    for a, b in sorted(spans):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
-def length(spans) -> float:
-    """The total length of disjoint intervals."""
-    return sum(b - a for a, b in spans)
 
 
 def _clip(spans, lo: float, hi: float):

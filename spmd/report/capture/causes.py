@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import statistics
 
-from ..core.units import fmt_seconds
+from ...core.units import fmt_seconds
 
 MORE_KERNELS = 1.02  # more than this many times the others' kernels (or operators) a step: more work
 CAUSE_SHARE = 0.05  # an explanation counts when its excess is at least this share of a step

@@ -1,5 +1,5 @@
-"""Kernel-level capture of a few steps on every rank: torch.profiler (Kineto; CUPTI on a GPU) on
-``params.capture_steps`` steps run after the timed repeats, so no timed step is profiled or follows a capture.
+"""torch.profiler (Kineto; CUPTI on a GPU) over a window of steps a workload runs after its timed repeats, so no
+timed step is profiled or follows a capture.
 
 The profiler starts one step earlier (its warm-up step: CUPTI's set-up lands there, not in a captured step) and
 marks each captured step with ``ProfilerStep#k``, as a user's own ``prof.step()`` loop does, so Holistic Trace
@@ -9,26 +9,33 @@ time per step beside the timed steps' (report.json ``kernels.capture``).
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import tempfile
 import time
 
-from ...core.files import MARK
-from ...core.version import __version__
 
+class ProfilerWindow:
+    """The profiler over ``steps`` + 1 steps: step 0 its warm-up, steps 1 .. ``steps`` captured.
 
-class Capture:
-    """The profiler over a window of ``steps`` + 1 steps: step 0 its warm-up, steps 1 .. ``steps`` captured."""
+    A workload runs the window's steps (``Workload.run_steps``), calling ``before(i)`` and ``after(i)`` around
+    step ``i``, and sets ``untimed_collectives`` where its timed phases miss collectives these steps run
+    (SyncBatchNorm's, a CUDA graph replay's): there the captured steps alone may name a straggler.
+    """
 
-    def __init__(self, torch, gpu: bool, steps: int):
-        self.torch, self.gpu, self.steps = torch, gpu, steps
+    def __init__(self, gpu: bool, steps: int):
+        self.gpu, self.steps = gpu, steps
+        self.untimed_collectives = False
         self.prof = None
         self.trace: dict | None = None
         self.seconds = None  # wall time of the captured steps
         self.started = 0.0  # perf_counter when the first captured step's ProfilerStep opened
         self._t0 = 0.0
+
+    @property
+    def length(self) -> int:
+        """The steps the workload runs: the warm-up step and the captured ones."""
+        return self.steps + 1
 
     def before(self, i: int) -> None:
         """Before step ``i`` of the window."""
@@ -66,7 +73,9 @@ class Capture:
 
     def _synchronize(self) -> None:
         if self.gpu:
-            self.torch.cuda.synchronize()
+            import torch
+
+            torch.cuda.synchronize()
 
     def _ready(self, prof) -> None:
         fd, path = tempfile.mkstemp(prefix="spmd-capture-", suffix=".json")
@@ -77,12 +86,3 @@ class Capture:
                 self.trace = json.load(f)
         finally:
             os.unlink(path)
-
-
-def packed(trace: dict, rank: int, max_bytes: int) -> tuple[bytes | None, int]:
-    """The trace as spmd keeps it: its record first, gzipped JSON (None when over ``max_bytes``), and its size."""
-    head = {"spmd_version": __version__, "spmd_record": MARK, "spmd_rank": rank}
-    # JSON's default separators: Holistic Trace Analysis finds a file's rank by the text '"rank": N'
-    text = json.dumps({**head, **trace}, allow_nan=False, default=str)
-    data = gzip.compress(text.encode(), compresslevel=6, mtime=0)
-    return (data if len(data) <= max_bytes else None), len(data)
