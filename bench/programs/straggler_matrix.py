@@ -11,7 +11,9 @@ and without ``--capture 2``; every run verified as users run. Each rank count (t
     mpiexec -n 3 python bench/programs/straggler_matrix.py --ranks 2,3 --data /tmp/m
 
 Prints one JSON line per run: model, ranks, where, the slow rank (None: clean), capture, the expected cause on this
-device, the straggler named (rank, cause), the repeat without it against the same launch's clean repeat.
+device, the straggler named (rank, cause), spmd's estimate of the step without it, and each run's step with and
+without the ranks' waits for each other (``own_step_s``): the estimate is held to the same launch's clean runs, to
+their step and to their step less their own waits.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ class Slowed(nn.Module):
 class Recurrent(nn.Module):
     def __init__(self):
         super().__init__()
-        self.gru = nn.GRU(6, 32, batch_first=True)
-        self.head = nn.Linear(32, 4)
+        self.gru = nn.GRU(6, 128, batch_first=True)
+        self.head = nn.Linear(128, 4)
 
     def forward(self, x):
         return self.head(self.gru(x)[1][-1])
@@ -81,9 +83,13 @@ def gpt2_tiny():
     return example.build({"options": options})
 
 
+WIDTH = 512  # a clean step of some milliseconds on one CPU core: the machine's jitter a small share of it
+
 MAKERS = {
-    "mlp": lambda: nn.Sequential(nn.Linear(12, 64), nn.GELU(), nn.Linear(64, 4)),
-    "bn": lambda: nn.Sequential(nn.Linear(12, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 4)),
+    "mlp": lambda: nn.Sequential(nn.Linear(12, WIDTH), nn.GELU(), nn.Linear(WIDTH, WIDTH), nn.GELU(), nn.Linear(WIDTH, 4)),
+    "bn": lambda: nn.Sequential(
+        nn.Linear(12, WIDTH), nn.BatchNorm1d(WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 4)
+    ),
     "gru": Recurrent,
     "gpt2-tiny": gpt2_tiny,
 }
@@ -166,6 +172,13 @@ def repeat_seconds(report: dict) -> float:
     return statistics.median(max(rank[i]["total"] for rank in per_rank) for i in range(len(per_rank[0])))
 
 
+def own_seconds(report: dict) -> float:
+    """A repeat with no rank waiting for another: the median repeat less the ranks' mean wait (report.json's
+    breakdown), what spmd's estimate of the repeat without a straggler is too (the others' own time)."""
+    waits = [r["seconds"]["wait"] for r in report["breakdown"]["per_rank"]]
+    return repeat_seconds(report) - statistics.fmean(waits)
+
+
 def idle_barrier(comm) -> None:
     """A barrier that sleeps while it waits: a rank outside the run must not spin on a core the run needs."""
     request = comm.Ibarrier()
@@ -179,7 +192,7 @@ def main() -> None:
     ap.add_argument("--data", default="/tmp/spmd-straggler-matrix")
     ap.add_argument("--models", default=",".join(DATA))
     ap.add_argument("--where", default=",".join(WHERE), help="where the slowness sits (comma-separated)")
-    ap.add_argument("--clean", type=int, default=20, help="clean runs at the smallest rank count")
+    ap.add_argument("--clean", type=int, default=20, help="clean runs at each rank count")
     ap.add_argument("--share", type=float, default=0.5, help="the slowness as a share of the model's clean step")
     ap.add_argument("--floor", type=float, default=0.005, help="and at least this many seconds")
     ap.add_argument("--capture", choices=("both", "no", "yes"), default="both", help="runs with --capture 2")
@@ -202,8 +215,6 @@ def main() -> None:
         clean_step = {m: repeat_seconds(run(sub, config(folder, m, False))) / STEPS for m in models}  # warms up too
         cases = [(m, w, r, c) for m in models for w in wheres for r in sorted({0, n - 1}) for c in captures]
         cleans = [(models[i % len(models)], None, None, captures[i % len(captures)]) for i in range(a.clean)]
-        if n != int(a.ranks.split(",")[0]):
-            cleans = []
         # clean runs spread among the slowed ones, by turns
         order = []
         every = max(1, len(cases) // max(1, len(cleans)))
@@ -239,6 +250,7 @@ def main() -> None:
                     "cause": s.get("cause"),
                     "undetermined": bool(s) and not s.get("cause"),
                     "step_s": repeat_seconds(report) / STEPS,
+                    "own_step_s": own_seconds(report) / STEPS,
                     "step_without_s": (s["repeat_without_it"] / STEPS) if s.get("repeat_without_it") else None,
                     "finding": (report["findings"] or [None])[0],
                     "verified": report["verified"],

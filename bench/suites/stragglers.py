@@ -19,7 +19,7 @@ SLOWED_SHARE = 0.5  # the slowness as a share of the model's clean step (at leas
 
 
 MODELS = ("mlp", "bn", "gru", "gpt2-tiny")
-CLEAN = 3  # clean runs in each launch (a model, with or without capture): 24 at 2 ranks
+CLEAN = 3  # clean runs in each launch (a model, with or without capture): 24 at each rank count
 
 
 def matrix(env) -> list[Measure]:
@@ -31,7 +31,7 @@ def matrix(env) -> list[Measure]:
         for model in ("bn",) if env.quick else MODELS:
             for capture in ("no", "yes"):
                 args = ["--ranks", n, "--data", env.work / "matrix", "--share", SLOWED_SHARE, "--models", model]
-                args += ["--capture", capture, "--clean", (1 if env.quick else CLEAN) if n == counts[0] else 0]
+                args += ["--capture", capture, "--clean", 1 if env.quick else CLEAN]
                 try:
                     done = env.program("straggler_matrix.py", *args, ranks=n, timeout=1200)
                 except CaseFailed:
@@ -69,25 +69,44 @@ def figures(rows: list[dict], where: str, relaunched: int = 0) -> list[Measure]:
     if clean:
         none = sum(r["named_rank"] is None for r in clean)
         share(f"straggler fault matrix, {where}: clean runs naming none", "spmd", none, len(clean), 100.0)
-    ratios = []
-    for r in named:
-        if r["named_rank"] != r["slow_rank"] or not r["step_without_s"]:
+    # the estimate against the same launch's clean runs (a launch: one model and capture setting), by turns: their
+    # step, and their step less the ranks' own waits for each other (what the estimate leaves out by its definition)
+    for key, against in (("step_s", "the clean step"), ("own_step_s", "the clean step less its ranks' own waits")):
+        ratios = []
+        for r in named:
+            mine = [c[key] for c in clean if (c["model"], c["capture"]) == (r["model"], r["capture"]) and key in c]
+            if r["named_rank"] == r["slow_rank"] and r["step_without_s"] and mine:
+                ratios.append(r["step_without_s"] / statistics.median(mine))
+        if not ratios:
             continue
-        base = [c["step_s"] for c in clean if c["model"] == r["model"]] or [r["clean_step_s"]]
-        ratios.append(r["step_without_s"] / statistics.median(base))
-    if ratios:
         q = statistics.quantiles(ratios, n=10) if len(ratios) > 1 else [ratios[0]] * 9
         out.append(
             Measure(
-                f"straggler fault matrix, {where}: the step without the straggler against the clean step",
-                "spmd's estimate / the clean runs' step",
+                f"straggler fault matrix, {where}: the step without the straggler against {against}",
+                "spmd's estimate / the same launch's clean runs",
                 statistics.median(ratios),
                 "ratio",
                 "x",
                 params={"estimates": len(ratios), "p10": q[0], "p90": q[-1], "within_10_percent": _within(ratios)},
             )
         )
+    if clean and all("own_step_s" in c for c in clean):  # the clean runs' own spread by turns: what 10% is held to
+        spread = [c["step_s"] / statistics.median(_same(clean, c, "step_s")) for c in clean]
+        out.append(
+            Measure(
+                f"straggler fault matrix, {where}: a clean run's step against its launch's median clean step",
+                "the clean runs themselves",
+                statistics.median(spread),
+                "ratio",
+                "x",
+                params={"runs_compared": len(spread), "within_10_percent": _within(spread)},
+            )
+        )
     return out
+
+
+def _same(clean: list[dict], c: dict, key: str) -> list[float]:
+    return [x[key] for x in clean if (x["model"], x["capture"]) == (c["model"], c["capture"])]
 
 
 def _within(ratios: list[float]) -> float:
