@@ -114,14 +114,23 @@ class Env:
             raise CaseFailed(f"{shlex.join(cmd)} exited {done.returncode}: {done.stderr.strip()[-800:]}")
         return done
 
-    def srun(self, *args, nodes: int, per_node: int, env: dict | None = None) -> subprocess.CompletedProcess:
-        """``spmd ARGS`` under srun on the ``pair`` partition of ci/slurm/start.sh (MPICH's OFI netmod, as
-        tests/slurm runs it); CaseFailed on a non-zero exit."""
+    def srun(
+        self,
+        *args,
+        nodes: int,
+        per_node: int,
+        env: dict | None = None,
+        program: str | None = None,
+        timeout: float | None = None,
+    ) -> subprocess.CompletedProcess:
+        """``spmd ARGS`` (or bench/programs/PROGRAM ARGS) under srun on the ``pair`` partition of
+        ci/slurm/start.sh (MPICH's OFI netmod, as tests/slurm runs it); CaseFailed on a non-zero exit."""
         cmd = ["srun", "--partition=pair", "-N", str(nodes), f"--ntasks-per-node={per_node}", "--mpi=pmi2"]
-        cmd += ["--gpus-per-node=0", "--cpus-per-task=1", sys.executable, "-m", "spmd", *map(str, args)]
+        what = [str(PROGRAMS / program)] if program else ["-m", "spmd"]
+        cmd += ["--gpus-per-node=0", "--cpus-per-task=1", sys.executable, *what, *map(str, args)]
         extra = {"MPIR_CVAR_CH4_NETMOD": "ofi", **(env or {})}
         done = subprocess.run(
-            cmd, cwd=self.work, capture_output=True, text=True, timeout=self.timeout,
+            cmd, cwd=self.work, capture_output=True, text=True, timeout=timeout or self.timeout,
             env={**os.environ, "PYTHONPATH": _pythonpath(), **extra},
         )  # fmt: skip
         if done.returncode:

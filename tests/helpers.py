@@ -362,6 +362,43 @@ def torch_user_data(folder: Path, rows=999, features=12, classes=4, seed=3) -> P
     return path
 
 
+# a model of a user's own with BatchNorm (DDP broadcasts its buffers before every forward), as make(params): on rank
+# options.slow_rank, options.slow seconds of sleep inside its forward or its backward (options.where)
+TORCH_BN_MODEL = '''
+import time
+
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    """Two layers with BatchNorm between them; on rank ``slow_rank``, ``slow`` seconds of sleep inside its forward
+    or its backward (``where``)."""
+
+    def __init__(self, features, hidden, classes, slow_rank, slow, where):
+        super().__init__()
+        self.inp = nn.Linear(features, hidden)
+        self.norm = nn.BatchNorm1d(hidden)
+        self.out = nn.Linear(hidden, classes)
+        self.slow = slow if torch.distributed.get_rank() == slow_rank else 0.0
+        self.where = where
+
+    def forward(self, x):
+        h = torch.relu(self.norm(self.inp(x)))
+        if self.slow and self.training and torch.is_grad_enabled():
+            if self.where == "forward":
+                time.sleep(self.slow)
+            else:
+                h.register_hook(lambda grad: time.sleep(self.slow))
+        return self.out(h)
+
+
+def make(params):
+    o = params["options"]
+    return Net(o["features"], 32, o["classes"], o.get("slow_rank", -1), o.get("slow", 0.0), o.get("where"))
+'''
+
+
 def torch_user_config(folder: Path, **params) -> Path:
     """A workload torch config of a user's own model (net.py) and file (mine.h5: float64 features, int16 classes)."""
     (folder / "net.py").write_text(TORCH_MODEL)

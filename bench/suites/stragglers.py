@@ -3,7 +3,8 @@ slow, on four models users bring (no buffers, BatchNorm, a GRU, GPT-2 tiny), on 
 without ``--capture``, verified as users run; clean runs by turns beside them. Published: the share of slowed runs
 whose straggler is the slowed rank, of those naming a cause the share naming the expected one (a cause not
 determined counted apart), the share of clean runs naming none, and the step without the straggler (spmd's
-estimate) against the same launch's clean step. At 2 ranks and, where the launch has them, 3."""
+estimate) against the same launch's clean runs. At 2 ranks and, where the launch has them, 3; and 2 ranks on two
+SLURM nodes where ci/slurm/start.sh runs its pair."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ SLOWED_SHARE = 0.5  # the slowness as a share of the model's clean step (at leas
 
 
 MODELS = ("mlp", "bn", "gru", "gpt2-tiny")
+SLURM_MODELS = ("bn", "gru", "gpt2-tiny")  # on two nodes: buffers broadcast, a recurrent model, a transformer
 CLEAN = 3  # clean runs in each launch (a model, with or without capture): 24 at each rank count
 
 
@@ -43,6 +45,19 @@ def matrix(env) -> list[Measure]:
         mine = [r for r in rows if r["ranks"] == n]
         out += figures(mine, f"{n} CPU ranks", relaunched)
     return out
+
+
+def two_nodes(env) -> list[Measure]:
+    """The matrix with its 2 ranks on two SLURM nodes (ci/slurm/start.sh's namespaced pair, gloo across their
+    link), one launch a model and capture setting: BatchNorm's buffer broadcast and a GRU cross the link."""
+    rows = []
+    for model in ("bn",) if env.quick else SLURM_MODELS:
+        for capture in ("no", "yes"):
+            args = ["--ranks", 2, "--data", env.work / "matrix-slurm", "--share", SLOWED_SHARE, "--models", model]
+            args += ["--capture", capture, "--clean", 1 if env.quick else CLEAN]
+            done = env.srun(*args, nodes=2, per_node=1, program="straggler_matrix.py", timeout=1200)
+            rows += [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+    return figures(rows, "2 CPU ranks on two SLURM nodes")
 
 
 def figures(rows: list[dict], where: str, relaunched: int = 0) -> list[Measure]:
@@ -114,4 +129,12 @@ def _within(ratios: list[float]) -> float:
 
 
 def cases(env) -> list[Case]:
-    return [Case("the straggler fault matrix", matrix, needs=("torch", "transformers"), runs=1)]
+    return [
+        Case("the straggler fault matrix", matrix, needs=("torch", "transformers"), runs=1),
+        Case(
+            "the straggler fault matrix on two SLURM nodes",
+            two_nodes,
+            needs=("torch", "transformers", "slurm2"),
+            runs=1,
+        ),
+    ]

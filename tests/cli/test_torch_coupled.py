@@ -12,48 +12,14 @@ import pytest
 
 pytest.importorskip("torch", reason="workload torch needs the torch extra (make test installs it)")
 
-from helpers import torch_user_config  # noqa: E402
+from helpers import TORCH_BN_MODEL, torch_user_config  # noqa: E402
 from mpi_job import spmd  # noqa: E402
-
-BN_MODEL = '''
-import time
-
-import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    """Two layers with BatchNorm between them; on rank ``slow_rank``, ``slow`` seconds of sleep inside its forward
-    or its backward (``where``)."""
-
-    def __init__(self, features, hidden, classes, slow_rank, slow, where):
-        super().__init__()
-        self.inp = nn.Linear(features, hidden)
-        self.norm = nn.BatchNorm1d(hidden)
-        self.out = nn.Linear(hidden, classes)
-        self.slow = slow if torch.distributed.get_rank() == slow_rank else 0.0
-        self.where = where
-
-    def forward(self, x):
-        h = torch.relu(self.norm(self.inp(x)))
-        if self.slow and self.training and torch.is_grad_enabled():
-            if self.where == "forward":
-                time.sleep(self.slow)
-            else:
-                h.register_hook(lambda grad: time.sleep(self.slow))
-        return self.out(h)
-
-
-def make(params):
-    o = params["options"]
-    return Net(o["features"], 32, o["classes"], o.get("slow_rank", -1), o.get("slow", 0.0), o.get("where"))
-'''
 
 SLOW = 0.05  # seconds a step: several times a clean step of this model on a CPU
 
 
 def run(tmp_path, capture: bool, fault: str | None = None, inside: str | None = None):
-    (tmp_path / "bn.py").write_text(BN_MODEL)
+    (tmp_path / "bn.py").write_text(TORCH_BN_MODEL)
     options = {"features": 12, "classes": 4, **({"slow_rank": 1, "slow": SLOW, "where": inside} if inside else {})}
     path = torch_user_config(tmp_path, save=None, steps=8, batch=64, model="bn.py:make", options=options)
     args = ["--capture", "2"] if capture else []

@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 import pytest
 from conftest import ROOT
-from helpers import LAUNCH_ENV, assert_result_close, cli, reference, small
+from helpers import LAUNCH_ENV, TORCH_BN_MODEL, assert_result_close, cli, reference, small, torch_user_config
 from mpi_job import mpiexec
 
 SPMD = f"{sys.executable} -m spmd"
@@ -146,6 +146,36 @@ def test_a_pytorch_model_trains_across_two_nodes_under_srun(two_nodes, tmp_path)
     assert report["verified"] and report["ranks"] == 2 and report["result"]["backend"] == "gloo"
     assert report["launch"]["ranks_per_node"] == {"spmd-node1": 1, "spmd-node2": 1}
     assert (tmp_path / "results/torch/mlp-medium/model.pt").exists()
+
+
+@pytest.mark.parametrize("capture", [False, True], ids=["phases", "capture"])
+def test_a_slow_rank_on_the_second_node_is_named_with_its_cause(two_nodes, tmp_path, capture):
+    """The straggler across two SLURM nodes (gloo over the namespaces' link): a BatchNorm model of the user's own,
+    rank 1 (spmd-node2) late before its forward, so rank 0 waits in DDP's buffer broadcast; named with its cause,
+    and a clean twin in the same allocation's way names none."""
+    pytest.importorskip("torch", reason="workload torch needs the torch extra (make test installs it)")
+    (tmp_path / "bn.py").write_text(TORCH_BN_MODEL)
+    config = torch_user_config(tmp_path, steps=8, batch=64, model="bn.py:make", options={"features": 12, "classes": 4})
+    reports = {}
+    for name, fault in (("slowed", "rank=1,phase=compute,kind=slow,seconds=0.05"), ("clean", None)):
+        overrides = f"-o repeats=3 -o output={name}" + (" --capture 2" if capture else "")
+        job, rc, err = sbatch(
+            "run.sbatch",
+            "--partition=pair",
+            "--nodes=2",
+            "--ntasks-per-node=1",
+            env={"CONFIG": str(config), "OUT": name, "GENERATE": "0", "OVERRIDES": overrides}
+            | ({"SPMD_FAULT": fault} if fault else {}),
+            cwd=tmp_path,
+        )
+        assert rc == 0, err + log(tmp_path, job)
+        reports[name] = json.loads((tmp_path / name / "report.json").read_text())
+    slowed, clean = reports["slowed"], reports["clean"]
+    assert slowed["launch"]["ranks_per_node"] == {"spmd-node1": 1, "spmd-node2": 1}
+    s = slowed["breakdown"]["straggler"]
+    assert s is not None and s["rank"] == 1 and s["host"] == "spmd-node2", s
+    assert s["cause"] == ("host" if capture else None), s  # without a capture: host and more work look alike
+    assert slowed["verified"] and clean["verified"] and clean["breakdown"]["straggler"] is None
 
 
 def test_predict_two_shaped_nodes_from_a_one_node_sweep(shaped_link, tmp_path):
