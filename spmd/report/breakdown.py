@@ -184,7 +184,7 @@ def findings(report: dict) -> list[str]:
     out = []
     s = report["breakdown"]["straggler"]
     if s:
-        out.append(straggler_sentence(s))
+        out.append(straggler_sentence(s, shared=time_shared(report.get("placement"), s["host"])))
     path = critical_path_sentence(report.get("kernels"))
     if path:
         out.append(path)
@@ -212,9 +212,17 @@ def findings(report: dict) -> list[str]:
     return out
 
 
-def straggler_sentence(s: dict, level: bool = True) -> str:
+def time_shared(placement: dict | None, host: str) -> tuple[int, int] | None:
+    """(ranks, CPUs) of ``host`` where it ran more ranks than it has CPUs (report.json ``placement``), else None."""
+    if not placement or host not in (placement.get("oversubscribed") or []):
+        return None
+    return placement["ranks_per_node"][host], placement["cpus_per_node"][host]
+
+
+def straggler_sentence(s: dict, level: bool = True, shared: tuple[int, int] | None = None) -> str:
     """The straggler finding: who, why (its cause with the numbers, where one was found), and what it cost
-    (``level``: the interval's level in the sentence; a sweep states the levels once for all its findings)."""
+    (``level``: the interval's level in the sentence; a sweep states the levels once for all its findings;
+    ``shared``: its host's ranks and CPUs where the ranks time-shared cores)."""
     if s.get("cause"):
         why = f"{s['evidence']}"
     elif "seconds" in s:  # named from the timed phases
@@ -243,7 +251,13 @@ def straggler_sentence(s: dict, level: bool = True) -> str:
         )
         if s.get("repeat_without_it"):
             cost += f"; without it a repeat would take about {fmt_seconds(s['repeat_without_it']).strip()}"
-    return f"Rank {s['rank']} on {s['host']} is the straggler{cause}: {why}; {cost}."
+    sentence = f"Rank {s['rank']} on {s['host']} is the straggler{cause}: {why}; {cost}."
+    if shared:  # a rank the scheduler holds back makes the others wait just as a slow one does
+        sentence += (
+            f" Its host ran {shared[0]} ranks on {shared[1]} CPU(s), so they time-shared cores: the wait may be "
+            f"the scheduler's, not this rank's work."
+        )
+    return sentence
 
 
 def critical_path_sentence(kernels: dict | None) -> str | None:

@@ -152,7 +152,8 @@ def test_a_pytorch_model_trains_across_two_nodes_under_srun(two_nodes, tmp_path)
 def test_a_slow_rank_on_the_second_node_is_named_with_its_cause(two_nodes, tmp_path, capture):
     """The straggler across two SLURM nodes (gloo over the namespaces' link): a BatchNorm model of the user's own,
     rank 1 (spmd-node2) late before its forward, so rank 0 waits in DDP's buffer broadcast; named with its cause,
-    and a clean twin in the same allocation's way names none."""
+    and a clean twin names none. One compute thread a rank: both "nodes" share this machine's 2 cores (each would
+    take both for its own, and the waiting rank's threads slow the other's operators)."""
     pytest.importorskip("torch", reason="workload torch needs the torch extra (make test installs it)")
     (tmp_path / "bn.py").write_text(TORCH_BN_MODEL)
     config = torch_user_config(tmp_path, steps=8, batch=64, model="bn.py:make", options={"features": 12, "classes": 4})
@@ -164,7 +165,7 @@ def test_a_slow_rank_on_the_second_node_is_named_with_its_cause(two_nodes, tmp_p
             "--partition=pair",
             "--nodes=2",
             "--ntasks-per-node=1",
-            env={"CONFIG": str(config), "OUT": name, "GENERATE": "0", "OVERRIDES": overrides}
+            env={"CONFIG": str(config), "OUT": name, "GENERATE": "0", "OVERRIDES": overrides, "OMP_NUM_THREADS": "1"}
             | ({"SPMD_FAULT": fault} if fault else {}),
             cwd=tmp_path,
         )

@@ -130,3 +130,27 @@ def test_sampled_phases_that_overshoot_the_repeat_are_scaled_to_it():
     for r in b["per_rank"]:
         assert sum(r["share"].values()) == pytest.approx(1.0)
         assert all(0 <= v <= 0.06 + 1e-12 for v in r["seconds"].values())
+
+
+@pytest.mark.parametrize("oversubscribed", [True, False])
+def test_a_straggler_on_a_host_of_more_ranks_than_cpus_is_said_to_be_maybe_the_schedulers(oversubscribed):
+    b = breakdown(repeats([0.01, 0.21, 0.01], jitter=0.05), ["h", "h", "h"])
+    placement = {
+        "oversubscribed": ["h"] if oversubscribed else [],
+        "ranks_per_node": {"h": 3},
+        "cpus_per_node": {"h": 2 if oversubscribed else 8},
+    }
+    report = {
+        "breakdown": b,
+        "placement": placement,
+        "intervals": {"total": {"median": 0.27, "low": 0.27, "high": 0.27, "level": 0.99, "n": 8}},
+        "repeat_rule": {"rule": "fixed"},
+    }
+    text = findings(report)[0]
+    assert text.startswith("Rank 1 on h is the straggler")
+    said = "Its host ran 3 ranks on 2 CPU(s), so they time-shared cores: the wait may be the scheduler's"
+    assert (said in text) == oversubscribed
+    assert (
+        findings({**report, "placement": None})[0]
+        == findings({**report, "placement": {**placement, "oversubscribed": []}})[0]
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...core.stats import LEVEL, median_interval
 from ...core.topology import MORE_CPUS
 from ...core.units import fmt_bytes, fmt_seconds
-from ...report.breakdown import straggler_sentence
+from ...report.breakdown import straggler_sentence, time_shared
 from ..models.scaling_model import predict, ranks_on_a_node
 from ..models.series import NOT_LOCAL, OVERLAPPED
 
@@ -174,7 +174,8 @@ def straggler_advice(runs: list[dict]) -> list[str]:
     for run in runs:
         s = (run["report"].get("breakdown") or {}).get("straggler")
         if s:
-            out.append(f"At {run['ranks']} ranks ({run['mode']}): " + straggler_sentence(s, level=False))
+            shared = time_shared(run["report"].get("placement"), s["host"])
+            out.append(f"At {run['ranks']} ranks ({run['mode']}): " + straggler_sentence(s, False, shared))
     return out
 
 
