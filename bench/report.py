@@ -190,25 +190,39 @@ def prediction_error(record) -> str:
 def provenance(m: dict) -> str:
     """The date and commit of a suite's run, and each case that a later ``bench run --only`` measured at another
     commit (its own commit and date), so that no figure is credited to a commit that did not run it."""
-    top = m["commit"][:12]
+    top = short_commit(m["commit"])
     later = [
         _case_commits(c, m["date"])
         for c in m.get("cases", [])
-        if c.get("commit") and (c["commit"][:12] != top or c.get("earlier")) and "records" in c
+        if c.get("commit") and (short_commit(c["commit"]) != top or c.get("earlier")) and "records" in c
     ]
     text = f"{m['date'][:10]}, commit `{top}`"
     text += f" (cases measured at other commits: {', '.join(later)})" if later else ""
     again = (m.get("rechecked") or [])[-1:]  # bench recheck: the measured inputs, the model of a later commit
-    return text + "".join(
-        f"; derived again from the measured inputs at `{r['commit'][:12]}` ({r['date'][:10]})" for r in again
-    )
+    return text + "".join(_rechecked(r) for r in again)
+
+
+def _rechecked(r: dict) -> str:
+    """The last ``bench recheck``: how many of the suite's records it derived again, at which commit (its
+    ``+changes`` mark kept: the model that derived them was not a commit's alone); nothing claimed of none."""
+    at = f"`{short_commit(r['commit'])}` ({r['date'][:10]})"
+    if not r.get("records"):
+        return f"; `bench recheck` at {at} derived none of its {r.get('of', '')} records again".replace("  ", " ")
+    of = f" of {r['of']}" if "of" in r else ""
+    return f"; {r['records']}{of} records derived again from the measured inputs at {at}"
+
+
+def short_commit(commit: str) -> str:
+    """A commit's first 12 hex digits, with its ``+changes`` mark (a tree that differed from it) kept."""
+    head, mark, rest = commit.partition("+")
+    return head[:12] + mark + rest
 
 
 def _case_commits(case: dict, date: str) -> str:
     """A case and the commits and dates its runs were measured at: its own and those of earlier calls that
     ``bench merge --add-runs`` joined (each commit and date once, with the count of calls where several)."""
     calls = [*case.get("earlier", []), case]
-    at = dict.fromkeys(f"`{c['commit'][:12]}` ({c.get('date', date)[:10]})" for c in calls if c.get("commit"))
+    at = dict.fromkeys(f"`{short_commit(c['commit'])}` ({c.get('date', date)[:10]})" for c in calls if c.get("commit"))
     count = f" ({len(calls)} calls)" if len(calls) > 1 else ""
     return f"`{case['case']}`{count} at {', '.join(at)}"
 

@@ -274,7 +274,12 @@ def recheck(folder: Path) -> int:
     rewrite_records(path, records)
     facts = json.loads((folder / "manifest.json").read_text())
     facts.setdefault("rechecked", []).append(
-        {"commit": commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "records": done}
+        {
+            "commit": commit(),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "records": done,
+            "of": len(records),
+        }
     )
     write_manifest(folder, facts)
     return done

@@ -164,3 +164,36 @@ def test_merge_credits_the_commit_whose_tree_ran_and_refuses_a_tree_no_commit_ha
     assert ran_commit({"commit": first, "changes": []}, tmp_path) == first
     with pytest.raises(InputError, match="commit the code that ran"):
         ran_commit({"commit": first, "changes": [" M a.py"], "tree": "0" * 40}, tmp_path)
+
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs/results"
+
+
+@pytest.mark.parametrize("kind", sorted(p.parent.parent.name for p in RESULTS.glob("*/predict/records.jsonl")))
+def test_every_committed_prediction_is_what_todays_model_derives_from_its_stored_inputs(tmp_path, kind):
+    """A committed predict folder, rechecked in a copy: no figure moves (a model changed since its records were
+    derived fails here until ``python -m bench recheck`` derives them again and they are committed)."""
+    folder = shutil.copytree(RESULTS / kind / "predict", tmp_path / "predict")
+    committed = read_records(folder / "records.jsonl")
+    derived = recheck(folder)
+    again = read_records(folder / "records.jsonl")
+    assert [r.case for r in again] == [r.case for r in committed]
+    for old, new in zip(committed, again):
+        assert new.values == pytest.approx(old.values, rel=1e-9, abs=1e-12), old.case
+    last = json.loads((folder / "manifest.json").read_text())["rechecked"][-1]
+    assert (last["records"], last["of"]) == (derived, len(committed))
+    stored = json.loads((RESULTS / kind / "predict/manifest.json").read_text()).get("rechecked") or []
+    if derived:  # the committed manifest says how many of its records the last recheck derived
+        assert stored and stored[-1].get("of") == len(committed) and stored[-1]["records"] == derived, stored[-1:]
+
+
+def test_provenance_names_how_many_records_were_derived_again_and_keeps_the_changes_mark():
+    from bench.report import provenance
+
+    m = {"commit": "a" * 40, "date": "2026-11-29T00:00:00"}
+    again = {"commit": "b" * 40 + "+changes", "date": "2026-11-30T00:00:00", "records": 3, "of": 5}
+    assert provenance({**m, "rechecked": [again]}).endswith(
+        f"; 3 of 5 records derived again from the measured inputs at `{'b' * 12}+changes` (2026-11-30)"
+    )
+    none = provenance({**m, "rechecked": [{**again, "records": 0}]})
+    assert "derived none of its 5 records again" in none and "from the measured inputs" not in none
