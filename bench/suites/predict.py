@@ -262,6 +262,7 @@ def recheck(folder: Path) -> int:
     manifest names the commit that did it. Returns how many."""
     path = folder / "records.jsonl"
     records, done = read_records(path), 0
+    at = commit()  # before this writes: the tree as it was when the model ran
     with tempfile.TemporaryDirectory() as tmp:
         for r in records:
             runs = run_params(r)
@@ -275,7 +276,7 @@ def recheck(folder: Path) -> int:
     facts = json.loads((folder / "manifest.json").read_text())
     facts.setdefault("rechecked", []).append(
         {
-            "commit": commit(),
+            "commit": at,
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "records": done,
             "of": len(records),
