@@ -130,9 +130,9 @@ def rank_cpus(ranks: int) -> list[int]:
     return [int(n) for n in found[0]] if found and len(found[0]) == ranks else []
 
 
-def commit() -> str:
-    """HEAD, with ``+changes`` where tracked files differ from it."""
-    dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"]))
+def commit(paths: tuple[str, ...] = ()) -> str:
+    """HEAD, with ``+changes`` where tracked files (under ``paths``, where given) differ from it."""
+    dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no", "--", *paths]))
     return _run(["git", "rev-parse", "HEAD"]) + ("+changes" if dirty else "")
 
 

@@ -262,7 +262,7 @@ def recheck(folder: Path) -> int:
     manifest names the commit that did it. Returns how many."""
     path = folder / "records.jsonl"
     records, done = read_records(path), 0
-    at = commit()  # before this writes: the tree as it was when the model ran
+    at = commit(("spmd", "bench"))  # the model's code as it ran (records of other folders rechecked are data)
     with tempfile.TemporaryDirectory() as tmp:
         for r in records:
             runs = run_params(r)
