@@ -1,0 +1,46 @@
+"""The guides say how to use a feature, what it assumes and how sure it is; what was measured lives in rendered
+blocks and in the records (docs/validation.md, docs/benchmarks.md). A figure typed into a guide's prose goes stale
+the day a model or a machine changes, so none is: no time, bandwidth or speedup figure, no commit hash and no
+"was X, now Y" history outside a block ``python -m bench report`` renders (or a code block)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GUIDES = ["README.md", "docs/scaling.md"]  # the prediction's guide, apart from its record (docs/validation.md)
+FIGURE = re.compile(
+    r"\d[\d.,]*\s?(ms|us|µs|GB/s|MB/s)\b"  # a time or a bandwidth
+    r"|\b\d+(\.\d+)?x\b"  # a speedup or a ratio
+    r"|`[0-9a-f]{7,40}`|\bcommit [0-9a-f]{7,40}\b"  # a commit
+    r"|\bwas\b[^.;]*\bnow\b"  # a history
+)
+
+
+def typed(text: str) -> list[tuple[int, str]]:
+    """(line, figure) of every typed figure in ``text``'s prose: rendered blocks and fenced code left out."""
+    out, rendered, fenced = [], False, False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif re.match(r"<!-- bench:[a-z]", line):
+            rendered = True
+        elif line.startswith("<!-- /bench:"):
+            rendered = False
+        elif not (rendered or fenced):
+            out += [(number, m.group(0)) for m in FIGURE.finditer(line)]
+    return out
+
+
+@pytest.mark.parametrize("guide", GUIDES)
+def test_a_guide_types_no_measured_figure_outside_a_rendered_block(guide):
+    assert typed((ROOT / guide).read_text()) == []
+
+
+def test_the_check_finds_what_it_is_for():
+    text = "took 12.5 ms\n<!-- bench:table x -->\n| 3 ms |\n<!-- /bench:table -->\n```\n4 ms\n```\n1.9x at `abc1234`"
+    assert typed(text) == [(1, "12.5 ms"), (8, "1.9x"), (8, "`abc1234`")]
+    assert typed("reduce was 22% off, now 5%") == [(1, "was 22% off, now")]
