@@ -427,3 +427,18 @@ def test_a_break_even_never_contradicts_the_rows_that_ask_its_question(speedups,
         return
     faster = e["status"] == "always" or (e["status"] == "above" and e["batch"] <= batch)
     assert all((s >= 1) == faster or s == 1 for s in speedups)
+
+
+@given(speedup=st.floats(0.01, 20.0), ranks=st.integers(1, 64))
+def test_a_predicted_speedup_above_its_ranks_is_flagged_beyond_ideal(speedup, ranks):
+    from spmd.scale.prediction.predict import row_flags
+    from spmd.scale.render.tables import other_machine_tables
+
+    flags = row_flags(speedup, ranks)
+    assert bool(flags) == (speedup > ranks * (1 + 1e-9))
+    assert not flags or flags[0].startswith(f"beyond ideal: {speedup:.2f}x on {ranks} ranks")
+    row = {"mode": "weak", "ranks": ranks, "nodes": 1, "predicted_s": 1.0, "interval": [0.9, 1.1], "comm_s": 0.1}
+    row.update(speedup=speedup, efficiency=speedup / ranks, flags=flags)
+    target = {"name": "t", "gpus_per_node": ranks, "intra": None, "inter": None}
+    (table,) = other_machine_tables([{"target": target, "rows": [row], "break_even": [], "notes": []}])
+    assert ("beyond ideal" in table.rows[0][4]) == bool(flags)

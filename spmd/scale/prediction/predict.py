@@ -17,6 +17,7 @@ import math
 import statistics
 
 from ...core.errors import ConfigError
+from ..decision.flags import beyond_ideal
 from ..models.links import collective_seconds
 from ..models.overlap import exposed as overlap_exposed
 from ..models.overlap import hidden_share
@@ -28,6 +29,13 @@ from .machines import Machine
 
 # a read ceiling measured within this share of the sweep's own reads went the runs' way (launches differ that much)
 SAME_PATH = 0.9
+
+
+def row_flags(speedup: float | None, ranks: int) -> list[str]:
+    """A predicted row's flags: a speedup above its ranks' (a weak efficiency above 100%), the model's error and
+    never a gain (decision.flags' rule, as for a measured point)."""
+    flag = beyond_ideal(speedup, ranks, ranks) if speedup is not None else None
+    return [flag] if flag else []
 
 
 def predict_machine(scaling: dict, machine: Machine) -> dict:
@@ -92,6 +100,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
                     "interval": [max(total - half, 0.0), total + half],
                     "speedup": speedup,
                     "efficiency": None if speedup is None else speedup / ranks,
+                    "flags": row_flags(speedup, ranks),
                     **({"batch_per_rank": batch_of(run, ranks, mode)} if training else {}),
                     "comm_s": comm,
                     "phases": {p: v for p, v in phases.items() if p != "total"},

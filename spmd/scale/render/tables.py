@@ -208,7 +208,9 @@ def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
                     str(r["ranks"]),
                     str(r["nodes"]),
                     f"{fmt_seconds(r['predicted_s'])} ({fmt_seconds(r['interval'][0])} - {fmt_seconds(r['interval'][1])})",
-                    "-" if r["speedup"] is None else f"{r['speedup']:.2f}x",
+                    "-"
+                    if r["speedup"] is None
+                    else f"{r['speedup']:.2f}x" + (" (beyond ideal)" if r.get("flags") else ""),
                     _pct(r["efficiency"]),
                     fmt_seconds(r["comm_s"]),
                     fmt_seconds(c["measured_s"]) if c else "-",
