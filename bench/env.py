@@ -126,6 +126,7 @@ class Env:
         """``spmd ARGS`` (or bench/programs/PROGRAM ARGS) under srun on the ``pair`` partition of
         ci/slurm/start.sh (MPICH's OFI netmod, as tests/slurm runs it); CaseFailed on a non-zero exit."""
         cmd = ["srun", "--partition=pair", "-N", str(nodes), f"--ntasks-per-node={per_node}", "--mpi=pmi2"]
+        cmd += ["--kill-on-bad-exit=1"]  # a rank that crashed ends the step: the others never wait for it
         what = [str(PROGRAMS / program)] if program else ["-m", "spmd"]
         cmd += ["--gpus-per-node=0", "--cpus-per-task=1", sys.executable, *what, *map(str, args)]
         extra = {"MPIR_CVAR_CH4_NETMOD": "ofi", **(env or {})}
