@@ -120,6 +120,10 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
         )
     if any(link and "preset" in link.source for link in (machine.intra, machine.inter)):
         notes.append("a preset's figures are nominal (no measured misfit): the interval holds the sweep's side only")
+        notes.append(
+            "no preset is validated yet by a held-out measurement (docs/validation.md): measured links "
+            "(spmd bench comm --links on the target) are the prediction to trust"
+        )
     return {
         "target": machine.to_dict(),
         "rows": rows,
