@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import sys
 import textwrap
@@ -165,11 +166,33 @@ def environment() -> jinja2.Environment:
     env.filters["commands"] = lambda m: ", then ".join(f"`{c}`" for c in m.get("commands", [m["command"]]))
     env.filters["provenance"] = provenance
     env.filters["prediction_error"] = prediction_error
+    env.filters["interval_coverage"] = interval_coverage
     env.filters["oneline"] = lambda text: " ".join(str(text).split())
     env.filters["wrap"] = lambda text, width=112, indent="": "\n".join(
         textwrap.wrap(str(text), width, initial_indent=indent, subsequent_indent=indent)
     )
     return env
+
+
+def interval_coverage(records) -> str:
+    """How often a measured time fell inside its prediction's interval, over every run of every record: 'k of n
+    (Wilson 95% interval low - high%)', or '' where no run kept both."""
+    runs = [p for r in records for p in (r.params.get("runs") or [r.params])]
+    inside = [
+        p["interval"][0] <= p["measured_s"] <= p["interval"][1] for p in runs if "interval" in p and "measured_s" in p
+    ]
+    if not inside:
+        return ""
+    low, high = wilson(sum(inside), len(inside))
+    return f"{sum(inside)} of {len(inside)} ({100 * low:.0f} - {100 * high:.0f}%, Wilson 95% interval)"
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval of a binomial share k/n (95% by default)."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def prediction_error(record) -> str:

@@ -197,3 +197,21 @@ def test_provenance_names_how_many_records_were_derived_again_and_keeps_the_chan
     )
     none = provenance({**m, "rechecked": [{**again, "records": 0}]})
     assert "derived none of its 5 records again" in none and "from the measured inputs" not in none
+
+
+def test_interval_coverage_counts_every_run_and_gives_its_binomial_interval():
+    from bench.report import interval_coverage, wilson
+
+    def record(*runs):
+        params = [{"interval": [lo, hi], "measured_s": m} for lo, hi, m in runs]
+        return Measure("c", "spmd predict", 0.1, "error", "share", params={**params[0], "runs": params})
+
+    records = [record((1, 2, 1.5), (1, 2, 2.5)), record((1, 2, 0.5))]
+    low, high = wilson(1, 3)
+    assert interval_coverage(records) == f"1 of 3 ({100 * low:.0f} - {100 * high:.0f}%, Wilson 95% interval)"
+    assert (
+        wilson(0, 10)[0] == 0.0
+        and wilson(10, 10)[1] == pytest.approx(1.0)
+        and 0.1 < wilson(5, 10)[0] < 0.5 < wilson(5, 10)[1]
+    )
+    assert interval_coverage([]) == ""
