@@ -14,6 +14,7 @@ import gzip
 import json
 import math
 import re
+import statistics
 import sys
 import textwrap
 from pathlib import Path
@@ -167,6 +168,7 @@ def environment() -> jinja2.Environment:
     env.filters["provenance"] = provenance
     env.filters["prediction_error"] = prediction_error
     env.filters["interval_coverage"] = interval_coverage
+    env.filters["launch_spread"] = launch_spread
     env.filters["oneline"] = lambda text: " ".join(str(text).split())
     env.filters["wrap"] = lambda text, width=112, indent="": "\n".join(
         textwrap.wrap(str(text), width, initial_indent=indent, subsequent_indent=indent)
@@ -185,6 +187,21 @@ def interval_coverage(records) -> str:
         return ""
     low, high = wilson(sum(inside), len(inside))
     return f"{sum(inside)} of {len(inside)} ({100 * low:.0f} - {100 * high:.0f}%, Wilson 95% interval)"
+
+
+def launch_spread(records) -> str:
+    """How much the measured time of one case moved from launch to launch (each run its own launch): over the records
+    of several runs, the median and the largest max/min - 1; '' where none has several."""
+    spreads = []
+    for r in records:
+        times = [p["measured_s"] for p in r.params.get("runs") or [] if p.get("measured_s")]
+        if len(times) > 1:
+            spreads.append(max(times) / min(times) - 1)
+    if not spreads:
+        return ""
+    return (
+        f"median {100 * statistics.median(spreads):.1f}%, largest {100 * max(spreads):.1f}% over {len(spreads)} cases"
+    )
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:

@@ -215,3 +215,19 @@ def test_interval_coverage_counts_every_run_and_gives_its_binomial_interval():
         and 0.1 < wilson(5, 10)[0] < 0.5 < wilson(5, 10)[1]
     )
     assert interval_coverage([]) == ""
+
+
+def test_launch_spread_is_each_cases_measured_time_across_its_runs():
+    from bench.report import launch_spread
+
+    def record(*times):
+        runs = [{"measured_s": t} for t in times]
+        return Measure("c", "spmd predict", 0.1, "error", "share", params={**runs[0], "runs": runs})
+
+    assert launch_spread([record(1.0, 1.1, 1.05), record(2.0, 3.0), record(5.0)]) == (
+        "median 30.0%, largest 50.0% over 2 cases"
+    )
+    assert launch_spread([record(1.0, 1.2), record(1.0, 1.1), record(1.0, 1.5)]) == (
+        "median 20.0%, largest 50.0% over 3 cases"
+    )
+    assert launch_spread([record(1.0)]) == ""
