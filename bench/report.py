@@ -247,7 +247,8 @@ def _rechecked(r: dict) -> str:
     ``+changes`` mark kept: the model that derived them was not a commit's alone); nothing claimed of none."""
     at = f"`{short_commit(r['commit'])}` ({r['date'][:10]})"
     if not r.get("records"):
-        return f"; `bench recheck` at {at} derived none of its {r.get('of', '')} records again".replace("  ", " ")
+        count = f" {r['of']}" if "of" in r else ""
+        return f"; `bench recheck` at {at} derived none of its{count} records again"
     of = f" of {r['of']}" if "of" in r else ""
     return f"; {r['records']}{of} records derived again from the measured inputs at {at}"
 

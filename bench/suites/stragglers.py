@@ -32,14 +32,9 @@ def matrix(env) -> list[Measure]:
     for n in counts:
         for model in ("bn",) if env.quick else MODELS:
             for capture in ("no", "yes"):
-                args = ["--ranks", n, "--data", env.work / "matrix", "--share", SLOWED_SHARE, "--models", model]
-                args += ["--capture", capture, "--clean", 1 if env.quick else CLEAN]
-                try:
-                    done = env.program("straggler_matrix.py", *args, ranks=n, timeout=1200)
-                except CaseFailed:
-                    relaunched += 1
-                    done = env.program("straggler_matrix.py", *args, ranks=n, timeout=1200)
-                rows += [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+                args = _args(env, n, "matrix", model, capture)
+                found, again = _launched(lambda: env.program("straggler_matrix.py", *args, ranks=n, timeout=1200))
+                rows, relaunched = rows + found, relaunched + again
     out = []
     for n in sorted({r["ranks"] for r in rows}):
         mine = [r for r in rows if r["ranks"] == n]
@@ -50,20 +45,33 @@ def matrix(env) -> list[Measure]:
 def two_nodes(env) -> list[Measure]:
     """The matrix with its 2 ranks on two SLURM nodes (ci/slurm/start.sh's namespaced pair, gloo across their
     link), one launch a model and capture setting: BatchNorm's buffer broadcast and a GRU cross the link."""
+    # one compute thread a rank: both "nodes" share this machine's cores (each would take them all)
+    single = {"OMP_NUM_THREADS": "1"}
     rows, relaunched = [], 0
     for model in ("bn",) if env.quick else SLURM_MODELS:
         for capture in ("no", "yes"):
-            args = ["--ranks", 2, "--data", env.work / "matrix-slurm", "--share", SLOWED_SHARE, "--models", model]
-            args += ["--capture", capture, "--clean", 1 if env.quick else CLEAN]
-            # one compute thread a rank: both "nodes" share this machine's cores (each would take them all)
-            single = {"OMP_NUM_THREADS": "1"}
-            try:
-                done = env.srun(*args, nodes=2, per_node=1, env=single, program="straggler_matrix.py", timeout=1200)
-            except CaseFailed:  # PyTorch's profiler crashing in a process of many captures, as in matrix()
-                relaunched += 1
-                done = env.srun(*args, nodes=2, per_node=1, env=single, program="straggler_matrix.py", timeout=1200)
-            rows += [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
+            args = _args(env, 2, "matrix-slurm", model, capture)
+            found, again = _launched(
+                lambda: env.srun(*args, nodes=2, per_node=1, env=single, program="straggler_matrix.py", timeout=1200)
+            )
+            rows, relaunched = rows + found, relaunched + again
     return figures(rows, "2 CPU ranks on two SLURM nodes", relaunched)
+
+
+def _args(env, ranks: int, folder: str, model: str, capture: str) -> list:
+    """straggler_matrix.py's arguments for one launch: a model and capture setting at ``ranks`` ranks."""
+    args = ["--ranks", ranks, "--data", env.work / folder, "--share", SLOWED_SHARE, "--models", model]
+    return args + ["--capture", capture, "--clean", 1 if env.quick else CLEAN]
+
+
+def _launched(launch) -> tuple[list[dict], int]:
+    """The rows a launch printed, and 1 where it crashed once and was launched again (PyTorch's profiler crashing in
+    a process of many captures), else 0."""
+    try:
+        done, again = launch(), 0
+    except CaseFailed:
+        done, again = launch(), 1
+    return [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")], again
 
 
 def figures(rows: list[dict], where: str, relaunched: int = 0) -> list[Measure]:
@@ -95,7 +103,7 @@ def figures(rows: list[dict], where: str, relaunched: int = 0) -> list[Measure]:
     right = [r for r in named if r["named_rank"] == r["slow_rank"] and r["step_without_s"]]
 
     def clean_median(r: dict, key: str) -> float | None:
-        mine = [c[key] for c in clean if (c["model"], c["capture"]) == (r["model"], r["capture"]) and key in c]
+        mine = _same(clean, r, key)
         return statistics.median(mine) if mine else None
 
     against = {
@@ -141,8 +149,9 @@ def figures(rows: list[dict], where: str, relaunched: int = 0) -> list[Measure]:
     return out
 
 
-def _same(clean: list[dict], c: dict, key: str) -> list[float]:
-    return [x[key] for x in clean if (x["model"], x["capture"]) == (c["model"], c["capture"])]
+def _same(clean: list[dict], r: dict, key: str) -> list[float]:
+    """``key`` of the clean runs of ``r``'s launch (its model and capture setting), where they recorded it."""
+    return [c[key] for c in clean if (c["model"], c["capture"]) == (r["model"], r["capture"]) and key in c]
 
 
 def _within(ratios: list[float]) -> float:

@@ -537,3 +537,22 @@ def test_a_kept_sweep_is_decided_again_by_the_spmd_of_today(tmp_path):
     (sweep,) = decided_again(tmp_path)  # the same file once
     assert sweep["case"] == "k-means on 2 H200s" and sweep["cost"] is None  # schema 1 kept no cost
     assert sweep["verdict"].startswith("Verdict: on this machine, 2 GPUs take ")
+
+
+def test_a_straggler_matrix_launch_that_crashed_is_launched_once_more_and_counted():
+    from types import SimpleNamespace
+
+    from bench.env import CaseFailed
+    from bench.suites.stragglers import _launched
+
+    calls = []
+
+    def launch(fail_first: bool):
+        calls.append(1)
+        if fail_first and len(calls) == 1:
+            raise CaseFailed("crashed in the profiler")
+        return SimpleNamespace(stdout='noise\n{"model": "bn"}\n{"model": "gru"}\n')
+
+    assert _launched(lambda: launch(True)) == ([{"model": "bn"}, {"model": "gru"}], 1) and len(calls) == 2
+    calls.clear()
+    assert _launched(lambda: launch(False)) == ([{"model": "bn"}, {"model": "gru"}], 0) and len(calls) == 1
