@@ -1,11 +1,14 @@
-"""A failure case of the catalogue (``FaultCase``) and how one is run as a user would (``run_case``): its exit
-code, time to exit and final message, and whether it ended as it must (its exit code, within timeout_s + 30 s,
-no report left, its own check passed). bench's faults suite, tests/cli and docs/reliability.md read these."""
+"""One failure case (``FaultCase``) and how it is run as a user would run it (``run_case``).
+
+A case ends as it must when its exit code is right, it ends within timeout_s + 30 s, it leaves no report, its
+output says each of its phrases and its own check passes. bench's faults suite and the launched tests run cases
+this way; docs/reliability.md's table is rendered from the suite's records."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,7 +34,8 @@ class FaultCase:
         ranks: None: the script's --ranks under mpiexec; 0: a plain command, no mpiexec.
         interrupt: SIGINT goes to mpiexec once this holds (given the case's folder); time counts from it.
         expect: the exit code it must end with (None: any non-zero).
-        says: a phrase the message must hold (the cause, not only the exit code).
+        says: the phrases the output must hold: the cause, and the rank or file where that is the point.
+            ``{host}`` stands for this machine's name (as in "rank 1 on {host}").
         check: given the folder afterwards, what is wrong, or None.
     """
 
@@ -45,7 +49,7 @@ class FaultCase:
     ranks: int | None = None
     interrupt: Callable[[Path], bool] | None = None
     expect: int | None = None
-    says: str | None = None
+    says: tuple[str, ...] = ()
     check: Callable[[Path], str | None] | None = None
 
 
@@ -148,8 +152,9 @@ def run_case(folder: Path, mpiexec: list[str], ranks: int, device: str, case: Fa
     report_left = any((work / d / "report.json").exists() for d in ("out", "taken"))
     problem = case.check(work) if case.check else None
     said = message(err) if speaks(err) or not speaks(out) else message(out)
-    if problem is None and case.says and case.says not in said:
-        problem = f"the message does not say {case.says!r}"
+    missing = [p for p in phrases(case) if p not in out + err]
+    if problem is None and missing:
+        problem = f"the output does not say {missing[0]!r}"
     right_code = proc.returncode != 0 if case.expect is None else proc.returncode == case.expect
     ok = right_code and not report_left and seconds < TIMEOUT_S + 30 and problem is None
     return {
@@ -164,14 +169,10 @@ def run_case(folder: Path, mpiexec: list[str], ranks: int, device: str, case: Fa
     }  # a success: stdout's
 
 
+def phrases(case: FaultCase) -> list[str]:
+    """The case's phrases as this machine prints them."""
+    return [p.replace("{host}", socket.gethostname()) for p in case.says]
+
+
 def speaks(text: str) -> bool:
     return any(line.startswith("spmd") for line in text.splitlines())
-
-
-def markdown(rows: list[dict], header: str) -> str:
-    out = [header, "", "| case | SPMD_FAULT | exit | time to exit | message |", "|---|---|---|---|---|"]
-    for r in rows:
-        text = r["message"].replace("|", "\\|").replace("\n", " ")
-        flag = "" if r["ok"] else f" **FAIL** {r.get('problem') or ''}"
-        out.append(f"| {r['case']}{flag} | {r['fault'] or '-'} | {r['exit']} | {r['seconds']} s | {text} |")
-    return "\n".join(out) + "\n"

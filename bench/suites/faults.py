@@ -1,6 +1,6 @@
-"""Failure: every injected fault, bad input and hostile or unlucky use of docs/reliability.md's table
-(bench/failures/catalogue.py), each run as a user would: its exit code, its time to exit against the bound (timeout_s +
-30 s) and its message; and on a GPU what matmul's default check costs beside the GEMM it checks."""
+"""Failure: every case of the catalogue (bench/failures/), each run as a user would. It records the exit code, the
+time to exit against the bound (timeout_s + 30 s) and the message; docs/reliability.md's table is rendered from
+these. On a GPU it also measures what matmul's default check costs beside the GEMM it checks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import shlex
 import numpy as np
 
 from ..env import CaseFailed, launcher
-from ..failures import catalogue as failures
+from ..failures import catalogue, injected
 from ..failures.case import TIMEOUT_S, run_case, write_dataset
 from ..records import Measure
 from . import Case
@@ -18,14 +18,14 @@ from . import Case
 BOUND_S = TIMEOUT_S + 30
 
 
-def catalogue(env) -> list:
+def to_run(env) -> list:
     """Every case on a CPU machine; on a GPU machine the injected faults alone (the device's phases, buffers and
     NCCL): bad inputs, configs and hostile values are refused before a device is touched, so the CPU machine's
     table already answers for them, and 87 launches would not fit beside the other GPU suites in one call."""
     mpiexec = launcher()
     if env.gpus:
-        return failures.fault_cases(env.ranks, True)
-    return failures.every_case(env.ranks, False, mpiexec)
+        return injected.cases(env.ranks, True)
+    return catalogue.every_case(env.ranks, False, mpiexec)
 
 
 def one(env, case) -> list[Measure]:
@@ -67,7 +67,5 @@ def verify_cost(env) -> list[Measure]:
 
 def cases(env) -> list[Case]:
     # the injected faults strike rank 1 (or every rank): they need two ranks
-    rows = [
-        Case(c.name, lambda e, c=c: one(e, c), runs=1, needs=("ranks2",) if c.fault else ()) for c in catalogue(env)
-    ]
+    rows = [Case(c.name, lambda e, c=c: one(e, c), runs=1, needs=("ranks2",) if c.fault else ()) for c in to_run(env)]
     return [*rows, Case("matmul's check against its GEMM", verify_cost, needs=("gpu",))]

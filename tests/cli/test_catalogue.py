@@ -1,4 +1,4 @@
-"""Every case of the failure catalogue (bench/failures/catalogue.py, the rows of docs/reliability.md), run by
+"""Every case of the failure catalogue (bench/failures/, the rows of docs/reliability.md), run by
 the same ``run_case`` as bench's faults suite, under a real mpiexec of 3 ranks as the table was: each ends with
 its exit code (any non-zero one where the catalogue names none), within timeout_s + 30 s, leaves no report and
 passes its own check. test_faults.py and test_hostile.py look closer at some of the same cases."""

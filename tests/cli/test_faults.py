@@ -1,7 +1,8 @@
 """Injected faults (SPMD_FAULT) under a real ``mpiexec -n 3``: every one must end the whole job with a
 non-zero exit within timeout_s + 30 s, name the rank, host and phase, and leave no report.
 
-The timings and messages of these runs are the table in docs/reliability.md.
+These runs look closer at the catalogue's injected faults (bench/failures/injected.py) than the catalogue's own
+phrases do. docs/reliability.md's table comes from bench's faults suite, not from these runs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import yaml
 from helpers import HOST, small, train_config, watchdog_lines, write_dataset
 from mpi_job import spmd
 
-from bench.failures.catalogue import fault_cases
+from bench.failures import injected
 
 TIMEOUT_S = 3  # the watchdog's timeout_s in these runs
 LIMIT_S = TIMEOUT_S + 30  # what the issue allows a fault to take
@@ -43,8 +44,8 @@ def run_with_fault(config, fault: str, *overrides: str):
     return spmd("run", config, *args, env={"SPMD_FAULT": fault}, timeout=LIMIT_S + 30)
 
 
-# the catalogue's injected faults on 3 ranks (bench/failures/catalogue.py, docs/reliability.md's table)
-CATALOGUE = {case.fault: case for case in fault_cases(3, gpu=False)}
+# the catalogue's injected faults on 3 ranks
+CATALOGUE = {case.fault: case for case in injected.cases(3, gpu=False)}
 RAISE_AND_EXIT = [f for f in CATALOGUE if re.search(r"kind=(raise|exit)$", f)]
 
 
