@@ -74,7 +74,7 @@ def run_job(
     cfg = ctx.agree(cls.resolve_repeats, cfg, RUN_REPEATS)
     # before the work, not after it
     captures = trace_paths(out_dir, ctx.size) if cfg.capture.steps else []
-    ctx.agree(require_outputs, out_dir, cls.output_files(cfg), cfg.overwrite, trace, captures)
+    ctx.agree(require_job_outputs, out_dir, cls.output_files(cfg), cfg.overwrite, trace, captures)
     ranges, nvtx_state = ctx.agree(nvtx_ranges, nvtx)
     ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
     ctx.agree(cls.load_libraries, cfg)
@@ -310,7 +310,7 @@ def run_trace(report: dict, timelines: list) -> dict:
 _FIX = "remove it or choose another path"
 
 
-def require_outputs(out_dir, files: list[str], overwrite: bool = False, trace=None, captures=()) -> None:
+def require_job_outputs(out_dir, files: list[str], overwrite: bool = False, trace=None, captures=()) -> None:
     """Refuse, on this rank, a report folder or a folder of the workload's output files that it cannot write,
     a report.json or report.html spmd did not write, a trace path holding another's file, and an output file (a
     save, a checkpoint) spmd did not write unless the config says ``overwrite: true``."""

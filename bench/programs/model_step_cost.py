@@ -1,4 +1,4 @@
-"""Real models nobody in the project wrote, trained by spmd's eager DDP step (workload torch's Stepper as ``spmd
+"""Real models nobody in the project wrote, trained by spmd's eager DDP step (workload torch's Trainer as ``spmd
 run`` builds it: timing marks on one step in ``phase_every``) and by a plain DDP loop written by hand: the same
 model, rows, batch, bf16 autocast and AdamW, in the same processes, windows by turns so the host's drift hits both
 alike. GPT-2 124M (transformers, built from its config) on 256-token sequences, ResNet-50 (torchvision on a GPU,
@@ -169,7 +169,7 @@ def compare(a, torch, comm, xp, on, name: str) -> dict:
 
     from spmd.core.timing import PhaseTimer
     from spmd.workloads.torch.params import OptimizerConfig, TorchParams
-    from spmd.workloads.torch.step import Batches, Stepper
+    from spmd.workloads.torch.step import Batches, Trainer
 
     gpu, rank = a.device == "gpu", comm.Get_rank()
     batch = (SMALL_SHAPES if a.small else SHAPES)[name][1]
@@ -181,13 +181,13 @@ def compare(a, torch, comm, xp, on, name: str) -> dict:
         model="m.py:build", batch=batch, steps=a.steps, precision="bf16", optimizer=OptimizerConfig(lr=1e-4)
     )
     ctx = types.SimpleNamespace(device=a.device, rank=rank, xp=xp)
-    stepper = Stepper(torch, ctx, p, mine, loss_fn, Batches(torch, x, y, "device", on, torch.float32, None), a.steps)
+    trainer = Trainer(torch, ctx, p, mine, loss_fn, Batches(torch, x, y, "device", on, torch.float32, None), a.steps)
 
     def spmd_window():
-        stepper.load_window(idx)
+        trainer.load_window(idx)
         timer = PhaseTimer(xp)
         timer.start_repeat()
-        stepper.run_window(a.steps, timer)
+        trainer.run_window(a.steps, timer)
         timer.end_repeat()
 
     sides = {"plain DDP loop": plain, "spmd ddp": spmd_window}

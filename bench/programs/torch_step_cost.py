@@ -1,9 +1,9 @@
 """What spmd's eager DDP step adds to a plain DDP loop, in the same processes, windows interleaved so drift hits all
-alike: the same model, data, optimizer and rows through a loop written by hand and through workload torch's Stepper
+alike: the same model, data, optimizer and rows through a loop written by hand and through workload torch's Trainer
 untimed, timed on one step in 8 and on one step in spmd's default ``phase_every``. One process (a world of one), or
 one per rank under mpiexec (one GPU per node-local rank, as spmd binds; each window's time is the slowest rank's);
 gloo on a CPU, NCCL on a GPU. ``--size tiny`` is a launch-bound 16-16-10 MLP; ``medium`` and ``large`` are the
-study's MLPs (examples/torch/mlp.py). ``--cupy-first`` imports CuPy, loads its NCCL and opens spmd's own NCCL
+example MLPs (examples/torch/mlp.py). ``--cupy-first`` imports CuPy, loads its NCCL and opens spmd's own NCCL
 communicator over the ranks before PyTorch is imported, the order ``spmd run`` had before the torch workload
 loaded PyTorch first (``Workload.load_libraries``): PyTorch then gets the NCCL CuPy loaded under the same name.
 Run with and without it to see what that order costs torch's steps. Rank 0 prints one JSON line per batch: each
@@ -73,7 +73,7 @@ def main() -> None:
     from spmd.workloads.torch.compute import make_optimizer
     from spmd.workloads.torch.dist import libraries
     from spmd.workloads.torch.params import TorchParams
-    from spmd.workloads.torch.step import Batches, Stepper
+    from spmd.workloads.torch.step import Batches, Trainer
 
     default = TorchParams(model="m.py:build")
     if gpu:
@@ -122,15 +122,15 @@ def main() -> None:
             p = TorchParams(model="m.py:build", batch=batch, steps=a.steps, **params)
             batches = Batches(torch, x, y, "device", on, torch.float32, None)
             ctx = types.SimpleNamespace(device=a.device, rank=rank, xp=xp)
-            stepper = Stepper(
+            trainer = Trainer(
                 torch, ctx, p, module(torch, a.size, on), torch.nn.functional.cross_entropy, batches, a.steps
             )
 
             def window():
-                stepper.load_window(idx)
+                trainer.load_window(idx)
                 timer = PhaseTimer(xp)
                 timer.start_repeat()
-                stepper.run_window(a.steps, timer)
+                trainer.run_window(a.steps, timer)
                 timer.end_repeat()
 
             return window

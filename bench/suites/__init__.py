@@ -33,8 +33,8 @@ def suites() -> dict:
         scaling,
         stragglers,
         torch_answer,
-        torch_model,
         torch_models,
+        torch_workload,
         train,
     )
 
@@ -43,7 +43,7 @@ def suites() -> dict:
         "io": io,
         "comm": comm,
         "train": train,
-        "torch": torch_model,
+        "torch": torch_workload,
         "torch-models": torch_models,
         "torch-answer": torch_answer,
         "plugins": plugins,

@@ -58,7 +58,7 @@ def workload(env, name: str) -> dict:
             "params": {"model": "medium", "batch": 64, "steps": 10 if quick else 50, "optimizer": "adam"},
         }
     if name == "torch":  # a user's PyTorch model (examples/torch/mlp.py) under spmd's ddp
-        from .torch_model import sizes, torch_job
+        from .torch_workload import sizes, torch_job
 
         job = torch_job(env, "ddp", sizes(env))
         return {**job, **common, "repeats": job["repeats"]}  # the sweep's device, output and warm-up

@@ -16,7 +16,7 @@ import yaml
 from ..env import ROOT
 from ..records import Measure
 from . import Case
-from .torch_model import launch_order
+from .torch_workload import launch_order
 
 NAMES = {"gpt2": "GPT-2 124M, batch 8 x 256 tokens", "resnet50": "ResNet-50, batch 64 of 3x64x64"}
 SMALL_NAMES = {"gpt2": "GPT-2 small config, batch 4 x 32 tokens", "resnet50": "ResNet small config, batch 8 of 3x16x16"}

@@ -1,5 +1,6 @@
-"""The study's two MLPs in PyTorch: 844-256-128-64-10 (258,122 parameters) and
-4812-1024-1024-512-512-256-10 (6,899,466 parameters), ReLU between layers.
+"""Two MLPs in PyTorch, the sizes of the classic report of two GPUs behind a PCIe host bridge training slower than
+one: 844-256-128-64-10 (258,122 parameters) and 4812-1024-1024-512-512-256-10 (6,899,466 parameters), ReLU
+between layers.
 
 spmd calls ``build(params)`` on every rank; ``params["options"]`` holds the config's ``params.options``.
 """

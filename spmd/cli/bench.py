@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core.config import COMM_BACKENDS
-from ..core.files import require_outputs
+from ..core.files import require_replaceable_paths
 
 
 def cmd_bench_comm(args) -> int:
@@ -22,7 +22,7 @@ def cmd_bench_comm(args) -> int:
 
     with Context(watchdog=True) as ctx:
         size_list = ctx.agree(check)
-        ctx.agree(require_outputs, args.json, root_only=True)
+        ctx.agree(require_replaceable_paths, args.json, root_only=True)
         ctx.bind_device(args.device)
         if args.links:  # the links a prediction for this machine needs (spmd predict's target key links)
             if args.backend == "all":
@@ -64,7 +64,7 @@ def cmd_bench_io(args) -> int:
         cfg = agree_on_config(ctx, args.config, args.override)
         if args.rounds < 1:
             raise ctx.collective_error(ConfigError, 0, f"--rounds: at least 1, got {args.rounds}")
-        ctx.agree(require_outputs, args.json, root_only=True)
+        ctx.agree(require_replaceable_paths, args.json, root_only=True)
         ctx.bind_device(cfg.device, cfg.allow_shared_gpu)
         shards = ctx.agree(expand_shards, cfg.input.shards, root_only=True) if cfg.input.shards is not None else None
         plan = ctx.agree(plan_rank_input, cfg.input, shards, ctx.rank, ctx.size, NUMBERS, (1, 2))

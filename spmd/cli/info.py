@@ -148,11 +148,11 @@ def format_info(info: dict) -> str:
 
 
 def cmd_info(args) -> int:
-    from ..core.files import require_outputs, write_json_atomic
+    from ..core.files import require_replaceable_paths, write_json_atomic
     from ..core.runtime import Context
 
     with Context(watchdog=True) as ctx:
-        ctx.agree(require_outputs, args.json, root_only=True)
+        ctx.agree(require_replaceable_paths, args.json, root_only=True)
         info = gather_info(ctx)
         if ctx.rank == 0:
             print(format_info(info), end="", flush=True)

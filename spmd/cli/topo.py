@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..core.errors import one_line
-from ..core.files import require_outputs
+from ..core.files import require_replaceable_paths
 
 
 def cmd_topo(args) -> int:
@@ -16,7 +16,7 @@ def cmd_topo(args) -> int:
     from ..report.png import NO_MATPLOTLIB
 
     with Context(watchdog=True) as ctx:
-        ctx.agree(require_outputs, args.json, args.png, root_only=True)
+        ctx.agree(require_replaceable_paths, args.json, args.png, root_only=True)
         # One rank per node measures its node (NVML and CUDA see all of the node's GPUs).
         mine = (ctx.host, measure_topology(args.bytes, args.iters)) if ctx.local_rank == 0 else None
         nodes = [n for n in ctx.comm.gather(mine, root=0) or [] if n]

@@ -1,2 +1,2 @@
-"""Communicators: one interface (base), its backends (nccl, mpi, mpi-cuda), the factory that picks one,
-and the watched MPI communicator every blocking call goes through."""
+"""Communicators: one interface (base), its backends (nccl, mpi, mpi_cuda) and the factory that picks one.
+Their blocking MPI calls go through the watched communicator of core.watched."""

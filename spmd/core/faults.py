@@ -219,7 +219,7 @@ def at(phase: str) -> None:
         time.sleep(1.0)
 
 
-def extra_work() -> float:
+def injected_work_seconds() -> float:
     """The seconds of extra device work a ``work`` fault gives this rank each time it enters compute (0: none);
     the workload does the work (it knows its device)."""
     fault = _armed

@@ -147,7 +147,7 @@ def require_replaceable(
 # -- temporary files -----------------------------------------------------------------------------------
 
 
-def require_outputs(*paths) -> None:
+def require_replaceable_paths(*paths) -> None:
     """Refuse, before any measurement, an output path (``--json``, ``--png``) holding a file spmd did not write."""
     for path in paths:
         if path is not None:

@@ -1,1 +1,2 @@
-"""HDF5 input: split planning, per-rank reading, generation."""
+"""HDF5 input: who reads what (plan), each rank's reading by an engine (h5py, direct, mapped; chosen by
+choose), results written back (blocks), generated inputs and weak scaling's copies."""

@@ -1,1 +1,2 @@
-"""``spmd scale`` and ``spmd report merge``: sweeps, figures, the fitted model, advice, the rendered report."""
+"""Scaling: the sweep (``spmd scale``, ``spmd report merge``), its models, the decision and advice on it, the
+rendered report, ``spmd predict`` and ``spmd jobscript``."""

@@ -1,1 +1,2 @@
-"""Workloads: the interface (base), the registry (config name -> class), one package per workload."""
+"""Workloads: the interface (base), the registry (config name -> class), the plug-in forms (api, plugins), a
+rank's input rows (rows), one package per workload and the parts the two training workloads share (training)."""

@@ -73,7 +73,7 @@ def test_a_wrong_element_is_counted(context):
 @pytest.mark.mpi(min_size=2)
 def test_scale_probe_times_the_workloads_collective_and_fails_on_a_wrong_result(context):
     from spmd.core.errors import VerificationError
-    from spmd.scale.sweep.calibrate import probe
+    from spmd.scale.sweep.calibrate import probe_collectives
 
     ctx, comm = context
 
@@ -81,10 +81,10 @@ def test_scale_probe_times_the_workloads_collective_and_fails_on_a_wrong_result(
         def problem(self):
             return {"bytes": 1, "comm": [{"op": "allreduce", "bytes": 40}]}
 
-    points = probe(ctx, comm, Workload(), 4096)
+    points = probe_collectives(ctx, comm, Workload(), 4096)
     assert [(p["op"], p["ranks"], p["bytes"]) for p in points] == [
         ("allreduce", ctx.size, m) for m in (8, 64, 512, 4096)
     ]
     assert all(p["seconds"] > 0 for p in points)
     with pytest.raises(VerificationError, match="comm probe: allreduce with 64 bytes per rank gave 1 wrong"):
-        probe(ctx, CorruptOnRankOne(comm), Workload(), 4096)
+        probe_collectives(ctx, CorruptOnRankOne(comm), Workload(), 4096)

@@ -479,7 +479,7 @@ def test_io_targets_hold_direct_to_the_pread_beside_it_on_one_rank_and_on_every_
 def test_whole_launch_cases_rotate_which_side_launches_first():
     """A host that favours the first launch of a call (or drifts through it) must not favour one side: over the
     runs each launch goes first equally often, and each run's measures keep the launches' own order."""
-    from bench.suites.torch_model import _launched, launch_order
+    from bench.suites.torch_workload import _launched, launch_order
 
     assert [launch_order(["plain", "spmd"], run) for run in range(4)] == [["plain", "spmd"], ["spmd", "plain"]] * 2
     assert [launch_order("abc", run)[0] for run in range(3)] == ["a", "b", "c"]

@@ -51,9 +51,9 @@ def test_weak_config_grows_rows_into_its_own_files():
     four = scaled_input(sharded, 4)
     assert four.input.shards == ("s/weak-x4/part-*.h5",) and four.generate.shards == 8
     assert four.generate.shape == (400,)
-    steps = plan(cfg, ["strong", "weak"], [1, 2])
-    assert [(s.mode, s.ranks) for s in steps] == [("strong", 1), ("strong", 2), ("weak", 1), ("weak", 2)]
-    assert steps[2].cfg is cfg and steps[3].cfg.generate.shape == (200, 3)
+    points = plan(cfg, ["strong", "weak"], [1, 2])
+    assert [(s.mode, s.ranks) for s in points] == [("strong", 1), ("strong", 2), ("weak", 1), ("weak", 2)]
+    assert points[2].cfg is cfg and points[3].cfg.generate.shape == (200, 3)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""workload torch's Stepper in one process (gloo, world size 1): the marked steps alone go through the hooked twin
+"""workload torch's Trainer in one process (gloo, world size 1): the marked steps alone go through the hooked twin
 DDP, and training through the twin gives the parameters plain DDP gives, bit for bit; the steps verification
 compares element by element run with deterministic kernels in the run and in the reference alike."""
 
@@ -22,7 +22,7 @@ from spmd.workloads.torch import reference as reference_module  # noqa: E402
 from spmd.workloads.torch import step as step_module  # noqa: E402
 from spmd.workloads.torch.params import TorchParams  # noqa: E402
 from spmd.workloads.torch.reference import Reference  # noqa: E402
-from spmd.workloads.torch.step import Batches, Stepper  # noqa: E402
+from spmd.workloads.torch.step import Batches, Trainer  # noqa: E402
 from spmd.workloads.torch.workload import TorchWorkload  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def group():
 
 
 def train(params: TorchParams, steps: int, plan: list[bool] | None = None, **options):
-    """``steps`` steps of a small MLP; (its parameters, the stepper, how many hook calls it saw)."""
+    """``steps`` steps of a small MLP; (its parameters, the trainer, how many hook calls it saw)."""
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
     rng = np.random.default_rng(1)
@@ -46,31 +46,31 @@ def train(params: TorchParams, steps: int, plan: list[bool] | None = None, **opt
     batches = Batches(torch, x, y, "device", torch.device("cpu"), torch.float32, None)
     ctx = types.SimpleNamespace(device="cpu", rank=0, xp=np)
     plan = plan or [False] * steps
-    stepper = Stepper(torch, ctx, params, module, torch.nn.functional.cross_entropy, batches, len(plan), **options)
+    trainer = Trainer(torch, ctx, params, module, torch.nn.functional.cross_entropy, batches, len(plan), **options)
     calls = []  # per allreduce through the hook: whether its step was marked
-    allreduce = stepper._allreduce
-    stepper._allreduce = lambda state, bucket: calls.append(stepper.current is not None) or allreduce(state, bucket)
-    stepper.load_window(rng.integers(0, 64, (len(plan), params.batch)))
+    allreduce = trainer._allreduce
+    trainer._allreduce = lambda state, bucket: calls.append(trainer.current is not None) or allreduce(state, bucket)
+    trainer.load_window(rng.integers(0, 64, (len(plan), params.batch)))
     timer = PhaseTimer(np)
     timer.start_repeat()
-    stepper.run_window(plan, timer)
+    trainer.run_window(plan, timer)
     timer.end_repeat()
-    stepper.timer = timer
-    return [p.detach().clone() for p in module.parameters()], stepper, calls
+    trainer.timer = timer
+    return [p.detach().clone() for p in module.parameters()], trainer, calls
 
 
 def test_only_marked_steps_take_the_hooked_twin_and_training_is_unchanged(group):
     base = TorchParams(model="m.py:build", batch=8, steps=16, phase_every=8)
     plain, _, plain_calls = train(dataclasses.replace(base, phases=False), 16)
-    twin, stepper, calls = train(base, 16)
-    assert stepper.marked_ddp is not stepper.ddp
+    twin, trainer, calls = train(base, 16)
+    assert trainer.marked_ddp is not trainer.ddp
     assert plain_calls == []
     assert calls == [True, True]  # one bucket, on steps 8 and 16 only; never an unmarked step
-    assert stepper.timeline() is not None
+    assert trainer.timeline() is not None
     # the two marked steps drawn on the repeat's timeline, in order, inside the repeat
-    spans = stepper.timer.timeline[0].spans
+    spans = trainer.timer.timeline[0].spans
     assert [name for name, *_ in spans if name in ("forward", "allreduce")] == ["forward", "allreduce"] * 2
-    total = stepper.timer.records[0]["total"]
+    total = trainer.timer.records[0]["total"]
     assert all(0 <= a <= b <= total for _, _, a, b in spans)
     assert {track for _, track, *_ in spans} == {"host", "comm", "repeats"}
     for a, b in zip(plain, twin):
@@ -80,10 +80,10 @@ def test_only_marked_steps_take_the_hooked_twin_and_training_is_unchanged(group)
 def test_a_corrupt_fault_anywhere_keeps_one_hooked_ddp_on_every_rank(group):
     faults.arm(faults.parse_fault("rank=1,phase=backward,kind=corrupt"), rank=0, host="here")  # armed elsewhere
     try:
-        _, stepper, calls = train(TorchParams(model="m.py:build", batch=8, steps=8, phase_every=8), 8)
+        _, trainer, calls = train(TorchParams(model="m.py:build", batch=8, steps=8, phase_every=8), 8)
     finally:
         faults.disarm()
-    assert stepper.marked_ddp is stepper.ddp  # every rank makes the same DDPs (their construction is collective)
+    assert trainer.marked_ddp is trainer.ddp  # every rank makes the same DDPs (their construction is collective)
     assert calls == [False] * 7 + [True]  # the fault's hook runs on every step
 
 
@@ -91,8 +91,8 @@ def test_the_window_losses_are_each_steps_loss_in_order(group):
     from spmd.workloads.torch.compute import make_optimizer
 
     params = TorchParams(model="m.py:build", batch=8, steps=6, phases=False)
-    _, stepper, _ = train(params, 6)
-    got = stepper.window_losses(6)
+    _, trainer, _ = train(params, 6)
+    got = trainer.window_losses(6)
     # the same six steps by hand (train()'s seed, data and rows), one loss read per step
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
@@ -109,8 +109,8 @@ def test_the_window_losses_are_each_steps_loss_in_order(group):
         want.append(loss.item())
     assert len(got) == 6 and len(set(want)) == 6
     np.testing.assert_allclose(got, want, rtol=1e-6)
-    stepper.load_window(np.zeros((6, 8), dtype=np.int64))
-    assert stepper.step_losses == []  # a new window starts empty
+    trainer.load_window(np.zeros((6, 8), dtype=np.int64))
+    assert trainer.step_losses == []  # a new window starts empty
 
 
 def inside_deterministic(monkeypatch, module) -> dict:
@@ -141,13 +141,13 @@ def test_the_steps_verification_compares_take_deterministic_kernels(group, monke
     """The checked steps (and, where the first step's averaged gradient is compared instead, the first) run with
     deterministic kernels, eagerly through DDP itself; the rest compiled as asked."""
     state, seen = inside_deterministic(monkeypatch, step_module), []
-    original = Stepper._micro_batches
+    original = Trainer._micro_batches
 
     def micro_batches(self, forward, ddp, mark, rows_all):
         seen.append((state["inside"], forward is self.ddp or forward is self.marked_ddp))
         return original(self, forward, ddp, mark, rows_all)
 
-    monkeypatch.setattr(Stepper, "_micro_batches", micro_batches)
+    monkeypatch.setattr(Trainer, "_micro_batches", micro_batches)
     monkeypatch.setattr(time, "sleep", lambda s: None)
     params = TorchParams(model="m.py:build", batch=8, steps=4, phases=False, strategy="compile")
     if options.get("checks") == "slow":
@@ -202,7 +202,7 @@ def test_which_checks_a_run_makes(verify, strategy, sync_bn, first, per_repeat, 
 
 
 class SlowChecks:
-    """Verification's side of a checked step, as the Stepper calls it, taking 0.3 s at its end."""
+    """Verification's side of a checked step, as the Trainer calls it, taking 0.3 s at its end."""
 
     ranks_checked = False
 
@@ -227,12 +227,12 @@ def test_checked_steps_train_but_stay_out_of_the_timing(group):
     base = TorchParams(model="m.py:build", batch=8, steps=10, phase_every=4)
     checks = SlowChecks()
     plan = [True, False, False, False, True, False, False, False, False, False]
-    _, stepper, _ = train(base, 10, plan=plan, checks=checks)
-    assert checks.steps == [0, 4] and stepper.step == 10
-    total = stepper.timer.records[0]["total"]
+    _, trainer, _ = train(base, 10, plan=plan, checks=checks)
+    assert checks.steps == [0, 4] and trainer.step == 10
+    total = trainer.timer.records[0]["total"]
     assert total < 0.3, total
-    assert total >= 10 * stepper.step_seconds  # the 8 timed steps' rate, for 10 (unscaled: 8 steps' time)
-    assert stepper.timer.records[0]["step"] <= total
+    assert total >= 10 * trainer.step_seconds  # the 8 timed steps' rate, for 10 (unscaled: 8 steps' time)
+    assert trainer.timer.records[0]["step"] <= total
 
 
 @pytest.mark.parametrize("plan", [[False] * 4, [True, False, False, False, False]])
@@ -242,8 +242,8 @@ def test_the_first_steps_averaged_gradient_is_kept_whether_or_not_that_step_is_c
     monkeypatch.setattr(time, "sleep", lambda s: None)
     params = TorchParams(model="m.py:build", batch=8, steps=4, phases=False)
     checks = SlowChecks() if plan[0] else None
-    _, stepper, _ = train(params, 4, plan=plan, checks=checks, first_exact=True)
-    assert stepper.first_grads and all(t.abs().sum() > 0 for t in stepper.first_grads.values())
+    _, trainer, _ = train(params, 4, plan=plan, checks=checks, first_exact=True)
+    assert trainer.first_grads and all(t.abs().sum() > 0 for t in trainer.first_grads.values())
 
 
 def _marks(times: dict[str, float], micro: int = 1):
@@ -284,8 +284,8 @@ def test_a_marked_step_of_a_model_with_buffers_times_ddps_broadcast(group, monke
 
     monkeypatch.setattr(DDP, "_pre_forward", slow_pre_forward)
     base = TorchParams(model="m.py:build", batch=8, steps=4, phase_every=2)
-    _, stepper, _ = train(base, 4)
-    record = stepper.timer.records[0]
+    _, trainer, _ = train(base, 4)
+    record = trainer.timer.records[0]
     # 2 marked steps of 4, scaled to the window's 4: about 4 x 20 ms (the scale is capped at the window's wall time)
     assert record["comm_buffers"] >= 0.06 and record["comm"] >= record["comm_buffers"]
     assert record["forward"] < record["comm_buffers"] / 2  # the sleeps are not in it

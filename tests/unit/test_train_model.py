@@ -95,7 +95,7 @@ def test_dropout_masks_are_deterministic_keep_their_share_and_differ_by_step_and
     assert (a != keep_mask((64, 100), 0.8, seed=1, step=5, salt=4)).mean() > 0.2
 
 
-def test_presets_have_the_studys_parameter_counts_and_aligned_segments():
+def test_presets_have_the_documented_parameter_counts_and_aligned_segments():
     assert Layout(PRESETS["medium"]).parameters == 258_122
     assert Layout(PRESETS["large"]).parameters == 6_899_466
     layout = Layout(PRESETS["large"])

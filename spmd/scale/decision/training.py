@@ -22,7 +22,7 @@ def samples_per_s(row: dict) -> float:
     return r["global_batch"] * r["steps_per_repeat"] / row["time"]
 
 
-def series_advice(rows: list[dict]) -> list[str]:
+def training_series_advice(rows: list[dict]) -> list[str]:
     """A series of a training job in its terms: samples/s from the fewest to the most ranks, speedup and
     efficiency with their intervals, and where adding ranks made it slower."""
     if len(rows) < 2:

@@ -74,7 +74,7 @@ def collective_seconds(
     nodes = -(-ranks // min(per_node, ranks))
     level = inter if nodes > 1 else (intra or inter)
     modelled = _terms(op, nbytes, ranks, per_node, intra, inter)
-    return modelled * _calibration(level, op, model_terms(op, ranks, int(nbytes))[1], intra, inter)
+    return modelled * _measured_ratio(level, op, model_terms(op, ranks, int(nbytes))[1], intra, inter)
 
 
 def _terms(op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None, inter: Link | None) -> float:
@@ -97,7 +97,7 @@ def _terms(op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None
     return min(ring, tree)
 
 
-def _calibration(level: Link | None, op: str, volume: float, intra: Link | None, inter: Link | None) -> float:
+def _measured_ratio(level: Link | None, op: str, volume: float, intra: Link | None, inter: Link | None) -> float:
     """Measured over modelled time of the collective that puts ``volume`` bytes over each link on the ranks the
     level was measured on (1 for a preset): the protocols' share the two terms miss at that size. A gather is
     held to the measured allgather where there is one, a sendrecv to the ring shift (none: its two terms), the

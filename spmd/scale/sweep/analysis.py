@@ -23,8 +23,7 @@ from ..decision.advice import (
 from ..decision.batch_words import advice as batch_advice
 from ..decision.decide import decide
 from ..decision.flags import suspect_reasons
-from ..decision.training import is_training
-from ..decision.training import series_advice as training_series_advice
+from ..decision.training import is_training, training_series_advice
 from ..decision.verdict import verdict
 from ..models.scaling_model import HOST_PHASES, INNER_PHASES, best_ranks, break_even, fit_model, measured, predict
 from ..models.series import series_figures

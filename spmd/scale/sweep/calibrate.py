@@ -1,6 +1,8 @@
-"""What ``spmd scale`` measures on each group besides the workload: its collectives at sizes up to
-``--probe-max-bytes`` (the model's bandwidth), and at its own sizes on every GPU backend (the advice
-on which communicator to use)."""
+"""The sweep's calibration: what ``spmd scale`` measures on each group beside the workload, after its run.
+
+Three probes: the workload's collectives at sizes up to ``--probe-max-bytes`` (the model's bandwidth), the same
+collectives at the workload's own sizes on every GPU backend (which communicator to use), and each rank's reads
+as plain preads (the read limit). report.json's ``wall.calibration`` is their time."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from ...measure.collectives import COLLECTIVES, measure, probe_sizes
 from ...measure.io import pread_limit
 
 
-def probe(ctx, comm, workload, max_bytes: int) -> list[dict]:
+def probe_collectives(ctx, comm, workload, max_bytes: int) -> list[dict]:
     """Time the workload's collectives on this group at sizes 8 B .. ``max_bytes`` per rank,
     so the model's bandwidth is identified even when the workload's messages are tiny."""
     ops = sorted({item["op"] for item in workload.problem().get("comm", [])})

@@ -36,12 +36,13 @@ from ...report.build import with_capture
 from ...workloads.registry import workload_class
 from ..models.series import series_figures
 from .analysis import analyse, sweep_cost
-from .calibrate import compare_backends, probe, read_limit
+from .calibrate import compare_backends, probe_collectives, read_limit
 
 
 @dataclass(frozen=True)
-class Step:
-    """One run of the sweep: a series (strong/weak), a rank count, the config it runs."""
+class Point:
+    """One point of the sweep, not an optimizer step. It is one run: a series (strong, weak or batch), a rank
+    count and the config it runs."""
 
     mode: str
     ranks: int
@@ -89,10 +90,10 @@ def run_scale(
     gives no ``repeats``, each size repeats until its timing is tight (``repeats: auto``)."""
     began = time.perf_counter()
     cfg = ctx.agree(workload_class(cfg.workload).resolve_repeats, cfg, "auto")
-    steps = ctx.agree(plan, cfg, modes, ranks) + ctx.agree(plan_batches, cfg, batches or [], ranks)
+    points = ctx.agree(plan, cfg, modes, ranks) + ctx.agree(plan_batches, cfg, batches or [], ranks)
     if trace_dir is not None:
-        ctx.agree(require_traces, trace_dir, steps, root_only=True)
-    written, notes = prepare_inputs(ctx, steps)
+        ctx.agree(require_traces, trace_dir, points, root_only=True)
+    written, notes = generate_inputs(ctx, points)
     inputs_s = time.perf_counter() - began
     if ctx.rank == 0 and progress:
         for note in notes:
@@ -121,9 +122,9 @@ def run_scale(
                 flush=True,
             )
 
-    runs = run_steps(
+    runs = run_points(
         ctx,
-        steps,
+        points,
         probe_max_bytes,
         on_done=report_progress,
         compare_comm=compare_comm,
@@ -146,10 +147,10 @@ def wall_words(report: dict) -> str:
     return f"; {sum(wall.values()):.1f} s in all ({parts})"
 
 
-def plan(cfg, modes: list[str], ranks: list[int]) -> list[Step]:
+def plan(cfg, modes: list[str], ranks: list[int]) -> list[Point]:
     """The runs of a sweep; weak configs grow the problem by n / smallest n."""
     cls = workload_class(cfg.workload)
-    return [Step(mode, n, cls.scaled_config(cfg, mode, Fraction(n, ranks[0]))) for mode in modes for n in ranks]
+    return [Point(mode, n, cls.scaled_config(cfg, mode, Fraction(n, ranks[0]))) for mode in modes for n in ranks]
 
 
 BATCH_MODE = "batch"
@@ -160,7 +161,7 @@ def parse_batches(text: str | None) -> list[int]:
     return int_list(text, "--batches", "batches") if text else []
 
 
-def plan_batches(cfg, batches: list[int], ranks: list[int]) -> list[Step]:
+def plan_batches(cfg, batches: list[int], ranks: list[int]) -> list[Point]:
     """The batch sweep's runs: each per-rank batch on one rank and on the most ranks."""
     if not batches:
         return []
@@ -169,24 +170,24 @@ def plan_batches(cfg, batches: list[int], ranks: list[int]) -> list[Step]:
     if ranks[-1] < 2:
         raise ConfigError("--batches compares one rank with more: launch at least 2 ranks")
     return [
-        Step(BATCH_MODE, n, replace(cfg, params=replace(cfg.params, batch=b))) for b in batches for n in (1, ranks[-1])
+        Point(BATCH_MODE, n, replace(cfg, params=replace(cfg.params, batch=b))) for b in batches for n in (1, ranks[-1])
     ]
 
 
-def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> tuple[list[str], list[str]]:
+def generate_inputs(ctx, points: list[Point], force: bool = False) -> tuple[list[str], list[str]]:
     """Generate what every size's config describes: missing files and spmd's own out-of-date ones (all of them
     checked, the space included, before any is written). The user's own files are never written: a strong
     run reads them as they are, a weak run copies of them (spmd.io.weak). Returns, on every rank, the files
     written by any rank and what to tell the user."""
     written, notes, seen, users = [], [], set(), set()
-    for step in steps:
-        cls = workload_class(step.cfg.workload)
-        sections = (step.cfg.generate, *(g for _, g in cls.extra_inputs(step.cfg)))
-        key = (step.cfg.input, sections)
+    for point in points:
+        cls = workload_class(point.cfg.workload)
+        sections = (point.cfg.generate, *(g for _, g in cls.extra_inputs(point.cfg)))
+        key = (point.cfg.input, sections)
         if key in seen or not any(sections):
             continue  # done for an earlier size, or nothing to generate
         seen.add(key)
-        plan = ctx.agree(plan_inputs, step.cfg, cls, force, True, root_only=True)
+        plan = ctx.agree(plan_inputs, point.cfg, cls, force, True, root_only=True)
         notes += [
             f"{one_line(path)} is your file (not written by spmd generate): read as it is; the config's "
             f"generate section does not apply to it"
@@ -194,7 +195,7 @@ def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> tuple[list[st
             if path not in users
         ]
         users.update(plan.users)
-        copies = copies_note(step.cfg)
+        copies = copies_note(point.cfg)
         if copies:
             notes.append(copies)
         mine = ctx.agree(write_inputs, plan, cls, ctx.rank, ctx.size)
@@ -202,21 +203,21 @@ def prepare_inputs(ctx, steps: list[Step], force: bool = False) -> tuple[list[st
     return written, notes
 
 
-def trace_name(step: Step) -> str:
+def trace_name(point: Point) -> str:
     """The trace file of one run of a sweep: ``strong-4.json``, ``batch-64-2.json``."""
-    batch = f"-{step.cfg.params.batch}" if step.mode == BATCH_MODE else ""
-    return f"{step.mode}{batch}-{step.ranks}.json"
+    batch = f"-{point.cfg.params.batch}" if point.mode == BATCH_MODE else ""
+    return f"{point.mode}{batch}-{point.ranks}.json"
 
 
-def require_traces(trace_dir: str, steps: list[Step]) -> None:
+def require_traces(trace_dir: str, points: list[Point]) -> None:
     """Refuse, before the sweep, a trace path that holds a file spmd did not write."""
-    for step in steps:
-        require_replaceable(Path(trace_dir) / trace_name(step), "the trace", fix="remove it or choose another --trace")
+    for point in points:
+        require_replaceable(Path(trace_dir) / trace_name(point), "the trace", fix="remove it or choose another --trace")
 
 
-def run_steps(
+def run_points(
     ctx,
-    steps: list[Step],
+    points: list[Point],
     probe_max_bytes: int,
     on_done=None,
     compare_comm: bool = True,
@@ -224,29 +225,29 @@ def run_steps(
     trace_dir: str | None = None,
     nvtx: bool = False,
 ) -> list[dict] | None:
-    """Run every step; returns on rank 0 the runs [{mode, ranks, report, placement, probe, backends}].
+    """Run every point; returns on rank 0 the runs [{mode, ranks, report, placement, probe, backends}].
 
     A weak run whose config equals the strong run of the same size reuses that run.
     ``on_done(run)`` is called on rank 0 after each size (progress lines).
     """
-    capturing = [step.cfg.capture.steps > 0 for step in steps]
-    timed_steps = [uncaptured(step) if c else step for step, c in zip(steps, capturing)]
+    capturing = [point.cfg.capture.steps > 0 for point in points]
+    timed_points = [uncaptured(point) if c else point for point, c in zip(points, capturing)]
     runs: list[dict] = []
     done: dict[tuple, dict] = {}
     # every run's ranks get the compute threads of the largest run's share of their node (spmd.core.host)
-    thread_ranks = ctx.hosts[: max(step.ranks for step in steps)].count(ctx.host) or 1
-    keys = [(step.ranks, json.dumps(step.cfg.to_dict(), sort_keys=True)) for step in steps]  # a plug-in's: a dict
-    for step, timed, key in zip(steps, timed_steps, keys):
+    thread_ranks = ctx.hosts[: max(point.ranks for point in points)].count(ctx.host) or 1
+    keys = [(point.ranks, json.dumps(point.cfg.to_dict(), sort_keys=True)) for point in points]  # a plug-in's: a dict
+    for point, timed, key in zip(points, timed_points, keys):
         if key in done:
-            run = done[key] and {**done[key], "mode": step.mode}  # None on ranks outside the group
+            run = done[key] and {**done[key], "mode": point.mode}  # None on ranks outside the group
         else:
             if live is not None:
                 live.begin(
-                    f"spmd scale: {step.mode} {step.ranks} rank(s)",
+                    f"spmd scale: {point.mode} {point.ranks} rank(s)",
                     f"starting (size {len(done) + 1} of {len(set(keys))})",
                 )
-            trace = Path(trace_dir) / trace_name(step) if trace_dir is not None else None
-            run = run_step(ctx, timed, probe_max_bytes, compare_comm, live, trace, nvtx, thread_ranks)
+            trace = Path(trace_dir) / trace_name(point) if trace_dir is not None else None
+            run = run_point(ctx, timed, probe_max_bytes, compare_comm, live, trace, nvtx, thread_ranks)
             done[key] = run
         if ctx.rank == 0:
             runs.append(run)
@@ -254,7 +255,7 @@ def run_steps(
                 on_done(run)
     if any(capturing):
         timed_until = time.time()
-        captured = capture_pass(ctx, steps, capturing, keys, live, thread_ranks)
+        captured = capture_pass(ctx, points, capturing, keys, live, thread_ranks)
         if ctx.rank == 0:
             joined: dict[tuple, dict] = {}  # one report a job: a weak run reusing its strong twin keeps sharing it
             for run, key in zip(runs, keys):
@@ -267,23 +268,23 @@ def run_steps(
     return runs if ctx.rank == 0 else None
 
 
-def uncaptured(step: Step) -> Step:
-    """The step as timed: its job with nothing captured (config ``capture``, what ``--capture`` sets)."""
-    return replace(step, cfg=replace(step.cfg, capture=replace(step.cfg.capture, steps=0)))
+def uncaptured(point: Point) -> Point:
+    """The point as timed: its job with nothing captured (config ``capture``, what ``--capture`` sets)."""
+    return replace(point, cfg=replace(point.cfg, capture=replace(point.cfg.capture, steps=0)))
 
 
-def capture_pass(ctx, steps: list[Step], capturing: list[bool], keys: list[tuple], live, thread_ranks) -> dict:
+def capture_pass(ctx, points: list[Point], capturing: list[bool], keys: list[tuple], live, thread_ranks) -> dict:
     """After every timed run: each capturing job once more, one repeat, unchecked, its steps captured at its end.
     On rank 0 {job key: {'kernels' (its report's), 'wall_s' (the whole pass run), 'began', 'ended' (epoch s)}}."""
     out: dict[tuple, dict] = {}
-    for step, c, key in zip(steps, capturing, keys):
+    for point, c, key in zip(points, capturing, keys):
         if not c or key in out:
             continue
         if live is not None:
-            live.begin(f"spmd scale: capture {step.mode} {step.ranks} rank(s)", "capturing after the timed runs")
+            live.begin(f"spmd scale: capture {point.mode} {point.ranks} rank(s)", "capturing after the timed runs")
         began = time.time()
-        cfg = replace(step.cfg, repeats=1, verify="none")
-        run = run_step(ctx, replace(step, cfg=cfg), 0, live=live, thread_ranks=thread_ranks, measure=False)
+        cfg = replace(point.cfg, repeats=1, verify="none")
+        run = run_point(ctx, replace(point, cfg=cfg), 0, live=live, thread_ranks=thread_ranks, measure=False)
         out[key] = run and {
             "kernels": run["report"]["kernels"],
             "wall_s": sum((run["report"].get("wall") or {}).values()),
@@ -293,9 +294,9 @@ def capture_pass(ctx, steps: list[Step], capturing: list[bool], keys: list[tuple
     return out if ctx.rank == 0 else {}
 
 
-def run_step(
+def run_point(
     ctx,
-    step: Step,
+    point: Point,
     probe_max_bytes: int,
     compare_comm: bool = True,
     live: Progress | None = None,
@@ -304,10 +305,10 @@ def run_step(
     thread_ranks: int | None = None,
     measure: bool = True,
 ) -> dict | None:
-    """Run one size on the first ``step.ranks`` ranks while the others wait; agree on failure. ``thread_ranks``:
+    """Run one size on the first ``point.ranks`` ranks while the others wait; agree on failure. ``thread_ranks``:
     the ranks whose share of the node each rank's compute threads are (default: the group's on the node).
     ``measure``: its collectives probed, the backends compared and the read ceiling measured after it."""
-    member = ctx.rank < step.ranks
+    member = ctx.rank < point.ranks
     group = ctx.comm.Split(0 if member else MPI.UNDEFINED, key=ctx.rank)
     run, failure = None, None
     if member:
@@ -318,12 +319,12 @@ def run_step(
             with sub:
                 job = run_job(
                     sub,
-                    step.cfg,
+                    point.cfg,
                     after_run=(
                         lambda comm, wl: (
-                            probe(sub, comm, wl, probe_max_bytes),
+                            probe_collectives(sub, comm, wl, probe_max_bytes),
                             compare_backends(sub, comm, wl) if compare_comm else None,
-                            read_limit(sub, wl, step.cfg.io),
+                            read_limit(sub, wl, point.cfg.io),
                         )
                     )
                     if measure
@@ -332,7 +333,7 @@ def run_step(
                     trace=trace,
                     nvtx=nvtx,
                 )
-            run = {"mode": step.mode, "ranks": step.ranks, "report": job.report, "placement": job.report["placement"]}
+            run = {"mode": point.mode, "ranks": point.ranks, "report": job.report, "placement": job.report["placement"]}
             extra = job.extra or (None, None, None)
             run.update(probe=extra[0], backends=extra[1], read_limit=extra[2])
         except SpmdError as exc:
@@ -344,7 +345,7 @@ def run_step(
 
     def check():
         if failure is not None:
-            err = type(failure)(f"{step.mode} scaling at {step.ranks} rank(s): {failure}")
+            err = type(failure)(f"{point.mode} scaling at {point.ranks} rank(s): {failure}")
             err.collective = True
             raise err
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...core.errors import VerificationError
 from ...io.hdf5 import open_h5
-from .compute import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs
+from .compute import autocast, deterministic, make_optimizer, micro_seed, model_input
 from .gradients import BOUND_FACTOR, CAUGHT, FLOOR, QUANTILES
 from .inputs import label_array, labels_path
 from .step import unfinished_reduction
@@ -36,7 +36,7 @@ SAMPLE = 1 << 16  # elements sampled for what the bound catches (the quantiles a
 
 
 class StepChecks:
-    """One rank's side of the checks (``Stepper`` calls ``begin``, ``before_update`` and ``end`` around a checked
+    """One rank's side of the checks (``Trainer`` calls ``begin``, ``before_update`` and ``end`` around a checked
     step). ``results``: a summary per checked step."""
 
     def __init__(self, w, module, ranks_checked: bool):
@@ -197,9 +197,9 @@ class StepChecks:
                     with torch.no_grad():
                         for t, v in zip(buffers, self.buffers[j]):
                             t.copy_(v)
-                if w.stepper.reseed:
+                if w.trainer.reseed:
                     torch.manual_seed(micro_seed(p.seed, step, rank, j))
-                xj = prepare_inputs(x[j * b : (j + 1) * b], w.param_dtype, w.transform)
+                xj = model_input(x[j * b : (j + 1) * b], w.param_dtype, w.transform)
                 with autocast(torch, p.precision, self.gpu):
                     loss = w.loss_fn(module(xj), y[j * b : (j + 1) * b])
                 (loss / k if k > 1 else loss).backward()

@@ -58,7 +58,7 @@ def set_precision(torch, precision: str) -> None:
     torch.backends.cudnn.allow_tf32 = tf32
 
 
-def prepare_inputs(x, input_dtype, transform):
+def model_input(x, input_dtype, transform):
     """Floating inputs in the model's dtype (integer inputs, tokens, as they are), then the user's transform."""
     if x.is_floating_point() and x.dtype != input_dtype:
         x = x.to(input_dtype)

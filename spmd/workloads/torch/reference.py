@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .compute import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs, state_tensors
+from .compute import autocast, deterministic, make_optimizer, micro_seed, model_input, state_tensors
 
 
 class Reference:
@@ -25,7 +25,7 @@ class Reference:
         x, y: every row of the input and its targets (torch tensors; on the device when they fit).
         window: the one-rank sampler's ``window`` (global row numbers of each step's global batch, in the
             order the ranks hold them).
-        deterministic_steps: the first steps the run took with deterministic kernels (``Stepper``): so does this.
+        deterministic_steps: the first steps the run took with deterministic kernels (``Trainer``): so does this.
     """
 
     def __init__(
@@ -60,7 +60,7 @@ class Reference:
         index = torch.from_numpy(rows).to(self.x.device)
         x, y = self.x.index_select(0, index), self.y.index_select(0, index)
         x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-        return prepare_inputs(x, self.input_dtype, self.transform), y
+        return model_input(x, self.input_dtype, self.transform), y
 
     def train(self, window, first: int, steps: int, reverse: bool = False) -> float:
         """Steps ``first`` ... ``first + steps - 1``; returns the seconds they took. ``reverse``: the ranks'

@@ -4,7 +4,7 @@ A window is one repeat's steps (warm-up repeats included), counted as they run, 
 timing is tight (``repeats: auto``) gets its draws in every repeat it takes. The random ones come from a seed drawn
 when the run starts (or ``params.verify_seed``) and the window's number, never from the step number alone: a fault
 that comes and goes with the step cannot know which steps are checked. A checked step is one of the window's steps,
-taken outside the timing (``Stepper``; the window's time is its timed steps' scaled to all of them), and every
+taken outside the timing (``Trainer``; the window's time is its timed steps' scaled to all of them), and every
 window keeps one timed step at least. The run's last step is checked in its window where that window is known
 (``TorchWorkload.schedule``), else it is one more step after the repeats. So the run trains the same steps whichever
 are checked: a checked step changes how a step is watched, never what is trained.

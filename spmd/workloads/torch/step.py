@@ -16,13 +16,13 @@ import time
 
 from ...core import faults
 from ...core.errors import ConfigError
-from .compute import autocast, deterministic, make_optimizer, micro_seed, prepare_inputs, state_tensors
+from .compute import autocast, deterministic, make_optimizer, micro_seed, model_input, state_tensors
 from .phases import StepMarks
 
 GRAPH_WARMUP = 11  # eager DDP iterations before capture (DDP's reducer settles its buckets in the first ones)
 
 
-class ExtraWork:
+class InjectedWork:
     """A ``work`` fault's extra device work: square matrix products queued on the rank's device (timed once,
     so ``seconds`` of them take about that long), or on a CPU products until ``seconds`` have passed."""
 
@@ -75,10 +75,10 @@ class Batches:
         x, y = self.x.index_select(0, rows), self.y.index_select(0, rows)
         if self.placement != "device":
             x, y = x.to(self.compute_device, non_blocking=True), y.to(self.compute_device, non_blocking=True)
-        return prepare_inputs(x, self.input_dtype, self.transform), y
+        return model_input(x, self.input_dtype, self.transform), y
 
 
-class Stepper:
+class Trainer:
     """One rank's training: DDP module, optimizer, steps, marks.
 
     Attributes:
@@ -120,7 +120,7 @@ class Stepper:
             self.ddp = DDP(module, **options)
         self.forward = torch.compile(self.ddp) if params.strategy == "compile" else self.ddp
         self.corrupting = faults.corrupting()
-        self.extra = ExtraWork(torch, batches.compute_device, self.gpu)
+        self.injected = InjectedWork(torch, batches.compute_device, self.gpu)
         self.window = None  # the profiler over the next window's steps (spmd.report.capture.window)
         # verification's checked steps (checks.StepChecks), eager and deterministic, through the hooked DDP: each
         # rank's gradient kept as it enters the allreduce (a CUDA graph's replays run no Python: ddp-graph has none)
@@ -278,7 +278,7 @@ class Stepper:
     def _enter_compute(self) -> None:
         """SPMD_FAULT's compute phase, entered once a step, and a ``work`` fault's extra device work."""
         faults.at("compute")
-        self.extra.run(faults.extra_work())
+        self.injected.run(faults.injected_work_seconds())
 
     def _forward(self, forward, x):
         try:

@@ -36,17 +36,17 @@ def verify_torch(w) -> dict:
     the first step's averaged gradient against the one-process reference; report.json's ``verification``."""
     ctx = w.ctx
     # parameters only: a rank's buffers hold its own last forward's update until DDP broadcasts rank 0's
-    differs = ctx.comm.allgather(ctx.agree(replicas_diverged, w.torch, w.stepper.module))
+    differs = ctx.comm.allgather(ctx.agree(replicas_diverged, w.torch, w.trainer.module))
     if any(differs):
         raise ctx.collective_error(
             VerificationError,
             differs.index(True),
-            f"parameters differ from rank 0's after {w.stepper.step} steps: the replicas diverged",
+            f"parameters differ from rank 0's after {w.trainer.step} steps: the replicas diverged",
         )
-    checks = w.stepper.checks
+    checks = w.trainer.checks
     results = ctx.comm.gather(checks.results if checks else [], root=0)
     timing = ctx.comm.gather(
-        (checks.seconds, w.stepper.checked_seconds, checks.parts) if checks else (0.0, 0.0, {}), root=0
+        (checks.seconds, w.trainer.checked_seconds, checks.parts) if checks else (0.0, 0.0, {}), root=0
     )
     outcome = ctx.agree(summarize_checks, w, results, timing, root_only=True)
     return {"replicas_identical": True, **outcome}
@@ -69,7 +69,7 @@ def replicas_diverged(torch, module) -> bool:
 def summarize_checks(w, results: list[list[dict]], timing: list[tuple]) -> dict:
     """Rank 0: report.json's words and figures for what was checked (the reference ran only where the steps were not
     checked as they ran: ddp-graph, SyncBatchNorm's gradients, or no checked step asked for)."""
-    p, ctx, st = w.params, w.ctx, w.stepper
+    p, ctx, st = w.params, w.ctx, w.trainer
     total = st.step
     steps = sorted({r["step"] for rank in results for r in rank})
     out: dict = {"checked_steps": steps, "steps": total, "seed": w.check_plan.seed if w.check_plan.active else None}
@@ -100,7 +100,7 @@ def summarize_checks(w, results: list[list[dict]], timing: list[tuple]) -> dict:
             "steps": steps,
             "largest_difference": max(r["update"]["largest_difference"] for rank in results for r in rank),
         }
-    if w.stepper.ranks_checked:
+    if w.trainer.ranks_checked:
         checks = [{k: v for k, v in r.items() if k != "update"} for rank in results for r in rank]
         one = ctx.size == 1
         gradients = {
@@ -138,7 +138,7 @@ def summarize_checks(w, results: list[list[dict]], timing: list[tuple]) -> dict:
 def checked_words(w, steps: list[int], total: int, gradients: dict | None, parameters: dict) -> str:
     """The console's first line and report.html's: what was checked, naming the steps."""
     parts = []
-    if steps and w.stepper.ranks_checked:
+    if steps and w.trainer.ranks_checked:
         by = "recomputed on its own device" if w.ctx.size == 1 else "each recomputed by the next rank"
         parts.append(f"gradients of every rank checked at steps {steps_words(steps, total)}, {by}")
     elif gradients:
@@ -146,7 +146,7 @@ def checked_words(w, steps: list[int], total: int, gradients: dict | None, param
     if parameters.get("checked") and parameters.get("steps") == steps and steps:
         parts.append(
             "parameter updates at the same steps"
-            if w.stepper.ranks_checked
+            if w.trainer.ranks_checked
             else f"parameter updates at steps {steps_words(steps, total)}"
         )
     elif parameters.get("checked"):
@@ -167,9 +167,9 @@ def first_step_check(w) -> dict:
     reordered = _reference(w, copy.deepcopy(w.start_state), x, y)
     ref.train(whole.window, 0, 1, False)
     reordered.train(whole.window, 0, 1, True)
-    if not w.stepper.first_grads:
+    if not w.trainer.first_grads:
         raise VerificationError("the first step's averaged gradient was not kept: nothing to compare (a bug)")
-    first = {name: t.detach().cpu().double().numpy() for name, t in w.stepper.first_grads.items()}
+    first = {name: t.detach().cpu().double().numpy() for name, t in w.trainer.first_grads.items()}
     summary, failure = judge(first, ref.first_grads, reordered.first_grads, "the first step's averaged gradient of")
     if failure:
         raise VerificationError(failure)
@@ -178,7 +178,7 @@ def first_step_check(w) -> dict:
         "compared": "the first step's gradient averaged over the ranks (after the allreduce: one rank's change "
         f"is divided by {w.ctx.size}), element by element, against the reference's",
         "steps": [0],
-        "kernels": _first_step_kernels(gpu, int(w.stepper.first_exact)),
+        "kernels": _first_step_kernels(gpu, int(w.trainer.first_exact)),
         **_bound_words("the first step again with the ranks summed in another order"),
         **summary,
     }
@@ -189,24 +189,24 @@ def whole_run_check(w) -> dict:
     against the whole training again in one process, within SPREAD_FACTOR x what two references one rounding step
     apart differ by, or not checked where that is beyond MAX_SPREAD."""
     torch, p = w.torch, w.params
-    run_tensors = host_tensors(w.stepper.module)  # rank 0's, as the run left them
+    run_tensors = host_tensors(w.trainer.module)  # rank 0's, as the run left them
     x, y, _ = _reference_rows(w)
     whole = w.one_rank_sampler()
     hint = (
         ""
-        if w.stepper.reseed
+        if w.trainer.reseed
         else " (a forward that draws random numbers itself, not through nn.Dropout, needs params.reseed: true)"
     )
     other = _reference(w, one_ulp_away(torch, copy.deepcopy(w.start_state), p.seed), x, y)
     ref = _reference(w, w.start_state, x, y)
-    seconds = ref.train(whole.window, 0, w.stepper.step, False)
+    seconds = ref.train(whole.window, 0, w.trainer.step, False)
     expected = host_tensors(ref.module)
-    seconds += other.train(whole.window, 0, w.stepper.step, True)
+    seconds += other.train(whole.window, 0, w.trainer.step, True)
     spread, _ = compare(host_tensors(other.module), expected, 0.0, "")
     parameters = {
         "compared": "every parameter and buffer after the last step against the whole training again in one process, "
         "each tensor's relative RMS error",
-        "steps": w.stepper.step,
+        "steps": w.trainer.step,
         "rounding_spread": spread,
         "reference_seconds": seconds,
     }
@@ -220,7 +220,7 @@ def whole_run_check(w) -> dict:
     bound = SPREAD_FACTOR * max(spread, FLOOR)
     error, failure = compare(run_tensors, expected, bound, "after the last step, parameter or buffer")
     if failure:
-        raise VerificationError(f"after {w.stepper.step} steps: {failure}{hint}")
+        raise VerificationError(f"after {w.trainer.step} steps: {failure}{hint}")
     parameters.update(checked=True, bound=bound, error=error)
     return parameters
 
@@ -246,8 +246,8 @@ def _reference(w, module, x, y) -> Reference:
         w.param_dtype,
         w.ctx.size,
         w.ctx.device == "gpu",
-        w.stepper.reseed,
-        int(w.stepper.first_exact),
+        w.trainer.reseed,
+        int(w.trainer.first_exact),
     )
 
 

@@ -35,7 +35,7 @@ from .inputs import check_inputs, check_rows, label_array, targets, write_target
 from .params import TorchParams, check_job
 from .phases import PHASES
 from .schedule import Budget, CheckSchedule, draw_seed
-from .step import Batches, Stepper
+from .step import Batches, Trainer
 from .user_model import (
     build_model,
     loss_function,
@@ -85,7 +85,7 @@ class TorchWorkload(TrainingWorkload):
         self.started = time.perf_counter()  # the run's wall time so far, for verification's budget
         self.last_window = None  # the window holding the run's last step, where known (``schedule``)
         self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
-        self.stepper = None
+        self.trainer = None
         self.joined = False
         self.engines = None
         p = self.params
@@ -125,8 +125,8 @@ class TorchWorkload(TrainingWorkload):
         self.check_plan = CheckSchedule(first, per_window, seed)
         self.budget = Budget(p.verify_budget)
         checks = ctx.agree(StepChecks, self, module, self.ranks_checked) if self.checks_run else None
-        self.stepper = ctx.agree(
-            Stepper,
+        self.trainer = ctx.agree(
+            Trainer,
             torch,
             ctx,
             p,
@@ -140,9 +140,9 @@ class TorchWorkload(TrainingWorkload):
         )
         self.plan = [False] * p.steps
         if p.strategy == "ddp-graph":
-            self.stepper.load_window(self.sampler.window(0, p.steps))
+            self.trainer.load_window(self.sampler.window(0, p.steps))
             saved = [t.detach().clone() for t in state_tensors(module)]
-            ctx.agree(self.stepper.record_graph, saved)
+            ctx.agree(self.trainer.record_graph, saved)
         self.windows_run, self.losses = 0, []
 
     def _check_inputs(self):
@@ -153,7 +153,7 @@ class TorchWorkload(TrainingWorkload):
         is data-parallel (every GPU holds the whole model)."""
         p = self.params
         states = OPTIMIZER_STATES[p.optimizer.name]
-        # the marked and checked steps' DDP keeps buckets of its own (step.Stepper); a checked step keeps copies of
+        # the marked and checked steps' DDP keeps buckets of its own (step.Trainer); a checked step keeps copies of
         # the step's start, averaged gradient and optimizer state, and the ring's model, gradients and two flat ones
         twin = (p.phases or self.ranks_checked) and p.strategy == "ddp"
         copies = self.checks_run * (2 + states) + self.ranks_checked * 4 + self.start_state_wanted
@@ -299,7 +299,7 @@ class TorchWorkload(TrainingWorkload):
     def prepare(self):
         if self.windows_run:
             self.ctx.agree(self._check_losses)
-        st = self.stepper
+        st = self.trainer
         self.plan = self.check_plan.window(
             self.windows_run, st.step, self.params.steps, self._draws_granted(), self.windows_run == self.last_window
         )
@@ -315,7 +315,7 @@ class TorchWorkload(TrainingWorkload):
     def _draws_granted(self) -> int:
         """How many of the next window's random checks fit verification's budget (schedule.Budget): rank 0's
         reckoning, the same for every rank."""
-        plan, st = self.check_plan, self.stepper
+        plan, st = self.check_plan, self.trainer
         if st.checks is None or not plan.per_window or self.budget.share >= 1:
             return plan.per_window
 
@@ -332,14 +332,14 @@ class TorchWorkload(TrainingWorkload):
 
     def run(self, timer):
         enter_phase("compute", fault=False)  # a step enters data and compute: faults fire in each (step.py)
-        self.stepper.run_window(self.plan, timer)
+        self.trainer.run_window(self.plan, timer)
         self.windows_run += 1
 
     def run_steps(self, window):
         """The profiler's window (config ``capture``): its steps untimed, never marked, their losses checked like
         any window's. Steps after a capture run slower (CUPTI stays active after a profiler stops), so none of the
         timed ones follows it."""
-        p, st = self.params, self.stepper
+        p, st = self.params, self.trainer
         self.ctx.agree(self._check_losses)
         # the timed phases miss these collectives: the captured steps alone may name a straggler
         window.untimed_collectives = bool(p.sync_batchnorm or p.strategy == "ddp-graph")
@@ -354,8 +354,8 @@ class TorchWorkload(TrainingWorkload):
 
     def _check_losses(self, keep: bool = True) -> None:
         """The last window's losses finite, or VerificationError naming the step (exit 3)."""
-        losses = self.stepper.window_losses(len(self.plan))
-        require_finite_losses(losses, self.stepper.step - len(losses))
+        losses = self.trainer.window_losses(len(self.plan))
+        require_finite_losses(losses, self.trainer.step - len(losses))
         if keep:
             self.losses.append(float(np.mean(losses)))
 
@@ -363,7 +363,7 @@ class TorchWorkload(TrainingWorkload):
 
     def verify(self):
         self.ctx.agree(self._check_losses)
-        st = self.stepper
+        st = self.trainer
         made = st.checks.results if st.checks is not None else []
         if self.check_plan.last and st.checks is not None and not (made and made[-1]["step"] == st.step - 1):
             # the run's last step checked (one more step): a change from any step on to the end cannot escape
@@ -384,10 +384,10 @@ class TorchWorkload(TrainingWorkload):
         """The trained state_dict, by torch.save, its record in the state_dict's metadata (``spmd_record``)."""
         torch = self.torch
         require_replaceable(path, "the save", self.cfg.overwrite)
-        state = self.stepper.module.state_dict()
+        state = self.trainer.module.state_dict()
         out = type(state)((k, v.detach().cpu()) for k, v in state.items())
         out._metadata = dict(getattr(state, "_metadata", {}))
-        out._metadata["spmd_record"] = {"record": MARK, "steps": self.stepper.step, "model": self.params.model}
+        out._metadata["spmd_record"] = {"record": MARK, "steps": self.trainer.step, "model": self.params.model}
         tmp = temp_beside(path)
         try:
             torch.save(out, tmp)
@@ -399,7 +399,7 @@ class TorchWorkload(TrainingWorkload):
         return path
 
     def result(self):
-        p, st = self.params, self.stepper
+        p, st = self.params, self.trainer
         buckets = self._buckets()
         return {
             "model": p.model,
@@ -435,20 +435,20 @@ class TorchWorkload(TrainingWorkload):
 
     def _buckets(self) -> list[int]:
         """DDP's gradient buckets in bytes: as the hook saw them, else from DDP's logging data."""
-        seen = self.stepper.bucket_bytes
-        return [seen[i] for i in sorted(seen)] or _ddp_buckets(self.stepper.ddp)
+        seen = self.trainer.bucket_bytes
+        return [seen[i] for i in sorted(seen)] or _ddp_buckets(self.trainer.ddp)
 
     def problem(self):
         p = self.params
         row_bytes = math.prod(self.row_shape) * self.dtype.itemsize
-        buckets = self._buckets() if self.stepper else []
+        buckets = self._buckets() if self.trainer else []
         return {
             "bytes": self.global_batch * row_bytes * p.steps,
             "comm": [{"op": "allreduce", "bytes": b, "calls": p.steps, "growth": 0.0} for b in buckets],
         }
 
     def close(self):
-        self.stepper = None
+        self.trainer = None
         if self.joined:
             self.joined = False
             dist.close()

@@ -201,7 +201,7 @@ def _spmd_measure(case: str, subject: str, report: dict) -> Measure:
 
 
 def step_cost(env, runs: int) -> list[list[Measure]]:
-    """spmd's eager ddp step (workload torch's Stepper) against a plain DDP loop written by hand, in the same processes
+    """spmd's eager ddp step (workload torch's Trainer) against a plain DDP loop written by hand, in the same processes
     on every rank of the launch, windows interleaved so the host's drift hits both alike: what spmd's step itself
     adds, apart from the launch. On GPUs once more with CuPy, its NCCL and spmd's own communicator loaded before
     PyTorch is imported, the order ``spmd run`` had before the torch workload loaded PyTorch first
