@@ -2,10 +2,10 @@
 bench/templates), never typed by hand.
 
 Raw results live in docs/results/<machine-kind>/<suite>/ (records.jsonl and manifest.json, as ``bench run``
-wrote them). ``render`` writes docs/benchmarks.md whole, and every block of a document between
-``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` (README's results, a figure in a doc) from
-templates/NAME.md.j2; ``--check`` renders in memory and fails (exit 1), naming the document, where a committed
-one differs: re-rendering the committed results must change nothing.
+wrote them). ``render`` writes docs/benchmarks.md whole, docs/commands.md whole from spmd's parsers, and every
+block of a document between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` (README's results, a figure in
+a doc) from templates/NAME.md.j2. ``--check`` renders in memory and fails (exit 1), naming the document, where a
+committed one differs: re-rendering the committed results must change nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import jinja2
 
+from .commands import markdown as commands_markdown
 from .env import ROOT
 from .records import Record, ratios, read_records, strongest, summary
 from .suites import suites
@@ -326,6 +327,7 @@ def documents() -> dict[Path, str]:
         },
     }
     out = {path: env.get_template(name).render(**context) for name, path in WHOLE.items()}
+    out[ROOT / "docs/commands.md"] = commands_markdown()
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         text = out.get(path, path.read_text())
 

@@ -4,6 +4,80 @@ from __future__ import annotations
 
 from ..core.config import COMM_BACKENDS
 from ..core.files import require_replaceable_paths
+from .arguments import byte_size, with_config
+
+
+def add_parser(sub) -> None:
+    """``spmd bench``'s subcommands and their flags."""
+    bench = sub.add_parser("bench", help="benchmarks under mpiexec: bench comm, bench io")
+    bsub = bench.add_subparsers(dest="bench_command", required=True)
+    comm = bsub.add_parser("comm", help="collectives over nccl / mpi / mpi-cuda, checked, in nccl-tests' units")
+    comm.add_argument(
+        "--op",
+        choices=("allreduce", "allgather", "gather", "reduce_scatter", "bcast", "sendrecv"),
+        default="allreduce",
+        help="the collective to time (default allreduce)",
+    )
+    comm.add_argument(
+        "--backend",
+        choices=(*COMM_BACKENDS, "all", "auto"),
+        default="auto",
+        help="all: every backend that can run here, side by side (default auto)",
+    )
+    comm.add_argument(
+        "--device",
+        choices=("auto", "gpu", "cpu"),
+        default="auto",
+        help="where the buffers live: auto = a GPU per rank when there are enough (default auto)",
+    )
+    comm.add_argument(
+        "--min-bytes",
+        type=byte_size,
+        default=8,
+        metavar="SIZE",
+        help="smallest message per rank, e.g. 8, 4K, 1M (default 8)",
+    )
+    comm.add_argument(
+        "--max-bytes", type=byte_size, default=64 << 20, metavar="SIZE", help="largest message per rank (default 64M)"
+    )
+    comm.add_argument("--factor", type=int, default=2, help="each size is the last times this (default 2)")
+    comm.add_argument(
+        "--dtype",
+        choices=("float32", "float64", "int32"),
+        default="float32",
+        help="element type of the messages (default float32)",
+    )
+    comm.add_argument("--iters", type=int, default=20, help="timed calls per size; the median is reported (default 20)")
+    comm.add_argument("--warmup", type=int, default=5, help="untimed calls per size before them (default 5)")
+    comm.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    comm.add_argument(
+        "--links",
+        action="store_true",
+        help="measure the machine's links for spmd predict: the allreduce, the allgather and a ring shift "
+        "(sendrecv) inside each node and over every rank (--json FILE is the target's `links`)",
+    )
+    comm.add_argument(
+        "--read-bytes",
+        type=byte_size,
+        default=256 << 20,
+        metavar="SIZE",
+        help="with --links: each rank's file for the node's host-read ceiling, read from the page cache alone and "
+        "all at once (default 256M; 0: not measured)",
+    )
+    comm.set_defaults(handler=cmd_bench_comm)
+    bio = with_config(
+        bsub.add_parser(
+            "io", help="each rank's read of the config's input by every engine, against plain pread and copy limits"
+        )
+    )
+    bio.add_argument("--rounds", type=int, default=5, help="timed rounds per way, after one untimed (default 5)")
+    bio.add_argument(
+        "--cold",
+        action="store_true",
+        help="drop the files' cached pages before each timed read (posix_fadvise; default: page cache)",
+    )
+    bio.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
+    bio.set_defaults(handler=cmd_bench_io)
 
 
 def cmd_bench_comm(args) -> int:

@@ -3,6 +3,20 @@
 from __future__ import annotations
 
 from ..core.errors import one_line
+from .arguments import with_config
+
+
+def add_parser(sub) -> None:
+    """``spmd generate``'s flags."""
+    gen = with_config(sub.add_parser("generate", help="write the input files a config names"))
+    gen.add_argument("--force", action="store_true", help="rewrite files spmd generated that are already up to date")
+    gen.add_argument(
+        "--skip-user-files",
+        action="store_true",
+        help="leave files spmd did not generate as they are (they are read as they are) instead of "
+        "refusing them: a job script's generate step",
+    )
+    gen.set_defaults(handler=cmd_generate)
 
 
 def cmd_generate(args) -> int:

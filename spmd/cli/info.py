@@ -5,21 +5,29 @@ from __future__ import annotations
 import os
 import platform
 
-import h5py
-import mpi4py
-import numpy
-import yaml
-from mpi4py import MPI
-
-from ..comm.mpi_cuda import cuda_aware_mpi
-from ..comm.nccl import nccl_module
-from ..core import xp as xpmod
-from ..core.launch import compare_views, mpi_library, slurm_environment, slurm_record
 from ..core.version import __version__
+
+# imported where used: parsing ``spmd report``'s arguments builds this command's parser too, and loads no MPI
+
+
+def add_parser(sub) -> None:
+    """``spmd info``'s flags."""
+    info = sub.add_parser("info", help="versions, CUDA-aware MPI or not, rank -> host -> GPU map, SLURM")
+    info.add_argument("--json", metavar="PATH", help="also write it as JSON")
+    info.set_defaults(handler=cmd_info)
 
 
 def versions() -> dict:
     """Versions of everything spmd runs on (None for what is absent)."""
+    import h5py
+    import mpi4py
+    import numpy
+    import yaml
+    from mpi4py import MPI
+
+    from ..comm.nccl import nccl_module
+    from ..core import xp as xpmod
+    from ..core.launch import mpi_library
 
     out = {
         "spmd": __version__,
@@ -63,6 +71,8 @@ def _cuda_version(v: int) -> str:
 
 def rank_entry(ctx) -> dict:
     """This rank: host, node-local rank, and the GPU spmd would bind (node-local rank modulo GPUs)."""
+    from ..core import xp as xpmod
+
     count = xpmod.gpu_count()
     entry = {
         "rank": ctx.rank,
@@ -81,6 +91,10 @@ def rank_entry(ctx) -> dict:
 
 def gather_info(ctx) -> dict | None:
     """Everything ``spmd info`` shows, on rank 0 (None elsewhere). Collective."""
+    from ..comm.mpi_cuda import cuda_aware_mpi
+    from ..core import xp as xpmod
+    from ..core.launch import compare_views, slurm_environment, slurm_record
+
     ranks = ctx.comm.gather(rank_entry(ctx), root=0)
     if ctx.rank != 0:
         return None

@@ -1,5 +1,5 @@
-"""The ``spmd`` command's entry point: parse (``arguments``), run the command's module (``run``, ``scale``,
-``generate``, ``bench``, ``topo``, ``info``, ``report``, ``jobscript``), turn its errors into exit codes.
+"""The ``spmd`` command's entry point: parse (``arguments``; each command's module declares its flags), run the
+command's handler, turn its errors into exit codes.
 
 Failure rule: an error every rank agreed on (``SpmdError.collective``) is printed once by
 rank 0 and every rank exits with its code; an error on some ranks only, or any
@@ -9,7 +9,6 @@ aborts the whole MPI job, so no rank is ever left waiting.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import traceback
 
@@ -24,24 +23,6 @@ NEEDS_MPI = (
     "topo",
     "info",
 )  # generate runs alone without MPI; report and jobscript never need it
-
-
-# command -> (its module in spmd.cli, its function): imported when run, so `spmd report` never loads MPI
-COMMANDS = {
-    "run": ("run", "cmd_run"),
-    "scale": ("scale", "cmd_scale"),
-    "report_compare": ("report", "cmd_report_compare"),
-    "report_merge": ("report", "cmd_report_merge"),
-    "report_render": ("report", "cmd_report_render"),
-    "predict": ("predict", "cmd_predict"),
-    "bench_comm": ("bench", "cmd_bench_comm"),
-    "bench_io": ("bench", "cmd_bench_io"),
-    "topo": ("topo", "cmd_topo"),
-    "info": ("info", "cmd_info"),
-    "generate": ("generate", "cmd_generate"),
-    "jobscript": ("jobscript", "cmd_jobscript"),
-    "srun_mpi": ("jobscript", "cmd_srun_mpi"),
-}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     try:
-        module, function = COMMANDS[args.command_name]
-        return getattr(importlib.import_module(f".{module}", __package__), function)(args)
+        return args.handler(args)
     except KeyboardInterrupt:  # Ctrl-C where no watchdog runs (see spmd.core.stops)
         return _interrupted()
     except SystemExit as exc:  # user code (a plug-in's class) called sys.exit: not a verified result

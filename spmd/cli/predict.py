@@ -6,6 +6,36 @@ from ..core.errors import one_line
 from .scale import note_no_plots
 
 
+def add_parser(sub) -> None:
+    """``spmd predict``'s flags."""
+    pred = sub.add_parser(
+        "predict",
+        help="a sweep's model on machines it did not run on: more GPUs, more nodes, other links (no MPI launch)",
+    )
+    pred.add_argument("scaling", metavar="SCALING_JSON", help="the scaling.json of a sweep (spmd scale wrote it)")
+    pred.add_argument(
+        "--target",
+        action="append",
+        metavar="TARGET",
+        help="a machine: a YAML file or key=value,... (keys gpus_per_node, nodes, links, intra, inter, nics, name; "
+        "docs/scaling.md); repeat for several",
+    )
+    pred.add_argument(
+        "--measured",
+        action="append",
+        metavar="REPORT",
+        help="a report.json (or a sweep's scaling.json) measured on the target: the prediction beside it, with "
+        "its error (repeatable)",
+    )
+    pred.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where the report with its 'on other machines' goes (default: the folder of SCALING_JSON)",
+    )
+    pred.add_argument("-q", "--quiet", action="store_true", help="no table")
+    pred.set_defaults(handler=cmd_predict)
+
+
 def cmd_predict(args) -> int:
     from pathlib import Path
 

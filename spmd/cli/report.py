@@ -6,6 +6,49 @@ from ..core.errors import one_line
 from .scale import note_no_plots
 
 
+def add_parser(sub) -> None:
+    """``spmd report``'s subcommands and their flags."""
+    report = sub.add_parser("report", help="compare or re-render written reports (no MPI launch needed)")
+    rsub = report.add_subparsers(dest="report_command", required=True)
+    cmp = rsub.add_parser("compare", help="per size and phase change between two report.json/scaling.json")
+    cmp.add_argument("old", help="the earlier report.json or scaling.json")
+    cmp.add_argument("new", help="the later one, of the same kind")
+    cmp.add_argument(
+        "--fail-above", type=float, metavar="PCT", help="exit 1 when a phase got slower by more than PCT percent"
+    )
+    cmp.add_argument(
+        "--min-seconds",
+        type=float,
+        default=1e-4,
+        metavar="S",
+        help="phases under S seconds in both reports never fail (noise; default 1e-4)",
+    )
+    cmp.set_defaults(handler=cmd_report_compare)
+    merge = rsub.add_parser(
+        "merge",
+        help="combine the report.json of separate jobs (one per node count) into "
+        "one scaling report, as spmd scale writes it",
+    )
+    merge.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files (or folders holding one)")
+    merge.add_argument("--out", metavar="DIR", required=True, help="output folder")
+    merge.add_argument("-q", "--quiet", action="store_true", help="no summary")
+    merge.set_defaults(handler=cmd_report_merge)
+    render = rsub.add_parser(
+        "render",
+        help="rewrite scaling.md, scaling.html and the plots from scaling.json, or report.html from a report.json",
+    )
+    render.add_argument(
+        "scaling",
+        metavar="JSON",
+        help="a scaling.json (spmd scale or spmd report merge wrote it) or a report.json (spmd run)",
+    )
+    render.add_argument("--out", metavar="DIR", help="output folder (default: the folder of JSON)")
+    render.add_argument(
+        "--reanalyse", action="store_true", help="recompute figures, model and advice from the stored runs first"
+    )
+    render.set_defaults(handler=cmd_report_render)
+
+
 def cmd_report_compare(args) -> int:
     from ..report.compare import compare_files, format_compare
 

@@ -5,6 +5,33 @@ from __future__ import annotations
 import sys
 
 from ..core.errors import one_line
+from .arguments import CAPTURE, with_config
+
+
+def add_parser(sub) -> None:
+    """``spmd run``'s flags."""
+    run = with_config(sub.add_parser("run", help="run a workload under mpiexec/srun and write report.json"))
+    run.add_argument("--out", metavar="DIR", help="output folder (default: the config's output)")
+    run.add_argument("-q", "--quiet", action="store_true", help="print nothing on success, no progress lines")
+    run.add_argument(
+        "--progress",
+        action="store_true",
+        help="a line on stderr after each repeat also when stderr is not a terminal (a batch job's "
+        "log; on a terminal they are shown anyway)",
+    )
+    run.add_argument(
+        "--trace",
+        metavar="FILE.json",
+        help="also write a Chrome trace of every phase of every repeat of every rank on one clock "
+        "(open it in Perfetto or chrome://tracing)",
+    )
+    run.add_argument(
+        "--nvtx",
+        action="store_true",
+        help="NVTX ranges for every repeat and phase, for Nsight Systems (on by itself under a profiler)",
+    )
+    run.add_argument("--capture", **CAPTURE)
+    run.set_defaults(handler=cmd_run)
 
 
 def cmd_run(args) -> int:

@@ -5,6 +5,62 @@ from __future__ import annotations
 import sys
 
 from ..core.errors import one_line
+from .arguments import CAPTURE, byte_size, with_config
+
+
+def add_parser(sub) -> None:
+    """``spmd scale``'s flags."""
+    scale = with_config(
+        sub.add_parser("scale", help="strong/weak scaling sweep in one launch: scaling.json, .md, .html and plots")
+    )
+    scale.add_argument(
+        "--ranks", metavar="N,N,...", help="group sizes to run (default: 1, 2, 4, ... and the launch size)"
+    )
+    scale.add_argument(
+        "--mode",
+        choices=("strong", "weak", "both"),
+        default="strong",
+        help="strong: fixed global problem; weak: fixed problem per rank (default strong)",
+    )
+    scale.add_argument(
+        "--batches",
+        metavar="B,B,...",
+        help="also a batch sweep (workloads with params.batch: torch, train): each per-GPU batch on 1 "
+        "rank and on the most ranks, the batch x GPUs table and where more GPUs pay off",
+    )
+    scale.add_argument("--out", metavar="DIR", help="output folder (default: <config output>/scaling)")
+    scale.add_argument(
+        "--probe-max-bytes",
+        type=byte_size,
+        default=16 << 20,
+        metavar="SIZE",
+        help="time the workload's collectives up to SIZE per rank for the comm model "
+        "(default 16M; 0 = fit to the workload's own comm phases)",
+    )
+    scale.add_argument(
+        "--compare-comm",
+        choices=("all", "none"),
+        default="all",
+        help="on GPUs, also time the workload's own collectives on every backend that can run "
+        "(nccl, mpi, mpi-cuda), so the findings name the fastest (default all)",
+    )
+    scale.add_argument(
+        "--trace",
+        metavar="DIR",
+        help="a Chrome trace of each run of the sweep, DIR/<series>-<ranks>.json (Perfetto opens them)",
+    )
+    scale.add_argument(
+        "--nvtx", action="store_true", help="NVTX ranges for every repeat and phase (on by itself under a profiler)"
+    )
+    scale.add_argument("-q", "--quiet", action="store_true", help="no progress lines or summary")
+    scale.add_argument(
+        "--progress",
+        action="store_true",
+        help="lines on stderr as each size starts and after each repeat also when stderr is not a "
+        "terminal (on a terminal they are shown anyway)",
+    )
+    scale.add_argument("--capture", **CAPTURE)
+    scale.set_defaults(handler=cmd_scale)
 
 
 def cmd_scale(args) -> int:

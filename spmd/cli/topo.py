@@ -6,6 +6,21 @@ import sys
 
 from ..core.errors import one_line
 from ..core.files import require_replaceable_paths
+from .arguments import byte_size
+
+
+def add_parser(sub) -> None:
+    """``spmd topo``'s flags."""
+    topo = sub.add_parser("topo", help="GPUs of each node, their links, peer access, measured copy speeds")
+    topo.add_argument(
+        "--bytes", type=byte_size, default=256 << 20, metavar="SIZE", help="bytes per bandwidth copy (default 256M)"
+    )
+    topo.add_argument(
+        "--iters", type=int, default=10, help="timed copies per pair; the median is reported (default 10)"
+    )
+    topo.add_argument("--json", metavar="PATH", help="write the measurements as JSON")
+    topo.add_argument("--png", metavar="PATH", help="write the P2P bandwidth heat map (rank 0's node)")
+    topo.set_defaults(handler=cmd_topo)
 
 
 def cmd_topo(args) -> int:
