@@ -24,12 +24,12 @@ else
   GPU_TESTS  :=
 endif
 
-.PHONY: demo test lint test-unit test-mpi test-slurm claims clean
+.PHONY: demo test lint test-unit test-cli test-mpi test-slurm claims clean
 
 # PyTorch for workload torch: TORCH pins the build installed first (the CPU build CI keeps on disk; plain
 # "torch" would take PyPI's CUDA build of several GB); TORCH= leaves the choice to pip.
 TORCH ?= $(if $(HAS_GPU),,torch==2.13.0)
-# Holistic Trace Analysis (tests/unit/test_kernels_hta.py compares spmd's breakdown with it), without its declared
+# Holistic Trace Analysis (tests/unit/test_kernels.py compares spmd's breakdown with it), without its declared
 # dependencies: the hta extra (in test's too) holds what it imports
 HTA ?= HolisticTraceAnalysis==0.5.0
 
@@ -47,7 +47,7 @@ demo: $(VENV)/.installed-$(EXTRAS)
 	$(MPIEXEC) -n $(NP) $(PY) -m spmd scale inputs/reduce.yaml --mode both
 	@echo "open results/reduce/scaling/scaling.html in a browser"
 
-test: lint test-unit test-mpi test-slurm
+test: lint test-unit test-cli test-mpi test-slurm
 
 # ruff (pinned in the test extra): the lint rules and the formatter of pyproject.toml, the whole tree clean
 lint: $(VENV)/.installed-test,$(EXTRAS)
@@ -58,9 +58,14 @@ lint: $(VENV)/.installed-test,$(EXTRAS)
 test-slurm: $(VENV)/.installed-test,$(EXTRAS)
 	SPMD_MPIEXEC="$(MPIEXEC)" $(TIMEOUT) $(PY) -m pytest -q -rs -p no:cacheprovider tests/slurm
 
-# With a GPU, tests/gpu too (a test needing more GPUs than the machine has skips, saying how many it found).
+# One process each, no launch. With a GPU, tests/gpu too (a test needing more GPUs than the machine has skips,
+# saying how many it found).
 test-unit: $(VENV)/.installed-test,$(EXTRAS)
-	SPMD_MPIEXEC="$(MPIEXEC)" $(PY) -m pytest -q -rs tests/unit tests/cli $(GPU_TESTS) $(GPU_FLAG)
+	SPMD_MPIEXEC="$(MPIEXEC)" $(PY) -m pytest -q -rs tests/unit $(GPU_TESTS) $(GPU_FLAG)
+
+# The launched tests: spmd's commands started as a user starts them, under mpiexec where they need ranks.
+test-cli: $(VENV)/.installed-test,$(EXTRAS)
+	SPMD_MPIEXEC="$(MPIEXEC)" $(PY) -m pytest -q -rs tests/cli
 
 # pytest-mpi: every rank runs the session; 3 ranks give uneven splits, 4 a 2x2 process grid.
 test-mpi: $(VENV)/.installed-test,$(EXTRAS)

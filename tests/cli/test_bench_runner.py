@@ -97,7 +97,7 @@ def test_recheck_derives_a_predictions_records_again_from_its_inputs(tmp_path):
 
     folder = tmp_path / "predict"
     (folder / "inputs").mkdir(parents=True)
-    sweep = ROOT / "tests/data/gpu-kmeans-scaling.json"
+    sweep = ROOT / "tests/fixtures/reports/gpu-kmeans-scaling.json"
     links = ROOT / "tests/fixtures/links/h100x2-p2p-off.json"
     inputs = {}
     for role, path in (("fit", sweep), ("measured", sweep), ("links", links)):

@@ -75,7 +75,7 @@ def test_generate_jobscript_report_and_help_work_without_mpi(tmp_path):
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "jobs/submit.sh").exists()
 
-    report = ROOT / "tests/data/gpu-reduce-report.json"  # a real report (2 H200s)
+    report = ROOT / "tests/fixtures/reports/gpu-reduce-report.json"  # a real report (2 H200s)
     out = plain("report", "compare", report, report, cwd=tmp_path, env=NO_MPI)
     assert out.returncode == 0, out.stderr
     out = plain("report", "compare", report, tmp_path / "missing.json", cwd=tmp_path, env=NO_MPI)
@@ -167,7 +167,7 @@ def test_skipped_plots_and_heat_maps_say_why_and_how_to_get_them(tmp_path):
     --png on a node without GPUs says no heat map was written, and why."""
     from mpi_job import spmd
 
-    scaling = ROOT / "tests/data/gpu-kmeans-scaling.json"  # a real sweep (2 H200s)
+    scaling = ROOT / "tests/fixtures/reports/gpu-kmeans-scaling.json"  # a real sweep (2 H200s)
     hide = (
         "import sys; sys.modules['matplotlib'] = None; from spmd.cli.main import main; "
         f"sys.exit(main(['report', 'render', {str(scaling)!r}, '--out', {str(tmp_path / 'r')!r}]))"

@@ -4,7 +4,9 @@ needed: what it writes; tests/slurm submits it)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -158,7 +160,6 @@ def test_generated_scripts_run_nothing_a_value_smuggles_in(tmp_path):
     """What reaches a shell line is quoted: run submit.sh and every sbatch file with stand-ins for sbatch,
     srun and spmd, and nothing injected runs (the marker files never appear); every job of the series
     saves to its own file."""
-    import os
 
     hostile = "$(touch INJECTED-1); touch INJECTED-2 `touch INJECTED-3`"
     config = small("matmul.yaml", tmp_path, **{"params.save.path": f"results/C {hostile}.h5"})
@@ -405,3 +406,11 @@ def test_a_series_on_the_users_own_input_weak_scales_copies_and_merges(tmp_path)
         "weak": [1, 2],
     }
     assert (tmp_path / "data/events.h5").read_bytes() == before
+
+
+def test_srun_mpi_answers_without_starting_mpi(tmp_path):
+    """The command the scripts run: one tab-separated line, and exit 0, on a machine whose srun may be absent."""
+    done = subprocess.run([sys.executable, "-m", "spmd", "srun-mpi"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    plugin, why = done.stdout.rstrip("\n").split("\t")
+    assert plugin and why and "\n" not in why

@@ -93,7 +93,7 @@ def test_nsys_sees_spmds_nvtx_ranges(tmp_path):
     if nsys is None:
         pytest.skip(
             "nsys (Nsight Systems) is not installed on this GPU machine: the ranges are checked without it "
-            "in tests/unit/test_timing_spans.py"
+            "in tests/unit/test_timing.py"
         )
     cmd = [
         nsys,

@@ -527,7 +527,7 @@ def test_a_kept_sweep_is_decided_again_by_the_spmd_of_today(tmp_path):
 
     from bench.report import decided_again
 
-    stored = Path(__file__).resolve().parents[1] / "data/gpu-kmeans-scaling.json"
+    stored = Path(__file__).resolve().parents[1] / "fixtures/reports/gpu-kmeans-scaling.json"
     (tmp_path / "inputs").mkdir()
     (tmp_path / "inputs/k.json.gz").write_bytes(gzip.compress(stored.read_bytes()))
     record = {"suite": "s", "case": "kmeans, 2 GPUs", "subject": "measured", "metric": "speedup", "unit": "x",

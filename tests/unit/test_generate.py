@@ -1,7 +1,12 @@
+"""``spmd generate`` (spmd.io.generate): what it writes, its refusals, and the token data it makes for a
+language model."""
+
 import h5py
 import numpy as np
+import pytest
 
-from spmd.io.generate import generate, target_files
+from spmd.core.errors import ConfigError
+from spmd.io.generate import FOLLOW, generate, next_tokens, target_files
 from spmd.workloads.reduce.workload import ReduceWorkload
 from spmd.workloads.registry import job_config_from_dict
 
@@ -93,3 +98,30 @@ def test_an_input_with_no_values_and_a_shard_listed_twice_are_refused(tmp_path):
     for twice in ([tmp_path / "a.h5", tmp_path / "." / "a.h5"], [tmp_path / "a.h5", tmp_path / "b.h5"]):
         with pytest.raises(InputError, match="are the same file"):
             expand_shards(tuple(map(str, twice)))
+
+
+def test_generated_tokens_follow_the_rule_and_are_refused_in_other_shapes(tmp_path):
+    cfg = job_config_from_dict(
+        {
+            "workload": "reduce",
+            "input": {"path": str(tmp_path / "t.h5"), "dataset": "x"},
+            "generate": {"shape": [500, 40], "dtype": "int64", "distribution": "tokens", "vocab": 97, "seed": 2},
+        }
+    )
+    from spmd.workloads.reduce.workload import ReduceWorkload
+
+    generate(cfg, ReduceWorkload)
+    with h5py.File(tmp_path / "t.h5") as f:
+        x = f["x"][...]
+    assert x.dtype == np.int64 and x.shape == (500, 40) and 0 <= x.min() and x.max() < 97
+    follows = np.mean(x[:, 1:] == next_tokens(x[:, :-1], 97))
+    assert abs(follows - (FOLLOW + (1 - FOLLOW) / 97)) < 0.02
+    for generate_key in (
+        {"shape": [10, 4], "distribution": "tokens", "vocab": 9},  # float32
+        {"shape": [10, 4], "dtype": "int64", "vocab": 9},  # normal
+        {"shape": [10, 4], "dtype": "int64", "distribution": "tokens"},  # no vocab
+        {"shape": [10, 4, 2], "dtype": "int64", "distribution": "tokens", "vocab": 9},
+        {"shape": [10, 4], "dtype": "int64", "distribution": "tokens", "vocab": 1},
+    ):
+        with pytest.raises(ConfigError, match="generate"):
+            job_config_from_dict({"workload": "reduce", "input": {"path": "t.h5"}, "generate": generate_key})

@@ -1,12 +1,11 @@
 """spmd predict: the collective model across a node boundary against recorded ``spmd bench comm --links`` sweeps
 (2 H100s with GPU peer-to-peer off, and as two emulated nodes over NCCL's network transport; 2 H200s' ring
-shifts), NCCL's ring and tree terms by hand, target descriptions refused naming the key, and the prediction end to end into the report."""
+shifts), NCCL's ring and tree terms by hand and target descriptions
+refused naming the key (tests/cli/test_predict_cli.py runs the command)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,7 +19,10 @@ from spmd.scale.models.links import Link, collective_seconds, fit_inter, fit_lin
 from spmd.scale.prediction.machines import links_from_bench, machine_from_dict, read_target
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
 LINKS = ROOT / "tests/fixtures/links"
+SWEEP = ROOT / "tests/fixtures/reports/gpu-kmeans-scaling.json"  # a real sweep (2 H200s)
 
 
 def recorded(name: str) -> dict:
@@ -216,7 +218,7 @@ def test_gpt2s_break_even_batch_across_two_nodes_is_above_the_batch_measured_slo
     from spmd.report.schema import check_scaling, read_json
     from spmd.scale.prediction.predict import predict_machine
 
-    path = ROOT / "tests/data/gpt2-weak-scaling-h200x4.json"
+    path = ROOT / "tests/fixtures/reports/gpt2-weak-scaling-h200x4.json"
     scaling = check_scaling(read_json(path, "a scaling.json"), path)
     assert scaling["model"]["gap_s"] < -0.1
     target = f"links={LINKS / 'h200x4-two-nodes-gpt2.json'},gpus_per_node=2,nodes=[1,2],name=two nodes"
@@ -269,48 +271,6 @@ def test_presets_multiply_by_nics():
     m = machine_from_dict({"gpus_per_node": 8, "nodes": [1, 2], "intra": "nvlink4", "inter": "ib-ndr", "nics": 8})
     assert m.inter.busbw_Bps == 8 * 50e9 and m.intra.busbw_Bps == 450e9 and m.nodes == [1, 2]
     assert "preset ib-ndr x 8" in m.inter.source and "IBTA" in m.inter.source
-
-
-def spmd(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "spmd", *map(str, args)], capture_output=True, text=True, cwd=cwd)
-
-
-def test_predict_end_to_end_into_the_report(tmp_path):
-    """A recorded GPU sweep carried to 2 nodes of 2 GPUs: rows at 2 and 4 ranks, the report's section and its
-    table, the comm priced higher across nodes than inside one, speedups against the sweep's one rank."""
-    sweep = ROOT / "tests/data/gpu-kmeans-scaling.json"
-    done = spmd("predict", sweep, "--target", "gpus_per_node=2,nodes=[1,2],intra=nvlink4,inter=eth-100g,name=two boxes",
-                "--out", tmp_path)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    scaling = json.loads((tmp_path / "scaling.json").read_text())
-    (p,) = scaling["other_machines"]
-    assert p["target"]["name"] == "two boxes" and p["target"]["inter"]["busbw_Bps"] == 12.5e9
-    rows = {(r["mode"], r["ranks"]): r for r in p["rows"]}
-    assert {n for _, n in rows} == {2, 4}
-    for r in p["rows"]:
-        assert 0 < r["interval"][0] <= r["predicted_s"] <= r["interval"][1]
-        assert r["predicted_s"] >= sum(v for k, v in r["phases"].items() if k != "comm_overlapped") - 1e-12
-    assert "On other machines: two boxes" in (tmp_path / "scaling.md").read_text()
-    assert "on two boxes" in done.stdout and "break-even at 4 ranks" in done.stdout
-    assert any(n.startswith("no preset is validated yet by a held-out measurement") for n in p["notes"])
-    # the original sweep stays as it was
-    assert "other_machines" not in json.loads(sweep.read_text())
-
-
-def test_predict_refuses_links_of_another_backend(tmp_path):
-    links = json.loads((LINKS / "h100x2-p2p-off.json").read_text())
-    links["backend"] = "mpi"
-    (tmp_path / "links.json").write_text(json.dumps(links))
-    done = spmd("predict", ROOT / "tests/data/gpu-kmeans-scaling.json", "--target", f"links={tmp_path}/links.json",
-                "--out", tmp_path / "out")  # fmt: skip
-    assert done.returncode == 2 and "measured over mpi" in done.stderr
-
-
-def test_predict_bad_target_exits_2_naming_the_key(tmp_path):
-    target = tmp_path / "t.yaml"
-    target.write_text("gpus_per_node: 2\nnodes: 2\nintra: nvlink4\nlatency: 3\n")
-    done = spmd("predict", ROOT / "tests/data/gpu-kmeans-scaling.json", "--target", target, "--out", tmp_path / "o")
-    assert done.returncode == 2 and "unknown key 'latency'" in done.stderr
 
 
 def test_stencil_on_four_h200s_is_bound_by_its_host_and_its_halo_hides_behind_the_interior(tmp_path):
@@ -389,23 +349,6 @@ def test_emulated_nodes_read_against_their_one_hosts_ceiling():
     row = predict_machine(scaling, replace(machine_from_dict(spec), host_read=reads))["rows"][0]
     # the node term alone: 0.1 + 3 x 0.01 s; the host's four ranks of 1 GB over its 20 GB/s: 0.2 s
     assert row["ranks"] == 4 and row["phases"]["read"] == pytest.approx(0.2)
-
-
-def test_predict_reads_the_previous_schema_and_refuses_an_unknown_one_naming_it(tmp_path):
-    """A schema-1 scaling.json (before the decision was kept) is decided again and predicted from; schema 3 is
-    refused with exit 2 naming the file and the schemas this spmd reads."""
-    sweep = json.loads((ROOT / "tests/data/gpu-kmeans-scaling.json").read_text())
-    assert sweep["schema"] == 1 and "decision" not in sweep
-    done = spmd("predict", ROOT / "tests/data/gpu-kmeans-scaling.json", "--target", "gpus_per_node=4,nodes=1,intra=nvlink4",
-                "--out", tmp_path / "old")  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    again = json.loads((tmp_path / "old/scaling.json").read_text())
-    assert again["schema"] == 3 and again["decision"]["lead"] and again["verdict"].startswith("Verdict: ")
-    assert f"  the sweep: {again['verdict']}" in done.stdout.splitlines()
-    (tmp_path / "new.json").write_text(json.dumps({**sweep, "schema": 4}))
-    done = spmd("predict", tmp_path / "new.json", "--target", "gpus_per_node=4,nodes=1,intra=nvlink4",
-                "--out", tmp_path / "o")  # fmt: skip
-    assert done.returncode == 2 and "new.json: scaling schema 4; this spmd reads schema 1, 2, 3" in done.stderr
 
 
 @given(

@@ -1,5 +1,5 @@
 """What each rank's captured steps did, from its torch.profiler (Kineto) trace, computed here (never by Holistic
-Trace Analysis, which tests/unit/test_kernels_hta.py holds it against on real GPU traces).
+Trace Analysis, which tests/unit/test_kernels.py holds it against on real GPU traces).
 
 A step is the span of one ``ProfilerStep#k`` annotation; a GPU event (kernel, memcpy, memset) belongs to the step
 whose span holds its launch (the CUDA runtime call with the same correlation id). On a GPU, step k runs from its

@@ -1,12 +1,10 @@
-"""Stencil weights, the single-process reference (against SciPy), process grids and blocks."""
+"""Stencil weights and the single-process reference filter (spmd.workloads.stencil.filters), against SciPy."""
 
 import numpy as np
 import pytest
 from scipy import ndimage
 
 from spmd.core.errors import ConfigError
-from spmd.io.plan import Grid, choose_grid, grid_block
-from spmd.workloads.matmul.check import sample_rows, tau
 from spmd.workloads.stencil.filters import error_bound, reference_filter, stencil_weights
 
 
@@ -54,37 +52,3 @@ def test_error_bound_grows_with_iterations_and_gain():
     assert error_bound(w, 2, np.float32, 1.0) > error_bound(w, 1, np.float32, 1.0) > error_bound(w, 1, np.float64, 1.0)
     smooth = stencil_weights("box", 3, 1.0)
     assert error_bound(smooth, 100, np.float32, 1.0) < 1e-3  # a smoothing filter does not amplify
-
-
-@pytest.mark.parametrize(
-    "size,want",
-    [(1, (1, 1)), (2, (2, 1)), (3, (3, 1)), (4, (2, 2)), (6, (3, 2)), (8, (4, 2)), (12, (4, 3)), (7, (7, 1))],
-)
-def test_default_grids_are_nearly_square(size, want):
-    assert (choose_grid(size).rows, choose_grid(size).cols) == want
-
-
-def test_requested_grid_must_match_the_ranks():
-    assert choose_grid(6, (1, 6)) == Grid(1, 6)
-    with pytest.raises(ConfigError, match="2 x 2 = 4 ranks, but the job has 3"):
-        choose_grid(3, (2, 2))
-    with pytest.raises(ConfigError, match="rows, cols"):
-        choose_grid(3, (3,))
-
-
-@pytest.mark.parametrize("grid", [Grid(3, 1), Grid(2, 2), Grid(2, 3), Grid(1, 4)])
-def test_blocks_tile_the_matrix_exactly_once(grid):
-    count = np.zeros((11, 7), int)
-    for rank in range(grid.size):
-        b = grid_block((11, 7), grid, rank)
-        assert grid.rank(*grid.position(rank)) == rank
-        count[b.r0 : b.r1, b.c0 : b.c1] += 1
-    assert (count == 1).all()
-
-
-def test_matmul_tolerances_and_sampled_rows():
-    assert tau("float64", 1000, False) < tau("float32", 1000, False) < tau("float32", 1000, True)
-    assert tau("float32", 4 * 1000, False) > tau("float32", 1000, False)
-    blocks = [grid_block((20, 5), Grid(3, 1), r) for r in range(3)]
-    rows = sample_rows(20, blocks, 3, seed=1)
-    assert {0, 6, 7, 13, 14, 19} <= set(rows) and rows == sorted(set(rows)) and len(rows) <= 9

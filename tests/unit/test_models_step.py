@@ -1,7 +1,7 @@
 """The batch sweep's step model (spmd/scale/batches.py): what N ranks add to a step fitted as an allreduce K of
 which a share phi of backward hides, recovered from steps made by a known model, and held to the target of the
 multi-GPU runs (predicted speedup within 15% of the measured one at every batch) on the sweeps measured on two
-H200s under NVLink, NCCL_P2P_DISABLE=1 and sockets (tests/data/batch-sweeps-h200x4.json)."""
+H200s under NVLink, NCCL_P2P_DISABLE=1 and sockets (tests/fixtures/reports/batch-sweeps-h200x4.json)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from spmd.scale.models.scaling_model import predict
 from spmd.scale.models.step import exposed_fit, fit, speedup
 from spmd.scale.render.plots import stacked_phases
 
-SWEEPS = json.loads((Path(__file__).resolve().parents[1] / "data/batch-sweeps-h200x4.json").read_text())["sweeps"]
+SWEEPS_FILE = Path(__file__).resolve().parents[1] / "fixtures/reports/batch-sweeps-h200x4.json"
+SWEEPS = json.loads(SWEEPS_FILE.read_text())["sweeps"]
 
 
 def made_rows(c0, c1, d0, d1, k, phi, batches=(16, 64, 256), n=2):

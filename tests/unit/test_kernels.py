@@ -1,4 +1,7 @@
-"""spmd's kernel breakdown (spmd.report.capture.kernels, computed by spmd) against Holistic Trace Analysis on the same real
+"""report.json's ``kernels`` (spmd.report.capture.kernels): every key spmd writes there is named in docs/report.md's
+row, for a GPU capture (the committed fixtures) and a CPU one (a hand-made trace).
+
+spmd's kernel breakdown, computed by spmd, against Holistic Trace Analysis on the same real
 GPU traces (tests/fixtures/traces: GPT-2 and ResNet-50 captured by spmd on 2 H200s): HTA's temporal breakdown
 (over the whole capture: idle, compute, non-compute) and its idle-time breakdown (per stream: host wait, kernel
 wait, other) agree with spmd's category by category within max(10% of the category, 1% of a step).
@@ -18,15 +21,20 @@ import json
 import logging
 import math
 import os
+import re
 import warnings
 from pathlib import Path
 
 import pytest
 
-from spmd.report.capture import kernels
+from spmd.report.capture import causes, kernels
 
 TRACES = Path(__file__).resolve().parents[1] / "fixtures/traces"
+
+
 RUNS = ("gpt2-r2", "resnet-r2-work")
+
+
 WAYS = ("hta-unrounded", "both-rounded-inward")
 
 
@@ -146,3 +154,50 @@ def test_the_gap_without_the_same_rounding_is_htas_inward_rounding():
     assert not within(mine["temporal"]["compute_us"], theirs, step, mine["steps"])
     computed = sum(1 for e in trace["traceEvents"] if e.get("cat") == "kernel" and kernels.kind(e["name"]) == "compute")
     assert 0.5 * computed < mine["temporal"]["compute_us"] - theirs < 1.5 * computed
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+FIXTURE = ROOT / "tests/fixtures/traces/analyses/resnet-r2-work.json"
+
+
+def documented() -> set[str]:
+    row = next(line for line in (ROOT / "docs/report.md").read_text().splitlines() if line.startswith("| `kernels`"))
+    return set(re.findall(r"`([a-z_]+)`", row))
+
+
+def keys(value, out: set[str]) -> set[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not k.isdigit():  # a stream's number in idle_by_stream
+                out.add(k)
+            keys(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            keys(v, out)
+    return out
+
+
+def test_every_key_of_a_gpu_capture_is_documented():
+    x = json.loads(FIXTURE.read_text())
+    for a in x["analyses"]:
+        a["capture"] = {"steps": 2, "seconds_per_step": 0.1, "trace_bytes": 1, "kept": True}
+    k = causes.combine(x["analyses"], x["records"], x["steps_per_repeat"])
+    # per_step and names stay on the ranks (the critical path and causes read them); report.json keeps the rest
+    missing = keys(k, set()) - documented() - {"device", "steps", "rank", "name", "count", "kind"}
+    assert not missing, f"report.json kernels keys not in docs/report.md: {sorted(missing)}"
+    assert "per_step" not in k["per_rank"][0] and "names" not in k["per_rank"][0]
+
+
+def test_a_cpu_capture_writes_the_same_keys():
+    ev = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0.0, "dur": 100.0, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 10.0, "dur": 30.0, "tid": 1},
+        {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "ts": 50.0, "dur": 20.0, "tid": 2},
+    ]
+    a = kernels.analyze({"traceEvents": ev}, gpu=False)
+    assert a["device"] == "cpu" and a["median"]["busy_us"] == 30.0 and a["median"]["comm_us"] == 20.0
+    assert a["per_step"][0]["comm_kernels"] == [20.0] and a["median"]["idle"]["other"] == 70.0
+    gpu = json.loads(FIXTURE.read_text())["analyses"][0]
+    assert set(a) | {"temporal", "idle_by_stream"} == set(gpu)

@@ -1,13 +1,9 @@
-"""The bound of the torch workload's per-rank gradient check, on arrays with known answers, and the token data
-``spmd generate`` makes for a language model."""
+"""The bound of the torch workload's per-rank gradient check (spmd.workloads.torch.gradients), on arrays with
+known answers."""
 
-import h5py
 import numpy as np
 import pytest
 
-from spmd.core.errors import ConfigError
-from spmd.io.generate import FOLLOW, generate, next_tokens
-from spmd.workloads.registry import job_config_from_dict
 from spmd.workloads.torch.gradients import BOUND_FACTOR, CAUGHT, FLOOR, Bound, judge
 
 
@@ -52,33 +48,6 @@ def test_judge_names_the_tensor_and_element_and_reports_the_power():
     run["a.bias"][0] = np.nan  # not finite: beyond any bound
     _, failure = judge({**run, "a.weight": ref["a.weight"]}, ref, ref, "x")
     assert "a.bias element 0" in failure
-
-
-def test_generated_tokens_follow_the_rule_and_are_refused_in_other_shapes(tmp_path):
-    cfg = job_config_from_dict(
-        {
-            "workload": "reduce",
-            "input": {"path": str(tmp_path / "t.h5"), "dataset": "x"},
-            "generate": {"shape": [500, 40], "dtype": "int64", "distribution": "tokens", "vocab": 97, "seed": 2},
-        }
-    )
-    from spmd.workloads.reduce.workload import ReduceWorkload
-
-    generate(cfg, ReduceWorkload)
-    with h5py.File(tmp_path / "t.h5") as f:
-        x = f["x"][...]
-    assert x.dtype == np.int64 and x.shape == (500, 40) and 0 <= x.min() and x.max() < 97
-    follows = np.mean(x[:, 1:] == next_tokens(x[:, :-1], 97))
-    assert abs(follows - (FOLLOW + (1 - FOLLOW) / 97)) < 0.02
-    for generate_key in (
-        {"shape": [10, 4], "distribution": "tokens", "vocab": 9},  # float32
-        {"shape": [10, 4], "dtype": "int64", "vocab": 9},  # normal
-        {"shape": [10, 4], "dtype": "int64", "distribution": "tokens"},  # no vocab
-        {"shape": [10, 4, 2], "dtype": "int64", "distribution": "tokens", "vocab": 9},
-        {"shape": [10, 4], "dtype": "int64", "distribution": "tokens", "vocab": 1},
-    ):
-        with pytest.raises(ConfigError, match="generate"):
-            job_config_from_dict({"workload": "reduce", "input": {"path": "t.h5"}, "generate": generate_key})
 
 
 def test_parameters_compare_by_relative_rms_and_a_nan_is_beyond_any_bound():

@@ -13,7 +13,7 @@ from helpers import git_repo, recorded_prediction
 from bench.records import Measure, collect, read_records, write_records
 from bench.suites.predict import checked, recheck, runs_of
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[1] / "fixtures" / "reports"
 TARGET = "gpus_per_node=4,name=same links"
 
 

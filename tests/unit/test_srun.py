@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,9 +18,17 @@ from spmd.workloads.registry import load_job_config
 
 # `srun --mpi=list` of SLURM 23-24, and of SLURM 20 (one "srun: mpi/NAME" line each)
 LISTING = "MPI plugin types are...\n\tpmix\n\tnone\n\tcray_shasta\n\tpmi2\nspecific pmix plugin versions available: pmix_v4,pmix_v5\n"
+
+
 OLD_LISTING = "srun: MPI types are...\nsrun: mpi/none\nsrun: mpi/pmi2\nsrun: mpi/openmpi\n"
+
+
 OPENMPI5 = "Open MPI v5.0.3, package: Open MPI builder Distribution, ident: 5.0.3, repo rev: v5.0.3, Apr 08, 2024"
+
+
 OPENMPI4 = "Open MPI v4.1.6, package: Debian OpenMPI, ident: 4.1.6, repo rev: v4.1.6, Sep 30, 2023"
+
+
 MPICH = "MPICH Version:      4.2.0\nMPICH Release date: Fri Feb  9 12:29:21 CST 2024\nMPICH ABI:          16:0:4"
 
 
@@ -127,14 +134,6 @@ def test_a_plugin_name_that_is_not_one_is_refused(tmp_path):
     for bad in ("pmi2; rm -rf ~", "PMIX", "pmi2\n"):
         with pytest.raises(ConfigError, match="--mpi"):
             write_jobscripts(config(tmp_path), "job.yaml", [1], tmp_path / "j", JobOptions(2, mpi=bad), ("strong",))
-
-
-def test_srun_mpi_answers_without_starting_mpi(tmp_path):
-    """The command the scripts run: one tab-separated line, and exit 0, on a machine whose srun may be absent."""
-    done = subprocess.run([sys.executable, "-m", "spmd", "srun-mpi"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    plugin, why = done.stdout.rstrip("\n").split("\t")
-    assert plugin and why and "\n" not in why
 
 
 @pytest.mark.parametrize(
