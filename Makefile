@@ -68,10 +68,11 @@ test-cli: $(VENV)/.installed-test,$(EXTRAS)
 	SPMD_MPIEXEC="$(MPIEXEC)" $(PY) -m pytest -q -rs tests/cli
 
 # pytest-mpi: every rank runs the session; 3 ranks give uneven splits, 4 a 2x2 process grid.
+MPI_AT_4 := tests/mpi/test_matmul.py tests/mpi/test_stencil.py tests/mpi/test_train.py tests/mpi/test_plugins.py
 test-mpi: $(VENV)/.installed-test,$(EXTRAS)
 	$(TIMEOUT) $(MPIEXEC) -n 2 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
 	$(TIMEOUT) $(MPIEXEC) -n 3 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi $(GPU_FLAG)
-	$(TIMEOUT) $(MPIEXEC) -n 4 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi tests/mpi/test_matmul.py tests/mpi/test_stencil.py tests/mpi/test_train.py tests/mpi/test_plugins.py $(GPU_FLAG)
+	$(TIMEOUT) $(MPIEXEC) -n 4 $(PY) -m pytest -q -rs -p no:cacheprovider --with-mpi $(MPI_AT_4) $(GPU_FLAG)
 
 # The documents' figures: rendering the committed raw results reproduces them byte for byte (python -m bench report
 # --check; tests/unit/test_bench.py runs the same check in make test).

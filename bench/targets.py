@@ -212,7 +212,8 @@ def io_rows(records: list[Record]) -> list[dict]:
                     "ratios": [],
                     "met": chose == ["mapped"],
                     "limit": (
-                        f"auto read with {' and '.join(chose) if chose else 'direct (the runs before auto could choose mapped)'}; "
+                        f"auto read with "
+                        f"{' and '.join(chose) if chose else 'direct (the runs before auto could choose mapped)'}; "
                         f"mapped (pages locked once at set-up) moved the same bytes to the GPU {gain:.2f}x as fast as "
                         f"direct in the same run"
                     )
@@ -276,7 +277,8 @@ def train_rows(records: list[Record], kernels: list[Record] | None = None) -> li
             beside = f"; {other.subject}: {summary(other.values)['median']:.0f} us" if other else ""
             limit = (
                 f"its GEMMs alone take {gemm_us:.0f} us ({gemm.subject}{beside}), {gemm_us / step_us:.0%} of spmd's "
-                f"{step_us:.0f} us step: a step of nothing but those GEMMs would be {peer_us / gemm_us:.2f}x {peer.subject}"
+                f"{step_us:.0f} us step: a step of nothing but those GEMMs would be "
+                f"{peer_us / gemm_us:.2f}x {peer.subject}"
             )
             if copy and precision == "fp32" and model in PRESETS:
                 moved = Layout(PRESETS[model]).parameters * SGD_BYTES

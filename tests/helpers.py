@@ -213,7 +213,7 @@ def watchdog_lines(err: str) -> dict[int, str]:
     return {int(m[1]): m[2] for m in re.finditer(rf"^  rank (\d+) on {re.escape(HOST)}: (.*)$", err, re.M)}
 
 
-# -- A synthetic machine whose scaling model is known: sweeps of it for the model's tests (from test_scaling_model.py) --
+# -- A synthetic machine whose scaling model is known: sweeps of it for the model's tests (test_scaling_model.py) --
 
 # The "true" machine behind the synthetic sweep.
 READ_RATE, READ_INTERCEPT = 2e9, 1e-3
@@ -426,8 +426,8 @@ def torch_user_config(folder: Path, **params) -> Path:
 
 
 def recorded_prediction(folder: Path, prefix: str) -> dict[str, Path]:
-    """A recorded prediction's inputs (tests/fixtures/reports/PREFIX-{fit,measured,links}.json.gz, as the predict suite keeps
-    them) unpacked into ``folder``: role -> path."""
+    """A recorded prediction's inputs (tests/fixtures/reports/PREFIX-{fit,measured,links}.json.gz, as the predict suite
+    keeps them) unpacked into ``folder``: role -> path."""
     data = Path(__file__).resolve().parent / "fixtures" / "reports"
     files = {}
     for role in ("fit", "measured", "links"):

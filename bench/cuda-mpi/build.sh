@@ -45,7 +45,8 @@ timed() {  # timed NAME CMD...: run CMD with its output in the log, and say how 
 # The tarball must be the one Debian's .dsc names (apt checked the .dsc against the archive).
 dsc=$(ls "$SRC"/openmpi_*.dsc | tail -1)
 orig=$(ls "$SRC"/openmpi_*.orig.tar.* | tail -1)
-want=$(awk -v name="$(basename "$orig")" '/^Checksums-Sha256:/{f=1; next} /^[^ ]/{f=0} f && $3 == name {print $1}' "$dsc")
+want=$(awk -v name="$(basename "$orig")" \
+  '/^Checksums-Sha256:/{f=1; next} /^[^ ]/{f=0} f && $3 == name {print $1}' "$dsc")
 echo "$want  $orig" | sha256sum --quiet -c - || { echo "build.sh: $orig does not match $dsc" >&2; exit 1; }
 
 WORK=$(mktemp -d)
@@ -74,7 +75,8 @@ export PATH="$PREFIX/bin:\$PATH"
 export LD_LIBRARY_PATH="$PREFIX/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export PYTHONPATH="$PREFIX/python\${PYTHONPATH:+:\$PYTHONPATH}"
 ENV
-"$PREFIX/bin/ompi_info" --parsable --all | grep -E "mpi_built_with_cuda_support:value|^ompi:version:full" | tee -a "$LOG"
+"$PREFIX/bin/ompi_info" --parsable --all \
+  | grep -E "mpi_built_with_cuda_support:value|^ompi:version:full" | tee -a "$LOG"
 cat <<USE
 Built: $("$PREFIX/bin/ompi_info" --parsable | grep ^ompi:version:full: | cut -d: -f4) with CUDA from $CUDA_HOME,
 mpi4py $(PYTHONPATH="$PREFIX/python" python3 -c 'import mpi4py; print(mpi4py.__version__)') in $PREFIX/python.

@@ -47,8 +47,8 @@ LIMITED = textwrap.dedent("""
 TWO_JOBS = textwrap.dedent("""
     import subprocess, sys
     *mpiexec, config = sys.argv[1:]
-    jobs = [subprocess.Popen([*mpiexec, "-n", "2", sys.executable, "-m", "spmd", "run", config, "-q", "--out", f"out{i}"])
-            for i in range(2)]
+    spmd = [sys.executable, "-m", "spmd", "run", config, "-q"]
+    jobs = [subprocess.Popen([*mpiexec, "-n", "2", *spmd, "--out", f"out{i}"]) for i in range(2)]
     codes = [job.wait() for job in jobs]
     print(f"two jobs saving C.h5 at once: exit codes {codes}", file=sys.stderr)
     sys.exit(max(codes))

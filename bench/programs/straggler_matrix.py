@@ -86,7 +86,9 @@ def gpt2_tiny():
 WIDTH = 512  # a clean step of some milliseconds on one CPU core: the machine's jitter a small share of it
 
 MAKERS = {
-    "mlp": lambda: nn.Sequential(nn.Linear(12, WIDTH), nn.GELU(), nn.Linear(WIDTH, WIDTH), nn.GELU(), nn.Linear(WIDTH, 4)),
+    "mlp": lambda: nn.Sequential(
+        nn.Linear(12, WIDTH), nn.GELU(), nn.Linear(WIDTH, WIDTH), nn.GELU(), nn.Linear(WIDTH, 4)
+    ),
     "bn": lambda: nn.Sequential(
         nn.Linear(12, WIDTH), nn.BatchNorm1d(WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 4)
     ),

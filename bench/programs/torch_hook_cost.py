@@ -1,13 +1,13 @@
-"""What timing DDP's buckets costs a step: DDP's own C++ allreduce against the same allreduce through a Python comm
-hook (DDP's ``allreduce_hook``, as spmd's phase hook calls it), and spmd's arrangement (an instrumented twin DDP
-on one step in params.phase_every, plain DDP on the others), in one process, windows interleaved so drift hits all alike.
+"""What timing DDP's buckets costs a step: DDP's own C++ allreduce against the same allreduce through a Python comm hook
+(DDP's ``allreduce_hook``, as spmd's phase hook calls it), and spmd's arrangement (an instrumented twin DDP on one step
+in params.phase_every, plain DDP on the others), in one process, windows interleaved so drift hits all alike.
 
     python bench/programs/torch_hook_cost.py [--out FILE.json] [--device cpu|gpu --size tiny --batch 32 --windows 15]
 
 Prints one JSON line: each arrangement's median microseconds per step over the windows (the torch suite's case).
 
-``--size tiny`` (16-16-10, launch-bound: the step is little more than its host overhead) or the medium and large MLPs of examples/torch.
-"""
+``--size tiny`` (16-16-10, launch-bound: the step is little more than its host overhead) or the medium and large MLPs of
+examples/torch."""
 
 from __future__ import annotations
 

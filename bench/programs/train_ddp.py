@@ -1,6 +1,6 @@
-"""PyTorch DDP reference for the train table: the same MLP, per-GPU batch, optimizer (SGD,
-momentum 0.9), data resident on the GPU, 25 MB buckets. 1 GPU runs the plain model (what a
-user runs on one GPU), 2, 4, ... GPUs (up to the launch size) DistributedDataParallel. One JSON line per run from rank 0.
+"""PyTorch DDP reference for the train table: the same MLP, per-GPU batch, optimizer (SGD, momentum 0.9), data resident
+on the GPU, 25 MB buckets. 1 GPU runs the plain model (what a user runs on one GPU), 2, 4, ... GPUs (up to the launch
+size) DistributedDataParallel. One JSON line per run from rank 0.
 
     mpirun -n 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29512 python bench/programs/train_ddp.py > train-ddp.jsonl
 """

@@ -15,7 +15,8 @@ on one compiled or captured setup), with every run's samples/s; a
 setup that fails on this machine is a line with its error instead.
 
     python bench/programs/train_torch.py [--steps 200] [--runs 3] > train-torch.jsonl
-    mpirun -n 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29515 python bench/programs/train_torch.py --variants torch-graph
+    mpirun -n 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29515 \
+        python bench/programs/train_torch.py --variants torch-graph
 """
 
 import argparse

@@ -95,7 +95,8 @@ def sweep(env, name: str) -> list[Measure]:
         for row in rows[1:]:
             case = f"{name} {mode}, {base} -> {row['ranks']} ranks"
             ideal = row["ranks"] / base
-            # the phase medians (slowest rank) of both points, kept in the raw file (the first run's) to explain a speedup
+            # the phase medians (slowest rank) of both points, kept in the raw file (the first run's): they explain
+            # a speedup
             phases = {
                 f"{label}_s": {k: v["median"] for k, v in point.get("timings", {}).items()}
                 for label, point in (("one", rows[0]), ("many", row))

@@ -114,9 +114,10 @@ def batch_sweep(env, model: str) -> list[Measure]:
         )  # fmt: skip
     cost = scaling["cost"]
     where = f"{NAMES[model]}, the sweep's own cost ({', '.join(map(str, ranks))} GPUs, batches {BATCHES[model]})"
+    params = {"parts_s": cost["parts_s"], "inputs": inputs, "sweep": NAMES[model]}
     out.append(
         Measure(where, "the sweep's wall time beyond its timed repeats", cost["total_s"] - cost["timed_steps_s"],
-                "seconds", "s", better="lower", params={"parts_s": cost["parts_s"], "inputs": inputs, "sweep": NAMES[model]})
+                "seconds", "s", better="lower", params=params)
     )  # fmt: skip
     out.append(
         Measure(where, "3x the timed repeats (the bound)", 3 * cost["timed_steps_s"], "seconds", "s", "ceiling",

@@ -36,7 +36,8 @@ def step_cost(env, runs: int) -> list[list[Measure]]:
             args = ["--device", env.device, "--steps", steps, "--windows", windows, *([] if env.gpus else ["--small"])]
             done = env.program("model_step_cost.py", *args, ranks=ranks)
             for line in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")):
-                case = f"{_names(env)[line['model']]} per rank, bf16, AdamW, {ranks} rank{'s' * (ranks > 1)}, same processes"
+                rank_words = f"{ranks} rank{'s' * (ranks > 1)}"
+                case = f"{_names(env)[line['model']]} per rank, bf16, AdamW, {rank_words}, same processes"
                 params = {"per_rank_us": line["per_rank_us"], "windows_us": line["windows_us"]}
                 per_run[run] += [
                     Measure(

@@ -1,9 +1,9 @@
-"""Data-parallel training (workload train) against PyTorch's strongest setup at the smallest and largest batches of each model: spmd's
-captured step against PyTorch eager, its whole step captured in a CUDA graph, torch.compile and compile's own
-graphs, the same MLP, batch, SGD and data on the GPU, one GPU; in bf16 (spmd's params.precision: bf16 against
-PyTorch's autocast, graph-captured and compiled) at the largest batches; and on two GPUs against DDP. Beside them,
-spmd against itself: its GEMMs against nvmath-python's, what timing the phases costs the captured step, and the
-optimizer's update inside backward against after it."""
+"""Data-parallel training (workload train) against PyTorch's strongest setup at the smallest and largest batches of each
+model: spmd's captured step against PyTorch eager, its whole step captured in a CUDA graph, torch.compile and compile's
+own graphs, the same MLP, batch, SGD and data on the GPU, one GPU; in bf16 (spmd's params.precision: bf16 against
+PyTorch's autocast, graph-captured and compiled) at the largest batches; and on two GPUs against DDP. Beside them, spmd
+against itself: its GEMMs against nvmath-python's, what timing the phases costs the captured step, and the optimizer's
+update inside backward against after it."""
 
 from __future__ import annotations
 

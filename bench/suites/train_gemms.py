@@ -1,11 +1,11 @@
-"""The train suite's GEMM case: train's GEMMs, one step's worth, through spmd's cuBLASLt plans (spmd/workloads/train/lt.py: the heuristic's
-candidates timed, bias + ReLU and the bias gradient fused) against nvmath-python's stateful Matmul (cuBLASLt
-too, planned with the same epilogues and autotuned), the same operands and stream. Each side's sequence (every
-layer's forward GEMM, weight gradient and input gradient) is captured into one CUDA graph, as train's step is,
-and the graph timed; where nvmath cannot be captured, both sides are timed launched from Python and the record
-says so. The decision of docs/architecture.md ("kept and not taken") reads these figures. In bf16 (the train suite's
-bf16 shapes) spmd's sequence alone is timed: what the GEMMs leave of a bf16 step, the bound its target is read
-against."""
+"""The train suite's GEMM case: train's GEMMs, one step's worth, through spmd's cuBLASLt plans
+(spmd/workloads/train/lt.py: the heuristic's candidates timed, bias + ReLU and the bias gradient fused) against
+nvmath-python's stateful Matmul (cuBLASLt too, planned with the same epilogues and autotuned), the same operands and
+stream. Each side's sequence (every layer's forward GEMM, weight gradient and input gradient) is captured into one CUDA
+graph, as train's step is, and the graph timed; where nvmath cannot be captured, both sides are timed launched from
+Python and the record says so. The decision of docs/architecture.md ("kept and not taken") reads these figures. In bf16
+(the train suite's bf16 shapes) spmd's sequence alone is timed: what the GEMMs leave of a bf16 step, the bound its
+target is read against."""
 
 from __future__ import annotations
 
@@ -134,8 +134,8 @@ def _timed(step, stream, capture: bool) -> float:
 
 
 def step_gemms(env) -> list[Measure]:
-    """fp32: spmd's plans against nvmath-python's at the smallest and largest batches of each model; bf16 (where spmd's train in bf16 is
-    measured): spmd's plans alone, the bound of that step."""
+    """fp32: spmd's plans against nvmath-python's at the smallest and largest batches of each model; bf16 (where spmd's
+    train in bf16 is measured): spmd's plans alone, the bound of that step."""
     table = {"medium": (16,)} if env.quick else {"medium": (16, 1024), "large": (8, 512)}
     out = []
     for model, batches in table.items():

@@ -22,7 +22,8 @@ def main():
     parser.add_argument("--fit", type=int, default=None, help="fit to runs of at most this many ranks")
     args = parser.parse_args()
     print(
-        "| workload | mode | fitted to ranks | predicted at | measured | predicted | error | phase most off (measured, predicted) |"
+        "| workload | mode | fitted to ranks | predicted at | measured | predicted | error "
+        "| phase most off (measured, predicted) |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for path in args.scaling:

@@ -112,7 +112,9 @@ def main():
             }
             rows.append(row)
             print(
-                f"| {label} | {row['stages'] or '-'} | {row['loads']} | {row['blocks_per_sm']} ({row['resident_per_sm']}) | {row['registers']} "
+                f"| {label} | {row['stages'] or '-'} | {row['loads']} "
+                f"| {row['blocks_per_sm']} ({row['resident_per_sm']}) "
+                f"| {row['registers']} "
                 f"| {row['min_blocks'] or '-'} | {minmax} | {row['dtype']} | {seconds * 1e3:.3f} | {rate:.2f} "
                 f"| {rate / beside:.1%} |",
                 file=sys.stderr,

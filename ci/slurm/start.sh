@@ -24,7 +24,8 @@ skip() {  # skip KEY REASON: record why, then exit (1 under CI, 0 elsewhere: the
 if [[ $(id -u) != 0 ]]; then skip SPMD_SLURM_SKIP "not root: cannot install or start slurmctld/slurmd"; fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
-  (apt-get update -qq && apt-get install -y -qq --no-install-recommends slurm-wlm munge) > /tmp/spmd-slurm-apt.log 2>&1 \
+  (apt-get update -qq && apt-get install -y -qq --no-install-recommends slurm-wlm munge) \
+    > /tmp/spmd-slurm-apt.log 2>&1 \
     || { skip SPMD_SLURM_SKIP "apt-get install slurm-wlm munge failed (see /tmp/spmd-slurm-apt.log)"; }
 fi
 bash "$HERE/stop.sh" >/dev/null 2>&1
@@ -125,4 +126,6 @@ sinfo -N -o '%N %P %t %c' >&2
 if (( idle < 1 )); then skip SPMD_SLURM_SKIP "no node became idle (see /var/log/slurm)"; fi
 note "SPMD_SLURM=1"
 if [[ $TWO == 1 && $idle -ge 3 ]]; then note "SPMD_SLURM_NODES=2"
-elif [[ $NODES == 2 && $TWO == 1 ]]; then skip SPMD_SLURM_TWO_SKIP "the namespaced slurmds did not become idle (see /var/log/slurm)"; fi
+elif [[ $NODES == 2 && $TWO == 1 ]]; then
+  skip SPMD_SLURM_TWO_SKIP "the namespaced slurmds did not become idle (see /var/log/slurm)"
+fi

@@ -1,16 +1,15 @@
 """How many reader threads a rank's ``direct`` reads use, and on which CPUs (config ``io.threads``).
 
-A ``pread`` from the page cache is a CPU copy, so a read goes as fast as the CPUs its threads run on. Launchers
-often bind each rank to one core (Open MPI's mpirun does for 2 ranks or fewer): the reader threads then share
-that core, and read several times slower than the node's cores could.
-``io.threads: auto`` (the default) gives the readers the rank's share of the node: the CPUs this job may use
-(its cgroup's cpuset, else the online CPUs) cut into one contiguous block per rank on the node. Where the
-launcher bound the rank to fewer CPUs than that, outside a SLURM job step (whose tasks have the CPUs the
-allocation gave them), the reader threads alone run on the share and the rank's own CPUs (the main thread
-keeps its binding); report.json ``io`` says so. Several unbound ranks on a node (``mpirun --bind-to none``) each
-keep their reader threads on their own share too: left where the kernel puts them, every rank's threads spread
-over every CPU, and an unbound sweep's reads slow as ranks are added (docs/scaling.md). An integer ``io.threads`` keeps the threads within the rank's binding
-(or, unbound, its share), at most that many.
+A ``pread`` from the page cache is a CPU copy, so a read goes as fast as the CPUs its threads run on. Launchers often
+bind each rank to one core (Open MPI's mpirun does for 2 ranks or fewer): the reader threads then share that core, and
+read several times slower than the node's cores could. ``io.threads: auto`` (the default) gives the readers the rank's
+share of the node: the CPUs this job may use (its cgroup's cpuset, else the online CPUs) cut into one contiguous block
+per rank on the node. Where the launcher bound the rank to fewer CPUs than that, outside a SLURM job step (whose tasks
+have the CPUs the allocation gave them), the reader threads alone run on the share and the rank's own CPUs (the main
+thread keeps its binding); report.json ``io`` says so. Several unbound ranks on a node (``mpirun --bind-to none``) each
+keep their reader threads on their own share too: left where the kernel puts them, every rank's threads spread over
+every CPU, and an unbound sweep's reads slow as ranks are added (docs/scaling.md). An integer ``io.threads`` keeps the
+threads within the rank's binding (or, unbound, its share), at most that many.
 
 The choice is the process's, made once at set-up like its GPU: ``reader_threads`` decides and records the CPUs;
 each reader thread of ``direct.read_pieces`` moves itself onto them (``pin_reader_thread``).

@@ -270,9 +270,9 @@ def corrupting() -> bool:
 
 
 def corrupt(output, what: str = "output") -> None:
-    """A corrupt fault at compute: multiply one element of ``output`` (this rank's computed result, a
-    NumPy or CuPy array or a view of one, changed in place) by CORRUPTION. The element is drawn uniformly among the non-zero
-    ones by ``SPMD_FAULT_SEED`` (a zero times 1.01 would change nothing), the same one every repeat."""
+    """A corrupt fault at compute: multiply one element of ``output`` (this rank's computed result, a NumPy or CuPy
+    array or a view of one, changed in place) by CORRUPTION. The element is drawn uniformly among the non-zero ones by
+    ``SPMD_FAULT_SEED`` (a zero times 1.01 would change nothing), the same one every repeat."""
     global _said_corrupt
     fault = _armed
     if fault is None or fault.kind != "corrupt":

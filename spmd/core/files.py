@@ -1,10 +1,10 @@
 """spmd's file output: never over a file spmd did not write, never half-written, never colliding.
 
-Ownership: every file spmd writes carries its record (``MARK`` near the top of a text file or a PNG's text
-chunk, ``"spmd_version"`` near the top of a JSON file, scaling.csv's own header, the ``spmd_record``
-attribute of an HDF5 file, ``MARK`` in the pickle of a torch.save archive), and a path that exists is replaced only when it carries one
-(``require_replaceable``): a user's file, one that cannot be read, a read-only file or a symbolic link is
-refused with exit 2 naming it, unless the caller was told ``overwrite``.
+Ownership: every file spmd writes carries its record (``MARK`` near the top of a text file or a PNG's text chunk,
+``"spmd_version"`` near the top of a JSON file, scaling.csv's own header, the ``spmd_record`` attribute of an HDF5 file,
+``MARK`` in the pickle of a torch.save archive), and a path that exists is replaced only when it carries one
+(``require_replaceable``): a user's file, one that cannot be read, a read-only file or a symbolic link is refused with
+exit 2 naming it, unless the caller was told ``overwrite``.
 
 Atomicity: a temporary file of a unique name in the same folder, fsynced, renamed over the target, so a
 reader sees the old file or the whole new one, and two jobs writing one path at once never share a
@@ -251,8 +251,8 @@ def write_bytes_atomic(path: str | Path, data: bytes, overwrite: bool = False, w
 
 
 def write_files_atomic(files: list[tuple[Path, bytes, int]]) -> list[Path]:
-    """Write every (path, bytes, file mode before the umask) as one set: each to its temporary file first, then, only once all
-    are written, each renamed into place, so a full disk half-way leaves none of them changed. Every target
+    """Write every (path, bytes, file mode before the umask) as one set: each to its temporary file first, then, only
+    once all are written, each renamed into place, so a full disk half-way leaves none of them changed. Every target
     must be spmd's to replace (checked before anything is written). InputError naming the file that failed."""
     for path, _, _ in files:
         require_replaceable(path)

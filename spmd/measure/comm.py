@@ -171,8 +171,9 @@ def format_tables(bench: dict) -> str:
                 f"{r['time_us']:>9.2f} {r['algbw_GBps']:>7.2f} {r['busbw_GBps']:>7.2f} {r['wrong']:>6}"
             )
         avg = sum(r["busbw_GBps"] for r in rows) / len(rows) if rows else 0.0
+        wrong = sum(r["wrong"] for r in rows)
         lines += [
-            f"# Out of bounds values : {sum(r['wrong'] for r in rows)} {'OK' if not any(r['wrong'] for r in rows) else 'FAILED'}",
+            f"# Out of bounds values : {wrong} {'FAILED' if wrong else 'OK'}",
             f"# Avg bus bandwidth    : {avg:.4g}",
             "",
         ]

@@ -91,13 +91,12 @@ def test_a_full_size_real_model_verifies_with_every_ranks_gradient_checked(tmp_p
 
 @pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.gpus(2))])
 def test_the_first_steps_averaged_gradient_is_exact_where_the_kernels_are_not_deterministic(tmp_path, ranks):
-    """At 32 sequences of 1024 tokens GPT-2's bf16 step takes kernels without a deterministic form (computed again
-    on an H200, 135 of its 148 gradients differed, the embeddings' by up to 8%; at 8 x 256 none did): with
-    params.verify_steps and verify_per_repeat 0 the first step, whose averaged gradient is checked, runs deterministic kernels in the run
-    and in the reference alike: otherwise a flipped rounding fails a correct run where one recomputation showed
-    none, and where it showed some, the bound (16 x up to 8%) lets a 1% change of most elements through. Here the
-    bound stays at its floor and a 1% change of one element on the last rank is caught (2 H200s: the run that had
-    failed)."""
+    """At 32 sequences of 1024 tokens GPT-2's bf16 step takes kernels without a deterministic form (computed again on an
+    H200, 135 of its 148 gradients differed, the embeddings' by up to 8%; at 8 x 256 none did): with params.verify_steps
+    and verify_per_repeat 0 the first step, whose averaged gradient is checked, runs deterministic kernels in the run
+    and in the reference alike: otherwise a flipped rounding fails a correct run where one recomputation showed none,
+    and where it showed some, the bound (16 x up to 8%) lets a 1% change of most elements through. Here the bound stays
+    at its floor and a 1% change of one element on the last rank is caught (2 H200s: the run that had failed)."""
     large = ("params.precision=bf16", "params.verify_steps=0", "params.verify_per_repeat=0", "params.batch=32")
     rc, err, rep = real_model(tmp_path, "gpt2", *large, row="1024", ranks=ranks)
     assert rc == 0, err

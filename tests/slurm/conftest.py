@@ -66,7 +66,8 @@ def namespaces():
     missing = [h for h in ("spmd-node1", "spmd-node2") if not os.path.exists(f"/run/netns/{h}")]
     if missing:
         skip_or_fail(
-            f"network namespaces {missing} absent: {state().get('SPMD_SLURM_TWO_SKIP', 'run ci/slurm/start.sh as root')}"
+            f"network namespaces {missing} absent: "
+            f"{state().get('SPMD_SLURM_TWO_SKIP', 'run ci/slurm/start.sh as root')}"
         )
 
 

@@ -1,6 +1,6 @@
-"""The straggler's cause (spmd.report.capture.causes), named from what each rank's captured steps show: real GPU runs with a
-cause made on purpose on rank 1 (tests/fixtures/traces/analyses: more device work, a slow data phase, a host thread
-sharing its interpreter with a spinning one), and small hand-made traces whose every number is known."""
+"""The straggler's cause (spmd.report.capture.causes), named from what each rank's captured steps show: real GPU runs
+with a cause made on purpose on rank 1 (tests/fixtures/traces/analyses: more device work, a slow data phase, a host
+thread sharing its interpreter with a spinning one), and small hand-made traces whose every number is known."""
 
 from __future__ import annotations
 

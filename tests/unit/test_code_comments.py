@@ -69,3 +69,16 @@ def test_the_patterns_catch_what_they_are_for():
     assert COMMIT.search("in git at 58ac96b") and not COMMIT.search("sha256 of the buffer, deadbeef")
     assert MEASURED.search("4.07 TB/s = 0.978x of a device copy") and MEASURED.search("on an H200 that cost 15 us")
     assert not MEASURED.search("a 64-element boundary (256 B in float32)") and not MEASURED.search("1.80x-1.90x")
+
+
+def test_code_keeps_to_the_formatters_width():
+    """ruff format leaves long strings, comments and docstrings as they are: this holds them to its 120 columns,
+    in Python, shell scripts and the Makefile (bench's Jinja templates of table rows aside)."""
+    files = [*sources("spmd", "bench", "tests", "examples", "ci"), *sources("bench", "ci", suffixes=(".sh",))]
+    wide = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in [*files, REPO / "Makefile"]
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if len(line) > 120
+    ]
+    assert not wide, wide

@@ -44,3 +44,38 @@ def test_the_check_finds_what_it_is_for():
     text = "took 12.5 ms\n<!-- bench:table x -->\n| 3 ms |\n<!-- /bench:table -->\n```\n4 ms\n```\n1.9x at `abc1234`"
     assert typed(text) == [(1, "12.5 ms"), (8, "1.9x"), (8, "`abc1234`")]
     assert typed("reduce was 22% off, now 5%") == [(1, "was 22% off, now")]
+
+
+WIDTH = 120  # the formatter's line length, for prose as for code
+RENDERED_WHOLE = {"benchmarks.md", "commands.md"}  # written by bench report, not by hand
+LINK = re.compile(r"\]\([^)]*\)")  # a link's target: the URL the width leaves aside
+
+
+def long_prose(text: str) -> list[tuple[int, int]]:
+    """(line, width) of every prose line wider than WIDTH, counted without link targets: tables, rendered blocks
+    and fenced code left out."""
+    out, rendered, fenced = [], False, False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif re.match(r"<!-- bench:[a-z]", line):
+            rendered = True
+        elif line.startswith("<!-- /bench:"):
+            rendered = False
+        elif not (rendered or fenced or line.startswith("|")):
+            width = len(LINK.sub("]", line))
+            if width > WIDTH and not re.search(r"https?://\S{40,}", line):
+                out.append((number, width))
+    return out
+
+
+def test_docs_prose_keeps_to_the_formatters_width():
+    docs = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in RENDERED_WHOLE)]
+    wide = {p.name: long_prose(p.read_text()) for p in docs}
+    assert not any(wide.values()), {name: lines for name, lines in wide.items() if lines}
+
+
+def test_the_width_check_leaves_tables_code_blocks_and_link_targets_aside():
+    wide = "word " * 30
+    text = f"{wide}\n| {wide} |\n```\n{wide}\n```\n[a](https://example.org/{'x' * 200})\n"
+    assert long_prose(text) == [(1, len(wide))]

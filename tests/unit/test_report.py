@@ -65,8 +65,8 @@ def test_atomic_write_gives_the_usual_file_mode(tmp_path):
 
 
 def test_train_table_shows_only_phases_that_ran_with_samples_per_s_and_tidy_lines():
-    """A first user found: train's table had rows of zeros for read/wait/h2d/compute, 'graph_failure = None', 'tf32  = False'
-    and no samples/s."""
+    """A first user found: train's table had rows of zeros for read/wait/h2d/compute, 'graph_failure = None', 'tf32  =
+    False' and no samples/s."""
     zero = {"min": 0.0, "median": 0.0, "max": 0.0, "imbalance": 1.0}
     report = {
         "workload": "train",

@@ -17,7 +17,10 @@ from spmd.scale.jobscript import JobOptions, cpus_per_task, write_jobscripts
 from spmd.workloads.registry import load_job_config
 
 # `srun --mpi=list` of SLURM 23-24, and of SLURM 20 (one "srun: mpi/NAME" line each)
-LISTING = "MPI plugin types are...\n\tpmix\n\tnone\n\tcray_shasta\n\tpmi2\nspecific pmix plugin versions available: pmix_v4,pmix_v5\n"
+LISTING = (
+    "MPI plugin types are...\n\tpmix\n\tnone\n\tcray_shasta\n\tpmi2\n"
+    "specific pmix plugin versions available: pmix_v4,pmix_v5\n"
+)
 
 
 OLD_LISTING = "srun: MPI types are...\nsrun: mpi/none\nsrun: mpi/pmi2\nsrun: mpi/openmpi\n"

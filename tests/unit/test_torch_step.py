@@ -114,7 +114,8 @@ def test_the_window_losses_are_each_steps_loss_in_order(group):
 
 
 def inside_deterministic(monkeypatch, module) -> dict:
-    """``module.deterministic`` replaced by one that says, in the returned dict's ``inside``, whether a step is in it."""
+    """``module.deterministic`` replaced by one that says, in the returned dict's ``inside``, whether a step is in
+    it."""
     state = {"inside": False}
 
     @contextlib.contextmanager

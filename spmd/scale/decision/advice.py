@@ -188,9 +188,9 @@ def interval_note(runs: list[dict]) -> str:
         return ""
     levels = ", ".join(f"{n} repeats: {median_interval(range(n)).level:.0%}" for n in counts)
     return (
-        f"Intervals: every interval in these findings is a run's median over its repeats with its order-statistics confidence "
-        f"interval, at {LEVEL:.0%} where the repeats allow it, else the most they give ({levels}); a ratio's interval "
-        f"joins the ends of both."
+        f"Intervals: every interval in these findings is a run's median over its repeats with its order-statistics "
+        f"confidence interval, at {LEVEL:.0%} where the repeats allow it, else the most they give ({levels}); "
+        f"a ratio's interval joins the ends of both."
     )
 
 
@@ -240,8 +240,8 @@ def model_advice(
         if fit.get("node_seconds_per_byte") and fit["seconds_per_byte"] > 0:
             out.append(
                 f"{phase} slowed as the node filled: each further rank on a node adds "
-                f"{fit['node_seconds_per_byte'] / fit['seconds_per_byte']:.0%} to its time per byte (the same bytes per "
-                f"rank measured with more ranks on the node). The ranks share what a node has once (memory "
+                f"{fit['node_seconds_per_byte'] / fit['seconds_per_byte']:.0%} to its time per byte (the same bytes "
+                f"per rank measured with more ranks on the node). The ranks share what a node has once (memory "
                 f"bandwidth, page cache, host links): the predictions charge it, and fewer ranks a node, over "
                 f"more nodes, would not pay it. Measured with up to {fit['node_ranks_measured']} rank(s) on a "
                 f"node, the growth is taken as linear beyond: a limit the ranks reach only with more of them on a "

@@ -28,8 +28,8 @@ def advice(rows: list[dict], model: dict | None, n: int, result: dict, decision:
         for r in rows
     )
     out.append(
-        f"batch sweep, samples/s of {n} {units} over {one}'s at the same per-{units[:-1]} batch (interval from both runs' "
-        f"repeats): {table}"
+        f"batch sweep, samples/s of {n} {units} over {one}'s at the same per-{units[:-1]} batch (interval from both "
+        f"runs' repeats): {table}"
         + (f"; {n} {units} are SLOWER than one at batch {', '.join(str(r['batch']) for r in slow)}" if slow else "")
         + (
             f"; no measurable difference from {one} at batch {', '.join(str(r['batch']) for r in unsure)}"
@@ -56,8 +56,9 @@ def advice(rows: list[dict], model: dict | None, n: int, result: dict, decision:
     nxt = model["next_ranks"]
     if "K" in model["clamped"]:
         out.append(
-            f"at {nxt} {units}: not predicted, the model holds no allreduce cost to carry there (its term was clamped at 0: "
-            f"{n} {units} added nothing measurable to a step); a run with --capture measures the allreduce's kernels"
+            f"at {nxt} {units}: not predicted, the model holds no allreduce cost to carry there (its term was clamped "
+            f"at 0: {n} {units} added nothing measurable to a step); a run with --capture measures the allreduce's "
+            f"kernels"
         )
     else:
         out.append(

@@ -207,7 +207,8 @@ def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
                     r["mode"],
                     str(r["ranks"]),
                     str(r["nodes"]),
-                    f"{fmt_seconds(r['predicted_s'])} ({fmt_seconds(r['interval'][0])} - {fmt_seconds(r['interval'][1])})",
+                    f"{fmt_seconds(r['predicted_s'])} "
+                    f"({fmt_seconds(r['interval'][0])} - {fmt_seconds(r['interval'][1])})",
                     "-"
                     if r["speedup"] is None
                     else f"{r['speedup']:.2f}x" + (" (beyond ideal)" if r.get("flags") else ""),
