@@ -446,3 +446,46 @@ def git_repo(folder: Path):
     git("config", "user.email", "t@example.org")
     git("config", "user.name", "t")
     return git
+
+
+# -- Prose: sentences that chain clauses with colons (test_guides.py, test_code_comments.py) --
+
+CHAINED = 3  # ": " three times in one sentence is a chain: say it in shorter sentences
+
+
+def chained_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` (one paragraph, lines joined) with CHAINED or more ": ", counted outside code spans,
+    link targets, quoted words and braces."""
+    masked = text
+    for pattern in (r"``[^`]*``|`[^`]*`", r"\]\([^)]*\)", r"\b(e\.g|i\.e|etc|vs)\.", r"\{[^{}]*\}|'[^'\s]*'"):
+        masked = re.sub(pattern, lambda m: "x" * len(m.group(0)), masked)
+    out, start = [], 0
+    ends = [m.end() for m in re.finditer(r"[.!?]\s", masked) if re.match(r"\s+[A-Z`(\"'*]", text[m.end() - 1 :])]
+    for end in [*ends, len(text)]:
+        if masked[start:end].count(": ") >= CHAINED:
+            out.append(text[start:end].strip())
+        start = end
+    return out
+
+
+def paragraphs(markdown: str, skip_catalogue: bool = False) -> list[str]:
+    """The prose paragraphs and list items of a Markdown text, lines joined: headings, tables, fenced code and
+    rendered blocks left out (with ``skip_catalogue``, list items that open with a name in code or bold: a
+    catalogue of modules, one entry a module)."""
+    out, current, rendered, fenced = [], [], False, False
+    for line in markdown.splitlines() + [""]:
+        if line.startswith("```"):
+            fenced = not fenced
+        if line.startswith("<!-- bench:"):
+            rendered = True
+        prose = not (fenced or rendered or line.startswith(("```", "|", "#", "<!--"))) and line.strip()
+        item = re.match(r"\s*([-*]|\d+\.)\s", line)
+        if current and (not prose or item):
+            out.append(" ".join(current))
+            current = []
+        if prose:
+            current.append(line.strip())
+        if line.startswith("<!-- /bench:"):
+            rendered = False
+    catalogue = re.compile(r"- (`[^`]+`|\*\*[^*]+\*\*)( \([^)]*\))?:")
+    return [p for p in out if not (skip_catalogue and catalogue.match(p))]

@@ -10,10 +10,10 @@ and without ``--capture 2``; every run verified as users run. Each rank count (t
 
     mpiexec -n 3 python bench/programs/straggler_matrix.py --ranks 2,3 --data /tmp/m
 
-Prints one JSON line per run: model, ranks, where, the slow rank (None: clean), capture, the expected cause on this
-device, the straggler named (rank, cause), spmd's estimate of the step without it, and each run's step with and
-without the ranks' waits for each other (``own_step_s``): the estimate is held to the same launch's clean runs, to
-their step and to their step less their own waits.
+Prints one JSON line per run: model, ranks, where, the slow rank (None for a clean run), capture, the expected cause
+on this device, the straggler named (rank, cause), spmd's estimate of the step without it, and each run's step with
+and without the ranks' waits for each other (``own_step_s``). The estimate is held to the same launch's clean runs,
+to their step and to their step less their own waits.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """What verification costs a torch run at its defaults, by turns in one launch, and whether a late change is caught.
 
 For each model config and each rank count (the first n ranks of the launch; the others wait), ``--turns`` turns of the
-same job (after ``--warmup`` turns not kept) verified as users run it (``verify: auto``, the default checked steps) and
-with ``verify: none``, alternating which goes first; each job's whole wall time (set-up, repeats, checks, report, NCCL's
-teardown) measured around ``run_job``, and its wall time up to the report (report.json ``wall``: the same without the
-teardown, which is alike on both sides). ``--steps`` lengthens the job's windows (the example's otherwise). Then the
-same job once more with the model's own gradient hook on the last rank changing its largest gradient element by 1% from
-step ``--late`` on (past the first checked steps): caught or not, and where.
+same job (after ``--warmup`` turns not kept), verified as users run it (``verify: auto``, the default checked steps) and
+with ``verify: none``, alternating which goes first. Each job's whole wall time (set-up, repeats, checks, report, NCCL's
+teardown) is measured around ``run_job``, and so is its wall time up to the report (report.json ``wall``, the same
+without the teardown, which is alike on both sides). ``--steps`` lengthens the job's windows (the example's otherwise).
+Then the same job once more with the model's own gradient hook on the last rank changing its largest gradient element by
+1% from step ``--late`` on (past the first checked steps): caught or not, and where.
 
     mpiexec -n 2 python bench/programs/torch_verify_cost.py --config examples/torch/gpt2.yaml --data /tmp/v
 

@@ -1,8 +1,9 @@
-"""Predicting machines spmd did not run on: a sweep on 1 and 2 GPUs (their own links: NVLink on these machines)
+"""Predicting machines spmd did not run on. A sweep on 1 and 2 GPUs (their own links, NVLink on these machines) is
 fitted, then asked for N GPUs (every GPU of the launch) on links the sweep never used, and held against a sweep
-measured there: the same links at N (where N > 2), GPU peer-to-peer off (``NCCL_P2P_DISABLE=1``: through host
-memory, like a PCIe host bridge), and nodes of N/2 GPUs emulated on the one machine (``NCCL_HOSTID`` per node, so
-NCCL runs its inter-node rings, trees and network transport; spmd grouped the same way, bench/programs/as_node.py).
+measured there. The targets are the same links at N (where N > 2), GPU peer-to-peer off (``NCCL_P2P_DISABLE=1``,
+through host memory, like a PCIe host bridge), and nodes of N/2 GPUs emulated on the one machine (``NCCL_HOSTID`` per
+node, so NCCL runs its inter-node rings, trees and network transport; spmd grouped the same way,
+bench/programs/as_node.py).
 Each target's links come from ``spmd bench comm --links`` run under the same setting. Per workload, setup and
 series, the record is the prediction's error at N against the measured median of the run's repeats, with the
 phase furthest off, and the speedup's error against the measured sweep's own one rank (one launch: whole launches

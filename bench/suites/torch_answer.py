@@ -1,9 +1,9 @@
-"""The answer for a training job, on real models (GPT-2 124M and ResNet-50, bf16, AdamW): what kernel-level capture
-costs a step (captured with CPU and CUDA activity as spmd captures, with CUDA alone, and the uncaptured steps before
-and after a capture, by turns in one process: bench/programs/capture_cost.py), whether a cause made on purpose on
-one rank is named as that cause from the captured kernels (a host thread sharing the interpreter, more device work,
-a slow data phase: ``spmd run --capture``), and the batch sweep's step model, resting on the captured NCCL kernels,
-against the measured speedup at every batch (``spmd scale --ranks 1,2,N --batches ... --capture``)."""
+"""The answer for a training job, on real models (GPT-2 124M and ResNet-50, bf16, AdamW). First, what kernel-level
+capture costs a step: captured with CPU and CUDA activity as spmd captures, with CUDA alone, and the uncaptured steps
+before and after a capture, by turns in one process (bench/programs/capture_cost.py). Then whether a cause made on
+purpose on one rank is named as that cause from the captured kernels (a host thread sharing the interpreter, more
+device work, a slow data phase; ``spmd run --capture``). Last, the batch sweep's step model, resting on the captured
+NCCL kernels, against the measured speedup at every batch (``spmd scale --ranks 1,2,N --batches ... --capture``)."""
 
 from __future__ import annotations
 

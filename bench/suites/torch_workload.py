@@ -251,8 +251,8 @@ def hook_cost(env) -> list[Measure]:
 
 def batch_sweep(env) -> list[Measure]:
     """``spmd scale --batches``: per per-GPU batch, the speedup of all ranks over one against the ideal, and the
-    break-even batch the step model finds (the question "is N GPUs slower than 1, at which batch?"); then the
-    advice measured: ``accumulate: 4`` at the largest batch, run, against what the step model predicted for it."""
+    break-even batch the step model finds (the question "is N GPUs slower than 1, at which batch?"). Then the advice
+    is measured: ``accumulate: 4`` at the largest batch, run, against what the step model predicted for it."""
     s = sizes(env)
     sweep = ddp_sweep(env, s, s["batches"], "torch-sweep", "-o", "repeats=3")
     return sweep_measures(env, f"MLP {s['size']}", sweep) + advice_measured(env, s, sweep)

@@ -1,11 +1,12 @@
 """The fused moments kernel alone, per variant, against the HBM read ceiling (GPU).
 
-python -m bench.tools.fused_kernel        -> JSON on stdout, Markdown tables on stderr: first the floor probes of
-moments_floor.cu (``floors``: spmd's grid doing less per value), then each launch shape and input dtype timed by
-turns with CuPy's sum of the same array (ceilings.alternating_seconds), so each row's ratio is to a ceiling of the
-same moments (on an H200 the sum timed once at a sweep's start ran at 4.34 TB/s, by turns in the same call's reduce
-case at 4.47: 3% that a single ceiling lends every row), with the blocks the driver keeps resident on an SM and the
-registers a thread takes.
+python -m bench.tools.fused_kernel        -> JSON on stdout, Markdown tables on stderr.
+
+First the floor probes of moments_floor.cu (``floors``, spmd's grid doing less per value). Then each launch shape and
+input dtype, timed by turns with CuPy's sum of the same array (ceilings.alternating_seconds), so each row's ratio is
+to a ceiling of the same moments. A ceiling timed once would lend every row its own error: on an H200 the sum timed
+once at a sweep's start ran at 4.34 TB/s, by turns in the same call's reduce case at 4.47. Each row also gives the
+blocks the driver keeps resident on an SM and the registers a thread takes.
 """
 
 from bench.usage import answer_help
@@ -25,9 +26,9 @@ from spmd.workloads.reduce.moments import FusedMoments
 
 
 def variants():
-    """(label, kernel): spmd's default (the ring in shared memory or loads into registers, as the device gets it),
-    then loads into registers: loads x min/max x launch bounds at the resident grid and at fixed blocks per SM (a
-    grid past the resident blocks runs a second wave); then the ring: stages x loads x launch bounds, and fixed
+    """(label, kernel) pairs. First spmd's default (the ring in shared memory or loads into registers, as the device
+    gets it). Then loads into registers, loads x min/max x launch bounds, at the resident grid and at fixed blocks per
+    SM (a grid past the resident blocks runs a second wave). Last the ring, stages x loads x launch bounds, and fixed
     blocks per SM."""
     yield "default", FusedMoments()
     for fast, loads, min_blocks in itertools.product((False, True), (2, 4, 8), (0, 4)):

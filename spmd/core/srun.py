@@ -18,8 +18,8 @@ PLUGIN = re.compile(r"[a-z][a-z0-9_]*")  # a plugin's name as srun lists it, and
 
 
 def offered_plugins(listing: str) -> list[str]:
-    """The plugins of ``srun --mpi=list``'s output (older SLURM: 'srun: mpi/pmi2'; newer: one per indented
-    line, then 'specific pmix plugin versions available: pmix_v4,pmix_v5')."""
+    """The plugins of ``srun --mpi=list``'s output. Older SLURM prints lines such as 'srun: mpi/pmi2'; newer
+    prints one per indented line, then 'specific pmix plugin versions available: pmix_v4,pmix_v5'."""
     found: list[str] = []
     for line in listing.splitlines():
         text = line.strip()

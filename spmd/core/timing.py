@@ -176,9 +176,9 @@ class PhaseTimer:
 
 
 def enter_phase(name: str, timed: bool = True, fault: bool = True) -> None:
-    """This rank enters phase ``name``: the watchdog's heartbeat says so (``timed``: a phase of a run,
-    bounded by timeout_s), and an injected fault armed for it fires (spmd.core.faults; ``fault=False``: a
-    training workload fires it in each step instead)."""
+    """This rank enters phase ``name``. The watchdog's heartbeat says so (``timed`` for a phase of a run, which
+    timeout_s bounds), and an injected fault armed for it fires (spmd.core.faults). ``fault=False`` leaves the
+    fault to a training workload, which fires it in each step instead."""
     waits.note_phase(name, timed)
     if fault:
         faults.at(name)

@@ -12,10 +12,9 @@ itself is gone or wedged) ends the job alone. Last, for a hang in C code that ho
 read that never returns), when this thread itself cannot run: ``faulthandler``, re-armed on every beat,
 prints every thread's stack and ends the process ``timeout_s + BACKSTOP_S`` after the last beat.
 
-Libraries with state of their own register hooks here instead of being imported by it: ``on_poll``
-(called every beat: NCCL's asynchronous errors) and ``on_abort`` (run by ``end_job``, the one way a
-job is ended on an error, by the watchdog or by a failing rank: NCCL communicators are aborted, not
-leaked).
+Libraries with state of their own register hooks here instead of being imported by it. ``on_poll`` is
+called every beat (NCCL's asynchronous errors). ``on_abort`` is run by ``end_job``, the one way a job is
+ended on an error, by the watchdog or by a failing rank, so NCCL communicators are aborted, not leaked.
 
 It needs MPI_THREAD_MULTIPLE (mpi4py asks for it; MPICH and Open MPI give it); without it each
 rank judges only itself and leaves by ``os._exit``, which the launcher turns into the job's end.

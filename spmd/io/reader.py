@@ -1,8 +1,8 @@
 """A rank's rows read by the engine its config asks for (``io``), and on a GPU copied to the device piece by
 piece as the pieces land, so the copy hides behind the read.
 
-Engines: ``direct`` (io.direct: parallel positional reads of the dataset's bytes) wherever the layout allows it,
-``h5py`` (one hyperslab read) for the rest: filtered, byte-swapped or tiled datasets, or ``engine: h5py``.
+The engines: ``direct`` (io.direct, parallel positional reads of the dataset's bytes) wherever the layout allows it,
+and ``h5py`` (one hyperslab read) for the rest (filtered, byte-swapped or tiled datasets, or ``engine: h5py``).
 ``auto`` is ``direct`` where it can be, and on a GPU run ``mapped`` where that is safe (io.choose: the page cache
 holds the rank's bytes and they may be locked); the report names the engine of every piece, why h5py read one, and
 why auto chose as it did.

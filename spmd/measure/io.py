@@ -280,15 +280,15 @@ HOST_READ_ROW = 1024  # float32 elements a row of host_read's file (4 KiB rows, 
 
 
 def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
-    """The host's shared read ceiling for ``spmd predict``, met as a run's read phase meets it: each rank reads an
-    HDF5 file of ``nbytes`` of its own from the page cache (as a sweep's repeats read their input) with a run's
-    reader (``io.engine: auto``: on a GPU into device memory, by the engine a run would choose), first the first
-    rank of each host alone on the threads a rank alone on its host gets, then every rank at once on the threads
-    each gets beside the others. A host is the ranks sharing its memory (``node_comm``), also where nodes are
-    emulated on one machine (``SPMD_HOST``): all of them read at once there. {bytes, readers (ranks on the
-    busiest host), engine (the one that read), alone_Bps (one rank), together_Bps (the busiest host's ranks
-    together, at the slowest rank's pace)}. The files are spmd's own temporary ones, written back to disk before
-    timing (a write-back running under the reads slows them) and removed after."""
+    """The host's shared read ceiling for ``spmd predict``, met as a run's read phase meets it. Each rank reads an HDF5
+    file of ``nbytes`` of its own from the page cache (as a sweep's repeats read their input) with a run's reader
+    (``io.engine: auto``; on a GPU into device memory, by the engine a run would choose). First the first rank of each
+    host reads alone, on the threads a rank alone on its host gets; then every rank reads at once, on the threads each
+    gets beside the others. A host is the ranks sharing its memory (``node_comm``), also where nodes are emulated on one
+    machine (``SPMD_HOST``): all of them read at once there. {bytes, readers (ranks on the busiest host), engine (the
+    one that read), alone_Bps (one rank), together_Bps (the busiest host's ranks together, at the slowest rank's pace)}.
+    The files are spmd's own temporary ones, written back to disk before timing (a write-back running under the reads
+    slows them) and removed after."""
     import h5py
 
     from ..io.hdf5 import Piece, RankInput

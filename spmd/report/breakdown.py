@@ -68,7 +68,7 @@ def breakdown(
 ) -> dict:
     """report.json's ``breakdown``: per rank the seconds per repeat (mean over repeats) and share of each
     category, the overlap of communication with computation where there was any, and the straggler (or None)
-    with its cause (spmd.report.capture.causes; ``kernels``: the captured steps, ``steps``: a repeat's steps)."""
+    with its cause (spmd.report.capture.causes). ``kernels`` are the captured steps, ``steps`` a repeat's."""
     repeats = per_repeat(records_by_rank)
     ranks = []
     for rank, parts in enumerate(repeats):
@@ -220,9 +220,9 @@ def time_shared(placement: dict | None, host: str) -> tuple[int, int] | None:
 
 
 def straggler_sentence(s: dict, level: bool = True, shared: tuple[int, int] | None = None) -> str:
-    """The straggler finding: who, why (its cause with the numbers, where one was found), and what it cost
-    (``level``: the interval's level in the sentence; a sweep states the levels once for all its findings;
-    ``shared``: its host's ranks and CPUs where the ranks time-shared cores)."""
+    """The straggler finding: who, why (its cause with the numbers, where one was found), and what it cost.
+    ``level`` puts the interval's level in the sentence (a sweep states the levels once for all its findings);
+    ``shared`` is its host's ranks and CPUs where the ranks time-shared cores."""
     if s.get("cause"):
         why = f"{s['evidence']}"
     elif "seconds" in s:  # named from the timed phases

@@ -93,9 +93,9 @@ class Workload(ABC):
 
     @classmethod
     def resolve_repeats(cls, cfg, default):
-        """``cfg`` with ``repeats`` decided: the config's, else ``default`` (spmd run: RUN_REPEATS, spmd scale:
-        ``"auto"``; a workload without AUTO_REPEATS: RUN_REPEATS). ConfigError for ``repeats: auto`` asked of such
-        a workload."""
+        """``cfg`` with ``repeats`` decided: the config's, else ``default``. spmd run's default is RUN_REPEATS,
+        spmd scale's ``"auto"``, and a workload without AUTO_REPEATS always gets RUN_REPEATS. ConfigError for
+        ``repeats: auto`` asked of such a workload."""
         if cfg.repeats == "auto" and not cls.AUTO_REPEATS:
             raise ConfigError(
                 f"repeats: auto: the repeats of workload {cfg.workload} set how much work it does "

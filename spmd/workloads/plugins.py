@@ -1,4 +1,4 @@
-"""Loading a plug-in workload named by the config: ``workload: path/to/file.py:NAME`` (a file, relative to
+"""Loading a plug-in workload named by the config, as ``workload: path/to/file.py:NAME`` (a file, relative to
 the working directory) or ``workload: package.module:NAME`` (importable from PYTHONPATH).
 
 NAME is a subclass of ``spmd.Workload`` or a function decorated with ``@spmd.map_reduce``. Every rank

@@ -154,8 +154,8 @@ def test_train_reads_its_rows_with_the_direct_engine_and_says_so(tmp_path):
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to bind a rank to fewer than it may use")
 def test_a_rank_bound_to_one_cpu_reads_on_its_share_of_the_node(tmp_path):
-    """The launcher bound the rank to one CPU (as Open MPI's mpirun does): io.threads: auto reads on every CPU of
-    its share of the node (here one rank: all of them), report.json says how many, and the answer is verified."""
+    """The launcher bound the rank to one CPU, as Open MPI's mpirun does. io.threads: auto reads on every CPU of
+    its share of the node (here, one rank, all of them), report.json says how many, and the answer is verified."""
     config, data = reduce_config(tmp_path)
     node = len(os.sched_getaffinity(0))
     cmd = [*mpiexec(), "-n", "1", sys.executable, "-m", "spmd", "run", str(config), "-o", "io.buffer_mb=0.01"]

@@ -179,9 +179,9 @@ def steady(block, xp, params):
 
 
 def test_a_quiet_sweep_is_tight_under_auto_and_a_deliberately_noisy_one_is_flagged(tmp_path):
-    """repeats: auto (spmd scale's default): a steady plug-in (50 ms a call) stops once its interval is within
-    +-5%, unflagged; one whose repeats alternate 10 ms and 50 ms never gets there, runs to its max_seconds and is
-    suspect: noisy, said in the findings."""
+    """repeats: auto (spmd scale's default). A steady plug-in (50 ms a call) stops once its interval is within
+    +-5%, unflagged. One whose repeats alternate 10 ms and 50 ms never gets there, runs to its max_seconds and is
+    suspect (noisy), as the findings say."""
     (tmp_path / "plugins.py").write_text(PLUGINS)
     write_dataset(tmp_path / "x.h5", np.ones(10_000, np.float32))
     # the noisy sweep at 2 ranks only: both processes call the function equally often, so they sleep alike

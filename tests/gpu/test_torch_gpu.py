@@ -59,8 +59,8 @@ def test_out_of_gpu_memory_names_the_batch(tmp_path):
 
 
 def real_model(tmp_path, model: str, *overrides, ranks=1, env=None, row: str | None = None):
-    """examples/torch/gpt2.yaml or resnet.yaml (full-size: GPT-2 124M; torchvision's ResNet-50) on few rows (of
-    ``row``'s shape: 256 tokens, 3 x 64 x 64 pixels by default) and steps: (exit code, stderr, report or None)."""
+    """(exit code, stderr, report or None) of examples/torch/gpt2.yaml or resnet.yaml (full-size GPT-2 124M or
+    torchvision's ResNet-50) on few rows of ``row``'s shape (by default 256 tokens, 3 x 64 x 64 pixels) and steps."""
     config = ROOT / f"examples/torch/{'gpt2' if model == 'gpt2' else 'resnet'}.yaml"
     rows = ["-o", f"generate.shape=[256, {row or ('256' if model == 'gpt2' else '3, 64, 64')}]"]
     rc, _, err, _ = spmd("generate", config, *rows, cwd=tmp_path, ranks=1, timeout=300)

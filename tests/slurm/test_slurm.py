@@ -180,9 +180,9 @@ def test_a_slow_rank_on_the_second_node_is_named_with_its_cause(two_nodes, tmp_p
 
 
 def test_predict_two_shaped_nodes_from_a_one_node_sweep(shaped_link, tmp_path):
-    """spmd predict on the CPU: a sweep on one node (1 and 2 ranks: their link is shared memory), the link between
+    """spmd predict on the CPU. A sweep on one node (1 and 2 ranks, whose link is shared memory), the link between
     two nodes slowed to 400 Mbit/s (tc) and measured by ``spmd bench comm --links`` under srun, predict the
-    two-node runs (one rank a node) measured next within 30% (the bench suite predict holds the tight target):
+    two-node runs (one rank a node) measured next within 30% (the bench suite predict holds the tight target). It is
     a matmul whose allgather of B is 30-70% of a repeat there, so a prediction of bytes over the rate alone, or
     of compute alone, misses by more. One BLAS thread a rank: both "nodes" share this machine's cores."""
     config = small(

@@ -12,6 +12,7 @@ import tokenize
 from pathlib import Path
 
 import pytest
+from helpers import chained_sentences
 
 REPO = Path(__file__).resolve().parents[2]
 ISSUE = re.compile(r"""\bissues? #?\d+|\bpytorch#\d+|(?<![\w&"'])#\d{2,}\b""", re.I)
@@ -82,3 +83,25 @@ def test_code_keeps_to_the_formatters_width():
         if len(line) > 120
     ]
     assert not wide, wide
+
+
+def docstring_paragraphs(path: Path) -> list[str]:
+    """The prose paragraphs of a file's docstrings, lines joined: field lists (Args:, one item a line) left out."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            for para in re.split(r"\n\s*\n", ast.get_docstring(node) or ""):
+                if not re.match(r"\s*(Attributes|Args|Returns|Raises|Yields):", para) and not re.search(
+                    r"^\s*- ", para, re.M
+                ):
+                    out.append(" ".join(para.split()))
+    return out
+
+
+def test_docstrings_say_things_in_sentences_not_chains_of_colons():
+    chained = {
+        str(path.relative_to(REPO)): found
+        for path in sources("spmd", "bench", "tests", suffixes=(".py",))
+        if (found := [s for para in docstring_paragraphs(path) for s in chained_sentences(para)])
+    }
+    assert not chained, chained

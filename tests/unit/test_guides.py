@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import chained_sentences, paragraphs
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDES = ["README.md", "docs/scaling.md"]  # the prediction's guide, apart from its record (docs/validation.md)
@@ -79,3 +80,21 @@ def test_the_width_check_leaves_tables_code_blocks_and_link_targets_aside():
     wide = "word " * 30
     text = f"{wide}\n| {wide} |\n```\n{wide}\n```\n[a](https://example.org/{'x' * 200})\n"
     assert long_prose(text) == [(1, len(wide))]
+
+
+def test_docs_say_things_in_sentences_not_chains_of_colons():
+    """architecture.md's catalogues of modules (a list item per module or folder) are lists, not sentences."""
+    docs = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name not in RENDERED_WHOLE)]
+    chained = {
+        p.name: [s for para in paragraphs(p.read_text(), skip_catalogue=True) for s in chained_sentences(para)]
+        for p in docs
+    }
+    assert not any(chained.values()), {name: found for name, found in chained.items() if found}
+
+
+def test_a_chain_of_colons_is_found_and_code_is_left_aside():
+    assert chained_sentences("One: two: three: four. Short: fine.") == ["One: two: three: four."]
+    assert chained_sentences("Run `a: b: c: d` here: once.") == []
+    assert paragraphs("- `x.py` (a): b: c: d\n\nText: one.\n```\nno: no: no: no\n```\n", skip_catalogue=True) == [
+        "Text: one."
+    ]

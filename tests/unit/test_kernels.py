@@ -1,10 +1,10 @@
 """report.json's ``kernels`` (spmd.report.capture.kernels): every key spmd writes there is named in docs/report.md's
 row, for a GPU capture (the committed fixtures) and a CPU one (a hand-made trace).
 
-spmd's kernel breakdown, computed by spmd, against Holistic Trace Analysis on the same real
-GPU traces (tests/fixtures/traces: GPT-2 and ResNet-50 captured by spmd on 2 H200s): HTA's temporal breakdown
-(over the whole capture: idle, compute, non-compute) and its idle-time breakdown (per stream: host wait, kernel
-wait, other) agree with spmd's category by category within max(10% of the category, 1% of a step).
+spmd's kernel breakdown, computed by spmd, against Holistic Trace Analysis on the same real GPU traces
+(tests/fixtures/traces, GPT-2 and ResNet-50 captured by spmd on 2 H200s). HTA's temporal breakdown (over the whole
+capture: idle, compute, non-compute) and its idle-time breakdown (per stream: host wait, kernel wait, other) agree
+with spmd's category by category within max(10% of the category, 1% of a step).
 
 Where they differed before, the cause is HTA's handling of nanosecond traces (PyTorch PR 122425): it moves every
 event's start up to the next whole microsecond and its end down to the previous one (``round_down_time_stamps``),

@@ -128,12 +128,12 @@ def critical_path(coll: dict) -> list[dict]:
 def cause(slow: int, records_by_rank: list[list[dict]], kernels: dict | None, steps_per_repeat: int | None) -> dict:
     """Why rank ``slow`` made the others wait: {cause, cause_seconds (its excess per step), evidence (a clause)}.
 
-    The first explanation whose excess per step is at least CAUSE_SHARE of the step: its data phase (timed
-    marks), then its device's own work (compute kernels or CPU operators: more of them, or the same ones
-    slower), then its host (what remains when the device did the same work: on a GPU the device waited for
-    launches). The device's kernel time does not depend on the other ranks; the host's idle time does (a rank
-    that waits for a peer waits in the collective, so its GPU looks busy and the late rank's idle), so the host
-    is named only where the robust measures do not explain the wait."""
+    The first explanation whose excess per step is at least CAUSE_SHARE of the step. First its data phase (timed marks);
+    then its device's own work (compute kernels or CPU operators, more of them or the same ones slower); then its host
+    (what remains when the device did the same work; on a GPU the device waited for launches). The device's kernel time
+    does not depend on the other ranks; the host's idle time does (a rank that waits for a peer waits in the collective,
+    so its GPU looks busy and the late rank's idle), so the host is named only where the robust measures do not explain
+    the wait."""
     others = [r for r in range(len(records_by_rank)) if r != slow]
     steps = steps_per_repeat or 1
     step = statistics.median(r["total"] for r in records_by_rank[slow]) / steps

@@ -34,7 +34,7 @@ def surely_beyond(interval: list[float] | tuple[float, float], ideal: float) -> 
 
 def noisy(report: dict) -> str | None:
     """``noisy: ...`` when the interval of the time per repeat is wider than +-BOUND of its median (under
-    ``repeats: auto``: still, after its budget, or below the 95% level); None otherwise."""
+    ``repeats: auto``, still wider after its budget, or below the 95% level), else None."""
     iv = time_interval(report)
     rule = report.get("repeat_rule") or {}
     auto = rule.get("rule") == "auto"

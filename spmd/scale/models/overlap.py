@@ -37,9 +37,9 @@ def hidden_share(scaling: dict) -> dict:
 
 
 def handed_over(scaling: dict) -> list[float] | None:
-    """Each gradient bucket's hand-over in a step, in DDP's order, as a share of backward (0: its start, 1: the last
-    bucket's): the median over the marked steps of the sweep's runs (None where none marked as many allreduces as
-    the runs have buckets)."""
+    """Each gradient bucket's hand-over in a step, in DDP's order, as a share of backward (0 at its start, 1 at the
+    last bucket's). Each is the median over the marked steps of the sweep's runs; None where none marked as many
+    allreduces as the runs have buckets."""
     per_bucket: list[list[float]] = []
     for run in scaling["runs"]:
         report = run["report"]

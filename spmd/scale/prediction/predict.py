@@ -174,10 +174,10 @@ def assumptions(scaling: dict, machine: Machine) -> list[str]:
 
 
 def agreeing(rows: list[dict], evens: list[dict]) -> list[dict]:
-    """The break-even rows, each checked against the predicted rows that ask its question (training: the weak rows,
-    N GPUs against one at the same per-GPU batch; arrays: the strong rows, the same problem): where a row and the
-    break-even say different things of the same size, the break-even is said not decided (they differ within the
-    model's misfit), so that a prediction never contradicts itself."""
+    """The break-even rows, each checked against the predicted rows that ask its question. For training those are
+    the weak rows (N GPUs against one at the same per-GPU batch), for arrays the strong rows (the same problem).
+    Where a row and the break-even say different things of the same size, the break-even is said not decided (they
+    differ within the model's misfit), so that a prediction never contradicts itself."""
     for e in evens:
         training = "batch" in e
         for row in rows:

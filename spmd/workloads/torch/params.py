@@ -119,8 +119,8 @@ class TorchParams:
 
 
 def check_job(cfg, gpu: bool, corrupting: bool) -> None:
-    """The job's settings the torch workload cannot run with, here (``gpu``: on GPUs; ``corrupting``: an armed
-    SPMD_FAULT kind=corrupt): ConfigError naming the key (exit 2)."""
+    """The job's settings the torch workload cannot run with, here, refused with a ConfigError naming the key
+    (exit 2). ``gpu`` says the run is on GPUs; ``corrupting`` that an SPMD_FAULT kind=corrupt is armed."""
     p = cfg.params
     if cfg.input.path is None:
         raise ConfigError("input.shards: the torch workload reads one dataset (input.path)")

@@ -1,16 +1,19 @@
 """Where one DDP step's time goes, from marks taken while it runs.
 
 Marks of a step with k micro-batches: ``s`` (start), ``d{j}`` (batch j on the device), ``a{j}`` (DDP's forward
-called), ``m{j}`` (the user's module's forward begins: DDP has broadcast the buffers), ``f{j}`` (its forward and
-loss), ``b{j}`` (its backward returned), ``o`` (after the optimizer); and for each gradient bucket the moment DDP
-handed it to the allreduce (``comm_start``, on the compute stream: every gradient in it computed) and the moment
-the allreduce ended (``comm_end``, on the stream the result lands on). CUDA events on a GPU (resolved after the
-window), perf_counter on a CPU. Phases:
+called), ``m{j}`` (the user's module's forward begins, once DDP has broadcast the buffers), ``f{j}`` (its forward and
+loss), ``b{j}`` (its backward returned) and ``o`` (after the optimizer). For each gradient bucket there are two more.
+``comm_start`` is the moment DDP handed it to the allreduce, on the compute stream, once every gradient in it was
+computed; ``comm_end`` is the moment the allreduce ended, on the stream the result lands on. CUDA events on a GPU
+(resolved after the window), perf_counter on a CPU.
+
+Phases:
 data = sum(d_j - start of j); comm_buffers = sum(m_j - a_j), DDP's broadcast of rank 0's buffers before each
 forward (BatchNorm's statistics), where a rank that arrives early waits for the last (0 where no ``m`` mark was
-taken: a compiled forward); forward = sum(f_j - d_j) - comm_buffers; the last backward's compute ends at the last
-bucket's start, and what follows until ``b{k-1}`` is comm_exposed; comm_overlapped = the union of the allreduces'
-intervals minus comm_exposed; backward = the rest of sum(b_j - f_j); optimizer = o - b{k-1}; step = o - s.
+taken, as in a compiled forward); forward = sum(f_j - d_j) - comm_buffers; the last backward's compute ends at the
+last bucket's start, and what follows until ``b{k-1}`` is comm_exposed; comm_overlapped = the union of the
+allreduces' intervals minus comm_exposed; backward = the rest of sum(b_j - f_j); optimizer = o - b{k-1};
+step = o - s.
 """
 
 from __future__ import annotations

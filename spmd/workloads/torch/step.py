@@ -1,6 +1,6 @@
 """The DDP steps of one rank: the user's module wrapped in DistributedDataParallel, the optimizer, the batch
-gather, the phase marks and the strategies (``ddp``: eager; ``compile``: torch.compile over the DDP module;
-``ddp-graph``: the whole step captured once in a CUDA graph and replayed).
+gather, the phase marks and the strategies. ``ddp`` is eager, ``compile`` is torch.compile over the DDP module, and
+``ddp-graph`` captures the whole step once in a CUDA graph and replays it.
 
 A window's sample indices live beside the rows (device or pinned host memory), so a step gathers its
 micro-batches with no host work; under ddp-graph a device cursor picks the step's row of indices inside the

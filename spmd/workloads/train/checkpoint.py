@@ -3,9 +3,9 @@
 A checkpoint holds the parameters (``weights``, real values only, layer by layer in forward
 order), the optimizer's buffers (``optimizer/<name>``), and as attributes the step, the RNG
 state and what must match to continue: model widths, dtype, optimizer, global batch, data
-shards. spmd's randomness is counter-based (dropout: a hash of seed, step, layer, element;
-sample order: permutations seeded by seed, shard, epoch), so the RNG state is the seed and
-the step. Every dataset carries the SHA-256 of its bytes, and the attributes one of theirs: a
+shards. spmd's randomness is counter-based (dropout is a hash of seed, step, layer and
+element; the sample order is permutations seeded by seed, shard and epoch), so the RNG state
+is the seed and the step. Every dataset carries the SHA-256 of its bytes, and the attributes one of theirs: a
 checkpoint damaged on disk is refused, naming what changed, instead of resuming from it.
 
 The file is built in memory and written whole by ``files.write_bytes_atomic``: a full disk is an

@@ -209,9 +209,9 @@ def _kernel_types(ctype: str, bf16: bool) -> dict:
 class DeviceOps:
     """CuPy primitives: cuBLAS on our own handle, fused CUDA kernels, all on the current stream.
 
-    ``precision``: None (GEMMs in ``dtype``), "tf32" (float32 GEMMs on TF32 tensor cores) or "bf16": the
-    GEMMs' operands (the parameters' copy, activations and their gradients: ``storage``) in bfloat16, the
-    accumulation, weight gradients, parameters and optimizer in float32 (mixed precision, as autocast)."""
+    ``precision`` is None (GEMMs in ``dtype``), "tf32" (float32 GEMMs on TF32 tensor cores) or "bf16". Under
+    bf16 the GEMMs' operands (the parameters' copy, activations and their gradients, in ``storage``) are bfloat16,
+    and the accumulation, weight gradients, parameters and optimizer float32 (mixed precision, as autocast)."""
 
     def __init__(self, dtype, precision: str | None = None, max_rows: int = 1):
         from cupy_backends.cuda.libs import cublas
