@@ -49,7 +49,27 @@ def test_phases_lie_in_order_inside_their_repeat_and_match_their_seconds():
     assert sum(b - a for a, b in reads) == pytest.approx(timer.records[0]["read"], abs=1e-9)
     ordered = [s for s in repeat.spans if s[1] == "host"]
     assert all(x[3] <= y[2] for x, y in zip(ordered, ordered[1:]))
-    assert repeat.spans[-1] == ("repeat", "repeats", 0.0, timer.records[0]["total"])
+    name, track, start, end = repeat.spans[-1]
+    assert (name, track, start) == ("repeat", "repeats", 0.0) and end == pytest.approx(
+        timer.records[0]["total"], abs=1e-4
+    )
+
+
+def test_the_outline_holds_a_repeats_work_when_part_of_it_is_taken_out_of_the_total():
+    """A checked step is done inside the repeat but untimed: the total leaves it out, and the outline still
+    covers every span drawn in the repeat, the ones after it too."""
+    timer = PhaseTimer(np)
+    timer.start_repeat()
+    with timer.host_phase("read"):
+        time.sleep(0.002)
+    time.sleep(0.03)  # a checked step
+    timer.exclude(0.03)
+    with timer.host_phase("compute"):
+        time.sleep(0.002)
+    timer.end_repeat()
+    *spans, outline = timer.timeline[0].spans
+    assert outline[0] == "repeat" and timer.records[0]["total"] < 0.02 < outline[3]
+    assert all(end <= outline[3] for *_, end in spans)
 
 
 def test_a_slow_fault_is_counted_inside_the_phase_it_delays():
