@@ -12,7 +12,9 @@ import pytest
 from helpers import chained_sentences, paragraphs
 
 ROOT = Path(__file__).resolve().parents[2]
+
 GUIDES = ["README.md", "docs/scaling.md"]  # the prediction's guide, apart from its record (docs/validation.md)
+
 FIGURE = re.compile(
     r"\d[\d.,]*\s?(ms|us|µs|GB/s|MB/s)\b"  # a time or a bandwidth
     r"|\b\d+(\.\d+)?x\b"  # a speedup or a ratio
@@ -48,7 +50,9 @@ def test_the_check_finds_what_it_is_for():
 
 
 WIDTH = 120  # the formatter's line length, for prose as for code
+
 RENDERED_WHOLE = {"benchmarks.md", "commands.md"}  # written by bench report, not by hand
+
 LINK = re.compile(r"\]\([^)]*\)")  # a link's target: the URL the width leaves aside
 
 
@@ -98,3 +102,7 @@ def test_a_chain_of_colons_is_found_and_code_is_left_aside():
     assert paragraphs("- `x.py` (a): b: c: d\n\nText: one.\n```\nno: no: no: no\n```\n", skip_catalogue=True) == [
         "Text: one."
     ]
+
+
+def test_the_readme_stays_within_200_lines():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200

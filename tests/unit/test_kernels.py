@@ -29,11 +29,11 @@ import pytest
 
 from spmd.report.capture import causes, kernels
 
-TRACES = Path(__file__).resolve().parents[1] / "fixtures/traces"
-
+ROOT = Path(__file__).resolve().parents[2]
+TRACES = ROOT / "tests/fixtures/traces"
+FIXTURE = TRACES / "analyses/resnet-r2-work.json"
 
 RUNS = ("gpt2-r2", "resnet-r2-work")
-
 
 WAYS = ("hta-unrounded", "both-rounded-inward")
 
@@ -156,10 +156,7 @@ def test_the_gap_without_the_same_rounding_is_htas_inward_rounding():
     assert 0.5 * computed < mine["temporal"]["compute_us"] - theirs < 1.5 * computed
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-FIXTURE = ROOT / "tests/fixtures/traces/analyses/resnet-r2-work.json"
+# report.json's kernels against docs/report.md's row
 
 
 def documented() -> set[str]:

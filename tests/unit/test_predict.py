@@ -20,7 +20,6 @@ from spmd.scale.prediction.machines import links_from_bench, machine_from_dict, 
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
 LINKS = ROOT / "tests/fixtures/links"
 SWEEP = ROOT / "tests/fixtures/reports/gpu-kmeans-scaling.json"  # a real sweep (2 H200s)
 

@@ -22,15 +22,11 @@ LISTING = (
     "specific pmix plugin versions available: pmix_v4,pmix_v5\n"
 )
 
-
 OLD_LISTING = "srun: MPI types are...\nsrun: mpi/none\nsrun: mpi/pmi2\nsrun: mpi/openmpi\n"
-
 
 OPENMPI5 = "Open MPI v5.0.3, package: Open MPI builder Distribution, ident: 5.0.3, repo rev: v5.0.3, Apr 08, 2024"
 
-
 OPENMPI4 = "Open MPI v4.1.6, package: Debian OpenMPI, ident: 4.1.6, repo rev: v4.1.6, Sep 30, 2023"
-
 
 MPICH = "MPICH Version:      4.2.0\nMPICH Release date: Fri Feb  9 12:29:21 CST 2024\nMPICH ABI:          16:0:4"
 
