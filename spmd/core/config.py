@@ -4,10 +4,9 @@ Every key is checked: an unknown key, a wrong type or a bad value raises ConfigE
 naming the key (``params.ddof``), so a typo never silently falls back to a default.
 Paths in a config are taken relative to the working directory.
 
-A config is data from a user: it is read only from a regular file of at most ``MAX_CONFIG_BYTES``
-of UTF-8, a key given twice is refused, aliases may not expand it beyond ``MAX_NODES`` nodes (nor
-nest deeper than ``MAX_DEPTH``, nor refer to themselves), and no message formats more than a few
-dozen characters of a value (``errors.brief``).
+A config is data from a user: its text is read and parsed by ``safe_yaml`` (a regular file of bounded
+size, no key twice, no alias bomb), and no message formats more than a few dozen characters of a value
+(``errors.brief``).
 
 This module parses the top level only and imports no workload: ``params`` stays the mapping
 the YAML gave until the workload registry builds it into the workload's own dataclass
@@ -18,26 +17,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
-import stat
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from .errors import ConfigError, brief, one_line
+from .errors import ConfigError, brief
+from .safe_yaml import parse_yaml, read_config_text
 
 # The communicator backends ``comm:`` names besides ``auto`` (spmd.comm.factory builds them), in the
 # order side-by-side tables list them.
 COMM_BACKENDS = ("nccl", "mpi", "mpi-cuda")
-MAX_CONFIG_BYTES = 1 << 20  # a config is a page of settings; 1 MiB is far beyond any real one
 MAX_OVERRIDE_BYTES = 64 << 10
-MAX_NODES = 100_000  # YAML nodes after expanding aliases
-MAX_DEPTH = 64
 MAX_INT = 2**63  # every integer of a config fits a signed 64-bit one (what NumPy, HDF5 and MPI take)
 MAX_CAPTURE_STEPS = 16  # a captured step's trace is a few MB of JSON per rank on a GPU
 MAX_TIMEOUT_S = 30 * 86400  # a wait of more than 30 days is no timeout (and overflows C timers)
@@ -228,113 +221,6 @@ def load_config(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     for item in overrides:
         apply_override(raw, item)
     return config_from_dict(raw)
-
-
-def read_config_text(path: str | Path) -> str:
-    """The text of the config file at ``path``: a regular file (a FIFO would block every rank), at most
-    MAX_CONFIG_BYTES, UTF-8."""
-    try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"config {path}: not a regular file")
-        if info.st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(
-                f"config {path}: {info.st_size} bytes, more than a config may have ({MAX_CONFIG_BYTES} bytes)"
-            )
-        with open(path, "rb") as f:
-            data = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(f"config {path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config {path}: more than a config may have ({MAX_CONFIG_BYTES} bytes)")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"config {path}: not UTF-8 text (byte {exc.start}: {brief(data[exc.start : exc.start + 4])})"
-        ) from None
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that gives one key twice (YAML forbids it; PyYAML
-    would keep the last silently)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                repeated = key in seen
-                seen.add(key)
-            except TypeError:  # an unhashable key: the base class refuses it with its own message
-                break
-            if repeated:
-                raise ConfigError(
-                    f"key {brief(key)} appears twice in one mapping (line {key_node.start_mark.line + 1})"
-                )
-        return super().construct_mapping(node, deep)
-
-
-def parse_yaml(text: str, what: str):
-    """``yaml.safe_load`` of ``text``, refusing duplicate keys and documents that aliases blow up."""
-    loader = _StrictLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_size(node, what)
-        return loader.construct_document(node)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{what}: not valid YAML: {_yaml_problem(exc)}") from None
-    except ConfigError as exc:
-        raise ConfigError(f"{what}: {exc}") from None
-    except RecursionError:
-        raise ConfigError(f"{what}: nested too deeply") from None
-    except (ValueError, OverflowError) as exc:  # a value PyYAML cannot build (an integer of 5,000 digits)
-        raise ConfigError(f"{what}: a value that cannot be read: {one_line(exc)[:200]}") from None
-    finally:
-        loader.dispose()
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """PyYAML's complaint on one line: what is wrong and where (its own text spans lines, with a caret)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
-    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    return one_line(problem)[:200] + where
-
-
-def _check_size(root, what: str) -> None:
-    """Refuse a YAML node graph deeper than MAX_DEPTH, referring to itself, or larger than MAX_NODES
-    once every alias is expanded (what building the config would do)."""
-    sizes: dict[int, int] = {}
-    path: set[int] = set()
-
-    def size(node, depth: int) -> int:
-        key = id(node)
-        if key in sizes:
-            return sizes[key]
-        if key in path:
-            raise ConfigError("an alias refers to the node that holds it (a recursive config)")
-        if depth > MAX_DEPTH:
-            raise ConfigError(f"nested more than {MAX_DEPTH} levels deep")
-        path.add(key)
-        if isinstance(node, yaml.SequenceNode):
-            children = node.value
-        elif isinstance(node, yaml.MappingNode):
-            children = [n for pair in node.value for n in pair]
-        else:
-            children = []
-        total = 1
-        for child in children:
-            total += size(child, depth + 1)
-            if total > MAX_NODES:
-                raise ConfigError(f"more than {MAX_NODES} values once its aliases are expanded")
-        path.discard(key)
-        sizes[key] = total
-        return total
-
-    size(root, 0)
 
 
 def config_from_dict(raw: dict) -> Config:

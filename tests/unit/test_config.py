@@ -5,8 +5,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spmd.core.config import Config, apply_override, config_from_dict, parse_yaml
+from spmd.core.config import Config, apply_override, config_from_dict
 from spmd.core.errors import ConfigError
+from spmd.core.safe_yaml import parse_yaml
 from spmd.workloads.registry import job_config_from_dict, load_job_config
 
 BASE = {"workload": "reduce", "input": {"path": "data/x.h5", "dataset": "x"}}

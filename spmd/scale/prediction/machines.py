@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...core.config import parse_yaml, read_config_text
 from ...core.errors import ConfigError, brief, one_line
+from ...core.safe_yaml import parse_yaml, read_config_text
 from ..models.links import Link, fit_inter, fit_link
 
 NCCL_TUNING = "NCCL's tuning model (src/graph/tuning.cc): ring step latency of its LL protocol"
