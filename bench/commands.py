@@ -35,9 +35,8 @@ def _commands(parser: argparse.ArgumentParser, prog: str, about: str):
     yield prog, about, parser
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            helps = {a.dest: a.help for a in action._choices_actions}
             for name, sub in action.choices.items():
-                yield from _commands(sub, f"{prog} {name}", helps.get(name) or "")
+                yield from _commands(sub, f"{prog} {name}", _help_of(action, name))
 
 
 def _text(prog: str, parser: argparse.ArgumentParser) -> str:

@@ -468,24 +468,37 @@ def chained_sentences(text: str) -> list[str]:
     return out
 
 
+def written_lines(markdown: str) -> list[tuple[int, str]]:
+    """(number, line) of the lines of a Markdown text written by hand: fenced code and the blocks ``python -m bench
+    report`` renders left out (tables and headings kept: each check says what it leaves aside)."""
+    out, rendered, fenced = [], False, False
+    for number, line in enumerate(markdown.splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif line.startswith("<!-- bench:"):
+            rendered = True
+        elif line.startswith("<!-- /bench:"):
+            rendered = False
+        elif not (rendered or fenced):
+            out.append((number, line))
+    return out
+
+
 def paragraphs(markdown: str, skip_catalogue: bool = False) -> list[str]:
     """The prose paragraphs and list items of a Markdown text, lines joined: headings, tables, fenced code and
     rendered blocks left out (with ``skip_catalogue``, list items that open with a name in code or bold: a
     catalogue of modules, one entry a module)."""
-    out, current, rendered, fenced = [], [], False, False
-    for line in markdown.splitlines() + [""]:
-        if line.startswith("```"):
-            fenced = not fenced
-        if line.startswith("<!-- bench:"):
-            rendered = True
-        prose = not (fenced or rendered or line.startswith(("```", "|", "#", "<!--"))) and line.strip()
+    out, current, last = [], [], 0
+    for number, line in written_lines(markdown):
+        prose = line.strip() and not line.startswith(("|", "#", "<!--"))
         item = re.match(r"\s*([-*]|\d+\.)\s", line)
-        if current and (not prose or item):
+        if current and (not prose or item or number != last + 1):
             out.append(" ".join(current))
             current = []
         if prose:
             current.append(line.strip())
-        if line.startswith("<!-- /bench:"):
-            rendered = False
+            last = number
+    if current:
+        out.append(" ".join(current))
     catalogue = re.compile(r"- (`[^`]+`|\*\*[^*]+\*\*)( \([^)]*\))?:")
     return [p for p in out if not (skip_catalogue and catalogue.match(p))]

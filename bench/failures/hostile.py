@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 
 from .case import EXAMPLES, FaultCase, report_json, write_dataset
-from .setups import MATMUL, TRAIN, spmd
+from .setups import JOBSCRIPT, MATMUL, TRAIN, reads, spmd
 
 PLUGIN_EXIT = "import sys, spmd\n@spmd.map_reduce(combine='sum')\ndef f(block, xp, params):\n    sys.exit(0)\n"
 PLUGIN_NAN = "import spmd\n@spmd.map_reduce(combine='max')\ndef f(block, xp, params):\n    return xp.full(2, xp.nan)\n"
@@ -19,7 +19,6 @@ PLUGIN_SHAPE = (
     "import spmd\ncalls = [0]\n@spmd.map_reduce(combine='sum')\ndef f(block, xp, params):\n"
     "    calls[0] += 1\n    return xp.ones(3 if calls[0] == 1 else len(block) % 5 + 1)\n"
 )
-JOBSCRIPT = ["jobscript", "{config}", "--nodes", "1,2", "--gpus-per-node", "1"]
 PLUGIN = {"workload": "plug.py:f"}
 
 
@@ -45,10 +44,6 @@ def _layouts(work):
         f.create_dataset("x", shape=(1000,), dtype="f8", external=[("raw.bin", 0, 8000)])
     with h5py.File(work / "soft.h5", "w") as f:
         f["x"], f["y"] = h5py.SoftLink("/y"), h5py.SoftLink("/x")
-
-
-def _reads(name):
-    return {"input": {"path": name, "dataset": "x"}}
 
 
 def _compared(what, name, says, make=None):
@@ -146,21 +141,21 @@ def value_cases() -> list[FaultCase]:
     return [
         FaultCase(
             "a virtual dataset with a missing source file",
-            config=_reads("vds.h5"),
+            config=reads("vds.h5"),
             prepare=_layouts,
             expect=2,
             says=("vds.h5:x: a virtual dataset whose source file src1.h5 is missing",),
         ),
         FaultCase(
             "an external link to a missing file",
-            config=_reads("ext.h5"),
+            config=reads("ext.h5"),
             prepare=_layouts,
             expect=2,
             says=("ext.h5: 'x' is an external link to nofile.h5:/x",),
         ),
         FaultCase(
             "a valid external-storage dataset",
-            config=_reads("store.h5"),
+            config=reads("store.h5"),
             prepare=_layouts,
             argv=["run", "{config}", "--out", "ok"],
             expect=0,
@@ -169,7 +164,7 @@ def value_cases() -> list[FaultCase]:
         ),
         FaultCase(
             "a soft-link loop",
-            config=_reads("soft.h5"),
+            config=reads("soft.h5"),
             prepare=_layouts,
             expect=2,
             says=("soft.h5: 'x' cannot be followed",),

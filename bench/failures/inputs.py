@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from .case import FaultCase, write_dataset
+from .setups import reads
 
 
 def _writes(name, maker):
@@ -18,10 +19,6 @@ def _dataset(name, data):
     return _writes(name, lambda p: write_dataset(p, data))
 
 
-def _reads(name):
-    return {"input": {"path": name, "dataset": "x"}}
-
-
 def _truncated(path):
     write_dataset(path, np.arange(100_000, dtype=np.float32))
     os.truncate(path, os.path.getsize(path) // 2)
@@ -29,7 +26,7 @@ def _truncated(path):
 
 def cases(ranks: int) -> list[FaultCase]:
     def refused(name, file, says, prepare=None):
-        return FaultCase(name, config=_reads(file), prepare=prepare, expect=2, says=says)
+        return FaultCase(name, config=reads(file), prepare=prepare, expect=2, says=says)
 
     return [
         refused("missing file", "nope.h5", ("nope.h5: no such file",)),

@@ -11,13 +11,7 @@ import h5py
 import numpy as np
 
 from .case import FaultCase
-from .setups import LIMITED, MATMUL, TRAIN, TWO_JOBS, spmd
-
-JOBSCRIPT = ["jobscript", "{config}", "--nodes", "1,2", "--gpus-per-node", "1"]
-
-
-def _no(*names):
-    return lambda work: next((f"{n} exists" for n in names if list(work.rglob(n))), None)
+from .setups import JOBSCRIPT, LIMITED, MATMUL, TRAIN, TWO_JOBS, no, spmd
 
 
 def _after(seconds):
@@ -74,7 +68,7 @@ def cases(mpiexec: list[str]) -> list[FaultCase]:
             ranks=0,
             expect=2,
             says=("bad.json: not a report.json of spmd run",),
-            check=_no("m"),
+            check=no("m"),
         ),
         FaultCase(
             "report render of a report.json (not a scaling.json)",
@@ -90,7 +84,7 @@ def cases(mpiexec: list[str]) -> list[FaultCase]:
             ranks=0,
             expect=2,
             says=("--partition 'gpu\\ntouch pwned': a SLURM name",),
-            check=_no("pwned", "*.sbatch"),
+            check=no("pwned", "*.sbatch"),
         ),
         FaultCase(
             "jobscript: $(...) in the output folder",
@@ -98,7 +92,7 @@ def cases(mpiexec: list[str]) -> list[FaultCase]:
             ranks=0,
             expect=2,
             says=("an #SBATCH line cannot carry it safely",),
-            check=_no("pwned", "*.sbatch"),
+            check=no("pwned", "*.sbatch"),
         ),
         FaultCase(
             "a save larger than the disk allows",
@@ -108,7 +102,7 @@ def cases(mpiexec: list[str]) -> list[FaultCase]:
             driver_args=["200000"],
             expect=2,
             says=("C.h5: cannot write the result",),
-            check=_no("C.h5", "*.tmp"),
+            check=no("C.h5", "*.tmp"),
         ),
         FaultCase(
             "two jobs saving one path at once",
@@ -135,7 +129,7 @@ def cases(mpiexec: list[str]) -> list[FaultCase]:
             driver_args=["1000"],
             expect=2,
             says=("output folder out: cannot write there (File too large)",),
-            check=_no("*.tmp"),
+            check=no("*.tmp"),
         ),
         FaultCase(
             "a damaged checkpoint (200 KB zeroed)",

@@ -1,5 +1,6 @@
-"""What several kinds of case share: a matmul and a training config, and drivers that run spmd under a file-size
-limit or twice at once."""
+"""What several kinds of case share: a matmul and a training config, drivers that run spmd under a file-size
+limit or twice at once, the argv of spmd jobscript, a config reading another file, and a check that nothing of a
+refused write is left."""
 
 from __future__ import annotations
 
@@ -53,6 +54,19 @@ TWO_JOBS = textwrap.dedent("""
     print(f"two jobs saving C.h5 at once: exit codes {codes}", file=sys.stderr)
     sys.exit(max(codes))
 """)
+
+
+JOBSCRIPT = ["jobscript", "{config}", "--nodes", "1,2", "--gpus-per-node", "1"]  # spmd jobscript's argv
+
+
+def reads(name: str) -> dict:
+    """The config change that makes a case's job read dataset ``x`` of ``name``."""
+    return {"input": {"path": name, "dataset": "x"}}
+
+
+def no(*names: str):
+    """A case's check: none of ``names`` (glob patterns) exists anywhere in its folder afterwards."""
+    return lambda work: next((f"{n} exists" for n in names if list(work.rglob(n))), None)
 
 
 def spmd(work: Path, *args: str, mpiexec=(), ranks: int = 2, env: dict | None = None, check: bool = True):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .case import FaultCase, sha256, write_dataset
-from .setups import LIMITED, MATMUL, spmd
+from .setups import LIMITED, MATMUL, no, spmd
 
 SCALE = ["scale", "{config}", "--ranks", "1,2", "--out", "sc"]
 # an input of the user's own, where the config also has a generate section
@@ -35,10 +35,6 @@ def _report_of_another_tool(work):
     (work / "theirs").mkdir()
     (work / "theirs/report.json").write_text('{"tool": "not spmd"}\n')
     (work / "theirs/report.json.sha256").write_text(sha256(work / "theirs/report.json"))
-
-
-def _no_tmp(work):
-    return "a temporary file left" if list(work.rglob("*.tmp")) else None
 
 
 def cases(mpiexec: list[str]) -> list[FaultCase]:
@@ -122,7 +118,7 @@ def cases(mpiexec: list[str]) -> list[FaultCase]:
             driver_args=["8000"],
             expect=2,
             says=("cannot write it (File too large)", "none of the 2 file(s) was changed"),
-            check=_no_tmp,
+            check=no("*.tmp"),
         ),
         FaultCase(
             "a scaling report on a full disk",

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import chained_sentences, paragraphs
+from helpers import chained_sentences, paragraphs, written_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,17 +25,7 @@ FIGURE = re.compile(
 
 def typed(text: str) -> list[tuple[int, str]]:
     """(line, figure) of every typed figure in ``text``'s prose: rendered blocks and fenced code left out."""
-    out, rendered, fenced = [], False, False
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.startswith("```"):
-            fenced = not fenced
-        elif re.match(r"<!-- bench:[a-z]", line):
-            rendered = True
-        elif line.startswith("<!-- /bench:"):
-            rendered = False
-        elif not (rendered or fenced):
-            out += [(number, m.group(0)) for m in FIGURE.finditer(line)]
-    return out
+    return [(number, m.group(0)) for number, line in written_lines(text) for m in FIGURE.finditer(line)]
 
 
 @pytest.mark.parametrize("guide", GUIDES)
@@ -59,18 +49,11 @@ LINK = re.compile(r"\]\([^)]*\)")  # a link's target: the URL the width leaves a
 def long_prose(text: str) -> list[tuple[int, int]]:
     """(line, width) of every prose line wider than WIDTH, counted without link targets: tables, rendered blocks
     and fenced code left out."""
-    out, rendered, fenced = [], False, False
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.startswith("```"):
-            fenced = not fenced
-        elif re.match(r"<!-- bench:[a-z]", line):
-            rendered = True
-        elif line.startswith("<!-- /bench:"):
-            rendered = False
-        elif not (rendered or fenced or line.startswith("|")):
-            width = len(LINK.sub("]", line))
-            if width > WIDTH and not re.search(r"https?://\S{40,}", line):
-                out.append((number, width))
+    out = []
+    for number, line in written_lines(text):
+        width = len(LINK.sub("]", line))
+        if width > WIDTH and not line.startswith("|") and not re.search(r"https?://\S{40,}", line):
+            out.append((number, width))
     return out
 
 
