@@ -10,6 +10,11 @@ and without ``--capture 2``; every run verified as users run. Each rank count (t
 
     mpiexec -n 3 python bench/programs/straggler_matrix.py --ranks 2,3 --data /tmp/m
 
+``--subset gpu`` runs instead the stated GPU subset (``GPU_SUBSET``, one GPU a rank, NCCL): BatchNorm with and without
+SyncBatchNorm (``bn-sync``), GPT-2 tiny, the GRU and the MLP, each slowness once or twice, and ``busy device``: another
+process keeping the slow rank's GPU busy with matrix products for the whole run (a slower device made without
+touching clocks; its kernels are not the rank's own, so no capture sees them as its work).
+
 Prints one JSON line per run: model, ranks, where, the slow rank (None for a clean run), capture, the expected cause
 on this device, the straggler named (rank, cause), spmd's estimate of the step without it, and each run's step with
 and without the ranks' waits for each other (``own_step_s``). The estimate is held to the same launch's clean runs,
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -110,7 +116,7 @@ def loss(out, target):
 '''
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = {"mlp": "features", "bn": "features", "gru": "sequences", "gpt2-tiny": "tokens"}
+DATA = {"mlp": "features", "bn": "features", "bn-sync": "features", "gru": "sequences", "gpt2-tiny": "tokens"}
 # where -> (how it is made: a fault's phase and kind, or the model's own sleep; the cause expected on a CPU, where the
 # host is the device: a sleep between operators is time between them, one inside backward's operators slows them)
 WHERE = {
@@ -121,6 +127,40 @@ WHERE = {
     "in forward": (None, "host"),
     "in backward": (None, "slower device"),
 }
+# on a GPU a sleep anywhere on the host leaves the device idle waiting for launches (host); another process's kernels
+# on the rank's GPU make each of its own kernels slower (slower device)
+ON_GPU = {"in forward": "host", "in backward": "host", "busy device": "slower device"}
+# the GPU subset: (model, where, slow rank: "first" or "last", capture); about a dozen runs, every cause at least once
+GPU_SUBSET = [
+    ("bn", "data", "last", True),
+    ("bn", "before forward", "first", True),
+    ("bn", "before forward", "last", False),
+    ("bn", "in backward", "last", True),
+    ("bn-sync", "before forward", "last", True),
+    ("bn-sync", "in forward", "first", True),
+    ("bn-sync", "more work", "last", True),
+    ("gpt2-tiny", "more work", "first", True),
+    ("gpt2-tiny", "optimizer", "last", True),
+    ("gpt2-tiny", "busy device", "last", True),
+    ("gru", "in backward", "first", True),
+    ("gru", "busy device", "first", True),
+    ("mlp", "in forward", "last", True),
+    ("mlp", "data", "first", False),
+]
+GPU_MODELS = ("bn", "bn-sync", "gpt2-tiny", "gru", "mlp")
+# another tenant of the GPU: bf16 matrix products back to back until it is killed
+OCCUPIER = """
+import sys, torch
+torch.cuda.set_device(int(sys.argv[1]))
+a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+b = a @ a
+torch.cuda.synchronize()
+print("busy", flush=True)
+while True:
+    for _ in range(8):
+        b = a @ a
+    torch.cuda.synchronize()
+"""
 STEPS, REPEATS, BATCH = 8, 10, 32
 
 
@@ -139,6 +179,7 @@ def write_data(folder: Path) -> None:
 
 
 def config(folder: Path, model: str, capture: bool, fault: str | None = None, **options):
+    """The job of ``model`` (``bn-sync``: the BatchNorm model under ``params.sync_batchnorm``)."""
     return job_config_from_dict(
         {
             "workload": "torch",
@@ -149,10 +190,11 @@ def config(folder: Path, model: str, capture: bool, fault: str | None = None, **
                 "model": f"{folder / 'models.py'}:build",
                 "loss": f"{folder / 'models.py'}:loss",
                 "labels": {"dataset": "y"},
-                "options": {"model": model, **options},
+                "options": {"model": model.removesuffix("-sync"), **options},
                 "batch": BATCH,
                 "steps": STEPS,
                 "optimizer": {"name": "adamw", "lr": 1e-3},
+                "sync_batchnorm": model.endswith("-sync"),
             },
             "capture": {"steps": 2 if capture else 0},
             "fault": fault,
@@ -181,6 +223,38 @@ def own_seconds(report: dict) -> float:
     return repeat_seconds(report) - statistics.fmean(waits)
 
 
+def expected_cause(where: str, gpu: bool) -> str:
+    """The cause a slowness at ``where`` should be named with on this device."""
+    return ON_GPU.get(where, WHERE[where][1]) if gpu else WHERE[where][1]
+
+
+def occupied(device: int):
+    """Another process busy on GPU ``device`` (returned once its matrix products run); kill() it after the run."""
+    child = subprocess.Popen([sys.executable, "-c", OCCUPIER, str(device)], stdout=subprocess.PIPE, text=True)
+    if child.stdout.readline().strip() != "busy":
+        child.kill()
+        raise RuntimeError("the process meant to occupy the GPU did not start")
+    return child
+
+
+def planned(models: list[str], wheres: list[str], n: int, captures: list[bool], clean: int, subset: str) -> list:
+    """The runs of one rank count, clean ones spread among the slowed ones by turns: (model, where, slow rank,
+    capture), where None for a clean run."""
+    if subset == "gpu":
+        cases = [(m, w, 0 if r == "first" else n - 1, c) for m, w, r, c in GPU_SUBSET]
+        models = list(GPU_MODELS)
+    else:
+        cases = [(m, w, r, c) for m in models for w in wheres for r in sorted({0, n - 1}) for c in captures]
+    cleans = [(models[i % len(models)], None, None, captures[i % len(captures)]) for i in range(clean)]
+    order = []
+    every = max(1, len(cases) // max(1, len(cleans)))
+    for i, case in enumerate(cases):
+        order.append(case)
+        if cleans and i % every == every - 1:
+            order.append(cleans.pop())
+    return order + cleans
+
+
 def idle_barrier(comm) -> None:
     """A barrier that sleeps while it waits: a rank outside the run must not spin on a core the run needs."""
     request = comm.Ibarrier()
@@ -198,6 +272,7 @@ def main() -> None:
     ap.add_argument("--share", type=float, default=0.5, help="the slowness as a share of the model's clean step")
     ap.add_argument("--floor", type=float, default=0.005, help="and at least this many seconds")
     ap.add_argument("--capture", choices=("both", "no", "yes"), default="both", help="runs with --capture 2")
+    ap.add_argument("--subset", choices=("all", "gpu"), default="all", help="gpu: GPU_SUBSET's runs (and its models)")
     a = ap.parse_args()
     world = MPI.COMM_WORLD
     folder = Path(a.data)
@@ -207,7 +282,13 @@ def main() -> None:
         (folder / "models.py").write_text(MODELS_PY.replace('"EXAMPLE"', example))
         write_data(folder)
     idle_barrier(world)
-    models, wheres = a.models.split(","), a.where.split(",")
+    import torch
+
+    gpu = torch.cuda.is_available()
+    if a.subset == "gpu" and not gpu:
+        sys.exit("straggler_matrix.py: --subset gpu runs one GPU a rank, and torch sees none here")
+    device = world.Split_type(MPI.COMM_TYPE_SHARED).rank % max(1, torch.cuda.device_count())
+    models = list(GPU_MODELS) if a.subset == "gpu" else a.models.split(",")
     captures = {"both": [False, True], "no": [False], "yes": [True]}[a.capture]
     for n in [int(x) for x in a.ranks.split(",")]:
         sub = world.Split(0 if world.rank < n else MPI.UNDEFINED, key=world.rank)
@@ -215,33 +296,33 @@ def main() -> None:
             idle_barrier(world)
             continue
         clean_step = {m: repeat_seconds(run(sub, config(folder, m, False))) / STEPS for m in models}  # warms up too
-        cases = [(m, w, r, c) for m in models for w in wheres for r in sorted({0, n - 1}) for c in captures]
-        cleans = [(models[i % len(models)], None, None, captures[i % len(captures)]) for i in range(a.clean)]
-        # clean runs spread among the slowed ones, by turns
-        order = []
-        every = max(1, len(cases) // max(1, len(cleans)))
-        for i, case in enumerate(cases):
-            order.append(case)
-            if cleans and i % every == every - 1:
-                order.append(cleans.pop())
-        order += cleans
-        for model, where, slow, capture in order:
+        for model, where, slow, capture in planned(models, a.where.split(","), n, captures, a.clean, a.subset):
             seconds = max(a.share * clean_step[model], a.floor)
+            tenant = None
             if where is None:
                 cfg, expected = config(folder, model, capture), None
             else:
-                how, expected = WHERE[where]
-                if how is None:
+                how, expected = WHERE.get(where, (None, None))[0], expected_cause(where, gpu)
+                if where == "busy device":
+                    cfg, seconds = config(folder, model, capture), 0.0
+                    tenant = occupied(device) if sub.rank == slow else None
+                elif how is None:
                     cfg = config(folder, model, capture, slow_rank=slow, slow=seconds, where=where)
                 else:
                     fault = f"rank={slow},phase={how[0]},kind={how[1]},seconds={seconds:.4f}"
                     cfg = config(folder, model, capture, fault=fault)
-            report = run(sub, cfg)
+            try:
+                report = run(sub, cfg)
+            finally:
+                if tenant is not None:
+                    tenant.kill()
+                    tenant.wait()
             s = report["breakdown"]["straggler"] or {}
             if world.rank == 0:
                 row = {
                     "model": model,
                     "ranks": n,
+                    "device": "gpu" if gpu else "cpu",
                     "where": where,
                     "slow_rank": slow,
                     "capture": capture,

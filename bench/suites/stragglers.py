@@ -4,7 +4,7 @@ without ``--capture``, verified as users run; clean runs by turns beside them. P
 whose straggler is the slowed rank, of those naming a cause the share naming the expected one (a cause not
 determined counted apart), the share of clean runs naming none, and the step without the straggler (spmd's
 estimate) against the same launch's clean runs. At 2 ranks and, where the launch has them, 3; and 2 ranks on two
-SLURM nodes where ci/slurm/start.sh runs its pair."""
+SLURM nodes where ci/slurm/start.sh runs its pair. On GPUs, a stated subset of the matrix (``gpu_subset``)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ SLOWED_SHARE = 0.5  # the slowness as a share of the model's clean step (at leas
 MODELS = ("mlp", "bn", "gru", "gpt2-tiny")
 SLURM_MODELS = ("bn", "gru", "gpt2-tiny")  # on two nodes: buffers broadcast, a recurrent model, a transformer
 CLEAN = 3  # clean runs in each launch (a model, with or without capture): 24 at each rank count
+GPU_CLEAN = 10  # the GPU subset's clean runs: each of its five models with and without capture
 
 
 def matrix(env) -> list[Measure]:
@@ -56,6 +57,17 @@ def two_nodes(env) -> list[Measure]:
             )
             rows, relaunched = rows + found, relaunched + again
     return figures(rows, "2 CPU ranks on two SLURM nodes", relaunched)
+
+
+def gpu_subset(env) -> list[Measure]:
+    """The stated GPU subset (straggler_matrix.py's ``GPU_SUBSET``): 14 slowed runs at 2 ranks, one GPU each, NCCL,
+    BatchNorm with and without SyncBatchNorm, GPT-2 tiny, the GRU and the MLP, every cause at least once (a slower
+    device made by another process on the slow rank's GPU), and 10 clean runs by turns (each model, with and without
+    capture)."""
+    args = ["--ranks", 2, "--data", env.work / "matrix-gpu", "--share", SLOWED_SHARE, "--subset", "gpu"]
+    args += ["--capture", "both", "--clean", 2 if env.quick else GPU_CLEAN]
+    rows, relaunched = _launched(lambda: env.program("straggler_matrix.py", *args, ranks=2, timeout=1200))
+    return figures(rows, "2 GPUs (the GPU subset)", relaunched)
 
 
 def _args(env, ranks: int, folder: str, model: str, capture: str) -> list:
@@ -111,7 +123,9 @@ def figures(rows: list[dict], where: str, relaunched: int = 0) -> list[Measure]:
         "the clean step less its ranks' own waits": lambda r: clean_median(r, "own_step_s"),
         # what removing the slowness gives in the same run: its step less the slowness made (the estimate's own
         # accuracy, apart from how a step with a sleeping rank differs from a clean one on shared cores)
-        "the slowed run's step less the slowness made": lambda r: r["step_s"] - r["seconds"],
+        "the slowed run's step less the slowness made": lambda r: (
+            (r["step_s"] - r["seconds"]) if r["seconds"] else None
+        ),
     }
     for name, base in against.items():
         pairs = [(r, base(r)) for r in right]
@@ -161,6 +175,12 @@ def _within(ratios: list[float]) -> float:
 def cases(env) -> list[Case]:
     return [
         Case("the straggler fault matrix", matrix, needs=("torch", "transformers"), runs=1),
+        Case(
+            "the straggler fault matrix, GPU subset",
+            gpu_subset,
+            needs=("gpu", "ranks2", "torch", "transformers"),
+            runs=1,
+        ),
         Case(
             "the straggler fault matrix on two SLURM nodes",
             two_nodes,

@@ -3,7 +3,8 @@ capture costs a step: captured with CPU and CUDA activity as spmd captures, with
 before and after a capture, by turns in one process (bench/programs/capture_cost.py). Then whether a cause made on
 purpose on one rank is named as that cause from the captured kernels (a host thread sharing the interpreter, more
 device work, a slow data phase; ``spmd run --capture``). Last, the batch sweep's step model, resting on the captured
-NCCL kernels, against the measured speedup at every batch (``spmd scale --ranks 1,2,N --batches ... --capture``)."""
+NCCL kernels, against the measured speedup at every batch (``spmd scale --ranks 1,2,N --batches ... --capture``),
+and a small sweep with and without ``--capture`` by turns (what capture biases, if anything)."""
 
 from __future__ import annotations
 
@@ -126,6 +127,27 @@ def batch_sweep(env, model: str) -> list[Measure]:
     return out
 
 
+def capture_pair(env, runs: int) -> list[list[Measure]]:
+    """A small sweep (GPT-2 124M, ``--ranks 1,2``) with and without ``--capture 2``, by turns, which goes first
+    alternating: each side's time per repeat at 1 and 2 GPUs and its 2-GPU speedup. The capture pass runs after every
+    timed run, so what capture would bias shows here as a gap between the sides beyond their turns' spread."""
+    cfg = spmd_config(env, "gpt2")
+    per_run: list[list[Measure]] = [[] for _ in range(runs)]
+    sides = [("with --capture 2", ["--capture", 2], "result"), ("without --capture", [], "peer")]
+    for run in range(runs):
+        for name, extra, role in sides if run % 2 == 0 else sides[::-1]:
+            folder = env.work / f"capture-pair-{run}-{'with' if extra else 'without'}"
+            env.spmd("scale", cfg, "--ranks", "1,2", *extra, "--out", folder, ranks=2, timeout=SWEEP_TIMEOUT_S)
+            strong = json.loads((folder / "scaling.json").read_text())["series"]["strong"]
+            for row in strong:
+                where = f"{NAMES['gpt2']}, a sweep's timed repeat at {row['ranks']} GPU{'s' * (row['ranks'] > 1)}"
+                per_run[run].append(Measure(where, name, row["time"], "time per repeat", "s", role, "lower"))
+            two = next(r for r in strong if r["ranks"] == 2)
+            where = f"{NAMES['gpt2']}, a sweep's 2-GPU speedup with and without capture, by turns"
+            per_run[run].append(Measure(where, name, two["speedup"], "speedup", "x", role))
+    return per_run
+
+
 def cases(env) -> list[Case]:
     return [
         *(
@@ -139,4 +161,10 @@ def cases(env) -> list[Case]:
         ),  # fmt: skip
         Case("causes made on purpose, named", causes, needs=("gpu", "ranks2", "torch", "transformers"), runs=1),
         Case("capture cost, real models", capture_cost, needs=("gpu", "torch", "transformers"), batched=True),
+        Case(
+            "a sweep with and without capture, by turns",
+            capture_pair,
+            needs=("gpu", "ranks2", "torch", "transformers"),
+            batched=True,
+        ),
     ]
