@@ -11,6 +11,7 @@ are one batch (SyncBatchNorm's statistics are over all of them).
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 
 import numpy as np
@@ -44,6 +45,8 @@ class Reference:
         reseed: bool,
         deterministic_steps: int = 0,
     ):
+        # one process: a SyncBatchNorm here would wait in a collective no other rank enters
+        module = without_sync_batchnorm(torch, module) if params.sync_batchnorm else module
         self.torch, self.params, self.module, self.loss_fn = torch, params, module, loss_fn
         self.transform, self.x, self.y, self.device = transform, x, y, compute_device
         self.input_dtype, self.ranks, self.gpu = input_dtype, ranks, gpu
@@ -119,6 +122,37 @@ class Reference:
         (loss / divide if divide > 1 else loss).backward()
 
 
+def without_sync_batchnorm(torch, module):
+    """``module`` with each SyncBatchNorm swapped (in place) for a batch norm holding the same parameters and buffers
+    that synchronises nothing: the reference's batch is every rank's micro-batch at once, so its statistics are the
+    ones SyncBatchNorm gathers (``convert_sync_batchnorm`` undone)."""
+    if isinstance(module, torch.nn.SyncBatchNorm):
+        plain = _any_rank_batchnorm(torch)(
+            module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats
+        )
+        if module.affine:
+            plain.weight, plain.bias = module.weight, module.bias
+        plain.running_mean, plain.running_var = module.running_mean, module.running_var
+        plain.num_batches_tracked = module.num_batches_tracked
+        plain.train(module.training)
+        return plain
+    for name, child in module.named_children():
+        module.add_module(name, without_sync_batchnorm(torch, child))
+    return module
+
+
+@functools.cache
+def _any_rank_batchnorm(torch):
+    class BatchNorm(torch.nn.modules.batchnorm._BatchNorm):
+        """Batch norm over inputs of any rank, as SyncBatchNorm takes them (BatchNorm1d/2d/3d each check theirs)."""
+
+        def _check_input_dim(self, input):
+            if input.dim() < 2:
+                raise ValueError(f"expected at least 2-D input (got {input.dim()}-D input)")
+
+    return BatchNorm
+
+
 def host_tensors(module, grads: bool = False) -> dict:
     """name -> float64 NumPy copy of every parameter and buffer (or of every parameter's gradient)."""
     if grads:
@@ -128,4 +162,4 @@ def host_tensors(module, grads: bool = False) -> dict:
     return {name: t.detach().to("cpu", copy=True).double().numpy() for name, t in items if t.is_floating_point()}
 
 
-__all__ = ["Reference", "host_tensors", "state_tensors"]
+__all__ = ["Reference", "host_tensors", "state_tensors", "without_sync_batchnorm"]
