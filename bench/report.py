@@ -296,6 +296,46 @@ def decided_again(folder: Path) -> list[dict]:
     return out
 
 
+def checks_cost(folder: Path) -> list[dict]:
+    """Per case of verification's cost by turns (torch_verify_cost.py's records): the checked steps in words,
+    report.json's ``share_of_wall`` over the turns (median, low, high, as percentages), the checks' parts summed over
+    one run's checks (seconds, largest first), each check's seconds, the draws the budget left out and the late
+    change's outcome."""
+    records = read_records(folder / "records.jsonl") if (folder / "records.jsonl").exists() else []
+    out, seen = [], set()
+    for r in records:
+        p = r.params or {}
+        if not p.get("share_of_wall") or r.case in seen:
+            continue
+        seen.add(r.case)
+        shares = [100 * x for x in p["share_of_wall"]]
+        parts = sorted((p.get("parts") or {}).items(), key=lambda kv: -kv[1])
+        late = p.get("late") or {}
+        out.append(
+            {
+                "case": r.case,
+                "checked": p.get("checked_words"),
+                "share": {
+                    "median": statistics.median(shares),
+                    "low": min(shares),
+                    "high": max(shares),
+                    "n": len(shares),
+                },
+                "parts": parts,
+                "per_check_s": p.get("per_check_s") or [],
+                "left_out": (p.get("budget") or {}).get("draws_left_out"),
+                "late": {"from": late.get("from_step"), "caught": late.get("caught"), "at": _caught_at(late)},
+            }
+        )
+    return out
+
+
+def _caught_at(late: dict) -> int | None:
+    """The step a late change was caught at, from its message ("... step 39: ...")."""
+    found = re.search(r"step (\d+):", late.get("message") or "")
+    return int(found[1]) if found else None
+
+
 TARGET_SUITES = ("kernels", "io", "train")  # the suites bench/targets.py holds to targets
 
 
@@ -312,6 +352,7 @@ def documents() -> dict[Path, str]:
         "entry": lambda suite, kind: next((e for e in results[suite] if e["kind"] == kind), None),
         "raw": lambda path: json.loads((RESULTS / path).read_text()),
         "sweeps": lambda suite, kind: decided_again(RESULTS / kind / suite),
+        "checks_cost": lambda suite, kind: checks_cost(RESULTS / kind / suite),
         "targets": {kind: target_rows(entries) for kind, entries in by_kind.items()},
         "target_notes": {kind: target_notes(entries) for kind, entries in by_kind.items()},
         # per kind, the suites its target rows come from: (suite, commit, date) of each
