@@ -331,6 +331,12 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
         assert not lead["suspect"] and "what limits it: " in advice
         assert "on this machine, 2 ranks give " in scaling["verdict"]
     assert scaling["decision"]["host"]["threads"]["per_rank"] == 1  # the share of 2 cores for the 2-rank runs
+    # each group size calibrated once: the strong run at 2 ranks probed its links, the batch runs of
+    # sizes a series run measured do not measure again (their calibration was measured, and thrown away, before)
+    strong = next(r for r in scaling["runs"] if r["ranks"] == 2)
+    assert strong["probe"] and strong["report"]["wall"]["calibration"] > 0.01
+    assert len(scaling["batch_runs"]) == 4
+    assert all(r["report"]["wall"]["calibration"] < 0.01 for r in scaling["batch_runs"]), scaling["batch_runs"]
     # the intervals' levels said once, no line with a level of its own
     assert scaling["advice"][1].startswith("Intervals: every interval in these findings is a run's median")
     assert not any(re.search(r"\d+% interval", line) for line in scaling["advice"]), scaling["advice"]

@@ -157,6 +157,14 @@ def test_a_winner_that_changes_with_size_is_named_per_run():
     assert lines[1].endswith("the sweep used nccl.") and len(lines) == 2
 
 
+def test_a_backend_timed_no_further_is_said_to_take_more_than_its_bound():
+    run = compared("strong", 2, 1 << 28, nccl=2e-3, mpi=0.5)
+    run["backends"]["stopped"] = {"mpi": 1}  # its first op alone took 250x nccl's repeat
+    line = backend_advice([run], "nccl")[0]
+    assert "per repeat nccl 2 ms, mpi more than 250x as long (timed no further)" in line, line
+    assert line.endswith("the sweep used nccl.")
+
+
 def test_backends_that_could_not_run_are_named_with_the_reason_and_cpu_runs_say_nothing():
     why = "comm: mpi-cuda needs a CUDA-aware MPI, and this one is not (x: MPIX_Query_cuda_support() = 0)"
     lines = backend_advice([compared("strong", 2, 64, skipped={"mpi-cuda": why}, nccl=1e-5, mpi=2e-5)], "nccl")

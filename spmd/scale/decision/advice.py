@@ -393,6 +393,7 @@ def backend_advice(runs: list[dict], used: str) -> list[str]:
     rows = [(r, r["backends"]["seconds"]) for r in runs if r.get("backends") and len(r["backends"]["seconds"]) > 1]
     out = []
     winners = [min(seconds, key=seconds.get) for _, seconds in rows]
+    stopped = {name for r, _ in rows for name in r["backends"].get("stopped") or {}}
     if rows and len(set(winners)) == 1:
         best = winners[0]
         sizes = [o["bytes"] for r, _ in rows for o in r["backends"]["ops"]]
@@ -401,14 +402,14 @@ def backend_advice(runs: list[dict], used: str) -> list[str]:
         out.append(
             f"Communicator: {best} was fastest for this workload's own collectives {where} "
             f"({', '.join(ops)} of {_span(sizes, fmt_bytes)} per rank; per repeat "
-            f"{_comparison(best, [s for _, s in rows])}); {_switch(rows, best, used)}"
+            f"{_comparison(best, [s for _, s in rows], stopped)}); {_switch(rows, best, used)}"
         )
     elif rows:
         for (run, seconds), best in zip(rows, winners):
             ops = ", ".join(f"{o['op']} of {fmt_bytes(o['bytes'])}" for o in run["backends"]["ops"])
             out.append(
                 f"Communicator at {run['mode']} {run['ranks']} ranks ({ops} per rank): {best} was fastest "
-                f"(per repeat {_comparison(best, [seconds])}); {_switch([(run, seconds)], best, used)}"
+                f"(per repeat {_comparison(best, [seconds], stopped)}); {_switch([(run, seconds)], best, used)}"
             )
     skipped = {}
     for r in runs:
@@ -433,13 +434,17 @@ def _switch(rows: list[tuple[dict, dict]], best: str, used: str) -> str:
     return f"the sweep used {used}, which took {cost}: not worth a change."
 
 
-def _comparison(best: str, timings: list[dict]) -> str:
-    """'nccl 18-25 us, mpi 3.1-4x as long, ...' over the timed runs."""
+def _comparison(best: str, timings: list[dict], stopped: set[str] = frozenset()) -> str:
+    """'nccl 18-25 us, mpi 3.1-4x as long, ...' over the timed runs; a communicator whose timing ``stopped`` early
+    (compare_backends: its ops so far already many times the fastest's) 'more than Nx as long'."""
     names = [best] + sorted({n for t in timings for n in t} - {best})
     parts = [f"{best} {_span([t[best] for t in timings], fmt_seconds)}"]
     for name in names[1:]:
         ratios = [t[name] / t[best] for t in timings if name in t and t[best] > 0]
-        parts.append(f"{name} {_span(ratios, lambda x: f'{x:.3g}')}x as long")
+        if name in stopped:
+            parts.append(f"{name} more than {min(ratios):.3g}x as long (timed no further)")
+        else:
+            parts.append(f"{name} {_span(ratios, lambda x: f'{x:.3g}')}x as long")
     return ", ".join(parts)
 
 

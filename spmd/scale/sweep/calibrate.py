@@ -13,6 +13,8 @@ from ...core.errors import BackendUnavailable, VerificationError
 from ...measure.collectives import COLLECTIVES, measure, probe_sizes
 from ...measure.io import pread_limit
 
+STOP_AT = 10  # a communicator this many times the fastest's repeat is timed no further (compare_backends)
+
 
 def probe_collectives(ctx, comm, workload, max_bytes: int) -> list[dict]:
     """Time the workload's collectives on this group at sizes 8 B .. ``max_bytes`` per rank,
@@ -53,26 +55,34 @@ def compare_backends(ctx, comm, workload) -> dict | None:
     """Time this run's own collectives (its ops, at its message sizes, its calls per repeat)
     on every communicator that can run here, so the advice can name the fastest.
 
-    Each op is timed on this group (SUMMA's row and column broadcasts too: an approximation).
-    Returns {'ranks', 'ops', 'seconds': {backend: per repeat}, 'skipped': {backend: why}},
-    or None on the CPU (only host MPI exists there) and on one rank.
+    Each op is timed on this group (SUMMA's row and column broadcasts too: an approximation). The run's own
+    communicator goes first; another one stops once its ops so far take STOP_AT x the fastest's whole repeat
+    (host-staged MPI moving a large model's gradients would take seconds a call): its seconds are then what it
+    took up to there, a bound below its repeat, and ``stopped`` names it with how many ops it ran.
+    Returns 'ranks', 'ops', 'seconds' (per repeat, by backend), 'stopped' (the ops timed, by backend) and 'skipped'
+    (why, by backend), or None on the CPU (only host MPI exists there) and on one rank.
     """
     ops = workload.problem().get("comm", [])
     if comm.size < 2 or not ops or ctx.device != "gpu":
         return None
-    seconds, skipped = {}, {}
-    for name in COMM_BACKENDS:  # on a GPU every one may run; the CPU has only mpi
+    seconds, stopped, skipped = {}, {}, {}
+    for name in sorted(COMM_BACKENDS, key=lambda n: n != comm.name):  # on a GPU every one may run; the CPU: mpi
         try:
             other = comm if name == comm.name else open_communicator(ctx, name)
         except BackendUnavailable as exc:
             skipped[name] = str(exc)
             continue
+        fastest = min(seconds.values(), default=None)
         try:
-            seconds[name] = sum(
-                item.get("calls", 1)
-                * checked_seconds(ctx, other, item["op"], item["bytes"], f"comm comparison over {name}")
-                for item in ops
-            )
+            total = 0.0
+            for done, item in enumerate(ops, 1):
+                what = f"comm comparison over {name}"
+                total += item.get("calls", 1) * checked_seconds(ctx, other, item["op"], item["bytes"], what)
+                # the same on every rank: checked_seconds is the slowest rank's
+                if fastest is not None and total > STOP_AT * fastest and done < len(ops):
+                    stopped[name] = done
+                    break
+            seconds[name] = total
         finally:
             if other is not comm:
                 other.close()
@@ -80,5 +90,6 @@ def compare_backends(ctx, comm, workload) -> dict | None:
         "ranks": comm.size,
         "ops": [{k: o[k] for k in ("op", "bytes", "calls") if k in o} for o in ops],
         "seconds": seconds,
+        "stopped": stopped,
         "skipped": skipped,
     }

@@ -237,6 +237,7 @@ def run_points(
     # every run's ranks get the compute threads of the largest run's share of their node (spmd.core.host)
     thread_ranks = ctx.hosts[: max(point.ranks for point in points)].count(ctx.host) or 1
     keys = [(point.ranks, json.dumps(point.cfg.to_dict(), sort_keys=True)) for point in points]  # a plug-in's: a dict
+    calibrated: set[int] = set()  # the group sizes calibrated so far
     for point, timed, key in zip(points, timed_points, keys):
         if key in done:
             run = done[key] and {**done[key], "mode": point.mode}  # None on ranks outside the group
@@ -247,7 +248,11 @@ def run_points(
                     f"starting (size {len(done) + 1} of {len(set(keys))})",
                 )
             trace = Path(trace_dir) / trace_name(point) if trace_dir is not None else None
-            run = run_point(ctx, timed, probe_max_bytes, compare_comm, live, trace, nvtx, thread_ranks)
+            # a batch run's calibration would measure the links and the disk of a size a series run measured
+            # already (and the analysis keeps a series run's): calibrated once per group size
+            measure = point.mode != BATCH_MODE or point.ranks not in calibrated
+            calibrated.add(point.ranks)
+            run = run_point(ctx, timed, probe_max_bytes, compare_comm, live, trace, nvtx, thread_ranks, measure)
             done[key] = run
         if ctx.rank == 0:
             runs.append(run)
