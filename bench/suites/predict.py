@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 from dataclasses import replace
@@ -285,6 +286,19 @@ def recheck(folder: Path) -> int:
     )
     write_manifest(folder, facts)
     return done
+
+
+def launch_deviations(folders: list[Path]) -> list[float]:
+    """How far a whole launch's measured time lay from the median of the same case's other launches (|ratio - 1|),
+    over the records of several runs (each run its own launch) in the predict folders given: what a prediction's
+    interval carries for a launch (spmd.scale.prediction.predict.LAUNCH_SPREAD, this list's 90th percentile)."""
+    out = []
+    for folder in folders:
+        for record in read_records(folder / "records.jsonl"):
+            times = [p["measured_s"] for p in run_params(record) or [] if p.get("measured_s")]
+            for i, t in enumerate(times if len(times) > 1 else []):
+                out.append(abs(t / statistics.median(times[:i] + times[i + 1 :]) - 1))
+    return out
 
 
 def rederived(folder: Path, tmp: Path, case: str, params: dict) -> Measure:

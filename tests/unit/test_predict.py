@@ -6,6 +6,7 @@ refused naming the key (tests/cli/test_predict_cli.py runs the command)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -385,3 +386,31 @@ def test_a_predicted_speedup_above_its_ranks_is_flagged_beyond_ideal(speedup, ra
     target = {"name": "t", "gpus_per_node": ranks, "intra": None, "inter": None}
     (table,) = other_machine_tables([{"target": target, "rows": [row], "break_even": [], "notes": []}])
     assert ("beyond ideal" in table.rows[0][4]) == bool(flags)
+
+
+def test_every_interval_carries_a_launchs_spread_beside_the_sweep_and_the_links(tmp_path):
+    """Time intervals hold the sweep's fit, the links' misfit and a launch's spread in quadrature; a speedup compares
+    two runs of one launch, so its interval leaves the launch out and is narrower."""
+    from spmd.scale.prediction.predict import LAUNCH_SPREAD, predict_machine, read_sweep
+
+    files = recorded_prediction(tmp_path, "stencil-h200x4-nvlink")
+    prediction = predict_machine(read_sweep(files["fit"]), read_target(f"links={files['links']},gpus_per_node=4"))
+    assert any("a launch's spread (+-10% of the time" in n for n in prediction["notes"])
+    for row in prediction["rows"]:
+        t, (low, high), parts = row["predicted_s"], row["interval"], row["interval_parts"]
+        assert parts["launch"] == pytest.approx(LAUNCH_SPREAD * t)
+        assert high - t == pytest.approx(math.hypot(*parts.values())) and low <= t <= high
+        if row["speedup"] is not None:
+            s_low, s_high = row["speedup_interval"]
+            assert s_low <= row["speedup"] <= s_high
+            assert s_high / s_low < (t + (high - t)) / max(t - (high - t), 1e-12)  # narrower than the time's
+
+
+@given(speedup=st.floats(0.01, 64.0), total=st.floats(1e-6, 10.0), share=st.floats(0.0, 2.0))
+def test_a_speedups_interval_holds_it_and_is_open_where_the_time_could_reach_zero(speedup, total, share):
+    from spmd.scale.prediction.predict import speedup_range
+
+    low, high = speedup_range(speedup, total, share * total)
+    assert low <= speedup * (1 + 1e-12)
+    assert (high is None) == (share >= 1.0) and (high is None or high >= speedup * (1 - 1e-12))
+    assert speedup_range(None, total, share * total) is None

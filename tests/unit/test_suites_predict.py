@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,30 @@ def test_launch_spread_is_each_cases_measured_time_across_its_runs():
         "median 20.0%, largest 50.0% over 3 cases"
     )
     assert launch_spread([record(1.0)]) == ""
+
+
+# the launch spread was designed on these (the in-sample predict folders); later held-out folders are not its input
+LAUNCH_DESIGN = ("cpu-2core", "h200x2", "h200x4")
+
+
+def test_a_predictions_launch_spread_is_the_90th_percentile_of_the_committed_launches():
+    from bench.suites.predict import launch_deviations
+    from spmd.scale.prediction.predict import LAUNCH_SPREAD
+
+    deviations = launch_deviations([RESULTS / kind / "predict" for kind in LAUNCH_DESIGN])
+    assert len(deviations) >= 80  # 29 cases of 2 or more launches
+    assert statistics.quantiles(deviations, n=10)[-1] == pytest.approx(LAUNCH_SPREAD, abs=0.01)
+
+
+def test_launch_deviations_hold_each_launch_to_the_median_of_the_others(tmp_path):
+    from bench.suites.predict import launch_deviations
+
+    def record(case, *times):
+        runs = [{"measured_s": t} for t in times]
+        return Measure(case, "spmd predict", 0.1, "error", "share", params={**runs[0], "runs": runs})
+
+    folder = tmp_path / "predict"
+    measures = [record("a", 1.0, 1.2, 1.1), record("b", 2.0), record("c", 1.0, 2.0)]
+    write_records(folder / "records.jsonl", collect("predict", [measures]))
+    got = launch_deviations([folder])
+    assert got == pytest.approx([abs(1.0 / 1.15 - 1), abs(1.2 / 1.05 - 1), abs(1.1 / 1.1 - 1), 0.5, 1.0])

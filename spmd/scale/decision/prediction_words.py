@@ -29,7 +29,7 @@ def format_prediction(scaling: dict) -> str:
             sp = ""
             if row["speedup"] is not None:
                 flag = " (beyond ideal)" if beyond_ideal(row["speedup"], row["ranks"], row["ranks"]) else ""
-                sp = f"  speedup {row['speedup']:.2f}x{flag}, efficiency {row['efficiency']:.0%}"
+                sp = f"  speedup {row['speedup']:.2f}x{speedup_span(row)}{flag}, efficiency {row['efficiency']:.0%}"
             unit = "GPU" if scaling.get("device") == "gpu" else "rank"
             batch = f", per-{unit} batch {row['batch_per_rank']}" if training and row.get("batch_per_rank") else ""
             lines.append(
@@ -50,6 +50,15 @@ def format_prediction(scaling: dict) -> str:
             )
         lines += [f"  note: {n}" for n in p["notes"]]
     return "\n".join(lines)
+
+
+def speedup_span(row: dict) -> str:
+    """' [1.70x, 1.90x]': a predicted row's speedup interval (one launch's runs against each other), '' where the row
+    has none (a file of an older spmd); an open upper end 'and up'."""
+    span = row.get("speedup_interval")
+    if not span:
+        return ""
+    return f" [{span[0]:.2f}x, {f'{span[1]:.2f}x' if span[1] is not None else 'and up'}]"
 
 
 def break_even_words(entry: dict, device: str | None = None) -> str:

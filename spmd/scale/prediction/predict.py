@@ -6,9 +6,11 @@ collectives, priced on the target's links as NCCL runs them (``links.collective_
 (torch, train) hides its gradients' allreduce behind backward: there the exposed part is what is left of the
 target's allreduce, bucket by bucket, when backward ends (``overlap``).
 
-Each prediction carries an interval: the fitted runs' own measurement intervals and the model's misfit at them
-for the local part, the link fit's misfit to its measured sizes for the collectives (a preset's nominal figures
-carry none: the table says so).
+Each prediction carries an interval of three parts, added in quadrature (``interval_parts``). The sweep's part is the
+fitted runs' own measurement intervals and the model's misfit at them, for the local part. The links' part is the link
+fit's misfit to its measured sizes, for the collectives (a preset's nominal figures carry none, and the table says
+so). A launch's part is LAUNCH_SPREAD of the whole, since one launch of the target job is not the next. A predicted
+speedup compares two runs of one launch, so its interval (``speedup_interval``) leaves the launch's part out.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ from .machines import Machine
 
 # a read ceiling measured within this share of the sweep's own reads went the runs' way (launches differ that much)
 SAME_PATH = 0.9
+# a whole launch's time against the median of the same case's other launches: within this share in 90% of them (the
+# predict suite's committed cases of several launches, on 2 and 4 H200s and the 2-core CPU: 29 cases, 84 launches;
+# bench.suites.predict.launch_deviations, held to it by tests/unit/test_suites_predict.py)
+LAUNCH_SPREAD = 0.10
 
 
 def row_flags(speedup: float | None, ranks: int) -> list[str]:
@@ -65,6 +71,10 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
     one_scale = one_rank_scale(scaling, model, collectives, hide if training else None)
     comm_u = {"intra": _misfit(machine.intra), "inter": _misfit(machine.inter)}
     notes = list(machine.notes)
+    notes.append(
+        f"each interval: the sweep's fit, the links' misfit and a launch's spread (+-{LAUNCH_SPREAD:.0%} of the time: "
+        f"90% of measured launches fell within it), added in quadrature; a speedup's leaves the launch out"
+    )
     ceiling = read_ceiling(scaling, model, machine, notes)
     readers = max((_node_readers(run) for run in scaling["runs"]), default=0)
     rows = []
@@ -86,10 +96,12 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
                 comm = phases["comm"] + phases.get("comm_overlapped", 0.0)
             total = phases["total"]
             comm_level = comm_u["inter"] if nodes > 1 else comm_u["intra"]
-            half = math.hypot(local_u * (total - comm), comm_level * comm)
+            parts = {"sweep": local_u * (total - comm), "links": comm_level * comm, "launch": LAUNCH_SPREAD * total}
+            half = math.hypot(*parts.values())
             # against the sweep's one rank: strong, the same problem; weak, samples (bytes) per second
             ratio = base["time"] / total if base["ranks"] == 1 and total > 0 else None
             speedup = None if ratio is None else (ratio if mode == "strong" else ratio * ranks)
+            same_launch = math.hypot(parts["sweep"], parts["links"])  # the 1-rank run and this one: one launch
             rows.append(
                 {
                     "mode": mode,
@@ -98,7 +110,9 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
                     "problem_bytes": problem,
                     "predicted_s": total,
                     "interval": [max(total - half, 0.0), total + half],
+                    "interval_parts": parts,
                     "speedup": speedup,
+                    "speedup_interval": speedup_range(speedup, total, same_launch),
                     "efficiency": None if speedup is None else speedup / ranks,
                     "flags": row_flags(speedup, ranks),
                     **({"batch_per_rank": batch_of(run, ranks, mode)} if training else {}),
@@ -119,7 +133,10 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             "cost per point-to-point call"
         )
     if any(link and "preset" in link.source for link in (machine.intra, machine.inter)):
-        notes.append("a preset's figures are nominal (no measured misfit): the interval holds the sweep's side only")
+        notes.append(
+            "a preset's figures are nominal (no measured misfit): the interval holds the sweep's side and a launch's "
+            "spread only"
+        )
         notes.append(
             "no preset is validated yet by a held-out measurement (docs/validation.md): measured links "
             "(spmd bench comm --links on the target) are the prediction to trust"
@@ -133,6 +150,14 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
         "sweep": sweep_state(scaling),
         "assumes": assumptions(scaling, machine),
     }
+
+
+def speedup_range(speedup: float | None, total: float, half: float) -> list | None:
+    """A predicted speedup's interval from its time's ``half``-width (no upper end where the time's interval reaches
+    zero)."""
+    if speedup is None:
+        return None
+    return [speedup * total / (total + half), speedup * total / (total - half) if total > half else None]
 
 
 def sweep_state(scaling: dict) -> dict:

@@ -187,7 +187,7 @@ def scaling_device(prediction: dict) -> str:
 def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
     """On other machines (``spmd predict``): per target, the predicted runs, measured ones beside them, the
     break-even and what the prediction rests on."""
-    from ..decision.prediction_words import break_even_words
+    from ..decision.prediction_words import break_even_words, speedup_span
 
     out = []
     for p in predictions or []:
@@ -211,7 +211,7 @@ def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
                     f"({fmt_seconds(r['interval'][0])} - {fmt_seconds(r['interval'][1])})",
                     "-"
                     if r["speedup"] is None
-                    else f"{r['speedup']:.2f}x" + (" (beyond ideal)" if r.get("flags") else ""),
+                    else f"{r['speedup']:.2f}x{speedup_span(r)}" + (" (beyond ideal)" if r.get("flags") else ""),
                     _pct(r["efficiency"]),
                     fmt_seconds(r["comm_s"]),
                     fmt_seconds(c["measured_s"]) if c else "-",
