@@ -273,7 +273,11 @@ def main() -> None:
     ap.add_argument("--floor", type=float, default=0.005, help="and at least this many seconds")
     ap.add_argument("--capture", choices=("both", "no", "yes"), default="both", help="runs with --capture 2")
     ap.add_argument("--subset", choices=("all", "gpu"), default="all", help="gpu: GPU_SUBSET's runs (and its models)")
+    ap.add_argument(
+        "--max-seconds", type=float, default=None, help="start no run after this many seconds (the rows so far stand)"
+    )
     a = ap.parse_args()
+    deadline = time.monotonic() + a.max_seconds if a.max_seconds else None
     world = MPI.COMM_WORLD
     folder = Path(a.data)
     folder.mkdir(parents=True, exist_ok=True)
@@ -296,7 +300,16 @@ def main() -> None:
             idle_barrier(world)
             continue
         clean_step = {m: repeat_seconds(run(sub, config(folder, m, False))) / STEPS for m in models}  # warms up too
-        for model, where, slow, capture in planned(models, a.where.split(","), n, captures, a.clean, a.subset):
+        runs = planned(models, a.where.split(","), n, captures, a.clean, a.subset)
+        for done, (model, where, slow, capture) in enumerate(runs):
+            late = deadline is not None and time.monotonic() > deadline
+            if sub.bcast(late if sub.rank == 0 else None):  # every rank of the run stops together
+                if world.rank == 0:
+                    print(
+                        f"straggler_matrix.py: --max-seconds passed: {len(runs) - done} run(s) not started",
+                        file=sys.stderr,
+                    )
+                break
             seconds = max(a.share * clean_step[model], a.floor)
             tenant = None
             if where is None:

@@ -23,6 +23,7 @@ MODELS = ("mlp", "bn", "gru", "gpt2-tiny")
 SLURM_MODELS = ("bn", "gru", "gpt2-tiny")  # on two nodes: buffers broadcast, a recurrent model, a transformer
 CLEAN = 3  # clean runs in each launch (a model, with or without capture): 24 at each rank count
 GPU_CLEAN = 10  # the GPU subset's clean runs: each of its five models with and without capture
+GPU_SECONDS = 420  # the GPU subset starts no run after this: its rows so far come back within one device call
 
 
 def matrix(env) -> list[Measure]:
@@ -65,7 +66,7 @@ def gpu_subset(env) -> list[Measure]:
     device made by another process on the slow rank's GPU), and 10 clean runs by turns (each model, with and without
     capture)."""
     args = ["--ranks", 2, "--data", env.work / "matrix-gpu", "--share", SLOWED_SHARE, "--subset", "gpu"]
-    args += ["--capture", "both", "--clean", 2 if env.quick else GPU_CLEAN]
+    args += ["--capture", "both", "--clean", 2 if env.quick else GPU_CLEAN, "--max-seconds", GPU_SECONDS]
     rows, relaunched = _launched(lambda: env.program("straggler_matrix.py", *args, ranks=2, timeout=1200))
     return figures(rows, "2 GPUs (the GPU subset)", relaunched)
 
