@@ -28,6 +28,12 @@ def add_parser(sub) -> None:
         help="also a batch sweep (workloads with params.batch: torch, train): each per-GPU batch on 1 "
         "rank and on the most ranks, the batch x GPUs table and where more GPUs pay off",
     )
+    scale.add_argument(
+        "--shares",
+        metavar="N,N,...",
+        help="rank counts this launch cannot run (e.g. 2,4 on one GPU): also run one rank holding what each rank "
+        "of a strong run at N ranks holds (training: params.batch / N), so spmd predict carries the sweep to them",
+    )
     scale.add_argument("--out", metavar="DIR", help="output folder (default: <config output>/scaling)")
     scale.add_argument(
         "--probe-max-bytes",
@@ -68,7 +74,7 @@ def cmd_scale(args) -> int:
     from ..core.progress import Progress, wanted
     from ..core.runtime import Context
     from ..scale.render.write import require_scaling_outputs, write_scaling
-    from ..scale.sweep.run import parse_batches, parse_ranks, run_scale
+    from ..scale.sweep.run import parse_batches, parse_ranks, parse_shares, run_scale
     from ..workloads.base import SCALING_MODES
     from ..workloads.registry import agree_on_config
 
@@ -80,6 +86,7 @@ def cmd_scale(args) -> int:
         ctx.agree(require_scaling_outputs, out, root_only=True)
         modes = list(SCALING_MODES) if args.mode == "both" else [args.mode]
         batches = ctx.agree(parse_batches, args.batches)
+        shares = ctx.agree(parse_shares, args.shares, ranks)
         if args.trace:
             ctx.agree(require_writable_folder, args.trace, "trace folder")
         scaling = run_scale(
@@ -94,6 +101,7 @@ def cmd_scale(args) -> int:
             live=Progress("spmd scale", wanted(ctx.rank, args.progress, args.quiet)),
             trace_dir=args.trace,
             nvtx=args.nvtx,
+            shares=shares,
         )
         paths = ctx.agree(lambda: write_scaling(scaling, out), root_only=True)
         if ctx.rank == 0 and not args.quiet:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from fractions import Fraction
 from pathlib import Path
 from typing import ClassVar
 
@@ -119,6 +120,13 @@ class Workload(ABC):
         By default the input grows by rows (see ``io.weak.scaled_input``: generated, or copies of your own).
         """
         return scaled_input(cfg, factor)
+
+    @classmethod
+    def share_config(cls, cfg, factor):
+        """The config whose one rank holds what each rank of a strong run at ``factor`` (a Fraction) times the ranks
+        holds: by default the input's rows over ``factor`` (``spmd scale --shares``: a one-GPU sweep measuring the
+        local work of the rank counts it cannot run)."""
+        return cls.weak_config(cfg, 1 / Fraction(factor))
 
     @classmethod
     def scaled_config(cls, cfg, mode: str, factor):

@@ -70,3 +70,60 @@ def test_predict_reads_the_previous_schema_and_refuses_an_unknown_one_naming_it(
     done = spmd("predict", tmp_path / "new.json", "--target", "gpus_per_node=4,nodes=1,intra=nvlink4",
                 "--out", tmp_path / "o")  # fmt: skip
     assert done.returncode == 2 and "new.json: scaling schema 4; this spmd reads schema 1, 2, 3" in done.stderr
+
+
+def test_a_one_rank_sweep_with_shares_predicts_the_rank_counts_it_could_not_run(tmp_path):
+    """One rank (a one-GPU machine) runs the strong problem and, with --shares 2, the half of it each of 2 ranks
+    holds: the model's local phases are fitted on both sizes per rank, and spmd predict carries the
+    sweep to 2 ranks with the target's links, saying what it could not measure. Without the share nothing is fitted
+    and predict refuses."""
+    import yaml
+    from mpi_job import spmd as launched
+
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "workload": "reduce",
+                "device": "cpu",
+                "warmup": 1,
+                "repeats": 3,
+                "input": {"path": str(tmp_path / "x.h5"), "dataset": "x"},
+                "generate": {"shape": [400_000], "dtype": "float32", "seed": 3},
+                "output": str(tmp_path / "out"),
+            }
+        )
+    )
+    rc, _, err, _ = launched("scale", cfg, "--ranks", "1", "--shares", "2", "--out", tmp_path / "s", "-q", ranks=1)
+    assert rc == 0, err
+    scaling = json.loads((tmp_path / "s/scaling.json").read_text())
+    (share,) = scaling["share_runs"]
+    assert share["share_of"] == 2 and share["ranks"] == 1
+    assert share["report"]["problem"]["bytes"] * 2 == scaling["series"]["strong"][0]["problem_bytes"]
+    assert [r["mode"] for r in scaling["runs"]] == ["strong"]  # the share is no point of a series
+    model = scaling["model"]
+    points = {p["mode"]: p for p in model["points"]}
+    assert points["share"]["problem_bytes"] == share["report"]["problem"]["bytes"] and points["share"]["fitted"]
+    # every local phase fitted on two sizes per rank: the whole problem and the share
+    assert model["points_fitted"] == 2 and all(fit["shares"] == 2 for fit in model["local"].values()), model
+    done = spmd("predict", tmp_path / "s/scaling.json", "--target", "gpus_per_node=2,nodes=1,intra=pcie4",
+                "--out", tmp_path / "p")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (p,) = json.loads((tmp_path / "p/scaling.json").read_text())["other_machines"]
+    assert {(r["mode"], r["ranks"]) for r in p["rows"]} == {("strong", 2)}
+    assert any("the sweep ran one rank" in a for a in p["assumes"]), p["assumes"]
+    # the same sweep without its share: one size, nothing fitted, nothing predicted
+    rc, _, err, _ = launched("scale", cfg, "--ranks", "1", "--out", tmp_path / "alone", "-q", ranks=1)
+    assert rc == 0, err
+    target = "gpus_per_node=2,intra=pcie4"
+    done = spmd("predict", tmp_path / "alone/scaling.json", "--target", target, "--out", tmp_path / "q")
+    assert done.returncode == 2 and "needs two sizes measured" in done.stderr and "--shares" in done.stderr
+
+
+def test_shares_must_be_rank_counts_the_sweep_does_not_run(tmp_path):
+    from mpi_job import spmd as launched
+
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text("workload: reduce\ninput: {path: x.h5, dataset: x}\ngenerate: {shape: [1000]}\noutput: out\n")
+    rc, _, err, _ = launched("scale", cfg, "--ranks", "1", "--shares", "1,4", cwd=tmp_path, ranks=1)
+    assert rc == 2 and "--shares '1,4': 1 ranks run in the sweep itself" in err, err

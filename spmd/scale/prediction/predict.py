@@ -48,7 +48,10 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
     """{'target', 'rows', 'break_even', 'notes'}: the sweep's modes at every node count of ``machine``."""
     model = scaling.get("model")
     if not model:
-        raise ConfigError("the sweep has no fitted model (it needs two sizes measured): nothing to predict from")
+        raise ConfigError(
+            "the sweep has no fitted model (it needs two sizes measured): nothing to predict from (on one GPU, "
+            "spmd scale --ranks 1 --shares 2,4 measures the shares of the rank counts it cannot run)"
+        )
     if machine.backend and machine.backend != scaling["comm"]:
         raise ConfigError(
             f"target key links: measured over {machine.backend}, the sweep ran {scaling['comm']}: measure the "
@@ -195,6 +198,13 @@ def assumptions(scaling: dict, machine: Machine) -> list[str]:
     if scaling.get("training") and batch:
         strong = "strong: the global batch of the sweep's first run kept, so per-" + units + " batch = it / ranks"
         out.append(f"weak: per-{units} batch {batch} in every row; {strong}")
+    if all(r.get("ranks") == 1 for r in runs):
+        shares = [r.get("share_of") for r in scaling.get("share_runs") or []]
+        measured = f" (and the shares of {', '.join(map(str, shares))} ranks, on one)" if shares else ""
+        out.append(
+            f"the sweep ran one rank{measured}: what ranks sharing a node cost each other (memory, the host) and "
+            f"how much of the collectives hides behind the work were not measured, and none is charged"
+        )
     return out
 
 

@@ -6,6 +6,7 @@ import datetime
 
 from ...core.version import __version__
 from ...report.schema import SCALING_SCHEMA
+from ...report.summary import job_time
 from ...workloads.base import SCALING_MODES
 from ...workloads.registry import job_config_from_dict, workload_class
 from ..decision.advice import (
@@ -36,6 +37,7 @@ def reanalyse(scaling: dict) -> dict:
     placements = {(row["mode"], row["ranks"]): row["placement"] for rows in scaling["series"].values() for row in rows}
     runs = [{**r, "placement": r.get("placement") or placements[(r["mode"], r["ranks"])]} for r in scaling["runs"]]
     runs += scaling.get("batch_runs") or []  # a batch sweep's runs (kept since schema 2)
+    runs += scaling.get("share_runs") or []  # --shares: one rank at other rank counts' shares
     again = analyse(cfg, runs, scaling["world_size"], scaling["mpi_library"].replace("\x00", ""), scaling.get("cost"))
     again["created"] = scaling["created"]  # when it was measured
     return again
@@ -93,7 +95,8 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str, cost: dict
     """The scaling dict (scaling.json, schema 1) from the runs of a sweep (a batch sweep's runs in its own
     section, ``batch_sweep``)."""
     batch_runs = [r for r in runs if r["mode"] == "batch"]
-    runs = [r for r in runs if r["mode"] != "batch"] or batch_runs[:1]
+    share_runs = [r for r in runs if r["mode"] == "share"]  # kept out of the series: the model's points alone
+    runs = [r for r in runs if r["mode"] not in ("batch", "share")] or batch_runs[:1]
     modes = [m for m in SCALING_MODES if any(r["mode"] == m for r in runs)]
     series = {}
     for mode in modes:
@@ -124,6 +127,18 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str, cost: dict
         }
         for r in measured_once(runs)
         for row in [_row(series, r)]
+    ]
+    model_runs += [  # one rank at another rank count's share: its local work at that size
+        {
+            "mode": "share",
+            "ranks": 1,
+            "problem": r["report"].get("problem", {}),
+            "timings": r["report"]["timings"],
+            "time": job_time(r["report"]),
+            "oversubscribed": bool(r["placement"]["oversubscribed"]),
+            **node_counts(r["placement"], r["report"]["device"]),
+        }
+        for r in share_runs
     ]
     probe = [p for r in measured_once(runs) for p in (r["probe"] or [])]
     backend = runs[0]["report"]["comm"]
@@ -216,6 +231,24 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str, cost: dict
             }
             for r in runs
         ],
+        # --shares: one rank at other rank counts' shares, the model's points (decided again like the others)
+        **(
+            {
+                "share_runs": [
+                    {
+                        "mode": "share",
+                        "ranks": 1,
+                        "share_of": r.get("share_of"),
+                        "placement": r["placement"],
+                        "probe": None,
+                        "report": r["report"],
+                    }
+                    for r in share_runs
+                ]
+            }
+            if share_runs
+            else {}
+        ),  # fmt: skip
         # the batch sweep's runs, so that a later spmd decides again from them (report render --reanalyse)
         "batch_runs": [
             {"mode": r["mode"], "ranks": r["ranks"], "placement": r["placement"], "probe": None, "report": r["report"]}

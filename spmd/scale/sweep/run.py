@@ -34,19 +34,20 @@ from ...io.weak import copies_note
 from ...job import run_job
 from ...report.build import with_capture
 from ...workloads.registry import workload_class
-from ..models.series import series_figures
+from ..models.series import series_figures, time_interval
 from .analysis import analyse, sweep_cost
 from .calibrate import compare_backends, probe_collectives, read_limit
 
 
 @dataclass(frozen=True)
 class Point:
-    """One point of the sweep, not an optimizer step. It is one run: a series (strong, weak or batch), a rank
-    count and the config it runs."""
+    """One point of the sweep, not an optimizer step. It is one run: a series (strong, weak, batch, or share: one
+    rank holding a rank's share of the strong problem at ``share_of`` ranks), a rank count and the config it runs."""
 
     mode: str
     ranks: int
     cfg: object
+    share_of: int | None = None
 
 
 def default_ranks(world: int) -> list[int]:
@@ -82,8 +83,10 @@ def run_scale(
     batches: list[int] | None = None,
     trace_dir: str | None = None,
     nvtx: bool = False,
+    shares: list[int] | None = None,
 ) -> dict | None:
-    """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0. ``progress``: a
+    """Generate inputs, run every size of every series, analyse; the scaling dict on rank 0. ``shares``: rank counts
+    whose one rank's share of the strong problem also runs on one rank (``plan_shares``). ``progress``: a
     line per size on stdout as it ends; ``live`` (spmd.core.progress, rank 0's stderr): each size as it starts and
     each of its repeats. ``batches``: the batch sweep too (each per-rank batch on 1 and on the most ranks).
     ``trace_dir``: a Chrome trace of each run there (``trace_name``); ``nvtx``: NVTX ranges. Where the config
@@ -91,6 +94,7 @@ def run_scale(
     began = time.perf_counter()
     cfg = ctx.agree(workload_class(cfg.workload).resolve_repeats, cfg, "auto")
     points = ctx.agree(plan, cfg, modes, ranks) + ctx.agree(plan_batches, cfg, batches or [], ranks)
+    points += ctx.agree(plan_shares, cfg, shares or [], ranks)
     if trace_dir is not None:
         ctx.agree(require_traces, trace_dir, points, root_only=True)
     written, notes = generate_inputs(ctx, points)
@@ -103,6 +107,15 @@ def run_scale(
     first: dict[str, dict] = {}  # each series' first report: the base of its figures
 
     def report_progress(run):
+        if run["mode"] == SHARE_MODE:
+            if progress:
+                print(
+                    f"spmd scale: share of {run['share_of']} ranks on 1 rank: "
+                    f"{fmt_seconds(time_interval(run['report']).median).strip()} per repeat, verified"
+                    + wall_words(run["report"]),
+                    flush=True,
+                )
+            return
         if run["mode"] == BATCH_MODE:
             if progress:
                 print(
@@ -174,6 +187,31 @@ def plan_batches(cfg, batches: list[int], ranks: list[int]) -> list[Point]:
     ]
 
 
+SHARE_MODE = "share"
+
+
+def parse_shares(text: str | None, ranks: list[int]) -> list[int]:
+    """``--shares 2,4`` -> [2, 4]: rank counts above the sweep's own."""
+    if not text:
+        return []
+    shares = int_list(text, "--shares", "rank counts")
+    low = [n for n in shares if n <= ranks[-1]]
+    if low:
+        raise ConfigError(
+            f"--shares {text!r}: {low[0]} ranks run in the sweep itself (--ranks up to {ranks[-1]}): give rank counts "
+            f"above it, the ones this launch cannot run"
+        )
+    return shares
+
+
+def plan_shares(cfg, shares: list[int], ranks: list[int]) -> list[Point]:
+    """One rank holding what each rank of a strong run at each of ``shares`` ranks holds (the workload's
+    ``share_config``): the local work of rank counts the launch cannot run, measured for the model, which spmd
+    predict then carries to them with the target's links."""
+    cls = workload_class(cfg.workload)
+    return [Point(SHARE_MODE, 1, cls.share_config(cfg, Fraction(n, ranks[0])), share_of=n) for n in shares]
+
+
 def generate_inputs(ctx, points: list[Point], force: bool = False) -> tuple[list[str], list[str]]:
     """Generate what every size's config describes: missing files and spmd's own out-of-date ones (all of them
     checked, the space included, before any is written). The user's own files are never written: a strong
@@ -204,9 +242,10 @@ def generate_inputs(ctx, points: list[Point], force: bool = False) -> tuple[list
 
 
 def trace_name(point: Point) -> str:
-    """The trace file of one run of a sweep: ``strong-4.json``, ``batch-64-2.json``."""
+    """The trace file of one run of a sweep: ``strong-4.json``, ``batch-64-2.json``, ``share-of-8-1.json``."""
     batch = f"-{point.cfg.params.batch}" if point.mode == BATCH_MODE else ""
-    return f"{point.mode}{batch}-{point.ranks}.json"
+    share = f"-of-{point.share_of}" if point.share_of else ""
+    return f"{point.mode}{batch}{share}-{point.ranks}.json"
 
 
 def require_traces(trace_dir: str, points: list[Point]) -> None:
@@ -241,6 +280,8 @@ def run_points(
     for point, timed, key in zip(points, timed_points, keys):
         if key in done:
             run = done[key] and {**done[key], "mode": point.mode}  # None on ranks outside the group
+            if run and point.share_of:
+                run["share_of"] = point.share_of
         else:
             if live is not None:
                 live.begin(
@@ -248,9 +289,9 @@ def run_points(
                     f"starting (size {len(done) + 1} of {len(set(keys))})",
                 )
             trace = Path(trace_dir) / trace_name(point) if trace_dir is not None else None
-            # a batch run's calibration would measure the links and the disk of a size a series run measured
-            # already (and the analysis keeps a series run's): calibrated once per group size
-            measure = point.mode != BATCH_MODE or point.ranks not in calibrated
+            # a batch or share run's calibration would measure the links and the disk of a size a series run
+            # measured already (and the analysis keeps a series run's): calibrated once per group size
+            measure = point.mode not in (BATCH_MODE, SHARE_MODE) or point.ranks not in calibrated
             calibrated.add(point.ranks)
             run = run_point(ctx, timed, probe_max_bytes, compare_comm, live, trace, nvtx, thread_ranks, measure)
             done[key] = run
@@ -339,6 +380,8 @@ def run_point(
                     nvtx=nvtx,
                 )
             run = {"mode": point.mode, "ranks": point.ranks, "report": job.report, "placement": job.report["placement"]}
+            if point.share_of:
+                run["share_of"] = point.share_of
             extra = job.extra or (None, None, None)
             run.update(probe=extra[0], backends=extra[1], read_limit=extra[2])
         except SpmdError as exc:

@@ -31,6 +31,11 @@ class TrainingWorkload(Workload):
         """Weak scaling keeps the per-rank batch (the global batch grows with the ranks); same data."""
         return cfg
 
+    @classmethod
+    def share_config(cls, cfg, factor):
+        """A rank of a strong run at ``factor`` times the ranks trains ``params.batch / factor`` samples a step."""
+        return split_batch(cfg, factor)
+
     def progress_note(self, seconds: float) -> str:
         steps = self.params.steps
         loss = f", loss {self.losses[-1]:.4g} (the window before)" if self.losses else ""
