@@ -1,0 +1,141 @@
+"""Held-out validation of ``spmd predict``: cases chosen after its model was frozen at FROZEN (the files of
+MODEL_PATHS unchanged since), none used while designing it (other seeds, sizes, per-GPU batches, precisions, and a
+model family never used before, a Vision Transformer). Each is fitted on one GPU as a user with one GPU would
+(``spmd scale --ranks 1 --shares 2``), predicted for 2 GPUs of one node from two kinds of input, the ``nvlink4``
+preset (what a user can look up) and the target's own link test (``spmd bench comm --links``, a minute there), and
+then measured there (``spmd scale --ranks 1,2``). Published apart from the in-sample tables (docs/validation.md), the
+frozen commit named; a unit test fails on a record measured with other model files."""
+
+from __future__ import annotations
+
+import yaml
+
+from ..env import ROOT
+from ..records import Measure
+from . import Case
+from .predict import error_record, links, save_inputs, slug
+from .scaling import workload
+
+# the prediction model as frozen before any held-out case was measured; records of other model files are refused
+FROZEN = "678cb619b6682c0819fa42c7c6bb127ac224d711"
+MODEL_PATHS = (
+    "spmd/scale/models",
+    "spmd/scale/prediction",
+    "spmd/scale/sweep/analysis.py",
+    "spmd/scale/sweep/calibrate.py",
+)
+INPUT_KINDS = {"preset nvlink4": "intra=nvlink4", "the target's link test": "links={links}"}
+TARGET = "gpus_per_node=2,nodes=1"
+
+
+def _array(env, name: str, shape: list[int], seed: int, dtype: str = "float32") -> dict:
+    """The scaling suite's job of ``name`` on other data: its shape, seed and dtype (matmul's B alike)."""
+    job = workload(env, name)
+    job["generate"] = {**job["generate"], "shape": shape, "seed": seed, "dtype": dtype}
+    b = (job.get("params") or {}).get("b")
+    if b:  # matmul: B square like A
+        b["generate"] = {**b["generate"], "shape": shape, "seed": seed + 1, "dtype": dtype}
+    return job
+
+
+def _torch(env, base: str, generate: dict, **params) -> dict:
+    """The example's job of ``base`` (gpt2, or resnet50: torchvision's) as the torch models suite sizes it, on other
+    data and params, unverified (timing is what is predicted; the torch suites measure verification and its cost)."""
+    name = "gpt2" if base == "gpt2" else "resnet"
+    job = yaml.safe_load((ROOT / f"examples/torch/{name}.yaml").read_text())
+    job.update(device=env.device, verify="none", repeats=3, output=str(env.work / f"heldout-{base}-out"))
+    job["input"]["path"] = str(env.work / f"heldout-{base}-{generate['seed']}.h5")
+    job["generate"] = {**job["generate"], **generate}
+    p = job["params"]
+    p["model"] = str(ROOT / ("examples/torch/resnet.py:torchvision_resnet50" if base == "resnet50" else p["model"]))
+    if ":" in str(p.get("loss", "")):
+        p["loss"] = str(ROOT / p["loss"])
+    p.update(steps=20, save=None, **params)
+    return job
+
+
+def cases_list(env) -> dict:
+    """name -> (the job's config, its modes): the held-out list, fixed before it was measured."""
+    n = 6144 if env.gpus else 1536
+    vit = str(ROOT / "bench/models/vit.py:build")
+    both = ("strong", "weak")
+    return {
+        "reduce, seed 11, float64": (_array(env, "reduce", [1 << 26 if env.gpus else 1 << 23], 11, "float64"), both),
+        f"matmul, {n} square": (_array(env, "matmul", [n, n], 5), both),
+        f"stencil, a {n} grid": (_array(env, "stencil", [n, n], 9), both),
+        "train, the large MLP at batch 512": (_large_mlp(env), both),
+        "gpt2, 16 x 512 tokens, fp32": (_torch(env, "gpt2", {"shape": [1024, 512], "seed": 13}, batch=16,
+                                                precision="fp32"), both),
+        "resnet50, batch 64 of 3x160x160": (_torch(env, "resnet50", {"shape": [1024, 3, 160, 160], "seed": 17},
+                                                    batch=64), both),
+        "vit-b/16, batch 64 of 3x128x128, bf16": (
+            _torch(env, "resnet50", {"shape": [1024, 3, 128, 128], "seed": 19}, batch=64, model=vit,
+                   options={"classes": 100, "image": 128}), both),
+    }  # fmt: skip
+
+
+def _large_mlp(env) -> dict:
+    job = workload(env, "train")
+    job["generate"] = {**job["generate"], "shape": [16384, 4812], "seed": 23}
+    job["params"] = {**job["params"], "model": "large", "batch": 512, "steps": 20}
+    return job
+
+
+def predictions(cases: dict) -> int:
+    """How many predictions the list makes: each case's modes times the kinds of input."""
+    return sum(len(modes) for _, modes in cases.values()) * len(INPUT_KINDS)
+
+
+def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
+    """One case: fitted on one GPU with the share of 2, measured at 1 and 2, predicted from each kind of input."""
+    from spmd.scale.prediction.machines import read_target
+    from spmd.scale.prediction.predict import check_against, measured_runs, predict_machine, read_sweep
+
+    cfg = env.work / f"heldout-{slug(name)}.yaml"
+    cfg.write_text(yaml.safe_dump(job))
+    env.spmd("generate", cfg, ranks=None)
+    mode = "both" if len(modes) == 2 else modes[0]
+    fit, there = env.work / f"heldout-{slug(name)}-fit", env.work / f"heldout-{slug(name)}-2"
+    env.spmd("scale", cfg, "--ranks", "1", "--shares", "2", "--mode", mode, "--out", fit, "-q", ranks=1)
+    env.spmd("scale", cfg, "--ranks", "1,2", "--mode", mode, "--out", there, "-q", ranks=2)
+    link_file = links(env, "held-out", ({}, None))
+    files = {"fit": fit / "scaling.json", "measured": there / "scaling.json", "links": link_file}
+    inputs = save_inputs(env, f"{slug(name)}", files, suite="heldout")
+    out = []
+    for kind, keys in INPUT_KINDS.items():
+        target = f"{keys.format(links=link_file)},{TARGET},name={kind}"
+        for c in check_against(
+            predict_machine(read_sweep(files["fit"]), read_target(target)), measured_runs(there / "scaling.json")
+        ):
+            if c["ranks"] == 2:
+                case = f"held-out {name}, {c['mode']}, fitted on 1 GPU, predicted at 2: {kind}"
+                out.append(error_record(case, c, inputs=inputs, target=target, frozen=FROZEN, kind=kind))
+    return out
+
+
+def cases(env) -> list[Case]:
+    torch_cases = ("gpt2", "resnet50", "vit")
+    return [
+        Case(
+            f"held-out {name}",
+            lambda e, n=name, j=job, m=modes: measured(e, n, j, m),
+            needs=("gpu", "ranks2", *(("torch", "transformers") if name.startswith(torch_cases) else ())),
+            runs=1,
+        )
+        for name, (job, modes) in cases_list(env).items()
+    ]
+
+
+def records_with_other_model_files(commits: list[str], repo=ROOT, frozen: str = FROZEN) -> list[str]:
+    """The commits, among those the records name, whose MODEL_PATHS differ from ``frozen``'s (or that carry
+    uncommitted changes: ``+changes``)."""
+    import subprocess
+
+    out = []
+    for commit in commits:
+        same = subprocess.run(
+            ["git", "-C", str(repo), "diff", "--quiet", frozen, commit.split("+")[0], "--", *MODEL_PATHS]
+        )
+        if same.returncode != 0 or commit.endswith("+changes"):
+            out.append(commit)
+    return out
