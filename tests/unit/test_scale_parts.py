@@ -90,6 +90,36 @@ def test_scaled_config_is_the_workloads_own_rule_for_each_mode():
         reduce.scaled_config(cfg, "both", Fraction(2))
 
 
+def test_a_share_is_what_one_rank_of_a_strong_run_holds_on_one_rank():
+    """--shares: arrays split their rows, training its per-rank batch; each point one rank, named by its rank
+    count; a share the sweep runs itself is refused."""
+    from spmd.scale.sweep.run import SHARE_MODE, parse_shares, plan_shares
+    from spmd.workloads.registry import workload_class
+
+    cfg = config()
+    assert workload_class("reduce").share_config(cfg, Fraction(4)) == scaled_input(cfg, Fraction(1, 4))
+    train = job_config_from_dict({"workload": "train", "input": {"path": "t.h5"}, "params": {"batch": 64}})
+    points = plan_shares(train, [2, 8], [1])
+    assert [(p.mode, p.ranks, p.share_of, p.cfg.params.batch) for p in points] == [
+        (SHARE_MODE, 1, 2, 32),
+        (SHARE_MODE, 1, 8, 8),
+    ]
+    assert plan_shares(train, [8], [2])[0].cfg.params.batch == 16  # the config is the strong run's at 2 ranks
+    assert parse_shares("2,4", [1]) == [2, 4] and parse_shares(None, [1]) == []
+    with pytest.raises(ConfigError, match="--shares '2,4': 2 ranks run in the sweep itself"):
+        parse_shares("2,4", [1, 2])
+
+
+def test_a_runs_wall_words_name_its_parts_and_nothing_when_none_is_worth_naming():
+    from spmd.scale.sweep.run import wall_words
+
+    assert wall_words({"wall": {"setup": 1.26, "repeats": 0.5, "report": 0.01}}) == (
+        "; 1.8 s in all (setup 1.3 s, repeats 0.5 s)"
+    )
+    assert wall_words({"wall": {"repeats": 0.04, "report": 0.01}}) == "; 0.1 s in all"
+    assert wall_words({}) == ""
+
+
 def report(ranks: int, totals_by_rank: list[list[float]], busy_by_rank=None) -> dict:
     """A minimal report.json: per-rank repeat totals; busy = read per rank (median)."""
     busy_by_rank = busy_by_rank or [0.5 * min(t) for t in totals_by_rank]

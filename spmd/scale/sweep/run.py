@@ -107,23 +107,17 @@ def run_scale(
     first: dict[str, dict] = {}  # each series' first report: the base of its figures
 
     def report_progress(run):
-        if run["mode"] == SHARE_MODE:
+        report = run["report"]
+        if run["mode"] in (SHARE_MODE, BATCH_MODE):  # no series' point: what it ran and how fast
             if progress:
-                print(
-                    f"spmd scale: share of {run['share_of']} ranks on 1 rank: "
-                    f"{fmt_seconds(time_interval(run['report']).median).strip()} per repeat, verified"
-                    + wall_words(run["report"]),
-                    flush=True,
+                what = (
+                    f"share of {run['share_of']} ranks on 1 rank: "
+                    f"{fmt_seconds(time_interval(report).median).strip()} per repeat"
+                    if run["mode"] == SHARE_MODE
+                    else f"batch {report['result'].get('batch_per_rank')} per rank, {run['ranks']} rank(s): "
+                    f"{report['metrics'].get('samples_per_s', 0):,.0f} samples/s"
                 )
-            return
-        if run["mode"] == BATCH_MODE:
-            if progress:
-                print(
-                    f"spmd scale: batch {run['report']['result'].get('batch_per_rank')} per rank, {run['ranks']} "
-                    f"rank(s): {run['report']['metrics'].get('samples_per_s', 0):,.0f} samples/s, verified"
-                    + wall_words(run["report"]),
-                    flush=True,
-                )
+                print(f"spmd scale: {what}, verified" + wall_words(report), flush=True)
             return
         base = first.setdefault(run["mode"], run["report"])
         row = series_figures(run["mode"], [base] if base is run["report"] else [base, run["report"]])[-1]
@@ -157,7 +151,7 @@ def wall_words(report: dict) -> str:
     if not wall:
         return ""
     parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in wall.items() if seconds >= 0.05)
-    return f"; {sum(wall.values()):.1f} s in all ({parts})"
+    return f"; {sum(wall.values()):.1f} s in all" + (f" ({parts})" if parts else "")
 
 
 def plan(cfg, modes: list[str], ranks: list[int]) -> list[Point]:
