@@ -87,6 +87,11 @@ def run_params(record: Record) -> list[dict]:
     return [record.params] if len(record.values) == 1 else []
 
 
+def launch_times(record: Record) -> list[float]:
+    """The measured time of each run (each its own launch) a record keeps (``measured_s``)."""
+    return [p["measured_s"] for p in run_params(record) if p.get("measured_s")]
+
+
 def median_run(runs: list[dict], values: list[float]) -> dict:
     """The params of a record whose runs keep their own (``runs``, in the order of ``values``): every run's, and at
     the top the median run's, the row a table shows beside the median value (the upper median, as the report

@@ -23,7 +23,7 @@ import jinja2
 
 from .commands import markdown as commands_markdown
 from .env import ROOT
-from .records import Record, ratios, read_records, strongest, summary
+from .records import Record, launch_times, ratios, read_records, strongest, summary
 from .suites import suites
 from .targets import notes as target_notes
 from .targets import rows as target_rows
@@ -195,7 +195,7 @@ def launch_spread(records) -> str:
     of several runs, the median and the largest max/min - 1; '' where none has several."""
     spreads = []
     for r in records:
-        times = [p["measured_s"] for p in r.params.get("runs") or [] if p.get("measured_s")]
+        times = launch_times(r)
         if len(times) > 1:
             spreads.append(max(times) / min(times) - 1)
     if not spreads:

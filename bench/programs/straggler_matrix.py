@@ -312,18 +312,18 @@ def main() -> None:
                 break
             seconds = max(a.share * clean_step[model], a.floor)
             tenant = None
+            expected = expected_cause(where, gpu) if where else None
             if where is None:
-                cfg, expected = config(folder, model, capture), None
+                cfg = config(folder, model, capture)
+            elif where == "busy device":  # another process, not the job, slows the device
+                cfg, seconds = config(folder, model, capture), 0.0
+                tenant = occupied(device) if sub.rank == slow else None
+            elif WHERE[where][0] is None:  # the model's own sleep
+                cfg = config(folder, model, capture, slow_rank=slow, slow=seconds, where=where)
             else:
-                how, expected = WHERE.get(where, (None, None))[0], expected_cause(where, gpu)
-                if where == "busy device":
-                    cfg, seconds = config(folder, model, capture), 0.0
-                    tenant = occupied(device) if sub.rank == slow else None
-                elif how is None:
-                    cfg = config(folder, model, capture, slow_rank=slow, slow=seconds, where=where)
-                else:
-                    fault = f"rank={slow},phase={how[0]},kind={how[1]},seconds={seconds:.4f}"
-                    cfg = config(folder, model, capture, fault=fault)
+                phase, kind = WHERE[where][0]
+                fault = f"rank={slow},phase={phase},kind={kind},seconds={seconds:.4f}"
+                cfg = config(folder, model, capture, fault=fault)
             try:
                 report = run(sub, cfg)
             finally:

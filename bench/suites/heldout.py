@@ -13,7 +13,7 @@ import yaml
 from ..env import ROOT
 from ..records import Measure
 from . import Case
-from .predict import error_record, links, save_inputs, slug
+from .predict import checked, error_record, links, save_inputs, slug
 from .scaling import workload
 
 # the prediction model as frozen before any held-out case was measured; records of other model files are refused
@@ -24,7 +24,9 @@ MODEL_PATHS = (
     "spmd/scale/sweep/analysis.py",
     "spmd/scale/sweep/calibrate.py",
 )
-INPUT_KINDS = {"preset nvlink4": "intra=nvlink4", "the target's link test": "links={links}"}
+# the kinds of input a prediction is made from: the target's keys beside TARGET, and whether the target's link test
+# (the links file) prices its collectives
+INPUT_KINDS = {"preset nvlink4": ("intra=nvlink4,", False), "the target's link test": ("", True)}
 TARGET = "gpus_per_node=2,nodes=1"
 
 
@@ -88,9 +90,6 @@ def predictions(cases: dict) -> int:
 
 def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
     """One case: fitted on one GPU with the share of 2, measured at 1 and 2, predicted from each kind of input."""
-    from spmd.scale.prediction.machines import read_target
-    from spmd.scale.prediction.predict import check_against, measured_runs, predict_machine, read_sweep
-
     cfg = env.work / f"heldout-{slug(name)}.yaml"
     cfg.write_text(yaml.safe_dump(job))
     env.spmd("generate", cfg, ranks=None)
@@ -98,18 +97,22 @@ def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
     fit, there = env.work / f"heldout-{slug(name)}-fit", env.work / f"heldout-{slug(name)}-2"
     env.spmd("scale", cfg, "--ranks", "1", "--shares", "2", "--mode", mode, "--out", fit, "-q", ranks=1)
     env.spmd("scale", cfg, "--ranks", "1,2", "--mode", mode, "--out", there, "-q", ranks=2)
-    link_file = links(env, "held-out", ({}, None))
-    files = {"fit": fit / "scaling.json", "measured": there / "scaling.json", "links": link_file}
+    files = {
+        "fit": fit / "scaling.json",
+        "measured": there / "scaling.json",
+        "links": links(env, "held-out", ({}, None)),
+    }
     inputs = save_inputs(env, f"{slug(name)}", files, suite="heldout")
     out = []
-    for kind, keys in INPUT_KINDS.items():
-        target = f"{keys.format(links=link_file)},{TARGET},name={kind}"
-        for c in check_against(
-            predict_machine(read_sweep(files["fit"]), read_target(target)), measured_runs(there / "scaling.json")
-        ):
+    for kind, (keys, measured_links) in INPUT_KINDS.items():
+        # a preset's prediction neither reads the links file nor keeps it among its inputs (bench recheck alike)
+        given = {role: path for role, path in files.items() if measured_links or role != "links"}
+        target = f"{keys}{TARGET},name={kind}"
+        for c in checked(given, target):
             if c["ranks"] == 2:
                 case = f"held-out {name}, {c['mode']}, fitted on 1 GPU, predicted at 2: {kind}"
-                out.append(error_record(case, c, inputs=inputs, target=target, frozen=FROZEN, kind=kind))
+                kept = {role: rel for role, rel in inputs.items() if role in given}
+                out.append(error_record(case, c, inputs=kept, target=target, frozen=FROZEN, kind=kind))
     return out
 
 

@@ -31,7 +31,7 @@ import yaml
 
 from ..env import ROOT
 from ..manifest import commit, write_manifest
-from ..records import Measure, median_run, read_records, rewrite_records, run_params
+from ..records import Measure, launch_times, median_run, read_records, rewrite_records, run_params
 from . import Case
 from .scaling import workload
 from .torch_models import spmd_config
@@ -196,13 +196,15 @@ CHECKED = (
 
 
 def checked(files: dict, target: str) -> list[dict]:
-    """The prediction of the ``fit`` sweep for ``target`` (key=value, its links the ``links`` file) held against
-    the ``measured`` sweep: ``other_machines[].checked`` as ``spmd predict --measured`` writes it."""
+    """The prediction of the ``fit`` sweep for ``target`` (key=value; its links the ``links`` file where ``files``
+    names one, else the target's own keys: a preset) held against the ``measured`` sweep:
+    ``other_machines[].checked`` as ``spmd predict --measured`` writes it."""
     from spmd.scale.prediction.machines import read_target
     from spmd.scale.prediction.predict import check_against, measured_runs, predict_machine, read_sweep
 
     scaling = read_sweep(files["fit"])
-    prediction = predict_machine(scaling, read_target(f"links={files['links']},{target}"))
+    links = f"links={files['links']}," if files.get("links") else ""
+    prediction = predict_machine(scaling, read_target(f"{links}{target}"))
     return check_against(prediction, measured_runs(files["measured"]))
 
 
@@ -295,7 +297,7 @@ def launch_deviations(folders: list[Path]) -> list[float]:
     out = []
     for folder in folders:
         for record in read_records(folder / "records.jsonl"):
-            times = [p["measured_s"] for p in run_params(record) or [] if p.get("measured_s")]
+            times = launch_times(record)
             for i, t in enumerate(times if len(times) > 1 else []):
                 out.append(abs(t / statistics.median(times[:i] + times[i + 1 :]) - 1))
     return out

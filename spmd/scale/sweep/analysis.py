@@ -115,30 +115,19 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str, cost: dict
         series[mode] = rows
 
     growth = workload_class(cfg.workload).COMM_GROWTH
+    # every run measured once, and one rank at each other rank count's share (its local work at that size); a
+    # series row's time is its report's job_time
     model_runs = [
         {
             "mode": r["mode"],
             "ranks": r["ranks"],
             "problem": r["report"].get("problem", {}),
             "timings": r["report"]["timings"],
-            "time": row["time"],
-            "oversubscribed": bool(r["placement"]["oversubscribed"]),
-            **node_counts(r["placement"], r["report"]["device"]),
-        }
-        for r in measured_once(runs)
-        for row in [_row(series, r)]
-    ]
-    model_runs += [  # one rank at another rank count's share: its local work at that size
-        {
-            "mode": "share",
-            "ranks": 1,
-            "problem": r["report"].get("problem", {}),
-            "timings": r["report"]["timings"],
             "time": job_time(r["report"]),
             "oversubscribed": bool(r["placement"]["oversubscribed"]),
             **node_counts(r["placement"], r["report"]["device"]),
         }
-        for r in share_runs
+        for r in [*measured_once(runs), *share_runs]
     ]
     probe = [p for r in measured_once(runs) for p in (r["probe"] or [])]
     backend = runs[0]["report"]["comm"]
@@ -232,29 +221,16 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str, cost: dict
             for r in runs
         ],
         # --shares: one rank at other rank counts' shares, the model's points (decided again like the others)
-        **(
-            {
-                "share_runs": [
-                    {
-                        "mode": "share",
-                        "ranks": 1,
-                        "share_of": r.get("share_of"),
-                        "placement": r["placement"],
-                        "probe": None,
-                        "report": r["report"],
-                    }
-                    for r in share_runs
-                ]
-            }
-            if share_runs
-            else {}
-        ),  # fmt: skip
+        **({"share_runs": [_kept(r, share_of=r.get("share_of")) for r in share_runs]} if share_runs else {}),
         # the batch sweep's runs, so that a later spmd decides again from them (report render --reanalyse)
-        "batch_runs": [
-            {"mode": r["mode"], "ranks": r["ranks"], "placement": r["placement"], "probe": None, "report": r["report"]}
-            for r in batch_runs
-        ],
+        "batch_runs": [_kept(r) for r in batch_runs],
     }
+
+
+def _kept(run: dict, **extra) -> dict:
+    """A run of no series as scaling.json keeps it (batch_runs, share_runs): enough to decide again from it."""
+    keys = ("mode", "ranks", "placement", "report")
+    return {**{k: run[k] for k in keys}, **extra, "probe": None}
 
 
 def sweep_cost(runs: list[dict], inputs_s: float, total_s: float) -> dict:

@@ -274,8 +274,6 @@ def run_points(
     for point, timed, key in zip(points, timed_points, keys):
         if key in done:
             run = done[key] and {**done[key], "mode": point.mode}  # None on ranks outside the group
-            if run and point.share_of:
-                run["share_of"] = point.share_of
         else:
             if live is not None:
                 live.begin(
@@ -289,6 +287,8 @@ def run_points(
             calibrated.add(point.ranks)
             run = run_point(ctx, timed, probe_max_bytes, compare_comm, live, trace, nvtx, thread_ranks, measure)
             done[key] = run
+        if run and point.share_of:
+            run = {**run, "share_of": point.share_of}
         if ctx.rank == 0:
             runs.append(run)
             if on_done:
@@ -374,8 +374,6 @@ def run_point(
                     nvtx=nvtx,
                 )
             run = {"mode": point.mode, "ranks": point.ranks, "report": job.report, "placement": job.report["placement"]}
-            if point.share_of:
-                run["share_of"] = point.share_of
             extra = job.extra or (None, None, None)
             run.update(probe=extra[0], backends=extra[1], read_limit=extra[2])
         except SpmdError as exc:
