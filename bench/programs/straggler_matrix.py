@@ -225,7 +225,7 @@ def own_seconds(report: dict) -> float:
 
 def expected_cause(where: str, gpu: bool) -> str:
     """The cause a slowness at ``where`` should be named with on this device."""
-    return ON_GPU.get(where, WHERE[where][1]) if gpu else WHERE[where][1]
+    return ON_GPU[where] if gpu and where in ON_GPU else WHERE[where][1]
 
 
 def occupied(device: int):
