@@ -170,6 +170,7 @@ def environment() -> jinja2.Environment:
     env.filters["prediction_error"] = prediction_error
     env.filters["interval_coverage"] = interval_coverage
     env.filters["launch_spread"] = launch_spread
+    env.filters["by_input_kind"] = by_input_kind
     env.filters["oneline"] = lambda text: " ".join(str(text).split())
     env.filters["wrap"] = lambda text, width=112, indent="": "\n".join(
         textwrap.wrap(str(text), width, initial_indent=indent, subsequent_indent=indent)
@@ -188,6 +189,15 @@ def interval_coverage(records) -> str:
         return ""
     low, high = wilson(sum(inside), len(inside))
     return f"{sum(inside)} of {len(inside)} ({100 * low:.0f} - {100 * high:.0f}%, Wilson 95% interval)"
+
+
+def by_input_kind(records) -> list[tuple[str, list]]:
+    """The records grouped by the kind of input their predictions were made from (params ``kind``), in first-seen
+    order."""
+    groups: dict[str, list] = {}
+    for r in records:
+        groups.setdefault(r.params.get("kind", "unnamed"), []).append(r)
+    return list(groups.items())
 
 
 def launch_spread(records) -> str:

@@ -170,11 +170,19 @@ def test_merge_credits_the_commit_whose_tree_ran_and_refuses_a_tree_no_commit_ha
 RESULTS = Path(__file__).resolve().parents[2] / "docs/results"
 
 
-@pytest.mark.parametrize("kind", sorted(p.parent.parent.name for p in RESULTS.glob("*/predict/records.jsonl")))
-def test_every_committed_prediction_is_what_todays_model_derives_from_its_stored_inputs(tmp_path, kind):
-    """A committed predict folder, rechecked in a copy: no figure moves (a model changed since its records were
-    derived fails here until ``python -m bench recheck`` derives them again and they are committed)."""
-    folder = shutil.copytree(RESULTS / kind / "predict", tmp_path / "predict")
+PREDICTING = sorted(
+    str(p.parent.relative_to(RESULTS))
+    for suite in ("predict", "heldout")
+    for p in RESULTS.glob(f"*/{suite}/records.jsonl")
+)
+
+
+@pytest.mark.parametrize("where", PREDICTING)
+def test_every_committed_prediction_is_what_todays_model_derives_from_its_stored_inputs(tmp_path, where):
+    """A committed predict or held-out folder, rechecked in a copy: no figure moves (a model changed since its
+    records were derived fails here until ``python -m bench recheck`` derives them again and they are committed; a
+    held-out folder is measured again instead, its model being frozen)."""
+    folder = shutil.copytree(RESULTS / where, tmp_path / "predict")
     committed = read_records(folder / "records.jsonl")
     derived = recheck(folder)
     again = read_records(folder / "records.jsonl")
@@ -183,7 +191,7 @@ def test_every_committed_prediction_is_what_todays_model_derives_from_its_stored
         assert new.values == pytest.approx(old.values, rel=1e-9, abs=1e-12), old.case
     last = json.loads((folder / "manifest.json").read_text())["rechecked"][-1]
     assert (last["records"], last["of"]) == (derived, len(committed))
-    stored = json.loads((RESULTS / kind / "predict/manifest.json").read_text()).get("rechecked") or []
+    stored = json.loads((RESULTS / where / "manifest.json").read_text()).get("rechecked") or []
     if derived:  # the committed manifest says how many of its records the last recheck derived
         assert stored and stored[-1].get("of") == len(committed) and stored[-1]["records"] == derived, stored[-1:]
 
