@@ -15,8 +15,9 @@ window, torch and train, on a noisy machine), they are scaled down to it, so sha
 
 The straggler is the rank that waited least while the others waited: named when, in every repeat the interval
 of the median rests on, the others' mean wait exceeds SIGNIFICANT of the repeat (a 95% interval of the median of
-their wait that lies above the bound), with the phase in which it spent most beyond the others. The captured
-steps name one on their own only where the phases do not time every collective (``kernel_straggler``).
+their wait that lies above the bound), with the phase in which it spent most beyond the others, which must explain
+EXPLAINED of that wait. The captured steps name one on their own only where the phases do not time every
+collective, or, on a GPU, where the late rank's own kernels took longer (``captured_straggler``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ NOT_OWN = ("wait", "comm", "comm_overlapped", "h2d_overlapped", "total", "comm_e
 SIGNIFICANT = 0.05  # the others' wait must be at least this share of a repeat to name a straggler
 MIN_WAIT_S = 1e-4  # and at least this long (below it, timer resolution and scheduling noise)
 SECONDARY = 0.25  # the critical path names a rank waited for at least this share of the most waited-for one
+# the straggler's own excess (its phase furthest above the others') must account for at least this share of the
+# others' wait: on a GPU each host also waits for its own device in the collective, and which host waits longer
+# moves with the pipeline's phase, not with a slower rank
+EXPLAINED = 1 / 3
+DEVICE_CAUSES = ("more work", "slower device")  # a cause a GPU's own kernels show, whatever its host did
 
 
 def per_repeat(records_by_rank: list[list[dict]]) -> list[list[dict[str, float]]]:
@@ -91,11 +97,26 @@ def breakdown(
             }
         )
     late = straggler(records_by_rank, repeats, hosts)
-    if late is None and (kernels or {}).get("untimed_collectives"):
-        late = kernel_straggler(kernels, hosts)
     if late is not None:
         late.update(cause(late["rank"], records_by_rank, kernels, steps))
+    elif kernels:
+        late = captured_straggler(records_by_rank, kernels, hosts, steps)
     return {"categories": list(CATEGORIES), "per_rank": ranks, "straggler": late}
+
+
+def captured_straggler(records_by_rank: list[list[dict]], kernels: dict, hosts: list[str], steps: int | None):
+    """The straggler the timed repeats could not name, from the captured steps (None where they name none either):
+    whom every captured step waited for, where the phases do not time every collective; and on a GPU, a rank whose
+    own kernels took longer (DEVICE_CAUSES). A GPU that is late keeps every host waiting on its own device inside
+    the collective, so the hosts' phases look alike; the kernels' durations show it, and the profiler's uneven cost
+    to each host (which the repeats are trusted over) does not lengthen them."""
+    late = kernel_straggler(kernels, hosts)
+    if late is None:
+        return None
+    late.update(cause(late["rank"], records_by_rank, kernels, steps))
+    if kernels.get("untimed_collectives"):
+        return late
+    return late if kernels.get("device") == "gpu" and late.get("cause") in DEVICE_CAUSES else None
 
 
 def kernel_straggler(kernels: dict | None, hosts: list[str]) -> dict | None:
@@ -145,6 +166,8 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
     if interval.low < bound:
         return None
     phase, mine, theirs = _slowest_phase(records_by_rank, slow, others)
+    if mine - theirs < EXPLAINED * interval.median:  # its own phases do not explain why the others waited
+        return None
     in_phase = statistics.fmean(statistics.median(p["wait_in_phase"] for p in repeats[r]) for r in others)
     where = "wait" if in_phase >= interval.median / 2 else "comm"
     return {

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from spmd.report.breakdown import breakdown, findings, per_repeat
+from spmd.report.breakdown import EXPLAINED, breakdown, findings, per_repeat
 
 HOSTS = ["a", "b", "c"]
 
@@ -154,3 +156,23 @@ def test_a_straggler_on_a_host_of_more_ranks_than_cpus_is_said_to_be_maybe_the_s
         findings({**report, "placement": None})[0]
         == findings({**report, "placement": {**placement, "oversubscribed": []}})[0]
     )
+
+
+@given(late=st.integers(0, 2), wait=st.floats(0.006, 0.05), explained=st.floats(0.0, 1.5))  # wait: above SIGNIFICANT
+def test_a_rank_is_named_only_where_its_own_phases_explain_the_others_wait(late, wait, explained):
+    """The others waited ``wait`` s a repeat in the collective for rank ``late``, whose read took ``explained`` of
+    that longer than theirs (on a GPU a host's wait also holds its own device's work, so a wait can come without a
+    slower rank): named exactly when its read explains EXPLAINED of the wait."""
+    rec = repeats([0.01, 0.01, 0.01], comm_s=0.002)
+    for rank in range(3):
+        for r in rec[rank]:
+            if rank == late:
+                r["read"] += explained * wait
+            else:
+                r["comm"] += wait
+            r["total"] += wait
+    s = breakdown(rec, HOSTS)["straggler"]
+    if explained * wait >= EXPLAINED * wait * 1.01:
+        assert s is not None and s["rank"] == late and s["phase"] == "read"
+    elif explained * wait < EXPLAINED * wait * 0.99:
+        assert s is None

@@ -221,3 +221,49 @@ def test_a_host_cause_is_named_only_where_its_own_numbers_exceed_the_others(host
         seen.update(share_of_repeat=0.1, seen_in="captured steps")  # named from the captured collectives alone
         sentence = breakdown.straggler_sentence(seen)
         assert "(host)" not in sentence and "not determined" in sentence
+
+
+def test_a_recorded_gpu_run_whose_late_work_the_phases_missed_is_named_from_its_kernels():
+    """ResNet-50 on 2 GPUs with 10 ms of extra matrix products a step on rank 1: its host queued them and went on, so
+    the timed phases of both ranks look alike (each host waited for its own GPU in the collective); the captured
+    kernels show rank 1's device doing more, so it is named from them. The clean twins still name nobody."""
+    s = straggler_of("resnet-r2-work")
+    assert (s["rank"], s["cause"], s["seen_in"]) == (1, "more work", "captured steps")
+    assert straggler_of("gpt2-r2") is None and straggler_of("resnet-r2") is None
+
+
+def _late_device(compute_us: list[float], gpu: bool, waited_for: int, wait_us: float, kernels_n=None) -> dict:
+    """A capture of two steps where the others waited ``wait_us`` a step in the collectives for ``waited_for``,
+    each rank's kernels taking ``compute_us`` a step (``kernels_n`` of them)."""
+    k = _captured([0.0] * len(compute_us), gpu=gpu)
+    for r, c in enumerate(compute_us):
+        k["per_rank"][r]["median"].update(compute_us=c, span_us=max(compute_us) + 100.0)
+        k["per_rank"][r]["median"]["kernels"] = (kernels_n or [100] * len(compute_us))[r]
+    waits = [0.0 if r == waited_for else wait_us for r in range(len(compute_us))]
+    k["collectives"] = {"matched": True, "wait_us": waits, "wait_us_per_step": [[w, w] for w in waits]}
+    k["device"] = "gpu" if gpu else "cpu"
+    k["untimed_collectives"] = False
+    return k
+
+
+@given(size=st.integers(2, 4), late=st.integers(0, 3), extra=st.floats(0.0, 2.0), more=st.booleans(), gpu=st.booleans())
+def test_the_captured_kernels_name_a_late_device_only_on_a_gpu_and_only_for_its_own_kernels(
+    size, late, extra, more, gpu
+):
+    """Timed repeats that name nobody (every host alike) and captured steps in which the others waited for rank
+    ``late``, whose kernels took ``extra`` times more than the others': named from the captured steps exactly when the
+    device is a GPU and that excess is at least CAUSE_SHARE of the step, as more work when it also ran more kernels,
+    else as a slower device; never on a CPU, whose host timings see its own operators."""
+    late %= size
+    base = 1000.0
+    compute = [base * (1 + extra) if r == late else base for r in range(size)]
+    count = [110 if (r == late and more) else 100 for r in range(size)]
+    kernels = _late_device(compute, gpu, late, wait_us=0.5 * base * max(extra, 0.2), kernels_n=count)
+    records = [[{"total": 0.01, "compute": 0.01, "comm": 0.001}] * 6 for _ in range(size)]
+    s = breakdown.breakdown(records, ["h"] * size, kernels, 1)["straggler"]
+    span = max(compute) + 100.0
+    if gpu and base * extra >= causes.CAUSE_SHARE * span:
+        assert s["rank"] == late and s["seen_in"] == "captured steps"
+        assert s["cause"] == ("more work" if more else "slower device")
+    else:
+        assert s is None
