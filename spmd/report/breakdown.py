@@ -166,7 +166,8 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
     if interval.low < bound:
         return None
     phase, mine, theirs = _slowest_phase(records_by_rank, slow, others)
-    if mine - theirs < EXPLAINED * interval.median:  # its own phases do not explain why the others waited
+    excess = mine - theirs
+    if excess < EXPLAINED * interval.median:  # its own phases do not explain why the others waited
         return None
     in_phase = statistics.fmean(statistics.median(p["wait_in_phase"] for p in repeats[r]) for r in others)
     where = "wait" if in_phase >= interval.median / 2 else "comm"
@@ -181,8 +182,9 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
         "interval_level": interval.level,
         "others_wait_in": where,
         "share_of_repeat": interval.median / statistics.median(totals),
-        # what a repeat would take without it: each repeat less the others' wait for it (median over repeats)
-        "repeat_without_it": statistics.median(t - w for t, w in zip(totals, their_wait)),
+        # what a repeat would take without it: each repeat less what it added, the others' wait for it or, where
+        # less, its own excess (on a GPU the others' wait also holds their own device's work; median over repeats)
+        "repeat_without_it": statistics.median(t - min(w, excess) for t, w in zip(totals, their_wait)),
     }
 
 

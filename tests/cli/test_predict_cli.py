@@ -34,7 +34,8 @@ def test_predict_end_to_end_into_the_report(tmp_path):
         assert r["predicted_s"] >= sum(v for k, v in r["phases"].items() if k != "comm_overlapped") - 1e-12
     assert "On other machines: two boxes" in (tmp_path / "scaling.md").read_text()
     assert "on two boxes" in done.stdout and "break-even at 4 ranks" in done.stdout
-    assert any(n.startswith("no preset is validated yet by a held-out measurement") for n in p["notes"])
+    assert any(n.startswith("preset eth-100g is unvalidated: no held-out measurement") for n in p["notes"])
+    assert any(n.startswith("preset nvlink4 met a held-out measurement on 2 H200s") for n in p["notes"])
     # the original sweep stays as it was
     assert "other_machines" not in json.loads(sweep.read_text())
 

@@ -273,6 +273,28 @@ def test_presets_multiply_by_nics():
     assert "preset ib-ndr x 8" in m.inter.source and "IBTA" in m.inter.source
 
 
+@given(
+    intra=st.sampled_from([None, "nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5"]),
+    inter=st.sampled_from([None, "ib-hdr", "ib-ndr", "eth-100g", "eth-200g", "eth-400g"]),
+    nics=st.integers(1, 8),
+)
+def test_every_preset_a_target_uses_is_said_validated_where_and_only_where_a_held_out_measurement_met_it(
+    intra, inter, nics
+):
+    from spmd.scale.prediction.predict import HELD_OUT_PRESETS, preset_validation
+
+    raw = {"gpus_per_node": 2, "nodes": [1, 2] if inter else [1], "nics": nics}
+    raw.update({k: v for k, v in (("intra", intra), ("inter", inter)) if v})
+    if not intra:
+        raw["intra"] = {"busbw_GBps": 100, "latency_us": 1}  # a measured-style figure, no preset
+    notes = preset_validation(machine_from_dict(raw))
+    used = [p for p in (intra, inter) if p]
+    assert len(notes) == len(used)
+    for name, note in zip(used, notes):
+        held = name in HELD_OUT_PRESETS
+        assert note.startswith(f"preset {name} met a held-out" if held else f"preset {name} is unvalidated")
+
+
 def test_stencil_on_four_h200s_is_bound_by_its_host_and_its_halo_hides_behind_the_interior(tmp_path):
     """Strong at 4 ranks a repeat's 100 iterations took 14.5 ms (read and copy aside) as at 2, for a quarter of one
     rank's 13.7 ms of GPU work: the host issues them no faster. The 2-rank run of the sweep showed it (its GPU idle
