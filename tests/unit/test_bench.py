@@ -8,6 +8,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -556,3 +558,21 @@ def test_a_straggler_matrix_launch_that_crashed_is_launched_once_more_and_counte
     assert _launched(lambda: launch(True)) == ([{"model": "bn"}, {"model": "gru"}], 1) and len(calls) == 2
     calls.clear()
     assert _launched(lambda: launch(False)) == ([{"model": "bn"}, {"model": "gru"}], 0) and len(calls) == 1
+
+
+def test_every_straggler_matrix_run_states_its_expected_cause_on_each_device():
+    """straggler_matrix.py's expected cause for every run it plans: the GPU subset's on a GPU (a busy device among
+    them, which its CPU table does not hold), every place on a CPU. Asked in a child process: the program imports
+    mpi4py, which this one must not initialise."""
+    code = (
+        "import json, sys; sys.path[:0] = ['bench/programs', '.']; import straggler_matrix as m; "
+        "print(json.dumps([[w, m.expected_cause(w, True)] for _, w, _, _ in m.GPU_SUBSET] + "
+        "[[w, m.expected_cause(w, False)] for w in m.WHERE]))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    assert done.returncode == 0, done.stderr
+    causes = json.loads(done.stdout.splitlines()[-1])
+    allowed = {"data", "host", "more work", "slower device"}
+    assert all(c in allowed for _, c in causes)
+    assert ["busy device", "slower device"] in causes and ["in backward", "host"] in causes
