@@ -171,6 +171,7 @@ def environment() -> jinja2.Environment:
     env.filters["interval_coverage"] = interval_coverage
     env.filters["launch_spread"] = launch_spread
     env.filters["by_input_kind"] = by_input_kind
+    env.filters["speedup_coverage"] = speedup_coverage
     env.filters["oneline"] = lambda text: " ".join(str(text).split())
     env.filters["wrap"] = lambda text, width=112, indent="": "\n".join(
         textwrap.wrap(str(text), width, initial_indent=indent, subsequent_indent=indent)
@@ -189,6 +190,26 @@ def interval_coverage(records) -> str:
         return ""
     low, high = wilson(sum(inside), len(inside))
     return f"{sum(inside)} of {len(inside)} ({100 * low:.0f} - {100 * high:.0f}%, Wilson 95% interval)"
+
+
+def speedup_coverage(records) -> str:
+    """How often a measured speedup (one launch's runs against each other) fell inside its predicted interval, and
+    the intervals' median half-width (relative to the predicted speedup), over every run of every record that kept
+    one: '' where none did."""
+    runs = [p for r in records for p in (r.params.get("runs") or [r.params])]
+    kept = [p for p in runs if p.get("speedup_interval") and p.get("measured_speedup")]
+    if not kept:
+        return ""
+    inside = [p["speedup_interval"][0] <= p["measured_speedup"] <= p["speedup_interval"][1] for p in kept]
+    halves = [
+        (p["speedup_interval"][1] - p["speedup_interval"][0]) / 2 / (p["measured_speedup"] * (1 + p["speedup_error"]))
+        for p in kept
+    ]
+    low, high = wilson(sum(inside), len(inside))
+    return (
+        f"{sum(inside)} of {len(inside)} ({100 * low:.0f} - {100 * high:.0f}%, Wilson 95% interval), their "
+        f"intervals' median half-width {100 * statistics.median(halves):.1f}% of the predicted speedup"
+    )
 
 
 def by_input_kind(records) -> list[tuple[str, list]]:

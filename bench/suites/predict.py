@@ -192,6 +192,7 @@ CHECKED = (
     "worst_predicted_s",
     "measured_speedup",
     "speedup_error",
+    "speedup_interval",
 )
 
 

@@ -483,7 +483,11 @@ def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
             # speedup against each sweep's own one rank: within one launch, where whole launches differ in speed
             speedup = _measured_speedup(run, runs)
             if speedup and row.get("speedup"):
-                entry.update(measured_speedup=speedup, speedup_error=row["speedup"] / speedup - 1)
+                entry.update(
+                    measured_speedup=speedup,
+                    speedup_error=row["speedup"] / speedup - 1,
+                    speedup_interval=row.get("speedup_interval"),
+                )
             timings = run["timings"]
             phases = {p: (measured({"timings": timings}, p), v) for p, v in row["phases"].items() if p in timings}
             if phases:
