@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 from helpers import git_repo, recorded_prediction
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bench.records import Measure, collect, read_records, write_records
 from bench.suites.predict import checked, recheck, runs_of
@@ -224,6 +226,32 @@ def test_interval_coverage_counts_every_run_and_gives_its_binomial_interval():
         and 0.1 < wilson(5, 10)[0] < 0.5 < wilson(5, 10)[1]
     )
     assert interval_coverage([]) == ""
+
+
+@given(
+    runs=st.lists(st.tuples(st.floats(0.5, 4.0), st.floats(0.0, 0.5), st.floats(-0.5, 0.5)), min_size=1, max_size=12)
+)
+def test_speedup_coverage_counts_the_measured_speedups_inside_and_the_half_widths(runs):
+    """Each run: a predicted speedup, its interval's relative half-width, and the measured speedup's error against
+    it: inside exactly when |measured / predicted - 1| <= the half-width, the half-width reported as predicted."""
+    from bench.report import speedup_coverage, wilson
+
+    params = []
+    for predicted, half, off in runs:
+        measured = predicted * (1 + off)
+        interval = [predicted * (1 - half), predicted * (1 + half)]
+        params.append(
+            {"measured_speedup": measured, "speedup_error": predicted / measured - 1, "speedup_interval": interval}
+        )
+    records = [Measure("c", "spmd predict", 0.1, "error", "share", params={**p, "runs": [p]}) for p in params]
+    inside = sum(p["speedup_interval"][0] <= p["measured_speedup"] <= p["speedup_interval"][1] for p in params)
+    low, high = wilson(inside, len(params))
+    text = speedup_coverage(records)
+    assert text.startswith(f"{inside} of {len(params)} ({100 * low:.0f} - {100 * high:.0f}%, Wilson 95% interval)")
+    median = statistics.median(h for _, h, _ in runs)
+    said = float(text.split("median half-width ")[1].split("%")[0])
+    assert said == pytest.approx(100 * median, abs=0.051)  # printed to 0.1%
+    assert speedup_coverage([Measure("c", "spmd predict", 0.1, "error", "share", params={"error": 0.1})]) == ""
 
 
 def test_launch_spread_is_each_cases_measured_time_across_its_runs():
