@@ -179,12 +179,18 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def each_run(records) -> list[dict]:
+    """Every run's check over the records: a record's ``runs``, or its own params where it keeps one run's."""
+    return [p for r in records for p in (r.params.get("runs") or [r.params])]
+
+
 def interval_coverage(records) -> str:
     """How often a measured time fell inside its prediction's interval, over every run of every record: 'k of n
     (Wilson 95% interval low - high%)', or '' where no run kept both."""
-    runs = [p for r in records for p in (r.params.get("runs") or [r.params])]
     inside = [
-        p["interval"][0] <= p["measured_s"] <= p["interval"][1] for p in runs if "interval" in p and "measured_s" in p
+        p["interval"][0] <= p["measured_s"] <= p["interval"][1]
+        for p in each_run(records)
+        if "interval" in p and "measured_s" in p
     ]
     if not inside:
         return ""
@@ -196,8 +202,7 @@ def speedup_coverage(records) -> str:
     """How often a measured speedup (one launch's runs against each other) fell inside its predicted interval, and
     the intervals' median half-width (relative to the predicted speedup), over every run of every record that kept
     one: '' where none did."""
-    runs = [p for r in records for p in (r.params.get("runs") or [r.params])]
-    kept = [p for p in runs if p.get("speedup_interval") and p.get("measured_speedup")]
+    kept = [p for p in each_run(records) if p.get("speedup_interval") and p.get("measured_speedup")]
     if not kept:
         return ""
     inside = [p["speedup_interval"][0] <= p["measured_speedup"] <= p["speedup_interval"][1] for p in kept]

@@ -281,7 +281,7 @@ def test_presets_multiply_by_nics():
 def test_every_preset_a_target_uses_is_said_validated_where_and_only_where_a_held_out_measurement_met_it(
     intra, inter, nics
 ):
-    from spmd.scale.prediction.predict import HELD_OUT_PRESETS, preset_validation
+    from spmd.scale.prediction.machines import HELD_OUT_PRESETS, preset_validation
 
     raw = {"gpus_per_node": 2, "nodes": [1, 2] if inter else [1], "nics": nics}
     raw.update({k: v for k, v in (("intra", intra), ("inter", inter)) if v})

@@ -37,6 +37,8 @@ INTER_PRESETS = {  # per NIC; ``nics`` per node multiply the bandwidth
     "eth-200g": (25.0, 2.7, "200 Gb Ethernet (IEEE 802.3); " + NCCL_TUNING),
     "eth-400g": (50.0, 2.7, "400 Gb Ethernet (IEEE 802.3); " + NCCL_TUNING),
 }
+# the presets a held-out measurement has met, and on what (docs/validation.md#held-out-cases: the figures)
+HELD_OUT_PRESETS = {"nvlink4": "2 H200s"}
 TARGET_KEYS = {
     "name": "what the target is called in the report (default: built from the other keys)",
     "gpus_per_node": "ranks on each node: its GPUs (on CPUs, the ranks a node runs)",
@@ -226,3 +228,23 @@ def links_from_bench(data: dict) -> dict:
         "backend": data["backend"],
         "host_read": reads,
     }
+
+
+def preset_validation(machine: Machine) -> list[str]:
+    """A note per preset the target uses: where a held-out measurement met it, or that none has."""
+    presets = [link for link in (machine.intra, machine.inter) if link and link.source.startswith("preset ")]
+    out = []
+    for name in dict.fromkeys(link.source.split()[1].rstrip(":") for link in presets):
+        if name in HELD_OUT_PRESETS:
+            out.append(
+                f"preset {name} met a held-out measurement on {HELD_OUT_PRESETS[name]} (docs/validation.md), where "
+                "fewer measured times fell inside their intervals than the intervals claim; measured links (spmd "
+                "bench comm --links on the target) are the prediction to trust"
+            )
+        else:
+            out.append(
+                f"preset {name} is unvalidated: no held-out measurement has met it (no lent machine has it, "
+                "docs/validation.md); measured links (spmd bench comm --links on the target) are the prediction to "
+                "trust"
+            )
+    return out

@@ -27,7 +27,7 @@ from ..models.scaling_model import break_even, measured, predict, scaled_ops
 from ..models.series import time_interval
 from ..models.step import smallest_batch
 from ..sweep.analysis import node_counts, reanalyse
-from .machines import Machine
+from .machines import Machine, preset_validation
 
 # a read ceiling measured within this share of the sweep's own reads went the runs' way (launches differ that much)
 SAME_PATH = 0.9
@@ -233,30 +233,6 @@ def batch_of(run: dict, ranks: int, mode: str) -> int | None:
     if mode == "weak":
         return result.get("batch_per_rank")
     return (result.get("global_batch") or 0) // ranks or None
-
-
-# the presets a held-out measurement has met (docs/validation.md#held-out-cases: machine, figures)
-HELD_OUT_PRESETS = {"nvlink4": "2 H200s"}
-
-
-def preset_validation(machine: Machine) -> list[str]:
-    """A note per preset the target uses: where a held-out measurement met it, or that none has."""
-    presets = [link for link in (machine.intra, machine.inter) if link and link.source.startswith("preset ")]
-    out = []
-    for name in dict.fromkeys(link.source.split()[1].rstrip(":") for link in presets):
-        if name in HELD_OUT_PRESETS:
-            out.append(
-                f"preset {name} met a held-out measurement on {HELD_OUT_PRESETS[name]} (docs/validation.md), where "
-                "fewer measured times fell inside their intervals than the intervals claim; measured links (spmd "
-                "bench comm --links on the target) are the prediction to trust"
-            )
-        else:
-            out.append(
-                f"preset {name} is unvalidated: no held-out measurement has met it (no lent machine has it, "
-                "docs/validation.md); measured links (spmd bench comm --links on the target) are the prediction to "
-                "trust"
-            )
-    return out
 
 
 def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> float | None:
