@@ -175,6 +175,12 @@ class Context:
             self.threads = choose_threads(self.thread_ranks or self.local_size)
             apply_threads(self.threads)
 
+    def planned_gpu(self, requested: str) -> int | None:
+        """The GPU ``bind_device(requested)`` would bind this rank to, or None where it would choose the CPU; binds
+        nothing and raises nothing (the binding itself checks and says what is wrong)."""
+        count = xpmod.gpu_count() if requested != "cpu" else 0
+        return self.local_rank % count if count else None
+
     def _use_gpu(self) -> str:
         count = xpmod.gpu_count()
         self.device_id = self.local_rank % count

@@ -5,6 +5,7 @@ setup (agreed on every rank) -> [prepare -> run] x (warmup + repeats) -> verify 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from abc import ABC, abstractmethod
 from fractions import Fraction
@@ -164,6 +165,18 @@ class Workload(ABC):
     def load_libraries(cls, cfg) -> None:
         """Load what the workload's own libraries must load for themselves, before spmd opens its communicator
         (whose NCCL would otherwise be the one a later library gets under the same name); nothing by default."""
+
+    @classmethod
+    @contextlib.contextmanager
+    def sweep_session(cls, cfg, gpu: int | None, ranks_on_node: int):
+        """What a sweep's runs share in one process: entered by every rank of the launch at once before the first
+        run, left after the last. A rank that joins only a later size has then loaded what its first run loads
+        cold (the workload's libraries, ``gpu``'s context) beside the others, not alone while they wait. Nothing
+        collective happens in it, and warming is all it does: a failure there meets the run that needs it, which
+        names it. By default the workload's libraries; ``ranks_on_node``: the launch's ranks on this rank's node."""
+        with contextlib.suppress(Exception):  # met again, and named, by the first run
+            cls.load_libraries(cfg)
+        yield
 
     @classmethod
     def extra_inputs(cls, cfg) -> list:

@@ -281,8 +281,24 @@ def test_compile_and_bf16_run_and_verify_on_the_cpu(tmp_path):
         assert rep["verified"] and rep["result"]["strategy" if "strategy" in override else "precision"] in override
 
 
+COUNTED_BUILDS = """
+
+from mpi4py import MPI
+
+built = make
+
+
+def make(params):  # each build noted in builds-RANK.txt
+    with open(f"builds-{MPI.COMM_WORLD.Get_rank()}.txt", "a") as f:
+        f.write("built\\n")
+    return built(params)
+"""
+
+
 def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbers(tmp_path):
     path = config(tmp_path, save=None, steps=4)
+    with open(tmp_path / "net.py", "a") as f:
+        f.write(COUNTED_BUILDS)
     rc, out, err, _ = spmd(
         "scale",
         path,
@@ -298,6 +314,10 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
     )
     assert rc == 0, err
     scaling = json.loads((tmp_path / "out/scaling/scaling.json").read_text())
+    # every rank warmed at once before the first run, the model built then and reused by the six runs' copies
+    assert [(tmp_path / f"builds-{rank}.txt").read_text() for rank in (0, 1)] == ["built\n"] * 2
+    assert 0 < scaling["cost"]["parts_s"]["warm_start"] < scaling["cost"]["total_s"]
+    assert "every rank's warm start " in " ".join(scaling["advice"])
     sweep = scaling["batch_sweep"]
     assert sweep["ranks"] == 2 and [r["batch"] for r in sweep["rows"]] == [8, 24]
     for row in sweep["rows"]:

@@ -455,6 +455,7 @@ def _span(values: list[float], fmt) -> str:
 
 COST_PARTS = {
     "inputs": "inputs",
+    "warm_start": "every rank's warm start",
     "setup": "set-up",
     "warmup": "warm-up",
     "repeats": "repeats",

@@ -233,11 +233,12 @@ def _kept(run: dict, **extra) -> dict:
     return {**{k: run[k] for k in keys}, **extra, "probe": None}
 
 
-def sweep_cost(runs: list[dict], inputs_s: float, total_s: float) -> dict:
-    """Where a sweep's wall time went (scaling.json ``cost``): its inputs, and each part of every run (report.json
-    ``wall``: set-up, warm-up, timed repeats, capture, checks, calibration, report) summed over the runs, beside
-    the timed steps themselves (each repeat's slowest rank, summed) and the ratio of everything else to them."""
-    parts: dict[str, float] = {"inputs": inputs_s}
+def sweep_cost(runs: list[dict], own: dict[str, float], total_s: float) -> dict:
+    """Where a sweep's wall time went (scaling.json ``cost``). Its own parts come first (``own``, such as its inputs
+    and every rank's warm start), then each part of every run (report.json ``wall``: set-up, warm-up, timed repeats,
+    capture, checks, calibration, report) summed over the runs. Beside them, the timed steps themselves (each
+    repeat's slowest rank, summed) and the ratio of everything else to them."""
+    parts: dict[str, float] = dict(own)
     timed = 0.0
     seen = []
     for run in runs:

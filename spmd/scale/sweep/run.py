@@ -129,19 +129,23 @@ def run_scale(
                 flush=True,
             )
 
-    runs = run_points(
-        ctx,
-        points,
-        probe_max_bytes,
-        on_done=report_progress,
-        compare_comm=compare_comm,
-        live=live,
-        trace_dir=trace_dir,
-        nvtx=nvtx,
-    )
+    warming = time.perf_counter()
+    with workload_class(cfg.workload).sweep_session(cfg, ctx.planned_gpu(cfg.device), ctx.local_size):
+        ctx.comm.Barrier()  # every rank warmed: the first run's set-up waits for none
+        warm_s = time.perf_counter() - warming
+        runs = run_points(
+            ctx,
+            points,
+            probe_max_bytes,
+            on_done=report_progress,
+            compare_comm=compare_comm,
+            live=live,
+            trace_dir=trace_dir,
+            nvtx=nvtx,
+        )
     if ctx.rank != 0:
         return None
-    cost = sweep_cost(runs, inputs_s, time.perf_counter() - began)
+    cost = sweep_cost(runs, {"inputs": inputs_s, "warm_start": warm_s}, time.perf_counter() - began)
     return analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library(), cost=cost)
 
 
@@ -323,7 +327,7 @@ def capture_pass(ctx, points: list[Point], capturing: list[bool], keys: list[tup
         if live is not None:
             live.begin(f"spmd scale: capture {point.mode} {point.ranks} rank(s)", "capturing after the timed runs")
         began = time.time()
-        cfg = replace(point.cfg, repeats=1, verify="none")
+        cfg = replace(point.cfg, warmup=0, repeats=1, verify="none")  # the one repeat warms the captured steps
         run = run_point(ctx, replace(point, cfg=cfg), 0, live=live, thread_ranks=thread_ranks, measure=False)
         out[key] = run and {
             "kernels": run["report"]["kernels"],

@@ -7,11 +7,16 @@ that met it and agreed by the caller: a build function that raises, returns some
 
 from __future__ import annotations
 
-import types
+import contextlib
+import copy
+from collections.abc import Mapping
 from dataclasses import asdict
 
 from ...core.errors import ConfigError, InputError, SpmdError, brief
+from ...core.memory import available_host_memory
 from ..plugins import load_object, located
+
+KEEP_SHARE = 0.25  # the share of a node's free memory its ranks' kept builds may take
 
 
 def user_call(key: str, spec: str, fn, *args):
@@ -27,20 +32,108 @@ def user_call(key: str, spec: str, fn, *args):
 
 def build_model(torch, params):
     """The user's module: ``build(params)`` with the config's params as a read-only mapping, after
-    ``torch.manual_seed(params.seed)`` (rank 0's parameters are broadcast to every rank afterwards)."""
+    ``torch.manual_seed(params.seed)`` (rank 0's parameters are broadcast to every rank afterwards). Inside
+    ``reused_builds`` a copy of the last build serves a later call whose params agree on every key the build read,
+    with the random state the build left (``Reuse``)."""
     build = load_object(params.model, "params.model")
     if not callable(build):
         raise ConfigError(
             f"params.model: {params.model} is a {type(build).__name__}, not a function that builds a torch.nn.Module"
         )
+    given = {**asdict(params), "options": dict(params.options or {})}
+    if _REUSE is not None:
+        module = _REUSE.copy_for(torch, params.model, given)
+        if module is not None:
+            return module
     torch.manual_seed(params.seed)
-    view = types.MappingProxyType({**asdict(params), "options": dict(params.options or {})})
+    view = ReadKeys(given)
     module = user_call("params.model", params.model, build, view)
     if not isinstance(module, torch.nn.Module):
         raise ConfigError(f"params.model: {params.model} returned a {type(module).__name__}, not a torch.nn.Module")
     if not any(p.requires_grad for p in module.parameters()):
         raise ConfigError(f"params.model: {params.model} built a module with no trainable parameters")
+    if _REUSE is not None:
+        read = {key: given[key] for key in view.read | {"seed"} if key in given}  # the seed made it too
+        _REUSE.keep(torch, params.model, read, module)
     return module
+
+
+class ReadKeys(Mapping):
+    """The params as the build function sees them, read-only, noting each key it reads (iterating reads them all):
+    what a later build must agree on to reuse this one."""
+
+    def __init__(self, data: dict):
+        self._data = data
+        self.read: set = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return self._data[key]
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return key in self._data
+
+    def __iter__(self):
+        self.read.update(self._data)
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
+
+class Reuse:
+    """The last build of a sweep, kept on the host as built, for the sweep's later runs of the same model: building
+    GPT-2 124M takes about 2 s a run. A copy is what a fresh build would give: the same parameters and buffers, and
+    the random state the build left restored (dropout's masks follow it). Only a module wholly on the host is kept,
+    and only while its copy takes at most ``share`` of the host's free memory."""
+
+    def __init__(self, share: float):
+        self.share = share
+        self.kept = None  # (spec, the params the build read, the module, CPU random state, CUDA random states)
+
+    def keep(self, torch, spec: str, read: dict, module) -> None:
+        self.kept = None
+        tensors = [*module.parameters(), *module.buffers()]
+        if any(t.device.type != "cpu" for t in tensors):
+            return
+        if sum(t.numel() * t.element_size() for t in tensors) > self.share * available_host_memory():
+            return
+        try:
+            pristine = copy.deepcopy(module)
+        except Exception:  # a module that cannot be copied is built again each run, as without reuse
+            return
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        self.kept = (spec, copy.deepcopy(read), pristine, torch.random.get_rng_state(), cuda)
+
+    def copy_for(self, torch, spec: str, given: dict):
+        """A copy of the kept build if ``given`` agrees with it on every key it read, the random state set as that
+        build left it; else None."""
+        if self.kept is None:
+            return None
+        kept_spec, read, module, cpu_state, cuda_states = self.kept
+        if kept_spec != spec or any(given.get(key) != value for key, value in read.items()):
+            return None
+        torch.manual_seed(given["seed"])  # a CPU build leaves CUDA's generators seeded, as here
+        torch.random.set_rng_state(cpu_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
+        return copy.deepcopy(module)
+
+
+_REUSE: Reuse | None = None
+
+
+@contextlib.contextmanager
+def reused_builds(ranks_on_node: int = 1):
+    """Builds reused within the block (a sweep's runs: ``TorchWorkload.sweep_session``), each of the node's ranks
+    keeping its copy within its part of ``KEEP_SHARE``; the kept one let go after."""
+    global _REUSE
+    outer, _REUSE = _REUSE, Reuse(KEEP_SHARE / max(1, ranks_on_node))
+    try:
+        yield
+    finally:
+        _REUSE = outer
 
 
 def parameter_layout(module) -> list[tuple[str, tuple[int, ...], str]]:
