@@ -167,6 +167,12 @@ class Workload(ABC):
         (whose NCCL would otherwise be the one a later library gets under the same name); nothing by default."""
 
     @classmethod
+    def brief_config(cls, cfg):
+        """The config of a brief run kept only for what follows its one repeat (the sweep's capture pass, whose
+        repeat only warms the captured steps): by default the config itself."""
+        return cfg
+
+    @classmethod
     @contextlib.contextmanager
     def sweep_session(cls, cfg, gpu: int | None, ranks_on_node: int):
         """What a sweep's runs share in one process: entered by every rank of the launch at once before the first

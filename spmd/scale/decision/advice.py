@@ -463,6 +463,7 @@ COST_PARTS = {
     "verify": "checks",
     "calibration": "calibration",
     "report": "reports",
+    "between_runs": "between runs",
 }
 
 

@@ -249,6 +249,8 @@ def sweep_cost(runs: list[dict], own: dict[str, float], total_s: float) -> dict:
         for name, seconds in (report.get("wall") or {}).items():
             parts[name] = parts.get(name, 0.0) + seconds
         timed += sum(slowest_total(report))
+    # what no part holds: the groups split and joined between runs, each run's communicators closed
+    parts["between_runs"] = max(0.0, total_s - sum(parts.values()))
     other = max(0.0, total_s - timed)
     return {
         "total_s": total_s,

@@ -55,7 +55,8 @@ def compare_backends(ctx, comm, workload) -> dict | None:
     """Time this run's own collectives (its ops, at its message sizes, its calls per repeat)
     on every communicator that can run here, so the advice can name the fastest.
 
-    Each op is timed on this group (SUMMA's row and column broadcasts too: an approximation). The run's own
+    Each op is timed on this group (SUMMA's row and column broadcasts too: an approximation), once for each
+    distinct op and size (a model's equal gradient buckets are timed once and counted for each). The run's own
     communicator goes first; another one stops once its ops so far take STOP_AT x the fastest's whole repeat
     (host-staged MPI moving a large model's gradients would take seconds a call): its seconds are then what it
     took up to there, a bound below its repeat, and ``stopped`` names it with how many ops it ran.
@@ -73,11 +74,14 @@ def compare_backends(ctx, comm, workload) -> dict | None:
             skipped[name] = str(exc)
             continue
         fastest = min(seconds.values(), default=None)
+        timed: dict[tuple, float] = {}  # (op, bytes) -> seconds a call
         try:
             total = 0.0
             for done, item in enumerate(ops, 1):
-                what = f"comm comparison over {name}"
-                total += item.get("calls", 1) * checked_seconds(ctx, other, item["op"], item["bytes"], what)
+                key = (item["op"], item["bytes"])
+                if key not in timed:
+                    timed[key] = checked_seconds(ctx, other, *key, f"comm comparison over {name}")
+                total += item.get("calls", 1) * timed[key]
                 # the same on every rank: checked_seconds is the slowest rank's
                 if fastest is not None and total > STOP_AT * fastest and done < len(ops):
                     stopped[name] = done

@@ -308,7 +308,12 @@ def run_points(
                     if key not in joined:
                         joined[key] = with_capture(run["report"], c["kernels"], c["wall_s"])
                     run["report"] = joined[key]
-                    run["capture_pass"] = {"timed_runs_ended": timed_until, "began": c["began"], "ended": c["ended"]}
+                    run["capture_pass"] = {
+                        "timed_runs_ended": timed_until,
+                        "began": c["began"],
+                        "ended": c["ended"],
+                        "wall": c["wall"],  # the pass run's own parts (report.json ``wall``)
+                    }
     return runs if ctx.rank == 0 else None
 
 
@@ -319,7 +324,8 @@ def uncaptured(point: Point) -> Point:
 
 def capture_pass(ctx, points: list[Point], capturing: list[bool], keys: list[tuple], live, thread_ranks) -> dict:
     """After every timed run: each capturing job once more, one repeat, unchecked, its steps captured at its end.
-    On rank 0 {job key: {'kernels' (its report's), 'wall_s' (the whole pass run), 'began', 'ended' (epoch s)}}."""
+    On rank 0 {job key: {'kernels' (its report's), 'wall' (its run's parts), 'wall_s' (their sum), 'began', 'ended'
+    (epoch s)}}. Its run is the workload's ``brief_config``: its repeat only warms the captured steps."""
     out: dict[tuple, dict] = {}
     for point, c, key in zip(points, capturing, keys):
         if not c or key in out:
@@ -327,10 +333,12 @@ def capture_pass(ctx, points: list[Point], capturing: list[bool], keys: list[tup
         if live is not None:
             live.begin(f"spmd scale: capture {point.mode} {point.ranks} rank(s)", "capturing after the timed runs")
         began = time.time()
-        cfg = replace(point.cfg, warmup=0, repeats=1, verify="none")  # the one repeat warms the captured steps
+        cls = workload_class(point.cfg.workload)
+        cfg = replace(cls.brief_config(point.cfg), warmup=0, repeats=1, verify="none")  # its repeat warms the steps
         run = run_point(ctx, replace(point, cfg=cfg), 0, live=live, thread_ranks=thread_ranks, measure=False)
         out[key] = run and {
             "kernels": run["report"]["kernels"],
+            "wall": run["report"].get("wall") or {},
             "wall_s": sum((run["report"].get("wall") or {}).values()),
             "began": began,
             "ended": time.time(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
 import time
 
@@ -50,6 +51,9 @@ from .user_model import (
 from .verify import verify_torch
 
 OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2}  # tensors the optimizer keeps per parameter
+# a brief run's repeat (the capture pass's, before its captured steps): DDP rebuilds its buckets after the first step
+# and the allocator settles within a few
+BRIEF_STEPS = 4
 
 
 class TorchWorkload(TrainingWorkload):
@@ -81,6 +85,12 @@ class TorchWorkload(TrainingWorkload):
         script of the user's own, and spmd's CuPy NCCL communicator, opened next, shares that NCCL. Opened first,
         CuPy's NCCL would be the libnccl.so.2 PyTorch got (``result.libraries`` says which ran)."""
         dist.import_torch()
+
+    @classmethod
+    def brief_config(cls, cfg):
+        return dataclasses.replace(
+            cfg, params=dataclasses.replace(cfg.params, steps=min(cfg.params.steps, BRIEF_STEPS))
+        )
 
     @classmethod
     @contextlib.contextmanager
