@@ -360,6 +360,7 @@ def run_point(
     """Run one size on the first ``point.ranks`` ranks while the others wait; agree on failure. ``thread_ranks``:
     the ranks whose share of the node each rank's compute threads are (default: the group's on the node).
     ``measure``: its collectives probed, the backends compared and the read ceiling measured after it."""
+    began = time.perf_counter()
     member = ctx.rank < point.ranks
     group = ctx.comm.Split(0 if member else MPI.UNDEFINED, key=ctx.rank)
     run, failure = None, None
@@ -367,6 +368,7 @@ def run_point(
         sub = Context(group)
         sub.thread_ranks = thread_ranks
         group.Free()
+        joined = time.perf_counter()
         try:
             with sub:
                 job = run_job(
@@ -385,6 +387,7 @@ def run_point(
                     trace=trace,
                     nvtx=nvtx,
                 )
+            ended = time.perf_counter()
             run = {"mode": point.mode, "ranks": point.ranks, "report": job.report, "placement": job.report["placement"]}
             extra = job.extra or (None, None, None)
             run.update(probe=extra[0], backends=extra[1], read_limit=extra[2])
@@ -394,6 +397,12 @@ def run_point(
             failure = exc  # the group agreed on it: the world learns it below, with the size named
         xpmod.release_memory()
     ctx.idle_barrier(timed=member)  # a rank outside this run may wait longer than any one collective
+    if run is not None:  # rank 0's time outside the job's own parts: the group made, the job closed, the others
+        run["outside_s"] = {
+            "group": joined - began,
+            "close": ended - joined - sum(run["report"].get("wall", {}).values()),
+            "after": time.perf_counter() - ended,
+        }
 
     def check():
         if failure is not None:
