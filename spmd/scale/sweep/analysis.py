@@ -216,6 +216,7 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str, cost: dict
                 "backends": r.get("backends"),
                 "read_limit": r.get("read_limit"),
                 "capture_pass": r.get("capture_pass"),
+                "outside_s": r.get("outside_s"),
                 "report": r["report"],
             }
             for r in runs
@@ -230,7 +231,8 @@ def analyse(cfg, runs: list[dict], world_size: int, mpi_library: str, cost: dict
 def _kept(run: dict, **extra) -> dict:
     """A run of no series as scaling.json keeps it (batch_runs, share_runs): enough to decide again from it."""
     keys = ("mode", "ranks", "placement", "report")
-    return {**{k: run[k] for k in keys}, **extra, "probe": None}
+    when = {k: run.get(k) for k in ("capture_pass", "outside_s")}  # where its time went
+    return {**{k: run[k] for k in keys}, **extra, **when, "probe": None}
 
 
 def sweep_cost(runs: list[dict], own: dict[str, float], total_s: float) -> dict:
