@@ -187,7 +187,7 @@ def _captured(host_us: list[float], compute_us: float = 1000.0, gpu: bool = True
                 "compute_us": compute_us,
                 "kernels": 100,
                 "launches": 100,
-                "idle": {"host": h, "other": h},
+                "idle": {"host": h, "other": 0.0 if gpu else h},  # on a CPU: time between operators
             },
         }
         for r, h in enumerate(host_us)
@@ -266,4 +266,32 @@ def test_the_captured_kernels_name_a_late_device_only_on_a_gpu_and_only_for_its_
         assert s["rank"] == late and s["seen_in"] == "captured steps"
         assert s["cause"] == ("more work" if more else "slower device")
     else:
+        assert s is None
+
+
+@given(
+    size=st.integers(2, 4),
+    late=st.integers(0, 3),
+    queued=st.lists(st.floats(0.0, 400.0), min_size=4, max_size=4),
+    host=st.floats(0.0, 400.0),
+    gpu=st.booleans(),
+)
+def test_a_device_another_process_kept_busy_is_named_from_its_queued_idle_time(size, late, queued, host, gpu):
+    """The same kernels, equally long, on every rank, but rank ``late``'s GPU sat idle with its next kernel already
+    queued (another process's work ran there, which its trace does not hold) while the others waited for it: named a
+    slower device exactly when that idle exceeds the others' median by CAUSE_SHARE of the step, on a GPU only (on a CPU
+    the same field is time between operators, the host's); the evidence names the queued idle with both numbers."""
+    late %= size
+    queued = queued[:size]
+    k = _late_device([1000.0] * size, gpu, late, wait_us=300.0)
+    for r, q in enumerate(queued):
+        k["per_rank"][r]["median"]["idle"] = {"host": host, "other": q}
+    records = [[{"total": 0.01, "compute": 0.01, "comm": 0.001}] * 6 for _ in range(size)]
+    s = breakdown.breakdown(records, ["h"] * size, k, 1)["straggler"]
+    others = statistics.median(q for r, q in enumerate(queued) if r != late)
+    if gpu and queued[late] - others >= causes.CAUSE_SHARE * 1100.0:
+        assert (s["rank"], s["cause"], s["seen_in"]) == (late, "slower device", "captured steps")
+        assert f"idle {queued[late] / 1e3:.2f} ms a step with its next kernel already queued" in s["evidence"]
+        assert s["cause_seconds"] == pytest.approx((queued[late] - others) / 1e6)
+    else:  # the others' wait alone names nobody where the phases time every collective
         assert s is None

@@ -12,7 +12,8 @@ whose excess per step over the other ranks' median is at least CAUSE_SHARE of a 
 - ``data``: its data phase (timed marks);
 - ``more work``: its device's own work (compute kernels, or CPU operators) took longer and it ran more of them;
 - ``slower device``: the same kernels (or operators), each slower (a throttled or slower GPU; on a CPU a slowed
-  or shared core);
+  or shared core); or, on a GPU, its device idle while its next kernel was already queued (``idle.other``: the GPU
+  ran another process's work meanwhile, which no trace of this rank holds);
 - ``host``: what remains when the device did the same work: on a GPU its device sat idle waiting for launches (a
   slowed or contended host thread, a launch-bound step); on a CPU time between operators.
 A kernel's time does not depend on the other ranks; idle time does (a rank that waits for a peer waits inside
@@ -129,7 +130,8 @@ def cause(slow: int, records_by_rank: list[list[dict]], kernels: dict | None, st
     """Why rank ``slow`` made the others wait: {cause, cause_seconds (its excess per step), evidence (a clause)}.
 
     The first explanation whose excess per step is at least CAUSE_SHARE of the step. First its data phase (timed marks);
-    then its device's own work (compute kernels or CPU operators, more of them or the same ones slower); then its host
+    then its device's own work (compute kernels or CPU operators, more of them or the same ones slower, or on a GPU
+    its kernels queued while the device ran something else); then its host
     (what remains when the device did the same work; on a GPU the device waited for launches). The device's kernel time
     does not depend on the other ranks; the host's idle time does (a rank that waits for a peer waits in the collective,
     so its GPU looks busy and the late rank's idle), so the host is named only where the robust measures do not explain
@@ -181,6 +183,18 @@ def cause(slow: int, records_by_rank: list[list[dict]], kernels: dict | None, st
                         ),
                     )
                 )
+        queued = m["idle"]["other"] if gpu else 0.0
+        queued_o = statistics.median(x["idle"]["other"] for x in t) if gpu else 0.0
+        if not found and gpu and queued - queued_o >= CAUSE_SHARE * span:
+            found.append(
+                (
+                    "slower device",
+                    (queued - queued_o) / 1e6,
+                    f"its GPU sat idle {queued / 1e3:.2f} ms a step with its next kernel already queued, against "
+                    f"{queued_o / 1e3:.2f} ms on the others: the device ran other work meanwhile (another process on "
+                    f"its GPU: nvidia-smi lists it)",
+                )
+            )
         if not found:
             host = _host(mine, theirs, kernels, slow, others, gpu)
             if host[1] >= CAUSE_SHARE * step:  # named only where its own numbers show the excess
