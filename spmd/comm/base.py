@@ -26,11 +26,13 @@ class Communicator(ABC):
             so they can overlap with compute on other streams (host-staged MPI waits for the device in
             every call, and a CUDA-aware MPI for the stream).
         capturable: calls on device arrays can be recorded into a CUDA graph.
+        kept: ``close`` leaves it open for a later run on the same ranks (``factory.kept_communicators``).
     """
 
     name = "base"
     queues_on_stream = False
     capturable = False
+    kept = False
 
     def __init__(self, mpi_comm):
         self.rank = mpi_comm.Get_rank()
@@ -68,7 +70,7 @@ class Communicator(ABC):
         """Wait until every rank got here (and, on GPU, until queued work is done)."""
 
     def close(self) -> None:
-        """Release backend resources; the communicator is unusable afterwards."""
+        """Release backend resources; the communicator is unusable afterwards (unless ``kept``: then nothing)."""
 
 
 def check_op(op: str) -> str:

@@ -238,6 +238,8 @@ class NCCLCommunicator(Communicator):
         self.comm.check_async_error()
 
     def close(self):
+        if self.kept:  # a later run on the same ranks uses it (factory.kept_communicators)
+            return
         with _live_lock:  # never while the watchdog polls it
             if self.comm is not None:
                 self.comm.destroy()

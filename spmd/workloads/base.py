@@ -174,12 +174,12 @@ class Workload(ABC):
 
     @classmethod
     @contextlib.contextmanager
-    def sweep_session(cls, cfg, gpu: int | None, ranks_on_node: int):
-        """What a sweep's runs share in one process: entered by every rank of the launch at once before the first
-        run, left after the last. A rank that joins only a later size has then loaded what its first run loads
-        cold (the workload's libraries, ``gpu``'s context) beside the others, not alone while they wait. Nothing
-        collective happens in it, and warming is all it does: a failure there meets the run that needs it, which
-        names it. By default the workload's libraries; ``ranks_on_node``: the launch's ranks on this rank's node."""
+    def sweep_session(cls, ctx, cfg, sizes: list[int]):
+        """What a sweep's runs share in one process: entered by every rank of the launch (``ctx``) at once before the
+        first run, left after the last; ``sizes``: the sweep's rank counts. A rank that joins only a later size has
+        then loaded what its first run loads cold (the workload's libraries, its GPU's context) beside the others,
+        not alone while they wait. A failure while warming meets the run that needs it, which names it. By default
+        the workload's libraries."""
         with contextlib.suppress(Exception):  # met again, and named, by the first run
             cls.load_libraries(cfg)
         yield

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from mpi4py import MPI
 
+from ...comm.factory import kept_communicators
 from ...core import xp as xpmod
 from ...core.config import int_list
 from ...core.errors import ConfigError, SpmdError, one_line
@@ -130,7 +131,8 @@ def run_scale(
             )
 
     warming = time.perf_counter()
-    with workload_class(cfg.workload).sweep_session(cfg, ctx.planned_gpu(cfg.device), ctx.local_size):
+    session = workload_class(cfg.workload).sweep_session(ctx, cfg, sorted({point.ranks for point in points}))
+    with kept_communicators(), session:
         ctx.comm.Barrier()  # every rank warmed: the first run's set-up waits for none
         warm_s = time.perf_counter() - warming
         runs = run_points(

@@ -28,6 +28,7 @@ import numpy as np
 from ...core.errors import VerificationError
 from ...io.hdf5 import open_h5
 from .compute import autocast, deterministic, make_optimizer, micro_seed, model_input
+from .dist import group
 from .gradients import BOUND_FACTOR, CAUGHT, FLOOR, QUANTILES
 from .inputs import label_array, labels_path
 from .step import unfinished_reduction
@@ -292,7 +293,11 @@ def _exchange(torch, mine, rank: int, size: int):
     import torch.distributed as dist
 
     theirs = torch.empty_like(mine)
-    ops = [dist.P2POp(dist.isend, mine, (rank + 1) % size), dist.P2POp(dist.irecv, theirs, (rank - 1) % size)]
+    # the job's group holds the launch's first ranks: its ranks are theirs (dist.sweep_groups)
+    ops = [
+        dist.P2POp(dist.isend, mine, (rank + 1) % size, group=group()),
+        dist.P2POp(dist.irecv, theirs, (rank - 1) % size, group=group()),
+    ]
     for request in dist.batch_isend_irecv(ops):
         request.wait()
     return theirs

@@ -17,6 +17,7 @@ import time
 from ...core import faults
 from ...core.errors import ConfigError
 from .compute import autocast, deterministic, make_optimizer, micro_seed, model_input, state_tensors
+from .dist import group
 from .phases import StepMarks
 
 GRAPH_WARMUP = 11  # eager DDP iterations before capture (DDP's reducer settles its buckets in the first ones)
@@ -116,6 +117,7 @@ class Trainer:
             self.side.wait_stream(torch.cuda.current_stream())
         self.find_unused = find_unused
         options = {"device_ids": device_ids, "bucket_cap_mb": params.bucket_mb, "find_unused_parameters": find_unused}
+        options["process_group"] = group()  # the job's (a sweep's size: dist.sweep_groups), else the default
         with torch.cuda.stream(self.side) if self.side is not None else contextlib.nullcontext():
             self.ddp = DDP(module, **options)
         self.forward = torch.compile(self.ddp) if params.strategy == "compile" else self.ddp
@@ -144,7 +146,7 @@ class Trainer:
         if params.phases or self.corrupting or self.ranks_checked:  # DDP's own allreduce, timed (or seen) around
             if params.strategy == "ddp" and not faults.job_injects("corrupt"):  # the same choice on every rank
                 self.marked_ddp = DDP(module, **options)
-            self.marked_ddp.register_comm_hook(None, self._hook)
+            self.marked_ddp.register_comm_hook(group(), self._hook)  # the state allreduce_hook reduces over
         # where the module's own forward begins, after DDP's broadcast of the buffers (a rank late before its forward
         # makes the others wait there, not in the allreduce); eager only (a compiled forward would trace the hook)
         self.micro_index = 0

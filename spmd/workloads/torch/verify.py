@@ -20,6 +20,7 @@ import numpy as np
 
 from ...core.errors import VerificationError
 from ...core.memory import free_device_memory
+from .dist import group
 from .gradients import BOUND_FACTOR, FLOOR, judge, summarize
 from .inputs import read_all
 from .reference import Reference, host_tensors
@@ -61,7 +62,7 @@ def replicas_diverged(torch, module) -> bool:
     for dtype in sorted({t.dtype for t in module.parameters()}, key=str):
         mine = torch.cat([t.detach().reshape(-1) for t in module.parameters() if t.dtype == dtype])
         theirs = mine.clone()
-        dist.broadcast(theirs, 0)
+        dist.broadcast(theirs, 0, group=group())  # rank 0 of the launch, the job's first
         differs = differs or not torch.equal(mine.view(torch.uint8), theirs.view(torch.uint8))
     return differs
 

@@ -16,6 +16,7 @@ import math
 import time
 
 import numpy as np
+from mpi4py import MPI
 
 from ...core import faults
 from ...core.cpus import reader_threads
@@ -94,18 +95,27 @@ class TorchWorkload(TrainingWorkload):
 
     @classmethod
     @contextlib.contextmanager
-    def sweep_session(cls, cfg, gpu: int | None, ranks_on_node: int):
-        """PyTorch imported, ``gpu``'s context made and the user's model built, on every rank at once (a cold GPT-2
+    def sweep_session(cls, ctx, cfg, sizes: list[int]):
+        """PyTorch imported, the GPU's context made and the user's model built, on every rank at once (a cold GPT-2
         124M start: about 20 s, 8-13 of them importing transformers); the build is then reused by each run whose
-        params agree on what it read (``user_model.reused_builds``)."""
-        with reused_builds(ranks_on_node):
+        params agree on what it read (``user_model.reused_builds``). Where every rank warmed, torch.distributed is
+        joined once for the whole sweep, a group for each size (``dist.sweep_groups``)."""
+        gpu = ctx.planned_gpu(cfg.device)
+        with reused_builds(ctx.local_size):
+            warmed = False
             with contextlib.suppress(Exception):  # warming only: the first run meets a failure again and names it
                 torch = dist.import_torch()
                 if gpu is not None:
                     torch.cuda.set_device(gpu)
                     torch.zeros(1, device="cuda")
                 build_model(torch, cfg.params)
-            yield
+                warmed = True
+            if not ctx.comm.allreduce(warmed, op=MPI.LAND):
+                yield
+                return
+            graph = cfg.params.strategy == "ddp-graph"
+            with dist.sweep_groups(ctx, gpu, cfg.timeout_s, sizes, graph=graph):
+                yield
 
     def setup(self, ctx, cfg, comm):
         self.started = time.perf_counter()  # the run's wall time so far, for verification's budget
@@ -124,7 +134,7 @@ class TorchWorkload(TrainingWorkload):
         self.global_batch = p.batch * p.accumulate * ctx.size
         self.shards = p.data_shards or self.global_batch
         self.sampler = ctx.agree(Sampler, self.rows, self.shards, ctx.size, ctx.rank, self.global_batch, p.seed)
-        self.backend = dist.start(ctx, ctx.device, cfg.timeout_s, graph=p.strategy == "ddp-graph")
+        self.backend = dist.join(ctx, ctx.device, cfg.timeout_s, graph=p.strategy == "ddp-graph")
         self.joined = True
         self.loss_fn = ctx.agree(loss_function, torch, p.loss)
         self.transform = ctx.agree(transform_function, p.transform)
@@ -273,7 +283,7 @@ class TorchWorkload(TrainingWorkload):
         torch = self.torch
         module = module.to(self.compute_device)
         if self.params.sync_batchnorm:
-            module = torch.nn.SyncBatchNorm.convert_sync_batchnorm(module)
+            module = torch.nn.SyncBatchNorm.convert_sync_batchnorm(module, process_group=dist.group())
         module.train()
         return module, next(t.dtype for t in module.parameters() if t.is_floating_point())
 
