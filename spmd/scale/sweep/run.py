@@ -2,7 +2,10 @@
 
 Each size gets a sub-communicator of the first n ranks (so every rank keeps its node-local
 rank and GPU); the other ranks wait in a sleeping barrier. Every size is a full
-``run_job``: bound, verified, timed. A failure in any size fails the sweep on every rank.
+``run_job``: bound, verified, timed. A failure in any size fails the sweep on every rank. What the runs can share
+is made once: every rank enters the workload's ``sweep_session`` before the first run (its libraries, GPU context
+and model loaded at once; torch's groups joined once), and NCCL communicators stay open from run to run of the same
+ranks (``comm.factory.kept_communicators``).
 
 With ``--capture`` (config ``capture``) no timed step runs after a capture: every size is timed first with
 nothing captured, then a capture pass runs each size's job again, briefly and unchecked (one repeat, ``verify:
