@@ -97,8 +97,9 @@ def group():
 def sweep_groups(ctx, device_id: int | None, timeout_s: float, sizes: list[int], graph: bool = False):
     """torch.distributed joined once for a sweep, by every rank of ``ctx`` (the launch) at once: the default group
     over them all (on GPU ``device_id``, or the CPU where None) and a group of the first n ranks for each of
-    ``sizes``, which each run of that size uses and leaves open; the block's end destroys them. Making and destroying an NCCL group took about 0.2 and 0.5 s a run (torch
-    2.11, NCCL 2.28, two H200s). A block left by an exception destroys nothing (a failing job's group may not)."""
+    ``sizes``, which each run of that size uses and leaves open; the block's end destroys them. Making and
+    destroying an NCCL group took about 0.2 and 0.5 s a run (torch 2.11, NCCL 2.28, two H200s). A block left by an
+    exception destroys nothing (a failing job's group may not)."""
     global _sweep, _group
     import torch
 
