@@ -13,8 +13,6 @@ import datetime
 import os
 import socket
 
-from mpi4py import MPI
-
 from ...core.errors import BackendUnavailable, ConfigError
 from ...core.libraries import loaded_libraries
 
@@ -76,6 +74,8 @@ def join(ctx, device: str, timeout_s: float, graph: bool = False) -> str:
     """The job's ranks joined: inside ``sweep_groups``, the group its ranks (the first ``ctx.size`` of the launch)
     were given there; elsewhere the default group, started (``start``). Returns the backend's name."""
     global _group
+    from mpi4py import MPI  # here: spmd generate and report import this module where no MPI library loads
+
     first = _sweep is not None and ctx.comm.allgather(MPI.COMM_WORLD.Get_rank()) == list(range(ctx.size))
     if first and ctx.size in _sweep["groups"] and _sweep["device"] == device:
         import torch

@@ -16,7 +16,6 @@ import math
 import time
 
 import numpy as np
-from mpi4py import MPI
 
 from ...core import faults
 from ...core.cpus import reader_threads
@@ -110,7 +109,7 @@ class TorchWorkload(TrainingWorkload):
                     torch.zeros(1, device="cuda")
                 build_model(torch, cfg.params)
                 warmed = True
-            if not ctx.comm.allreduce(warmed, op=MPI.LAND):
+            if not all(ctx.comm.allgather(warmed)):
                 yield
                 return
             graph = cfg.params.strategy == "ddp-graph"
