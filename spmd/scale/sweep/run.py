@@ -311,7 +311,7 @@ def run_points(
                 if key in captured:
                     c = captured[key]
                     if key not in joined:
-                        joined[key] = with_capture(run["report"], c["kernels"], c["wall_s"])
+                        joined[key] = with_capture(run["report"], c["kernels"], sum(c["wall"].values()))
                     run["report"] = joined[key]
                     run["capture_pass"] = {
                         "timed_runs_ended": timed_until,
@@ -329,8 +329,8 @@ def uncaptured(point: Point) -> Point:
 
 def capture_pass(ctx, points: list[Point], capturing: list[bool], keys: list[tuple], live, thread_ranks) -> dict:
     """After every timed run: each capturing job once more, one repeat, unchecked, its steps captured at its end.
-    On rank 0 {job key: {'kernels' (its report's), 'wall' (its run's parts), 'wall_s' (their sum), 'began', 'ended'
-    (epoch s)}}. Its run is the workload's ``brief_config``: its repeat only warms the captured steps."""
+    On rank 0 {job key: {'kernels' (its report's), 'wall' (its run's parts), 'began', 'ended' (epoch s)}}. Its run
+    is the workload's ``brief_config``: its repeat only warms the captured steps."""
     out: dict[tuple, dict] = {}
     for point, c, key in zip(points, capturing, keys):
         if not c or key in out:
@@ -344,7 +344,6 @@ def capture_pass(ctx, points: list[Point], capturing: list[bool], keys: list[tup
         out[key] = run and {
             "kernels": run["report"]["kernels"],
             "wall": run["report"].get("wall") or {},
-            "wall_s": sum((run["report"].get("wall") or {}).values()),
             "began": began,
             "ended": time.time(),
         }

@@ -71,21 +71,19 @@ _group = None  # the running job's group inside a sweep (None: the default group
 
 
 def join(ctx, device: str, timeout_s: float, graph: bool = False) -> str:
-    """The job's ranks joined: inside ``sweep_groups``, the group its ranks (the first ``ctx.size`` of the launch)
-    were given there; elsewhere the default group, started (``start``). Returns the backend's name."""
+    """The job's ranks joined: inside ``sweep_groups``, the group made there for its size (a sweep's run of n ranks
+    runs on the launch's first n: spmd.scale.sweep.run); elsewhere the default group, started (``start``). Returns
+    the backend's name."""
     global _group
-    from mpi4py import MPI  # here: spmd generate and report import this module where no MPI library loads
-
-    first = _sweep is not None and ctx.comm.allgather(MPI.COMM_WORLD.Get_rank()) == list(range(ctx.size))
-    if first and ctx.size in _sweep["groups"] and _sweep["device"] == device:
+    if _sweep is None:
+        _group = None
+        return start(ctx, device, timeout_s, graph)
+    if device == "gpu":
         import torch
 
-        if device == "gpu":
-            torch.cuda.set_device(ctx.device_id)
-        _group = _sweep["groups"][ctx.size]
-        return _sweep["backend"]
-    _group = None
-    return start(ctx, device, timeout_s, graph)
+        torch.cuda.set_device(ctx.device_id)
+    _group = _sweep["groups"][ctx.size]
+    return _sweep["backend"]
 
 
 def group():
@@ -106,7 +104,7 @@ def sweep_groups(ctx, device_id: int | None, timeout_s: float, sizes: list[int],
     device = "cpu" if device_id is None else "gpu"
     backend = start(ctx, device, timeout_s, graph, device_id)
     groups = {n: None if n == ctx.size else torch.distributed.new_group(list(range(n))) for n in sorted(set(sizes))}
-    _sweep = {"backend": backend, "device": device, "groups": groups}
+    _sweep = {"backend": backend, "groups": groups}
     try:
         yield
     except BaseException:

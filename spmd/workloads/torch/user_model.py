@@ -15,6 +15,7 @@ from dataclasses import asdict
 from ...core.errors import ConfigError, InputError, SpmdError, brief
 from ...core.memory import available_host_memory
 from ..plugins import load_object, located
+from .compute import state_tensors
 
 KEEP_SHARE = 0.25  # the share of a node's free memory its ranks' kept builds may take
 
@@ -94,7 +95,7 @@ class Reuse:
 
     def keep(self, torch, spec: str, read: dict, module) -> None:
         self.kept = None
-        tensors = [*module.parameters(), *module.buffers()]
+        tensors = state_tensors(module)
         if any(t.device.type != "cpu" for t in tensors):
             return
         if sum(t.numel() * t.element_size() for t in tensors) > self.share * available_host_memory():

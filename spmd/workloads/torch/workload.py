@@ -29,7 +29,7 @@ from ...io.reader import RowReader
 from ..training.base import TrainingWorkload
 from ..training.checks import require_finite_losses
 from ..training.data import Sampler
-from . import dist
+from . import dist, sweep
 from .checks import StepChecks
 from .compute import autocast, deterministic, set_precision, state_tensors
 from .inputs import check_inputs, check_rows, label_array, targets, write_targets
@@ -43,7 +43,6 @@ from .user_model import (
     parameter_layout,
     require_same_layout,
     require_scalar_loss,
-    reused_builds,
     settle_unused,
     transform_function,
     user_call,
@@ -93,28 +92,8 @@ class TorchWorkload(TrainingWorkload):
         )
 
     @classmethod
-    @contextlib.contextmanager
     def sweep_session(cls, ctx, cfg, sizes: list[int]):
-        """PyTorch imported, the GPU's context made and the user's model built, on every rank at once (a cold GPT-2
-        124M start: about 20 s, 8-13 of them importing transformers); the build is then reused by each run whose
-        params agree on what it read (``user_model.reused_builds``). Where every rank warmed, torch.distributed is
-        joined once for the whole sweep, a group for each size (``dist.sweep_groups``)."""
-        gpu = ctx.planned_gpu(cfg.device)
-        with reused_builds(ctx.local_size):
-            warmed = False
-            with contextlib.suppress(Exception):  # warming only: the first run meets a failure again and names it
-                torch = dist.import_torch()
-                if gpu is not None:
-                    torch.cuda.set_device(gpu)
-                    torch.zeros(1, device="cuda")
-                build_model(torch, cfg.params)
-                warmed = True
-            if not all(ctx.comm.allgather(warmed)):
-                yield
-                return
-            graph = cfg.params.strategy == "ddp-graph"
-            with dist.sweep_groups(ctx, gpu, cfg.timeout_s, sizes, graph=graph):
-                yield
+        return sweep.session(ctx, cfg, sizes)  # warmed at once, the build reused, the groups joined once
 
     def setup(self, ctx, cfg, comm):
         self.started = time.perf_counter()  # the run's wall time so far, for verification's budget
