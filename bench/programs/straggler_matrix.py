@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -255,6 +256,17 @@ def planned(models: list[str], wheres: list[str], n: int, captures: list[bool], 
     return order + cleans
 
 
+def kept(folder: Path, name: str, report: dict) -> str:
+    """``report`` written whole into ``folder`` as NAME.json (a unique temporary file renamed): a miss's evidence, to
+    read again where it ran on a machine of another kind. Returns the file's name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    name = name.replace(" ", "-") + ".json"
+    tmp = folder / f".{name}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(report))
+    os.replace(tmp, folder / name)
+    return name
+
+
 def idle_barrier(comm) -> None:
     """A barrier that sleeps while it waits: a rank outside the run must not spin on a core the run needs."""
     request = comm.Ibarrier()
@@ -276,6 +288,7 @@ def main() -> None:
     ap.add_argument(
         "--max-seconds", type=float, default=None, help="start no run after this many seconds (the rows so far stand)"
     )
+    ap.add_argument("--keep", default=None, help="a folder for the report.json of each run that named a wrong rank")
     a = ap.parse_args()
     deadline = time.monotonic() + a.max_seconds if a.max_seconds else None
     world = MPI.COMM_WORLD
@@ -351,6 +364,8 @@ def main() -> None:
                     "finding": (report["findings"] or [None])[0],
                     "verified": report["verified"],
                 }
+                if a.keep and row["named_rank"] != slow:
+                    row["kept"] = kept(Path(a.keep), f"{n}r-{done:02d}-{model}-{where or 'clean'}", report)
                 print(json.dumps(row), flush=True)
         sub.Free()
         idle_barrier(world)

@@ -14,6 +14,7 @@ import statistics
 from ..env import CaseFailed
 from ..records import Measure
 from . import Case
+from .predict import save_inputs
 
 TARGETS = {"right rank": 98.0, "right cause": 90.0, "clean runs naming none": 100.0}
 SLOWED_SHARE = 0.5  # the slowness as a share of the model's clean step (at least 5 ms)
@@ -67,7 +68,12 @@ def gpu_subset(env) -> list[Measure]:
     capture)."""
     args = ["--ranks", 2, "--data", env.work / "matrix-gpu", "--share", SLOWED_SHARE, "--subset", "gpu"]
     args += ["--capture", "both", "--clean", 2 if env.quick else GPU_CLEAN, "--max-seconds", GPU_SECONDS]
+    args += ["--keep", env.work / "matrix-gpu-misses"]
     rows, relaunched = _launched(lambda: env.program("straggler_matrix.py", *args, ranks=2, timeout=1200))
+    for r in rows:  # each miss's report.json beside the records, gzipped: its evidence read again off the GPU
+        if r.get("kept"):
+            name = r["kept"].removesuffix(".json")
+            r["kept"] = save_inputs(env, name, {"report": env.work / "matrix-gpu-misses" / r["kept"]}, "stragglers")
     return figures(rows, "2 GPUs (the GPU subset)", relaunched)
 
 
