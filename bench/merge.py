@@ -124,7 +124,8 @@ def _renamed(params: dict, renamed: dict[str, str]) -> dict:
 
 def _joined(earlier: list[Record], incoming: list[Record]) -> list[Record]:
     """``incoming`` with each record's earlier runs (same case, subject and metric) before its own: values joined,
-    and where the runs keep their own checks (a prediction's inputs), every run's kept and the median run's shown."""
+    and where a run kept its own evidence (inputs: a prediction's, a miss's report), every run's params kept and the
+    median run's shown."""
     by_key = {(r.case, r.subject, r.metric): r for r in earlier}
     out = []
     for r in incoming:
@@ -132,7 +133,7 @@ def _joined(earlier: list[Record], incoming: list[Record]) -> list[Record]:
         if before is not None:
             values = before.values + r.values
             runs = [*run_params(before), *run_params(r)]
-            if len(runs) == len(values) and all("inputs" in p for p in runs):
+            if len(runs) == len(values) and any("inputs" in p for p in runs):  # a run that kept its evidence
                 r.params = median_run(runs, values)
             else:
                 r.params = before.params  # a record's params are its first run's

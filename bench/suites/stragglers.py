@@ -70,11 +70,13 @@ def gpu_subset(env) -> list[Measure]:
     args += ["--capture", "both", "--clean", 2 if env.quick else GPU_CLEAN, "--max-seconds", GPU_SECONDS]
     args += ["--keep", env.work / "matrix-gpu-misses"]
     rows, relaunched = _launched(lambda: env.program("straggler_matrix.py", *args, ranks=2, timeout=1200))
-    for r in rows:  # each miss's report.json beside the records, gzipped: its evidence read again off the GPU
+    # each miss's report.json beside the records, gzipped (its evidence, read again off the GPU); a row names its own
+    kept = {r["kept"].removesuffix(".json"): env.work / "matrix-gpu-misses" / r["kept"] for r in rows if r.get("kept")}
+    for r in rows:
         if r.get("kept"):
-            name = r["kept"].removesuffix(".json")
-            r["kept"] = save_inputs(env, name, {"report": env.work / "matrix-gpu-misses" / r["kept"]}, "stragglers")
-    return figures(rows, "2 GPUs (the GPU subset)", relaunched)
+            r["kept"] = r["kept"].removesuffix(".json")
+    inputs = save_inputs(env, "gpu-subset", kept, "stragglers") if kept else {}
+    return figures(rows, "2 GPUs (the GPU subset)", relaunched, inputs)
 
 
 def _args(env, ranks: int, folder: str, model: str, capture: str) -> list:
@@ -93,8 +95,9 @@ def _launched(launch) -> tuple[list[dict], int]:
     return [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")], again
 
 
-def figures(rows: list[dict], where: str, relaunched: int = 0) -> list[Measure]:
-    """The matrix's shares and the step estimate's ratio, with every run's row kept in the records' params."""
+def figures(rows: list[dict], where: str, relaunched: int = 0, inputs: dict | None = None) -> list[Measure]:
+    """The matrix's shares and the step estimate's ratio, with every run's row kept in the records' params (and
+    ``inputs``: {a row's ``kept``: its report.json gzipped beside the records})."""
     slowed = [r for r in rows if r["where"] is not None]
     clean = [r for r in rows if r["where"] is None]
     named = [r for r in slowed if r["named_rank"] is not None]
@@ -108,7 +111,7 @@ def figures(rows: list[dict], where: str, relaunched: int = 0) -> list[Measure]:
         if target is not None:
             out.append(Measure(case, "the issue's target", target, "share", "%", "ceiling"))
 
-    every = {"rows": rows, "relaunched": relaunched}  # each run of the matrix ("runs" is bench's own key)
+    every = {"rows": rows, "relaunched": relaunched, **({"inputs": inputs} if inputs else {})}  # ("runs": bench's)
     right = sum(r["named_rank"] == r["slow_rank"] for r in slowed)
     share(f"straggler fault matrix, {where}: right rank", "spmd", right, len(slowed), TARGETS["right rank"], every)
     good = sum(r["cause"] == r["expected_cause"] for r in with_cause)

@@ -23,6 +23,17 @@ from . import faults, waits
 from . import xp as xpmod
 
 HOST, GPU = "host", "gpu"
+# a phase's host side where its time is a device span (a torch step's on a GPU): "host:forward" is the seconds the
+# host spent issuing the forward. Kept in each repeat's record beside the phase, never a phase of its own.
+HOST_SIDE = "host:"
+
+
+def host_side(name: str) -> str:
+    return HOST_SIDE + name
+
+
+def is_host_side(name: str) -> bool:
+    return name.startswith(HOST_SIDE)
 
 
 @dataclass

@@ -15,8 +15,11 @@ window, torch and train, on a noisy machine), they are scaled down to it, so sha
 
 The straggler is the rank that waited least while the others waited: named when, in every repeat the interval
 of the median rests on, the others' mean wait exceeds SIGNIFICANT of the repeat (a 95% interval of the median of
-their wait that lies above the bound), with the phase in which it spent most beyond the others, which must explain
-EXPLAINED of that wait. The captured steps name one on their own only where the phases do not time every
+their wait that lies above the bound), with the phase in which its own work added most beyond the others', which
+must explain EXPLAINED of that wait. On a GPU that excess is what its host or its device added, not a device span
+stretched by a host no slower than theirs (``capture.causes.phase_excess``); where the hosts set a GPU step's pace,
+the wait it caused is the others' less what their devices would have waited for their own hosts anyway
+(``_fed_ahead``). The captured steps name one on their own only where the phases do not time every
 collective, or, on a GPU, where the late rank's own kernels took longer (``captured_straggler``).
 """
 
@@ -25,8 +28,9 @@ from __future__ import annotations
 import statistics
 
 from ..core.stats import BOUND, Interval, median_interval
+from ..core.timing import HOST_SIDE, host_side, is_host_side
 from ..core.units import fmt_seconds
-from .capture.causes import cause
+from .capture.causes import cause, phase_excess
 
 CATEGORIES = ("compute", "comm", "data", "wait", "other")
 DATA_PHASES = ("read", "h2d")
@@ -165,9 +169,10 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
     interval = median_interval(their_wait)
     if interval.low < bound:
         return None
-    phase, mine, theirs = _slowest_phase(records_by_rank, slow, others)
-    excess = mine - theirs
-    if excess < EXPLAINED * interval.median:  # its own phases do not explain why the others waited
+    phase, mine, theirs, excess = _slowest_phase(records_by_rank, slow, others)
+    # on a GPU whose hosts set the pace, the others' devices would have waited for their own hosts that long anyway
+    caused = max(0.0, interval.median - statistics.fmean(_fed_ahead(records_by_rank[r]) for r in others))
+    if excess < EXPLAINED * max(caused, bound):  # its own phases do not explain why the others waited
         return None
     in_phase = statistics.fmean(statistics.median(p["wait_in_phase"] for p in repeats[r]) for r in others)
     where = "wait" if in_phase >= interval.median / 2 else "comm"
@@ -178,6 +183,7 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
         "seconds": mine,
         "others_seconds": theirs,
         "others_wait": interval.median,
+        "others_wait_caused": caused,
         "others_wait_interval": [interval.low, interval.high],
         "interval_level": interval.level,
         "others_wait_in": where,
@@ -188,20 +194,36 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
     }
 
 
-def _slowest_phase(records_by_rank, slow: int, others: list[int]) -> tuple[str, float, float]:
-    """The straggler's own phase furthest above the other ranks' median of it: (phase, its median, theirs)."""
+def _fed_ahead(records: list[dict]) -> float:
+    """Seconds a repeat a rank's device would have waited for its own host had no rank been late (median): its
+    host's time in the phases whose host side it recorded beyond their device spans. 0 where none was recorded (a
+    CPU's phases are the host's)."""
+    sides = [p for p in records[0] if is_host_side(p)] if records else []
+    if not sides:
+        return 0.0
+    phases = [p.removeprefix(HOST_SIDE) for p in sides]
+    return statistics.median(max(0.0, sum(r[host_side(p)] - r.get(p, 0.0) for p in phases)) for r in records)
+
+
+def _slowest_phase(records_by_rank, slow: int, others: list[int]) -> tuple[str, float, float, float]:
+    """The straggler's own phase furthest above the other ranks' (``phase_excess``): (phase, its median, theirs, its
+    own excess)."""
 
     def median_of(rank: int, phase: str) -> float:
         return statistics.median(r.get(phase, 0.0) for r in records_by_rank[rank])
 
-    phases = sorted({p for r in records_by_rank[slow] for p in r} - set(NOT_OWN))
+    def theirs(phase: str) -> float:
+        return statistics.median(median_of(r, phase) for r in others)
+
+    phases = sorted({p for r in records_by_rank[slow] for p in r if not is_host_side(p)} - set(NOT_OWN))
     if "forward" in phases and "compute" in phases:  # a training step's own phases: compute is their sum
         phases.remove("compute")
     if not phases:
-        return "total", median_of(slow, "total"), statistics.median(median_of(r, "total") for r in others)
-    excess = {p: median_of(slow, p) - statistics.median(median_of(r, p) for r in others) for p in phases}
+        mine = median_of(slow, "total")
+        return "total", mine, theirs("total"), mine - theirs("total")
+    excess = {p: phase_excess(records_by_rank, slow, others, p) for p in phases}
     phase = max(phases, key=excess.get)
-    return phase, median_of(slow, phase), statistics.median(median_of(r, phase) for r in others)
+    return phase, median_of(slow, phase), theirs(phase), excess[phase]
 
 
 def findings(report: dict) -> list[str]:

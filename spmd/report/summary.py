@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 
 from ..core.stats import median_interval
+from ..core.timing import is_host_side
 
 # read: file -> host; wait: waiting for the slowest rank's read (input imbalance);
 # h2d: host -> device; compute: local work; comm: the communicator; total: the whole repeat.
@@ -12,8 +13,8 @@ PHASES = ("read", "wait", "h2d", "compute", "comm", "total")
 
 
 def phase_names(records_by_rank: list[list[dict[str, float]]]) -> list[str]:
-    """The standard phases, then any other phase recorded on any rank (sorted)."""
-    seen = {name for records in records_by_rank for r in records for name in r}
+    """The standard phases, then any other phase recorded on any rank (sorted); a phase's host side is not one."""
+    seen = {name for records in records_by_rank for r in records for name in r if not is_host_side(name)}
     return list(PHASES) + sorted(seen - set(PHASES))
 
 
@@ -50,7 +51,7 @@ def summarize(records_by_rank: list[list[dict[str, float]]]) -> tuple[dict, list
 def slowest_per_repeat(records_by_rank: list[list[dict[str, float]]]) -> dict[str, list[float]]:
     """{phase: for each recorded repeat, the slowest rank's seconds} (a repeat ends when its last rank does)."""
     n = min(len(records) for records in records_by_rank)
-    phases = sorted({p for records in records_by_rank for r in records for p in r})
+    phases = sorted({p for records in records_by_rank for r in records for p in r if not is_host_side(p)})
     return {p: [max(records[i].get(p, 0.0) for records in records_by_rank) for i in range(n)] for p in phases}
 
 

@@ -176,3 +176,73 @@ def test_a_rank_is_named_only_where_its_own_phases_explain_the_others_wait(late,
         assert s is not None and s["rank"] == late and s["phase"] == "read"
     elif explained * wait < EXPLAINED * wait * 0.99:
         assert s is None
+
+
+GPU_PHASES = ("data", "forward", "backward", "optimizer")
+
+
+def gpu_steps(host: dict, device: dict, late: int, size: int, extra: dict, seed: int, n: int = 8, steps: int = 8):
+    """Per rank, ``n`` repeats of a DDP step on a GPU as the torch workload records them: each phase's device span
+    (CUDA events), its host side (``host:PHASE``) and the exposed allreduce. Every host issues each phase in
+    ``host`` s, every device runs it in ``device`` s. Rank ``late`` adds ``extra``, seconds by phase under "host" (a
+    host slower there) or "device" (more device work), or nothing (its host merely started behind the others'). A
+    device that is fed late runs at its host's pace; a device fed ahead (its rank waited in the
+    allreduce) shows its kernels alone; the allreduce ends when the last rank's device arrives."""
+    rng = np.random.default_rng(seed)
+    out = [[] for _ in range(size)]
+    for _ in range(n):
+        j = [1 + 0.02 * rng.random() for _ in range(size)]
+        h = [
+            {p: host[p] * j[r] + (extra.get("host", {}).get(p, 0.0) if r == late else 0.0) for p in host}
+            for r in range(size)
+        ]
+        g = [
+            {p: device[p] * j[r] + (extra.get("device", {}).get(p, 0.0) if r == late else 0.0) for p in device}
+            for r in range(size)
+        ]
+        # the late rank's device is fed at its host's pace (or runs its own longer work); the others' are fed ahead
+        own = [sum(max(h[r][p], g[r][p]) for p in GPU_PHASES) for r in range(size)]
+        step = max(own) + 2e-5  # the allreduce's transfer
+        for r in range(size):
+            span = {p: (max(h[r][p], g[r][p]) if r == late else g[r][p]) for p in GPU_PHASES}
+            exposed = step - sum(span.values())
+            rec = {p: steps * span[p] for p in GPU_PHASES}
+            rec.update({f"host:{p}": steps * h[r][p] for p in GPU_PHASES})
+            rec.update(comm_exposed=steps * exposed, comm_buffers=0.0, comm_overlapped=0.0, step=steps * step)
+            rec.update(comm=steps * exposed, compute=steps * (step - exposed), total=steps * step + 1e-4)
+            out[r].append(rec)
+    return out
+
+
+gpu_case = dict(
+    host=st.fixed_dictionaries({p: st.floats(1e-4, 2e-3) for p in GPU_PHASES}),
+    fed=st.floats(0.05, 0.9),  # a device's own time for a phase, as a share of its host's
+    late=st.integers(0, 2),
+    size=st.integers(2, 3),
+    where=st.sampled_from(GPU_PHASES),
+    seed=st.integers(0, 99),
+)
+
+
+@given(**gpu_case)
+def test_a_gpu_rank_fed_late_by_a_host_no_slower_than_the_others_is_no_straggler(host, fed, late, size, where, seed):
+    """Every rank's host and device alike, one host behind the others: its device runs at its host's pace while
+    the others' devices, fed ahead, wait for it in the allreduce every step. Its spans are longer, its own work is
+    not: no straggler (the clean GPU runs of the fault matrix named one this way)."""
+    late = min(late, size - 1)
+    rec = gpu_steps(host, {p: fed * host[p] for p in host}, late, size, {}, seed)
+    assert breakdown(rec, HOSTS[:size])["straggler"] is None
+
+
+@given(**gpu_case, kind=st.sampled_from(["host", "device"]))
+def test_a_gpu_rank_slower_in_its_own_host_or_device_is_named_there(host, fed, late, size, where, seed, kind):
+    """The same steps with rank ``late``'s host slower in one phase, or its device given more work there, by as long
+    as a step: that rank is named, in that phase, its own excess what was added."""
+    late = min(late, size - 1)
+    added = sum(host.values())
+    rec = gpu_steps(host, {p: fed * host[p] for p in host}, late, size, {kind: {where: added}}, seed)
+    s = breakdown(rec, HOSTS[:size])["straggler"]
+    assert s is not None and s["rank"] == late and s["phase"] == where
+    assert (s.get("cause") == "data") == (where == "data")  # without a capture the data phase alone says why
+    clean = 8 * sum(host.values())  # a step at the hosts' pace, 8 a repeat
+    assert s["repeat_without_it"] == pytest.approx(clean, rel=0.1)

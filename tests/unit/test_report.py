@@ -5,7 +5,7 @@ import pytest
 
 from spmd.core.files import write_json_atomic
 from spmd.core.version import __version__
-from spmd.report.summary import summarize
+from spmd.report.summary import intervals, summarize
 from spmd.report.table import format_report
 
 
@@ -25,6 +25,16 @@ def test_summary_is_min_median_max_of_rank_medians():
     assert timings["h2d"] == {"min": 0.0, "median": 0.0, "max": 0.0, "imbalance": 1.0}
     assert timings["extra"]["max"] == 1.0
     assert medians[0]["total"] == 5.0
+
+
+def test_a_phases_host_side_is_kept_in_the_records_but_is_no_phase_of_the_summary():
+    records = [
+        [{"forward": 2.0, "host:forward": 0.5, "total": 3.0}] * 3,
+        [{"forward": 1.0, "host:forward": 0.4, "total": 3.0}] * 3,
+    ]
+    timings, medians = summarize(records)
+    assert "forward" in timings and not any(p.startswith("host:") for p in timings)
+    assert all("host:forward" not in m for m in medians) and "host:forward" not in intervals(records)
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):

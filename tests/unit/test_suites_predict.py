@@ -13,7 +13,7 @@ from helpers import git_repo, recorded_prediction
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench.records import Measure, collect, read_records, write_records
+from bench.records import Measure, collect, read_records, rewrite_records, write_records
 from bench.suites.predict import checked, recheck, runs_of
 
 DATA = Path(__file__).resolve().parents[1] / "fixtures" / "reports"
@@ -148,6 +148,21 @@ def test_merge_replaces_a_case_or_adds_its_runs_keeping_every_runs_inputs(tmp_pa
     ]
     manifest = json.loads((dst / "manifest.json").read_text())
     assert manifest["cases"][0]["commit"] == "c4" and "earlier" not in manifest["cases"][0]
+
+
+def test_runs_added_to_a_run_without_inputs_keep_their_own_params_and_inputs(tmp_path):
+    """A case first measured before it kept any evidence, then again with its inputs: every run's params stay, and
+    the later runs' files come along."""
+    from bench.merge import merge
+
+    dst = _device_folder(tmp_path, "docs", "x on other links", 0.30)
+    (record,) = read_records(dst / "records.jsonl")
+    record.params = {"error": 0.30}  # measured before the case kept its inputs
+    rewrite_records(dst / "records.jsonl", [record])
+    merge(_device_folder(tmp_path, "call2", "x on other links", 0.10, commit="c2"), dst, add_runs=True)
+    (x,) = read_records(dst / "records.jsonl")
+    assert [p.get("inputs", {}).get("fit") for p in x.params["runs"]] == [None, "inputs/x-p2p-off-fit.json.gz"]
+    assert (dst / "inputs" / "x-p2p-off-fit.json.gz").read_bytes() == b"call2 inputs/x-p2p-off-fit.json.gz"
 
 
 def test_merge_credits_the_commit_whose_tree_ran_and_refuses_a_tree_no_commit_has(tmp_path):

@@ -272,6 +272,14 @@ def test_the_buffers_broadcast_is_its_own_phase_taken_out_of_forward():
     assert not [d for d in _marks(times).drawn() if d[0] == "buffers broadcast"]
 
 
+def test_the_host_side_of_each_phase_sums_its_micro_batches():
+    """Two micro-batches: data from the step's start (then from the first backward's end) to the batch on the
+    device, forward to the loss, backward to its return, the optimizer after the last."""
+    times = {"s": 0.0, "d0": 1.0, "a0": 1.5, "f0": 3.0, "b0": 6.0, "d1": 6.5, "a1": 7.0, "f1": 8.0, "b1": 12.0}
+    host = _marks({**times, "o": 13.0}, micro=2).host_phases()
+    assert host == {"data": 1.0 + 0.5, "forward": 2.0 + 1.5, "backward": 3.0 + 4.0, "optimizer": 1.0}
+
+
 def test_a_marked_step_of_a_model_with_buffers_times_ddps_broadcast(group, monkeypatch):
     """The module's forward pre-hook marks where DDP's forward handed over to the module: a delay inside DDP's
     pre-forward (where it broadcasts the buffers) lands in comm_buffers and comm, not in forward."""

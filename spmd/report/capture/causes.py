@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import statistics
 
+from ...core.timing import host_side
 from ...core.units import fmt_seconds
 
 MORE_KERNELS = 1.02  # more than this many times the others' kernels (or operators) a step: more work
@@ -140,7 +141,7 @@ def cause(slow: int, records_by_rank: list[list[dict]], kernels: dict | None, st
     steps = steps_per_repeat or 1
     step = statistics.median(r["total"] for r in records_by_rank[slow]) / steps
     found = []
-    data = _phase_excess(records_by_rank, slow, others, "data")
+    data = phase_excess(records_by_rank, slow, others, "data")
     if data is not None and data / steps >= CAUSE_SHARE * step:
         found.append(
             (
@@ -251,7 +252,18 @@ def _others(records_by_rank, others: list[int], phase: str) -> float:
     return statistics.median(_phase(records_by_rank, r, phase) for r in others)
 
 
-def _phase_excess(records_by_rank, slow: int, others: list[int], phase: str) -> float | None:
+def phase_excess(records_by_rank, slow: int, others: list[int], phase: str) -> float | None:
+    """What rank ``slow``'s own work added to ``phase`` beyond the others' (median seconds a repeat; None where it
+    has no such phase). Where the phase is a device span with its host side recorded (a GPU step's), only what its
+    own host or device added: its host's seconds beyond the others' hosts', or its span beyond both theirs and its
+    own host's. A device that ran out of queued work waits for its host, so its span grows to the host's pace
+    while a peer's device, fed ahead because it waited in the collective, shows its kernels alone: a rank whose
+    host is no slower than the others' is not slower there."""
     if not any(phase in r for r in records_by_rank[slow]):
         return None
-    return _phase(records_by_rank, slow, phase) - _others(records_by_rank, others, phase)
+    mine, theirs = _phase(records_by_rank, slow, phase), _others(records_by_rank, others, phase)
+    side = host_side(phase)
+    if not all(side in r for rank in [slow, *others] for r in records_by_rank[rank]):
+        return mine - theirs
+    host, their_host = _phase(records_by_rank, slow, side), _others(records_by_rank, others, side)
+    return max(host - their_host, mine - max(theirs, host))

@@ -5,7 +5,7 @@ called), ``m{j}`` (the user's module's forward begins, once DDP has broadcast th
 loss), ``b{j}`` (its backward returned) and ``o`` (after the optimizer). For each gradient bucket there are two more.
 ``comm_start`` is the moment DDP handed it to the allreduce, on the compute stream, once every gradient in it was
 computed; ``comm_end`` is the moment the allreduce ended, on the stream the result lands on. CUDA events on a GPU
-(resolved after the window), perf_counter on a CPU.
+(resolved after the window), perf_counter on a CPU; on a GPU each mark's perf_counter too (``host_phases``).
 
 Phases:
 data = sum(d_j - start of j); comm_buffers = sum(m_j - a_j), DDP's broadcast of rank 0's buffers before each
@@ -14,6 +14,11 @@ taken, as in a compiled forward); forward = sum(f_j - d_j) - comm_buffers; the l
 last bucket's start, and what follows until ``b{k-1}`` is comm_exposed; comm_overlapped = the union of the
 allreduces' intervals minus comm_exposed; backward = the rest of sum(b_j - f_j); optimizer = o - b{k-1};
 step = o - s.
+
+On a GPU a phase's span is the device's: its kernels, or where the device ran out of queued work, the host issuing
+them. ``host_phases`` are the host's own seconds in data, forward (with the buffers' broadcast), backward (with the
+exposed allreduce) and optimizer: a rank whose device span is long while its host took no longer than the others'
+was fed late, not slower (breakdown's own excess).
 """
 
 from __future__ import annotations
@@ -45,8 +50,7 @@ class StepMarks:
     def mark(self, name: str) -> None:
         if self.gpu:
             self._event(name).record()
-        else:
-            self.t[name] = time.perf_counter()
+        self.t[name] = time.perf_counter()
 
     def comm_start(self, bucket: int) -> None:
         if self.gpu:
@@ -109,6 +113,17 @@ class StepMarks:
             "optimizer": marks["o"] - marks[f"b{k - 1}"],
             "step": marks["o"],
         }
+
+    def host_phases(self) -> dict[str, float]:
+        """The host's seconds in each phase of the step (on a CPU the same as ``phases``' own parts)."""
+        s, k = self.t["s"], self.micro
+        data = forward = backward = 0.0
+        for j in range(k):
+            begin = s if j == 0 else self.t[f"b{j - 1}"]
+            data += self.t[f"d{j}"] - begin
+            forward += self.t[f"f{j}"] - self.t[f"d{j}"]
+            backward += self.t[f"b{j}"] - self.t[f"f{j}"]
+        return {"data": data, "forward": forward, "backward": backward, "optimizer": self.t["o"] - self.t[f"b{k - 1}"]}
 
     def drawn(self) -> list[tuple[str, str, float, float]]:
         """The step's phases and its buckets' allreduces as (name, track, start, end), seconds from ``s``."""

@@ -16,6 +16,7 @@ import time
 
 from ...core import faults
 from ...core.errors import ConfigError
+from ...core.timing import host_side
 from .compute import autocast, deterministic, make_optimizer, micro_seed, model_input, state_tensors
 from .dist import group
 from .phases import StepMarks
@@ -371,6 +372,9 @@ class Trainer:
                 phases = marks.phases()
                 for name, seconds in phases.items():
                     timer.add(name, scale * seconds)
+                if self.gpu:  # where a phase's span is the device's, the host's own seconds beside it
+                    for name, seconds in marks.host_phases().items():
+                        timer.add(host_side(name), scale * seconds)
                 # the phases every report has: compute (the step's own work) and comm (what it waited for: the exposed
                 # allreduce, and the buffers' broadcast before each forward, where an early rank waits for a late one)
                 comm = phases["comm_exposed"] + phases["comm_buffers"]
