@@ -18,7 +18,7 @@ from .core.annotate import nvtx_ranges
 from .core.clock import agree_clock
 from .core.errors import InputError, SpmdError, VerificationError, one_line
 from .core.files import json_text, require_replaceable, require_writable_folder, write_files_atomic
-from .core.host import HostLoad, host_record, rank_host_facts
+from .core.host import HostLoad, gpu_bus_id, host_record, rank_host_facts
 from .core.progress import Progress
 from .core.stats import BOUND, MIN_REPEATS_95, median_interval
 from .core.timing import PhaseTimer, enter_phase
@@ -86,7 +86,8 @@ def run_job(
         clock = agree_clock(ctx.comm)
         warmup, repeats = workload.schedule(cfg.warmup, MIN_REPEATS_95 if cfg.repeats == "auto" else cfg.repeats)
         plan = RepeatPlan(ctx, warmup, repeats, cfg.repeats == "auto", cfg.max_seconds)
-        load = HostLoad()  # the CPU time of this rank and of its node's CPUs over the repeats
+        # the CPU time of this rank and of its node's CPUs over the repeats, and the processes on its GPU
+        load = HostLoad(gpu_bus_id(ctx.device_id) if ctx.device == "gpu" else None)
         load.start()
         wall.mark("setup")
         i = 0

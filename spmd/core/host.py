@@ -4,7 +4,9 @@ A rank's compute threads (PyTorch's intra-op pool, OpenMP, BLAS) are chosen once
 sweep: the rank's share of its node's CPUs for the most ranks the launch puts on that node, so a 1-rank run and an
 N-rank run compare like with like. ``OMP_NUM_THREADS`` (or ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``), when
 set, is taken as given. ``HostLoad`` measures, over the timed repeats, the CPU time the rank used and the CPU time
-of its node's CPUs, so the report can say what other processes took beside the ranks.
+of its node's CPUs, so the report can say what other processes took beside the ranks; on a GPU also how many
+compute processes NVML lists on the rank's GPU at the repeats' start and end, so the report can say which GPU ran
+another process beside the job's (a busy device: its kernels wait for the other's).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import xp as xpmod
 from .cpus import bound_cpus, node_cpus
+from .topology import normalize_bus_id, nvml
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 BUSY_SHARE = 0.10  # other processes taking this share of the CPU time the ranks could use: a busy host
@@ -114,20 +118,50 @@ def clock_tick() -> int:
     return os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-class HostLoad:
-    """The CPU time of this process and of the node's CPUs between ``start`` and ``stop``."""
+def gpu_bus_id(device_id: int | None) -> str | None:
+    """The PCI bus id of CUDA device ``device_id``; None off a GPU or where CUDA cannot say (a fact, never a
+    failure)."""
+    if device_id is None:
+        return None
+    try:
+        return xpmod.device_pci_bus_id(device_id)
+    except Exception:  # no CuPy in this process, a driver error
+        return None
 
-    def __init__(self):
+
+def gpu_processes(bus_id: str | None, lib=None) -> int | None:
+    """How many compute processes NVML lists on the GPU at PCI bus id ``bus_id`` (the rank's own among them); None
+    where it cannot say (no GPU, no NVML, no driver)."""
+    lib = lib if lib is not None else (nvml() if bus_id else None)
+    if lib is None or not bus_id:
+        return None
+    try:
+        handle = lib.nvmlDeviceGetHandleByPciBusId(normalize_bus_id(bus_id).encode())
+        return len(lib.nvmlDeviceGetComputeRunningProcesses(handle))
+    except Exception:  # NVMLError: not supported, no permission
+        return None
+
+
+class HostLoad:
+    """The CPU time of this process and of the node's CPUs between ``start`` and ``stop``, and on a GPU (``gpu``: its
+    PCI bus id) the compute processes on it at both ends."""
+
+    def __init__(self, gpu: str | None = None, nvml_lib=None):
         self.cpus = node_cpus()
-        self._start: tuple[float, float, float | None] | None = None
+        self.gpu, self._nvml = gpu, nvml_lib
+        self._start: tuple[float, float, float | None, int | None] | None = None
         self.sample: dict | None = None
 
     def start(self) -> None:
-        self._start = (time.perf_counter(), time.process_time(), cpu_seconds(self.cpus))
+        self._start = (time.perf_counter(), time.process_time(), cpu_seconds(self.cpus), self._processes())
+
+    def _processes(self) -> int | None:
+        return gpu_processes(self.gpu, self._nvml) if self.gpu else None
 
     def stop(self) -> dict:
-        """{'wall_s', 'own_cpu_s', 'node_busy_s' (None where unknown), 'node_cpus'} of the window."""
-        wall0, own0, busy0 = self._start or (time.perf_counter(), time.process_time(), None)
+        """{'wall_s', 'own_cpu_s', 'node_busy_s' (None where unknown), 'node_cpus', 'machine'} of the window, and
+        on a GPU 'gpu' (its bus id) and 'gpu_processes' (the most NVML listed at either end, None where unknown)."""
+        wall0, own0, busy0, procs0 = self._start or (time.perf_counter(), time.process_time(), None, None)
         busy1 = cpu_seconds(self.cpus)
         self.sample = {
             "wall_s": time.perf_counter() - wall0,
@@ -136,6 +170,9 @@ class HostLoad:
             "node_cpus": len(self.cpus),
             "machine": machine_id(),
         }
+        if self.gpu:
+            counts = [c for c in (procs0, self._processes()) if c is not None]
+            self.sample.update(gpu=self.gpu, gpu_processes=max(counts) if counts else None)
         return self.sample
 
 
@@ -196,9 +233,39 @@ def node_load(ranks: list[dict], hosts: list[str]) -> dict[str, dict]:
     return out
 
 
-def busy_reasons(nodes: dict[str, dict]) -> list[str]:
-    """Short reasons a run measured a busy host: compute threads beyond the node's CPUs, or other processes taking
-    BUSY_SHARE or more of the CPU time the ranks could use. Empty when none."""
+def node_gpus(ranks: list[dict], hosts: list[str]) -> dict[str, dict]:
+    """host -> {GPU bus id: {'ranks' (the job's ranks on it), 'processes' (the most NVML listed), 'others' (the
+    processes beyond the job's ranks)}} of the GPUs whose ranks sampled them; hosts without any left out."""
+    out: dict[str, dict] = {}
+    for facts, host in zip(ranks, hosts):
+        load = facts.get("load") or {}
+        if not load.get("gpu") or load.get("gpu_processes") is None:
+            continue
+        gpu = out.setdefault(host, {}).setdefault(load["gpu"], {"ranks": 0, "processes": 0})
+        gpu["ranks"] += 1
+        gpu["processes"] = max(gpu["processes"], load["gpu_processes"])
+    for gpus in out.values():
+        for gpu in gpus.values():
+            gpu["others"] = max(0, gpu["processes"] - gpu["ranks"])
+    return out
+
+
+def device_sharing(host: dict | None, hosts: list[str]) -> dict[int, int]:
+    """rank -> the other processes on its GPU during the repeats (report.json ``host``), for ranks that had any."""
+    per_rank, gpus = (host or {}).get("per_rank") or [], (host or {}).get("gpus") or {}
+    out = {}
+    for rank, (facts, name) in enumerate(zip(per_rank, hosts)):
+        bus = (facts.get("load") or {}).get("gpu")
+        others = ((gpus.get(name) or {}).get(bus) or {}).get("others", 0) if bus else 0
+        if others:
+            out[rank] = others
+    return out
+
+
+def busy_reasons(nodes: dict[str, dict], gpus: dict[str, dict] | None = None) -> list[str]:
+    """Short reasons a run measured a busy host: compute threads beyond the node's CPUs, other processes taking
+    BUSY_SHARE or more of the CPU time the ranks could use, or a GPU (``gpus``, node_gpus) that ran another process
+    beside the job's ranks. Empty when none."""
     out = []
     for host, node in sorted(nodes.items()):
         if node.get("oversubscribed_threads"):
@@ -212,17 +279,25 @@ def busy_reasons(nodes: dict[str, dict]) -> list[str]:
                 f"busy host: other processes on {host} took {share:.0%} of the CPU time its ranks could use "
                 f"({node['others_cpu_s']:.3g} of {node['wall_s'] * node['cpus']:.3g} CPU-s)"
             )
+    for host, on_host in sorted((gpus or {}).items()):
+        for bus, gpu in sorted(on_host.items()):
+            if gpu["others"]:
+                out.append(
+                    f"busy device: the GPU at {bus} on {host} ran {gpu['others']} other process(es) beside the job's "
+                    f"{gpu['ranks']} rank(s) (NVML lists them, as nvidia-smi does)"
+                )
     return out
 
 
 def host_record(per_rank: list[dict], hosts: list[str]) -> dict:
-    """report.json's ``host``: each rank's compute threads and load, each node's load beside its ranks, and the
-    reasons the run measured a busy host."""
-    nodes = node_load(per_rank, hosts)
-    return {"per_rank": per_rank, "nodes": nodes, "busy": busy_reasons(nodes)}
+    """report.json's ``host``: each rank's compute threads and load, each node's load beside its ranks, each GPU's
+    processes beside the job's ranks, and the reasons the run measured a busy host or device."""
+    nodes, gpus = node_load(per_rank, hosts), node_gpus(per_rank, hosts)
+    return {"per_rank": per_rank, "nodes": nodes, "gpus": gpus, "busy": busy_reasons(nodes, gpus)}
 
 
 HOST_FIX = (
     "run when the node is quiet (or on nodes of the job's own), and keep each rank's compute threads within its "
     "share of the cores (spmd's default; OMP_NUM_THREADS sets it)"
 )
+DEVICE_FIX = "run on GPUs no other process uses (nvidia-smi lists each GPU's processes)"

@@ -74,11 +74,16 @@ def per_repeat(records_by_rank: list[list[dict]]) -> list[list[dict[str, float]]
 
 
 def breakdown(
-    records_by_rank: list[list[dict]], hosts: list[str], kernels: dict | None = None, steps: int | None = None
+    records_by_rank: list[list[dict]],
+    hosts: list[str],
+    kernels: dict | None = None,
+    steps: int | None = None,
+    sharing: dict[int, int] | None = None,
 ) -> dict:
     """report.json's ``breakdown``: per rank the seconds per repeat (mean over repeats) and share of each
     category, the overlap of communication with computation where there was any, and the straggler (or None)
-    with its cause (spmd.report.capture.causes). ``kernels`` are the captured steps, ``steps`` a repeat's."""
+    with its cause (spmd.report.capture.causes). ``kernels`` are the captured steps, ``steps`` a repeat's,
+    ``sharing`` the ranks whose GPU ran other processes (core.host.device_sharing)."""
     repeats = per_repeat(records_by_rank)
     ranks = []
     for rank, parts in enumerate(repeats):
@@ -102,13 +107,15 @@ def breakdown(
         )
     late = straggler(records_by_rank, repeats, hosts)
     if late is not None:
-        late.update(cause(late["rank"], records_by_rank, kernels, steps))
+        late.update(cause(late["rank"], records_by_rank, kernels, steps, sharing))
     elif kernels:
-        late = captured_straggler(records_by_rank, kernels, hosts, steps)
+        late = captured_straggler(records_by_rank, kernels, hosts, steps, sharing)
     return {"categories": list(CATEGORIES), "per_rank": ranks, "straggler": late}
 
 
-def captured_straggler(records_by_rank: list[list[dict]], kernels: dict, hosts: list[str], steps: int | None):
+def captured_straggler(
+    records_by_rank: list[list[dict]], kernels: dict, hosts: list[str], steps: int | None, sharing=None
+):
     """The straggler the timed repeats could not name, from the captured steps (None where they name none either):
     whom every captured step waited for, where the phases do not time every collective; and on a GPU, a rank whose
     own kernels took longer (DEVICE_CAUSES). A GPU that is late keeps every host waiting on its own device inside
@@ -117,7 +124,7 @@ def captured_straggler(records_by_rank: list[list[dict]], kernels: dict, hosts: 
     late = kernel_straggler(kernels, hosts)
     if late is None:
         return None
-    late.update(cause(late["rank"], records_by_rank, kernels, steps))
+    late.update(cause(late["rank"], records_by_rank, kernels, steps, sharing))
     if kernels.get("untimed_collectives"):
         return late
     return late if kernels.get("device") == "gpu" and late.get("cause") in DEVICE_CAUSES else None

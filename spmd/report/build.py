@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 
+from ..core.host import device_sharing
 from ..core.launch import launch_record, mpi_library
 from ..core.version import __version__
 from .breakdown import breakdown, findings
@@ -72,7 +73,7 @@ def build_report(
             {"rank": r, "host": ctx.hosts[r], "median": m, "repeats": recs, "warmup_repeats": warm}
             for r, (m, recs, warm) in enumerate(zip(medians, records_by_rank, warmups))
         ],
-        "breakdown": breakdown(records_by_rank, ctx.hosts, captured, steps),
+        "breakdown": breakdown(records_by_rank, ctx.hosts, captured, steps, device_sharing(host, ctx.hosts)),
         "kernels": captured,
         "timeline": {"clock": clock, "per_rank": [repeats[-TIMELINE_REPEATS:] for repeats in timelines]}
         if timelines
@@ -94,7 +95,7 @@ def completed(report: dict) -> dict:
     hosts = [str(r.get("host", "?")) for r in report["per_rank"]]
     out = {
         "intervals": intervals(records),
-        "breakdown": breakdown(records, hosts),
+        "breakdown": breakdown(records, hosts, sharing=device_sharing(report.get("host"), hosts)),
         "timeline": None,
         "nvtx": "off",
         "spmd_version": "?",
@@ -114,7 +115,8 @@ def with_capture(report: dict, kernels: dict | None, seconds: float) -> dict:
     hosts = [str(r.get("host", "?")) for r in report["per_rank"]]
     steps = (report.get("result") or {}).get("steps_per_repeat")
     captured = retimed(kernels, records, steps)
-    out = {**report, "kernels": captured, "breakdown": breakdown(records, hosts, captured, steps)}
+    sharing = device_sharing(report.get("host"), hosts)
+    out = {**report, "kernels": captured, "breakdown": breakdown(records, hosts, captured, steps, sharing)}
     if out.get("wall") is not None:
         out["wall"] = {**out["wall"], "capture": seconds}
     out["findings"] = findings(out)

@@ -295,3 +295,41 @@ def test_a_device_another_process_kept_busy_is_named_from_its_queued_idle_time(s
         assert s["cause_seconds"] == pytest.approx((queued[late] - others) / 1e6)
     else:  # the others' wait alone names nobody where the phases time every collective
         assert s is None
+
+
+@given(
+    size=st.integers(2, 4),
+    late=st.integers(0, 3),
+    host=st.lists(st.floats(0.0, 400.0), min_size=4, max_size=4),
+    beside=st.lists(st.integers(0, 2), min_size=4, max_size=4),
+    captured=st.booleans(),
+)
+def test_a_gpu_another_process_used_names_a_slower_device_where_only_the_stragglers_did(
+    size, late, host, beside, captured
+):
+    """The same kernels on every rank, the others waiting for rank ``late`` in every captured step, its device's
+    idle time anything, and NVML's other processes on each rank's GPU (``beside``): a slower device, its evidence the
+    other process, exactly when ``late``'s GPU had one and no other rank's did; else what the kernels say (a host
+    cause needs its own excess). Without a capture, a straggler the repeats named gets the same cause from the fact."""
+    late %= size
+    beside = beside[:size]
+    sharing = {r: n for r, n in enumerate(beside) if n}
+    alone = beside[late] > 0 and not any(n for r, n in enumerate(beside) if r != late)
+    if captured:
+        k = _late_device([1000.0] * size, True, late, wait_us=300.0)
+        for r, h in enumerate(host[:size]):
+            k["per_rank"][r]["median"]["idle"] = {"host": h, "other": 0.0}
+        records = [[{"total": 0.01, "compute": 0.01, "comm": 0.001}] * 6 for _ in range(size)]
+        s = breakdown.breakdown(records, ["h"] * size, k, 1, sharing)["straggler"]
+    else:  # rank ``late`` computes 5 ms longer a repeat, the others wait for it in the collective
+        records = [
+            [{"total": 0.02, "compute": 0.015 if r == late else 0.01, "comm": 0.001 if r == late else 0.006}] * 6
+            for r in range(size)
+        ]
+        s = breakdown.breakdown(records, ["h"] * size, None, 1, sharing)["straggler"]
+        assert s["rank"] == late
+    if alone:
+        assert (s["rank"], s["cause"]) == (late, "slower device")
+        assert f"another process ran on its GPU ({beside[late]} beside its rank" in s["evidence"]
+    else:
+        assert s is None or s["cause"] != "slower device"

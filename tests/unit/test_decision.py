@@ -5,7 +5,7 @@ points, suspect points, a busy host, strong and batch series that disagree, step
 - a speedup above N is flagged wherever it appears;
 - a word about a quantity agrees with its number ("faster", "slower", "no measurable difference" with the lead's
   interval; "little" only below 10% of the step; a limit named only when it is the largest part);
-- a busy host comes first, with the fix;
+- a busy host (or a GPU another process used) comes first, with the fix;
 - strong and batch answers are linked when they differ;
 - nothing is predicted from a model that misses its own points;
 - nested parts never exceed the step.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,9 +30,10 @@ STEPS = 4
 FAIR = {"oversubscribed": [], "ranks_per_node": {"h": 2}, "cpus_per_node": {"h": 8}}
 
 
-def torch_report(ranks: int, batch: int, step_s: list[float], parts: dict, others: float) -> dict:
-    """A CPU training run's report.json as analysis reads it: every rank's repeats of STEPS steps of ``step_s``
-    seconds, the step's parts (shares of it), and the host's other processes' share of the CPU time."""
+def torch_report(ranks: int, batch: int, step_s: list[float], parts: dict, others: float, beside: int = 0) -> dict:
+    """A training run's report.json as analysis reads it: every rank's repeats of STEPS steps of ``step_s`` seconds,
+    the step's parts (shares of it), the host's other processes' share of the CPU time, and ``beside``: processes
+    another user ran on rank 0's GPU."""
     repeats = []
     for s in step_s:
         rep = {"total": s * STEPS}
@@ -60,10 +62,14 @@ def torch_report(ranks: int, batch: int, step_s: list[float], parts: dict, other
         "result": {"batch_per_rank": batch, "global_batch": batch * ranks, "steps_per_repeat": STEPS},
         "metrics": {"samples_per_s": batch * ranks * STEPS / timings["total"]["median"]},
         "host": {
-            "busy": [f"busy host: other processes on h took {others:.0%} of the CPU time its ranks could use"]
-            if busy
-            else [],
+            "busy": (
+                [f"busy host: other processes on h took {others:.0%} of the CPU time its ranks could use"]
+                if busy
+                else []
+            )
+            + ([f"busy device: the GPU at 0000:1b:00.0 on h ran {beside} other process(es)"] if beside else []),
             "nodes": nodes,
+            "gpus": {"h": {"0000:1b:00.0": {"ranks": 1, "processes": 1 + beside, "others": beside}}},
             "per_rank": [{"threads": {"chosen": 4, "how": "the rank's share", "compute": 4}}],
         },
         "kernels": None,
@@ -96,7 +102,7 @@ def sweeps(draw):
         noise = draw(st.sampled_from([0.0, 0.01, 0.1, 0.3]))
         repeats = [step * (1 + noise * ((i * 7919) % 11 - 5) / 5) for i in range(draw(st.integers(3, 9)))]
         others = draw(st.sampled_from([0.0] * 8 + [0.05, 0.3]))
-        return torch_report(ranks, batch, repeats, parts, others)
+        return torch_report(ranks, batch, repeats, parts, others, draw(st.sampled_from([0] * 9 + [1])))
 
     global_batch = draw(st.sampled_from([8, 16, 64]))
     strong = [run(1, global_batch), run(n, max(1, global_batch // n))]
@@ -190,14 +196,18 @@ def test_words_agree_with_their_numbers(sweep_of):
 
 @SETTINGS
 @given(sweeps())
-def test_a_busy_host_comes_first_with_the_fix(sweep_of):
+def test_a_busy_host_or_device_comes_first_with_the_fix(sweep_of):
     _, strong, batch_runs = sweep_of
     _, _, decision, text, _ = analysed(*sweep_of)
-    busy = any(r["host"]["busy"] for r in strong + [b["report"] for b in batch_runs])
+    reports = strong + [b["report"] for b in batch_runs]
+    busy = any(r["host"]["busy"] for r in reports)
+    host = any(w.startswith("busy host") for r in reports for w in r["host"]["busy"])
+    device = any(w.startswith("busy device") for r in reports for w in r["host"]["busy"])
     assert decision["host"]["busy"] == busy
-    assert text.startswith("Verdict: busy host: ") == busy
-    if busy:
-        assert "fix: run when the node is quiet" in text
+    assert text.startswith("Verdict: busy host: " if host else "Verdict: busy device: ") == busy
+    assert ("fix: run when the node is quiet" in text) == host
+    assert ("busy device: another process ran on the GPU at 0000:1b:00.0 of h in" in text) == device
+    assert ("fix: run on GPUs no other process uses" in text) == device
 
 
 @SETTINGS
@@ -224,3 +234,17 @@ def test_nothing_is_predicted_from_a_model_that_misses_its_own_points(sweep_of):
         assert "it predicts nothing further" in joined and "a miss: " in joined
     if "predicted from per-" in text:
         assert state["trusted"]
+
+
+@pytest.mark.parametrize(
+    "reason, run",
+    [
+        ("busy host: other processes on h took 30% of the CPU time", "on a quiet host"),
+        ("busy device: the GPU at 0000:1b:00.0 on h ran 1 other process(es)", "on GPUs no other process uses"),
+        ("noisy: the interval is wide", "with more repeats"),
+    ],
+)
+def test_the_run_that_would_settle_it_removes_what_made_the_points_suspect(reason, run):
+    from spmd.scale.decision.decide import settle
+
+    assert run in settle([reason], "batch sweep")

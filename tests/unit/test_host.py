@@ -6,7 +6,18 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spmd.core.host import BUSY_SHARE, HostLoad, busy_reasons, choose_threads, clock_tick, cpu_seconds, node_load
+from spmd.core.host import (
+    BUSY_SHARE,
+    HostLoad,
+    busy_reasons,
+    choose_threads,
+    clock_tick,
+    cpu_seconds,
+    device_sharing,
+    gpu_processes,
+    host_record,
+    node_load,
+)
 
 
 def test_threads_are_the_ranks_share_of_the_cores_unless_the_user_set_them():
@@ -77,3 +88,53 @@ def test_nodes_emulated_on_one_machine_count_each_others_ranks_as_their_own():
     for f in ranks:
         f["load"]["machine"] = None  # unknown machines: each node alone, the other's rank counted as another's
     assert node_load(ranks, ["node1", "node2"])["node1"]["others_cpu_s"] > 0.8
+
+
+class FakeNvml:
+    """NVML's two calls gpu_processes makes, over {bus id: processes listed} (a bus it does not know raises)."""
+
+    def __init__(self, listed: dict[str, list[int]]):
+        self.listed = listed
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus: bytes) -> str:
+        if bus.decode() not in self.listed:
+            raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        return bus.decode()
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: str) -> list[int]:
+        return self.listed[handle]
+
+
+def test_a_gpus_processes_are_counted_at_both_ends_of_the_repeats_and_unknown_without_nvml():
+    listed = {"0000:1b:00.0": [11]}
+    fake = FakeNvml(listed)
+    assert gpu_processes("00000000:1B:00.0", fake) == 1  # NVML's spelling and CUDA's name one GPU
+    assert gpu_processes("0000:2c:00.0", fake) is None and gpu_processes(None, fake) is None
+    load = HostLoad("0000:1b:00.0", fake)
+    load.start()
+    listed["0000:1b:00.0"] = [11, 12, 13]  # others came during the repeats
+    assert load.stop()["gpu_processes"] == 3 and load.sample["gpu"] == "0000:1b:00.0"
+    assert "gpu" not in HostLoad().stop()  # a CPU rank samples no GPU
+
+
+@given(
+    gpus=st.lists(st.tuples(st.integers(1, 3), st.integers(0, 2)), min_size=1, max_size=4),  # (job ranks, others)
+    unknown=st.booleans(),
+)
+def test_a_gpu_is_busy_exactly_when_nvml_lists_more_processes_than_the_jobs_ranks_on_it(gpus, unknown):
+    """Ranks on GPUs of one host, each GPU with its job ranks and other processes: a busy-device reason names each
+    GPU with others, every rank on it is said to share it, and a rank whose count is unknown says nothing."""
+    ranks, hosts, expected = [], [], {}
+    for g, (mine, others) in enumerate(gpus):
+        bus = f"0000:{g:02x}:00.0"
+        for _ in range(mine):
+            load = {"wall_s": 1.0, "own_cpu_s": 0.5, "node_busy_s": None, "node_cpus": 4, "gpu": bus}
+            load["gpu_processes"] = None if unknown and g == 0 else mine + others
+            ranks.append({"device": "gpu", "threads": {"compute": 1}, "load": load})
+            hosts.append("h")
+            if others and not (unknown and g == 0):
+                expected[len(ranks) - 1] = others
+    record = host_record(ranks, hosts)
+    assert device_sharing(record, hosts) == expected
+    named = {w.split(" ")[5] for w in record["busy"] if w.startswith("busy device")}
+    assert named == {ranks[r]["load"]["gpu"] for r in expected}

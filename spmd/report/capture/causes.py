@@ -127,12 +127,20 @@ def critical_path(coll: dict) -> list[dict]:
 # -- the cause of a straggler ------------------------------------------------------------------------
 
 
-def cause(slow: int, records_by_rank: list[list[dict]], kernels: dict | None, steps_per_repeat: int | None) -> dict:
+def cause(
+    slow: int,
+    records_by_rank: list[list[dict]],
+    kernels: dict | None,
+    steps_per_repeat: int | None,
+    sharing: dict[int, int] | None = None,
+) -> dict:
     """Why rank ``slow`` made the others wait: {cause, cause_seconds (its excess per step), evidence (a clause)}.
 
     The first explanation whose excess per step is at least CAUSE_SHARE of the step. First its data phase (timed marks);
     then its device's own work (compute kernels or CPU operators, more of them or the same ones slower, or on a GPU
-    its kernels queued while the device ran something else); then its host
+    its kernels queued while the device ran something else); then a GPU that ran another process beside it, where the
+    others' did not (``sharing``: rank -> other processes on its GPU, from NVML; on a shared GPU even the launches
+    wait, so the host looks slow too); then its host
     (what remains when the device did the same work; on a GPU the device waited for launches). The device's kernel time
     does not depend on the other ranks; the host's idle time does (a rank that waits for a peer waits in the collective,
     so its GPU looks busy and the late rank's idle), so the host is named only where the robust measures do not explain
@@ -196,16 +204,35 @@ def cause(slow: int, records_by_rank: list[list[dict]], kernels: dict | None, st
                     f"its GPU: nvidia-smi lists it)",
                 )
             )
+        if not found and _shared_alone(slow, others, sharing):
+            host = _host(mine, theirs, kernels, slow, others, gpu)
+            found.append(_busy_device(sharing[slow], host[1], f"; {host[3]}"))
         if not found:
             host = _host(mine, theirs, kernels, slow, others, gpu)
             if host[1] >= CAUSE_SHARE * step:  # named only where its own numbers show the excess
                 found.append(host[:3])
             else:
                 return {"cause": None, "undetermined": host[3]}
+    if not found and _shared_alone(slow, others, sharing):
+        found.append(_busy_device(sharing[slow], None, ""))
     if not found:
         return {"cause": None}
     name, seconds, evidence = found[0]
     return {"cause": name, "cause_seconds": seconds, "evidence": evidence}
+
+
+def _shared_alone(slow: int, others: list[int], sharing: dict[int, int] | None) -> bool:
+    """Whether the straggler's GPU ran another process and no other rank's did."""
+    return bool(sharing) and sharing.get(slow, 0) > 0 and not any(sharing.get(r, 0) for r in others)
+
+
+def _busy_device(processes: int, seconds: float | None, numbers: str) -> tuple[str, float | None, str]:
+    return (
+        "slower device",
+        seconds,
+        f"another process ran on its GPU ({processes} beside its rank at the repeats' start and end, NVML), and on "
+        f"no other rank's: its kernels and launches waited for the other's work{numbers}",
+    )
 
 
 def _host(mine, theirs, kernels, slow, others, gpu) -> tuple[str, float, str, str]:

@@ -26,8 +26,9 @@ def outcome(interval: list[float]) -> str:
 
 def host_state(reports: list[dict]) -> dict:
     """The host's state over the sweep's runs (report.json ``host``, spmd.core.host): per host, the runs whose
-    other processes took BUSY_SHARE or more of the CPU time its ranks could use (their shares) and those whose
-    compute threads outnumbered its CPUs; each rank's compute threads and how they were chosen."""
+    other processes took BUSY_SHARE or more of the CPU time its ranks could use (their shares), those whose
+    compute threads outnumbered its CPUs, and those with another process on one of its GPUs (the GPU's bus id and
+    how many); each rank's compute threads and how they were chosen."""
     busy: dict[str, dict] = {}
     threads = None
     counted = 0
@@ -36,8 +37,11 @@ def host_state(reports: list[dict]) -> dict:
         if not host:
             continue
         counted += 1
+        for name, gpus in (host.get("gpus") or {}).items():
+            entry = busy.setdefault(name, {"others": [], "threads": [], "devices": []})
+            entry["devices"] += [[bus, gpu["others"]] for bus, gpu in sorted(gpus.items()) if gpu.get("others")]
         for name, node in (host.get("nodes") or {}).items():
-            entry = busy.setdefault(name, {"others": [], "threads": []})
+            entry = busy.setdefault(name, {"others": [], "threads": [], "devices": []})
             share = node.get("others_share")
             if share is not None and share >= BUSY_SHARE:
                 entry["others"].append(share)
@@ -47,7 +51,7 @@ def host_state(reports: list[dict]) -> dict:
         if ranks and threads is None:
             t = ranks[0]["threads"]
             threads = {"per_rank": t.get("chosen") or t.get("compute"), "how": t.get("how")}
-    busy = {h: e for h, e in busy.items() if e["others"] or e["threads"]}
+    busy = {h: e for h, e in busy.items() if e["others"] or e["threads"] or e["devices"]}
     return {"busy": bool(busy), "hosts": busy, "runs": counted, "threads": threads}
 
 
@@ -135,6 +139,8 @@ def settle(reasons: list[str], lead_kind: str) -> str:
         return "the same sweep with each rank's compute threads within its share of the cores (unset OMP_NUM_THREADS)"
     if "busy host" in text or "oversubscribed" in text:
         return "the same sweep on a quiet host: nothing else running on its cores, at most one rank per core"
+    if "busy device" in text:
+        return "the same sweep on GPUs no other process uses (nvidia-smi lists each GPU's processes)"
     if "one CPU per GPU rank" in text:
         return "the same sweep with several CPUs per rank (mpirun --bind-to none, or srun --cpus-per-task)"
     if "noisy" in text:

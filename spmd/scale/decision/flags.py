@@ -5,9 +5,10 @@
   slowed by something else, or a cache effect made the work cheaper).
 - noisy: the interval of the time per repeat wider than +-BOUND of its median.
 - busy host: compute threads beyond the node's CPUs, or other processes taking BUSY_SHARE of the CPU time the
-  ranks could use (spmd.core.host).
+  ranks could use; busy device: a GPU that ran another process beside the job's ranks (spmd.core.host).
 - suspect: any of the above that makes a careful reader doubt the point (beyond ideal surely, noisy, a busy or
-  oversubscribed host, GPU ranks bound to one CPU): a suspect point never leads an answer and is kept out of fits.
+  oversubscribed host, a busy device, GPU ranks bound to one CPU): a suspect point never leads an answer and is
+  kept out of fits.
 - miss: a model's prediction outside the measured interval and more than MODEL_TOLERANCE off.
 """
 

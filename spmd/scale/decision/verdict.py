@@ -1,11 +1,12 @@
-"""The verdict: one line rendered from the decision (decision.decide), never deciding again. The host comes first
-where it was busy, with the fix; then the answer (or why there is none and the run that would settle it), what
-pays off, what limits it, and what links the strong series to the batch sweep where they answer differently.
+"""The verdict: one line rendered from the decision (decision.decide), never deciding again. The host (or a GPU another
+process used) comes first where it was busy, with the fix; then the answer (or why there is none and the run that
+would settle it), what pays off, what limits it, and what links the strong series to the batch sweep where they
+answer differently.
 """
 
 from __future__ import annotations
 
-from ...core.host import HOST_FIX
+from ...core.host import DEVICE_FIX, HOST_FIX
 from ...core.units import fmt_seconds
 from .decide import FASTER, SLOWER
 from .flags import LITTLE
@@ -35,9 +36,12 @@ def verdict(decision: dict) -> str:
 
 
 def host_words(host: dict) -> str:
-    """The busy host, once per host, with the fix."""
-    said = []
+    """The busy host or device, once per host, with the fix."""
+    said, devices = [], []
     for name, entry in sorted(host["hosts"].items()):
+        for bus in sorted({bus for bus, _ in entry.get("devices") or []}):
+            runs = sum(b == bus for b, _ in entry["devices"])
+            devices.append(f"another process ran on the GPU at {bus} of {name} in {runs} of {host['runs']} run(s)")
         if entry["others"]:
             lo, hi = min(entry["others"]), max(entry["others"])
             span = f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo:.0%}-{hi:.0%}"
@@ -53,10 +57,15 @@ def host_words(host: dict) -> str:
             )
     threads = host.get("threads") or {}
     chosen = f" (each rank ran {threads['per_rank']} compute thread(s): {threads['how']})" if threads else ""
-    return (
-        "busy host: " + "; ".join(said) + f": the timings hold that contention, not only the work{chosen}; "
-        f"fix: {HOST_FIX}"
-    )
+    out = []
+    if said:
+        out.append(
+            "busy host: " + "; ".join(said) + f": the timings hold that contention, not only the work{chosen}; "
+            f"fix: {HOST_FIX}"
+        )
+    if devices:
+        out.append("busy device: " + "; ".join(devices) + f": its kernels waited for the other's; fix: {DEVICE_FIX}")
+    return "; ".join(out)
 
 
 def suspect_words(decision: dict) -> str:
