@@ -117,15 +117,17 @@ def captured_straggler(
     records_by_rank: list[list[dict]], kernels: dict, hosts: list[str], steps: int | None, sharing=None
 ):
     """The straggler the timed repeats could not name, from the captured steps (None where they name none either):
-    whom every captured step waited for, where the phases do not time every collective; and on a GPU, a rank whose
-    own kernels took longer (DEVICE_CAUSES). A GPU that is late keeps every host waiting on its own device inside
-    the collective, so the hosts' phases look alike; the kernels' durations show it, and the profiler's uneven cost
-    to each host (which the repeats are trusted over) does not lengthen them."""
+    whom every captured step waited for, where the phases do not time every collective; on a GPU, a rank whose
+    own kernels took longer (DEVICE_CAUSES); and on any device, a rank that ran more kernels or operators than the
+    others (more work). A GPU that is late keeps every host waiting on its own device inside the collective, so the
+    hosts' phases look alike; the kernels' durations show it, and the profiler's uneven cost to each host (which the
+    repeats are trusted over) does not lengthen them. A count of operators is no timing at all: the profiler's cost
+    cannot make one up, where the repeats of ranks time-sharing cores can leave their intervals too wide to name it."""
     late = kernel_straggler(kernels, hosts)
     if late is None:
         return None
     late.update(cause(late["rank"], records_by_rank, kernels, steps, sharing))
-    if kernels.get("untimed_collectives"):
+    if kernels.get("untimed_collectives") or late.get("cause") == "more work":
         return late
     return late if kernels.get("device") == "gpu" and late.get("cause") in DEVICE_CAUSES else None
 

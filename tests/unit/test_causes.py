@@ -251,9 +251,10 @@ def test_the_captured_kernels_name_a_late_device_only_on_a_gpu_and_only_for_its_
     size, late, extra, more, gpu
 ):
     """Timed repeats that name nobody (every host alike) and captured steps in which the others waited for rank
-    ``late``, whose kernels took ``extra`` times more than the others': named from the captured steps exactly when the
-    device is a GPU and that excess is at least CAUSE_SHARE of the step, as more work when it also ran more kernels,
-    else as a slower device; never on a CPU, whose host timings see its own operators."""
+    ``late``, whose kernels took ``extra`` times more than the others': named from the captured steps where that
+    excess is at least CAUSE_SHARE of the step, as more work when it also ran more kernels or operators (a count the
+    profiler cannot make up, on any device), else as a slower device on a GPU only (on a CPU the operators' times are
+    the host's, which the repeats are trusted over)."""
     late %= size
     base = 1000.0
     compute = [base * (1 + extra) if r == late else base for r in range(size)]
@@ -262,7 +263,7 @@ def test_the_captured_kernels_name_a_late_device_only_on_a_gpu_and_only_for_its_
     records = [[{"total": 0.01, "compute": 0.01, "comm": 0.001}] * 6 for _ in range(size)]
     s = breakdown.breakdown(records, ["h"] * size, kernels, 1)["straggler"]
     span = max(compute) + 100.0
-    if gpu and base * extra >= causes.CAUSE_SHARE * span:
+    if (gpu or more) and base * extra >= causes.CAUSE_SHARE * span:
         assert s["rank"] == late and s["seen_in"] == "captured steps"
         assert s["cause"] == ("more work" if more else "slower device")
     else:
@@ -333,3 +334,17 @@ def test_a_gpu_another_process_used_names_a_slower_device_where_only_the_straggl
         assert f"another process ran on its GPU ({beside[late]} beside its rank" in s["evidence"]
     else:
         assert s is None or s["cause"] != "slower device"
+
+
+def test_a_recorded_cpu_run_whose_repeats_were_too_wide_is_named_more_work_from_its_operator_counts():
+    """3 ranks on the 2 cores of the CPU machine, rank 0 given extra matrix products a step (the fault matrix's
+    "more work"): in 3 of its 10 repeats the scheduler made rank 0 wait longest, so the interval of the others' wait
+    reached below 5% of a repeat and the repeats named nobody. The captured steps count 157 operators a step on rank 0
+    against 129: named from them."""
+    r = json.loads((ANALYSES.parents[1] / "reports/cpu-3r-bn-more-work.json").read_text())
+    records = [x["repeats"] for x in r["per_rank"]]
+    steps = r["result"]["steps_per_repeat"]
+    assert breakdown.breakdown(records, ["vm"] * 3, None, steps)["straggler"] is None  # the repeats alone
+    s = breakdown.breakdown(records, ["vm"] * 3, r["kernels"], steps)["straggler"]
+    assert (s["rank"], s["cause"], s["seen_in"]) == (0, "more work", "captured steps")
+    assert "157 operators a step against 129" in s["evidence"]
