@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
+from spmd.core.files import write_json_atomic  # noqa: E402
 from spmd.core.runtime import Context  # noqa: E402
 from spmd.job import run_job  # noqa: E402
 from spmd.workloads.registry import job_config_from_dict  # noqa: E402
@@ -257,13 +257,11 @@ def planned(models: list[str], wheres: list[str], n: int, captures: list[bool], 
 
 
 def kept(folder: Path, name: str, report: dict) -> str:
-    """``report`` written whole into ``folder`` as NAME.json (a unique temporary file renamed): a miss's evidence, to
-    read again where it ran on a machine of another kind. Returns the file's name."""
+    """``report`` written whole into ``folder`` as NAME.json: a miss's evidence, to read again where it ran on a
+    machine of another kind. Returns NAME."""
     folder.mkdir(parents=True, exist_ok=True)
-    name = name.replace(" ", "-") + ".json"
-    tmp = folder / f".{name}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(report))
-    os.replace(tmp, folder / name)
+    name = name.replace(" ", "-")
+    write_json_atomic(folder / f"{name}.json", report, overwrite=True)
     return name
 
 

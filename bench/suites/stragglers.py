@@ -71,10 +71,7 @@ def gpu_subset(env) -> list[Measure]:
     args += ["--keep", env.work / "matrix-gpu-misses"]
     rows, relaunched = _launched(lambda: env.program("straggler_matrix.py", *args, ranks=2, timeout=1200))
     # each miss's report.json beside the records, gzipped (its evidence, read again off the GPU); a row names its own
-    kept = {r["kept"].removesuffix(".json"): env.work / "matrix-gpu-misses" / r["kept"] for r in rows if r.get("kept")}
-    for r in rows:
-        if r.get("kept"):
-            r["kept"] = r["kept"].removesuffix(".json")
+    kept = {r["kept"]: env.work / "matrix-gpu-misses" / f"{r['kept']}.json" for r in rows if r.get("kept")}
     inputs = save_inputs(env, "gpu-subset", kept, "stragglers") if kept else {}
     return figures(rows, "2 GPUs (the GPU subset)", relaunched, inputs)
 

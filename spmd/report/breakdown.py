@@ -20,7 +20,8 @@ must explain EXPLAINED of that wait. On a GPU that excess is what its host or it
 stretched by a host no slower than theirs (``capture.causes.phase_excess``); where the hosts set a GPU step's pace,
 the wait it caused is the others' less what their devices would have waited for their own hosts anyway
 (``_fed_ahead``). The captured steps name one on their own only where the phases do not time every
-collective, or, on a GPU, where the late rank's own kernels took longer (``captured_straggler``).
+collective, where the late rank ran more kernels or operators than the others, or, on a GPU, where its own kernels
+took longer (``captured_straggler``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from __future__ import annotations
 import statistics
 
 from ..core.stats import BOUND, Interval, median_interval
-from ..core.timing import HOST_SIDE, host_side, is_host_side
+from ..core.timing import HOST_SIDE, is_host_side
 from ..core.units import fmt_seconds
 from .capture.causes import cause, phase_excess
 
@@ -210,8 +211,9 @@ def _fed_ahead(records: list[dict]) -> float:
     sides = [p for p in records[0] if is_host_side(p)] if records else []
     if not sides:
         return 0.0
-    phases = [p.removeprefix(HOST_SIDE) for p in sides]
-    return statistics.median(max(0.0, sum(r[host_side(p)] - r.get(p, 0.0) for p in phases)) for r in records)
+    return statistics.median(
+        max(0.0, sum(r[s] - r.get(s.removeprefix(HOST_SIDE), 0.0) for s in sides)) for r in records
+    )
 
 
 def _slowest_phase(records_by_rank, slow: int, others: list[int]) -> tuple[str, float, float, float]:
