@@ -277,7 +277,9 @@ def main() -> None:
     ap.add_argument("--ranks", default="2", help="rank counts, each the first n ranks of the launch")
     ap.add_argument("--data", default="/tmp/spmd-straggler-matrix")
     ap.add_argument("--models", default=",".join(DATA))
-    ap.add_argument("--where", default=",".join(WHERE), help="where the slowness sits (comma-separated)")
+    ap.add_argument(
+        "--where", default=",".join(WHERE), help="where the slowness sits (comma-separated; empty: clean runs only)"
+    )
     ap.add_argument("--clean", type=int, default=20, help="clean runs at each rank count")
     ap.add_argument("--share", type=float, default=0.5, help="the slowness as a share of the model's clean step")
     ap.add_argument("--floor", type=float, default=0.005, help="and at least this many seconds")
@@ -312,7 +314,7 @@ def main() -> None:
             idle_barrier(world)
             continue
         clean_step = {m: repeat_seconds(run(sub, config(folder, m, False))) / STEPS for m in models}  # warms up too
-        runs = planned(models, a.where.split(","), n, captures, a.clean, a.subset)
+        runs = planned(models, [w for w in a.where.split(",") if w], n, captures, a.clean, a.subset)
         for done, (model, where, slow, capture) in enumerate(runs):
             late = deadline is not None and time.monotonic() > deadline
             if sub.bcast(late if sub.rank == 0 else None):  # every rank of the run stops together

@@ -19,9 +19,11 @@ their wait that lies above the bound), with the phase in which its own work adde
 must explain EXPLAINED of that wait. On a GPU that excess is what its host or its device added, not a device span
 stretched by a host no slower than theirs (``capture.causes.phase_excess``); where the hosts set a GPU step's pace,
 the wait it caused is the others' less what their devices would have waited for their own hosts anyway
-(``_fed_ahead``). The captured steps name one on their own only where the phases do not time every
-collective, where the late rank ran more kernels or operators than the others, or, on a GPU, where its own kernels
-took longer (``captured_straggler``).
+(``_fed_ahead``), and that caused wait must itself reach SIGNIFICANT of a repeat: a host merely behind, or slower
+by less than that, costs the step nothing the others' own hosts would not have. The captured steps name one on their
+own only where the phases do not time every collective, where the late rank ran more kernels or operators than the
+others, or, on a GPU, where its own kernels took longer by EXPLAINED of the others' wait, or NVML saw another process
+on its GPU alone (``captured_straggler``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import statistics
 from ..core.stats import BOUND, Interval, median_interval
 from ..core.timing import HOST_SIDE, is_host_side
 from ..core.units import fmt_seconds
-from .capture.causes import cause, phase_excess
+from .capture.causes import cause, phase_excess, shared_alone
 
 CATEGORIES = ("compute", "comm", "data", "wait", "other")
 DATA_PHASES = ("read", "h2d")
@@ -130,7 +132,13 @@ def captured_straggler(
     late.update(cause(late["rank"], records_by_rank, kernels, steps, sharing))
     if kernels.get("untimed_collectives") or late.get("cause") == "more work":
         return late
-    return late if kernels.get("device") == "gpu" and late.get("cause") in DEVICE_CAUSES else None
+    if kernels.get("device") != "gpu" or late.get("cause") not in DEVICE_CAUSES:
+        return None
+    # its kernels' extra time must explain the others' wait, or NVML must show another process on its GPU alone
+    # (time-sliced with another process, the device waits between kernels, not inside them)
+    others = [r for r in range(len(hosts)) if r != late["rank"]]
+    explained = (late.get("cause_seconds") or 0.0) >= EXPLAINED * late["others_wait"]
+    return late if explained or shared_alone(late["rank"], others, sharing) else None
 
 
 def kernel_straggler(kernels: dict | None, hosts: list[str]) -> dict | None:
@@ -181,8 +189,11 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
         return None
     phase, mine, theirs, excess = _slowest_phase(records_by_rank, slow, others)
     # on a GPU whose hosts set the pace, the others' devices would have waited for their own hosts that long anyway
-    caused = max(0.0, interval.median - statistics.fmean(_fed_ahead(records_by_rank[r]) for r in others))
-    if excess < EXPLAINED * max(caused, bound):  # its own phases do not explain why the others waited
+    fed = statistics.fmean(_fed_ahead(records_by_rank[r], records_by_rank[slow]) for r in others)
+    caused = max(0.0, interval.median - fed)
+    if caused < bound:  # a host merely behind: the others' steps would have taken as long without it
+        return None
+    if excess < EXPLAINED * caused:  # its own phases do not explain why the others waited
         return None
     in_phase = statistics.fmean(statistics.median(p["wait_in_phase"] for p in repeats[r]) for r in others)
     where = "wait" if in_phase >= interval.median / 2 else "comm"
@@ -204,15 +215,18 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
     }
 
 
-def _fed_ahead(records: list[dict]) -> float:
-    """Seconds a repeat a rank's device would have waited for its own host had no rank been late (median): its
-    host's time in the phases whose host side it recorded beyond their device spans. 0 where none was recorded (a
-    CPU's phases are the host's)."""
+def _fed_ahead(records: list[dict], late: list[dict]) -> float:
+    """Seconds a repeat a rank's device would have waited for its own host had no rank been late (median over
+    repeats): its host's time in the phases whose host side it recorded beyond their device spans, counting in each
+    phase no more host time than the late rank's host took there (a host that blocked on a collective's result, as
+    a model's forward that reads a value back does, spent the wait there, not its own work). 0 where none was
+    recorded (a CPU's phases are the host's)."""
     sides = [p for p in records[0] if is_host_side(p)] if records else []
     if not sides:
         return 0.0
     return statistics.median(
-        max(0.0, sum(r[s] - r.get(s.removeprefix(HOST_SIDE), 0.0) for s in sides)) for r in records
+        max(0.0, sum(min(r[s], t.get(s, r[s])) - r.get(s.removeprefix(HOST_SIDE), 0.0) for s in sides))
+        for r, t in zip(records, late)
     )
 
 

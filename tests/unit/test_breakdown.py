@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spmd.report.breakdown import EXPLAINED, breakdown, findings, per_repeat
+from spmd.report.breakdown import EXPLAINED, SIGNIFICANT, breakdown, findings, per_repeat
 
 HOSTS = ["a", "b", "c"]
 
@@ -181,13 +181,25 @@ def test_a_rank_is_named_only_where_its_own_phases_explain_the_others_wait(late,
 GPU_PHASES = ("data", "forward", "backward", "optimizer")
 
 
-def gpu_steps(host: dict, device: dict, late: int, size: int, extra: dict, seed: int, n: int = 8, steps: int = 8):
+def gpu_steps(
+    host: dict,
+    device: dict,
+    late: int,
+    size: int,
+    extra: dict,
+    seed: int,
+    n: int = 8,
+    steps: int = 8,
+    blocks: str | None = None,
+):
     """Per rank, ``n`` repeats of a DDP step on a GPU as the torch workload records them: each phase's device span
     (CUDA events), its host side (``host:PHASE``) and the exposed allreduce. Every host issues each phase in
     ``host`` s, every device runs it in ``device`` s. Rank ``late`` adds ``extra``, seconds by phase under "host" (a
     host slower there) or "device" (more device work), or nothing (its host merely started behind the others'). A
     device that is fed late runs at its host's pace; a device fed ahead (its rank waited in the
-    allreduce) shows its kernels alone; the allreduce ends when the last rank's device arrives."""
+    allreduce) shows its kernels alone; the allreduce ends when the last rank's device arrives. ``blocks``: a phase
+    in which each host reads a value back from its device (a model's forward that checks a mask does), so that an
+    early rank's host there waits as long as its device waits for the late one."""
     rng = np.random.default_rng(seed)
     out = [[] for _ in range(size)]
     for _ in range(n):
@@ -207,7 +219,7 @@ def gpu_steps(host: dict, device: dict, late: int, size: int, extra: dict, seed:
             span = {p: (max(h[r][p], g[r][p]) if r == late else g[r][p]) for p in GPU_PHASES}
             exposed = step - sum(span.values())
             rec = {p: steps * span[p] for p in GPU_PHASES}
-            rec.update({f"host:{p}": steps * h[r][p] for p in GPU_PHASES})
+            rec.update({f"host:{p}": steps * (h[r][p] + (exposed if p == blocks else 0.0)) for p in GPU_PHASES})
             rec.update(comm_exposed=steps * exposed, comm_buffers=0.0, comm_overlapped=0.0, step=steps * step)
             rec.update(comm=steps * exposed, compute=steps * (step - exposed), total=steps * step + 1e-4)
             out[r].append(rec)
@@ -234,13 +246,32 @@ def test_a_gpu_rank_fed_late_by_a_host_no_slower_than_the_others_is_no_straggler
     assert breakdown(rec, HOSTS[:size])["straggler"] is None
 
 
-@given(**gpu_case, kind=st.sampled_from(["host", "device"]))
-def test_a_gpu_rank_slower_in_its_own_host_or_device_is_named_there(host, fed, late, size, where, seed, kind):
-    """The same steps with rank ``late``'s host slower in one phase, or its device given more work there, by as long
-    as a step: that rank is named, in that phase, its own excess what was added."""
+@given(**gpu_case, behind=st.floats(0.45, 0.85))
+def test_a_gpu_rank_whose_host_is_a_little_slower_than_the_others_is_no_straggler(
+    host, fed, late, size, where, seed, behind
+):
+    """Rank ``late``'s host slower in one phase by ``behind`` of SIGNIFICANT of a step: the others' devices, fed
+    ahead, wait for it in the allreduce far longer than that (their own hosts would have kept them waiting anyway),
+    and its own excess explains a third of the wait it caused; but that caused wait, the step's only real loss, is
+    below SIGNIFICANT of a repeat, so nobody is named (the clean GPU runs of the fault matrix, whose hosts differ by up
+    to 18% of a step, named one this way)."""
     late = min(late, size - 1)
+    added = behind * SIGNIFICANT * sum(host.values())
+    rec = gpu_steps(host, {p: fed * host[p] for p in host}, late, size, {"host": {where: added}}, seed)
+    assert breakdown(rec, HOSTS[:size])["straggler"] is None
+
+
+@given(**gpu_case, kind=st.sampled_from(["host", "device"]), blocks=st.sampled_from([None, *GPU_PHASES]))
+def test_a_gpu_rank_slower_in_its_own_host_or_device_is_named_there(host, fed, late, size, where, seed, kind, blocks):
+    """The same steps with rank ``late``'s host slower in one phase, or its device given more work there, by as long
+    as a step: that rank is named, in that phase, its own excess what was added; also where the others' hosts spent
+    their wait in a phase that reads a value back (``blocks``: the wait is not their own host's work). Not where that
+    phase is the one the late rank is slow in: there a host's wait and a host's work take the same wall time, and the
+    late rank's host is no measure of the others' own work (a limit of ``_fed_ahead``)."""
+    late = min(late, size - 1)
+    blocks = None if blocks == where else blocks
     added = sum(host.values())
-    rec = gpu_steps(host, {p: fed * host[p] for p in host}, late, size, {kind: {where: added}}, seed)
+    rec = gpu_steps(host, {p: fed * host[p] for p in host}, late, size, {kind: {where: added}}, seed, blocks=blocks)
     s = breakdown(rec, HOSTS[:size])["straggler"]
     assert s is not None and s["rank"] == late and s["phase"] == where
     assert (s.get("cause") == "data") == (where == "data")  # without a capture the data phase alone says why

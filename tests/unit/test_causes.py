@@ -276,21 +276,27 @@ def test_the_captured_kernels_name_a_late_device_only_on_a_gpu_and_only_for_its_
     queued=st.lists(st.floats(0.0, 400.0), min_size=4, max_size=4),
     host=st.floats(0.0, 400.0),
     gpu=st.booleans(),
+    shared=st.booleans(),
 )
-def test_a_device_another_process_kept_busy_is_named_from_its_queued_idle_time(size, late, queued, host, gpu):
+def test_a_device_another_process_kept_busy_is_named_from_its_queued_idle_time(size, late, queued, host, gpu, shared):
     """The same kernels, equally long, on every rank, but rank ``late``'s GPU sat idle with its next kernel already
     queued (another process's work ran there, which its trace does not hold) while the others waited for it: named a
-    slower device exactly when that idle exceeds the others' median by CAUSE_SHARE of the step, on a GPU only (on a CPU
-    the same field is time between operators, the host's); the evidence names the queued idle with both numbers."""
+    slower device exactly when that idle exceeds the others' median by CAUSE_SHARE of the step and by EXPLAINED of the
+    others' wait, on a GPU only (on a CPU the same field is time between operators, the host's); the evidence names
+    the queued idle with both numbers. Where NVML saw another process on its GPU alone (``shared``), named a slower
+    device whatever the idle."""
     late %= size
     queued = queued[:size]
     k = _late_device([1000.0] * size, gpu, late, wait_us=300.0)
     for r, q in enumerate(queued):
         k["per_rank"][r]["median"]["idle"] = {"host": host, "other": q}
     records = [[{"total": 0.01, "compute": 0.01, "comm": 0.001}] * 6 for _ in range(size)]
-    s = breakdown.breakdown(records, ["h"] * size, k, 1)["straggler"]
+    s = breakdown.breakdown(records, ["h"] * size, k, 1, {late: 1} if shared else None)["straggler"]
     others = statistics.median(q for r, q in enumerate(queued) if r != late)
-    if gpu and queued[late] - others >= causes.CAUSE_SHARE * 1100.0:
+    excess = queued[late] - others
+    if gpu and shared:
+        assert (s["rank"], s["cause"], s["seen_in"]) == (late, "slower device", "captured steps")
+    elif gpu and excess >= causes.CAUSE_SHARE * 1100.0 and excess >= breakdown.EXPLAINED * 300.0:
         assert (s["rank"], s["cause"], s["seen_in"]) == (late, "slower device", "captured steps")
         assert f"idle {queued[late] / 1e3:.2f} ms a step with its next kernel already queued" in s["evidence"]
         assert s["cause_seconds"] == pytest.approx((queued[late] - others) / 1e6)

@@ -204,7 +204,7 @@ def cause(
                     f"its GPU: nvidia-smi lists it)",
                 )
             )
-        if not found and _shared_alone(slow, others, sharing):
+        if not found and shared_alone(slow, others, sharing):
             host = _host(mine, theirs, kernels, slow, others, gpu)
             found.append(_busy_device(sharing[slow], host[1], f"; {host[3]}"))
         if not found:
@@ -213,7 +213,7 @@ def cause(
                 found.append(host[:3])
             else:
                 return {"cause": None, "undetermined": host[3]}
-    if not found and _shared_alone(slow, others, sharing):
+    if not found and shared_alone(slow, others, sharing):
         found.append(_busy_device(sharing[slow], None, ""))
     if not found:
         return {"cause": None}
@@ -221,7 +221,7 @@ def cause(
     return {"cause": name, "cause_seconds": seconds, "evidence": evidence}
 
 
-def _shared_alone(slow: int, others: list[int], sharing: dict[int, int] | None) -> bool:
+def shared_alone(slow: int, others: list[int], sharing: dict[int, int] | None) -> bool:
     """Whether the straggler's GPU ran another process and no other rank's did."""
     return bool(sharing) and sharing.get(slow, 0) > 0 and not any(sharing.get(r, 0) for r in others)
 
