@@ -38,7 +38,17 @@ from .capture.causes import cause, phase_excess, shared_alone
 CATEGORIES = ("compute", "comm", "data", "wait", "other")
 DATA_PHASES = ("read", "h2d")
 OVERLAPPED = ("comm_overlapped",)
-NOT_OWN = ("wait", "comm", "comm_overlapped", "h2d_overlapped", "total", "comm_exposed", "comm_buffers", "step")
+NOT_OWN = (
+    "wait",
+    "comm",
+    "comm_overlapped",
+    "h2d_overlapped",
+    "total",
+    "comm_exposed",
+    "comm_buffers",
+    "comm_syncbn",
+    "step",
+)
 SIGNIFICANT = 0.05  # the others' wait must be at least this share of a repeat to name a straggler
 MIN_WAIT_S = 1e-4  # and at least this long (below it, timer resolution and scheduling noise)
 SECONDARY = 0.25  # the critical path names a rank waited for at least this share of the most waited-for one

@@ -69,6 +69,7 @@ NESTED = {
     "step": "compute + comm",
     "data": "step",
     "comm_buffers": "step",
+    "comm_syncbn": "step",
     "forward": "step",
     "backward": "step",
     "comm_exposed": "step",

@@ -49,11 +49,14 @@ def test_strategies_and_precisions_verify(tmp_path, strategy, precision):
 @pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.gpus(2))])
 def test_sync_batchnorm_cnn_verifies(tmp_path, ranks):
     """At 2 GPUs the one-process reference on rank 0 runs SyncBatchNorm's statistics alone: it must not wait in
-    SyncBatchNorm's collective (it did: NCCL's watchdog ended the job after 300 s)."""
+    SyncBatchNorm's collective (it did: NCCL's watchdog ended the job after 300 s). Its layers' forwards are timed as
+    their own phase (comm_syncbn), inside the step and out of forward."""
     rc, err, rep = run(tmp_path, "cnn", "params.sync_batchnorm=true", "params.options.dropout=0.0", ranks=ranks)
     assert rc == 0, err
     assert rep["verified"] and rep["ranks"] == ranks
     assert rep["verification"]["gradients"]["largest_error_in_bounds"] <= 1
+    t = rep["timings"]
+    assert 0 < t["comm_syncbn"]["median"] < t["step"]["median"]
 
 
 def test_out_of_gpu_memory_names_the_batch(tmp_path):

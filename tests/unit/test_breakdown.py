@@ -253,8 +253,8 @@ def test_a_gpu_rank_whose_host_is_a_little_slower_than_the_others_is_no_straggle
     """Rank ``late``'s host slower in one phase by ``behind`` of SIGNIFICANT of a step: the others' devices, fed
     ahead, wait for it in the allreduce far longer than that (their own hosts would have kept them waiting anyway),
     and its own excess explains a third of the wait it caused; but that caused wait, the step's only real loss, is
-    below SIGNIFICANT of a repeat, so nobody is named (the clean GPU runs of the fault matrix, whose hosts differ by up
-    to 18% of a step, named one this way)."""
+    below SIGNIFICANT of a repeat, so nobody is named (the clean GPU runs of the fault matrix, one host a little slower
+    than the other's, named one this way)."""
     late = min(late, size - 1)
     added = behind * SIGNIFICANT * sum(host.values())
     rec = gpu_steps(host, {p: fed * host[p] for p in host}, late, size, {"host": {where: added}}, seed)

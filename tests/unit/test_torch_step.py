@@ -36,10 +36,12 @@ def group():
     dist.destroy_process_group()
 
 
-def train(params: TorchParams, steps: int, plan: list[bool] | None = None, **options):
-    """``steps`` steps of a small MLP; (its parameters, the trainer, how many hook calls it saw)."""
+def train(params: TorchParams, steps: int, plan: list[bool] | None = None, middle=None, **options):
+    """``steps`` steps of a small MLP (``middle``: a layer between its two); (its parameters, the trainer, how many
+    hook calls it saw)."""
     torch.manual_seed(0)
-    module = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    inner = [middle] if middle is not None else []
+    module = torch.nn.Sequential(torch.nn.Linear(6, 8), *inner, torch.nn.ReLU(), torch.nn.Linear(8, 3))
     rng = np.random.default_rng(1)
     x = torch.from_numpy(rng.standard_normal((64, 6)).astype(np.float32))
     y = torch.from_numpy(rng.integers(0, 3, 64))
@@ -270,6 +272,43 @@ def test_the_buffers_broadcast_is_its_own_phase_taken_out_of_forward():
     phases = _marks(times).phases()
     assert phases["comm_buffers"] == 0.0 and phases["forward"] == 9.0
     assert not [d for d in _marks(times).drawn() if d[0] == "buffers broadcast"]
+
+
+def test_syncbatchnorm_layers_forwards_are_their_own_phase_taken_out_of_forward_on_device_and_host():
+    """Two SyncBatchNorm layers in a forward from 3 to 10, their forwards 4-5 and 7-9 (each gathers every rank's
+    statistics: an early rank waits there): comm_syncbn 3, forward the rest; the host side of forward leaves out the
+    host's own time in them (it read the gathered counts back, waiting for the last rank); drawn on the timeline."""
+    from spmd.workloads.torch.phases import StepMarks
+
+    times = {"s": 0.0, "d0": 1.0, "a0": 3.0, "f0": 10.0, "b0": 15.0, "o": 16.0}
+    marks = StepMarks(torch, False, 1, syncbn=True)
+    marks.t = dict(times)
+    marks.layers = [[4.0, 5.0], [7.0, 9.0]]
+    marks.layers_host = [[4.0, 5.0], [7.0, 9.0]]
+    phases = marks.phases()
+    assert phases["comm_syncbn"] == 3.0 and phases["forward"] == 9.0 - 3.0
+    assert marks.host_phases()["forward"] == 9.0 - 3.0
+    assert ("SyncBatchNorm gather", "host", 7.0, 9.0) in marks.drawn()
+    assert "comm_syncbn" not in _marks(times).phases()  # a model without the layers has no such phase
+
+
+def test_a_marked_step_times_each_syncbatchnorm_layers_forward_as_comm(group, monkeypatch):
+    """The trainer marks around every SyncBatchNorm layer (on a CPU DDP refuses the layer and its forward cannot
+    run: that check is passed by, and a sleep stands in for the gather's wait): the sleeps land in comm_syncbn and
+    comm, not in forward."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    monkeypatch.setattr(DDP, "_passing_sync_batchnorm_handle", lambda self, module: None)
+    monkeypatch.setattr(
+        torch.nn.SyncBatchNorm, "forward", lambda self, x: (time.sleep(0.02), x * self.weight + self.bias)[1]
+    )
+    base = TorchParams(model="m.py:build", batch=8, steps=4, phase_every=2)
+    _, trainer, _ = train(base, 4, middle=torch.nn.SyncBatchNorm(8))
+    record = trainer.timer.records[0]
+    assert trainer.syncbn and record["comm_syncbn"] >= 0.06 and record["comm"] >= record["comm_syncbn"]
+    assert record["forward"] < record["comm_syncbn"] / 2
+    _, plain, _ = train(base, 4)
+    assert not plain.syncbn and "comm_syncbn" not in plain.timer.records[0]
 
 
 def test_the_host_side_of_each_phase_sums_its_micro_batches():

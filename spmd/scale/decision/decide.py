@@ -84,17 +84,18 @@ def array_misses(model: dict | None, series: dict) -> list[dict]:
 
 def step_parts(report: dict, captured_host: float | None = None) -> dict[str, float]:
     """Seconds per step of a training run's parts (the slowest rank's median per repeat over its steps): the
-    exposed allreduce, DDP's broadcast of the buffers before each forward (models with buffers), data, the step's own
-    compute and, where a capture measured it, the GPU's wait for its host; scaled so that they never exceed the step
-    (the marked steps' phases can overshoot it)."""
+    exposed allreduce, DDP's broadcast of the buffers before each forward (models with buffers), SyncBatchNorm's
+    gathers in forward (models with it), data, the step's own compute and, where a capture measured it, the GPU's
+    wait for its host; scaled so that they never exceed the step (the marked steps' phases can overshoot it)."""
     parts = {
         "allreduce": per_step(report, "comm_exposed"),
         "data": per_step(report, "data"),
         "compute": per_step(report, "forward", "backward", "optimizer"),
     }
-    buffers = per_step(report, "comm_buffers")
-    if buffers > 0:
-        parts["buffers"] = buffers
+    for part, phase in (("buffers", "comm_buffers"), ("syncbn", "comm_syncbn")):
+        seconds = per_step(report, phase)
+        if seconds > 0:
+            parts[part] = seconds
     step = per_step(report, "total")
     if captured_host is not None:
         parts["host"] = captured_host

@@ -155,6 +155,7 @@ def pay_off_text(pay: dict, state: dict, units: str, n: int) -> str:
 PART_WORDS = {
     "allreduce": "the allreduce of the gradients left exposed",
     "buffers": "DDP's broadcast of the buffers before each forward (with the wait there for the last rank)",
+    "syncbn": "SyncBatchNorm's gathers of the batch statistics in forward (with the wait there for the last rank)",
     "host": "the host (the GPU waited for launches)",
     "data": "the data phase",
     "compute": "the step's own compute",

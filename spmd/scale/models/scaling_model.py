@@ -209,7 +209,7 @@ def ranks_on_a_node(model: dict, ranks: int) -> int:
 
 # a training step's parts, timed inside its compute and comm phases (torch, train): fitted on their own (the
 # step model needs backward), never summed with the phases they are part of
-INNER_PHASES = ("data", "comm_buffers", "forward", "backward", "comm_exposed", "optimizer", "step")
+INNER_PHASES = ("data", "comm_buffers", "comm_syncbn", "forward", "backward", "comm_exposed", "optimizer", "step")
 
 
 def fit_model(

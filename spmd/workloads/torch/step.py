@@ -151,8 +151,16 @@ class Trainer:
         # where the module's own forward begins, after DDP's broadcast of the buffers (a rank late before its forward
         # makes the others wait there, not in the allreduce); eager only (a compiled forward would trace the hook)
         self.micro_index = 0
+        # and around each SyncBatchNorm layer's forward, which gathers every rank's statistics: there too an early
+        # rank waits for the late one (timed as comm_syncbn, not as its forward)
+        self.syncbn = False
         if params.phases and params.strategy == "ddp":
             module.register_forward_pre_hook(self._module_begins)
+            for layer in module.modules():
+                if isinstance(layer, torch.nn.SyncBatchNorm):
+                    layer.register_forward_pre_hook(self._syncbn_begins)
+                    layer.register_forward_hook(self._syncbn_ends)
+                    self.syncbn = True
         self.optimizer = make_optimizer(torch, params.optimizer, module.parameters(), capturable=self.graph_mode)
         data_device = batches.x.device
         self.idx = torch.zeros((window_steps, self.micro * self.batch), dtype=torch.int64, device=data_device)
@@ -166,7 +174,7 @@ class Trainer:
         self.every = min(params.phase_every, params.steps)
         self.scaled_to_window = 1.0  # the last window's marked phases, as a share of steps / marked (<1: capped)
         self.slots = (
-            [StepMarks(torch, self.gpu, self.micro) for _ in range(params.steps // self.every)]
+            [StepMarks(torch, self.gpu, self.micro, self.syncbn) for _ in range(params.steps // self.every)]
             if params.phases
             else None
         )
@@ -204,6 +212,14 @@ class Trainer:
         """The module's forward pre-hook: on a marked step, its micro-batch's mark ``m`` (phases.StepMarks)."""
         if self.current is not None:
             self.current.mark(f"m{self.micro_index}")
+
+    def _syncbn_begins(self, layer, args) -> None:
+        if self.current is not None:
+            self.current.syncbn_begins()
+
+    def _syncbn_ends(self, layer, args, out) -> None:
+        if self.current is not None:
+            self.current.syncbn_ends()
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -377,7 +393,7 @@ class Trainer:
                         timer.add(host_side(name), scale * seconds)
                 # the phases every report has: compute (the step's own work) and comm (what it waited for: the exposed
                 # allreduce, and the buffers' broadcast before each forward, where an early rank waits for a late one)
-                comm = phases["comm_exposed"] + phases["comm_buffers"]
+                comm = phases["comm_exposed"] + phases["comm_buffers"] + phases.get("comm_syncbn", 0.0)
                 timer.add("compute", scale * (phases["step"] - comm))
                 timer.add("comm", scale * comm)
             self.last = marked[-1]

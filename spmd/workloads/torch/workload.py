@@ -355,8 +355,10 @@ class TorchWorkload(TrainingWorkload):
         timed ones follows it."""
         p, st = self.params, self.trainer
         self.ctx.agree(self._check_losses)
-        # the timed phases miss these collectives: the captured steps alone may name a straggler
-        window.untimed_collectives = bool(p.sync_batchnorm or p.strategy == "ddp-graph")
+        # the timed phases miss these collectives (a graph's replay; SyncBatchNorm's where its layers were not
+        # marked, as in a compiled forward): the captured steps alone may name a straggler. Marked, its forward's
+        # gathers are comm_syncbn; its backward's allreduce stays inside backward, as a layer's own kernels do
+        window.untimed_collectives = p.strategy == "ddp-graph" or (p.sync_batchnorm and not st.syncbn)
         st.load_window(self.sampler.window(st.step, window.length))
         slots, st.slots = st.slots, []
         st.window = window
