@@ -288,7 +288,9 @@ def main() -> None:
     ap.add_argument(
         "--max-seconds", type=float, default=None, help="start no run after this many seconds (the rows so far stand)"
     )
-    ap.add_argument("--keep", default=None, help="a folder for the report.json of each run that named a wrong rank")
+    ap.add_argument(
+        "--keep", default=None, help="a folder for the report.json of each run that named a wrong rank or cause"
+    )
     ap.add_argument("--keep-every", action="store_true", help="--keep every run's report (to replay a rule on them)")
     a = ap.parse_args()
     deadline = time.monotonic() + a.max_seconds if a.max_seconds else None
@@ -365,7 +367,8 @@ def main() -> None:
                     "finding": (report["findings"] or [None])[0],
                     "verified": report["verified"],
                 }
-                if a.keep and (a.keep_every or row["named_rank"] != slow):
+                wrong = row["named_rank"] != slow or (row["cause"] and row["cause"] != expected)
+                if a.keep and (a.keep_every or wrong):
                     row["kept"] = kept(Path(a.keep), f"{n}r-{done:02d}-{model}-{where or 'clean'}", report)
                 print(json.dumps(row), flush=True)
         sub.Free()
