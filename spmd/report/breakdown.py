@@ -13,17 +13,17 @@ window, torch and train, on a noisy machine), they are scaled down to it, so sha
 ``overlap``: the share of communication hidden behind computation (``comm_overlapped`` over it and the exposed
 ``comm``) where the workload overlaps them.
 
-The straggler is the rank that waited least while the others waited: named when, in every repeat the interval
-of the median rests on, the others' mean wait exceeds SIGNIFICANT of the repeat (a 95% interval of the median of
-their wait that lies above the bound), with the phase in which its own work added most beyond the others', which
-must explain EXPLAINED of that wait. On a GPU that excess is what its host or its device added, not a device span
-stretched by a host no slower than theirs (``capture.causes.phase_excess``); where the hosts set a GPU step's pace,
-the wait it caused is the others' less what their devices would have waited for their own hosts anyway
-(``_fed_ahead``), and that caused wait must itself reach SIGNIFICANT of a repeat: a host merely behind, or slower
-by less than that, costs the step nothing the others' own hosts would not have. The captured steps name one on their
-own only where the phases do not time every collective, where the late rank ran more kernels or operators than the
-others, or, on a GPU, where its own kernels took longer by EXPLAINED of the others' wait, or NVML saw another process
-on its GPU alone (``captured_straggler``).
+The straggler is the rank that waited least while the others waited: named when, over MIN_REPEATS repeats or more,
+in every repeat the interval of the median rests on, the others' mean wait exceeds SIGNIFICANT of the repeat (a 95%
+interval of the median of their wait that lies above the bound), with the phase in which its own work added most
+beyond the others', which must explain EXPLAINED of that wait. On a GPU that excess is what its host or its device
+added, not a device span stretched by a host no slower than theirs (``capture.causes.phase_excess``); where the
+hosts set a GPU step's pace, the wait it caused is the others' less what their devices would have waited for their
+own hosts anyway (``_fed_ahead``), and that caused wait must itself reach SIGNIFICANT of a repeat: a host merely
+behind, or slower by less than that, costs the step nothing the others' own hosts would not have. The captured steps
+name one on their own only where the phases do not time every collective, where the late rank ran more kernels or
+operators than the others, or, on a GPU, where its own kernels took longer by EXPLAINED of the others' wait, or NVML
+saw another process on its GPU alone (``captured_straggler``).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ NOT_OWN = (
 )
 SIGNIFICANT = 0.05  # the others' wait must be at least this share of a repeat to name a straggler
 MIN_WAIT_S = 1e-4  # and at least this long (below it, timer resolution and scheduling noise)
+MIN_REPEATS = 3  # the fewest repeats that give the others' wait an interval (75%): fewer name no straggler
 SECONDARY = 0.25  # the critical path names a rank waited for at least this share of the most waited-for one
 # the straggler's own excess (its phase furthest above the others') must account for at least this share of the
 # others' wait: on a GPU each host also waits for its own device in the collective, and which host waits longer
@@ -191,6 +192,8 @@ def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], host
     slow = min(range(size), key=lambda r: statistics.median(waits[r]))
     others = [r for r in range(size) if r != slow]
     n = len(waits[0])
+    if n < MIN_REPEATS:  # one or two repeats: no interval says the others waited
+        return None
     their_wait = [statistics.fmean(waits[r][i] for r in others) for i in range(n)]
     totals = [max(parts[i]["total"] for parts in repeats) for i in range(n)]
     bound = max(MIN_WAIT_S, SIGNIFICANT * statistics.median(totals))
@@ -267,6 +270,12 @@ def findings(report: dict) -> list[str]:
     s = report["breakdown"]["straggler"]
     if s:
         out.append(straggler_sentence(s, shared=time_shared(report.get("placement"), s["host"])))
+    repeats = min((len(r.get("repeats") or []) for r in report.get("per_rank") or []), default=0)
+    if not s and len(report["breakdown"]["per_rank"]) > 1 and 0 < repeats < MIN_REPEATS:
+        out.append(
+            f"No straggler is looked for in {repeats} repeat(s): the others' wait has no interval below "
+            f"{MIN_REPEATS} repeats (repeats: {MIN_REPEATS} or more, or auto)."
+        )
     path = critical_path_sentence(report.get("kernels"))
     if path:
         out.append(path)

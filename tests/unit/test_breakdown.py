@@ -64,6 +64,24 @@ def test_a_slow_reader_is_named_with_its_phase_and_the_others_wait():
     assert text[0].startswith("Rank 1 on b is the straggler: its read took") and "in wait" in text[0]
 
 
+@given(n=st.integers(1, 6), late=st.integers(0, 2), slow=st.floats(0.05, 0.5))
+def test_a_straggler_is_named_only_from_three_repeats_or_more(n, late, slow):
+    """One rank's read slower by ``slow`` s in each of ``n`` repeats: named from 3 repeats on (the fewest whose median
+    has an interval, 75%); from 1 or 2 none is, and the findings say why."""
+    reads = [slow + 0.01 if r == late else 0.01 for r in range(3)]
+    b = breakdown(repeats(reads, n=n, jitter=0.02), HOSTS)
+    if n >= 3:
+        assert b["straggler"]["rank"] == late
+        return
+    assert b["straggler"] is None
+    report = {
+        "breakdown": b,
+        "per_rank": [{"repeats": [{}] * n} for _ in range(3)],
+        "intervals": {"total": {"median": 0.1, "low": 0.1, "high": 0.1, "level": 0.0, "n": n}},
+    }
+    assert f"No straggler is looked for in {n} repeat(s)" in " ".join(findings(report))
+
+
 def test_a_slow_computer_is_waited_for_in_the_collective():
     rec = repeats([0.01, 0.01, 0.01])
     for rank in (0, 2):  # rank 1 computes 0.1 s longer: the others wait inside comm
