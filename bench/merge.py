@@ -174,8 +174,16 @@ def _update_manifest(dst: Path, facts: dict, commit: str, cases: dict, merged: l
     if not any(c.get("commit") == manifest.get("commit") for c in manifest["cases"] if "records" in c):
         # no case stands on the suite's own commit any more: the newest merge's is the suite's
         manifest.update({k: facts[k] for k in ("command", "tree", "date") if k in facts}, commit=commit, changes=[])
-    commands = manifest.setdefault("commands", [])
-    for case in cases.values():
-        if case.get("command") and case["command"] not in commands:
-            commands.append(case["command"])
+    manifest["commands"] = _commands(manifest["cases"])
     write_manifest(dst, manifest)
+
+
+def _commands(entries: list[dict]) -> list[str]:
+    """The commands behind the cases' standing records, each once, earlier calls first: a replaced case's old
+    commands go with its records."""
+    out: list[str] = []
+    for entry in entries:
+        for command in [*(e.get("command") for e in entry.get("earlier", [])), entry.get("command")]:
+            if command and command not in out:
+                out.append(command)
+    return out

@@ -90,7 +90,7 @@ def _device_folder(tmp_path: Path, name: str, case: str, error: float, runs: int
     write_records(folder / "records.jsonl", collect("predict", measures, case))
     entry = {
         "case": case,
-        "command": f"bench run predict --only '{case}'",
+        "command": f"bench run predict --only '{case}' --out {name}",
         "commit": commit,
         "records": 1,
         "seconds": 9.0,
@@ -135,6 +135,8 @@ def test_merge_replaces_a_case_or_adds_its_runs_keeping_every_runs_inputs(tmp_pa
     assert not (dst / "inputs" / "stale-fit.json.gz").exists() and (dst / "inputs" / "y-p2p-off-fit.json.gz").exists()
     entry = json.loads((dst / "manifest.json").read_text())["cases"][0]
     assert entry["commit"] == "c3" and [e["commit"] for e in entry["earlier"]] == ["c1", "c2"]
+    x_runs = [f"bench run predict --only 'x on other links' --out {n}" for n in ("docs", "call2", "call33")]
+    assert json.loads((dst / "manifest.json").read_text())["commands"] == x_runs
 
     # measured again from scratch: the case's runs and inputs replaced, the other case's kept
     merge(_device_folder(tmp_path, "again", "x on other links", 0.01, commit="c4"), dst)
@@ -148,6 +150,7 @@ def test_merge_replaces_a_case_or_adds_its_runs_keeping_every_runs_inputs(tmp_pa
     ]
     manifest = json.loads((dst / "manifest.json").read_text())
     assert manifest["cases"][0]["commit"] == "c4" and "earlier" not in manifest["cases"][0]
+    assert manifest["commands"] == ["bench run predict --only 'x on other links' --out again"]  # the old runs' went
 
 
 def test_runs_added_to_a_run_without_inputs_keep_their_own_params_and_inputs(tmp_path):
