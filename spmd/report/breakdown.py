@@ -270,10 +270,10 @@ def findings(report: dict) -> list[str]:
     s = report["breakdown"]["straggler"]
     if s:
         out.append(straggler_sentence(s, shared=time_shared(report.get("placement"), s["host"])))
-    repeats = min((len(r.get("repeats") or []) for r in report.get("per_rank") or []), default=0)
-    if not s and len(report["breakdown"]["per_rank"]) > 1 and 0 < repeats < MIN_REPEATS:
+    total = Interval(**report["intervals"]["total"])
+    if not s and len(report["breakdown"]["per_rank"]) > 1 and total.n < MIN_REPEATS:
         out.append(
-            f"No straggler is looked for in {repeats} repeat(s): the others' wait has no interval below "
+            f"No straggler is looked for in {total.n} repeat(s): the others' wait has no interval below "
             f"{MIN_REPEATS} repeats (repeats: {MIN_REPEATS} or more, or auto)."
         )
     path = critical_path_sentence(report.get("kernels"))
@@ -286,7 +286,6 @@ def findings(report: dict) -> list[str]:
             f"(per rank; the rest is exposed, in comm)."
         )
     rule = report.get("repeat_rule") or {}
-    total = Interval(**report["intervals"]["total"])
     bound = rule.get("bound", BOUND)
     if total.n > 1 and not total.tight(bound, need_level=rule.get("rule") == "auto"):
         why = f" after the {rule['max_seconds']:g} s budget" if rule.get("stopped") == "budget" else ""
