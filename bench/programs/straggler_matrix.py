@@ -149,7 +149,9 @@ GPU_SUBSET = [
     ("mlp", "data", "first", False),
 ]
 GPU_MODELS = ("bn", "bn-sync", "gpt2-tiny", "gru", "mlp")
-# another tenant of the GPU: bf16 matrix products back to back until it is killed
+# another tenant of the GPU: bf16 matrix products back to back until it is killed, 64 queued at a time (about 15 ms of
+# work): with 8 (2 ms) the GPU ran the job alone between batches, and GPT-2 tiny's host-bound step, whose few kernels
+# often fell in those gaps, was slowed in some repeats and not others (a tenant that comes and goes)
 OCCUPIER = """
 import sys, torch
 torch.cuda.set_device(int(sys.argv[1]))
@@ -158,7 +160,7 @@ b = a @ a
 torch.cuda.synchronize()
 print("busy", flush=True)
 while True:
-    for _ in range(8):
+    for _ in range(64):
         b = a @ a
     torch.cuda.synchronize()
 """

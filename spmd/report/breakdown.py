@@ -22,8 +22,10 @@ hosts set a GPU step's pace, the wait it caused is the others' less what their d
 own hosts anyway (``_fed_ahead``), and that caused wait must itself reach SIGNIFICANT of a repeat: a host merely
 behind, or slower by less than that, costs the step nothing the others' own hosts would not have. The captured steps
 name one on their own only where the phases do not time every collective, where the late rank ran more kernels or
-operators than the others, or, on a GPU, where its own kernels took longer by EXPLAINED of the others' wait, or NVML
-saw another process on its GPU alone (``captured_straggler``).
+operators than the others, where the repeats' interval was too low or wide but the rank every captured step waited
+for waited least and its own phase exceeded the others' by SIGNIFICANT of a repeat in every repeat (DDP hides a
+peer's wait in its overlapped backward: ``timed_agree``), or, on a GPU, where its own kernels took longer by EXPLAINED
+of the others' wait, or NVML saw another process on its GPU alone (``captured_straggler``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import statistics
 from ..core.stats import BOUND, Interval, median_interval
 from ..core.timing import HOST_SIDE, is_host_side
 from ..core.units import fmt_seconds
-from .capture.causes import cause, phase_excess, shared_alone
+from .capture.causes import MORE_KERNELS, cause, phase_excess, shared_alone
 
 CATEGORIES = ("compute", "comm", "data", "wait", "other")
 DATA_PHASES = ("read", "h2d")
@@ -123,25 +125,33 @@ def breakdown(
     if late is not None:
         late.update(cause(late["rank"], records_by_rank, kernels, steps, sharing))
     elif kernels:
-        late = captured_straggler(records_by_rank, kernels, hosts, steps, sharing)
+        late = captured_straggler(records_by_rank, kernels, hosts, steps, sharing, repeats)
     return {"categories": list(CATEGORIES), "per_rank": ranks, "straggler": late}
 
 
 def captured_straggler(
-    records_by_rank: list[list[dict]], kernels: dict, hosts: list[str], steps: int | None, sharing=None
+    records_by_rank: list[list[dict]],
+    kernels: dict,
+    hosts: list[str],
+    steps: int | None,
+    sharing=None,
+    repeats: list[list[dict]] | None = None,
 ):
     """The straggler the timed repeats could not name, from the captured steps (None where they name none either):
-    whom every captured step waited for, where the phases do not time every collective; on a GPU, a rank whose
-    own kernels took longer (DEVICE_CAUSES); and on any device, a rank that ran more kernels or operators than the
-    others (more work). A GPU that is late keeps every host waiting on its own device inside the collective, so the
+    whom every captured step waited for, where the phases do not time every collective, or where the timed repeats
+    agree (``timed_agree``); on a GPU, a rank whose own kernels took longer (DEVICE_CAUSES); and on any device, a
+    rank that ran more kernels or operators than the others (more work), whoever the collectives say the others
+    waited for. A GPU that is late keeps every host waiting on its own device inside the collective, so the
     hosts' phases look alike; the kernels' durations show it, and the profiler's uneven cost to each host (which the
     repeats are trusted over) does not lengthen them. A count of operators is no timing at all: the profiler's cost
     cannot make one up, where the repeats of ranks time-sharing cores can leave their intervals too wide to name it."""
-    late = kernel_straggler(kernels, hosts)
+    late = more_work_straggler(kernels, hosts) or kernel_straggler(kernels, hosts)
     if late is None:
         return None
     late.update(cause(late["rank"], records_by_rank, kernels, steps, sharing))
     if kernels.get("untimed_collectives") or late.get("cause") == "more work":
+        return late
+    if late.get("cause") and repeats and timed_agree(records_by_rank, repeats, late["rank"]):
         return late
     if kernels.get("device") != "gpu" or late.get("cause") not in DEVICE_CAUSES:
         return None
@@ -150,6 +160,57 @@ def captured_straggler(
     others = [r for r in range(len(hosts)) if r != late["rank"]]
     explained = (late.get("cause_seconds") or 0.0) >= EXPLAINED * late["others_wait"]
     return late if explained or shared_alone(late["rank"], others, sharing) else None
+
+
+def timed_agree(records_by_rank: list[list[dict]], repeats: list[list[dict]], late: int) -> bool:
+    """Whether the timed repeats point at rank ``late`` too, where the interval of the others' wait was too wide or
+    too low to name it (where it was not, the repeats judged on their own: their rules stand): it waited least
+    (median), and its own work, timed outside any profiler, exceeds the others' by SIGNIFICANT of a repeat in its
+    furthest phase (``_slowest_phase``) in every repeat, not in their median alone. Behind DDP's overlapped
+    allreduce a GPU rank's wait for a late peer sits in its device's backward and in a host blocked on a full launch
+    queue, not in its timed wait, so three repeats can leave that wait's interval below the bound while the late
+    rank's own phase and every captured step show it."""
+    size = len(repeats)
+    waits = [statistics.median(p["wait"] for p in parts) for parts in repeats]
+    if size < 2 or min(range(size), key=waits.__getitem__) != late:
+        return False
+    others = [r for r in range(size) if r != late]
+    n = len(repeats[0])
+    totals = [max(parts[i]["total"] for parts in repeats) for i in range(n)]
+    bound = max(MIN_WAIT_S, SIGNIFICANT * statistics.median(totals))
+    their_wait = [statistics.fmean(repeats[r][i]["wait"] for r in others) for i in range(n)]
+    if n >= MIN_REPEATS and median_interval(their_wait).low >= bound:
+        return False
+    phase = _slowest_phase(records_by_rank, late, others)[0]
+    least = min(phase_excess([[rank[i]] for rank in records_by_rank], late, others, phase) or 0.0 for i in range(n))
+    return least >= bound
+
+
+def more_work_straggler(kernels: dict | None, hosts: list[str]) -> dict | None:
+    """The rank whose captured steps ran more kernels or operators than every other rank's (MORE_KERNELS times),
+    taking SIGNIFICANT of a step longer for them: a step waits for its slowest rank's own work at its collectives,
+    whatever order the others' arrivals took there. None where no rank did."""
+    ranks = (kernels or {}).get("per_rank") or []
+    if len(ranks) < 2 or not all(r.get("steps") for r in ranks):
+        return None
+    counts = [r["median"]["kernels"] for r in ranks]
+    late = max(range(len(ranks)), key=counts.__getitem__)
+    others = [r for r in range(len(ranks)) if r != late]
+    span = statistics.median(r["median"]["span_us"] for r in ranks)
+    extra = ranks[late]["median"]["compute_us"] - max(ranks[r]["median"]["compute_us"] for r in others)
+    if counts[late] <= MORE_KERNELS * max(counts[r] for r in others) or extra < SIGNIFICANT * span:
+        return None
+    coll = kernels.get("collectives") or {}
+    waited = statistics.fmean(coll["wait_us"][r] for r in others) if coll.get("matched") else 0.0
+    return {
+        "rank": late,
+        "host": hosts[late],
+        "phase": "step",
+        "others_wait": waited / 1e6,
+        "others_wait_in": "comm",
+        "share_of_repeat": waited / span,
+        "seen_in": "captured steps",
+    }
 
 
 def kernel_straggler(kernels: dict | None, hosts: list[str]) -> dict | None:

@@ -4,6 +4,7 @@ thread sharing its interpreter with a spinning one), and small hand-made traces 
 
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
 from pathlib import Path
@@ -16,6 +17,7 @@ from spmd.report import breakdown
 from spmd.report.capture import causes, kernels
 
 ANALYSES = Path(__file__).resolve().parents[1] / "fixtures/traces/analyses"
+REPORTS = ANALYSES.parents[1] / "reports"
 
 
 def straggler_of(run: str, untimed: bool = False) -> dict | None:
@@ -354,3 +356,120 @@ def test_a_recorded_cpu_run_whose_repeats_were_too_wide_is_named_more_work_from_
     s = breakdown.breakdown(records, ["vm"] * 3, r["kernels"], steps)["straggler"]
     assert (s["rank"], s["cause"], s["seen_in"]) == (0, "more work", "captured steps")
     assert "157 operators a step against 129" in s["evidence"]
+
+
+@pytest.mark.parametrize("fault, cause", [("hog", "host"), ("data", "data")])
+def test_a_recorded_gpt2_run_whose_wait_ddp_hid_is_named_where_its_own_phase_and_every_captured_step_agree(
+    fault, cause
+):
+    """GPT-2 (124M) on 2 H200s, 3 repeats, rank 1 made slow on purpose (a host thread hogging its interpreter, 10 ms
+    of data a step): rank 0 waited for it behind DDP's overlapped allreduce, in its device's backward and in a host
+    blocked on a full launch queue, so its timed wait was 0 - 19 ms a repeat and the interval reached below 5% of a
+    repeat. Rank 1's own phase exceeded rank 0's by more than that in each of the 3 repeats, and every captured step
+    had rank 0 waiting for it: named, with its cause. The repeats alone name nobody."""
+    r = json.loads(gzip.decompress((REPORTS / f"gpt2-124m-h200x2-r1-{fault}-3repeats.json.gz").read_bytes()))
+    records = [x["repeats"] for x in r["per_rank"]]
+    steps = r["result"]["steps_per_repeat"]
+    assert breakdown.breakdown(records, ["vm"] * 2, None, steps)["straggler"] is None
+    s = breakdown.breakdown(records, ["vm"] * 2, r["kernels"], steps)["straggler"]
+    assert (s["rank"], s["cause"], s["seen_in"]) == (1, cause, "captured steps")
+
+
+def _hidden_wait_run(size: int, late: int, excess: list[float], others_wait: list[float]):
+    """Records of ``size`` ranks whose rank ``late`` spent ``excess[i]`` more than the others in its data phase in
+    repeat i while the others' timed wait was ``others_wait[i]``, and captured steps in which the others waited for it
+    in every step."""
+    total = 0.02
+    records = [
+        [
+            {
+                "total": total,
+                "compute": 0.01,
+                "data": 0.0005 + (e if r == late else 0.0),
+                "comm": 0.001 + (0.0 if r == late else w),
+            }
+            for e, w in zip(excess, others_wait)
+        ]
+        for r in range(size)
+    ]
+    return records, _late_device([1000.0] * size, True, late, wait_us=300.0)
+
+
+@given(
+    size=st.integers(2, 4),
+    late=st.integers(0, 3),
+    excess=st.lists(st.floats(0.0, 0.004), min_size=3, max_size=8),
+    hidden=st.floats(1e-5, 0.0009),
+)
+def test_captured_steps_name_a_rank_the_repeats_hid_only_where_its_own_phase_exceeds_in_every_repeat(
+    size, late, excess, hidden
+):
+    """Whatever the late rank's excess in each repeat: where the others' timed wait stays below 5% of a repeat
+    (DDP hid it) and every captured step waited for the late rank, it is named exactly when its own phase exceeded
+    the others' by 5% of a repeat in every repeat (a clean run's slower repeats come and go; a fault's stay)."""
+    late %= size
+    records, k = _hidden_wait_run(size, late, excess, [hidden] * len(excess))
+    s = breakdown.breakdown(records, ["h"] * size, k, 1)["straggler"]
+    bound = breakdown.SIGNIFICANT * 0.02
+    if min(excess) >= bound:
+        assert (s["rank"], s["cause"], s["seen_in"]) == (late, "data", "captured steps")
+    else:
+        assert s is None
+
+
+@given(size=st.integers(2, 4), late=st.integers(0, 3), excess=st.floats(0.0, 0.004))
+def test_captured_steps_do_not_overrule_repeats_whose_interval_judged(size, late, excess):
+    """Where the others' timed wait was 8 ms a repeat in every repeat (40%: its interval above the bound), the repeats'
+    own rules decide; a data phase a tenth of that wait explains none of it: nobody named, whatever the captured
+    steps say."""
+    late %= size
+    records, k = _hidden_wait_run(size, late, [min(excess, 0.0026)] * 5, [0.008] * 5)
+    assert breakdown.breakdown(records, ["h"] * size, k, 1)["straggler"] is None
+
+
+@given(
+    counts=st.lists(st.sampled_from([100, 101, 103, 110]), min_size=2, max_size=4),
+    compute=st.lists(st.floats(500.0, 2000.0), min_size=4, max_size=4),
+    waited_for=st.integers(0, 3),
+    gpu=st.booleans(),
+)
+def test_a_rank_that_ran_more_kernels_or_operators_is_named_more_work_whoever_the_collectives_waited_for(
+    counts, compute, waited_for, gpu
+):
+    """Timed repeats that name nobody and captured steps whose collectives waited for any rank: the rank that ran
+    more than MORE_KERNELS times every other's kernels (or operators), taking SIGNIFICANT of a step longer for them
+    than the longest of the others, is named more work, on a GPU or a CPU; where none did, nobody."""
+    size = len(counts)
+    compute = compute[:size]
+    k = _late_device(compute, gpu, waited_for % size, wait_us=300.0, kernels_n=counts)
+    records = [[{"total": 0.01, "compute": 0.01, "comm": 0.001}] * 6 for _ in range(size)]
+    s = breakdown.breakdown(records, ["h"] * size, k, 1)["straggler"]
+    top = max(range(size), key=counts.__getitem__)
+    rest = [r for r in range(size) if r != top]
+    span = max(compute) + 100.0
+    more = counts[top] > causes.MORE_KERNELS * max(counts[r] for r in rest)
+    if more and compute[top] - max(compute[r] for r in rest) >= breakdown.SIGNIFICANT * span:
+        assert (s["rank"], s["cause"], s["seen_in"]) == (top, "more work", "captured steps")
+    elif s is not None:  # only the rank the collectives waited for, on their own terms (kernel_straggler)
+        assert s["rank"] == waited_for % size
+
+
+@given(operators=st.floats(0.0, 3000.0), between=st.floats(0.0, 3000.0))
+def test_on_a_cpu_a_slower_operator_or_the_time_between_them_is_named_by_which_added_more(operators, between):
+    """A CPU rank whose operators took ``operators`` us a step longer than the others' and whose time between
+    operators grew by ``between``: both are its host's, so the larger names the cause (a sleep before the forward
+    leaves the next operators a little slower too), each only from CAUSE_SHARE of a step."""
+    k = _captured([1000.0, 1000.0 + between], compute_us=10000.0, gpu=False)
+    k["per_rank"][1]["median"]["compute_us"] += operators
+    k["per_rank"][1]["median"]["span_us"] += operators
+    records = [[{"total": 0.012, "compute": 0.012}] * 3 for _ in range(2)]
+    found = causes.cause(1, records, k, 1)
+    span = 11000.0 + between + operators
+    if abs(operators - between) < 1e-6 and operators >= causes.CAUSE_SHARE * span:  # a tie: either
+        assert found["cause"] in ("slower device", "host")
+    elif operators >= causes.CAUSE_SHARE * span and operators >= between:
+        assert found["cause"] == "slower device"
+    elif operators >= causes.CAUSE_SHARE * span or between / 1e6 >= causes.CAUSE_SHARE * 0.012:
+        assert found["cause"] == "host"
+    else:
+        assert found["cause"] is None

@@ -12,8 +12,9 @@ whose excess per step over the other ranks' median is at least CAUSE_SHARE of a 
 - ``data``: its data phase (timed marks);
 - ``more work``: its device's own work (compute kernels, or CPU operators) took longer and it ran more of them;
 - ``slower device``: the same kernels (or operators), each slower (a throttled or slower GPU; on a CPU a slowed
-  or shared core); or, on a GPU, its device idle while its next kernel was already queued (``idle.other``: the GPU
-  ran another process's work meanwhile, which no trace of this rank holds);
+  or shared core, unless the time between operators grew more, then ``host``); or, on a GPU, its device idle while
+  its next kernel was already queued (``idle.other``: the GPU ran another process's work meanwhile, which no trace
+  of this rank holds);
 - ``host``: what remains when the device did the same work: on a GPU its device sat idle waiting for launches (a
   slowed or contended host thread, a launch-bound step); on a CPU time between operators.
 A kernel's time does not depend on the other ranks; idle time does (a rank that waits for a peer waits inside
@@ -192,6 +193,12 @@ def cause(
                         ),
                     )
                 )
+        if not gpu and found and found[-1][0] == "slower device":
+            # a CPU's operators and the time between them are both its host's: name what added more (a sleep
+            # between operators can leave the next ones a little slower too, their caches cold)
+            host = _host(mine, theirs, kernels, slow, others, gpu)
+            if host[1] > found[-1][1]:
+                found[-1] = host[:3]
         queued = m["idle"]["other"] if gpu else 0.0
         queued_o = statistics.median(x["idle"]["other"] for x in t) if gpu else 0.0
         if not found and gpu and queued - queued_o >= CAUSE_SHARE * span:
