@@ -16,7 +16,7 @@ def test_the_design_set_names_the_slowed_rank_and_its_clean_runs_name_none_but_s
     gathers (their kernels say the phases missed those collectives, so the captured steps alone decide, and the
     profiler's uneven cost to each host decides for them); the only slowed run not named is the busy device on GPT-2
     tiny, where no rank is named."""
-    rows = [r for launch in sorted(p for p in DESIGN.iterdir() if p.is_dir()) for r in replay(launch)]
+    rows = [r for launch in sorted(DESIGN.glob("*/rows.jsonl")) for r in replay(launch.parent)]
     assert len(rows) == 90
     clean_named = [r for r in rows if not r["where"] and r["now_rank"] is not None]
     assert clean_named and all(r["model"] == "bn-sync" and r["capture"] for r in clean_named)

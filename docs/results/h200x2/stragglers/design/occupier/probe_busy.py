@@ -1,6 +1,6 @@
 """Which tenant makes a steady slower device under GPT-2 tiny: 2 ranks, rank 1's GPU shared with another process
 running one of four tenants, a clean run and each tenant by turns, 3 turns, every run captured. Prints one JSON line a
-run: its step against the first clean run's, the straggler named, and rank 0's wait in each repeat (rows.jsonl).
+run: its step against the first clean run's, the straggler named, and rank 0's wait in each repeat (probe.jsonl).
 
     mpirun --allow-run-as-root --bind-to none -n 2 -x NCCL_NVLS_ENABLE=0 python3 probe_busy.py
 """
