@@ -30,7 +30,15 @@ GPU_SECONDS = 420  # the GPU subset starts no run after this: its rows so far co
 def matrix(env) -> list[Measure]:
     """One launch a model, capture setting and rank count (a process that ran some fifty jobs with profiler captures
     crashed in PyTorch's profiler, twice in two full matrices; one relaunch of a launch that crashed, counted)."""
-    counts = [2, 3] if env.ranks >= 3 else [2]
+    return _matrix(env, [2, 3] if env.ranks >= 3 else [2])
+
+
+def matrix_3(env) -> list[Measure]:
+    """The matrix's 3-rank half alone: on a host with a core for each rank (the 2-core machine time-shares 3)."""
+    return _matrix(env, [3])
+
+
+def _matrix(env, counts: list[int]) -> list[Measure]:
     rows, relaunched = [], 0
     for n in counts:
         for model in ("bn",) if env.quick else MODELS:
@@ -155,8 +163,11 @@ def figures(rows: list[dict], where: str, relaunched: int = 0, inputs: dict | No
                 params={**params, "within_10_percent_by_model": by_model},
             )
         )
-    if clean and all("own_step_s" in c for c in clean):  # the clean runs' own spread by turns: what 10% is held to
-        spread = [c["step_s"] / statistics.median(_same(clean, c, "step_s")) for c in clean]
+    # the clean runs' own spread by turns, what 10% is held to: where a launch ran two or more of a model and capture
+    # setting (one alone is its own median and says nothing)
+    paired = [c for c in clean if len(_same(clean, c, "step_s")) >= 2]
+    if paired and all("own_step_s" in c for c in clean):
+        spread = [c["step_s"] / statistics.median(_same(clean, c, "step_s")) for c in paired]
         out.append(
             Measure(
                 f"straggler fault matrix, {where}: a clean run's step against its launch's median clean step",
@@ -182,6 +193,7 @@ def _within(ratios: list[float]) -> float:
 def cases(env) -> list[Case]:
     return [
         Case("the straggler fault matrix", matrix, needs=("torch", "transformers"), runs=1),
+        Case("the straggler fault matrix at 3 ranks", matrix_3, needs=("torch", "transformers", "ranks3"), runs=1),
         Case(
             "the straggler fault matrix, GPU subset",
             gpu_subset,

@@ -576,3 +576,21 @@ def test_every_straggler_matrix_run_states_its_expected_cause_on_each_device():
     allowed = {"data", "host", "more work", "slower device"}
     assert all(c in allowed for _, c in causes)
     assert ["busy device", "slower device"] in causes and ["in backward", "host"] in causes
+
+
+def test_the_clean_runs_spread_is_published_only_where_a_launch_ran_two_of_a_kind():
+    """The clean runs against their launch's median clean step (what the step estimate's 10% is held to): a clean run
+    alone of its model and capture setting is its own median, 1.00 whatever it measured, so such runs are left out,
+    and with none left the figure is not published."""
+    from bench.suites.stragglers import figures
+
+    def clean(model: str, step: float) -> dict:
+        return {"model": model, "capture": True, "where": None, "slow_rank": None, "named_rank": None, "cause": None,
+                "step_s": step, "own_step_s": step, "step_without_s": None, "seconds": 0.0}  # fmt: skip
+
+    def spread(rows: list[dict]) -> list:
+        return [m for m in figures(rows, "2 GPUs") if m.subject == "the clean runs themselves"]
+
+    assert spread([clean("bn", 1.0), clean("gru", 2.0), clean("mlp", 3.0)]) == []
+    (m,) = spread([clean("bn", 1.0), clean("bn", 1.5), clean("gru", 2.0)])
+    assert m.params["runs_compared"] == 2 and m.params["within_10_percent"] == 0.0  # 1.0 and 1.5 against 1.25
