@@ -67,9 +67,8 @@ def main() -> None:
     ap.add_argument("--misses", action="store_true", help="print every run that differs from the expected")
     a = ap.parse_args()
     every = []
-    for folder in (
-        f for f in a.launches if (f / "rows.jsonl").is_file()
-    ):  # a glob's manifest.json, a probe: not launches
+    launches = [f for f in a.launches if (f / "rows.jsonl").is_file()]  # a glob's manifest.json, a probe: not these
+    for folder in launches:
         rows = replay(folder)
         every += rows
         print(folder.name, json.dumps(tally(rows)))

@@ -170,20 +170,26 @@ def timed_agree(records_by_rank: list[list[dict]], repeats: list[list[dict]], la
     allreduce a GPU rank's wait for a late peer sits in its device's backward and in a host blocked on a full launch
     queue, not in its timed wait, so three repeats can leave that wait's interval below the bound while the late
     rank's own phase and every captured step show it."""
-    size = len(repeats)
-    waits = [statistics.median(p["wait"] for p in parts) for parts in repeats]
-    if size < 2 or min(range(size), key=waits.__getitem__) != late:
+    if len(repeats) < 2 or not repeats[0]:
         return False
-    others = [r for r in range(size) if r != late]
-    n = len(repeats[0])
-    totals = [max(parts[i]["total"] for parts in repeats) for i in range(n)]
-    bound = max(MIN_WAIT_S, SIGNIFICANT * statistics.median(totals))
-    their_wait = [statistics.fmean(repeats[r][i]["wait"] for r in others) for i in range(n)]
-    if n >= MIN_REPEATS and median_interval(their_wait).low >= bound:
+    slow, others, their_wait, _, bound = _waits(repeats)
+    if slow != late or (len(their_wait) >= MIN_REPEATS and median_interval(their_wait).low >= bound):
         return False
     phase = _slowest_phase(records_by_rank, late, others)[0]
-    least = min(phase_excess([[rank[i]] for rank in records_by_rank], late, others, phase) or 0.0 for i in range(n))
+    each = range(len(their_wait))
+    least = min(phase_excess([[rank[i]] for rank in records_by_rank], late, others, phase) or 0.0 for i in each)
     return least >= bound
+
+
+def _waits(repeats: list[list[dict]]) -> tuple[int, list[int], list[float], list[float], float]:
+    """Who waited least (median over repeats), the others, their mean wait in each repeat, each repeat's time (its
+    slowest rank's) and the bound a wait must reach to count (SIGNIFICANT of the median repeat, MIN_WAIT_S at least)."""
+    size, n = len(repeats), len(repeats[0])
+    slow = min(range(size), key=lambda r: statistics.median(p["wait"] for p in repeats[r]))
+    others = [r for r in range(size) if r != slow]
+    their_wait = [statistics.fmean(repeats[r][i]["wait"] for r in others) for i in range(n)]
+    totals = [max(parts[i]["total"] for parts in repeats) for i in range(n)]
+    return slow, others, their_wait, totals, max(MIN_WAIT_S, SIGNIFICANT * statistics.median(totals))
 
 
 def more_work_straggler(kernels: dict | None, hosts: list[str]) -> dict | None:
@@ -246,18 +252,9 @@ def kernel_straggler(kernels: dict | None, hosts: list[str]) -> dict | None:
 
 def straggler(records_by_rank: list[list[dict]], repeats: list[list[dict]], hosts: list[str]) -> dict | None:
     """The rank the others waited for, when the intervals say they did (see the module's docstring)."""
-    size = len(repeats)
-    if size < 2 or not repeats[0]:
+    if len(repeats) < 2 or len(repeats[0]) < MIN_REPEATS:  # one or two repeats: no interval says they waited
         return None
-    waits = [[p["wait"] for p in parts] for parts in repeats]
-    slow = min(range(size), key=lambda r: statistics.median(waits[r]))
-    others = [r for r in range(size) if r != slow]
-    n = len(waits[0])
-    if n < MIN_REPEATS:  # one or two repeats: no interval says the others waited
-        return None
-    their_wait = [statistics.fmean(waits[r][i] for r in others) for i in range(n)]
-    totals = [max(parts[i]["total"] for parts in repeats) for i in range(n)]
-    bound = max(MIN_WAIT_S, SIGNIFICANT * statistics.median(totals))
+    slow, others, their_wait, totals, bound = _waits(repeats)
     interval = median_interval(their_wait)
     if interval.low < bound:
         return None
