@@ -118,6 +118,7 @@ def run_job(
         workload.save()  # only a verified result is written (or one its plug-in's config says not to check)
         wall.mark("verify")
         wall.move(timer.excluded, "verify")  # the steps checked inside the repeats, untimed, are verification's
+        wall.move({"setup": verification.get("setup_seconds", 0.0)}, "verify")  # and its part of the set-up
         extra = after_run(comm, workload) if after_run else None
         wall.mark("calibration")
         enter_phase("report")

@@ -133,7 +133,7 @@ def main() -> None:
                 sides: dict[str, list[float]] = {"verified": [], "verify none": []}
                 to_report: dict[str, list[float]] = {"verified": [], "verify none": []}
                 checks, checked_s, checked, steps, parts, walls, budget = [], [], None, None, None, [], None
-                per_check, shares = None, []
+                per_check, shares, plain_walls = None, [], []
                 for turn in range(a.warmup + a.turns):
                     order = ["verified", "verify none"] if turn % 2 == 0 else ["verify none", "verified"]
                     for side in order:
@@ -146,6 +146,8 @@ def main() -> None:
                             continue
                         sides[side].append(seconds)
                         to_report[side].append(sum(report["wall"].values()))
+                        if side == "verify none":
+                            plain_walls.append(report["wall"])
                         if side == "verified":
                             v = report["verification"]
                             checks.append(v.get("check_seconds"))
@@ -176,6 +178,7 @@ def main() -> None:
                                 "checked_words": words,
                                 "budget": budget,
                                 "verified_walls_s": walls,
+                                "plain_walls_s": plain_walls,
                                 "share_of_wall": shares,
                                 "per_check_s": per_check,
                                 "late": {"from_step": a.late, "caught": failure is not None, "message": failure},

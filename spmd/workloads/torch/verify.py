@@ -47,7 +47,10 @@ def verify_torch(w) -> dict:
     checks = w.trainer.checks
     results = ctx.comm.gather(checks.results if checks else [], root=0)
     timing = ctx.comm.gather(
-        (checks.seconds, w.trainer.checked_seconds, checks.parts) if checks else (0.0, 0.0, {}), root=0
+        (checks.seconds, w.trainer.checked_seconds, checks.parts, checks.setup_seconds)
+        if checks
+        else (0.0, 0.0, {}, 0.0),
+        root=0,
     )
     outcome = ctx.agree(summarize_checks, w, results, timing, root_only=True)
     return {"replicas_identical": True, **outcome}
@@ -89,9 +92,11 @@ def summarize_checks(w, results: list[list[dict]], timing: list[tuple]) -> dict:
             "wall time so far, set-up included (the first and the last steps' always; 1: every draw)",
             "draws_left_out": w.budget.skipped,
         }
-        out["check_seconds"] = max(s for s, _, _ in timing)  # the slowest rank's checks
-        out["checked_steps_seconds"] = max(c for _, c, _ in timing)  # the checked steps with their checks
-        parts = [p for _, _, p in timing]
+        out["check_seconds"] = max(s for s, _, _, _ in timing)  # the slowest rank's checks
+        out["checked_steps_seconds"] = max(c for _, c, _, _ in timing)  # the checked steps with their checks
+        # set-up's share of verification (the recomputation's copy of the model): counted as verification's wall
+        out["setup_seconds"] = max(s for _, _, _, s in timing)
+        parts = [p for _, _, p, _ in timing]
         out["check_parts_seconds"] = {k: max(p.get(k, 0.0) for p in parts) for k in parts[0]}
         parameters = {
             "compared": "the parameters after each checked step against the optimizer's update taken again from the "
