@@ -174,8 +174,9 @@ def verify_cost(env, runs: int, steps: int | None = None) -> list[list[Measure]]
 
 
 def verify_cost_long(env, runs: int) -> list[list[Measure]]:
-    """The same at ten times the example's steps a window (400 steps a run): where the drawn checks come in."""
-    return verify_cost(env, runs, steps=20 if env.quick else 100)
+    """The same at five times the example's steps a window (200 steps a run, both rank counts within one command's
+    time): where the drawn checks come in."""
+    return verify_cost(env, runs, steps=20 if env.quick else 50)
 
 
 def cases(env) -> list[Case]:

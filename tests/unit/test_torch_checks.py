@@ -118,3 +118,19 @@ def test_parameters_compare_equal_only_when_every_element_is(seed, where):
     expected[k].reshape(-1)[i - sum(t.numel() for t in expected[:k])] += 1
     assert not _all_equal(torch, run, expected)
     assert not _all_equal(torch, run[:1], [run[0].double()])  # another dtype is another value
+
+
+def test_the_ring_connection_hands_what_its_thread_met_to_the_wait():
+    """The ring's early connection runs in a thread: an error there (no such device, NCCL failing) is raised where
+    set-up waits for it, never lost with the thread."""
+    import types
+
+    from spmd.workloads.torch.checks import RingConnection
+
+    def no_device(index):
+        raise RuntimeError(f"CUDA error: invalid device ordinal {index}")
+
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(set_device=no_device))
+    ring = RingConnection(fake, 0, 2, 7)
+    with pytest.raises(RuntimeError, match="invalid device ordinal 7"):
+        ring.wait()

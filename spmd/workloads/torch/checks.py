@@ -21,6 +21,7 @@ A change found ends the job at that step (VerificationError, exit 3), naming the
 from __future__ import annotations
 
 import copy
+import threading
 import time
 
 import numpy as np
@@ -40,11 +41,13 @@ class StepChecks:
     """One rank's side of the checks (``Trainer`` calls ``begin``, ``before_update`` and ``end`` around a checked
     step). ``results``: a summary per checked step."""
 
-    def __init__(self, w, module, ranks_checked: bool):
+    def __init__(self, w, module, ranks_checked: bool, ring: RingConnection | None = None):
         self.torch = w.torch
         self.w, self.ctx, self.p = w, w.ctx, w.params
         self.module = module
         began = time.perf_counter()
+        if ring is not None:
+            ring.wait()
         self.ranks_checked = ranks_checked  # each rank's own gradient (not under SyncBatchNorm)
         self.gpu = w.ctx.device == "gpu"
         self.layout = [(n, t.numel()) for n, t in module.named_parameters() if t.requires_grad]
@@ -59,7 +62,8 @@ class StepChecks:
         self._lapped = 0.0
         self._hook = None
         self._start = self._state = self._grads = None
-        self.setup_seconds = time.perf_counter() - began  # the checker's copy of the model and the sampler
+        # the checker's copy of the model, the sampler and any wait for the ring's connection
+        self.setup_seconds = time.perf_counter() - began
 
     # -- around the run's step ---------------------------------------------------------
 
@@ -286,6 +290,33 @@ def _rows(dataset, order: np.ndarray) -> np.ndarray:
     return out
 
 
+class RingConnection:
+    """The ring's first exchange, made in a thread while set-up builds the model and reads the rows. NCCL connects a
+    pair of ranks at their first point-to-point exchange, a fixed cost the first checked step would otherwise wait
+    for; a one-element exchange pays it early. Started on every rank right after joining, before any user code, so
+    every rank's exchange finds its peers'. ``wait`` re-raises what the thread met."""
+
+    def __init__(self, torch, rank: int, size: int, device: int):
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(
+            target=self._connect, args=(torch, rank, size, device), name="spmd-ring-connection", daemon=True
+        )
+        self.thread.start()
+
+    def _connect(self, torch, rank: int, size: int, device: int) -> None:
+        try:
+            torch.cuda.set_device(device)  # the current device is the thread's own
+            _exchange(torch, torch.zeros(1, device="cuda"), rank, size)
+            torch.cuda.synchronize()
+        except BaseException as exc:  # handed to the main thread by wait()
+            self.error = exc
+
+    def wait(self, timeout: float | None = None) -> None:
+        self.thread.join(timeout)
+        if self.error is not None:
+            raise self.error
+
+
 def _exchange(torch, mine, rank: int, size: int):
     """Rank r's tensor to rank r+1, rank r-1's to rank r (torch.distributed's point-to-point, NCCL or gloo)."""
     if size == 1:
@@ -397,4 +428,4 @@ def _sensitivity(torch, expected, lengths: list[int], level: np.ndarray) -> dict
     }
 
 
-__all__ = ["StepChecks", "judge"]
+__all__ = ["RingConnection", "StepChecks", "judge"]

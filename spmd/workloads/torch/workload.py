@@ -30,7 +30,7 @@ from ..training.base import TrainingWorkload
 from ..training.checks import require_finite_losses
 from ..training.data import Sampler
 from . import dist, sweep
-from .checks import StepChecks
+from .checks import RingConnection, StepChecks
 from .compute import autocast, deterministic, set_precision, state_tensors
 from .inputs import check_inputs, check_rows, label_array, targets, write_targets
 from .params import TorchParams, check_job
@@ -101,6 +101,7 @@ class TorchWorkload(TrainingWorkload):
         self.ctx, self.cfg, self.comm, self.params = ctx, cfg, comm, cfg.params
         self.trainer = None
         self.joined = False
+        self.ring = None  # checks.RingConnection, where the ring's gradients go over NCCL
         self.engines = None
         p = self.params
         torch = self.torch = ctx.agree(dist.import_torch)
@@ -114,6 +115,8 @@ class TorchWorkload(TrainingWorkload):
         self.sampler = ctx.agree(Sampler, self.rows, self.shards, ctx.size, ctx.rank, self.global_batch, p.seed)
         self.backend = dist.join(ctx, ctx.device, cfg.timeout_s, graph=p.strategy == "ddp-graph")
         self.joined = True
+        if self.ranks_checked and ctx.size > 1 and ctx.device == "gpu":  # NCCL's pairs connect while set-up goes on
+            self.ring = RingConnection(torch, ctx.rank, ctx.size, torch.cuda.current_device())
         self.loss_fn = ctx.agree(loss_function, torch, p.loss)
         self.transform = ctx.agree(transform_function, p.transform)
         gpu = ctx.device == "gpu"
@@ -138,7 +141,7 @@ class TorchWorkload(TrainingWorkload):
         first, per_window = (p.verify_steps, p.verify_per_repeat) if self.checks_run else (0, 0)
         self.check_plan = CheckSchedule(first, per_window, seed)
         self.budget = Budget(p.verify_budget)
-        checks = ctx.agree(StepChecks, self, module, self.ranks_checked) if self.checks_run else None
+        checks = ctx.agree(StepChecks, self, module, self.ranks_checked, self.ring) if self.checks_run else None
         self.trainer = ctx.agree(
             Trainer,
             torch,
@@ -465,6 +468,9 @@ class TorchWorkload(TrainingWorkload):
 
     def close(self):
         self.trainer = None
+        if self.ring is not None:  # a set-up that failed before the checks: the exchange ends before the group
+            self.ring.thread.join(self.cfg.timeout_s)
+            self.ring = None
         if self.joined:
             self.joined = False
             dist.close()
