@@ -133,7 +133,7 @@ def main() -> None:
                 sides: dict[str, list[float]] = {"verified": [], "verify none": []}
                 to_report: dict[str, list[float]] = {"verified": [], "verify none": []}
                 checks, checked_s, checked, steps, parts, walls, budget = [], [], None, None, None, [], None
-                per_check, shares, plain_walls = None, [], []
+                per_check, shares, plain_walls, setups = None, [], [], []
                 for turn in range(a.warmup + a.turns):
                     order = ["verified", "verify none"] if turn % 2 == 0 else ["verify none", "verified"]
                     for side in order:
@@ -155,6 +155,7 @@ def main() -> None:
                             parts, budget = v.get("check_parts_seconds"), v.get("budget")
                             walls.append(report["wall"])
                             shares.append(v.get("share_of_wall"))
+                            setups.append(v.get("setup_seconds"))
                             per_check = [c.get("seconds") for c in (v.get("gradients") or {}).get("checks", [])]
                             checked, steps = v["checked_steps"], v["steps"]
                             words = v["checked"]
@@ -179,6 +180,7 @@ def main() -> None:
                                 "budget": budget,
                                 "verified_walls_s": walls,
                                 "plain_walls_s": plain_walls,
+                                "verification_setup_s": setups,
                                 "share_of_wall": shares,
                                 "per_check_s": per_check,
                                 "late": {"from_step": a.late, "caught": failure is not None, "message": failure},

@@ -158,7 +158,7 @@ def verify_cost(env, runs: int, steps: int | None = None) -> list[list[Measure]]
             job = f"the example's job at {steps} steps a window" if steps else "the example's job"
             case = f"{model}, {job}, {line['ranks']} rank{'s' * (line['ranks'] > 1)}, by turns in one launch"
             keys = ("checked_words", "checked_steps", "steps", "parts", "late", "check_seconds", "budget")
-            keys += ("per_check_s", "verified_walls_s", "plain_walls_s", "share_of_wall")
+            keys += ("per_check_s", "verified_walls_s", "plain_walls_s", "verification_setup_s", "share_of_wall")
             params = {k: line.get(k) for k in keys}
             for run in range(runs):
                 for metric, turns in (
