@@ -73,6 +73,9 @@ def test_a_users_model_trains_alike_at_1_2_and_3_ranks(tmp_path):
         assert verification["parameters"]["checked"] and verification["parameters"]["steps"] == steps
         # the checked steps ran inside the repeats, untimed: the run's wall time counts them as verification's
         assert rep["wall"]["verify"] >= 0.5 * verification["checked_steps_seconds"] > 0
+        # and so does its part of set-up (the recomputation's copy of the model), moved out of set-up's
+        assert verification["setup_seconds"] > 0
+        assert rep["wall"]["verify"] >= verification["setup_seconds"] + 0.5 * verification["checked_steps_seconds"]
         assert verification["share_of_wall"] == pytest.approx(rep["wall"]["verify"] / sum(rep["wall"].values()))
         assert f"gradients of every rank checked at steps {steps_words(steps, result['steps'])}," in out.splitlines()[0]
         for phase in ("data", "forward", "backward", "comm_exposed", "comm_overlapped", "optimizer", "step"):
