@@ -311,10 +311,15 @@ class RingConnection:
         except BaseException as exc:  # handed to the main thread by wait()
             self.error = exc
 
-    def wait(self, timeout: float | None = None) -> None:
-        self.thread.join(timeout)
+    def wait(self) -> None:
+        self.thread.join()
         if self.error is not None:
             raise self.error
+
+    def end(self, timeout: float) -> None:
+        """A set-up that failed before waiting: the exchange finished before the group is destroyed (its error, if
+        any, is not the job's)."""
+        self.thread.join(timeout)
 
 
 def _exchange(torch, mine, rank: int, size: int):

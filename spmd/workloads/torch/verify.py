@@ -46,12 +46,15 @@ def verify_torch(w) -> dict:
         )
     checks = w.trainer.checks
     results = ctx.comm.gather(checks.results if checks else [], root=0)
-    timing = ctx.comm.gather(
-        (checks.seconds, w.trainer.checked_seconds, checks.parts, checks.setup_seconds)
-        if checks
-        else (0.0, 0.0, {}, 0.0),
-        root=0,
-    )
+    mine = {"checks": 0.0, "checked_steps": 0.0, "parts": {}, "setup": 0.0}
+    if checks:
+        mine = {
+            "checks": checks.seconds,
+            "checked_steps": w.trainer.checked_seconds,
+            "parts": checks.parts,
+            "setup": checks.setup_seconds,
+        }
+    timing = ctx.comm.gather(mine, root=0)
     outcome = ctx.agree(summarize_checks, w, results, timing, root_only=True)
     return {"replicas_identical": True, **outcome}
 
@@ -70,7 +73,7 @@ def replicas_diverged(torch, module) -> bool:
     return differs
 
 
-def summarize_checks(w, results: list[list[dict]], timing: list[tuple]) -> dict:
+def summarize_checks(w, results: list[list[dict]], timing: list[dict]) -> dict:
     """Rank 0: report.json's words and figures for what was checked (the reference ran only where the steps were not
     checked as they ran: ddp-graph, SyncBatchNorm's gradients, or no checked step asked for)."""
     p, ctx, st = w.params, w.ctx, w.trainer
@@ -92,11 +95,11 @@ def summarize_checks(w, results: list[list[dict]], timing: list[tuple]) -> dict:
             "wall time so far, set-up included (the first and the last steps' always; 1: every draw)",
             "draws_left_out": w.budget.skipped,
         }
-        out["check_seconds"] = max(s for s, _, _, _ in timing)  # the slowest rank's checks
-        out["checked_steps_seconds"] = max(c for _, c, _, _ in timing)  # the checked steps with their checks
+        out["check_seconds"] = max(t["checks"] for t in timing)  # the slowest rank's checks
+        out["checked_steps_seconds"] = max(t["checked_steps"] for t in timing)  # the checked steps with their checks
         # set-up's share of verification (the recomputation's copy of the model): counted as verification's wall
-        out["setup_seconds"] = max(s for _, _, _, s in timing)
-        parts = [p for _, _, p, _ in timing]
+        out["setup_seconds"] = max(t["setup"] for t in timing)
+        parts = [t["parts"] for t in timing]
         out["check_parts_seconds"] = {k: max(p.get(k, 0.0) for p in parts) for k in parts[0]}
         parameters = {
             "compared": "the parameters after each checked step against the optimizer's update taken again from the "

@@ -468,8 +468,8 @@ class TorchWorkload(TrainingWorkload):
 
     def close(self):
         self.trainer = None
-        if self.ring is not None:  # a set-up that failed before the checks: the exchange ends before the group
-            self.ring.thread.join(self.cfg.timeout_s)
+        if self.ring is not None:
+            self.ring.end(self.cfg.timeout_s)
             self.ring = None
         if self.joined:
             self.joined = False
