@@ -16,11 +16,11 @@ target afresh (a launch's noise is what several runs show); a record with severa
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import tempfile
 from dataclasses import replace
@@ -292,15 +292,15 @@ def recheck(folder: Path) -> int:
 
 
 def launch_deviations(folders: list[Path]) -> list[float]:
-    """How far a whole launch's measured time lay from the median of the same case's other launches (|ratio - 1|),
-    over the records of several runs (each run its own launch) in the predict folders given: what a prediction's
-    interval carries for a launch (spmd.scale.prediction.predict.LAUNCH_SPREAD, this list's 90th percentile)."""
+    """How far a whole launch's measured time lay from another launch's of the same case (|ratio - 1|, every
+    ordered pair), over the records of several runs (each run its own launch) in the predict folders given: a
+    prediction's time is one launch's fit held against another launch's run, and its interval carries that
+    (spmd.scale.prediction.predict.LAUNCH_SPREAD, this list's 90th percentile)."""
     out = []
     for folder in folders:
         for record in read_records(folder / "records.jsonl"):
             times = launch_times(record)
-            for i, t in enumerate(times if len(times) > 1 else []):
-                out.append(abs(t / statistics.median(times[:i] + times[i + 1 :]) - 1))
+            out += [abs(a / b - 1) for a, b in itertools.permutations(times, 2)]
     return out
 
 

@@ -4,8 +4,11 @@ derived again from its own inputs by ``bench recheck``."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,21 +190,18 @@ def test_merge_credits_the_commit_whose_tree_ran_and_refuses_a_tree_no_commit_ha
         ran_commit({"commit": first, "changes": [" M a.py"], "tree": "0" * 40}, tmp_path)
 
 
-RESULTS = Path(__file__).resolve().parents[2] / "docs/results"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs/results"
 
 
-PREDICTING = sorted(
-    str(p.parent.relative_to(RESULTS))
-    for suite in ("predict", "heldout")
-    for p in RESULTS.glob(f"*/{suite}/records.jsonl")
-)
+PREDICTING = sorted(str(p.parent.relative_to(RESULTS)) for p in RESULTS.glob("*/predict/records.jsonl"))
+HELD_OUT = sorted(str(p.parent.relative_to(RESULTS)) for p in RESULTS.glob("*/heldout/records.jsonl"))
 
 
 @pytest.mark.parametrize("where", PREDICTING)
 def test_every_committed_prediction_is_what_todays_model_derives_from_its_stored_inputs(tmp_path, where):
-    """A committed predict or held-out folder, rechecked in a copy: no figure moves (a model changed since its
-    records were derived fails here until ``python -m bench recheck`` derives them again and they are committed; a
-    held-out folder is measured again instead, its model being frozen)."""
+    """A committed predict folder, rechecked in a copy: no figure moves (a model changed since its records were
+    derived fails here until ``python -m bench recheck`` derives them again and they are committed)."""
     folder = shutil.copytree(RESULTS / where, tmp_path / "predict")
     committed = read_records(folder / "records.jsonl")
     derived = recheck(folder)
@@ -214,6 +214,29 @@ def test_every_committed_prediction_is_what_todays_model_derives_from_its_stored
     stored = json.loads((RESULTS / where / "manifest.json").read_text()).get("rechecked") or []
     if derived:  # the committed manifest says how many of its records the last recheck derived
         assert stored and stored[-1].get("of") == len(committed) and stored[-1]["records"] == derived, stored[-1:]
+
+
+@pytest.mark.parametrize("where", HELD_OUT)
+def test_every_held_out_figure_is_what_its_frozen_model_derives_from_its_stored_inputs(tmp_path, where):
+    """A held-out folder's figures belong to the model frozen before it was measured, not to today's (a later
+    model is tested by new held-out cases): each folder is derived again in a copy by ``bench recheck`` as it was
+    at the commit its records name as frozen (a clone of this repository there), and no figure moves."""
+    folder = shutil.copytree(RESULTS / where, tmp_path / "heldout")
+    committed = read_records(folder / "records.jsonl")
+    (frozen,) = {r.params["frozen"] for r in committed}
+    code = tmp_path / "code"
+    git = ("git", "-c", "advice.detachedHead=false")
+    subprocess.run([*git, "clone", "-q", "--shared", "--no-checkout", str(ROOT), str(code)], check=True)
+    subprocess.run([*git, "-C", str(code), "checkout", "-q", frozen], check=True)
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    run = [sys.executable, "-m", "bench", "recheck", str(folder)]
+    done = subprocess.run(run, cwd=code, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    again = read_records(folder / "records.jsonl")
+    assert [r.case for r in again] == [r.case for r in committed]
+    assert all(r.params.get("inputs") for r in committed)  # every record derived, none kept as it was
+    for old, new in zip(committed, again):
+        assert new.values == pytest.approx(old.values, rel=1e-9, abs=1e-12), old.case
 
 
 def test_provenance_names_how_many_records_were_derived_again_and_keeps_the_changes_mark():
@@ -297,11 +320,11 @@ def test_a_predictions_launch_spread_is_the_90th_percentile_of_the_committed_lau
     from spmd.scale.prediction.predict import LAUNCH_SPREAD
 
     deviations = launch_deviations([RESULTS / kind / "predict" for kind in LAUNCH_DESIGN])
-    assert len(deviations) >= 80  # 29 cases of 2 or more launches
+    assert len(deviations) >= 160  # 29 cases of 2 or more launches, every ordered pair
     assert statistics.quantiles(deviations, n=10)[-1] == pytest.approx(LAUNCH_SPREAD, abs=0.01)
 
 
-def test_launch_deviations_hold_each_launch_to_the_median_of_the_others(tmp_path):
+def test_launch_deviations_hold_each_launch_to_every_other_launch_of_its_case(tmp_path):
     from bench.suites.predict import launch_deviations
 
     def record(case, *times):
@@ -312,4 +335,5 @@ def test_launch_deviations_hold_each_launch_to_the_median_of_the_others(tmp_path
     measures = [record("a", 1.0, 1.2, 1.1), record("b", 2.0), record("c", 1.0, 2.0)]
     write_records(folder / "records.jsonl", collect("predict", [measures]))
     got = launch_deviations([folder])
-    assert got == pytest.approx([abs(1.0 / 1.15 - 1), abs(1.2 / 1.05 - 1), abs(1.1 / 1.1 - 1), 0.5, 1.0])
+    a = [abs(x / y - 1) for x, y in ((1.0, 1.2), (1.0, 1.1), (1.2, 1.0), (1.2, 1.1), (1.1, 1.0), (1.1, 1.2))]
+    assert got == pytest.approx([*a, 0.5, 1.0])

@@ -1,9 +1,10 @@
 """Collectives on a machine of nodes: the links inside a node and between nodes, and what a collective costs
 over them, as NCCL's own tuning model charges it (src/graph/tuning.cc).
 
-A ring over ``g`` ranks on each of ``n`` nodes takes the steps ``measure.collectives`` counts; of them,
-``2 (n - 1)`` (allreduce) or ``n - 1`` (allgather, reduce_scatter) cross a node boundary and pay the
-network's latency, the rest the node's. Every byte goes round the whole ring, so its bus bandwidth is that of
+A call pays a base latency once and a latency per ring step (NCCL's baseLat and hwLat): a ring over ``g``
+ranks on each of ``n`` nodes takes the steps ``measure.collectives`` counts; of them, ``2 (n - 1)``
+(allreduce) or ``n - 1`` (allgather, reduce_scatter) cross a node boundary and pay the network's latency,
+the rest the node's. Every byte goes round the whole ring, so its bus bandwidth is that of
 the slowest link it crosses. NCCL's tree allreduce pays ``2 ((g - 1) intra + log2(n) inter)`` in latency at
 0.9 of the bus bandwidth, twice the bytes of a ring's algorithm bandwidth; NCCL takes the faster of the two,
 and so does this model. Point-to-point halos between neighbours cross one boundary once nodes are more than one.
@@ -11,7 +12,10 @@ and so does this model. Point-to-point halos between neighbours cross one bounda
 A link measured by ``spmd bench comm --links`` keeps the curves it was measured by. Two terms cannot follow
 NCCL's protocols over the sizes (LL, LL128 and Simple each take a range; sockets add a cost per call), so each
 collective's modelled time is scaled by what the measured curve says of the model at the same bytes per link:
-exact on the machine as measured, the ring and tree terms carrying it to other rank and node counts. A halo's
+exact on the machine as measured, the ring and tree terms carrying it to other rank and node counts. Two ranks
+cannot tell a call's base from its steps' (their count is fixed there), so a measured link's step costs NCCL's
+latency for its kind of link and the base takes the rest of the smallest messages' time: a carried call adds only
+the steps it adds, where a latency per step read off 2 ranks had tripled a 4-rank call's. A halo's
 sendrecv runs NCCL's point-to-point transport, whose cost per call (a launch, a handshake with the peer) is not
 a collective's latency per ring step: it is held to the ring shift measured on the same level, where there is one.
 """
@@ -28,13 +32,17 @@ from ...measure.collectives import model_terms
 GATHERS = ("allgather", "gather")
 SMALL_SIZES = 4  # the latency comes from the smallest this many sizes measured
 TREE_BANDWIDTH = 0.9  # NCCL's tree allreduce: this share of the bus bandwidth (tuning.cc), its algbw half of it
+# NCCL's tuning model (src/graph/tuning.cc), its LL protocol's ring: a call's base latency and a step's by kind of link
+BASE_LATENCY_S = 3.6e-6
+STEP_LATENCY_S = {"nvlink": 0.47e-6, "pci": 1.0e-6, "net": 2.7e-6}
+NVLINK_CLASS_BPS = 63e9  # a node's links faster than PCIe Gen5 x16 each way are NVLink's kind
 
 
 @dataclass(frozen=True)
 class Link:
-    """One level's links: ``latency_s`` per step and ``busbw_Bps``, the bus bandwidth a ring reaches over them;
-    ``curve``, where measured: the allreduce (bytes per rank, seconds) on ``curve_ranks`` ranks,
-    ``curve_per_node`` a node, the fit came from; ``gather_curve`` the allgather there, ``p2p_curve`` a ring
+    """One level's links: ``latency_s`` per ring step, ``base_s`` once a call, and ``busbw_Bps``, the bus bandwidth
+    a ring reaches over them; ``curve``, where measured: the allreduce (bytes per rank, seconds) on ``curve_ranks``
+    ranks, ``curve_per_node`` a node, the fit came from; ``gather_curve`` the allgather there, ``p2p_curve`` a ring
     shift (each rank's sendrecv with its neighbours)."""
 
     latency_s: float
@@ -46,6 +54,7 @@ class Link:
     curve_per_node: int = 0
     gather_curve: tuple = ()  # the allgather (bytes per rank, seconds) on the same ranks, where measured
     p2p_curve: tuple = ()  # a ring shift (bytes a rank sends, seconds) on the same ranks, where measured
+    base_s: float = 0.0  # a call's latency beside its steps' (a preset: NCCL's; measured: what its steps leave)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -83,17 +92,18 @@ def _terms(op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None
     steps, volume = model_terms(op, ranks, int(nbytes))
     if nodes == 1:
         link = intra or inter
-        return steps * link.latency_s + volume / link.busbw_Bps
+        return link.base_s + steps * link.latency_s + volume / link.busbw_Bps
     if inter is None:
         raise ValueError("a machine of several nodes needs its links between nodes")
     crossing = min(inter_steps(op, nodes), steps)
     within = intra if (intra is not None and g > 1) else inter
     bandwidth = min(inter.busbw_Bps, within.busbw_Bps)
-    ring = (steps - crossing) * within.latency_s + crossing * inter.latency_s + volume / bandwidth
+    # a call across nodes pays the base measured (or preset) between them
+    ring = inter.base_s + (steps - crossing) * within.latency_s + crossing * inter.latency_s + volume / bandwidth
     if op != "allreduce":
         return ring
     tree_latency = 2 * ((g - 1) * within.latency_s + math.ceil(math.log2(nodes)) * inter.latency_s)
-    tree = tree_latency + 2 * nbytes / (TREE_BANDWIDTH * bandwidth)
+    tree = inter.base_s + tree_latency + 2 * nbytes / (TREE_BANDWIDTH * bandwidth)
     return min(ring, tree)
 
 
@@ -145,19 +155,21 @@ def fit_link(
     gathers: list | None = None,
     shifts: list | None = None,
 ) -> Link:
-    """A level's link from ``spmd bench comm`` rows measured on ``ranks`` ranks of one node (or one per node):
-    the latency per step of the small messages (the least of the smallest few: the first size can hold a
-    warm-up), the bus bandwidth of the largest (the two ends of nccl-tests' table), the curve for the sizes
-    between."""
+    """A level's link from ``spmd bench comm`` rows measured on ``ranks`` ranks of one node (or one per node): the
+    latency of the small messages (the least of the smallest few: the first size can hold a warm-up), each ring step
+    NCCL's for the kind of link and the base the rest; the bus bandwidth of the largest beyond that latency (the two
+    ends of nccl-tests' table); the curve for the sizes between."""
     pts = _rows(rows, op, ranks)
-    alpha = min(p[2] / p[0] for p in pts[:SMALL_SIZES])
+    t_small = min(p[2] for p in pts[:SMALL_SIZES])
     steps, volume, t_large, _ = pts[-1]
-    transfer = t_large - steps * alpha
-    beta = (transfer if transfer > 0.5 * t_large else t_large) / volume
-    link = Link(alpha, 1 / beta, source)
+    transfer = t_large - t_small
+    busbw = volume / (transfer if transfer > 0.5 * t_large else t_large)
+    step = STEP_LATENCY_S["nvlink" if busbw > NVLINK_CLASS_BPS else "pci"]
+    base = max(t_small - steps * step, 0.0)
+    link = Link(step, busbw, source, base_s=base)
     misfit = _misfit(lambda b: _terms(op, b, ranks, ranks, link, None), pts)
     curve = tuple((p[3], p[2]) for p in pts)
-    return Link(alpha, 1 / beta, source, misfit, curve, ranks, ranks, _curve(gathers), _curve(shifts))
+    return Link(step, busbw, source, misfit, curve, ranks, ranks, _curve(gathers), _curve(shifts), base)
 
 
 def fit_inter(
@@ -170,23 +182,23 @@ def fit_inter(
     shifts: list | None = None,
 ) -> Link:
     """The links between nodes from an allreduce measured over every rank of several nodes, given the links
-    inside them: the smallest message's time beyond its steps inside the nodes spread over the steps that cross
-    (at least the average step), and the largest message's bus bandwidth beyond its latency."""
+    inside them: each crossing step NCCL's network latency, the base what the smallest message's time leaves
+    beyond its steps, and the largest message's bus bandwidth beyond that latency."""
     pts = _rows(rows, "allreduce", ranks)
     nodes = -(-ranks // per_node)
     crossing = inter_steps("allreduce", nodes)
     steps = pts[0][0]
     t_small = min(p[2] for p in pts[:SMALL_SIZES])
     inside = (steps - crossing) * intra.latency_s if intra is not None and per_node > 1 else 0.0
-    alpha = max((t_small - inside) / crossing, t_small / steps)
-    steps, volume, t_large, _ = pts[-1]
-    transfer = t_large - (steps - crossing) * (intra.latency_s if intra is not None and per_node > 1 else alpha)
-    transfer -= crossing * alpha
+    step = STEP_LATENCY_S["net"]
+    base = max(t_small - inside - crossing * step, 0.0)
+    _, volume, t_large, _ = pts[-1]
+    transfer = t_large - t_small
     busbw = volume / (transfer if transfer > 0.5 * t_large else t_large)
-    link = Link(alpha, busbw, source)
+    link = Link(step, busbw, source, base_s=base)
     misfit = _misfit(lambda b: _terms("allreduce", b, ranks, per_node, intra, link), pts)
     curve = tuple((p[3], p[2]) for p in pts)
-    return Link(alpha, busbw, source, misfit, curve, ranks, per_node, _curve(gathers), _curve(shifts))
+    return Link(step, busbw, source, misfit, curve, ranks, per_node, _curve(gathers), _curve(shifts), base)
 
 
 def _curve(rows: list | None) -> tuple:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from ...core.errors import ConfigError, brief, one_line
 from ...core.safe_yaml import parse_yaml, read_config_text
-from ..models.links import Link, fit_inter, fit_link
+from ..models.links import BASE_LATENCY_S, Link, fit_inter, fit_link
 
-NCCL_TUNING = "NCCL's tuning model (src/graph/tuning.cc): ring step latency of its LL protocol"
+NCCL_TUNING = "NCCL's tuning model (src/graph/tuning.cc): ring step and base latency of its LL protocol"
 # name -> (GB/s of a link per direction, latency per ring step in us, where the figures come from)
 INTRA_PRESETS = {
     "nvlink3": (300.0, 0.47, "A100 SXM: 12 NVLink3 links x 25 GB/s each way (NVIDIA A100 datasheet); " + NCCL_TUNING),
@@ -164,9 +164,8 @@ def _link(value, presets: dict, nics: int, where: str, key: str) -> Link:
         if value not in presets:
             raise ConfigError(f"{where}: key {key}: unknown preset {brief(value)} (one of {', '.join(presets)})")
         gbps, latency_us, source = presets[value]
-        return Link(
-            latency_us * 1e-6, gbps * nics * 1e9, f"preset {value}" + (f" x {nics}" if nics > 1 else "") + f": {source}"
-        )
+        name = f"preset {value}" + (f" x {nics}" if nics > 1 else "")
+        return Link(latency_us * 1e-6, gbps * nics * 1e9, f"{name}: {source}", base_s=BASE_LATENCY_S)
     if isinstance(value, dict):
         extra = [k for k in value if k not in ("busbw_GBps", "latency_us")]
         if extra:
@@ -174,7 +173,7 @@ def _link(value, presets: dict, nics: int, where: str, key: str) -> Link:
         bw, lat = value.get("busbw_GBps"), value.get("latency_us", 0.0)
         if not _positive(bw) or not (_positive(lat) or lat == 0):
             raise ConfigError(f"{where}: key {key}: busbw_GBps > 0 and latency_us >= 0, got {brief(value)}")
-        return Link(float(lat) * 1e-6, float(bw) * 1e9, "given in the target")
+        return Link(float(lat) * 1e-6, float(bw) * 1e9, "given in the target", base_s=BASE_LATENCY_S)
     raise ConfigError(f"{where}: key {key}: a preset name or {{busbw_GBps, latency_us}}, got {brief(value)}")
 
 
