@@ -9,8 +9,8 @@ target's allreduce, bucket by bucket, when backward ends (``overlap``).
 Each prediction carries an interval of three parts, added in quadrature (``interval_parts``). The sweep's part is the
 fitted runs' own measurement intervals and the model's misfit at them, for the local part. The links' part is the link
 fit's misfit to its measured sizes, for the collectives (a preset's nominal figures carry none, and the table says
-so). A launch's part is LAUNCH_SPREAD of the whole, since the launch a sweep was fitted in is not the target's. A predicted
-speedup compares two runs of one launch, so its interval (``speedup_interval``) leaves the launch's part out.
+so). A launch's part is LAUNCH_SPREAD of the whole, since the launch a sweep was fitted in is not the target's. A
+predicted speedup compares two runs of one launch, so its interval (``speedup_interval``) leaves the launch's part out.
 """
 
 from __future__ import annotations
