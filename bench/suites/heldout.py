@@ -30,7 +30,7 @@ INPUT_KINDS = {"preset nvlink4": ("intra=nvlink4,", False), "the target's link t
 TARGET = "gpus_per_node=2,nodes=1"
 
 
-def _array(env, name: str, shape: list[int], seed: int, dtype: str = "float32") -> dict:
+def array_job(env, name: str, shape: list[int], seed: int, dtype: str = "float32") -> dict:
     """The scaling suite's job of ``name`` on other data: its shape, seed and dtype (matmul's B alike)."""
     job = workload(env, name)
     job["generate"] = {**job["generate"], "shape": shape, "seed": seed, "dtype": dtype}
@@ -40,7 +40,7 @@ def _array(env, name: str, shape: list[int], seed: int, dtype: str = "float32") 
     return job
 
 
-def _torch(env, base: str, generate: dict, **params) -> dict:
+def torch_job(env, base: str, generate: dict, **params) -> dict:
     """The example's job of ``base`` (gpt2, or resnet50: torchvision's) as the torch models suite sizes it, on other
     data and params, unverified (timing is what is predicted; the torch suites measure verification and its cost)."""
     name = "gpt2" if base == "gpt2" else "resnet"
@@ -62,16 +62,16 @@ def cases_list(env) -> dict:
     vit = str(ROOT / "bench/models/vit.py:build")
     both = ("strong", "weak")
     return {
-        "reduce, seed 11, float64": (_array(env, "reduce", [1 << 26 if env.gpus else 1 << 23], 11, "float64"), both),
-        f"matmul, {n} square": (_array(env, "matmul", [n, n], 5), both),
-        f"stencil, a {n} grid": (_array(env, "stencil", [n, n], 9), both),
+        "reduce, seed 11, float64": (array_job(env, "reduce", [1 << 26 if env.gpus else 1 << 23], 11, "float64"), both),
+        f"matmul, {n} square": (array_job(env, "matmul", [n, n], 5), both),
+        f"stencil, a {n} grid": (array_job(env, "stencil", [n, n], 9), both),
         "train, the large MLP at batch 512": (_large_mlp(env), both),
-        "gpt2, 16 x 512 tokens, fp32": (_torch(env, "gpt2", {"shape": [1024, 512], "seed": 13}, batch=16,
+        "gpt2, 16 x 512 tokens, fp32": (torch_job(env, "gpt2", {"shape": [1024, 512], "seed": 13}, batch=16,
                                                 precision="fp32"), both),
-        "resnet50, batch 64 of 3x160x160": (_torch(env, "resnet50", {"shape": [1024, 3, 160, 160], "seed": 17},
+        "resnet50, batch 64 of 3x160x160": (torch_job(env, "resnet50", {"shape": [1024, 3, 160, 160], "seed": 17},
                                                     batch=64), both),
         "vit-b/16, batch 64 of 3x128x128, bf16": (
-            _torch(env, "resnet50", {"shape": [1024, 3, 128, 128], "seed": 19}, batch=64, model=vit,
+            torch_job(env, "resnet50", {"shape": [1024, 3, 128, 128], "seed": 19}, batch=64, model=vit,
                    options={"classes": 100, "image": 128}), both),
     }  # fmt: skip
 

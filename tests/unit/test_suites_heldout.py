@@ -1,6 +1,7 @@
-"""The held-out suite (bench/suites/heldout.py): its list, fixed before anything was measured, makes at least 20
-predictions over at least 3 workloads, one of a family never used before; every committed held-out record was
-measured with the prediction model's files as frozen; the check itself tells a changed model file from any other."""
+"""The held-out suites (bench/suites/heldout.py, heldout2.py, one a round): each list, fixed before anything of it
+was measured, makes at least 20 predictions over at least 3 workloads, one of a family never used before; every
+committed held-out record was measured with the prediction model's files as its round froze them; the check itself
+tells a changed model file from any other."""
 
 from __future__ import annotations
 
@@ -10,19 +11,26 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
 from helpers import git_repo
 
 from bench.env import Env
-from bench.suites import heldout
+from bench.records import read_records
+from bench.suites import heldout, heldout2
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_frozen_commit_is_in_the_history_and_holds_the_model():
-    found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{heldout.FROZEN}^{{commit}}"])
-    assert found.returncode == 0, f"{heldout.FROZEN} is not in this clone's history (a shallow clone?)"
+# the suites the model was designed on: a round's new family is in none of them, nor in an earlier round
+DESIGNED_ON = ("predict.py", "scaling.py", "torch_models.py", "torch_answer.py")
+
+
+@pytest.mark.parametrize("frozen", [heldout.FROZEN, heldout2.FROZEN])
+def test_the_frozen_commit_is_in_the_history_and_holds_the_model(frozen):
+    found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{frozen}^{{commit}}"])
+    assert found.returncode == 0, f"{frozen} is not in this clone's history (a shallow clone?)"
     for path in heldout.MODEL_PATHS:
-        listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", heldout.FROZEN, "--", path], capture_output=True)
+        listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", frozen, "--", path], capture_output=True)
         assert listed.stdout, path
 
 
@@ -34,16 +42,39 @@ def test_the_list_makes_twenty_predictions_over_three_workloads_one_of_a_new_fam
         assert heldout.predictions(listed) >= 20 and len(workloads) >= 3
         assert any(name.startswith("vit") for name in listed)
         # the new family is nowhere in the suites the model was designed on
-        for suite in ("predict.py", "scaling.py", "torch_models.py", "torch_answer.py"):
+        for suite in DESIGNED_ON:
             assert not re.search(r"\bvit\b|vit_b|visiontransformer", (ROOT / "bench/suites" / suite).read_text(), re.I)
 
 
-def test_every_committed_held_out_record_ran_the_frozen_model():
-    commits = []
-    for manifest in ROOT.glob("docs/results/*/heldout/manifest.json"):
+def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
+    """Twenty predictions or more over three workloads or more on 2 GPUs (fitted on one) and on 4 (fitted on 1-2,
+    the fit's own links carried as a third kind of input); none of its cases is a first-round case, its family
+    (ConvNeXt) in no suite the model was designed on nor in the first round, and its freeze after the first's."""
+    for gpus in (2, 4):
+        env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
+        listed = heldout2.cases_list(env)
+        assert heldout2.predictions(listed, gpus) >= (28 if gpus == 2 else 42)
+        assert len({name.split(",")[0] for name in listed}) >= 3
+        first = heldout.cases_list(env)
+        assert not set(listed) & set(first) and not [
+            j for j, _ in listed.values() if j in [f for f, _ in first.values()]
+        ]
+    assert heldout2.input_kinds(2) == (heldout2.PRESET, heldout2.TARGETS) and len(heldout2.input_kinds(4)) == 3
+    for suite in (*DESIGNED_ON, "heldout.py"):
+        assert not re.search(r"convnext", (ROOT / "bench/suites" / suite).read_text(), re.I), suite
+    later = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", heldout.FROZEN, heldout2.FROZEN])
+    assert later.returncode == 0
+
+
+def test_every_committed_held_out_record_ran_its_rounds_frozen_model():
+    folders = sorted(ROOT.glob("docs/results/*/heldout*/manifest.json"))
+    assert folders
+    for manifest in folders:
         m = json.loads(manifest.read_text())
-        commits += [m["commit"], *(c["commit"] for c in m.get("cases", []) if c.get("commit"))]
-    assert heldout.records_with_other_model_files(commits) == []
+        commits = [m["commit"], *(c["commit"] for c in m.get("cases", []) if c.get("commit"))]
+        frozen = {r.params["frozen"] for r in read_records(manifest.parent / "records.jsonl")}
+        assert frozen == {{"heldout": heldout, "heldout2": heldout2}[manifest.parent.name].FROZEN}, manifest
+        assert heldout.records_with_other_model_files(commits, frozen=frozen.pop()) == [], manifest
 
 
 def test_a_record_of_other_model_files_is_told_from_one_of_other_files(tmp_path):

@@ -195,7 +195,7 @@ RESULTS = ROOT / "docs/results"
 
 
 PREDICTING = sorted(str(p.parent.relative_to(RESULTS)) for p in RESULTS.glob("*/predict/records.jsonl"))
-HELD_OUT = sorted(str(p.parent.relative_to(RESULTS)) for p in RESULTS.glob("*/heldout/records.jsonl"))
+HELD_OUT = sorted(str(p.parent.relative_to(RESULTS)) for p in RESULTS.glob("*/heldout*/records.jsonl"))
 
 
 @pytest.mark.parametrize("where", PREDICTING)
