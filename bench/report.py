@@ -29,6 +29,7 @@ from .targets import notes as target_notes
 from .targets import rows as target_rows
 
 RESULTS = ROOT / "docs/results"
+LINKS = ROOT / "tests/fixtures/links"  # `spmd bench comm --links` files as recorded on the lent machines
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 WHOLE = {"benchmarks.md.j2": ROOT / "docs/benchmarks.md"}
 # <!-- bench:NAME key=value ... --> ... <!-- /bench:NAME -->: a block rendered from templates/NAME.md.j2 with the keys
@@ -366,6 +367,56 @@ def checks_cost(folder: Path) -> list[dict]:
     return out
 
 
+def carried_links(fit: str, target: str, ranks: int) -> dict:
+    """The links of ``fit``'s recordings (``LINKS/{fit}.json``, or ``{fit}-N.json`` one a launch; inside a node, on
+    fewer ranks) carried by spmd's model to the allreduce ``target`` recorded on ``ranks`` ranks of one node: per
+    size of the target, the measured time, the median over the launches of the carried one and its error, and how
+    far the fit's own launches lay apart there (max / min - 1 at the nearest recorded size; 0 for one launch)."""
+    from spmd.scale.models.links import collective_seconds
+    from spmd.scale.prediction.machines import links_from_bench
+
+    paths = sorted(p for p in LINKS.glob(f"{fit}*.json") if re.fullmatch(rf"{re.escape(fit)}(-\d+)?\.json", p.name))
+    runs = [json.loads(p.read_text()) for p in paths]
+    links = [links_from_bench(r)["intra"] for r in runs]
+    own = [[(r["bytes"], r["seconds"]) for r in run["levels"]["intra"]["rows"]] for run in runs]
+    measured = json.loads((LINKS / f"{target}.json").read_text())
+    rows = []
+    for r in measured["levels"]["intra"]["rows"]:
+        carried = statistics.median(collective_seconds("allreduce", r["bytes"], ranks, ranks, k, None) for k in links)
+        k = min(range(len(own[0])), key=lambda i: abs(math.log(own[0][i][0] / r["bytes"])))
+        times = [run[k][1] for run in own]
+        rows.append(
+            {
+                "bytes": r["bytes"],
+                "size": size_label(r["bytes"]),
+                "measured_s": r["seconds"],
+                "carried_s": carried,
+                "error": carried / r["seconds"] - 1,
+                "spread": max(times) / min(times) - 1,
+            }
+        )
+    big = [abs(r["error"]) for r in rows if r["bytes"] >= 1 << 20]
+    small = [r for r in rows if r["bytes"] < 1 << 20]
+    return {
+        "launches": len(runs),
+        "from_ranks": runs[0]["levels"]["intra"]["ranks"],
+        "rows": rows,
+        "files": [p.name for p in paths],
+        "large_sizes": len(big),
+        "large_worst": max(big, default=0.0),
+        "small_sizes": len(small),
+        "small_within_spread": sum(abs(r["error"]) <= r["spread"] for r in small),
+    }
+
+
+def size_label(nbytes: int) -> str:
+    """8 B, 512 KiB, 128 MiB: a power of two in its largest whole unit."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
+
+
 def _caught_at(late: dict) -> int | None:
     """The step a late change was caught at, from its message ("... step 39: ...")."""
     found = re.search(r"step (\d+):", late.get("message") or "")
@@ -389,6 +440,7 @@ def documents() -> dict[Path, str]:
         "raw": lambda path: json.loads((RESULTS / path).read_text()),
         "sweeps": lambda suite, kind: decided_again(RESULTS / kind / suite),
         "checks_cost": lambda suite, kind: checks_cost(RESULTS / kind / suite),
+        "carried": carried_links,
         "targets": {kind: target_rows(entries) for kind, entries in by_kind.items()},
         "target_notes": {kind: target_notes(entries) for kind, entries in by_kind.items()},
         # per kind, the suites its target rows come from: (suite, commit, date) of each

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import types
@@ -594,3 +595,32 @@ def test_the_clean_runs_spread_is_published_only_where_a_launch_ran_two_of_a_kin
     assert spread([clean("bn", 1.0), clean("gru", 2.0), clean("mlp", 3.0)]) == []
     (m,) = spread([clean("bn", 1.0), clean("bn", 1.5), clean("gru", 2.0)])
     assert m.params["runs_compared"] == 2 and m.params["within_10_percent"] == 0.0  # 1.0 and 1.5 against 1.25
+
+
+def test_carried_links_are_the_models_median_over_launches_with_their_own_spread(tmp_path, monkeypatch):
+    """bench report's carried links: per size of the target, the median over the fit's launches of what spmd's model
+    carries to the target's ranks, its error, and the launches' own spread at the nearest recorded size."""
+    from spmd.scale.models.links import collective_seconds
+    from spmd.scale.prediction.machines import links_from_bench
+
+    def links_file(seconds: list[float], ranks: int) -> dict:
+        rows = [{"bytes": b, "seconds": t} for b, t in zip((8, 1 << 20, 1 << 24), seconds)]
+        level = {"ranks": ranks, "rows": rows}
+        return {"kind": "links", "backend": "nccl", "device": "gpu", "ranks": ranks, "ranks_per_node": ranks,
+                "levels": {"intra": level}}  # fmt: skip
+
+    runs = [[20e-6, 40e-6, 100e-6], [22e-6, 44e-6, 100e-6], [21e-6, 42e-6, 110e-6]]
+    for i, seconds in enumerate(runs, 1):
+        (tmp_path / f"two-{i}.json").write_text(json.dumps(links_file(seconds, 2)))
+    (tmp_path / "two-x.json").write_text("{}")  # another recording's name: not a launch of this one
+    (tmp_path / "four.json").write_text(json.dumps(links_file([25e-6, 60e-6, 150e-6], 4)))
+    monkeypatch.setattr(report, "LINKS", tmp_path)
+    c = report.carried_links("two", "four", 4)
+    assert c["launches"] == 3 and c["from_ranks"] == 2 and [r["size"] for r in c["rows"]] == ["8 B", "1 MiB", "16 MiB"]
+    links = [links_from_bench(links_file(s, 2))["intra"] for s in runs]
+    for r, measured in zip(c["rows"], (25e-6, 60e-6, 150e-6)):
+        carried = statistics.median(collective_seconds("allreduce", r["bytes"], 4, 4, k, None) for k in links)
+        assert r["carried_s"] == pytest.approx(carried) and r["error"] == pytest.approx(carried / measured - 1)
+    assert [r["spread"] for r in c["rows"]] == pytest.approx([22 / 20 - 1, 44 / 40 - 1, 110 / 100 - 1])
+    assert c["large_sizes"] == 2 and c["small_sizes"] == 1
+    assert c["large_worst"] == pytest.approx(max(abs(r["error"]) for r in c["rows"][1:]))

@@ -443,3 +443,20 @@ def test_a_speedups_interval_holds_it_and_is_open_where_the_time_could_reach_zer
     assert low <= speedup * (1 + 1e-12)
     assert (high is None) == (share >= 1.0) and (high is None or high >= speedup * (1 - 1e-12))
     assert speedup_range(None, total, share * total) is None
+
+
+@given(small_us=st.floats(5.0, 200.0), busbw_gbps=st.floats(5.0, 800.0), ranks=st.integers(3, 64))
+def test_a_carried_call_adds_only_the_steps_its_ring_adds(small_us, busbw_gbps, ranks):
+    """Any link measured on 2 ranks of a node gives back its own smallest call there, and on more ranks that call plus
+    NCCL's step latency for each ring step the larger ring adds: the base is paid once, whatever the ranks."""
+    from spmd.scale.models.links import NVLINK_CLASS_BPS, STEP_LATENCY_S
+
+    t0, bw = small_us * 1e-6, busbw_gbps * 1e9
+    sizes = [8 << (2 * i) for i in range(14)]  # 8 B to 512 MiB
+    rows = [{"bytes": b, "seconds": t0 + b / bw} for b in sizes]
+    link = fit_link(rows, 2, "t")
+    step = STEP_LATENCY_S["nvlink" if link.busbw_Bps > NVLINK_CLASS_BPS else "pci"]
+    assert link.latency_s == step and link.base_s == pytest.approx(max(t0 + 8 / bw - 2 * step, 0.0))
+    assert collective_seconds("allreduce", 8, 2, 2, link, None) == pytest.approx(t0 + 8 / bw, rel=1e-4)
+    carried = collective_seconds("allreduce", 8, ranks, ranks, link, None)
+    assert carried == pytest.approx(t0 + (2 * (ranks - 1) - 2) * step, rel=0.01)
