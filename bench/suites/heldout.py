@@ -116,17 +116,22 @@ def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
     return out
 
 
-def cases(env) -> list[Case]:
-    torch_cases = ("gpt2", "resnet50", "vit")
+def cases_of(listed: dict, measure, torch_cases: tuple[str, ...]) -> list[Case]:
+    """A round's list as bench cases, each one run of ``measure(env, name, job, modes)`` (its own fitting and measuring
+    launches); a case whose name starts with one of ``torch_cases`` needs PyTorch and transformers."""
     return [
         Case(
             f"held-out {name}",
-            lambda e, n=name, j=job, m=modes: measured(e, n, j, m),
+            lambda e, n=name, j=job, m=modes: measure(e, n, j, m),
             needs=("gpu", "ranks2", *(("torch", "transformers") if name.startswith(torch_cases) else ())),
             runs=1,
         )
-        for name, (job, modes) in cases_list(env).items()
+        for name, (job, modes) in listed.items()
     ]
+
+
+def cases(env) -> list[Case]:
+    return cases_of(cases_list(env), measured, ("gpt2", "resnet50", "vit"))
 
 
 def records_with_other_model_files(commits: list[str], repo=ROOT, frozen: str = FROZEN) -> list[str]:

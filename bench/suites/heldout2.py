@@ -18,7 +18,7 @@ import yaml
 
 from ..records import Measure
 from . import Case
-from .heldout import array_job, torch_job
+from .heldout import array_job, cases_of, torch_job
 from .predict import checked, error_record, launch, save_inputs, slug
 from .scaling import workload
 
@@ -110,13 +110,4 @@ def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
 
 
 def cases(env) -> list[Case]:
-    torch_cases = ("gpt2", "resnet50", "convnext")
-    return [
-        Case(
-            f"held-out {name}",
-            lambda e, n=name, j=job, m=modes: measured(e, n, j, m),
-            needs=("gpu", "ranks2", *(("torch", "transformers") if name.startswith(torch_cases) else ())),
-            runs=1,
-        )
-        for name, (job, modes) in cases_list(env).items()
-    ]
+    return cases_of(cases_list(env), measured, ("gpt2", "resnet50", "convnext"))
