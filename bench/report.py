@@ -368,45 +368,60 @@ def checks_cost(folder: Path) -> list[dict]:
 
 
 def carried_links(fit: str, target: str, ranks: int) -> dict:
-    """The links of ``fit``'s recordings (``LINKS/{fit}.json``, or ``{fit}-N.json`` one a launch; inside a node, on
-    fewer ranks) carried by spmd's model to the allreduce ``target`` recorded on ``ranks`` ranks of one node: per
-    size of the target, the measured time, the median over the launches of the carried one and its error, and how
-    far the fit's own launches lay apart there (max / min - 1 at the nearest recorded size; 0 for one launch)."""
+    """The links of ``fit``'s recordings (inside a node, on fewer ranks) carried by spmd's model to the allreduce of
+    ``target``'s, recorded on ``ranks`` ranks of one node; each a file ``LINKS/{name}.json``, or ``{name}-N.json``
+    one a launch. Per size of the target: the median measured time over its launches, the median carried one over the
+    fit's and its error, and how far either side's launches lay apart there (max / min - 1 at the nearest recorded
+    size; 0 for one launch)."""
     from spmd.scale.models.links import collective_seconds
     from spmd.scale.prediction.machines import links_from_bench
 
-    paths = sorted(p for p in LINKS.glob(f"{fit}*.json") if re.fullmatch(rf"{re.escape(fit)}(-\d+)?\.json", p.name))
-    runs = [json.loads(p.read_text()) for p in paths]
-    links = [links_from_bench(r)["intra"] for r in runs]
-    own = [[(r["bytes"], r["seconds"]) for r in run["levels"]["intra"]["rows"]] for run in runs]
-    measured = json.loads((LINKS / f"{target}.json").read_text())
+    fits, targets = _launches(fit), _launches(target)
+    links = [links_from_bench(data)["intra"] for _, data in fits]
     rows = []
-    for r in measured["levels"]["intra"]["rows"]:
+    for r in targets[0][1]["levels"]["intra"]["rows"]:
+        measured = statistics.median(_seconds_at(data, r["bytes"]) for _, data in targets)
         carried = statistics.median(collective_seconds("allreduce", r["bytes"], ranks, ranks, k, None) for k in links)
-        k = min(range(len(own[0])), key=lambda i: abs(math.log(own[0][i][0] / r["bytes"])))
-        times = [run[k][1] for run in own]
+        apart = [_apart([_seconds_at(data, r["bytes"]) for _, data in side]) for side in (fits, targets)]
         rows.append(
             {
                 "bytes": r["bytes"],
                 "size": size_label(r["bytes"]),
-                "measured_s": r["seconds"],
+                "measured_s": measured,
                 "carried_s": carried,
-                "error": carried / r["seconds"] - 1,
-                "spread": max(times) / min(times) - 1,
+                "error": carried / measured - 1,
+                "spread": max(apart),
             }
         )
     big = [abs(r["error"]) for r in rows if r["bytes"] >= 1 << 20]
     small = [r for r in rows if r["bytes"] < 1 << 20]
     return {
-        "launches": len(runs),
-        "from_ranks": runs[0]["levels"]["intra"]["ranks"],
+        "launches": len(fits),
+        "target_launches": len(targets),
+        "from_ranks": fits[0][1]["levels"]["intra"]["ranks"],
         "rows": rows,
-        "files": [p.name for p in paths],
+        "files": [name for name, _ in fits + targets],
         "large_sizes": len(big),
         "large_worst": max(big, default=0.0),
         "small_sizes": len(small),
         "small_within_spread": sum(abs(r["error"]) <= r["spread"] for r in small),
     }
+
+
+def _launches(name: str) -> list[tuple[str, dict]]:
+    """(file name, parsed) of ``LINKS/{name}.json`` or of each ``{name}-N.json``, one a launch."""
+    paths = sorted(p for p in LINKS.glob(f"{name}*.json") if re.fullmatch(rf"{re.escape(name)}(-\d+)?\.json", p.name))
+    return [(p.name, json.loads(p.read_text())) for p in paths]
+
+
+def _seconds_at(data: dict, nbytes: int) -> float:
+    """A links file's allreduce inside a node at its recorded size nearest ``nbytes``."""
+    rows = data["levels"]["intra"]["rows"]
+    return min(rows, key=lambda r: abs(math.log(r["bytes"] / nbytes)))["seconds"]
+
+
+def _apart(times: list[float]) -> float:
+    return max(times) / min(times) - 1
 
 
 def size_label(nbytes: int) -> str:

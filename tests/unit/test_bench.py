@@ -624,3 +624,23 @@ def test_carried_links_are_the_models_median_over_launches_with_their_own_spread
     assert [r["spread"] for r in c["rows"]] == pytest.approx([22 / 20 - 1, 44 / 40 - 1, 110 / 100 - 1])
     assert c["large_sizes"] == 2 and c["small_sizes"] == 1
     assert c["large_worst"] == pytest.approx(max(abs(r["error"]) for r in c["rows"][1:]))
+
+
+def test_carried_links_take_the_targets_launches_median_and_the_wider_spread(tmp_path, monkeypatch):
+    """Recorded in several launches on the target too, its measured time is their median at each size, and a size's
+    spread is the wider of the two sides' launch-to-launch spreads."""
+
+    def links_file(seconds: list[float], ranks: int) -> dict:
+        rows = [{"bytes": b, "seconds": t} for b, t in zip((8, 1 << 24), seconds)]
+        return {"kind": "links", "backend": "nccl", "device": "gpu", "ranks": ranks, "ranks_per_node": ranks,
+                "levels": {"intra": {"ranks": ranks, "rows": rows}}}  # fmt: skip
+
+    (tmp_path / "two.json").write_text(json.dumps(links_file([20e-6, 100e-6], 2)))
+    for i, seconds in enumerate([[25e-6, 150e-6], [30e-6, 160e-6], [26e-6, 300e-6]], 1):
+        (tmp_path / f"four-{i}.json").write_text(json.dumps(links_file(seconds, 4)))
+    monkeypatch.setattr(report, "LINKS", tmp_path)
+    c = report.carried_links("two", "four", 4)
+    assert (c["launches"], c["target_launches"]) == (1, 3)
+    assert [r["measured_s"] for r in c["rows"]] == pytest.approx([26e-6, 160e-6])
+    assert [r["spread"] for r in c["rows"]] == pytest.approx([30 / 25 - 1, 300 / 150 - 1])
+    assert c["files"] == ["two.json", "four-1.json", "four-2.json", "four-3.json"]
