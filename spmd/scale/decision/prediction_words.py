@@ -14,6 +14,7 @@ def format_prediction(scaling: dict) -> str:
     for p in scaling.get("other_machines") or []:
         t = p["target"]
         lines.append(f"on {t['name']} ({t['gpus_per_node']} a node):")
+        lines += [f"  priced from: {words}" for words in input_words(t)]
         sweep = p.get("sweep") or {}
         if sweep.get("verdict"):
             lines.append(f"  the sweep: {sweep['verdict']}")
@@ -50,6 +51,38 @@ def format_prediction(scaling: dict) -> str:
             )
         lines += [f"  note: {n}" for n in p["notes"]]
     return "\n".join(lines)
+
+
+def input_words(target: dict) -> list[str]:
+    """What a target's collectives are priced from, a line per level: a preset (looked up, nominal), figures given
+    in the target, links measured with the target's own ranks a node (a measurement there), or links measured on
+    fewer ranks or nodes and carried to the target's by the ring's steps and bytes."""
+    g, nodes = target["gpus_per_node"], target.get("nodes") or [1]
+    out = []
+    for level, link in (("inside a node", target.get("intra")), ("between nodes", target.get("inter"))):
+        if not link:
+            continue
+        source = link["source"]
+        if source.startswith("preset "):
+            out.append(f"{level}: {source.split(':')[0]} (looked up: nominal figures)")
+            continue
+        if not link.get("curve_ranks"):
+            out.append(f"{level}: figures {source}")
+            continue
+        ranks, per_node = link["curve_ranks"], link["curve_per_node"]
+        if level == "inside a node":
+            carried = [] if ranks == g else [f"{g} a node"]
+            where = f"{ranks} rank(s) a node"
+        else:
+            across = [n for n in nodes if n > 1]
+            if not across:  # a target of one node never crosses between nodes
+                continue
+            measured = ranks // per_node
+            carried = [f"{n} node(s) of {g}" for n in across if per_node != g or n != measured]
+            where = f"{measured} node(s) of {per_node} rank(s)"
+        there = "the target's own, a measurement there" if not carried else f"carried to {', '.join(carried)}"
+        out.append(f"{level}: links measured on {where} ({there})")
+    return out
 
 
 def speedup_span(row: dict) -> str:

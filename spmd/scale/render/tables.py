@@ -187,15 +187,15 @@ def scaling_device(prediction: dict) -> str:
 def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
     """On other machines (``spmd predict``): per target, the predicted runs, measured ones beside them, the
     break-even and what the prediction rests on."""
-    from ..decision.prediction_words import break_even_words, speedup_span
+    from ..decision.prediction_words import break_even_words, input_words, speedup_span
 
     out = []
     for p in predictions or []:
         t = p["target"]
         checked = {(c["mode"], c["ranks"]): c for c in p.get("checked") or []}
         links = "; ".join(
-            f"{level}: {fmt_seconds(link['latency_s'])} a step, {link['busbw_Bps'] / 1e9:.3g} GB/s bus bandwidth "
-            f"({link['source']})"
+            f"{level}: {fmt_seconds(link.get('base_s', 0.0))} a call and {fmt_seconds(link['latency_s'])} a step, "
+            f"{link['busbw_Bps'] / 1e9:.3g} GB/s bus bandwidth ({link['source']})"
             for level, link in (("inside a node", t["intra"]), ("between nodes", t["inter"]))
             if link
         )
@@ -230,7 +230,8 @@ def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
             rows.append(
                 ["note", "", "", f"the sweep had {len(suspect)} suspect point(s), left out of the fit", *[""] * 6]
             )
-        rows += [["note", "", "", n, "", "", "", "", "", ""] for n in [links, *p["notes"]] if n]
+        priced = [f"priced from {words}" for words in input_words(t)]
+        rows += [["note", "", "", n, "", "", "", "", "", ""] for n in [*priced, links, *p["notes"]] if n]
         out.append(
             Table(
                 f"On other machines: {t['name']} (predicted, {t['gpus_per_node']} a node)",
