@@ -40,7 +40,7 @@ def cmd_predict(args) -> int:
     from pathlib import Path
 
     from ..core.errors import ConfigError
-    from ..scale.decision.prediction_words import format_prediction
+    from ..scale.decision.prediction_words import format_prediction, input_words
     from ..scale.prediction.machines import read_target
     from ..scale.prediction.predict import check_against, measured_runs, predict_machine, read_sweep
     from ..scale.render.write import require_scaling_outputs, write_scaling
@@ -56,6 +56,7 @@ def cmd_predict(args) -> int:
     for machine in machines:
         p = predict_machine(scaling, machine)
         p["checked"] = check_against(p, measured)
+        p["priced_from"] = input_words(p["target"])  # the kind of input, a level at a time
         predictions.append(p)
     scaling = {**scaling, "other_machines": predictions}
     paths = write_scaling(scaling, out)

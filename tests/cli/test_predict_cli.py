@@ -36,6 +36,13 @@ def test_predict_end_to_end_into_the_report(tmp_path):
     assert "on two boxes" in done.stdout and "break-even at 4 ranks" in done.stdout
     assert any(n.startswith("preset eth-100g is unvalidated: no held-out measurement") for n in p["notes"])
     assert any(n.startswith("preset nvlink4 met a held-out measurement on 2 H200s") for n in p["notes"])
+    # what it was priced from, level by level, kept and said
+    assert p["priced_from"] == [
+        "inside a node: preset nvlink4 (looked up: nominal figures)",
+        "between nodes: preset eth-100g (looked up: nominal figures)",
+    ]
+    assert "priced from: between nodes: preset eth-100g (looked up: nominal figures)" in done.stdout
+    assert "priced from inside a node: preset nvlink4" in (tmp_path / "scaling.md").read_text()
     # the original sweep stays as it was
     assert "other_machines" not in json.loads(sweep.read_text())
 
