@@ -44,9 +44,11 @@ def track_name(track: str, device: dict | None) -> str:
     }.get(track, track)
 
 
-def collectives_label(problem: dict | None) -> tuple[str, list[dict]]:
-    """' (allreduce 40 B)' and the list of a repeat's collectives from report.json's ``problem``."""
+def collectives_label(problem: dict | None, ranks: int) -> tuple[str, list[dict]]:
+    """' (allreduce 40 B)' and the list of a repeat's collectives from report.json's ``problem`` (a rank alone lists
+    the halos it would exchange with neighbours, for the scaling model: it sends none)."""
     items = [c for c in (problem or {}).get("comm", []) if isinstance(c, dict)]
+    items = [c for c in items if ranks > 1 or c.get("op") != "sendrecv"]
     if not items:
         return "", []
     words = ", ".join(
@@ -71,7 +73,7 @@ def chrome_trace(
     ids = track_ids(timelines)
     starts = [rep["start"] for repeats in timelines for rep in repeats]
     origin = min(starts) if starts else 0.0
-    label, collectives = collectives_label(problem)
+    label, collectives = collectives_label(problem, len(timelines))
     events: list[dict] = []
     for rank, repeats in enumerate(timelines):
         device = devices[rank] if rank < len(devices) else None

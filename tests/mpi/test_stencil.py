@@ -5,6 +5,7 @@ what skipping the halo exchange does to the rows at block edges."""
 import h5py
 import numpy as np
 import pytest
+from mpi4py import MPI
 
 try:  # the GPU machine has no SciPy: there the reference is spmd's own, which tests/unit checks against SciPy
     from scipy import ndimage
@@ -146,3 +147,22 @@ def test_skipping_the_halo_exchange_changes_exactly_the_rows_at_block_edges(back
     if rows[1] < H:
         edges |= {rows[1] - 2, rows[1] - 1}
     assert set(changed.tolist()) == edges
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("decomposition", ["rows", "blocks"])
+def test_a_lone_rank_lists_the_row_halos_a_split_exchanges(backend, world, shared_tmp, field, decomposition):
+    """A sweep fitted on one GPU prices the halos at more ranks from what its one rank lists: the row halos, per rank
+    and per repeat, that the world's row-split ranks list (a grid of one column: rows, or blocks on 2 and 3)."""
+    cfg = stencil_config(shared_tmp, backend, kernel="gaussian", size=5, iterations=3, decomposition=decomposition)
+    ctx = Context(MPI.COMM_SELF)
+    alone = run_job(ctx, cfg).report
+    ctx.close()
+    ctx = Context()
+    split = run_job(ctx, cfg).report
+    ctx.close()
+    assert alone["problem"]["comm"] == [{"op": "sendrecv", "bytes": 2 * (W + 4) * 8, "calls": 6, "growth": 0.0}]
+    if split["result"]["grid"][1] == 1:
+        assert split["problem"]["comm"] == alone["problem"]["comm"]
+    else:  # 2-D blocks on 4: the row halos of half the width, and column halos beside them
+        assert split["problem"]["comm"][0]["bytes"] < alone["problem"]["comm"][0]["bytes"]

@@ -460,3 +460,13 @@ def test_a_carried_call_adds_only_the_steps_its_ring_adds(small_us, busbw_gbps, 
     assert collective_seconds("allreduce", 8, 2, 2, link, None) == pytest.approx(t0 + 8 / bw, rel=1e-4)
     carried = collective_seconds("allreduce", 8, ranks, ranks, link, None)
     assert carried == pytest.approx(t0 + (2 * (ranks - 1) - 2) * step, rel=0.01)
+
+
+@given(seconds=st.lists(st.floats(1e-6, 1e-2), min_size=2, max_size=2), bw=st.floats(1.0, 1e3))
+def test_a_halo_gives_back_its_measured_ring_shift_at_its_smallest_size(seconds, bw):
+    """A curve's smallest size goes through a log and back (8 B is 7.999... B there): the size it is priced at is
+    still 8 B, so on a link slow enough for bytes to count the shift measured at 8 B comes back exactly."""
+    shifts = ((8, seconds[0]), (1 << 10, seconds[0] + seconds[1]))
+    link = Link(1e-6, bw, "t", 0.0, ((8, 1e-5), (1 << 10, 1e-3)), 2, 2, (), shifts)
+    for b, t in shifts:
+        assert collective_seconds("sendrecv", b, 2, 2, link, None) == pytest.approx(t, rel=1e-9)

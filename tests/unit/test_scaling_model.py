@@ -368,3 +368,26 @@ def test_one_rank_is_charged_the_comm_it_paid_not_the_overhead_of_several(alone,
     if even["status"] == "above":  # at the break-even share, one rank's predicted time holds its own comm only
         one = predict(model, 1, 2 * even["bytes_per_rank"])
         assert one["comm"] == pytest.approx(alone, rel=1e-9)
+
+
+@given(halo=st.integers(8, 1 << 24), calls=st.integers(1, 1000), per_call=st.floats(1e-7, 1e-3))
+def test_a_sweep_on_one_rank_prices_the_halos_it_listed_at_more_ranks(halo, calls, per_call):
+    """A stencil's one rank exchanges nothing but lists the row halos a split would: a sweep fitted on one GPU (two
+    shares) prices them on the target's links at 2, all exposed (no run showed them hide), once each call."""
+    ops = [{"op": "sendrecv", "bytes": halo, "calls": calls, "growth": 0.0}]
+    runs = []
+    for share in (S, S / 2):
+        run = synthetic_run("share" if share < S else "strong", 1, share)
+        run["problem"]["comm"] = ops
+        runs.append(run)
+    model = fit_model(runs, [], "nccl", 0.0, node_phases=HOST_PHASES, gpu=True)
+    seen = []
+
+    def links(ranks, priced_ops):
+        seen.append((ranks, priced_ops))
+        return sum(o["calls"] * per_call for o in priced_ops)
+
+    alone = predict(model, 1, S)["comm"]
+    two = predict(model, 2, S, collectives=links)
+    assert seen == [(2, [{**ops[0], "bytes": halo}])]
+    assert two["comm"] == pytest.approx(alone + calls * per_call, rel=1e-9)

@@ -83,13 +83,13 @@ def collective_seconds(
     nodes = -(-ranks // min(per_node, ranks))
     level = inter if nodes > 1 else (intra or inter)
     modelled = _terms(op, nbytes, ranks, per_node, intra, inter)
-    return modelled * _measured_ratio(level, op, model_terms(op, ranks, int(nbytes))[1], intra, inter)
+    return modelled * _measured_ratio(level, op, model_terms(op, ranks, round(nbytes))[1], intra, inter)
 
 
 def _terms(op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None, inter: Link | None) -> float:
     g = min(per_node, ranks)
     nodes = -(-ranks // g)
-    steps, volume = model_terms(op, ranks, int(nbytes))
+    steps, volume = model_terms(op, ranks, round(nbytes))  # a size through exp(log(8)) is 7.999...: 8 bytes, not 7
     if nodes == 1:
         link = intra or inter
         return link.base_s + steps * link.latency_s + volume / link.busbw_Bps

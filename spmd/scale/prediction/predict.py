@@ -33,8 +33,9 @@ from .machines import Machine, preset_validation
 SAME_PATH = 0.9
 # a whole launch's time against another launch's of the same case (the fit's launch against the target's): within this
 # share in 90% of the pairs (the predict suite's committed cases of several launches, on 2 and 4 H200s and the 2-core
-# CPU; bench.suites.predict.launch_deviations, held to it by tests/unit/test_suites_predict.py)
-LAUNCH_SPREAD = 0.12
+# CPU, and the first two held-out rounds'; bench.suites.predict.launch_deviations, held to it by
+# tests/unit/test_suites_predict.py)
+LAUNCH_SPREAD = 0.13
 
 
 def row_flags(speedup: float | None, ranks: int) -> list[str]:

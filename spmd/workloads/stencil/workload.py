@@ -444,7 +444,9 @@ class StencilWorkload(Workload):
     def problem(self):
         r, item, it = self.r, self.dtype.itemsize, self.params.iterations
         comm = []
-        if self.grid.rows > 1:
+        # a rank alone lists the row halos that two ranks of it would exchange (either decomposition splits rows
+        # first): a sweep fitted on one GPU has them to price at more ranks, where listing none would price none
+        if self.grid.rows > 1 or self.grid.size == 1:
             comm.append({"op": "sendrecv", "bytes": r * (self.w + 2 * r) * item, "calls": 2 * it, "growth": 0.0})
         if self.grid.cols > 1:
             comm.append({"op": "sendrecv", "bytes": self.h * r * item, "calls": 2 * it, "growth": 0.5})
