@@ -21,7 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--ranks", type=int, help="ranks of multi-rank cases (default: every GPU, or 2 on a CPU)")
     run.add_argument("--quick", action="store_true", help="small sizes: a smoke run (tests, CI), not for the docs")
     run.add_argument(
-        "--only", metavar="TEXT", help="only the case named TEXT, or where none is, the cases whose name holds TEXT"
+        "--only",
+        metavar="TEXT",
+        action="append",
+        help="only the case named TEXT, or where none is, the cases whose name holds TEXT (given again: either)",
     )
     run.add_argument(
         "--max-minutes",

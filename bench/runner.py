@@ -36,7 +36,7 @@ def run(
     quick: bool,
     ranks: int | None,
     argv: list[str],
-    only: str | None = None,
+    only: str | list[str] | None = None,
     max_minutes: float | None = None,
 ) -> int:
     """Run the suites; 0 when every case that could run did, 1 when one failed."""
@@ -130,11 +130,15 @@ def _earlier_manifest(folder: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def _chooser(only: str | None, names: list[str]) -> Callable[[str], bool]:
+def _chooser(only: str | list[str] | None, names: list[str]) -> Callable[[str], bool]:
     """Whether ``--only`` picks a case of this name: every case when not given; the case named exactly ``only``
-    when there is one (``batch sweep``, not also ``examples, batch sweep``); else every case whose name holds it."""
+    when there is one (``batch sweep``, not also ``examples, batch sweep``); else every case whose name holds it.
+    Given several times, a case any of them picks."""
     if not only:
         return lambda name: True
+    if not isinstance(only, str):
+        picks = [_chooser(one, names) for one in only]
+        return lambda name: any(pick(name) for pick in picks)
     if only in names:
         return lambda name: name == only
     return lambda name: only in name

@@ -150,6 +150,13 @@ def test_only_takes_the_case_named_exactly_when_there_is_one_else_every_case_hol
 
     assert cases("batch sweep") == ["batch sweep"]
     assert cases("sweep") == ["batch sweep", "examples, batch sweep"]
+    # given twice (one call's cases, the rest in another): a case either picks
+    runner.run(["fake"], tmp_path / "two", runs=1, quick=True, ranks=None, argv=["run"], only=["batch sweep", "nope"])
+    assert [c["case"] for c in json.loads((tmp_path / "two/fake/manifest.json").read_text())["cases"]] == [
+        "batch sweep"
+    ]
+    runner.run(["fake"], tmp_path / "all", runs=1, quick=True, ranks=None, argv=["run"], only=["batch sweep", "ex"])
+    assert len(json.loads((tmp_path / "all/fake/manifest.json").read_text())["cases"]) == 2
     runner.run(["fake"], tmp_path / "x", runs=1, quick=True, ranks=None, argv=["run"])
     runner.run(["fake"], tmp_path / "x", runs=2, quick=True, ranks=None, argv=["run"], only="batch sweep")
     # the exact name's records replaced, the other case's kept

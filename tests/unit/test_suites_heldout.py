@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py, heldout2.py, one a round): each list, fixed before anything of it
+"""The held-out suites (bench/suites/heldout.py, heldout2.py, heldout3.py, one a round): each list, fixed before anything of it
 was measured, makes at least 20 predictions over at least 3 workloads, one of a family never used before; every
 committed held-out record was measured with the prediction model's files as its round froze them; the check itself
 tells a changed model file from any other."""
@@ -16,7 +16,7 @@ from helpers import git_repo
 
 from bench.env import Env
 from bench.records import read_records
-from bench.suites import heldout, heldout2
+from bench.suites import heldout, heldout2, heldout3
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DESIGNED_ON = ("predict.py", "scaling.py", "torch_models.py", "torch_answer.py")
 
 
-@pytest.mark.parametrize("frozen", [heldout.FROZEN, heldout2.FROZEN])
+@pytest.mark.parametrize("frozen", [heldout.FROZEN, heldout2.FROZEN, heldout3.FROZEN])
 def test_the_frozen_commit_is_in_the_history_and_holds_the_model(frozen):
     found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{frozen}^{{commit}}"])
     assert found.returncode == 0, f"{frozen} is not in this clone's history (a shallow clone?)"
@@ -66,6 +66,31 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
     assert later.returncode == 0
 
 
+def test_the_third_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
+    """Twenty predictions or more over three workloads or more (fitted on one GPU, and on 1-N for the target with
+    peer-to-peer off); none of its cases, nor any job, is an earlier round's; its family (EfficientNet) in no suite
+    the model was designed on nor in an earlier round; its freeze after the second's, and the stencil's lone rank
+    listing its halos (the change it tests) in the frozen tree."""
+    for gpus in (2, 4):
+        env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
+        listed = heldout3.cases_list(env)
+        assert heldout3.predictions(listed) >= 20 and len({name.split(",")[0] for name in listed}) >= 3
+        for earlier in (heldout, heldout2):
+            before = earlier.cases_list(env)
+            assert not set(listed) & set(before)
+            assert not [j for j, _ in listed.values() if j in [f for f, _ in before.values()]]
+    for suite in (*DESIGNED_ON, "heldout.py", "heldout2.py"):
+        assert not re.search(r"efficientnet", (ROOT / "bench/suites" / suite).read_text(), re.I), suite
+    later = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", heldout2.FROZEN, heldout3.FROZEN])
+    assert later.returncode == 0
+    frozen = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{heldout3.FROZEN}:spmd/workloads/stencil/workload.py"],
+        capture_output=True,
+        text=True,
+    )
+    assert "self.grid.size == 1" in frozen.stdout
+
+
 def test_every_committed_held_out_record_ran_its_rounds_frozen_model():
     folders = sorted(ROOT.glob("docs/results/*/heldout*/manifest.json"))
     assert folders
@@ -73,7 +98,8 @@ def test_every_committed_held_out_record_ran_its_rounds_frozen_model():
         m = json.loads(manifest.read_text())
         commits = [m["commit"], *(c["commit"] for c in m.get("cases", []) if c.get("commit"))]
         frozen = {r.params["frozen"] for r in read_records(manifest.parent / "records.jsonl")}
-        assert frozen == {{"heldout": heldout, "heldout2": heldout2}[manifest.parent.name].FROZEN}, manifest
+        rounds = {"heldout": heldout, "heldout2": heldout2, "heldout3": heldout3}
+        assert frozen == {rounds[manifest.parent.name].FROZEN}, manifest
         assert heldout.records_with_other_model_files(commits, frozen=frozen.pop()) == [], manifest
 
 

@@ -1,0 +1,128 @@
+"""Held-out validation of ``spmd predict``, third round: the model as frozen at FROZEN (after a stencil's lone rank
+listed the halos a split exchanges, a curve's smallest size priced whole, and the launch part set over the first two
+rounds; the files of heldout.MODEL_PATHS unchanged since), on eight cases chosen with it and before any of them was
+measured, none used while designing the model or in an earlier round (other seeds, sizes, iterations and batches, a
+stencil bound by its host beside one that is not, and a model family never used before, torchvision's
+EfficientNet).
+
+Each case is predicted for the N GPUs of the machine twice over, as two users would:
+- one with one GPU: fitted on it (``--shares N``), predicted from the ``nvlink4`` preset and from the target's link
+  test, then measured there over NVLink (``spmd scale --ranks 1,N``);
+- one with the N GPUs over NVLink who asks what the same GPUs with peer-to-peer off would do (a machine whose GPUs
+  talk through the host): fitted on that 1-N sweep, predicted from the target's link test with
+  ``NCCL_P2P_DISABLE=1``, then measured so.
+Published apart from the in-sample tables and the earlier rounds (docs/validation.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ..records import Measure
+from . import Case
+from .heldout import array_job, cases_of, torch_job
+from .predict import checked, error_record, launch, save_inputs, slug
+from .scaling import workload
+
+# the prediction model as frozen before any case of this round was measured; records of other model files are refused
+FROZEN = "3f0781ddddcf6fd988526cb181d81a30d8cf1da7"
+SUITE = "heldout3"
+PRESET = "preset nvlink4"
+TARGETS = "the target's link test"
+P2P_OFF = "the target's link test with peer-to-peer off (fitted with it on)"  # a target's name: no ',' nor ': '
+NO_P2P = {"NCCL_P2P_DISABLE": "1"}
+LINK_SIZES = ["--max-bytes", "1G", "--factor", "4"]  # 8 B to 512 MiB
+
+
+def cases_list(env) -> dict:
+    """name -> (the job's config, its modes): the round's list, fixed before any of it was measured."""
+    gpu = env.gpus > 0
+    n = 5120 if gpu else 1280
+    efficientnet = str(Path(__file__).resolve().parents[1] / "models/efficientnet.py:build")
+    both = ("strong", "weak")
+    return {
+        "reduce, seed 71, float64": (array_job(env, "reduce", [1 << 25 if gpu else 1 << 22], 71, "float64"), both),
+        f"matmul, {n} square": (array_job(env, "matmul", [n, n], 73), both),
+        **_stencil(env, 8192 if gpu else 1024, 50 if gpu else 20, 79),
+        **_stencil(env, 2048 if gpu else 512, 400 if gpu else 40, 83),
+        "train, an MLP of 1024-4096-4096-10 at batch 2048": (_mlp(env), both),
+        "gpt2, 12 x 512 tokens, bf16": (torch_job(env, "gpt2", {"shape": [1024, 512], "seed": 97}, batch=12), both),
+        "resnet50, batch 128 of 3x128x128": (torch_job(env, "resnet50", {"shape": [1024, 3, 128, 128], "seed": 101},
+                                                       batch=128), both),
+        "efficientnet-b0, batch 96 of 3x160x160, bf16": (
+            torch_job(env, "resnet50", {"shape": [1024, 3, 160, 160], "seed": 103}, batch=96, model=efficientnet,
+                      options={"classes": 100}), both),
+    }  # fmt: skip
+
+
+def _stencil(env, grid: int, iterations: int, seed: int) -> dict:
+    job = array_job(env, "stencil", [grid, grid], seed)
+    job["params"] = {**job["params"], "iterations": iterations}
+    return {f"stencil, a {grid} grid, {iterations} iterations": (job, ("strong", "weak"))}
+
+
+def _mlp(env) -> dict:
+    job = workload(env, "train")
+    job["generate"] = {**job["generate"], "shape": [32768, 1024], "seed": 89}
+    job["params"] = {**job["params"], "model": [1024, 4096, 4096, 10], "batch": 2048, "steps": 20}
+    return job
+
+
+INPUT_KINDS = (PRESET, TARGETS, P2P_OFF)
+
+
+def predictions(cases: dict) -> int:
+    """How many predictions the list makes: each case's modes times the kinds of input."""
+    return sum(len(modes) for _, modes in cases.values()) * len(INPUT_KINDS)
+
+
+def link_test(env, ranks: int, p2p: bool) -> Path:
+    """``spmd bench comm --links`` over ``ranks`` GPUs of this node (peer-to-peer on or off), once a launch."""
+    path = env.work / f"{SUITE}-links-{ranks}{'' if p2p else '-p2p-off'}.json"
+    if not path.exists():
+        args = ["bench", "comm", "--links", *LINK_SIZES, "--json", path]
+        launch(env, args, ranks, ({} if p2p else NO_P2P, None))
+    return path
+
+
+def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
+    """One case: fitted on one GPU and predicted at N over NVLink; fitted on 1-N over NVLink and predicted at N with
+    peer-to-peer off; each measured there."""
+    n = env.ranks
+    cfg = env.work / f"{SUITE}-{slug(name)}.yaml"
+    cfg.write_text(yaml.safe_dump(job))
+    env.spmd("generate", cfg, ranks=None)
+    mode = "both" if len(modes) == 2 else modes[0]
+    fit, there, off = (env.work / f"{SUITE}-{slug(name)}-{part}" for part in ("fit", str(n), f"{n}-p2p-off"))
+    env.spmd("scale", cfg, "--ranks", "1", "--shares", str(n), "--mode", mode, "--out", fit, "-q", ranks=1)
+    env.spmd("scale", cfg, "--ranks", f"1,{n}", "--mode", mode, "--out", there, "-q", ranks=n)
+    launch(env, ["scale", cfg, "--ranks", f"1,{n}", "--mode", mode, "--out", off, "-q"], n, (NO_P2P, None))
+    files = {
+        "fit": fit / "scaling.json",
+        "measured": there / "scaling.json",
+        "measured-p2p-off": off / "scaling.json",
+        "links-target": link_test(env, n, p2p=True),
+        "links-p2p-off": link_test(env, n, p2p=False),
+    }
+    inputs = save_inputs(env, slug(name), files, suite=SUITE)
+    roles = {
+        PRESET: ("fit", "measured", None),
+        TARGETS: ("fit", "measured", "links-target"),
+        P2P_OFF: ("measured", "measured-p2p-off", "links-p2p-off"),
+    }
+    out = []
+    for kind, (fitted, there_, links) in roles.items():
+        target = f"{'intra=nvlink4,' if kind == PRESET else ''}gpus_per_node={n},nodes=1,name={kind}"
+        given = {"fit": files[fitted], "measured": files[there_], **({"links": files[links]} if links else {})}
+        kept = {"fit": inputs[fitted], "measured": inputs[there_], **({"links": inputs[links]} if links else {})}
+        fitted_on = f"1-{n} GPUs" if kind == P2P_OFF else "1 GPU"
+        for c in checked(given, target):
+            if c["ranks"] == n:
+                case = f"held-out {name}, {c['mode']}, fitted on {fitted_on}, predicted at {n}: {kind}"
+                out.append(error_record(case, c, inputs=kept, target=target, frozen=FROZEN, kind=kind))
+    return out
+
+
+def cases(env) -> list[Case]:
+    return cases_of(cases_list(env), measured, ("gpt2", "resnet50", "efficientnet"))
