@@ -8,6 +8,8 @@ frozen commit named; a unit test fails on a record measured with other model fil
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from ..env import ROOT
@@ -24,10 +26,12 @@ MODEL_PATHS = (
     "spmd/scale/sweep/analysis.py",
     "spmd/scale/sweep/calibrate.py",
 )
-# the kinds of input a prediction is made from: the target's keys beside TARGET, and whether the target's link test
-# (the links file) prices its collectives
-INPUT_KINDS = {"preset nvlink4": ("intra=nvlink4,", False), "the target's link test": ("", True)}
-TARGET = "gpus_per_node=2,nodes=1"
+# the kinds of input a prediction is made from (held_against's sources: a preset's prediction neither reads the
+# links file nor keeps it among its inputs, bench recheck alike)
+INPUT_KINDS = {
+    "preset nvlink4": ("intra=nvlink4,", "fit", "measured", None, "1 GPU"),
+    "the target's link test": ("", "fit", "measured", "links", "1 GPU"),
+}
 
 
 def array_job(env, name: str, shape: list[int], seed: int, dtype: str = "float32") -> dict:
@@ -88,12 +92,35 @@ def predictions(cases: dict) -> int:
     return sum(len(modes) for _, modes in cases.values()) * len(INPUT_KINDS)
 
 
-def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
-    """One case: fitted on one GPU with the share of 2, measured at 1 and 2, predicted from each kind of input."""
-    cfg = env.work / f"heldout-{slug(name)}.yaml"
+def job_config(env, suite: str, name: str, job: dict, modes: tuple) -> tuple[Path, str]:
+    """A case's config written under the run's scratch and its input generated: (the config, the ``--mode`` of its
+    modes)."""
+    cfg = env.work / f"{suite}-{slug(name)}.yaml"
     cfg.write_text(yaml.safe_dump(job))
     env.spmd("generate", cfg, ranks=None)
-    mode = "both" if len(modes) == 2 else modes[0]
+    return cfg, "both" if len(modes) == 2 else modes[0]
+
+
+def held_against(name: str, ranks: int, files: dict, inputs: dict, kinds: dict, frozen: str) -> list[Measure]:
+    """One case's records: for each kind of input, ``kinds[kind] = (the target's keys, the fit's role, the measured
+    sweep's role, the links' role or None, what it was fitted on)``, the fit's prediction at ``ranks`` GPUs of one node
+    held against the measured sweep (``files``: role -> path here; ``inputs``: role -> the stored copy's name)."""
+    out = []
+    for kind, (keys, fit, there, measured_links, fitted_on) in kinds.items():
+        target = f"{keys}gpus_per_node={ranks},nodes=1,name={kind}"
+        roles = {"fit": fit, "measured": there, **({"links": measured_links} if measured_links else {})}
+        given = {role: files[source] for role, source in roles.items()}
+        kept = {role: inputs[source] for role, source in roles.items()}
+        for c in checked(given, target):
+            if c["ranks"] == ranks:
+                case = f"held-out {name}, {c['mode']}, fitted on {fitted_on}, predicted at {ranks}: {kind}"
+                out.append(error_record(case, c, inputs=kept, target=target, frozen=frozen, kind=kind))
+    return out
+
+
+def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
+    """One case: fitted on one GPU with the share of 2, measured at 1 and 2, predicted from each kind of input."""
+    cfg, mode = job_config(env, "heldout", name, job, modes)
     fit, there = env.work / f"heldout-{slug(name)}-fit", env.work / f"heldout-{slug(name)}-2"
     env.spmd("scale", cfg, "--ranks", "1", "--shares", "2", "--mode", mode, "--out", fit, "-q", ranks=1)
     env.spmd("scale", cfg, "--ranks", "1,2", "--mode", mode, "--out", there, "-q", ranks=2)
@@ -103,17 +130,7 @@ def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
         "links": links(env, "held-out", ({}, None)),
     }
     inputs = save_inputs(env, f"{slug(name)}", files, suite="heldout")
-    out = []
-    for kind, (keys, measured_links) in INPUT_KINDS.items():
-        # a preset's prediction neither reads the links file nor keeps it among its inputs (bench recheck alike)
-        given = {role: path for role, path in files.items() if measured_links or role != "links"}
-        target = f"{keys}{TARGET},name={kind}"
-        for c in checked(given, target):
-            if c["ranks"] == 2:
-                case = f"held-out {name}, {c['mode']}, fitted on 1 GPU, predicted at 2: {kind}"
-                kept = {role: rel for role, rel in inputs.items() if role in given}
-                out.append(error_record(case, c, inputs=kept, target=target, frozen=FROZEN, kind=kind))
-    return out
+    return held_against(name, 2, files, inputs, INPUT_KINDS, FROZEN)
 
 
 def cases_of(listed: dict, measure, torch_cases: tuple[str, ...]) -> list[Case]:

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from ..records import Measure
 from . import Case
-from .heldout import array_job, cases_of, torch_job
-from .predict import checked, error_record, launch, save_inputs, slug
+from .heldout import array_job, cases_of, held_against, job_config, torch_job
+from .predict import launch, save_inputs, slug
 from .scaling import workload
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
@@ -83,10 +81,7 @@ def link_test(env, ranks: int) -> Path:
 def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
     """One case: fitted on fewer GPUs, measured at 1 and N, predicted at N from each kind of input."""
     n = env.ranks
-    cfg = env.work / f"heldout2-{slug(name)}.yaml"
-    cfg.write_text(yaml.safe_dump(job))
-    env.spmd("generate", cfg, ranks=None)
-    mode = "both" if len(modes) == 2 else modes[0]
+    cfg, mode = job_config(env, "heldout2", name, job, modes)
     fit, there = env.work / f"heldout2-{slug(name)}-fit", env.work / f"heldout2-{slug(name)}-{n}"
     fitting = ("--ranks", "1", "--shares", "2") if n < 4 else ("--ranks", "1,2")
     env.spmd("scale", cfg, *fitting, "--mode", mode, "--out", fit, "-q", ranks=1 if n < 4 else 2)
@@ -95,18 +90,13 @@ def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
     if n >= 4:
         files["links-fit"] = link_test(env, 2)
     inputs = save_inputs(env, slug(name), files, suite=SUITE)
-    out = []
-    for kind in input_kinds(n):
-        links = {PRESET: None, CARRIED: "links-fit", TARGETS: "links-target"}[kind]
-        target = f"{'intra=nvlink4,' if kind == PRESET else ''}gpus_per_node={n},nodes=1,name={kind}"
-        given = {"fit": files["fit"], "measured": files["measured"], **({"links": files[links]} if links else {})}
-        kept = {"fit": inputs["fit"], "measured": inputs["measured"], **({"links": inputs[links]} if links else {})}
-        fitted_on = "1 GPU" if n < 4 else "1-2 GPUs"
-        for c in checked(given, target):
-            if c["ranks"] == n:
-                case = f"held-out {name}, {c['mode']}, fitted on {fitted_on}, predicted at {n}: {kind}"
-                out.append(error_record(case, c, inputs=kept, target=target, frozen=FROZEN, kind=kind))
-    return out
+    fitted_on = "1 GPU" if n < 4 else "1-2 GPUs"
+    links = {PRESET: None, CARRIED: "links-fit", TARGETS: "links-target"}
+    kinds = {
+        kind: ("intra=nvlink4," if kind == PRESET else "", "fit", "measured", links[kind], fitted_on)
+        for kind in input_kinds(n)
+    }
+    return held_against(name, n, files, inputs, kinds, FROZEN)
 
 
 def cases(env) -> list[Case]:

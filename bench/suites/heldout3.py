@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from ..records import Measure
 from . import Case
-from .heldout import array_job, cases_of, torch_job
-from .predict import checked, error_record, launch, save_inputs, slug
+from .heldout import array_job, cases_of, held_against, job_config, torch_job
+from .predict import launch, save_inputs, slug
 from .scaling import workload
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
@@ -90,10 +88,7 @@ def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
     """One case: fitted on one GPU and predicted at N over NVLink; fitted on 1-N over NVLink and predicted at N with
     peer-to-peer off; each measured there."""
     n = env.ranks
-    cfg = env.work / f"{SUITE}-{slug(name)}.yaml"
-    cfg.write_text(yaml.safe_dump(job))
-    env.spmd("generate", cfg, ranks=None)
-    mode = "both" if len(modes) == 2 else modes[0]
+    cfg, mode = job_config(env, SUITE, name, job, modes)
     fit, there, off = (env.work / f"{SUITE}-{slug(name)}-{part}" for part in ("fit", str(n), f"{n}-p2p-off"))
     env.spmd("scale", cfg, "--ranks", "1", "--shares", str(n), "--mode", mode, "--out", fit, "-q", ranks=1)
     env.spmd("scale", cfg, "--ranks", f"1,{n}", "--mode", mode, "--out", there, "-q", ranks=n)
@@ -106,22 +101,12 @@ def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
         "links-p2p-off": link_test(env, n, p2p=False),
     }
     inputs = save_inputs(env, slug(name), files, suite=SUITE)
-    roles = {
-        PRESET: ("fit", "measured", None),
-        TARGETS: ("fit", "measured", "links-target"),
-        P2P_OFF: ("measured", "measured-p2p-off", "links-p2p-off"),
+    kinds = {
+        PRESET: ("intra=nvlink4,", "fit", "measured", None, "1 GPU"),
+        TARGETS: ("", "fit", "measured", "links-target", "1 GPU"),
+        P2P_OFF: ("", "measured", "measured-p2p-off", "links-p2p-off", f"1-{n} GPUs"),
     }
-    out = []
-    for kind, (fitted, there_, links) in roles.items():
-        target = f"{'intra=nvlink4,' if kind == PRESET else ''}gpus_per_node={n},nodes=1,name={kind}"
-        given = {"fit": files[fitted], "measured": files[there_], **({"links": files[links]} if links else {})}
-        kept = {"fit": inputs[fitted], "measured": inputs[there_], **({"links": inputs[links]} if links else {})}
-        fitted_on = f"1-{n} GPUs" if kind == P2P_OFF else "1 GPU"
-        for c in checked(given, target):
-            if c["ranks"] == n:
-                case = f"held-out {name}, {c['mode']}, fitted on {fitted_on}, predicted at {n}: {kind}"
-                out.append(error_record(case, c, inputs=kept, target=target, frozen=FROZEN, kind=kind))
-    return out
+    return held_against(name, n, files, inputs, kinds, FROZEN)
 
 
 def cases(env) -> list[Case]:
