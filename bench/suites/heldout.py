@@ -102,9 +102,9 @@ def job_config(env, suite: str, name: str, job: dict, modes: tuple) -> tuple[Pat
 
 
 def held_against(name: str, ranks: int, files: dict, inputs: dict, kinds: dict, frozen: str) -> list[Measure]:
-    """One case's records: for each kind of input, ``kinds[kind] = (the target's keys, the fit's role, the measured
-    sweep's role, the links' role or None, what it was fitted on)``, the fit's prediction at ``ranks`` GPUs of one node
-    held against the measured sweep (``files``: role -> path here; ``inputs``: role -> the stored copy's name)."""
+    """One case's records, a prediction at ``ranks`` GPUs of one node for each kind of input held against the
+    measured sweep. ``kinds[kind]`` is (the target's keys, the fit's role, the measured sweep's role, the links' role
+    or None, what it was fitted on); ``files`` maps each role to its path here, ``inputs`` to its stored copy."""
     out = []
     for kind, (keys, fit, there, measured_links, fitted_on) in kinds.items():
         target = f"{keys}gpus_per_node={ranks},nodes=1,name={kind}"
