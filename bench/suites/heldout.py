@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from ..env import ROOT
-from ..records import Measure
+from ..records import Measure, read_records
 from . import Case
 from .predict import checked, error_record, links, save_inputs, slug
 from .scaling import workload
@@ -149,6 +149,31 @@ def cases_of(listed: dict, measure, torch_cases: tuple[str, ...]) -> list[Case]:
 
 def cases(env) -> list[Case]:
     return cases_of(cases_list(env), measured, ("gpt2", "resnet50", "vit"))
+
+
+def unseen_excess(folders: list[Path]) -> dict[str, list[float]]:
+    """How far each measured time of the held-out runs fitted on one GPU lay above its interval (0 inside), as
+    stored: per halo call its fit listed (``halo``), or as a share of a training step's predicted time
+    (``coupling``); the design of spmd.scale.prediction.predict's HALO_HOST_S and COUPLING, their 90th percentiles.
+    Fits that listed no halos (a lone stencil rank before round 3's freeze) and fits on several GPUs are left out."""
+    import gzip
+    import json
+
+    out = {"halo": [], "coupling": []}
+    for folder in folders:
+        for record in read_records(folder / "records.jsonl"):
+            for run in record.params.get("runs") or [record.params]:
+                fit = json.loads(gzip.decompress((folder / run["inputs"]["fit"]).read_bytes()))
+                if max(r["ranks"] for r in fit["runs"]) > 1:
+                    continue
+                above = max(run["measured_s"] - run["interval"][1], 0.0)
+                ops = (fit["model"].get("comm") or {}).get("ops") or []
+                calls = sum(o.get("calls", 1) for o in ops if o["op"] == "sendrecv")
+                if calls:
+                    out["halo"].append(above / calls)
+                elif fit.get("training"):
+                    out["coupling"].append(above / run["predicted_s"])
+    return out
 
 
 def records_with_other_model_files(commits: list[str], repo=ROOT, frozen: str = FROZEN) -> list[str]:

@@ -75,9 +75,9 @@ def predictions(cases: dict) -> int:
     return sum(len(modes) for _, modes in cases.values()) * len(INPUT_KINDS)
 
 
-def link_test(env, ranks: int, p2p: bool) -> Path:
+def link_test(env, ranks: int, p2p: bool, suite: str = SUITE) -> Path:
     """``spmd bench comm --links`` over ``ranks`` GPUs of this node (peer-to-peer on or off), once a launch."""
-    path = env.work / f"{SUITE}-links-{ranks}{'' if p2p else '-p2p-off'}.json"
+    path = env.work / f"{suite}-links-{ranks}{'' if p2p else '-p2p-off'}.json"
     if not path.exists():
         args = ["bench", "comm", "--links", *LINK_SIZES, "--json", path]
         launch(env, args, ranks, ({} if p2p else NO_P2P, None))
@@ -85,11 +85,15 @@ def link_test(env, ranks: int, p2p: bool) -> Path:
 
 
 def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
-    """One case: fitted on one GPU and predicted at N over NVLink; fitted on 1-N over NVLink and predicted at N with
-    peer-to-peer off; each measured there."""
+    return measure_round(env, SUITE, FROZEN, name, job, modes)
+
+
+def measure_round(env, suite: str, frozen: str, name: str, job: dict, modes: tuple) -> list[Measure]:
+    """One case of a round of ``suite`` frozen at ``frozen``: fitted on one GPU and predicted at N over NVLink; fitted
+    on 1-N over NVLink and predicted at N with peer-to-peer off; each measured there."""
     n = env.ranks
-    cfg, mode = job_config(env, SUITE, name, job, modes)
-    fit, there, off = (env.work / f"{SUITE}-{slug(name)}-{part}" for part in ("fit", str(n), f"{n}-p2p-off"))
+    cfg, mode = job_config(env, suite, name, job, modes)
+    fit, there, off = (env.work / f"{suite}-{slug(name)}-{part}" for part in ("fit", str(n), f"{n}-p2p-off"))
     env.spmd("scale", cfg, "--ranks", "1", "--shares", str(n), "--mode", mode, "--out", fit, "-q", ranks=1)
     env.spmd("scale", cfg, "--ranks", f"1,{n}", "--mode", mode, "--out", there, "-q", ranks=n)
     launch(env, ["scale", cfg, "--ranks", f"1,{n}", "--mode", mode, "--out", off, "-q"], n, (NO_P2P, None))
@@ -97,16 +101,16 @@ def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
         "fit": fit / "scaling.json",
         "measured": there / "scaling.json",
         "measured-p2p-off": off / "scaling.json",
-        "links-target": link_test(env, n, p2p=True),
-        "links-p2p-off": link_test(env, n, p2p=False),
+        "links-target": link_test(env, n, p2p=True, suite=suite),
+        "links-p2p-off": link_test(env, n, p2p=False, suite=suite),
     }
-    inputs = save_inputs(env, slug(name), files, suite=SUITE)
+    inputs = save_inputs(env, slug(name), files, suite=suite)
     kinds = {
         PRESET: ("intra=nvlink4,", "fit", "measured", None, "1 GPU"),
         TARGETS: ("", "fit", "measured", "links-target", "1 GPU"),
         P2P_OFF: ("", "measured", "measured-p2p-off", "links-p2p-off", f"1-{n} GPUs"),
     }
-    return held_against(name, n, files, inputs, kinds, FROZEN)
+    return held_against(name, n, files, inputs, kinds, frozen)
 
 
 def cases(env) -> list[Case]:

@@ -470,3 +470,72 @@ def test_a_halo_gives_back_its_measured_ring_shift_at_its_smallest_size(seconds,
     link = Link(1e-6, bw, "t", 0.0, ((8, 1e-5), (1 << 10, 1e-3)), 2, 2, (), shifts)
     for b, t in shifts:
         assert collective_seconds("sendrecv", b, 2, 2, link, None) == pytest.approx(t, rel=1e-9)
+
+
+HELD_OUT3 = ROOT / "docs/results/h200x2/heldout3/inputs"
+
+
+def _held_out_fit(tmp_path, name: str) -> Path:
+    import gzip
+
+    path = tmp_path / f"{name}.json"
+    path.write_bytes(gzip.decompress((HELD_OUT3 / f"{name}.json.gz").read_bytes()))
+    return path
+
+
+@pytest.mark.parametrize(
+    "fit, fitted_on_one",
+    [
+        ("stencil-a-2048-grid-400-iterations-fit", True),
+        ("train-an-mlp-of-1024-4096-4096-10-at-batch-2048-fit", True),
+        ("reduce-seed-71-float64-fit", True),
+        ("stencil-a-2048-grid-400-iterations-measured", False),
+        ("train-an-mlp-of-1024-4096-4096-10-at-batch-2048-measured", False),
+    ],
+)
+def test_a_fit_on_one_rank_carries_what_ranks_do_to_each_other_above_its_interval(tmp_path, fit, fitted_on_one):
+    """A sweep fitted on one GPU (a held-out round's stored fit) prices its halo calls' host cost and a training step's
+    wait for the other ranks above each prediction at 2, its speedup's lower end alike; one fitted on 1-2 GPUs none."""
+    from spmd.scale.prediction.predict import COUPLING, HALO_HOST_S, predict_machine, read_sweep
+
+    scaling = read_sweep(_held_out_fit(tmp_path, fit))
+    prediction = predict_machine(scaling, read_target("intra=nvlink4,gpus_per_node=2,nodes=1"))
+    ops = scaling["model"]["comm"]["ops"]
+    halo_calls = sum(o.get("calls", 1) for o in ops if o["op"] == "sendrecv")
+    for row in prediction["rows"]:
+        t, (low, high), half = row["predicted_s"], row["interval"], math.hypot(*row["interval_parts"].values())
+        expected = HALO_HOST_S * halo_calls + (COUPLING * t if scaling.get("training") else 0.0)
+        assert row["unseen_above"] == pytest.approx(expected if fitted_on_one else 0.0)
+        assert low == pytest.approx(max(t - half, 0.0)) and high == pytest.approx(t + half + row["unseen_above"])
+        if row["speedup"] is not None:
+            assert row["speedup_interval"][0] <= row["speedup"] * t / (t + row["unseen_above"]) * (1 + 1e-12)
+    said = any(n.startswith("fitted on one rank: what ranks do to each other") for n in prediction["notes"])
+    assert said == (fitted_on_one and any(r["unseen_above"] for r in prediction["rows"]))
+    if "stencil" in fit and fitted_on_one:
+        assert halo_calls == 800  # 400 iterations, a halo each way
+    if "reduce" in fit:
+        assert all(r["unseen_above"] == 0 for r in prediction["rows"])  # no halo, no training: nothing unseen
+
+
+@given(
+    fit_ranks=st.integers(1, 4),
+    ranks=st.integers(1, 16),
+    training=st.booleans(),
+    calls=st.lists(
+        st.tuples(st.sampled_from(["sendrecv", "allreduce", "allgather"]), st.integers(1, 1000)), max_size=4
+    ),
+    total=st.floats(1e-6, 10.0),
+)
+def test_what_one_rank_never_saw_is_priced_only_from_a_one_rank_fit_at_several(
+    fit_ranks, ranks, training, calls, total
+):
+    from spmd.scale.prediction.predict import COUPLING, HALO_HOST_S, unseen_above
+
+    scaling = {"runs": [{"ranks": r} for r in range(1, fit_ranks + 1)], "training": training}
+    model = {"comm": {"ops": [{"op": op, "calls": n, "bytes": 8} for op, n in calls]}}
+    got = unseen_above(scaling, model, ranks, total)
+    if fit_ranks > 1 or ranks == 1:
+        assert got == 0.0
+    else:
+        halos = sum(n for op, n in calls if op == "sendrecv")
+        assert got == pytest.approx(HALO_HOST_S * halos + (COUPLING * total if training else 0.0))

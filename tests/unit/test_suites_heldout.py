@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py, heldout2.py, heldout3.py, one a round): each list, fixed before
+"""The held-out suites (bench/suites/heldout.py to heldout4.py, one a round): each list, fixed before
 anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a family never used
 before; every committed held-out record was measured with the prediction model's files as its round froze them; the
 check itself tells a changed model file from any other."""
@@ -16,7 +16,7 @@ from helpers import git_repo
 
 from bench.env import Env
 from bench.records import read_records
-from bench.suites import heldout, heldout2, heldout3
+from bench.suites import heldout, heldout2, heldout3, heldout4
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DESIGNED_ON = ("predict.py", "scaling.py", "torch_models.py", "torch_answer.py")
 
 
-@pytest.mark.parametrize("frozen", [heldout.FROZEN, heldout2.FROZEN, heldout3.FROZEN])
+@pytest.mark.parametrize("frozen", [heldout.FROZEN, heldout2.FROZEN, heldout3.FROZEN, heldout4.FROZEN])
 def test_the_frozen_commit_is_in_the_history_and_holds_the_model(frozen):
     found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{frozen}^{{commit}}"])
     assert found.returncode == 0, f"{frozen} is not in this clone's history (a shallow clone?)"
@@ -91,6 +91,30 @@ def test_the_third_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
     assert "self.grid.size == 1" in frozen.stdout
 
 
+def test_the_fourth_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
+    """Twenty predictions or more over three workloads or more; none of its cases, nor any job, an earlier round's;
+    its family (MobileNet) in no suite the model was designed on nor in an earlier round; its freeze after the
+    third's, with what a one-rank fit never saw priced above its intervals (the change it tests) in the frozen tree."""
+    for gpus in (2, 4):
+        env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
+        listed = heldout4.cases_list(env)
+        assert heldout4.predictions(listed) >= 20 and len({name.split(",")[0] for name in listed}) >= 3
+        for earlier in (heldout, heldout2, heldout3):
+            before = earlier.cases_list(env)
+            assert not set(listed) & set(before)
+            assert not [j for j, _ in listed.values() if j in [f for f, _ in before.values()]]
+    for suite in (*DESIGNED_ON, "heldout.py", "heldout2.py", "heldout3.py"):
+        assert not re.search(r"mobilenet", (ROOT / "bench/suites" / suite).read_text(), re.I), suite
+    later = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", heldout3.FROZEN, heldout4.FROZEN])
+    assert later.returncode == 0
+    frozen = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{heldout4.FROZEN}:spmd/scale/prediction/predict.py"],
+        capture_output=True,
+        text=True,
+    )
+    assert "def unseen_above(" in frozen.stdout
+
+
 def test_every_committed_held_out_record_ran_its_rounds_frozen_model():
     folders = sorted(ROOT.glob("docs/results/*/heldout*/manifest.json"))
     assert folders
@@ -98,7 +122,7 @@ def test_every_committed_held_out_record_ran_its_rounds_frozen_model():
         m = json.loads(manifest.read_text())
         commits = [m["commit"], *(c["commit"] for c in m.get("cases", []) if c.get("commit"))]
         frozen = {r.params["frozen"] for r in read_records(manifest.parent / "records.jsonl")}
-        rounds = {"heldout": heldout, "heldout2": heldout2, "heldout3": heldout3}
+        rounds = {"heldout": heldout, "heldout2": heldout2, "heldout3": heldout3, "heldout4": heldout4}
         assert frozen == {rounds[manifest.parent.name].FROZEN}, manifest
         assert heldout.records_with_other_model_files(commits, frozen=frozen.pop()) == [], manifest
 
@@ -121,3 +145,48 @@ def test_a_record_of_other_model_files_is_told_from_one_of_other_files(tmp_path)
     assert check([frozen, docs], tmp_path, frozen) == []
     assert check([docs, model], tmp_path, frozen) == [model]
     assert check([f"{docs}+changes"], tmp_path, frozen) == [f"{docs}+changes"]
+
+
+def test_what_one_rank_never_saw_is_the_90th_percentile_of_the_held_out_rounds_above_their_intervals():
+    """HALO_HOST_S and COUPLING: how far the measured times of rounds 1-3, fitted on one GPU, lay above their
+    intervals (per halo call, or a share of the step), their 90th percentile, recomputed from the stored records."""
+    import statistics
+
+    from spmd.scale.prediction.predict import COUPLING, HALO_HOST_S
+
+    excess = heldout.unseen_excess([ROOT / f"docs/results/h200x2/{r}" for r in ("heldout", "heldout2", "heldout3")])
+    assert len(excess["halo"]) == 16 and len(excess["coupling"]) == 76  # round 3's stencils; every training run
+    assert statistics.quantiles(excess["halo"], n=10)[-1] == pytest.approx(HALO_HOST_S, abs=2e-6)
+    assert statistics.quantiles(excess["coupling"], n=10)[-1] == pytest.approx(COUPLING, abs=0.01)
+
+
+def test_unseen_excess_is_how_far_above_the_interval_per_halo_call_or_share_of_the_step(tmp_path):
+    import gzip
+
+    from bench.records import Measure, collect, write_records
+
+    def fit(name, ranks, training, ops):
+        model = {"comm": {"ops": ops}}
+        doc = {"runs": [{"ranks": r} for r in ranks], "training": training, "model": model}
+        (tmp_path / name).write_bytes(gzip.compress(json.dumps(doc).encode()))
+        return name
+
+    def record(case, fit_name, measured, high, predicted=1.0):
+        params = {
+            "inputs": {"fit": fit_name},
+            "measured_s": measured,
+            "interval": [0.5, high],
+            "predicted_s": predicted,
+        }
+        return Measure(case, "spmd predict", 0.1, "error", "share", params=params)
+
+    halos = fit("halo.json.gz", [1], False, [{"op": "sendrecv", "calls": 400, "bytes": 8}])
+    train = fit("train.json.gz", [1], True, [{"op": "allreduce", "calls": 4, "bytes": 8}])
+    two = fit("two.json.gz", [1, 2], True, [])
+    write_records(
+        tmp_path / "records.jsonl",
+        collect("heldout", [[record("a", halos, 1.4, 1.2), record("b", halos, 1.0, 1.2),
+                             record("c", train, 1.5, 1.2, 1.0), record("d", two, 3.0, 1.2)]]),
+    )  # fmt: skip
+    got = heldout.unseen_excess([tmp_path])
+    assert got["halo"] == pytest.approx([0.2 / 400, 0.0]) and got["coupling"] == pytest.approx([0.3])
