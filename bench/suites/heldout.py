@@ -81,10 +81,24 @@ def cases_list(env) -> dict:
 
 
 def _large_mlp(env) -> dict:
+    return mlp_job(env, [16384, 4812], 23, "large", 512)
+
+
+def mlp_job(env, shape: list[int], seed: int, model, batch: int) -> dict:
+    """The train suite's job on other data (``shape``: samples x features, ``seed``), another MLP (``model``: its
+    widths or a named size) and per-GPU ``batch``, 20 steps."""
     job = workload(env, "train")
-    job["generate"] = {**job["generate"], "shape": [16384, 4812], "seed": 23}
-    job["params"] = {**job["params"], "model": "large", "batch": 512, "steps": 20}
+    job["generate"] = {**job["generate"], "shape": shape, "seed": seed}
+    job["params"] = {**job["params"], "model": model, "batch": batch, "steps": 20}
     return job
+
+
+def stencil_job(env, grid: int, iterations: int, seed: int) -> dict:
+    """The scaling suite's stencil on a ``grid`` square of other data, ``iterations`` a repeat: {its name: (the job,
+    both modes)}."""
+    job = array_job(env, "stencil", [grid, grid], seed)
+    job["params"] = {**job["params"], "iterations": iterations}
+    return {f"stencil, a {grid} grid, {iterations} iterations": (job, ("strong", "weak"))}
 
 
 def predictions(cases: dict) -> int:

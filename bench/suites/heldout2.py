@@ -16,9 +16,8 @@ from pathlib import Path
 
 from ..records import Measure
 from . import Case
-from .heldout import array_job, cases_of, held_against, job_config, torch_job
+from .heldout import array_job, cases_of, held_against, job_config, mlp_job, torch_job
 from .predict import launch, save_inputs, slug
-from .scaling import workload
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
 FROZEN = "a1d154e6ecc9de13653f67398e9b007e301afdec"
@@ -53,10 +52,7 @@ def cases_list(env) -> dict:
 
 
 def _mlp(env) -> dict:
-    job = workload(env, "train")
-    job["generate"] = {**job["generate"], "shape": [16384, 2048], "seed": 67}
-    job["params"] = {**job["params"], "model": [2048, 2048, 2048, 1024, 10], "batch": 1024, "steps": 20}
-    return job
+    return mlp_job(env, [16384, 2048], 67, [2048, 2048, 2048, 1024, 10], 1024)
 
 
 def input_kinds(gpus: int) -> tuple[str, ...]:

@@ -19,9 +19,8 @@ from pathlib import Path
 
 from ..records import Measure
 from . import Case
-from .heldout import array_job, cases_of, held_against, job_config, torch_job
+from .heldout import array_job, cases_of, held_against, job_config, mlp_job, stencil_job, torch_job
 from .predict import launch, save_inputs, slug
-from .scaling import workload
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
 FROZEN = "3f0781ddddcf6fd988526cb181d81a30d8cf1da7"
@@ -39,12 +38,13 @@ def cases_list(env) -> dict:
     n = 5120 if gpu else 1280
     efficientnet = str(Path(__file__).resolve().parents[1] / "models/efficientnet.py:build")
     both = ("strong", "weak")
+    mlp = mlp_job(env, [32768, 1024], 89, [1024, 4096, 4096, 10], 2048)
     return {
         "reduce, seed 71, float64": (array_job(env, "reduce", [1 << 25 if gpu else 1 << 22], 71, "float64"), both),
         f"matmul, {n} square": (array_job(env, "matmul", [n, n], 73), both),
-        **_stencil(env, 8192 if gpu else 1024, 50 if gpu else 20, 79),
-        **_stencil(env, 2048 if gpu else 512, 400 if gpu else 40, 83),
-        "train, an MLP of 1024-4096-4096-10 at batch 2048": (_mlp(env), both),
+        **stencil_job(env, 8192 if gpu else 1024, 50 if gpu else 20, 79),
+        **stencil_job(env, 2048 if gpu else 512, 400 if gpu else 40, 83),
+        "train, an MLP of 1024-4096-4096-10 at batch 2048": (mlp, both),
         "gpt2, 12 x 512 tokens, bf16": (torch_job(env, "gpt2", {"shape": [1024, 512], "seed": 97}, batch=12), both),
         "resnet50, batch 128 of 3x128x128": (torch_job(env, "resnet50", {"shape": [1024, 3, 128, 128], "seed": 101},
                                                        batch=128), both),
@@ -52,19 +52,6 @@ def cases_list(env) -> dict:
             torch_job(env, "resnet50", {"shape": [1024, 3, 160, 160], "seed": 103}, batch=96, model=efficientnet,
                       options={"classes": 100}), both),
     }  # fmt: skip
-
-
-def _stencil(env, grid: int, iterations: int, seed: int) -> dict:
-    job = array_job(env, "stencil", [grid, grid], seed)
-    job["params"] = {**job["params"], "iterations": iterations}
-    return {f"stencil, a {grid} grid, {iterations} iterations": (job, ("strong", "weak"))}
-
-
-def _mlp(env) -> dict:
-    job = workload(env, "train")
-    job["generate"] = {**job["generate"], "shape": [32768, 1024], "seed": 89}
-    job["params"] = {**job["params"], "model": [1024, 4096, 4096, 10], "batch": 2048, "steps": 20}
-    return job
 
 
 INPUT_KINDS = (PRESET, TARGETS, P2P_OFF)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from ..records import Measure
 from . import Case
-from .heldout import array_job, cases_of, torch_job
-from .heldout3 import INPUT_KINDS, measure_round
-from .scaling import workload
+from .heldout import array_job, cases_of, mlp_job, stencil_job, torch_job
+from .heldout3 import measure_round
+from .heldout3 import predictions as predictions  # each case's modes times the kinds of input, as the third's
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
 FROZEN = "dec5a25e9b2b270b8a3128eccc78cb4541b63002"
@@ -31,12 +31,13 @@ def cases_list(env) -> dict:
     n = 4608 if gpu else 1152
     mobilenet = str(Path(__file__).resolve().parents[1] / "models/mobilenet.py:build")
     both = ("strong", "weak")
+    mlp = mlp_job(env, [32768, 2048], 131, [2048, 8192, 10], 1024)
     return {
         "reduce, seed 107, float32": (array_job(env, "reduce", [3 << 24 if gpu else 3 << 20], 107), both),
         f"matmul, {n} square": (array_job(env, "matmul", [n, n], 109), both),
-        **_stencil(env, 3072 if gpu else 768, 300 if gpu else 30, 113),
-        **_stencil(env, 12288 if gpu else 1536, 30 if gpu else 10, 127),
-        "train, an MLP of 2048-8192-10 at batch 1024": (_mlp(env), both),
+        **stencil_job(env, 3072 if gpu else 768, 300 if gpu else 30, 113),
+        **stencil_job(env, 12288 if gpu else 1536, 30 if gpu else 10, 127),
+        "train, an MLP of 2048-8192-10 at batch 1024": (mlp, both),
         "gpt2, 24 x 256 tokens, bf16": (torch_job(env, "gpt2", {"shape": [1536, 256], "seed": 137}, batch=24), both),
         "resnet50, batch 32 of 3x224x224, bf16": (
             torch_job(env, "resnet50", {"shape": [512, 3, 224, 224], "seed": 139}, batch=32, precision="bf16"), both),
@@ -44,24 +45,6 @@ def cases_list(env) -> dict:
             torch_job(env, "resnet50", {"shape": [1024, 3, 160, 160], "seed": 149}, batch=128, model=mobilenet,
                       options={"classes": 100}), both),
     }  # fmt: skip
-
-
-def _stencil(env, grid: int, iterations: int, seed: int) -> dict:
-    job = array_job(env, "stencil", [grid, grid], seed)
-    job["params"] = {**job["params"], "iterations": iterations}
-    return {f"stencil, a {grid} grid, {iterations} iterations": (job, ("strong", "weak"))}
-
-
-def _mlp(env) -> dict:
-    job = workload(env, "train")
-    job["generate"] = {**job["generate"], "shape": [32768, 2048], "seed": 131}
-    job["params"] = {**job["params"], "model": [2048, 8192, 10], "batch": 1024, "steps": 20}
-    return job
-
-
-def predictions(cases: dict) -> int:
-    """How many predictions the list makes: each case's modes times the kinds of input."""
-    return sum(len(modes) for _, modes in cases.values()) * len(INPUT_KINDS)
 
 
 def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:

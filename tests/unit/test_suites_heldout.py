@@ -66,53 +66,34 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
     assert later.returncode == 0
 
 
-def test_the_third_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
+@pytest.mark.parametrize(
+    "later, earlier, family, changed, mark",
+    [
+        (heldout3, (heldout, heldout2), "efficientnet", "spmd/workloads/stencil/workload.py", "self.grid.size == 1"),
+        (heldout4, (heldout, heldout2, heldout3), "mobilenet", "spmd/scale/prediction/predict.py", "def unseen_above("),
+    ],
+)
+def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
     """Twenty predictions or more over three workloads or more (fitted on one GPU, and on 1-N for the target with
-    peer-to-peer off); none of its cases, nor any job, is an earlier round's; its family (EfficientNet) in no suite
-    the model was designed on nor in an earlier round; its freeze after the second's, and the stencil's lone rank
-    listing its halos (the change it tests) in the frozen tree."""
+    peer-to-peer off); none of its cases, nor any job, is an earlier round's; its family in no suite the model was
+    designed on nor in an earlier round; its freeze after the round before, with the change it tests in the frozen
+    tree. The third round tests a stencil's lone rank listing its halos (EfficientNet its new family); the fourth,
+    what a fit on one rank never saw priced above its intervals (MobileNet)."""
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
-        listed = heldout3.cases_list(env)
-        assert heldout3.predictions(listed) >= 20 and len({name.split(",")[0] for name in listed}) >= 3
-        for earlier in (heldout, heldout2):
-            before = earlier.cases_list(env)
+        listed = later.cases_list(env)
+        assert later.predictions(listed) >= 20 and len({name.split(",")[0] for name in listed}) >= 3
+        for before in (e.cases_list(env) for e in earlier):
             assert not set(listed) & set(before)
             assert not [j for j, _ in listed.values() if j in [f for f, _ in before.values()]]
-    for suite in (*DESIGNED_ON, "heldout.py", "heldout2.py"):
-        assert not re.search(r"efficientnet", (ROOT / "bench/suites" / suite).read_text(), re.I), suite
-    later = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", heldout2.FROZEN, heldout3.FROZEN])
-    assert later.returncode == 0
+    for suite in (*DESIGNED_ON, *(Path(e.__file__).name for e in earlier)):
+        assert not re.search(family, (ROOT / "bench/suites" / suite).read_text(), re.I), suite
+    after = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", earlier[-1].FROZEN, later.FROZEN])
+    assert after.returncode == 0
     frozen = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{heldout3.FROZEN}:spmd/workloads/stencil/workload.py"],
-        capture_output=True,
-        text=True,
+        ["git", "-C", str(ROOT), "show", f"{later.FROZEN}:{changed}"], capture_output=True, text=True
     )
-    assert "self.grid.size == 1" in frozen.stdout
-
-
-def test_the_fourth_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
-    """Twenty predictions or more over three workloads or more; none of its cases, nor any job, an earlier round's;
-    its family (MobileNet) in no suite the model was designed on nor in an earlier round; its freeze after the
-    third's, with what a one-rank fit never saw priced above its intervals (the change it tests) in the frozen tree."""
-    for gpus in (2, 4):
-        env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
-        listed = heldout4.cases_list(env)
-        assert heldout4.predictions(listed) >= 20 and len({name.split(",")[0] for name in listed}) >= 3
-        for earlier in (heldout, heldout2, heldout3):
-            before = earlier.cases_list(env)
-            assert not set(listed) & set(before)
-            assert not [j for j, _ in listed.values() if j in [f for f, _ in before.values()]]
-    for suite in (*DESIGNED_ON, "heldout.py", "heldout2.py", "heldout3.py"):
-        assert not re.search(r"mobilenet", (ROOT / "bench/suites" / suite).read_text(), re.I), suite
-    later = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", heldout3.FROZEN, heldout4.FROZEN])
-    assert later.returncode == 0
-    frozen = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{heldout4.FROZEN}:spmd/scale/prediction/predict.py"],
-        capture_output=True,
-        text=True,
-    )
-    assert "def unseen_above(" in frozen.stdout
+    assert mark in frozen.stdout
 
 
 def test_every_committed_held_out_record_ran_its_rounds_frozen_model():
