@@ -509,8 +509,11 @@ def test_a_fit_on_one_rank_carries_what_ranks_do_to_each_other_above_its_interva
         assert low == pytest.approx(max(t - half, 0.0)) and high == pytest.approx(t + half + row["unseen_above"])
         if row["speedup"] is not None:
             assert row["speedup_interval"][0] <= row["speedup"] * t / (t + row["unseen_above"]) * (1 + 1e-12)
-    said = any(n.startswith("fitted on one rank: what ranks do to each other") for n in prediction["notes"])
-    assert said == (fitted_on_one and any(r["unseen_above"] for r in prediction["rows"]))
+    said = [n for n in prediction["notes"] if n.startswith("fitted on one rank: what ranks do to each other")]
+    assert bool(said) == (fitted_on_one and any(r["unseen_above"] for r in prediction["rows"]))
+    for note in said:  # it names what it charges, and only that
+        assert (f"{halo_calls} halo calls a repeat at {HALO_HOST_S * 1e6:.0f} us each" in note) == bool(halo_calls)
+        assert (f"{COUPLING:.0%} of a step" in note) == bool(scaling.get("training"))
     if "stencil" in fit and fitted_on_one:
         assert halo_calls == 800  # 400 iterations, a halo each way
     if "reduce" in fit:

@@ -149,17 +149,13 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             "shift): halos priced by two terms fitted to the allreduce, whose latency per ring step misses NCCL's "
             "cost per point-to-point call"
         )
-    if any(row["unseen_above"] for row in rows):
-        notes.append(
-            "fitted on one rank: what ranks do to each other was never measured (each halo call's host cost, "
-            f"{HALO_HOST_S * 1e6:.0f} us a call, and a training step's wait for the other ranks' hosts in the "
-            f"allreduce, {COUPLING:.0%} of it, above each interval: how far the held-out cases fitted on one GPU lay "
-            "above); a sweep over 2 GPUs (spmd scale --ranks 1,2) measures them"
-        )
+    unseen = unseen_terms(scaling, model)
+    if unseen and any(row["unseen_above"] for row in rows):
+        notes.append(unseen_note(unseen))
     if any(link and "preset" in link.source for link in (machine.intra, machine.inter)):
         notes.append(
-            "a preset's figures are nominal (no measured misfit): the interval holds the sweep's side and a launch's "
-            "spread only"
+            "a preset's figures are nominal (no measured misfit): the interval holds no part for the links, only the "
+            "sweep's side" + (", a launch's spread and what one rank never saw" if unseen else " and a launch's spread")
         )
         notes += preset_validation(machine)
     return {
@@ -181,14 +177,37 @@ def speedup_range(speedup: float | None, total: float, half: float, above: float
     return [speedup * total / (total + half + above), speedup * total / (total - half) if total > half else None]
 
 
+def unseen_terms(scaling: dict, model: dict) -> dict | None:
+    """What a sweep fitted on one rank never saw of its job at several: {'halo_calls' a repeat, 'training'}; None
+    where it ran on several ranks."""
+    if max((r["ranks"] for r in scaling["runs"]), default=1) > 1:
+        return None
+    ops = (model.get("comm") or {}).get("ops") or []
+    halo_calls = sum(o.get("calls", 1) for o in ops if o.get("op") == "sendrecv")
+    return {"halo_calls": halo_calls, "training": bool(scaling.get("training"))}
+
+
+def unseen_note(unseen: dict) -> str:
+    """The report's word on what a one-rank fit's intervals carry above them, naming only what is charged."""
+    named = []
+    if unseen["halo_calls"]:
+        named.append(f"{unseen['halo_calls']} halo calls a repeat at {HALO_HOST_S * 1e6:.0f} us each (their host cost)")
+    if unseen["training"]:
+        named.append(f"{COUPLING:.0%} of a step (the ranks' wait for each other's host in the allreduce)")
+    return (
+        "fitted on one rank: what ranks do to each other was never measured; above each interval, "
+        f"{' and '.join(named)}, as far as held-out cases fitted on one GPU lay above theirs; a sweep over 2 GPUs "
+        "(spmd scale --ranks 1,2) measures it"
+    )
+
+
 def unseen_above(scaling: dict, model: dict, ranks: int, total: float) -> float:
     """Seconds above a prediction of ``total`` at ``ranks`` that a sweep fitted on one rank never saw (0 where it ran
     on several): its halo calls' host cost and, training, the ranks' wait for each other in the allreduce."""
-    if ranks < 2 or max((r["ranks"] for r in scaling["runs"]), default=1) > 1:
+    unseen = unseen_terms(scaling, model)
+    if ranks < 2 or not unseen:
         return 0.0
-    ops = (model.get("comm") or {}).get("ops") or []
-    halo_calls = sum(o.get("calls", 1) for o in ops if o.get("op") == "sendrecv")
-    return HALO_HOST_S * halo_calls + (COUPLING * total if scaling.get("training") else 0.0)
+    return HALO_HOST_S * unseen["halo_calls"] + (COUPLING * total if unseen["training"] else 0.0)
 
 
 def sweep_state(scaling: dict) -> dict:
@@ -231,7 +250,8 @@ def assumptions(scaling: dict, machine: Machine) -> list[str]:
         measured = f" (and the shares of {', '.join(map(str, shares))} ranks, on one)" if shares else ""
         out.append(
             f"the sweep ran one rank{measured}: what ranks sharing a node cost each other (memory, the host) and "
-            f"how much of the collectives hides behind the work were not measured, and none is charged"
+            f"how much of the collectives hides behind the work were not measured, and none is charged to the "
+            f"prediction (its interval carries what one rank never saw)"
         )
     return out
 
