@@ -8,6 +8,8 @@ frozen commit named; a unit test fails on a record measured with other model fil
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import yaml
@@ -168,24 +170,22 @@ def cases(env) -> list[Case]:
 def unseen_excess(folders: list[Path]) -> dict[str, list[float]]:
     """How far each measured time of the held-out runs fitted on one GPU lay above its interval (0 inside), as
     stored: per halo call its fit listed (``halo``), or as a share of a training step's predicted time
-    (``coupling``); the design of spmd.scale.prediction.predict's HALO_HOST_S and COUPLING, their 90th percentiles.
+    (``coupling``); the design of spmd.scale.prediction.intervals' HALO_HOST_S and COUPLING, their 90th percentiles.
     Fits that listed no halos (a lone stencil rank before round 3's freeze) and fits on several GPUs are left out."""
-    import gzip
-    import json
+    from spmd.scale.prediction.intervals import unseen_terms
 
     out = {"halo": [], "coupling": []}
     for folder in folders:
         for record in read_records(folder / "records.jsonl"):
             for run in record.params.get("runs") or [record.params]:
                 fit = json.loads(gzip.decompress((folder / run["inputs"]["fit"]).read_bytes()))
-                if max(r["ranks"] for r in fit["runs"]) > 1:
+                unseen = unseen_terms(fit, fit["model"])
+                if not unseen:
                     continue
                 above = max(run["measured_s"] - run["interval"][1], 0.0)
-                ops = (fit["model"].get("comm") or {}).get("ops") or []
-                calls = sum(o.get("calls", 1) for o in ops if o["op"] == "sendrecv")
-                if calls:
-                    out["halo"].append(above / calls)
-                elif fit.get("training"):
+                if unseen["halo_calls"]:
+                    out["halo"].append(above / unseen["halo_calls"])
+                elif unseen["training"]:
                     out["coupling"].append(above / run["predicted_s"])
     return out
 

@@ -295,7 +295,7 @@ def launch_deviations(folders: list[Path]) -> list[float]:
     """How far a whole launch's measured time lay from another launch's of the same case (|ratio - 1|, every
     ordered pair), over the records of several runs (each run its own launch) in the predict folders given: a
     prediction's time is one launch's fit held against another launch's run, and its interval carries that
-    (spmd.scale.prediction.predict.LAUNCH_SPREAD, this list's 90th percentile)."""
+    (spmd.scale.prediction.intervals.LAUNCH_SPREAD, this list's 90th percentile)."""
     out = []
     for folder in folders:
         for record in read_records(folder / "records.jsonl"):

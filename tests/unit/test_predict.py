@@ -420,7 +420,8 @@ def test_a_predicted_speedup_above_its_ranks_is_flagged_beyond_ideal(speedup, ra
 def test_every_interval_carries_a_launchs_spread_beside_the_sweep_and_the_links(tmp_path):
     """Time intervals hold the sweep's fit, the links' misfit and a launch's spread in quadrature; a speedup compares
     two runs of one launch, so its interval leaves the launch out and is narrower."""
-    from spmd.scale.prediction.predict import LAUNCH_SPREAD, predict_machine, read_sweep
+    from spmd.scale.prediction.intervals import LAUNCH_SPREAD
+    from spmd.scale.prediction.predict import predict_machine, read_sweep
 
     files = recorded_prediction(tmp_path, "stencil-h200x4-nvlink")
     prediction = predict_machine(read_sweep(files["fit"]), read_target(f"links={files['links']},gpus_per_node=4"))
@@ -437,7 +438,7 @@ def test_every_interval_carries_a_launchs_spread_beside_the_sweep_and_the_links(
 
 @given(speedup=st.floats(0.01, 64.0), total=st.floats(1e-6, 10.0), share=st.floats(0.0, 2.0))
 def test_a_speedups_interval_holds_it_and_is_open_where_the_time_could_reach_zero(speedup, total, share):
-    from spmd.scale.prediction.predict import speedup_range
+    from spmd.scale.prediction.intervals import speedup_range
 
     low, high = speedup_range(speedup, total, share * total)
     assert low <= speedup * (1 + 1e-12)
@@ -496,7 +497,8 @@ def _held_out_fit(tmp_path, name: str) -> Path:
 def test_a_fit_on_one_rank_carries_what_ranks_do_to_each_other_above_its_interval(tmp_path, fit, fitted_on_one):
     """A sweep fitted on one GPU (a held-out round's stored fit) prices its halo calls' host cost and a training step's
     wait for the other ranks above each prediction at 2, its speedup's lower end alike; one fitted on 1-2 GPUs none."""
-    from spmd.scale.prediction.predict import COUPLING, HALO_HOST_S, predict_machine, read_sweep
+    from spmd.scale.prediction.intervals import COUPLING, HALO_HOST_S
+    from spmd.scale.prediction.predict import predict_machine, read_sweep
 
     scaling = read_sweep(_held_out_fit(tmp_path, fit))
     prediction = predict_machine(scaling, read_target("intra=nvlink4,gpus_per_node=2,nodes=1"))
@@ -532,7 +534,7 @@ def test_a_fit_on_one_rank_carries_what_ranks_do_to_each_other_above_its_interva
 def test_what_one_rank_never_saw_is_priced_only_from_a_one_rank_fit_at_several(
     fit_ranks, ranks, training, calls, total
 ):
-    from spmd.scale.prediction.predict import COUPLING, HALO_HOST_S, unseen_above
+    from spmd.scale.prediction.intervals import COUPLING, HALO_HOST_S, unseen_above
 
     scaling = {"runs": [{"ranks": r} for r in range(1, fit_ranks + 1)], "training": training}
     model = {"comm": {"ops": [{"op": op, "calls": n, "bytes": 8} for op, n in calls]}}

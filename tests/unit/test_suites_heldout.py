@@ -133,7 +133,7 @@ def test_what_one_rank_never_saw_is_the_90th_percentile_of_the_held_out_rounds_a
     intervals (per halo call, or a share of the step), their 90th percentile, recomputed from the stored records."""
     import statistics
 
-    from spmd.scale.prediction.predict import COUPLING, HALO_HOST_S
+    from spmd.scale.prediction.intervals import COUPLING, HALO_HOST_S
 
     excess = heldout.unseen_excess([ROOT / f"docs/results/h200x2/{r}" for r in ("heldout", "heldout2", "heldout3")])
     assert len(excess["halo"]) == 16 and len(excess["coupling"]) == 76  # round 3's stencils; every training run

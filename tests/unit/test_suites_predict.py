@@ -318,7 +318,7 @@ LAUNCH_DESIGN = ("cpu-2core/predict", "h200x2/predict", "h200x4/predict", "h200x
 
 def test_a_predictions_launch_spread_is_the_90th_percentile_of_the_committed_launches():
     from bench.suites.predict import launch_deviations
-    from spmd.scale.prediction.predict import LAUNCH_SPREAD
+    from spmd.scale.prediction.intervals import LAUNCH_SPREAD
 
     deviations = launch_deviations([RESULTS / folder for folder in LAUNCH_DESIGN])
     assert len(deviations) >= 198  # 41 predictions of 2 or more launches, every ordered pair
