@@ -167,27 +167,49 @@ def cases(env) -> list[Case]:
     return cases_of(cases_list(env), measured, ("gpt2", "resnet50", "vit"))
 
 
-def unseen_excess(folders: list[Path]) -> dict[str, list[float]]:
-    """How far each measured time of the held-out runs fitted on one GPU lay above its interval (0 inside), as
-    stored: per halo call its fit listed (``halo``), or as a share of a training step's predicted time
-    (``coupling``); the design of spmd.scale.prediction.intervals' HALO_HOST_S and COUPLING, their 90th percentiles.
-    Fits that listed no halos (a lone stencil rank before round 3's freeze) and fits on several GPUs are left out."""
-    from spmd.scale.prediction.intervals import unseen_terms
+def unseen_design(folders: list[Path]) -> dict[str, list[float]]:
+    """What the held-out runs fitted on one GPU measured that their fit never saw, each run predicted again from its
+    stored inputs by the model as it is: per halo call its fit listed (``halo``), or as a share of a training step
+    (``coupling``), how far its measured time lay from the prediction without it (the design of
+    spmd.scale.prediction.intervals' HALO_CALL_S and COUPLING, their medians), and with it, how far outside the
+    interval's other three parts, below and above (``halo_below``, ``halo_above``, ``coupling_below``,
+    ``coupling_above``, 0 inside; the design of HALO_SPREAD_S and COUPLING_SPREAD, their 95th percentiles). Fits
+    that listed no halos (a lone stencil rank before round 3's freeze) and fits on several GPUs are left out."""
+    import tempfile
 
-    out = {"halo": [], "coupling": []}
-    for folder in folders:
-        for record in read_records(folder / "records.jsonl"):
-            for run in record.params.get("runs") or [record.params]:
-                fit = json.loads(gzip.decompress((folder / run["inputs"]["fit"]).read_bytes()))
-                unseen = unseen_terms(fit, fit["model"])
-                if not unseen:
-                    continue
-                above = max(run["measured_s"] - run["interval"][1], 0.0)
-                if unseen["halo_calls"]:
-                    out["halo"].append(above / unseen["halo_calls"])
-                elif unseen["training"]:
-                    out["coupling"].append(above / run["predicted_s"])
+    from spmd.scale.prediction.intervals import unseen_seconds, unseen_terms
+
+    out = {k: [] for k in ("halo", "halo_below", "halo_above", "coupling", "coupling_below", "coupling_above")}
+    with tempfile.TemporaryDirectory() as scratch:
+        for folder in folders:
+            for record in read_records(folder / "records.jsonl"):
+                for run in record.params.get("runs") or [record.params]:
+                    files = {role: _unpacked(folder / stored, Path(scratch)) for role, stored in run["inputs"].items()}
+                    fit = json.loads(files["fit"].read_text())
+                    unseen = unseen_terms(fit, fit["model"])
+                    if not unseen or not (unseen["halo_calls"] or unseen["training"]):
+                        continue
+                    row = next(
+                        c
+                        for c in checked(files, run["target"])
+                        if (c["mode"], c["ranks"]) == (run["mode"], run["ranks"])
+                    )
+                    measured, total = row["measured_s"], row["predicted_s"]
+                    without = total - row["unseen_s"]
+                    _, below, above = unseen_seconds(fit, fit["model"], run["ranks"], without)
+                    half = row["interval"][1] - total - above
+                    kind, per = ("halo", unseen["halo_calls"]) if unseen["halo_calls"] else ("coupling", without)
+                    out[kind].append((measured - without) / per)
+                    out[f"{kind}_below"].append(max(total - half - measured, 0.0) / per)
+                    out[f"{kind}_above"].append(max(measured - total - half, 0.0) / per)
     return out
+
+
+def _unpacked(stored: Path, scratch: Path) -> Path:
+    """A stored input (gzipped) written out under ``scratch``."""
+    path = scratch / stored.name.removesuffix(".gz")
+    path.write_bytes(gzip.decompress(stored.read_bytes()))
+    return path
 
 
 def records_with_other_model_files(commits: list[str], repo=ROOT, frozen: str = FROZEN) -> list[str]:

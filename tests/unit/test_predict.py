@@ -494,32 +494,48 @@ def _held_out_fit(tmp_path, name: str) -> Path:
         ("train-an-mlp-of-1024-4096-4096-10-at-batch-2048-measured", False),
     ],
 )
-def test_a_fit_on_one_rank_carries_what_ranks_do_to_each_other_above_its_interval(tmp_path, fit, fitted_on_one):
-    """A sweep fitted on one GPU (a held-out round's stored fit) prices its halo calls' host cost and a training step's
-    wait for the other ranks above each prediction at 2, its speedup's lower end alike; one fitted on 1-2 GPUs none."""
-    from spmd.scale.prediction.intervals import COUPLING, HALO_HOST_S
+def test_a_fit_on_one_rank_carries_what_ranks_do_to_each_other(tmp_path, monkeypatch, fit, fitted_on_one):
+    """A sweep fitted on one GPU (a held-out round's stored fit) adds its halo calls' host cost and a training step's
+    wait for the other ranks to each prediction at 2, in its comm phase, and their spread to its interval, its
+    speedup's alike; one fitted on 1-2 GPUs nothing. Held against the same prediction with nothing unseen charged."""
+    from spmd.scale.prediction import intervals
+    from spmd.scale.prediction.intervals import COUPLING, COUPLING_SPREAD, HALO_CALL_S, HALO_SPREAD_S
     from spmd.scale.prediction.predict import predict_machine, read_sweep
 
     scaling = read_sweep(_held_out_fit(tmp_path, fit))
-    prediction = predict_machine(scaling, read_target("intra=nvlink4,gpus_per_node=2,nodes=1"))
+    target = read_target("intra=nvlink4,gpus_per_node=2,nodes=1")
+    prediction = predict_machine(scaling, target)
+    with monkeypatch.context() as m:
+        for name in ("HALO_CALL_S", "COUPLING", "HALO_SPREAD_S", "COUPLING_SPREAD"):
+            m.setattr(intervals, name, 0.0 if "SPREAD" not in name else (0.0, 0.0))
+        plain = predict_machine(scaling, target)
     ops = scaling["model"]["comm"]["ops"]
     halo_calls = sum(o.get("calls", 1) for o in ops if o["op"] == "sendrecv")
-    for row in prediction["rows"]:
+    step = bool(scaling.get("training"))
+    for row, without in zip(prediction["rows"], plain["rows"]):
+        p0 = without["predicted_s"]
+        added = (HALO_CALL_S * halo_calls + COUPLING * p0 * step) if fitted_on_one else 0.0
+        below = (HALO_SPREAD_S[0] * halo_calls + COUPLING_SPREAD[0] * p0 * step) if fitted_on_one else 0.0
+        above = (HALO_SPREAD_S[1] * halo_calls + COUPLING_SPREAD[1] * p0 * step) if fitted_on_one else 0.0
         t, (low, high), half = row["predicted_s"], row["interval"], math.hypot(*row["interval_parts"].values())
-        expected = HALO_HOST_S * halo_calls + (COUPLING * t if scaling.get("training") else 0.0)
-        assert row["unseen_above"] == pytest.approx(expected if fitted_on_one else 0.0)
-        assert low == pytest.approx(max(t - half, 0.0)) and high == pytest.approx(t + half + row["unseen_above"])
+        assert t == pytest.approx(p0 + added) and row["unseen_s"] == pytest.approx(added)
+        assert row["phases"]["comm"] == pytest.approx(without["phases"]["comm"] + added)
+        assert (row["unseen_below"], row["unseen_above"]) == pytest.approx((below, above))
+        assert low == pytest.approx(max(t - half - below, 0.0)) and high == pytest.approx(t + half + above)
         if row["speedup"] is not None:
-            assert row["speedup_interval"][0] <= row["speedup"] * t / (t + row["unseen_above"]) * (1 + 1e-12)
+            assert row["speedup"] == pytest.approx(without["speedup"] * p0 / t)
+            assert row["speedup_interval"][0] <= row["speedup"] * t / (t + above) * (1 + 1e-12)
     said = [n for n in prediction["notes"] if n.startswith("fitted on one rank: what ranks do to each other")]
-    assert bool(said) == (fitted_on_one and any(r["unseen_above"] for r in prediction["rows"]))
+    assert bool(said) == (fitted_on_one and any(r["unseen_s"] for r in prediction["rows"]))
     for note in said:  # it names what it charges, and only that
-        assert (f"{halo_calls} halo calls a repeat at {HALO_HOST_S * 1e6:.0f} us each" in note) == bool(halo_calls)
-        assert (f"{COUPLING:.0%} of a step" in note) == bool(scaling.get("training"))
+        assert (f"{halo_calls} halo calls a repeat at {HALO_CALL_S * 1e6:.0f} us each" in note) == bool(halo_calls)
+        assert (f"{COUPLING:.0%} of a step" in note) == step
     if "stencil" in fit and fitted_on_one:
         assert halo_calls == 800  # 400 iterations, a halo each way
     if "reduce" in fit:
-        assert all(r["unseen_above"] == 0 for r in prediction["rows"])  # no halo, no training: nothing unseen
+        assert all(r["unseen_s"] == r["unseen_above"] == 0 for r in prediction["rows"])  # no halo, no training
+    for even in prediction["break_even"]:  # the break-even prices what the rows price: they never disagree
+        assert even["status"] != "undecided", even
 
 
 @given(
@@ -534,13 +550,17 @@ def test_a_fit_on_one_rank_carries_what_ranks_do_to_each_other_above_its_interva
 def test_what_one_rank_never_saw_is_priced_only_from_a_one_rank_fit_at_several(
     fit_ranks, ranks, training, calls, total
 ):
-    from spmd.scale.prediction.intervals import COUPLING, HALO_HOST_S, unseen_above
+    from spmd.scale.prediction.intervals import COUPLING, COUPLING_SPREAD, HALO_CALL_S, HALO_SPREAD_S, unseen_seconds
 
     scaling = {"runs": [{"ranks": r} for r in range(1, fit_ranks + 1)], "training": training}
     model = {"comm": {"ops": [{"op": op, "calls": n, "bytes": 8} for op, n in calls]}}
-    got = unseen_above(scaling, model, ranks, total)
+    added, below, above = unseen_seconds(scaling, model, ranks, total)
     if fit_ranks > 1 or ranks == 1:
-        assert got == 0.0
+        assert added == below == above == 0.0
     else:
         halos = sum(n for op, n in calls if op == "sendrecv")
-        assert got == pytest.approx(HALO_HOST_S * halos + (COUPLING * total if training else 0.0))
+        step = total if training else 0.0
+        assert added == pytest.approx(HALO_CALL_S * halos + COUPLING * step)
+        assert below == pytest.approx(HALO_SPREAD_S[0] * halos + COUPLING_SPREAD[0] * step)
+        assert above == pytest.approx(HALO_SPREAD_S[1] * halos + COUPLING_SPREAD[1] * step)
+        assert bool(halos or training) == (added > 0) and (below < added or added == 0)

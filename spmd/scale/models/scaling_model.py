@@ -387,11 +387,11 @@ def best_ranks(model: dict, problem_bytes: float, candidates: list[int]) -> dict
 
 
 def break_even(
-    model: dict, ranks: int, node_ranks: int | None = None, collectives=None, one_scale: float = 1.0
+    model: dict, ranks: int, node_ranks: int | None = None, collectives=None, one_scale: float = 1.0, added=None
 ) -> dict:
     """The smallest bytes per rank above which ``ranks`` ranks beat one on the same problem (``node_ranks``,
     ``collectives``: on another machine, as ``predict``; ``one_scale``: one rank's predicted time corrected to
-    its measurement).
+    its measurement). ``added(ranks, total)`` gives the seconds a caller adds to a prediction, as its rows do.
 
     Returns:
         {'ranks', 'status': 'above' | 'always' | 'never', 'bytes_per_rank'}.
@@ -400,7 +400,8 @@ def break_even(
     def gain(share: float) -> float:  # > 0 when n ranks are faster than one
         total = share * ranks
         one = predict(model, 1, total, 1, collectives)["total"] * one_scale
-        return one - predict(model, ranks, total, node_ranks, collectives)["total"]
+        many = predict(model, ranks, total, node_ranks, collectives)["total"]
+        return one - many - (added(ranks, many) if added else 0.0)
 
     grid = np.logspace(0, np.log2(MAX_SHARE_BYTES), 201, base=2.0)
     wins = [gain(s) > 0 for s in grid]

@@ -26,8 +26,8 @@ from .intervals import (
     link_misfit,
     local_uncertainty,
     speedup_range,
-    unseen_above,
     unseen_note,
+    unseen_seconds,
     unseen_terms,
 )
 from .machines import Machine, preset_validation
@@ -96,11 +96,15 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             if training:
                 phases = _training_phases(model, phases, ranks, problem, collectives, hide)
                 comm = phases["comm"] + phases.get("comm_overlapped", 0.0)
+            # what a fit on one rank never saw of several: into the comm phase, where ranks wait for each other
+            added, below, above = unseen_seconds(scaling, model, ranks, phases["total"])
+            if added:
+                phases = {**phases, "comm": phases["comm"] + added, "total": phases["total"] + added}
+                comm += added
             total = phases["total"]
             comm_level = comm_u["inter"] if nodes > 1 else comm_u["intra"]
             parts = {"sweep": local_u * (total - comm), "links": comm_level * comm, "launch": LAUNCH_SPREAD * total}
             half = math.hypot(*parts.values())
-            above = unseen_above(scaling, model, ranks, total)
             # against the sweep's one rank: strong, the same problem; weak, samples (bytes) per second
             ratio = base["time"] / total if base["ranks"] == 1 and total > 0 else None
             speedup = None if ratio is None else (ratio if mode == "strong" else ratio * ranks)
@@ -112,11 +116,13 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
                     "ranks": ranks,
                     "problem_bytes": problem,
                     "predicted_s": total,
-                    "interval": [max(total - half, 0.0), total + half + above],
+                    "interval": [max(total - half - below, 0.0), total + half + above],
                     "interval_parts": parts,
+                    "unseen_s": added,
+                    "unseen_below": below,
                     "unseen_above": above,
                     "speedup": speedup,
-                    "speedup_interval": speedup_range(speedup, total, same_launch, above),
+                    "speedup_interval": speedup_range(speedup, total, same_launch, above, below),
                     "efficiency": None if speedup is None else speedup / ranks,
                     "flags": row_flags(speedup, ranks),
                     **({"batch_per_rank": batch_of(run, ranks, mode)} if training else {}),
@@ -137,7 +143,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             "cost per point-to-point call"
         )
     unseen = unseen_terms(scaling, model)
-    if unseen and any(row["unseen_above"] for row in rows):
+    if unseen and any(row["unseen_s"] for row in rows):
         notes.append(unseen_note(unseen))
     if any(link and "preset" in link.source for link in (machine.intra, machine.inter)):
         notes.append(
@@ -196,8 +202,9 @@ def assumptions(scaling: dict, machine: Machine) -> list[str]:
         measured = f" (and the shares of {', '.join(map(str, shares))} ranks, on one)" if shares else ""
         out.append(
             f"the sweep ran one rank{measured}: what ranks sharing a node cost each other (memory, the host) and "
-            f"how much of the collectives hides behind the work were not measured, and none is charged to the "
-            f"prediction (its interval carries what one rank never saw)"
+            f"how much of the collectives hides behind the work were not measured: of what ranks do to each other, "
+            f"the prediction charges only what held-out cases fitted on one GPU measured (a halo call's host cost, "
+            f"a training step's wait in the allreduce)"
         )
     return out
 
@@ -351,23 +358,34 @@ def break_even_rows(
     """Per node count: above what a rank must hold for the target's ranks to beat one (training: the per-GPU
     batch; else bytes per rank)."""
     g = machine.gpus_per_node
+
+    def added(ranks: int, total: float) -> float:  # as the rows add it
+        return unseen_seconds(scaling, model, ranks, total)[0]
+
     out = []
     for nodes in machine.nodes:
         ranks = g * nodes
         if ranks < 2:
             continue
         if hide is None:
-            even = break_even(model, ranks, machine.ranks_on_a_host(ranks), collectives, one_scale)
+            even = break_even(model, ranks, machine.ranks_on_a_host(ranks), collectives, one_scale, added)
             out.append({"nodes": nodes, "ranks": ranks, **{k: even[k] for k in ("status", "bytes_per_rank")}})
             continue
         out.append(
-            {"nodes": nodes, "ranks": ranks, **_batch_break_even(scaling, model, ranks, collectives, hide, one_scale)}
+            {
+                "nodes": nodes,
+                "ranks": ranks,
+                **_batch_break_even(scaling, model, ranks, collectives, hide, one_scale, added),
+            }
         )
     return out
 
 
-def _batch_break_even(scaling: dict, model: dict, ranks: int, collectives, hide: dict, one_scale: float = 1.0) -> dict:
-    """The smallest per-GPU batch at which ``ranks`` ranks train faster (samples/s) than one."""
+def _batch_break_even(
+    scaling: dict, model: dict, ranks: int, collectives, hide: dict, one_scale: float = 1.0, added=None
+) -> dict:
+    """The smallest per-GPU batch at which ``ranks`` ranks train faster (samples/s) than one, with the seconds the
+    rows add to a prediction (``added``, of ranks and a total)."""
     run = scaling["runs"][0]["report"]
     per_sample = run["problem"]["bytes"] / run["ranks"] / max(1, run["result"].get("batch_per_rank") or 1)
 
@@ -377,6 +395,7 @@ def _batch_break_even(scaling: dict, model: dict, ranks: int, collectives, hide:
         one = _training_phases(model, one, 1, share, collectives, hide)["total"] * one_scale
         many = predict(model, ranks, share * ranks, None, collectives)
         many = _training_phases(model, many, ranks, share * ranks, collectives, hide)["total"]
+        many += added(ranks, many) if added else 0.0
         return ranks * batch / many > batch / one
 
     batch = smallest_batch(faster)
@@ -431,6 +450,7 @@ def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
                 "measured_s": run["time"],
                 "predicted_s": row["predicted_s"],
                 "interval": row["interval"],
+                "unseen_s": row.get("unseen_s", 0.0),
                 "error": (row["predicted_s"] - run["time"]) / run["time"],
             }
             # speedup against each sweep's own one rank: within one launch, where whole launches differ in speed
