@@ -16,7 +16,7 @@ from helpers import git_repo
 
 from bench.env import Env
 from bench.records import read_records
-from bench.suites import heldout, heldout2, heldout3, heldout4
+from bench.suites import heldout, heldout2, heldout3, heldout4, heldout5
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DESIGNED_ON = ("predict.py", "scaling.py", "torch_models.py", "torch_answer.py")
 
 
-@pytest.mark.parametrize("frozen", [heldout.FROZEN, heldout2.FROZEN, heldout3.FROZEN, heldout4.FROZEN])
+@pytest.mark.parametrize("frozen", [m.FROZEN for m in (heldout, heldout2, heldout3, heldout4, heldout5)])
 def test_the_frozen_commit_is_in_the_history_and_holds_the_model(frozen):
     found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{frozen}^{{commit}}"])
     assert found.returncode == 0, f"{frozen} is not in this clone's history (a shallow clone?)"
@@ -71,6 +71,13 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
     [
         (heldout3, (heldout, heldout2), "efficientnet", "spmd/workloads/stencil/workload.py", "self.grid.size == 1"),
         (heldout4, (heldout, heldout2, heldout3), "mobilenet", "spmd/scale/prediction/predict.py", "def unseen_above("),
+        (
+            heldout5,
+            (heldout, heldout2, heldout3, heldout4),
+            "densenet",
+            "spmd/scale/prediction/intervals.py",
+            "def unseen_seconds(",
+        ),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -78,7 +85,8 @@ def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later,
     peer-to-peer off); none of its cases, nor any job, is an earlier round's; its family in no suite the model was
     designed on nor in an earlier round; its freeze after the round before, with the change it tests in the frozen
     tree. The third round tests a stencil's lone rank listing its halos (EfficientNet its new family); the fourth,
-    what a fit on one rank never saw priced above its intervals (MobileNet)."""
+    what a fit on one rank never saw priced above its intervals (MobileNet); the fifth, it added to the predictions
+    (DenseNet)."""
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
         listed = later.cases_list(env)
@@ -103,7 +111,7 @@ def test_every_committed_held_out_record_ran_its_rounds_frozen_model():
         m = json.loads(manifest.read_text())
         commits = [m["commit"], *(c["commit"] for c in m.get("cases", []) if c.get("commit"))]
         frozen = {r.params["frozen"] for r in read_records(manifest.parent / "records.jsonl")}
-        rounds = {"heldout": heldout, "heldout2": heldout2, "heldout3": heldout3, "heldout4": heldout4}
+        rounds = {m.__name__.split(".")[-1]: m for m in (heldout, heldout2, heldout3, heldout4, heldout5)}
         assert frozen == {rounds[manifest.parent.name].FROZEN}, manifest
         assert heldout.records_with_other_model_files(commits, frozen=frozen.pop()) == [], manifest
 
