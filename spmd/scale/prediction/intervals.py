@@ -7,7 +7,7 @@ so). A launch's part is LAUNCH_SPREAD of the whole, since the launch a sweep was
 predicted speedup compares two runs of one launch, so its interval (``speedup_interval``) leaves the launch's part out.
 A sweep fitted on one rank never saw what ranks do to each other, so its predictions at several carry it from held-out
 cases that did (``unseen_seconds``): each halo call's host cost and training ranks waiting for each other's host in the
-allreduce, their median added to the prediction (the row's ``unseen_s``, in its comm phase) and their spread about it
+allreduce, their median added to the prediction (the row's ``unseen_s``, a part of its own) and their spread about it
 to the interval, a fourth part (``unseen_below``, ``unseen_above``).
 """
 
@@ -89,7 +89,7 @@ def unseen_note(unseen: dict) -> str:
             f"{COUPLING_SPREAD[0]:.0%} below to {COUPLING_SPREAD[1]:.0%} above)"
         )
     return (
-        "fitted on one rank: what ranks do to each other was never measured; added to each prediction (its comm), "
+        "fitted on one rank: what ranks do to each other was never measured; added to each prediction (unseen), "
         f"{' and '.join(named)}: the median of held-out cases fitted on one GPU, their spread in the interval; a sweep "
         "over 2 GPUs (spmd scale --ranks 1,2) measures it"
     )
