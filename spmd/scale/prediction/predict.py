@@ -101,6 +101,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             added, below, above = unseen_seconds(scaling, model, ranks, phases["total"])
             if added:
                 phases = {**phases, "unseen": added, "total": phases["total"] + added}
+                comm += added  # the ranks' waits in their exchanges: the row's comm, its links' part priced on it
             total = phases["total"]
             comm_level = comm_u["inter"] if nodes > 1 else comm_u["intra"]
             parts = {"sweep": local_u * (total - comm), "links": comm_level * comm, "launch": LAUNCH_SPREAD * total}
