@@ -71,8 +71,9 @@ def link_test(env, ranks: int, p2p: bool, suite: str = SUITE) -> Path:
     return path
 
 
-def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
-    return measure_round(env, SUITE, FROZEN, name, job, modes)
+def round_cases(listed: dict, suite: str, frozen: str, torch_cases: tuple[str, ...]) -> list[Case]:
+    """A round measured as this one (``measure_round``): its list as bench cases of ``suite`` frozen at ``frozen``."""
+    return cases_of(listed, lambda env, *case: measure_round(env, suite, frozen, *case), torch_cases)
 
 
 def measure_round(env, suite: str, frozen: str, name: str, job: dict, modes: tuple) -> list[Measure]:
@@ -101,4 +102,4 @@ def measure_round(env, suite: str, frozen: str, name: str, job: dict, modes: tup
 
 
 def cases(env) -> list[Case]:
-    return cases_of(cases_list(env), measured, ("gpt2", "resnet50", "efficientnet"))
+    return round_cases(cases_list(env), SUITE, FROZEN, ("gpt2", "resnet50", "efficientnet"))

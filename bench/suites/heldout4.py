@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..records import Measure
 from . import Case
-from .heldout import array_job, cases_of, mlp_job, stencil_job, torch_job
-from .heldout3 import measure_round
+from .heldout import array_job, mlp_job, stencil_job, torch_job
 from .heldout3 import predictions as predictions  # each case's modes times the kinds of input, as the third's
+from .heldout3 import round_cases
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
 FROZEN = "dec5a25e9b2b270b8a3128eccc78cb4541b63002"
@@ -47,9 +46,5 @@ def cases_list(env) -> dict:
     }  # fmt: skip
 
 
-def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
-    return measure_round(env, SUITE, FROZEN, name, job, modes)
-
-
 def cases(env) -> list[Case]:
-    return cases_of(cases_list(env), measured, ("gpt2", "resnet50", "mobilenet"))
+    return round_cases(cases_list(env), SUITE, FROZEN, ("gpt2", "resnet50", "mobilenet"))

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..records import Measure
 from . import Case
-from .heldout import cases_of, mlp_job, stencil_job, torch_job
-from .heldout3 import measure_round
+from .heldout import mlp_job, stencil_job, torch_job
 from .heldout3 import predictions as predictions  # each case's modes times the kinds of input, as the third's
+from .heldout3 import round_cases
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
 FROZEN = "9a6d60acabcc2ccf7cbbd4831ab5a98e651e2878"
@@ -45,9 +44,5 @@ def cases_list(env) -> dict:
     }  # fmt: skip
 
 
-def measured(env, name: str, job: dict, modes: tuple) -> list[Measure]:
-    return measure_round(env, SUITE, FROZEN, name, job, modes)
-
-
 def cases(env) -> list[Case]:
-    return cases_of(cases_list(env), measured, ("gpt2", "densenet"))
+    return round_cases(cases_list(env), SUITE, FROZEN, ("gpt2", "densenet"))
