@@ -145,10 +145,13 @@ def format_links(links: dict) -> str:
         lines.append("# one rank a node on one node: no link to measure")
     reads = links.get("host_read")
     if reads:
-        lines.append(
-            f"# host reads of {fmt_bytes(reads['bytes'])} a rank from the page cache: {reads['alone_Bps'] / 1e9:.1f} "
-            f"GB/s one rank alone, {reads['together_Bps'] / 1e9:.1f} GB/s a host's {reads['readers']} together"
-        )
+        # a file of an older spmd measured the one engine auto chose
+        for engine, rates in (reads.get("engines") or {reads.get("engine", "auto"): reads}).items():
+            lines.append(
+                f"# host reads of {fmt_bytes(reads['bytes'])} a rank from the page cache by {engine}: "
+                f"{rates['alone_Bps'] / 1e9:.1f} GB/s one rank alone, {rates['together_Bps'] / 1e9:.1f} GB/s a "
+                f"host's {reads['readers']} together"
+            )
     return "\n".join(lines) + "\n"
 
 

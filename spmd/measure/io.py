@@ -282,20 +282,22 @@ HOST_READ_ROW = 1024  # float32 elements a row of host_read's file (4 KiB rows, 
 def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
     """The host's shared read ceiling for ``spmd predict``, met as a run's read phase meets it. Each rank reads an HDF5
     file of ``nbytes`` of its own from the page cache (as a sweep's repeats read their input) with a run's reader
-    (``io.engine: auto``; on a GPU into device memory, by the engine a run would choose). First the first rank of each
+    (``io.engine: auto``; on a GPU into device memory, by the engine a run would choose), and on a GPU with ``direct``
+    too, the engine a run reads with where it may not lock its pages (``engines``: a sweep read by one is bounded by
+    that one's ceiling; their copies differ, and so do their shares of the host's memory). First the first rank of each
     host reads alone, on the threads a rank alone on its host gets; then every rank reads at once, on the threads each
     gets beside the others. A host is the ranks sharing its memory (``node_comm``), also where nodes are emulated on one
-    machine (``SPMD_HOST``): all of them read at once there. {bytes, readers (ranks on the busiest host), engine (the
-    one that read), alone_Bps (one rank), together_Bps (the busiest host's ranks together, at the slowest rank's pace)}.
-    The files are spmd's own temporary ones, written back to disk before timing (a write-back running under the reads
-    slows them) and removed after."""
+    machine (``SPMD_HOST``), where all of them read at once. {bytes, readers (ranks on the busiest host), engine (the
+    one auto chose), alone_Bps (one rank), together_Bps (the busiest host's ranks together, at the slowest rank's pace),
+    engines (engine -> {alone_Bps, together_Bps})}. The files are spmd's own temporary ones, written back to disk before
+    timing (a write-back running under the reads slows them) and removed after."""
     import h5py
 
     from ..io.hdf5 import Piece, RankInput
 
     fd, path = tempfile.mkstemp(prefix="spmd-host-read-", suffix=".h5")
     os.close(fd)
-    readers = []
+    measured = {}
     try:
         rows = max(1, nbytes // (4 * HOST_READ_ROW))
         block = np.ones((max(1, (64 << 20) // (4 * HOST_READ_ROW)), HOST_READ_ROW), np.float32)
@@ -307,42 +309,50 @@ def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
             os.fsync(f.fileno())
         plan = RankInput((Piece(path, "x", 0, rows),), (HOST_READ_ROW,), np.dtype(np.float32))
         gpu = ctx.device == "gpu"
-        alone = RowReader(plan, IoConfig(), reader_threads("auto", 1, 0), gpu=gpu)
+        for engine in ("auto", "direct") if gpu else ("auto",):
+            rates = _host_read_by(ctx, plan, IoConfig(engine=engine), gpu, rounds)
+            measured.setdefault(rates.pop("engine"), rates)  # auto may have chosen direct itself
+    finally:
+        os.unlink(path)
+    busiest = max(ctx.comm.allgather(ctx.local_size))
+    engines = {
+        engine: {"alone_Bps": plan.nbytes / m["alone_s"], "together_Bps": busiest * plan.nbytes / m["together_s"]}
+        for engine, m in measured.items()
+    }
+    chosen = next(iter(engines))
+    return {"bytes": plan.nbytes, "readers": busiest, "engine": chosen, **engines[chosen], "engines": engines}
+
+
+def _host_read_by(ctx, plan, io_cfg: IoConfig, gpu: bool, rounds: int) -> dict:
+    """{engine, alone_s, together_s}: ``plan`` read by ``io_cfg``'s engine by the host's first rank alone, then by
+    every rank at once (host_read)."""
+    readers = []
+    try:
+        alone = RowReader(plan, io_cfg, reader_threads("auto", 1, 0), gpu=gpu)
         readers.append(alone)
         together = RowReader(
-            plan,
-            IoConfig(),
-            reader_threads("auto", ctx.local_size, ctx.local_rank),
-            gpu=gpu,
-            ranks_on_node=ctx.local_size,
+            plan, io_cfg, reader_threads("auto", ctx.local_size, ctx.local_rank), gpu=gpu, ranks_on_node=ctx.local_size
         )
         readers.append(together)
-        read = _reading(plan, gpu, together.fills_host or alone.fills_host)
+        read, settle = _reading(plan, gpu, together.fills_host or alone.fills_host)
         read(together)()  # untimed: into the page cache, the buffers touched
+        settle()
         first = ctx.local_rank == 0  # the host's first rank
-        alone_s = _rounds(ctx, read(alone) if first else None, rounds)
-        together_s = _rounds(ctx, read(together), rounds)
-        engine = together.engines()[0]["engine"]
+        alone_s = _rounds(ctx, read(alone) if first else None, rounds, settle)
+        together_s = _rounds(ctx, read(together), rounds, settle)
+        return {"engine": together.engines()[0]["engine"], "alone_s": alone_s, "together_s": together_s}
     finally:
         for reader in readers:
             reader.close()  # mapped's pages unlocked
-        os.unlink(path)
-    busiest = max(ctx.comm.allgather(ctx.local_size))
-    return {
-        "bytes": plan.nbytes,
-        "readers": busiest,
-        "engine": engine,
-        "alone_Bps": plan.nbytes / alone_s,
-        "together_Bps": busiest * plan.nbytes / together_s,
-    }
 
 
 def _reading(plan, gpu: bool, fills_host: bool):
-    """reader -> a read of ``plan`` as a run's read phase does it: into the host buffer (page-locked on a GPU),
-    each piece copied to the device as it lands; or straight into device memory (mapped, kvikio)."""
+    """(reader -> a read of ``plan`` as a run's read phase does it, settle: what waits for its copies): into the
+    host buffer (page-locked on a GPU), each piece copied to the device as it lands, the copies' tail left to
+    ``settle`` (a run's h2d phase holds it, not its read); or straight into device memory (mapped, kvikio)."""
     host = xpmod.empty_host(plan.shape, plan.dtype, pinned=gpu) if fills_host else None
     if not gpu:
-        return lambda reader: lambda: reader.read(host)
+        return (lambda reader: lambda: reader.read(host)), lambda: None
     cupy = xpmod.cupy
     device = cupy.empty(plan.shape, plan.dtype)
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -355,19 +365,24 @@ def _reading(plan, gpu: bool, fills_host: bool):
     def read(reader):
         def once():
             reader.read(host, landed=landed if reader.fills_host else None, device=device)
-            stream.synchronize()
-            cupy.cuda.get_current_stream().synchronize()
+            if not reader.fills_host:
+                cupy.cuda.get_current_stream().synchronize()
 
         return once
 
-    return read
+    def settle() -> None:
+        stream.synchronize()
+        cupy.cuda.get_current_stream().synchronize()
+
+    return read, settle
 
 
-def _rounds(ctx, read, rounds: int) -> float:
+def _rounds(ctx, read, rounds: int, settle) -> float:
     """The median over ``rounds`` of the slowest rank's seconds, every rank starting together (``read`` None:
-    this rank only waits)."""
+    this rank only waits), each round's copies settled before the next starts."""
     times = []
     for _ in range(rounds):
+        settle()
         ctx.comm.Barrier()
         t0 = time.perf_counter()
         if read is not None:

@@ -189,5 +189,8 @@ def test_bench_comm_links_one_node_and_two_emulated(tmp_path, per_node):
     assert reads["bytes"] == 8 << 20 and reads["readers"] == 2
     assert reads["alone_Bps"] > 0 and reads["together_Bps"] > 0 and links["host_read"] == reads
     assert reads["engine"] == "direct"  # a run's reader on a CPU: io.engine auto reads with direct there
+    # measured by each engine a run may read with: direct alone on a CPU (a GPU adds the engine auto chose)
+    assert reads["engines"] == {"direct": {"alone_Bps": reads["alone_Bps"], "together_Bps": reads["together_Bps"]}}
+    assert "host reads of 8 MiB a rank from the page cache by direct" in stdout
     assert "host reads of 8 MiB a rank" in stdout
     assert set(Path(tempfile.gettempdir()).glob("spmd-host-read-*")) == before

@@ -182,6 +182,54 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
     assert read_ceiling(scaling, model, target(18.5e9, 31e9), notes) == 31e9 and len(notes) == 2
 
 
+ENGINES = ("mapped", "direct", "kvikio", "h5py")
+
+
+@given(
+    used=st.lists(st.sampled_from(ENGINES), min_size=1, max_size=3),
+    measured=st.dictionaries(st.sampled_from(ENGINES[:2]), st.floats(30e9, 200e9), min_size=1, max_size=2),
+)
+def test_a_read_ceiling_is_the_one_measured_with_the_engine_the_sweep_read_by(used, measured):
+    """A links file measures the host's reads with the engine auto chose for its file (mapped on a GPU) and with
+    direct; a sweep whose every piece was read by one engine is bounded by that engine's ceiling (on 2 H200s a
+    stencil read by direct ran 24-62% over a ceiling measured with mapped that bound nothing), a sweep of several
+    engines or of one the file did not measure by the engine auto chose, as a file of an older spmd is."""
+    from spmd.scale.prediction.predict import read_ceiling, read_engine
+
+    model = {"local": {"read": {"intercept_s": 0.001, "seconds_per_byte": 1 / 20e9}}}
+    run = {"ranks": 1, "placement": {"ranks_per_node": {"n": 1}}}
+    run["report"] = {
+        "timings": {"read": {"median": 0.05}},
+        "problem": {"bytes": 1e9},
+        "io": {"per_rank": [[{"engine": e} for e in used]]},
+    }
+    scaling = {"runs": [run]}
+    chosen = next(iter(measured))
+    engines = {e: {"alone_Bps": 25e9, "together_Bps": b} for e, b in measured.items()}
+    reads = {"engine": chosen, "alone_Bps": 25e9, "together_Bps": measured[chosen], "engines": engines}
+    base = machine_from_dict({"gpus_per_node": 1})
+    notes = []
+    ceiling = read_ceiling(scaling, model, replace(base, host_read=reads), notes)
+    one = set(used).pop() if len(set(used)) == 1 else None
+    assert read_engine(scaling) == one
+    assert ceiling == measured[one if one in measured else chosen]
+    assert bool(notes) == (one in measured and one != chosen)
+    assert all(one in note for note in notes)
+    # a file of an older spmd: one engine's rates, no engines, bound as before
+    old = {k: v for k, v in reads.items() if k != "engines"}
+    assert read_ceiling(scaling, model, replace(base, host_read=old), []) == measured[chosen]
+
+
+def test_a_links_files_host_reads_by_engine_are_checked():
+    data = recorded("h200x2-nvlink.json")
+    reads = data["host_read"]
+    good = {**reads, "engines": {"mapped": {"alone_Bps": 5e10, "together_Bps": 1e11}}}
+    assert links_from_bench({**data, "host_read": good})["host_read"]["engines"]["mapped"]["together_Bps"] == 1e11
+    for engines in ({"direct": {"alone_Bps": 5e10}}, {"direct": {"alone_Bps": 5e10, "together_Bps": -1}}, []):
+        with pytest.raises(ConfigError, match="host_read"):
+            links_from_bench({**data, "host_read": {**reads, "engines": engines}})
+
+
 def test_a_sweeps_run_is_checked_against_its_own_series_only():
     """Strong and weak predict the same problem where a sweep's base is its problem (one size): a run measured in
     a sweep is held against its own mode's row only; a lone report.json (no mode) against every row it fits."""

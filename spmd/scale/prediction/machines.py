@@ -215,8 +215,15 @@ def links_from_bench(data: dict) -> dict:
             level["rows"], ranks, per_node, intra, source, gathers=level.get("allgather"), shifts=level.get("sendrecv")
         )
     reads = data.get("host_read")
+    engines = reads.get("engines", {}) if isinstance(reads, dict) else {}
     if reads is not None and not (
-        isinstance(reads, dict) and all(_positive(reads.get(k)) for k in ("bytes", "readers", "together_Bps"))
+        isinstance(reads, dict)
+        and all(_positive(reads.get(k)) for k in ("bytes", "readers", "together_Bps"))
+        and isinstance(engines, dict)
+        and all(
+            isinstance(r, dict) and all(_positive(r.get(k)) for k in ("alone_Bps", "together_Bps"))
+            for r in engines.values()
+        )
     ):
         raise ConfigError("target key links: its host_read is not what spmd bench comm --links writes")
     return {

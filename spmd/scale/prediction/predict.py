@@ -247,6 +247,11 @@ def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str])
     read, measured = model["local"].get("read"), machine.host_read
     if read is None or not measured:
         return None
+    engine = read_engine(scaling)
+    if engine in (measured.get("engines") or {}) and engine != measured.get("engine"):
+        # the sweep read by another engine than auto chose for the link test's file: that engine's ceiling
+        notes.append(f"the host's read ceiling is the one measured with {engine}, the engine the sweep's runs read by")
+        measured = {**measured, **measured["engines"][engine], "engine": engine}
     own = 1 / read["seconds_per_byte"] if read["seconds_per_byte"] > 0 else math.inf
     together = max((_node_read_rate(run) for run in scaling["runs"]), default=0.0)
     if measured["alone_Bps"] < SAME_PATH * own or measured["together_Bps"] < SAME_PATH * together:
@@ -257,6 +262,18 @@ def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str])
         )
         return None
     return measured["together_Bps"]
+
+
+def read_engine(scaling: dict) -> str | None:
+    """The engine every piece of every run of a sweep was read by (report.json ``io``), or None: several, or none
+    told."""
+    used = {
+        piece.get("engine")
+        for run in scaling["runs"]
+        for pieces in ((run["report"].get("io") or {}).get("per_rank") or [])
+        for piece in pieces
+    }
+    return used.pop() if len(used) == 1 else None
 
 
 def _node_readers(run: dict) -> int:
