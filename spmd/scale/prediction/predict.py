@@ -78,6 +78,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
         f"90% of measured launches fell within it), added in quadrature; a speedup's leaves the launch out"
     )
     ceiling = read_ceiling(scaling, model, machine, notes)
+    by_engine = read_engine(scaling) in ((machine.host_read or {}).get("engines") or {})
     readers = max((_node_readers(run) for run in scaling["runs"]), default=0)
     rows = []
     for mode, series in scaling["series"].items():
@@ -91,7 +92,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             # (emulated nodes on one host: all of the launch's)
             host_ranks = machine.ranks_on_a_host(ranks)
             phases = predict(model, ranks, problem, host_ranks, collectives)
-            phases = host_read_ceiling(model, phases, problem / ranks, ceiling, host_ranks, readers)
+            phases = host_read_ceiling(model, phases, problem / ranks, ceiling, host_ranks, readers, by_engine)
             comm = phases["comm"]
             if training:
                 phases = _training_phases(model, phases, ranks, problem, collectives, hide)
@@ -242,17 +243,22 @@ def batch_of(run: dict, ranks: int, mode: str) -> int | None:
 
 def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> float | None:
     """The target host's shared read bandwidth (bytes/s, all its ranks reading at once) where the links file
-    measured one that can bound this sweep's reads. A ceiling below what the sweep itself read, one rank alone or
-    a node's ranks together (beyond SAME_PATH), is none: that read went another way than the run's reader."""
+    measured one that can bound this sweep's reads: the one measured with the engine the sweep read by, where the
+    file measured each. A ceiling below what the sweep itself read, a node's ranks together or (where the engine
+    is not known to be the sweep's) one rank alone, beyond SAME_PATH, is none: that read went another way than the
+    run's reader."""
     read, measured = model["local"].get("read"), machine.host_read
     if read is None or not measured:
         return None
     engine = read_engine(scaling)
-    if engine in (measured.get("engines") or {}) and engine != measured.get("engine"):
+    matched = engine in (measured.get("engines") or {})
+    if matched and engine != measured.get("engine"):
         # the sweep read by another engine than auto chose for the link test's file: that engine's ceiling
         notes.append(f"the host's read ceiling is the one measured with {engine}, the engine the sweep's runs read by")
         measured = {**measured, **measured["engines"][engine], "engine": engine}
-    own = 1 / read["seconds_per_byte"] if read["seconds_per_byte"] > 0 else math.inf
+    # one rank's rate fitted on a sweep's sizes (two, on one GPU) moves with its launch: it tells another path only
+    # where the engine is not known
+    own = 0.0 if matched else 1 / read["seconds_per_byte"] if read["seconds_per_byte"] > 0 else math.inf
     together = max((_node_read_rate(run) for run in scaling["runs"]), default=0.0)
     if measured["alone_Bps"] < SAME_PATH * own or measured["together_Bps"] < SAME_PATH * together:
         notes.append(
@@ -294,16 +300,17 @@ def _node_read_rate(run: dict) -> float:
 
 
 def host_read_ceiling(
-    model: dict, phases: dict, share: float, ceiling: float | None, host_ranks: int, readers: int
+    model: dict, phases: dict, share: float, ceiling: float | None, host_ranks: int, readers: int, whole: bool = False
 ) -> dict:
     """The read phase no faster than the host's shared ``ceiling`` lets its ``host_ranks`` ranks read ``share``
     bytes each at once: one or two ranks of a sweep are below it, more ranks of a host share its memory. Where
     the target puts no more ranks on a host than the sweep's runs read beside each other on one (``readers``),
     their own reads measured that sharing: the ceiling, another measurement of it, bounds nothing (on 2 H200s it
-    charged a 2-rank read 10.3-11.4 ms where the runs read 9.9-10.1)."""
+    charged a 2-rank read 10.3-11.4 ms where the runs read 9.9-10.1). A ceiling measured by the engine the sweep
+    read with (``whole``) holds that engine's fixed cost in its rate: the sweep's intercept is not added to it."""
     if ceiling is None or "read" not in phases or host_ranks <= readers:
         return phases
-    floor = model["local"]["read"]["intercept_s"] + host_ranks * share / ceiling
+    floor = (0.0 if whole else model["local"]["read"]["intercept_s"]) + host_ranks * share / ceiling
     if floor <= phases["read"]:
         return phases
     out = {**phases, "read": floor}
