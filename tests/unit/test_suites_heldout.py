@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py to heldout4.py, one a round): each list, fixed before
+"""The held-out suites (bench/suites/heldout.py to heldout6.py, one a round): each list, fixed before
 anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a family never used
 before; every committed held-out record was measured with the prediction model's files as its round froze them; the
 check itself tells a changed model file from any other."""
@@ -16,7 +16,7 @@ from helpers import git_repo
 
 from bench.env import Env
 from bench.records import read_records
-from bench.suites import heldout, heldout2, heldout3, heldout4, heldout5
+from bench.suites import heldout, heldout2, heldout3, heldout4, heldout5, heldout6
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 DESIGNED_ON = ("predict.py", "scaling.py", "torch_models.py", "torch_answer.py")
 
 
-@pytest.mark.parametrize("frozen", [m.FROZEN for m in (heldout, heldout2, heldout3, heldout4, heldout5)])
+ROUNDS = (heldout, heldout2, heldout3, heldout4, heldout5, heldout6)
+
+
+@pytest.mark.parametrize("frozen", [m.FROZEN for m in ROUNDS])
 def test_the_frozen_commit_is_in_the_history_and_holds_the_model(frozen):
     found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{frozen}^{{commit}}"])
     assert found.returncode == 0, f"{frozen} is not in this clone's history (a shallow clone?)"
@@ -78,6 +81,7 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
             "spmd/scale/prediction/intervals.py",
             "def unseen_seconds(",
         ),
+        (heldout6, ROUNDS[:5], "regnet", "spmd/scale/prediction/predict.py", "def read_engine("),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -86,7 +90,7 @@ def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later,
     designed on nor in an earlier round; its freeze after the round before, with the change it tests in the frozen
     tree. The third round tests a stencil's lone rank listing its halos (EfficientNet its new family); the fourth,
     what a fit on one rank never saw priced above its intervals (MobileNet); the fifth, it added to the predictions
-    (DenseNet)."""
+    (DenseNet); the sixth, a sweep's reads bound by the ceiling of the engine it read with (RegNet)."""
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
         listed = later.cases_list(env)
@@ -111,7 +115,7 @@ def test_every_committed_held_out_record_ran_its_rounds_frozen_model():
         m = json.loads(manifest.read_text())
         commits = [m["commit"], *(c["commit"] for c in m.get("cases", []) if c.get("commit"))]
         frozen = {r.params["frozen"] for r in read_records(manifest.parent / "records.jsonl")}
-        rounds = {m.__name__.split(".")[-1]: m for m in (heldout, heldout2, heldout3, heldout4, heldout5)}
+        rounds = {m.__name__.split(".")[-1]: m for m in ROUNDS}
         assert frozen == {rounds[manifest.parent.name].FROZEN}, manifest
         assert heldout.records_with_other_model_files(commits, frozen=frozen.pop()) == [], manifest
 
