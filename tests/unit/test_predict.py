@@ -620,3 +620,49 @@ def test_what_one_rank_never_saw_is_priced_only_from_a_one_rank_fit_at_several(
         assert below == pytest.approx(HALO_SPREAD_S[0] * halos + COUPLING_SPREAD[0] * step)
         assert above == pytest.approx(HALO_SPREAD_S[1] * halos + COUPLING_SPREAD[1] * step)
         assert bool(halos or training) == (added > 0) and (below < added or added == 0)
+
+
+@pytest.mark.parametrize(
+    "folder, stem, bound",
+    [("heldout5", "stencil-a-16384-grid-20-iterations", 0.2), ("heldout4", "stencil-a-12288-grid-30-iterations", 0.3)],
+)
+@pytest.mark.parametrize("run", ["", "run2-"])
+def test_a_stencil_read_by_direct_is_bound_by_the_hosts_direct_reads(tmp_path, folder, stem, bound, run):
+    """In-sample, the sixth round's design: stencils fitted on one GPU read by direct, whose reads at 2 ranks ran
+    14-62% over what the fit priced, the target's link test having measured the host's reads by mapped only (105
+    GB/s for two ranks, bounding nothing). With the host's direct reads measured as the link test now does (recorded
+    on 2 H200s, 43 GB/s for two ranks), each run's weak read (a rank's whole grid) at 2 ranks is priced higher than
+    before, and the largest grid's reads within ``bound`` of what they measured."""
+    import gzip
+
+    from spmd.scale.prediction.predict import check_against, measured_runs, predict_machine, read_engine, read_sweep
+
+    inputs = ROOT / "docs/results/h200x2" / folder / "inputs"
+    files = {}
+    for role, name in (("fit", f"{run}fit"), ("measured", f"{run}measured"), ("links", f"links-{run}target")):
+        files[role] = tmp_path / f"{role}.json"
+        files[role].write_bytes(gzip.decompress((inputs / f"{stem}-{name}.json.gz").read_bytes()))
+    direct = recorded("h200x2-read-engines-256m.json")["host_read"]["engines"]["direct"]
+    assert direct["together_Bps"] < 0.5 * recorded("h200x2-read-engines-256m.json")["host_read"]["together_Bps"]
+    stored = json.loads(files["links"].read_text())
+    reads = stored["host_read"]
+    both = {
+        **reads,
+        "engines": {reads["engine"]: {k: reads[k] for k in ("alone_Bps", "together_Bps")}, "direct": direct},
+    }
+    scaling = read_sweep(files["fit"])
+    assert read_engine(scaling) == "direct"
+    phases = {}
+    for tag, host_read in (("before", reads), ("after", both)):
+        links = tmp_path / f"links-{tag}.json"
+        links.write_text(json.dumps({**stored, "host_read": host_read}))
+        prediction = predict_machine(scaling, machine_from_dict({"links": str(links), "gpus_per_node": 2}))
+        rows = [r for r in check_against(prediction, measured_runs(files["measured"])) if r["ranks"] == 2]
+        phases[tag] = {r["mode"]: r["phases"]["read"] for r in rows}
+    for mode, (measured, after) in phases["after"].items():
+        before = phases["before"][mode][1]
+        assert measured > 1.1 * before
+        if mode == "weak":  # each rank the whole grid: the host's memory bounds it
+            assert after > before
+        if "16384" in stem:
+            assert abs(measured / after - 1) < bound, (mode, measured, after)
