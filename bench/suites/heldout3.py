@@ -11,6 +11,9 @@ Each case is predicted for the N GPUs of the machine twice over, as two users wo
 - one with the N GPUs over NVLink who asks what the same GPUs with peer-to-peer off would do (a machine whose GPUs
   talk through the host): fitted on that 1-N sweep, predicted from the target's link test with
   ``NCCL_P2P_DISABLE=1``, then measured so.
+On 4 GPUs or more the first user has 2 (fitted on 1-2, as the acceptance asks) and their own link test, carried to
+the N, is a third input beside the preset and the target's (``input_kinds``); later rounds measure alike
+(``measure_round``).
 Published apart from the in-sample tables and the earlier rounds (docs/validation.md)."""
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from ..records import Measure
 from . import Case
 from .heldout import array_job, cases_of, held_against, job_config, mlp_job, stencil_job, torch_job
+from .heldout2 import CARRIED
 from .predict import launch, save_inputs, slug
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
@@ -57,9 +61,15 @@ def cases_list(env) -> dict:
 INPUT_KINDS = (PRESET, TARGETS, P2P_OFF)
 
 
-def predictions(cases: dict) -> int:
-    """How many predictions the list makes: each case's modes times the kinds of input."""
-    return sum(len(modes) for _, modes in cases.values()) * len(INPUT_KINDS)
+def input_kinds(gpus: int) -> tuple[str, ...]:
+    """The kinds of input a case is predicted from on a machine of ``gpus``: on 4 or more, fitted on 1-2 GPUs, the
+    fit's own 2-GPU link test carried to them too (the issue's input kind b)."""
+    return (PRESET, CARRIED, TARGETS, P2P_OFF) if gpus >= 4 else INPUT_KINDS
+
+
+def predictions(cases: dict, gpus: int = 2) -> int:
+    """How many predictions the list makes on a machine of ``gpus``: each case's modes times the kinds of input."""
+    return sum(len(modes) for _, modes in cases.values()) * len(input_kinds(gpus))
 
 
 def link_test(env, ranks: int, p2p: bool, suite: str = SUITE) -> Path:
@@ -77,12 +87,14 @@ def round_cases(listed: dict, suite: str, frozen: str, torch_cases: tuple[str, .
 
 
 def measure_round(env, suite: str, frozen: str, name: str, job: dict, modes: tuple) -> list[Measure]:
-    """One case of a round of ``suite`` frozen at ``frozen``: fitted on one GPU and predicted at N over NVLink; fitted
-    on 1-N over NVLink and predicted at N with peer-to-peer off; each measured there."""
+    """One case of a round of ``suite`` frozen at ``frozen``: fitted on one GPU (on 1-2 GPUs where N is 4 or more, as
+    the acceptance asks) and predicted at N over NVLink; fitted on 1-N over NVLink and predicted at N with
+    peer-to-peer off; each measured there."""
     n = env.ranks
     cfg, mode = job_config(env, suite, name, job, modes)
     fit, there, off = (env.work / f"{suite}-{slug(name)}-{part}" for part in ("fit", str(n), f"{n}-p2p-off"))
-    env.spmd("scale", cfg, "--ranks", "1", "--shares", str(n), "--mode", mode, "--out", fit, "-q", ranks=1)
+    fitting, fitted_on = (("--ranks", "1,2"), "1-2 GPUs") if n >= 4 else (("--ranks", "1", "--shares", str(n)), "1 GPU")
+    env.spmd("scale", cfg, *fitting, "--mode", mode, "--out", fit, "-q", ranks=2 if n >= 4 else 1)
     env.spmd("scale", cfg, "--ranks", f"1,{n}", "--mode", mode, "--out", there, "-q", ranks=n)
     launch(env, ["scale", cfg, "--ranks", f"1,{n}", "--mode", mode, "--out", off, "-q"], n, (NO_P2P, None))
     files = {
@@ -92,13 +104,16 @@ def measure_round(env, suite: str, frozen: str, name: str, job: dict, modes: tup
         "links-target": link_test(env, n, p2p=True, suite=suite),
         "links-p2p-off": link_test(env, n, p2p=False, suite=suite),
     }
+    if n >= 4:
+        files["links-fit"] = link_test(env, 2, p2p=True, suite=suite)  # the fit's own machine: 2 of the GPUs
     inputs = save_inputs(env, slug(name), files, suite=suite)
     kinds = {
-        PRESET: ("intra=nvlink4,", "fit", "measured", None, "1 GPU"),
-        TARGETS: ("", "fit", "measured", "links-target", "1 GPU"),
+        PRESET: ("intra=nvlink4,", "fit", "measured", None, fitted_on),
+        CARRIED: ("", "fit", "measured", "links-fit", fitted_on),
+        TARGETS: ("", "fit", "measured", "links-target", fitted_on),
         P2P_OFF: ("", "measured", "measured-p2p-off", "links-p2p-off", f"1-{n} GPUs"),
     }
-    return held_against(name, n, files, inputs, kinds, frozen)
+    return held_against(name, n, files, inputs, {k: kinds[k] for k in input_kinds(n)}, frozen)
 
 
 def cases(env) -> list[Case]:

@@ -94,7 +94,7 @@ def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later,
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
         listed = later.cases_list(env)
-        assert later.predictions(listed) >= 20 and len({name.split(",")[0] for name in listed}) >= 3
+        assert later.predictions(listed, gpus) >= 20 and len({name.split(",")[0] for name in listed}) >= 3
         for before in (e.cases_list(env) for e in earlier):
             assert not set(listed) & set(before)
             assert not [j for j, _ in listed.values() if j in [f for f, _ in before.values()]]
@@ -198,3 +198,40 @@ def test_the_design_is_how_far_each_run_lay_from_its_prediction_without_what_it_
     for kind in ("halo", "coupling"):
         assert len(got[f"{kind}_below"]) == len(got[f"{kind}_above"]) == len(got[kind])
         assert all(b == 0 or a == 0 for b, a in zip(got[f"{kind}_below"], got[f"{kind}_above"]))
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_a_later_round_on_four_gpus_is_fitted_on_two_and_carries_their_links(tmp_path, monkeypatch, gpus):
+    """On 2 GPUs a round's case is fitted on one (its share of 2) and predicted from the preset, the target's link
+    test and, fitted on 1-2, with peer-to-peer off; on 4, as the acceptance asks, it is fitted on 1-2 GPUs and the
+    fit's own 2-GPU link test, carried to 4, is a fourth kind of input (the issue's kind b)."""
+    calls, links, kinds = [], [], {}
+    env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=gpus, gpus=gpus)
+    monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))
+    monkeypatch.setattr(heldout3, "launch", lambda env, args, n, extra: calls.append((tuple(args), n)))
+    monkeypatch.setattr(heldout3, "link_test", lambda env, n, p2p, suite: links.append((n, p2p)) or tmp_path / "l")
+    monkeypatch.setattr(heldout3, "save_inputs", lambda env, name, files, suite: dict(files))
+    monkeypatch.setattr(heldout3, "held_against", lambda name, n, files, inputs, k, frozen: kinds.update(k) or [])
+    job, modes = heldout6.cases_list(env)["reduce, seed 197, float64"]
+    heldout3.measure_round(env, "heldout6", heldout6.FROZEN, "reduce, seed 197, float64", job, modes)
+    scales = [(args, ranks) for args, ranks in calls if args[0] == "scale"]
+    fit = scales[0]
+    if gpus == 4:
+        assert fit[0][2:4] == ("--ranks", "1,2") and fit[1] == 2
+        assert (2, True) in links and (4, True) in links and (4, False) in links
+        assert list(kinds) == [heldout3.PRESET, heldout2.CARRIED, heldout3.TARGETS, heldout3.P2P_OFF]
+        assert kinds[heldout2.CARRIED][3] == "links-fit"
+        assert {k: v[4] for k, v in kinds.items()} == {
+            **dict.fromkeys(list(kinds)[:3], "1-2 GPUs"),
+            heldout3.P2P_OFF: "1-4 GPUs",
+        }
+    else:
+        assert fit[0][2:6] == ("--ranks", "1", "--shares", "2") and fit[1] == 1
+        assert (2, True) in links and (2, False) in links and len(links) == 2
+        assert list(kinds) == [heldout3.PRESET, heldout3.TARGETS, heldout3.P2P_OFF]
+        assert {k: v[4] for k, v in kinds.items()} == {
+            heldout3.PRESET: "1 GPU",
+            heldout3.TARGETS: "1 GPU",
+            heldout3.P2P_OFF: "1-2 GPUs",
+        }
+    assert heldout6.predictions(heldout6.cases_list(env), gpus) == 10 * (4 if gpus == 4 else 3)
