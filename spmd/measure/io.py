@@ -310,7 +310,8 @@ def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
         plan = RankInput((Piece(path, "x", 0, rows),), (HOST_READ_ROW,), np.dtype(np.float32))
         gpu = ctx.device == "gpu"
         for engine in ("auto", "direct") if gpu else ("auto",):
-            if engine not in measured:  # auto may have chosen direct itself: not read twice
+            # auto may have chosen direct itself: not read twice where every rank's did (the reads are collective)
+            if not all(engine in done for done in ctx.comm.allgather(list(measured))):
                 rates = _host_read_by(ctx, plan, IoConfig(engine=engine), gpu, rounds)
                 measured[rates.pop("engine")] = rates
     finally:
