@@ -200,8 +200,9 @@ def checked(files: dict, target: str) -> list[dict]:
     """The prediction of the ``fit`` sweep for ``target`` (key=value; its links the ``links`` file where ``files``
     names one, else the target's own keys: a preset) held against the ``measured`` sweep:
     ``other_machines[].checked`` as ``spmd predict --measured`` writes it."""
+    from spmd.scale.prediction.check import check_against, measured_runs
     from spmd.scale.prediction.machines import read_target
-    from spmd.scale.prediction.predict import check_against, measured_runs, predict_machine, read_sweep
+    from spmd.scale.prediction.predict import predict_machine, read_sweep
 
     scaling = read_sweep(files["fit"])
     links = f"links={files['links']}," if files.get("links") else ""

@@ -41,8 +41,9 @@ def cmd_predict(args) -> int:
 
     from ..core.errors import ConfigError
     from ..scale.decision.prediction_words import format_prediction, input_words
+    from ..scale.prediction.check import check_against, measured_runs
     from ..scale.prediction.machines import read_target
-    from ..scale.prediction.predict import check_against, measured_runs, predict_machine, read_sweep
+    from ..scale.prediction.predict import predict_machine, read_sweep
     from ..scale.render.write import require_scaling_outputs, write_scaling
 
     scaling = read_sweep(args.scaling)

@@ -10,8 +10,9 @@ import pytest
 from helpers import recorded_prediction
 
 from spmd.scale.models.overlap import exposed, handed_over, hidden_share
+from spmd.scale.prediction.check import check_against, measured_runs
 from spmd.scale.prediction.machines import read_target
-from spmd.scale.prediction.predict import check_against, measured_runs, predict_machine
+from spmd.scale.prediction.predict import predict_machine
 
 
 def test_each_bucket_waits_for_its_hand_over_and_the_bucket_before_it():

@@ -167,8 +167,8 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
         return base.__class__(**{**base.__dict__, "host_read": {"alone_Bps": alone, "together_Bps": together}})
 
     notes = []
-    ceiling = read_ceiling(scaling, model, target(25e9, 40e9), notes)
-    assert ceiling == 40e9 and not notes
+    ceiling, whole = read_ceiling(scaling, model, target(25e9, 40e9), notes)
+    assert ceiling == 40e9 and not notes and not whole  # a file of one engine: the sweep's is not known to be it
     four = host_read_ceiling(model, phases, 1e9, ceiling, 4, 2)  # 4 ranks x 1 GB over 40 GB/s: 0.1 s, not 0.05
     assert four["read"] == pytest.approx(0.001 + 0.1) and four["total"] == pytest.approx(0.001 + 0.1 + 0.01)
     assert host_read_ceiling(model, phases, 1e9, ceiling, 1, 1) == phases  # one rank stays below it
@@ -178,10 +178,10 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
     assert host_read_ceiling(model, phases, 1e9, 15e9, 2, 1)["read"] == pytest.approx(0.001 + 2 / 15)
     # measured by the sweep's own engine, the ceiling's rate holds that engine's fixed cost: no intercept on top
     assert host_read_ceiling(model, phases, 1e9, 15e9, 2, 1, whole=True)["read"] == pytest.approx(2 / 15)
-    assert read_ceiling(scaling, model, target(10e9, 40e9), notes) is None and "no read ceiling applied" in notes[0]
-    assert read_ceiling(scaling, model, target(25e9, 28e9), notes) is None and "33.3 GB/s" in notes[1]
+    assert read_ceiling(scaling, model, target(10e9, 40e9), notes)[0] is None and "no read ceiling applied" in notes[0]
+    assert read_ceiling(scaling, model, target(25e9, 28e9), notes)[0] is None and "33.3 GB/s" in notes[1]
     # within a tenth of the sweep's own reads: the same path, a launch's noise (20 GB/s alone, 33.3 together)
-    assert read_ceiling(scaling, model, target(18.5e9, 31e9), notes) == 31e9 and len(notes) == 2
+    assert read_ceiling(scaling, model, target(18.5e9, 31e9), notes)[0] == 31e9 and len(notes) == 2
 
 
 ENGINES = ("mapped", "direct", "kvikio", "h5py")
@@ -213,17 +213,18 @@ def test_a_read_ceiling_is_the_one_measured_with_the_engine_the_sweep_read_by(us
     reads = {"engine": chosen, "alone_Bps": 25e9, "together_Bps": measured[chosen], "engines": engines}
     base = machine_from_dict({"gpus_per_node": 1})
     notes = []
-    ceiling = read_ceiling(scaling, model, replace(base, host_read=reads), notes)
+    ceiling, whole = read_ceiling(scaling, model, replace(base, host_read=reads), notes)
     one = set(used).pop() if len(set(used)) == 1 else None
     assert read_engine(scaling) == one
     assert ceiling == (measured[one] if one in measured else None)
+    assert whole == (one in measured)  # the sweep's own engine's ceiling: no intercept on top (host_read_ceiling)
     assert (one in measured and one != chosen) == any(f"measured with {one}," in note for note in notes)
     assert (one not in measured) == any("no read ceiling applied" in note for note in notes)
     # a file of an older spmd: one engine's rates, no engines, checked as before
     old = {k: v for k, v in reads.items() if k != "engines"}
-    assert read_ceiling(scaling, model, replace(base, host_read=old), []) is None
+    assert read_ceiling(scaling, model, replace(base, host_read=old), []) == (None, False)
     slow = {**model, "local": {"read": {**model["local"]["read"], "seconds_per_byte": 1 / 20e9}}}
-    assert read_ceiling(scaling, slow, replace(base, host_read=old), []) == measured[chosen]
+    assert read_ceiling(scaling, slow, replace(base, host_read=old), []) == (measured[chosen], False)
 
 
 def test_a_links_files_host_reads_by_engine_are_checked():
@@ -239,7 +240,7 @@ def test_a_links_files_host_reads_by_engine_are_checked():
 def test_a_sweeps_run_is_checked_against_its_own_series_only():
     """Strong and weak predict the same problem where a sweep's base is its problem (one size): a run measured in
     a sweep is held against its own mode's row only; a lone report.json (no mode) against every row it fits."""
-    from spmd.scale.prediction.predict import check_against
+    from spmd.scale.prediction.check import check_against
 
     row = {"ranks": 2, "nodes": 1, "problem_bytes": 1e6, "predicted_s": 1.0, "interval": [0.9, 1.1], "phases": {}}
     prediction = {"rows": [{**row, "mode": "strong"}, {**row, "mode": "weak", "predicted_s": 2.0}]}
@@ -253,7 +254,7 @@ def test_a_sweeps_run_is_checked_against_its_own_series_only():
 def test_speedup_is_checked_against_the_measured_sweeps_own_one_rank():
     """A launch 20% slower throughout (its one rank too) misses the time by 20% but not the speedup: strong, the
     same problem's time; weak, bytes per second. A lone report (no one-rank run beside it) has no speedup check."""
-    from spmd.scale.prediction.predict import check_against
+    from spmd.scale.prediction.check import check_against
 
     rows = [
         {"mode": "strong", "ranks": 4, "nodes": 1, "problem_bytes": 4e6, "predicted_s": 1.0, "speedup": 3.0},
@@ -362,7 +363,8 @@ def test_stencil_on_four_h200s_is_bound_by_its_host_and_its_halo_hides_behind_th
     5 ms a repeat outside every phase), and the fitted host floor carries it to 4: within 10%, where the sweep's
     median gap alone was 18% under. The halo (two NCCL calls an iteration) hides behind the interior: not
     charged whole beside it."""
-    from spmd.scale.prediction.predict import check_against, measured_runs, predict_machine, read_sweep
+    from spmd.scale.prediction.check import check_against, measured_runs
+    from spmd.scale.prediction.predict import predict_machine, read_sweep
 
     files = recorded_prediction(tmp_path, "stencil-h200x4-nvlink")
     scaling = read_sweep(files["fit"])
@@ -635,7 +637,8 @@ def test_a_stencil_read_by_direct_is_bound_by_the_hosts_direct_reads(tmp_path, f
     before, and the largest grid's reads within ``bound`` of what they measured."""
     import gzip
 
-    from spmd.scale.prediction.predict import check_against, measured_runs, predict_machine, read_engine, read_sweep
+    from spmd.scale.prediction.check import check_against, measured_runs
+    from spmd.scale.prediction.predict import predict_machine, read_engine, read_sweep
 
     inputs = ROOT / "docs/results/h200x2" / folder / "inputs"
     files = {}

@@ -18,7 +18,6 @@ from ..models.links import collective_seconds
 from ..models.overlap import exposed as overlap_exposed
 from ..models.overlap import hidden_share
 from ..models.scaling_model import break_even, measured, predict, scaled_ops
-from ..models.series import time_interval
 from ..models.step import smallest_batch
 from ..sweep.analysis import node_counts, reanalyse
 from .intervals import (
@@ -77,8 +76,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
         f"each interval: the sweep's fit, the links' misfit and a launch's spread (+-{LAUNCH_SPREAD:.0%} of the time: "
         f"90% of measured launches fell within it), added in quadrature; a speedup's leaves the launch out"
     )
-    ceiling = read_ceiling(scaling, model, machine, notes)
-    by_engine = read_engine(scaling) in ((machine.host_read or {}).get("engines") or {})
+    ceiling, by_engine = read_ceiling(scaling, model, machine, notes)
     readers = max((_node_readers(run) for run in scaling["runs"]), default=0)
     rows = []
     for mode, series in scaling["series"].items():
@@ -241,15 +239,15 @@ def batch_of(run: dict, ranks: int, mode: str) -> int | None:
     return (result.get("global_batch") or 0) // ranks or None
 
 
-def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> float | None:
-    """The target host's shared read bandwidth (bytes/s, all its ranks reading at once) where the links file
-    measured one that can bound this sweep's reads: the one measured with the engine the sweep read by, where the
-    file measured each. A ceiling below what the sweep itself read, a node's ranks together or (where the engine
-    is not known to be the sweep's) one rank alone, beyond SAME_PATH, is none: that read went another way than the
-    run's reader."""
+def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> tuple[float | None, bool]:
+    """(the target host's shared read bandwidth in bytes/s, all its ranks reading at once, where the links file
+    measured one that can bound this sweep's reads; whether it was measured by the engine the sweep read by). Where
+    the file measured each engine, the sweep's own is taken. A ceiling below what the sweep itself read, a node's
+    ranks together or (where the engine is not known to be the sweep's) one rank alone, beyond SAME_PATH, is none:
+    that read went another way than the run's reader."""
     read, measured = model["local"].get("read"), machine.host_read
     if read is None or not measured:
-        return None
+        return None, False
     engine = read_engine(scaling)
     matched = engine in (measured.get("engines") or {})
     if matched and engine != measured.get("engine"):
@@ -266,8 +264,8 @@ def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str])
             f"{measured['together_Bps'] / 1e9:.1f} GB/s a host's ranks together, below the sweep's own "
             f"{own / 1e9:.1f} and {together / 1e9:.1f} GB/s: not the runs' read path, no read ceiling applied"
         )
-        return None
-    return measured["together_Bps"]
+        return None, False
+    return measured["together_Bps"], matched
 
 
 def read_engine(scaling: dict) -> str | None:
@@ -427,83 +425,3 @@ def _batch_break_even(
     if batch is None:
         return {"status": "never", "batch": None}
     return {"status": "always" if batch == 1 else "above", "batch": batch}
-
-
-def measured_runs(path) -> list[dict]:
-    """The runs measured on the target, as ``check_against`` takes them: a report.json's run, or every run of
-    a scaling.json (a sweep run there)."""
-    from ...report.schema import check_report, check_scaling, read_json
-
-    data = read_json(path, "a report.json or scaling.json")
-    if isinstance(data, dict) and data.get("kind") == "scaling":
-        scaling = check_scaling(data, path)
-        reports = [(r["mode"], r["report"]) for r in scaling["runs"]]
-    else:
-        reports = [(None, check_report(data, path))]  # one run: strong or weak by its problem's size
-    return [
-        {
-            "path": str(path),
-            "mode": mode,
-            "ranks": report["ranks"],
-            "nodes": len(report.get("nodes") or []) or 1,
-            "problem_bytes": (report.get("problem") or {}).get("bytes"),
-            "time": time_interval(report).median,
-            "timings": report["timings"],
-        }
-        for mode, report in reports
-    ]
-
-
-def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
-    """Each predicted row beside the runs measured on the target of its ranks, problem and (a sweep's run) mode:
-    the error, and the phase furthest off."""
-    out = []
-    for row in prediction["rows"]:
-        for run in runs:
-            same = (
-                run["problem_bytes"] and abs(run["problem_bytes"] - row["problem_bytes"]) <= 0.01 * row["problem_bytes"]
-            )
-            if run["ranks"] != row["ranks"] or run["nodes"] != row["nodes"] or not same:
-                continue
-            if run["mode"] not in (None, row["mode"]):  # a sweep's run says which series it is
-                continue
-            entry = {
-                "mode": row["mode"],
-                "ranks": row["ranks"],
-                "nodes": row["nodes"],
-                "measured_nodes": run["nodes"],
-                "measured_s": run["time"],
-                "predicted_s": row["predicted_s"],
-                "interval": row["interval"],
-                "unseen_s": row.get("unseen_s", 0.0),
-                "error": (row["predicted_s"] - run["time"]) / run["time"],
-            }
-            # speedup against each sweep's own one rank: within one launch, where whole launches differ in speed
-            speedup = _measured_speedup(run, runs)
-            if speedup and row.get("speedup"):
-                entry.update(
-                    measured_speedup=speedup,
-                    speedup_error=row["speedup"] / speedup - 1,
-                    speedup_interval=row.get("speedup_interval"),
-                )
-            timings = run["timings"]
-            phases = {p: (measured({"timings": timings}, p), v) for p, v in row["phases"].items() if p in timings}
-            if phases:
-                entry["phases"] = {p: list(v) for p, v in phases.items()}
-                worst = max(phases, key=lambda p: abs(phases[p][1] - phases[p][0]))
-                entry.update(worst_phase=worst, worst_measured_s=phases[worst][0], worst_predicted_s=phases[worst][1])
-            out.append(entry)
-    return out
-
-
-def _measured_speedup(run: dict, runs: list[dict]) -> float | None:
-    """A sweep's run against the one-rank run of its own sweep and series: strong, the same problem's time;
-    weak, bytes per second (None for a lone report, or where the sweep had no one-rank run)."""
-    if run["mode"] is None or run["ranks"] < 2:
-        return None
-    one = next(
-        (r for r in runs if r.get("path") == run.get("path") and r["mode"] == run["mode"] and r["ranks"] == 1), None
-    )
-    if one is None or not run["time"] or not one["problem_bytes"]:
-        return None
-    return one["time"] / run["time"] * run["problem_bytes"] / one["problem_bytes"]
