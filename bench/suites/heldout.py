@@ -120,11 +120,14 @@ def job_config(env, suite: str, name: str, job: dict, modes: tuple) -> tuple[Pat
 def held_against(name: str, ranks: int, files: dict, inputs: dict, kinds: dict, frozen: str) -> list[Measure]:
     """One case's records, a prediction at ``ranks`` GPUs of one node for each kind of input held against the
     measured sweep. ``kinds[kind]`` is (the target's keys, the fit's role, the measured sweep's role, the links' role
-    or None, what it was fitted on); ``files`` maps each role to its path here, ``inputs`` to its stored copy."""
+    or None, what it was fitted on[, the host reads' role]); ``files`` maps each role to its path here, ``inputs`` to
+    its stored copy."""
     out = []
-    for kind, (keys, fit, there, measured_links, fitted_on) in kinds.items():
+    for kind, (keys, fit, there, measured_links, fitted_on, *reads) in kinds.items():
         target = f"{keys}gpus_per_node={ranks},nodes=1,name={kind}"
         roles = {"fit": fit, "measured": there, **({"links": measured_links} if measured_links else {})}
+        if reads:
+            roles["host_read"] = reads[0]
         given = {role: files[source] for role, source in roles.items()}
         kept = {role: inputs[source] for role, source in roles.items()}
         for c in checked(given, target):

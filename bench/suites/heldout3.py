@@ -32,6 +32,7 @@ SUITE = "heldout3"
 PRESET = "preset nvlink4"
 TARGETS = "the target's link test"
 P2P_OFF = "the target's link test with peer-to-peer off (fitted with it on)"  # a target's name: no ',' nor ': '
+PRESET_READS = "preset nvlink4 with the fit's host reads"  # the seventh round's on (heldout7.input_kinds)
 NO_P2P = {"NCCL_P2P_DISABLE": "1"}
 LINK_SIZES = ["--max-bytes", "1G", "--factor", "4"]  # 8 B to 512 MiB
 
@@ -81,15 +82,27 @@ def link_test(env, ranks: int, p2p: bool, suite: str = SUITE) -> Path:
     return path
 
 
-def round_cases(listed: dict, suite: str, frozen: str, torch_cases: tuple[str, ...]) -> list[Case]:
-    """A round measured as this one (``measure_round``): its list as bench cases of ``suite`` frozen at ``frozen``."""
-    return cases_of(listed, lambda env, *case: measure_round(env, suite, frozen, *case), torch_cases)
+def host_read_test(env, ranks: int, gpus: int, suite: str) -> Path:
+    """``spmd bench comm --host-read`` with ``ranks`` ranks (the target's on a host) sharing the fit's ``gpus`` GPUs, as
+    a user with fewer GPUs than the target measures the host's reads, once a launch."""
+    path = env.work / f"{suite}-host-read-{ranks}-on-{gpus}.json"
+    if not path.exists():
+        visible = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(gpus)))}
+        launch(env, ["bench", "comm", "--host-read", "--json", path], ranks, (visible, None))
+    return path
 
 
-def measure_round(env, suite: str, frozen: str, name: str, job: dict, modes: tuple) -> list[Measure]:
+def round_cases(listed: dict, suite: str, frozen: str, torch_cases: tuple[str, ...], kinds=input_kinds) -> list[Case]:
+    """A round measured as this one (``measure_round``): its list as bench cases of ``suite`` frozen at ``frozen``,
+    predicted from ``kinds(N)``."""
+    return cases_of(listed, lambda env, *case: measure_round(env, suite, frozen, *case, kinds=kinds), torch_cases)
+
+
+def measure_round(env, suite: str, frozen: str, name: str, job: dict, modes: tuple, kinds=input_kinds) -> list[Measure]:
     """One case of a round of ``suite`` frozen at ``frozen``: fitted on one GPU (on 1-2 GPUs where N is 4 or more, as
     the acceptance asks) and predicted at N over NVLink; fitted on 1-N over NVLink and predicted at N with
-    peer-to-peer off; each measured there."""
+    peer-to-peer off; each measured there. ``kinds(N)``: the kinds of input predicted from (a round's own; the fit's
+    host reads, where named, measured by N ranks sharing the fit's GPUs)."""
     n = env.ranks
     cfg, mode = job_config(env, suite, name, job, modes)
     fit, there, off = (env.work / f"{suite}-{slug(name)}-{part}" for part in ("fit", str(n), f"{n}-p2p-off"))
@@ -106,14 +119,17 @@ def measure_round(env, suite: str, frozen: str, name: str, job: dict, modes: tup
     }
     if n >= 4:
         files["links-fit"] = link_test(env, 2, p2p=True, suite=suite)  # the fit's own machine: 2 of the GPUs
+    if PRESET_READS in kinds(n):
+        files["host-read-fit"] = host_read_test(env, n, 2 if n >= 4 else 1, suite)
     inputs = save_inputs(env, slug(name), files, suite=suite)
-    kinds = {
+    table = {
         PRESET: ("intra=nvlink4,", "fit", "measured", None, fitted_on),
+        PRESET_READS: ("intra=nvlink4,", "fit", "measured", None, fitted_on, "host-read-fit"),
         CARRIED: ("", "fit", "measured", "links-fit", fitted_on),
         TARGETS: ("", "fit", "measured", "links-target", fitted_on),
         P2P_OFF: ("", "measured", "measured-p2p-off", "links-p2p-off", f"1-{n} GPUs"),
     }
-    return held_against(name, n, files, inputs, {k: kinds[k] for k in input_kinds(n)}, frozen)
+    return held_against(name, n, files, inputs, {k: table[k] for k in kinds(n)}, frozen)
 
 
 def cases(env) -> list[Case]:

@@ -198,15 +198,15 @@ CHECKED = (
 
 def checked(files: dict, target: str) -> list[dict]:
     """The prediction of the ``fit`` sweep for ``target`` (key=value; its links the ``links`` file where ``files``
-    names one, else the target's own keys: a preset) held against the ``measured`` sweep:
-    ``other_machines[].checked`` as ``spmd predict --measured`` writes it."""
+    names one, else the target's own keys: a preset; its host's reads the ``host_read`` file where ``files`` names
+    one) held against the ``measured`` sweep: ``other_machines[].checked`` as ``spmd predict --measured`` writes it."""
     from spmd.scale.prediction.check import check_against, measured_runs
     from spmd.scale.prediction.machines import read_target
     from spmd.scale.prediction.predict import predict_machine, read_sweep
 
     scaling = read_sweep(files["fit"])
-    links = f"links={files['links']}," if files.get("links") else ""
-    prediction = predict_machine(scaling, read_target(f"{links}{target}"))
+    given = "".join(f"{key}={files[key]}," for key in ("links", "host_read") if files.get(key))
+    prediction = predict_machine(scaling, read_target(f"{given}{target}"))
     return check_against(prediction, measured_runs(files["measured"]))
 
 

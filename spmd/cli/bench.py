@@ -61,8 +61,15 @@ def add_parser(sub) -> None:
         type=byte_size,
         default=256 << 20,
         metavar="SIZE",
-        help="with --links: each rank's file for the node's host-read ceiling, read from the page cache alone and "
-        "all at once (default 256M; 0: not measured)",
+        help="with --links or --host-read: each rank's file for the node's host-read ceiling, read from the page "
+        "cache alone and all at once (default 256M; 0: not measured)",
+    )
+    comm.add_argument(
+        "--host-read",
+        action="store_true",
+        help="measure only the host's shared read ceiling, --read-bytes a rank (--json FILE is a target's `host_read` "
+        "beside preset links); its ranks may share a GPU, so a one-GPU machine measures as many readers as a target "
+        "puts on a host",
     )
     comm.set_defaults(handler=cmd_bench_comm)
     bio = with_config(
@@ -85,6 +92,7 @@ def cmd_bench_comm(args) -> int:
     from ..core.files import write_json_atomic
     from ..core.runtime import Context
     from ..measure.comm import bench_comm, bench_links, format_links, format_tables, size_series
+    from ..measure.io import bench_host_read, format_host_read_bench
 
     def check():
         if args.iters < 1 or args.warmup < 0:
@@ -97,6 +105,15 @@ def cmd_bench_comm(args) -> int:
     with Context(watchdog=True) as ctx:
         size_list = ctx.agree(check)
         ctx.agree(require_replaceable_paths, args.json, root_only=True)
+        if args.host_read:  # the host's reads alone: no collective, so ranks may share a GPU
+            ctx.agree(check_host_read, args)
+            ctx.bind_device(args.device, allow_shared_gpu=True)
+            result = bench_host_read(ctx, args.read_bytes)
+            if ctx.rank == 0:
+                print(format_host_read_bench(result), end="", flush=True)
+            if args.json:
+                ctx.agree(lambda: write_json_atomic(args.json, result), root_only=True)
+            return 0
         ctx.bind_device(args.device)
         if args.links:  # the links a prediction for this machine needs (spmd predict's target key links)
             if args.backend == "all":
@@ -123,6 +140,16 @@ def cmd_bench_comm(args) -> int:
                 VerificationError, 0, f"{result['wrong']} element(s) wrong in {args.op} results (see #wrong)"
             )
     return 0
+
+
+def check_host_read(args) -> None:
+    """--host-read measures reads alone: not beside --links (whose file holds them already), not of 0 bytes."""
+    from ..core.errors import ConfigError
+
+    if args.links:
+        raise ConfigError("--host-read: --links measures the host's reads too; name one of them")
+    if args.read_bytes <= 0:
+        raise ConfigError("--host-read: --read-bytes must be at least 1 byte a rank")
 
 
 def cmd_bench_io(args) -> int:

@@ -8,7 +8,7 @@ from ..comm.factory import open_communicator, open_subcommunicator
 from ..core.errors import BackendUnavailable
 from ..core.units import fmt_bytes
 from .collectives import COLLECTIVES, algbw_busbw, measure
-from .io import host_read
+from .io import format_host_read, host_read
 
 REDUCING = ("allreduce", "reduce_scatter")
 WARM_BYTES = 1 << 20  # before the first size: this op at 1 MiB for about WARM_SECONDS, so connection
@@ -143,15 +143,8 @@ def format_links(links: dict) -> str:
             lines.append(f"{line} {wrong:>6}")
     if not links["levels"]:
         lines.append("# one rank a node on one node: no link to measure")
-    reads = links.get("host_read")
-    if reads:
-        # a file of an older spmd measured the one engine auto chose
-        for engine, rates in (reads.get("engines") or {reads.get("engine", "auto"): reads}).items():
-            lines.append(
-                f"# host reads of {fmt_bytes(reads['bytes'])} a rank from the page cache by {engine}: "
-                f"{rates['alone_Bps'] / 1e9:.1f} GB/s one rank alone, {rates['together_Bps'] / 1e9:.1f} GB/s a "
-                f"host's {reads['readers']} together"
-            )
+    if links.get("host_read"):
+        lines += format_host_read(links["host_read"])
     return "\n".join(lines) + "\n"
 
 

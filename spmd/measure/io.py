@@ -279,7 +279,7 @@ def format_io(result: dict) -> str:
 HOST_READ_ROW = 1024  # float32 elements a row of host_read's file (4 KiB rows, as a run's inputs hold floats)
 
 
-def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
+def host_read(ctx, nbytes: int, rounds: int = 3, host_only: bool = False) -> dict:
     """The host's shared read ceiling for ``spmd predict``, met as a run's read phase meets it. Each rank reads an HDF5
     file of ``nbytes`` of its own from the page cache (as a sweep's repeats read their input) with a run's reader
     (``io.engine: auto``; on a GPU into device memory, by the engine a run would choose), and on a GPU with ``direct``
@@ -290,7 +290,9 @@ def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
     machine (``SPMD_HOST``), where all of them read at once. {bytes, readers (ranks on the busiest host), engine (the
     one auto chose), alone_Bps (one rank), together_Bps (the busiest host's ranks together, at the slowest rank's pace),
     engines (engine -> {alone_Bps, together_Bps})}. The files are spmd's own temporary ones, written back to disk before
-    timing (a write-back running under the reads slows them) and removed after."""
+    timing (a write-back running under the reads slows them) and removed after. ``host_only`` (ranks sharing a GPU):
+    ``direct`` alone, whose reads land in the host's memory; auto's engine on a GPU reads into the device, and ranks
+    sharing one would measure its one link, not the host."""
     import h5py
 
     from ..io.hdf5 import Piece, RankInput
@@ -309,7 +311,7 @@ def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
             os.fsync(f.fileno())
         plan = RankInput((Piece(path, "x", 0, rows),), (HOST_READ_ROW,), np.dtype(np.float32))
         gpu = ctx.device == "gpu"
-        for engine in ("auto", "direct") if gpu else ("auto",):
+        for engine in ("direct",) if host_only else ("auto", "direct") if gpu else ("auto",):
             # auto may have chosen direct itself: not read twice where every rank's did (the reads are collective)
             if not all(engine in done for done in ctx.comm.allgather(list(measured))):
                 rates = _host_read_by(ctx, plan, IoConfig(engine=engine), gpu, rounds)
@@ -323,6 +325,48 @@ def host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
     }
     chosen = next(iter(engines))
     return {"bytes": plan.nbytes, "readers": busiest, "engine": chosen, **engines[chosen], "engines": engines}
+
+
+def bench_host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
+    """``spmd bench comm --host-read``: the host's shared read ceiling alone (``host_read``), what a target whose links
+    are presets takes from the machine at hand (``spmd predict``'s target key ``host_read``). Its ranks may share a GPU:
+    a machine of one GPU measures its host's reads by as many ranks as the target puts on a host (by ``direct`` alone
+    there, whose reads land in the host's memory: ``host_read``'s ``host_only``). {kind, device, ranks, nodes, gpus
+    (distinct GPUs on the busiest host, 0 on CPUs), shared_gpu, host_read}."""
+    reads = host_read(ctx, nbytes, rounds, host_only=ctx.shared_gpu)
+    device = xpmod.device_pci_bus_id(ctx.device_id) if ctx.device == "gpu" else None
+    seen = ctx.comm.allgather((ctx.host, device))
+    hosts = {host for host, _ in seen}
+    gpus = max(len({d for h, d in seen if h == host and d is not None}) for host in hosts)
+    return {
+        "kind": "host_read",
+        "device": ctx.device,
+        "ranks": ctx.size,
+        "nodes": len(hosts),
+        "gpus": gpus,
+        "shared_gpu": ctx.shared_gpu,
+        "host_read": reads,
+    }
+
+
+def format_host_read_bench(result: dict) -> str:
+    """``bench_host_read``'s result: who read, then a line per engine."""
+    gpus = f", {result['gpus']} GPU(s) a host" + (" shared by its ranks" if result["shared_gpu"] else "")
+    head = (
+        f"# spmd bench comm --host-read: {result['ranks']} rank(s) on {result['nodes']} host(s) on "
+        f"{result['device']}{gpus if result['device'] == 'gpu' else ''}"
+    )
+    return "\n".join([head, *format_host_read(result["host_read"])]) + "\n"
+
+
+def format_host_read(reads: dict) -> list[str]:
+    """A line per engine of a ``host_read`` measurement (a file of an older spmd measured the one auto chose)."""
+    return [
+        f"# host reads of {fmt_bytes(reads['bytes'])} a rank from the page cache by {engine}: "
+        f"{rates['alone_Bps'] / 1e9:.1f} GB/s one rank alone, {rates['together_Bps'] / 1e9:.1f} GB/s a host's "
+        f"{reads['readers']} together"
+        for engine, rates in (reads.get("engines") or {reads.get("engine", "auto"): reads}).items()
+    ]
 
 
 def _host_read_by(ctx, plan, io_cfg: IoConfig, gpu: bool, rounds: int) -> dict:

@@ -194,3 +194,35 @@ def test_bench_comm_links_one_node_and_two_emulated(tmp_path, per_node):
     assert "host reads of 8 MiB a rank from the page cache by direct" in stdout
     assert "host reads of 8 MiB a rank" in stdout
     assert set(Path(tempfile.gettempdir()).glob("spmd-host-read-*")) == before
+
+
+def test_bench_comm_host_read_measures_the_hosts_reads_alone_for_a_preset_target(tmp_path):
+    """``--host-read``: the host's shared reads with no collective (a machine of one GPU measures them with its ranks
+    sharing it), each rank's own temporary file read alone and all at once and then removed, into the file a preset
+    target's key host_read reads; beside --links, or of no bytes, it is refused naming the flag (exit 2)."""
+    from pathlib import Path
+
+    from spmd.scale.prediction.machines import read_host_read
+
+    out = tmp_path / "reads.json"
+    before = set(Path(tempfile.gettempdir()).glob("spmd-host-read-*"))
+    rc, stdout, err, _ = spmd("bench", "comm", "--host-read", "--device", "cpu", "--read-bytes", "8M", "--json", out,
+                              ranks=2)  # fmt: skip
+    assert rc == 0, err
+    data = json.loads(out.read_text())
+    assert (data["kind"], data["ranks"], data["nodes"], data["gpus"], data["shared_gpu"]) == (
+        "host_read",
+        2,
+        1,
+        0,
+        False,
+    )
+    reads = data["host_read"]
+    assert reads["bytes"] == 8 << 20 and reads["readers"] == 2 and reads["engine"] == "direct"
+    assert reads["alone_Bps"] > 0 and reads["together_Bps"] > 0 and set(reads["engines"]) == {"direct"}
+    assert read_host_read(out) == (reads, "spmd bench comm --host-read, 2 rank(s) reading at once")
+    assert "--host-read: 2 rank(s) on 1 host(s) on cpu" in stdout and "host reads of 8 MiB a rank" in stdout
+    assert set(Path(tempfile.gettempdir()).glob("spmd-host-read-*")) == before
+    for extra, why in ((["--links"], "--links measures the host's reads too"), (["--read-bytes", "0"], "at least 1")):
+        rc, _, err, _ = spmd("bench", "comm", "--host-read", "--device", "cpu", *extra, ranks=2)
+        assert rc == 2 and "--host-read: " in err and why in err, err

@@ -135,3 +135,25 @@ def test_shares_must_be_rank_counts_the_sweep_does_not_run(tmp_path):
     cfg.write_text("workload: reduce\ninput: {path: x.h5, dataset: x}\ngenerate: {shape: [1000]}\noutput: out\n")
     rc, _, err, _ = launched("scale", cfg, "--ranks", "1", "--shares", "1,4", cwd=tmp_path, ranks=1)
     assert rc == 2 and "--shares '1,4': 1 ranks run in the sweep itself" in err, err
+
+
+def test_predict_a_preset_target_with_the_hosts_reads_measured_apart(tmp_path):
+    """A preset's links beside the host's reads measured with spmd bench comm --host-read (key host_read): said in
+    what the prediction was priced from and kept in the report; beside a links file it is refused naming the key."""
+    reads = json.loads((LINKS / "h200x2-read-engines-256m.json").read_text())["host_read"]
+    measured = {"kind": "host_read", "device": "gpu", "ranks": 2, "nodes": 1, "gpus": 1, "shared_gpu": True}
+    (tmp_path / "reads.json").write_text(json.dumps({**measured, "host_read": reads}))
+    done = spmd("predict", SWEEP, "--target", f"gpus_per_node=2,intra=nvlink4,host_read={tmp_path}/reads.json",
+                "--out", tmp_path / "out")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (p,) = json.loads((tmp_path / "out/scaling.json").read_text())["other_machines"]
+    words = "spmd bench comm --host-read, 2 rank(s) reading at once over 1 GPU(s) a host shared by its ranks"
+    assert p["priced_from"] == [
+        "inside a node: preset nvlink4 (looked up: nominal figures)",
+        f"the host's reads: measured by {words}",
+    ]
+    assert p["target"]["host_read"] == reads and p["target"]["host_read_source"] == words
+    assert f"priced from: the host's reads: measured by {words}" in done.stdout
+    done = spmd("predict", SWEEP, "--target", f"links={LINKS}/h200x2-nvlink.json,host_read={tmp_path}/reads.json",
+                "--out", tmp_path / "out2")  # fmt: skip
+    assert done.returncode == 2 and "key host_read: the links file holds the host's reads already" in done.stderr

@@ -51,3 +51,23 @@ def test_ranks_bind_by_local_rank(config):
     devices = report["nodes"][0]["devices"]
     assert [d["device_id"] for d in devices] == list(range(ranks))
     assert all(d["name"].startswith("NVIDIA") for d in devices) and report["comm"] == "nccl"
+
+
+def test_ranks_sharing_one_gpu_measure_the_hosts_reads_by_direct(tmp_path):
+    """``spmd bench comm --host-read`` with 2 ranks on one GPU (what a one-GPU machine has): no collective, the
+    ranks allowed to share it, the host's reads measured by direct alone (mapped's bytes go to the device: ranks
+    sharing one would time its one link, not the host), the file a preset target's key host_read reads."""
+    from spmd.scale.prediction.machines import read_host_read
+
+    out = tmp_path / "reads.json"
+    args = ("bench", "comm", "--host-read", "--read-bytes", "64M", "--json", out)
+    rc, stdout, err, _ = spmd(*args, ranks=2, env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert rc == 0, err
+    data = json.loads(out.read_text())
+    assert (data["device"], data["gpus"], data["shared_gpu"], data["ranks"]) == ("gpu", 1, True, 2)
+    reads = data["host_read"]
+    assert reads["engine"] == "direct" and set(reads["engines"]) == {"direct"} and reads["readers"] == 2
+    assert reads["together_Bps"] > 0 and reads["alone_Bps"] > 0
+    words = "spmd bench comm --host-read, 2 rank(s) reading at once over 1 GPU(s) a host shared by its ranks"
+    assert read_host_read(out) == (reads, words)
+    assert "1 GPU(s) a host shared by its ranks" in stdout and "by direct" in stdout

@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py to heldout6.py, one a round): each list, fixed before
+"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round): each list, fixed before
 anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a family never used
 before; every committed held-out record was measured with the prediction model's files as its round froze them; the
 check itself tells a changed model file from any other."""
@@ -16,7 +16,7 @@ from helpers import git_repo
 
 from bench.env import Env
 from bench.records import read_records
-from bench.suites import heldout, heldout2, heldout3, heldout4, heldout5, heldout6
+from bench.suites import heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DESIGNED_ON = ("predict.py", "scaling.py", "torch_models.py", "torch_answer.py")
 
 
-ROUNDS = (heldout, heldout2, heldout3, heldout4, heldout5, heldout6)
+ROUNDS = (heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7)
 
 
 @pytest.mark.parametrize("frozen", [m.FROZEN for m in ROUNDS])
@@ -82,6 +82,7 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
             "def unseen_seconds(",
         ),
         (heldout6, ROUNDS[:5], "regnet", "spmd/scale/prediction/predict.py", "def read_engine("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/machines.py", "def read_host_read("),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -90,7 +91,8 @@ def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later,
     designed on nor in an earlier round; its freeze after the round before, with the change it tests in the frozen
     tree. The third round tests a stencil's lone rank listing its halos (EfficientNet its new family); the fourth,
     what a fit on one rank never saw priced above its intervals (MobileNet); the fifth, it added to the predictions
-    (DenseNet); the sixth, a sweep's reads bound by the ceiling of the engine it read with (RegNet)."""
+    (DenseNet); the sixth, a sweep's reads bound by the ceiling of the engine it read with (RegNet); the seventh, a
+    preset target with the host's reads measured on the fitting machine (Swin-T)."""
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
         listed = later.cases_list(env)
@@ -235,3 +237,42 @@ def test_a_later_round_on_four_gpus_is_fitted_on_two_and_carries_their_links(tmp
             heldout3.P2P_OFF: "1-2 GPUs",
         }
     assert heldout6.predictions(heldout6.cases_list(env), gpus) == 10 * (4 if gpus == 4 else 3)
+
+
+@pytest.mark.parametrize("gpus", [2, 4])
+def test_the_seventh_round_predicts_from_the_preset_with_the_fits_own_host_reads(tmp_path, monkeypatch, gpus):
+    """The seventh round adds a kind of input: the preset with the host's reads the fitting machine measured (spmd
+    bench comm --host-read) by as many ranks as the target has, sharing the fit's GPUs (one on 2 GPUs, two on 4),
+    kept as its own stored input (the role host_read of each prediction)."""
+    calls, kinds = [], {}
+    env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=gpus, gpus=gpus)
+    monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))
+    monkeypatch.setattr(heldout3, "launch", lambda env, args, n, extra: calls.append((tuple(args), n, extra)))
+    monkeypatch.setattr(heldout3, "link_test", lambda env, n, p2p, suite: tmp_path / "l")
+    monkeypatch.setattr(heldout3, "save_inputs", lambda env, name, files, suite: dict(files))
+    monkeypatch.setattr(heldout3, "held_against", lambda name, n, files, inputs, k, frozen: kinds.update(k) or [])
+    job, modes = heldout7.cases_list(env)["reduce, seed 227, float32"]
+    heldout3.measure_round(env, "heldout7", heldout7.FROZEN, "reduce, seed 227, float32", job, modes,
+                           kinds=heldout7.input_kinds)  # fmt: skip
+    (test,) = [c for c in calls if c[0][:3] == ("bench", "comm", "--host-read")]
+    visible = "0,1" if gpus == 4 else "0"
+    assert test[1] == gpus and test[2] == ({"CUDA_VISIBLE_DEVICES": visible}, None)
+    assert test[0][-1] == tmp_path / f"heldout7-host-read-{gpus}-on-{2 if gpus == 4 else 1}.json"
+    assert list(kinds) == list(heldout7.input_kinds(gpus)) and heldout3.PRESET_READS in kinds
+    assert kinds[heldout3.PRESET_READS] == ("intra=nvlink4,", "fit", "measured", None, kinds[heldout3.PRESET][4],
+                                            "host-read-fit")  # fmt: skip
+    assert heldout7.predictions(heldout7.cases_list(env), gpus) == 10 * (5 if gpus == 4 else 4)
+
+
+def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(tmp_path, monkeypatch):
+    """held_against: a kind with a host reads' role predicts with them (checked's host_read) and stores them among
+    its inputs, so that bench recheck derives it again from the same files."""
+    seen = []
+    monkeypatch.setattr(heldout, "checked", lambda files, target: seen.append((files, target)) or [])
+    kinds = {"preset nvlink4 with the fit's host reads": ("intra=nvlink4,", "fit", "measured", None, "1 GPU", "r")}
+    files = {"fit": "f.json", "measured": "m.json", "r": "r.json"}
+    inputs = {"fit": "inputs/f.gz", "measured": "inputs/m.gz", "r": "inputs/r.gz"}
+    assert heldout.held_against("x", 2, files, inputs, kinds, "frozen") == []
+    ((given, target),) = seen
+    assert given == {"fit": "f.json", "measured": "m.json", "host_read": "r.json"}
+    assert target == "intra=nvlink4,gpus_per_node=2,nodes=1,name=preset nvlink4 with the fit's host reads"

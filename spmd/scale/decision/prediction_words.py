@@ -56,7 +56,8 @@ def format_prediction(scaling: dict) -> str:
 def input_words(target: dict) -> list[str]:
     """What a target's collectives are priced from, a line per level: a preset (looked up, nominal), figures given
     in the target, links measured with the target's own ranks a node (a measurement there), or links measured on
-    fewer ranks or nodes and carried to the target's by the ring's steps and bytes."""
+    fewer ranks or nodes and carried to the target's by the ring's steps and bytes; and where the host's reads were
+    measured."""
     g, nodes = target["gpus_per_node"], target.get("nodes") or [1]
     out = []
     for level, link in (("inside a node", target.get("intra")), ("between nodes", target.get("inter"))):
@@ -82,6 +83,8 @@ def input_words(target: dict) -> list[str]:
             where = f"{measured} node(s) of {per_node} rank(s)"
         there = "the target's own, a measurement there" if not carried else f"carried to {', '.join(carried)}"
         out.append(f"{level}: links measured on {where} ({there})")
+    if target.get("host_read") and target.get("host_read_source"):
+        out.append(f"the host's reads: measured by {target['host_read_source']}")
     return out
 
 

@@ -47,6 +47,9 @@ TARGET_KEYS = {
     "intra": "a preset for the links inside a node, or {busbw_GBps, latency_us}",
     "inter": "a preset for the links between nodes (per NIC), or {busbw_GBps, latency_us}",
     "nics": "NICs per node that the inter preset's bandwidth is multiplied by (default 1)",
+    "host_read": "a file `spmd bench comm --host-read --json FILE` (or `--links`) wrote: the host's shared reads "
+    "measured there, for a target whose links are presets (its ranks may share a GPU: a one-GPU machine measures "
+    "as many readers as the target puts on a host)",
     "host_ranks": "ranks sharing one host's memory and reads (default gpus_per_node; more where several of the "
     "nodes NCCL sees are one host: containers, VMs, emulated nodes)",
 }
@@ -65,6 +68,7 @@ class Machine:
     backend: str | None = None  # the communicator the links were measured over (None: a preset)
     notes: list[str] = field(default_factory=list)
     host_read: dict | None = None  # the host's shared read ceiling (measure.io.host_read), where measured
+    host_read_source: str | None = None  # where it was measured, in words (input_words names it)
     host_ranks: int | None = None  # ranks sharing a host's memory where more than a node's (None: a node's)
 
     def ranks_on_a_host(self, ranks: int) -> int:
@@ -80,6 +84,7 @@ class Machine:
             "inter": self.inter.to_dict() if self.inter else None,
             "backend": self.backend,
             "host_read": self.host_read,
+            "host_read_source": self.host_read_source,
             "host_ranks": self.host_ranks,
         }
 
@@ -123,6 +128,18 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
         notes.append(f"links measured by spmd bench comm over {backend} on {measured['ranks']} rank(s)")
     else:
         per_node = None
+    host_read_source = f"spmd bench comm --links on {measured['ranks']} rank(s)" if host_read else None
+    if "host_read" in raw:
+        if "links" in raw:
+            raise ConfigError(
+                f"{where}: key host_read: the links file holds the host's reads already: give one of them"
+            )
+        if not isinstance(raw["host_read"], str):
+            raise ConfigError(f"{where}: key host_read: a file name, got {brief(raw['host_read'])}")
+        host_read, host_read_source = read_host_read(base / raw["host_read"])
+        notes.append(
+            f"the host's reads measured by {host_read_source}: the target's hosts are taken to read as that one does"
+        )
     per_node = raw.get("gpus_per_node", per_node)
     if not _count(per_node) or per_node > MAX_NODES:
         raise ConfigError(f"{where}: key gpus_per_node: a whole number from 1, got {brief(raw.get('gpus_per_node'))}")
@@ -151,7 +168,16 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
         label = " + ".join(x for x in over if x) or ("measured links" if "links" in raw else "given links")
         name = label
     return Machine(
-        one_line(name)[:120], per_node, sorted(set(nodes)), intra, inter, backend, notes, host_read, host_ranks
+        one_line(name)[:120],
+        per_node,
+        sorted(set(nodes)),
+        intra,
+        inter,
+        backend,
+        notes,
+        host_read,
+        host_read_source,
+        host_ranks,
     )
 
 
@@ -215,16 +241,7 @@ def links_from_bench(data: dict) -> dict:
             level["rows"], ranks, per_node, intra, source, gathers=level.get("allgather"), shifts=level.get("sendrecv")
         )
     reads = data.get("host_read")
-    engines = reads.get("engines", {}) if isinstance(reads, dict) else {}
-    if reads is not None and not (
-        isinstance(reads, dict)
-        and all(_positive(reads.get(k)) for k in ("bytes", "readers", "together_Bps"))
-        and isinstance(engines, dict)
-        and all(
-            isinstance(r, dict) and all(_positive(r.get(k)) for k in ("alone_Bps", "together_Bps"))
-            for r in engines.values()
-        )
-    ):
+    if reads is not None and not _well_formed_reads(reads):
         raise ConfigError("target key links: its host_read is not what spmd bench comm --links writes")
     return {
         "intra": intra,
@@ -234,6 +251,41 @@ def links_from_bench(data: dict) -> dict:
         "backend": data["backend"],
         "host_read": reads,
     }
+
+
+def _well_formed_reads(reads) -> bool:
+    """Whether ``reads`` is a ``host_read`` as spmd bench comm writes it (``engines`` in files of a newer spmd)."""
+    engines = reads.get("engines", {}) if isinstance(reads, dict) else {}
+    return (
+        isinstance(reads, dict)
+        and all(_positive(reads.get(k)) for k in ("bytes", "readers", "together_Bps"))
+        and isinstance(engines, dict)
+        and all(
+            isinstance(r, dict) and all(_positive(r.get(k)) for k in ("alone_Bps", "together_Bps"))
+            for r in engines.values()
+        )
+    )
+
+
+def read_host_read(path: Path) -> tuple[dict, str]:
+    """(the host's reads, where they were measured in words) from a file ``spmd bench comm --host-read`` or
+    ``--links`` wrote."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"target key host_read: cannot read {one_line(path)}: {one_line(exc)[:200]}") from None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind not in ("host_read", "links") or not _well_formed_reads(data.get("host_read")):
+        raise ConfigError(
+            f"target key host_read: {one_line(path)} holds no host reads that spmd bench comm --host-read (or "
+            "--links with --read-bytes) wrote"
+        )
+    reads = data["host_read"]
+    if kind == "links":
+        return reads, f"spmd bench comm --links on {data.get('ranks')} rank(s)"
+    gpus = data.get("gpus") or 0
+    on = f" over {gpus} GPU(s) a host" + (" shared by its ranks" if data.get("shared_gpu") else "") if gpus else ""
+    return reads, f"spmd bench comm --host-read, {reads['readers']} rank(s) reading at once{on}"
 
 
 def preset_validation(machine: Machine) -> list[str]:
