@@ -138,12 +138,12 @@ def test_shares_must_be_rank_counts_the_sweep_does_not_run(tmp_path):
 
 
 def test_predict_a_preset_target_with_the_hosts_reads_measured_apart(tmp_path):
-    """A preset's links beside the host's reads measured with spmd bench comm --host-read (key host_read): said in
-    what the prediction was priced from and kept in the report; beside a links file it is refused naming the key."""
-    reads = json.loads((LINKS / "h200x2-read-engines-256m.json").read_text())["host_read"]
-    measured = {"kind": "host_read", "device": "gpu", "ranks": 2, "nodes": 1, "gpus": 1, "shared_gpu": True}
-    (tmp_path / "reads.json").write_text(json.dumps({**measured, "host_read": reads}))
-    done = spmd("predict", SWEEP, "--target", f"gpus_per_node=2,intra=nvlink4,host_read={tmp_path}/reads.json",
+    """A preset's links beside the host's reads measured with spmd bench comm --host-read (key host_read; recorded
+    on one H200 by two ranks sharing it): said in what the prediction was priced from and kept in the report; beside a
+    links file it is refused naming the key."""
+    recorded = LINKS / "h200-host-read-2-ranks-one-gpu.json"
+    reads = json.loads(recorded.read_text())["host_read"]
+    done = spmd("predict", SWEEP, "--target", f"gpus_per_node=2,intra=nvlink4,host_read={recorded}",
                 "--out", tmp_path / "out")  # fmt: skip
     assert done.returncode == 0, done.stderr
     (p,) = json.loads((tmp_path / "out/scaling.json").read_text())["other_machines"]
@@ -154,6 +154,6 @@ def test_predict_a_preset_target_with_the_hosts_reads_measured_apart(tmp_path):
     ]
     assert p["target"]["host_read"] == reads and p["target"]["host_read_source"] == words
     assert f"priced from: the host's reads: measured by {words}" in done.stdout
-    done = spmd("predict", SWEEP, "--target", f"links={LINKS}/h200x2-nvlink.json,host_read={tmp_path}/reads.json",
+    done = spmd("predict", SWEEP, "--target", f"links={LINKS}/h200x2-nvlink.json,host_read={recorded}",
                 "--out", tmp_path / "out2")  # fmt: skip
     assert done.returncode == 2 and "key host_read: the links file holds the host's reads already" in done.stderr
