@@ -114,7 +114,8 @@ def cmd_bench_comm(args) -> int:
             if args.json:
                 ctx.agree(lambda: write_json_atomic(args.json, result), root_only=True)
             return 0
-        ctx.bind_device(args.device)
+        # collectives need a GPU a rank; the host's reads do not
+        ctx.bind_device(args.device, otherwise="measure the host's reads alone with spmd bench comm --host-read")
         if args.links:  # the links a prediction for this machine needs (spmd predict's target key links)
             if args.backend == "all":
                 raise ctx.collective_error(ConfigError, 0, "--links measures one backend: name it or leave auto")

@@ -132,12 +132,14 @@ class Context:
 
     # -- device binding ------------------------------------------------------------------
 
-    def bind_device(self, requested: str, allow_shared_gpu: bool = False) -> None:
+    def bind_device(
+        self, requested: str, allow_shared_gpu: bool = False, otherwise: str = "set allow_shared_gpu: true"
+    ) -> None:
         """Choose CPU or GPU for every rank and bind this rank's GPU by node-local rank.
 
         Raises:
             BackendUnavailable: GPU asked for but absent, ranks disagree, or two ranks
-                would share one GPU without ``allow_shared_gpu``.
+                would share one GPU without ``allow_shared_gpu`` (the message offers ``otherwise``).
         """
         device = self.agree(_choose_device, requested)
         devices = self.comm.allgather(device)
@@ -159,7 +161,7 @@ class Context:
                     BackendUnavailable,
                     a,
                     f"ranks {a} and {b} both landed on GPU {dev}: start one rank per GPU "
-                    f"({self.local_size} ranks on this node) or set allow_shared_gpu: true",
+                    f"({self.local_size} ranks on this node) or {otherwise}",
                 )
             crowded = self.comm.gather((self.host, self.local_size, len({i for _, i in peers})), root=0)
             if self.rank == 0:

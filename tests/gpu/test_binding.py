@@ -71,3 +71,6 @@ def test_ranks_sharing_one_gpu_measure_the_hosts_reads_by_direct(tmp_path):
     words = "spmd bench comm --host-read, 2 rank(s) reading at once over 1 GPU(s) a host shared by its ranks"
     assert read_host_read(out) == (reads, words)
     assert "1 GPU(s) a host shared by its ranks" in stdout and "by direct" in stdout
+    # the link test needs a GPU a rank: refused, pointing at the host-read test
+    rc, _, err, _ = spmd("bench", "comm", "--links", ranks=2, env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert rc == 2 and "both landed on GPU" in err and "spmd bench comm --host-read" in err, err
