@@ -157,3 +157,47 @@ def test_predict_a_preset_target_with_the_hosts_reads_measured_apart(tmp_path):
     done = spmd("predict", SWEEP, "--target", f"links={LINKS}/h200x2-nvlink.json,host_read={recorded}",
                 "--out", tmp_path / "out2")  # fmt: skip
     assert done.returncode == 2 and "key host_read: the links file holds the host's reads already" in done.stderr
+
+
+def test_a_matmul_share_holds_only_its_slice_of_b_as_a_rank_of_that_many_does(tmp_path):
+    """matmul with b_source allgather: each of N ranks reads and copies 1/N of B's rows and the allgather brings the
+    rest, so a one-rank share of N (spmd scale --shares) reads the same slice a rank of N does, not all of B (on 2
+    H200s a share holding all of B had its copies in priced 3 ms over what the 2 ranks took), and its C is still
+    every element right against float64 from the files; standing for a rank of N on N ranks, or of another B
+    source, is refused naming the key."""
+    import yaml
+    from mpi_job import spmd as launched
+
+    cfg = tmp_path / "job.yaml"
+    job = {
+        "workload": "matmul",
+        "device": "cpu",
+        "repeats": 2,
+        "verify": "full",
+        "input": {"path": str(tmp_path / "a.h5"), "dataset": "a"},
+        "generate": {"shape": [300, 200], "dtype": "float64", "seed": 3},
+        "params": {
+            "b": {"path": str(tmp_path / "b.h5"), "dataset": "b",
+                  "generate": {"shape": [200, 150], "dtype": "float64", "seed": 4}},
+            "b_source": "allgather",
+        },
+        "output": str(tmp_path / "out"),
+    }  # fmt: skip
+    cfg.write_text(yaml.safe_dump(job))
+    rc, _, err, _ = launched("scale", cfg, "--ranks", "1", "--shares", "2", "--mode", "strong", "--out", tmp_path / "s",
+                             "-q", ranks=1)  # fmt: skip
+    assert rc == 0, err
+    (share,) = json.loads((tmp_path / "s/scaling.json").read_text())["share_runs"]
+    report = share["report"]
+    assert report["config"]["params"]["b_share_of"] == 2 and report["verified"], report["verification"]
+    b_read = [p["source"] for p in report["io"]["per_rank"][0] if "b.h5" in p["source"]]
+    # what rank 0 of a real 2-rank run reads of B
+    rc, _, err, _ = launched("run", cfg, "-o", f"output={tmp_path / 'two'}", ranks=2)
+    assert rc == 0, err
+    two = json.loads((tmp_path / "two/report.json").read_text())
+    assert b_read == [p["source"] for p in two["io"]["per_rank"][0] if "b.h5" in p["source"]]
+    assert b_read == [f"{tmp_path / 'b.h5'}:b rows 0-100, columns 0-150"]
+    for extra, ranks, why in (([], 2, "one rank stands for a rank of 2; this run has 2"),
+                              (["-o", "params.b_source=read"], 1, "stands for a rank of algorithm rows")):  # fmt: skip
+        rc, _, err, _ = launched("run", cfg, "-o", "params.b_share_of=2", *extra, ranks=ranks)
+        assert rc == 2 and f"params.b_share_of: {why}" in err, err

@@ -26,6 +26,9 @@ class MatmulParams:
             and last).
         seed: seed of the random vectors and rows of the verification.
         save: write C (path, dataset) to HDF5, each rank its own block.
+        b_share_of: b_source allgather on one rank standing for a rank of this many (``spmd scale --shares`` sets
+            it): it reads and copies only its 1/b_share_of of B's rows, as such a rank does, and the rest, read once
+            before the repeats, is copied in where the allgather would bring it.
     """
 
     b: DatasetConfig
@@ -38,8 +41,13 @@ class MatmulParams:
     samples: int = 4
     seed: int = 0
     save: SaveConfig | None = None
+    b_share_of: int = 1
 
     def __post_init__(self):
+        if self.b_share_of < 1:
+            raise ConfigError(f"params.b_share_of: must be >= 1, got {self.b_share_of}")
+        if self.b_share_of > 1 and (self.algorithm, self.b_source) != ("rows", "allgather"):
+            raise ConfigError("params.b_share_of: stands for a rank of algorithm rows with b_source allgather")
         if self.panel < 1:
             raise ConfigError(f"params.panel: must be >= 1, got {self.panel}")
         if self.samples < 0:

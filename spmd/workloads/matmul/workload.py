@@ -11,7 +11,9 @@ accumulates its C block (van de Geijn & Watts), so B is never replicated.
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from fractions import Fraction
 
 import numpy as np
 
@@ -44,6 +46,16 @@ class MatmulWorkload(Workload):
             )
         return [(b.input_config(), b.generate)]
 
+    @classmethod
+    def share_config(cls, cfg, factor):
+        """A rank of ``factor`` times the ranks holds its rows of A and, reading B in slices (b_source allgather),
+        only its slice of B: the rest comes by the allgather the model prices on the target's links."""
+        shared = super().share_config(cfg, factor)
+        p = cfg.params
+        if (p.algorithm, p.b_source) != ("rows", "allgather") or Fraction(factor).denominator != 1:
+            return shared
+        return dataclasses.replace(shared, params=dataclasses.replace(shared.params, b_share_of=int(factor)))
+
     # -- setup ---------------------------------------------------------------------------
 
     def setup(self, ctx, cfg, comm):
@@ -56,6 +68,12 @@ class MatmulWorkload(Workload):
         if p.tf32 and self.dtype != np.float32:
             raise ctx.collective_error(
                 ConfigError, 0, f"params.tf32: TF32 applies to float32; A and B are {self.dtype}"
+            )
+        if p.b_share_of > 1 and ctx.size > 1:
+            raise ctx.collective_error(
+                ConfigError,
+                0,
+                f"params.b_share_of: one rank stands for a rank of {p.b_share_of}; this run has {ctx.size}",
             )
         self.grid = ctx.agree(choose_grid, ctx.size, p.grid) if p.algorithm == "summa" else Grid(ctx.size, 1)
         self.blocks = [self._blocks(r) for r in range(ctx.size)]
@@ -100,14 +118,19 @@ class MatmulWorkload(Workload):
                 "c": grid_block((m, n), self.grid, rank),
             }
         r0, r1 = block_range(m, self.ctx.size, rank)
-        k0, k1 = block_range(k, self.ctx.size, rank)
+        k0, k1 = block_range(k, self.b_parts, rank)
         own = Block(k0, k1, 0, n)
         return {
             "a": Block(r0, r1, 0, k),
             "c": Block(r0, r1, 0, n),
-            "b_own": own,
+            "b_own": own if self.params.b_share_of == 1 else Block(0, k, 0, n),  # a share answers for all of B
             "b": own if self.params.b_source == "allgather" else Block(0, k, 0, n),
         }
+
+    @property
+    def b_parts(self) -> int:
+        """The slices B's rows are read in (b_source allgather): one a rank, or the ranks a share stands for."""
+        return max(self.ctx.size, self.params.b_share_of)
 
     def _check_sizes(self):
         g, (m, k, n) = self.grid, (self.m, self.k, self.n)
@@ -121,10 +144,10 @@ class MatmulWorkload(Workload):
                 f"{where}: A {m}x{k} and B {k}x{n} are too small for a {g.rows}x{g.cols} "
                 f"grid (every block needs a row and a column)"
             )
-        if self.params.b_source == "allgather" and k < self.ctx.size:
+        if self.params.b_source == "allgather" and k < self.b_parts:
             raise InputError(
                 f"{self.b_source[0]}:{self.b_source[1]}: {k} rows of B cannot be split over "
-                f"{self.ctx.size} ranks for b_source: allgather"
+                f"{self.b_parts} ranks for b_source: allgather"
             )
 
     def _panels(self) -> list[tuple[int, int, int, int]]:
@@ -158,7 +181,9 @@ class MatmulWorkload(Workload):
             "B": (self.k, self.n) if self.params.algorithm == "rows" else b.shape,
             "C block": (c_pad,),
         }
-        if self.params.b_source == "allgather":
+        if self.params.b_share_of > 1:
+            need["B rest"] = (self.k - b.shape[0], self.n)
+        elif self.params.b_source == "allgather":
             need["B slices"] = (self.ctx.size, rows_b_pad, self.n)
         holds_full_c = self.params.gather == "allgather" or (self.params.gather == "root" and self.ctx.rank == 0)
         if holds_full_c:
@@ -179,7 +204,15 @@ class MatmulWorkload(Workload):
             )
         self.host_a = xpmod.empty_host(a.shape, dt, pinned=gpu)
         self.dev_a = xp.empty(a.shape, dt) if gpu else self.host_a
-        if self.params.b_source == "allgather":
+        if self.params.b_share_of > 1:  # a share: its slice read and copied each repeat, the rest once, here
+            self.host_b = xpmod.empty_host((rows_b_pad, self.n), dt, pinned=gpu)
+            self.dev_b_slice = xp.empty((rows_b_pad, self.n), dt) if gpu else self.host_b
+            self.dev_b = xp.empty((self.k, self.n), dt)
+            rest = Block(b.r1, self.k, 0, self.n)
+            host_rest = np.empty(rest.shape, dt)
+            read_block(*self.b_source, rest, host_rest)
+            self.b_rest = xp.asarray(host_rest)
+        elif self.params.b_source == "allgather":
             self.host_b = xpmod.empty_host((rows_b_pad, self.n), dt, pinned=gpu)
             self.dev_b_slice = xp.empty((rows_b_pad, self.n), dt) if gpu else self.host_b
             self.b_slices = xp.empty((self.ctx.size, rows_b_pad, self.n), dt)
@@ -242,7 +275,11 @@ class MatmulWorkload(Workload):
             self._gather_c()
 
     def _share_b(self):
-        if self.params.b_source == "bcast":
+        if self.params.b_share_of > 1:  # what the allgather would bring a rank of b_share_of: the rest of B
+            rows = self.mine["b"].shape[0]
+            self.dev_b[:rows] = self.dev_b_slice[:rows]
+            self.dev_b[rows:] = self.b_rest
+        elif self.params.b_source == "bcast":
             self.comm.bcast(self.dev_b, root=0, out=self.dev_b)
         elif self.params.b_source == "allgather":
             self.comm.allgather(self.dev_b_slice, out=self.b_slices)
@@ -399,8 +436,10 @@ class MatmulWorkload(Workload):
         if p.algorithm == "rows" and p.b_source == "bcast":
             comm.append({"op": "bcast", "bytes": self.k * self.n * isz, "growth": 0.0})
         if p.algorithm == "rows" and p.b_source == "allgather":
-            # B is k x n whatever the problem (A's rows): each rank's slice follows 1/ranks only
-            comm.append({"op": "allgather", "bytes": self.dev_b_slice.nbytes, "growth": 0.0, "ranks_power": -1.0})
+            # B is k x n whatever the problem (A's rows): each rank's slice follows 1/ranks only (a share on its
+            # one rank lists what a one-rank run does, all of B: the slices are scaled from there)
+            slice_bytes = self.k * self.n * isz if p.b_share_of > 1 else self.dev_b_slice.nbytes
+            comm.append({"op": "allgather", "bytes": slice_bytes, "growth": 0.0, "ranks_power": -1.0})
         if p.algorithm == "summa":
             a, b = self.mine["a"], self.mine["b"]
             w = min(p.panel, self.k)
@@ -413,6 +452,7 @@ class MatmulWorkload(Workload):
         return {"bytes": self.m * self.k * isz, "comm": comm}
 
     def close(self):
+        self.b_rest = None
         if getattr(self, "_tf32_set", False):
             xpmod.set_tf32(False)
         for name in ("row_comm", "col_comm"):
