@@ -8,7 +8,8 @@ torchvision's Swin-T).
 Each case is measured as in the third round (heldout3.measure_round) and predicted from one more kind of input
 (``input_kinds``): the ``nvlink4`` preset with the host's reads that the fitting machine measured by as many ranks as
 the target puts on a host, sharing its one GPU (its two, fitted on 1-2). What this round tests is that kind against the
-preset alone: what a user with one GPU can measure of the host a larger machine's ranks share. Published apart from the
+preset alone: what a user with one GPU can measure of the host a larger machine's ranks share. Its matmul is the first
+fitted with a share that holds only its slice of B, as a rank of N does (params.b_share_of). Published apart from the
 in-sample tables and the earlier rounds (docs/validation.md)."""
 
 from __future__ import annotations
