@@ -210,7 +210,7 @@ class MatmulWorkload(Workload):
             self.dev_b = xp.empty((self.k, self.n), dt)
             rest = Block(b.r1, self.k, 0, self.n)
             host_rest = np.empty(rest.shape, dt)
-            read_block(*self.b_source, rest, host_rest)
+            read_block(*self.b_source, rest, host_rest, check_finite=self.cfg.check_finite)
             self.b_rest = xp.asarray(host_rest)
         elif self.params.b_source == "allgather":
             self.host_b = xpmod.empty_host((rows_b_pad, self.n), dt, pinned=gpu)
