@@ -32,7 +32,7 @@ SUITE = "heldout3"
 PRESET = "preset nvlink4"
 TARGETS = "the target's link test"
 P2P_OFF = "the target's link test with peer-to-peer off (fitted with it on)"  # a target's name: no ',' nor ': '
-PRESET_READS = "preset nvlink4 with the fit's host reads"  # the seventh round's on (heldout7.input_kinds)
+PRESET_READS = "preset nvlink4 with the fit's host reads"  # from the seventh round on (heldout7.input_kinds)
 NO_P2P = {"NCCL_P2P_DISABLE": "1"}
 LINK_SIZES = ["--max-bytes", "1G", "--factor", "4"]  # 8 B to 512 MiB
 
@@ -68,9 +68,9 @@ def input_kinds(gpus: int) -> tuple[str, ...]:
     return (PRESET, CARRIED, TARGETS, P2P_OFF) if gpus >= 4 else INPUT_KINDS
 
 
-def predictions(cases: dict, gpus: int = 2) -> int:
+def predictions(cases: dict, gpus: int = 2, kinds=input_kinds) -> int:
     """How many predictions the list makes on a machine of ``gpus``: each case's modes times the kinds of input."""
-    return sum(len(modes) for _, modes in cases.values()) * len(input_kinds(gpus))
+    return sum(len(modes) for _, modes in cases.values()) * len(kinds(gpus))
 
 
 def link_test(env, ranks: int, p2p: bool, suite: str = SUITE) -> Path:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import Case
+from . import Case, heldout3
 from .heldout import array_job, stencil_job, torch_job
 from .heldout2 import CARRIED
 from .heldout3 import P2P_OFF, PRESET, PRESET_READS, TARGETS, round_cases
@@ -49,8 +49,8 @@ def input_kinds(gpus: int) -> tuple[str, ...]:
 
 
 def predictions(cases: dict, gpus: int = 2) -> int:
-    """How many predictions the list makes on a machine of ``gpus``: each case's modes times the kinds of input."""
-    return sum(len(modes) for _, modes in cases.values()) * len(input_kinds(gpus))
+    """How many predictions the list makes on a machine of ``gpus``, from this round's kinds of input."""
+    return heldout3.predictions(cases, gpus, input_kinds)
 
 
 def cases(env) -> list[Case]:

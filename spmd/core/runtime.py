@@ -66,6 +66,7 @@ class Context:
         self.device_id: int | None = None
         self.device_name = "cpu"
         self.shared_gpu = False  # True when some GPU serves several ranks (allow_shared_gpu)
+        self.node_gpus = 0  # the distinct GPUs this node's ranks drive (bind_device)
         self.xp = np
         # a CPU rank's compute threads (spmd.core.host); a sweep sets thread_ranks, the most ranks it runs on
         # this node, so that every run's ranks get the same threads
@@ -163,7 +164,8 @@ class Context:
                     f"ranks {a} and {b} both landed on GPU {dev}: start one rank per GPU "
                     f"({self.local_size} ranks on this node) or {otherwise}",
                 )
-            crowded = self.comm.gather((self.host, self.local_size, len({i for _, i in peers})), root=0)
+            self.node_gpus = len({i for _, i in peers})
+            crowded = self.comm.gather((self.host, self.local_size, self.node_gpus), root=0)
             if self.rank == 0:
                 self.warnings += [
                     f"{host}: {ranks} ranks on {gpus} GPU(s): ranks share GPUs, so their timings "

@@ -334,16 +334,12 @@ def bench_host_read(ctx, nbytes: int, rounds: int = 3) -> dict:
     there, whose reads land in the host's memory: ``host_read``'s ``host_only``). {kind, device, ranks, nodes, gpus
     (distinct GPUs on the busiest host, 0 on CPUs), shared_gpu, host_read}."""
     reads = host_read(ctx, nbytes, rounds, host_only=ctx.shared_gpu)
-    device = xpmod.device_pci_bus_id(ctx.device_id) if ctx.device == "gpu" else None
-    seen = ctx.comm.allgather((ctx.host, device))
-    hosts = {host for host, _ in seen}
-    gpus = max(len({d for h, d in seen if h == host and d is not None}) for host in hosts)
     return {
         "kind": "host_read",
         "device": ctx.device,
         "ranks": ctx.size,
-        "nodes": len(hosts),
-        "gpus": gpus,
+        "nodes": len(set(ctx.hosts)),
+        "gpus": max(ctx.comm.allgather(ctx.node_gpus)),
         "shared_gpu": ctx.shared_gpu,
         "host_read": reads,
     }
