@@ -80,7 +80,9 @@ class Workload(ABC):
         ``comm``, the collectives of one repeat as [{'op', 'bytes' per rank}], each with
         optional ``calls`` (times per repeat, default 1), ``growth`` (overrides COMM_GROWTH) and
         ``ranks_power`` (bytes also scale as ranks**ranks_power: -1 for slices of an operand whose
-        size does not follow the problem, such as matmul's B)."""
+        size does not follow the problem, such as matmul's B); optionally ``sliced``, such an operand that each
+        rank also reads and copies in a slice of, {'bytes' (the whole operand), 'parts' (the slices it is read in,
+        one a rank)}. The model adds a rank's slice to the bytes of its reads and copies in."""
         return {}
 
     def progress_note(self, seconds: float) -> str:
@@ -260,11 +262,22 @@ def checked_problem(problem, who: str) -> dict:
     def wrong(what: str):
         return UserCodeError(f"{who}.problem() returned {what} (see docs/plugins.md, 'The scaling model')")
 
-    if not isinstance(problem, dict) or set(problem) - {"bytes", "comm"}:
+    if not isinstance(problem, dict) or set(problem) - {"bytes", "comm", "sliced"}:
         return_what = f"keys {sorted(map(str, problem))}" if isinstance(problem, dict) else type(problem).__name__
-        raise wrong(f"{return_what}: expected a dict with 'bytes' and 'comm'")
+        raise wrong(f"{return_what}: expected a dict with 'bytes' and 'comm' (and optionally 'sliced')")
     if "bytes" in problem and not (_number(problem["bytes"]) and problem["bytes"] >= 0):
         raise wrong(f"bytes = {problem['bytes']!r}: expected a number >= 0")
+    sliced = problem.get("sliced")
+    if "sliced" in problem and not (
+        isinstance(sliced, dict)
+        and set(sliced) == {"bytes", "parts"}
+        and _number(sliced["bytes"])
+        and sliced["bytes"] >= 0
+        and isinstance(sliced["parts"], (int, np.integer))
+        and not isinstance(sliced["parts"], bool)
+        and sliced["parts"] >= 1
+    ):
+        raise wrong(f"sliced = {sliced!r}: expected {{'bytes': >= 0, 'parts': an integer >= 1}}")
     items = problem.get("comm", [])
     if not isinstance(items, list):
         raise wrong(f"comm = {type(items).__name__}: expected a list of {{'op', 'bytes'}}")

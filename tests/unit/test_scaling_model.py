@@ -254,6 +254,52 @@ def test_slices_of_a_fixed_operand_shrink_with_the_ranks_in_weak_scaling():
     assert scaled_ops(shared_only, 8, S * 8)[0]["bytes"] == b  # what the model said before
 
 
+def _sliced_run(ranks: int, share: float, parts: int, b: float, rates: dict) -> dict:
+    """A run whose rank reads and copies in its ``share`` of A and B's 1/``parts`` (matmul, b_source allgather) and
+    computes on its share alone: ``rates`` {phase: (intercept, bytes a second)}."""
+    held = share + b / parts
+    phases = {
+        "read": rates["read"][0] + held / rates["read"][1],
+        "h2d": rates["h2d"][0] + held / rates["h2d"][1],
+        "compute": rates["compute"][0] + share / rates["compute"][1],
+        "comm": OVERHEAD,
+    }
+    timings = {p: {"min": t, "median": t, "max": t} for p, t in phases.items()}
+    total = sum(phases.values()) + GAP
+    timings["total"] = {"min": total, "median": total, "max": total}
+    comm = [{"op": "allgather", "bytes": b / parts, "growth": 0.0, "ranks_power": -1.0}]
+    problem = {"bytes": share * ranks, "comm": comm, "sliced": {"bytes": b, "parts": parts}}
+    return {"mode": "strong" if parts == ranks else "share", "ranks": ranks, "time": total, "timings": timings,
+            "problem": problem}  # fmt: skip
+
+
+@given(
+    a=st.floats(1e6, 1e10),
+    b=st.floats(1e6, 1e10),
+    rates=st.fixed_dictionaries(
+        {p: st.tuples(st.floats(1e-5, 1e-2), st.floats(1e9, 2e11)) for p in ("read", "h2d", "compute")}
+    ),
+    ranks=st.sampled_from([2, 3, 4, 8]),
+)
+def test_a_rank_reads_its_slice_of_a_fixed_operand_beside_its_share(a, b, rates, ranks):
+    """Fitted on one rank and its shares of 2 and 4 (each reading B's 1/N slice, as a rank of N does), a rank's
+    reads and copies in are priced at its share of A plus B / N, in weak scaling (A grows, B does not) as in strong;
+    its compute on its share alone. Without the slice listed (a model on bytes of A alone, as before) a weak row
+    priced B whole: above what its rank reads."""
+    runs = [_sliced_run(1, a / n, n, b, rates) for n in (1, 2, 4)]
+    model = fit_model(runs, [], "mpi", growth=1.0)
+    assert model["sliced_bytes"] == b
+    for problem, share in ((a, a / ranks), (a * ranks, a)):  # strong, weak
+        want = _sliced_run(ranks, share, ranks, b, rates)["timings"]
+        got = predict(model, ranks, problem)
+        for phase in ("read", "h2d", "compute"):
+            assert got[phase] == pytest.approx(want[phase]["max"], rel=1e-6, abs=1e-9), phase
+    before = fit_model([{**r, "problem": {k: v for k, v in r["problem"].items() if k != "sliced"}} for r in runs], [],
+                       "mpi", growth=1.0)  # fmt: skip
+    weak = _sliced_run(ranks, a, ranks, b, rates)["timings"]["h2d"]["max"]
+    assert predict(before, ranks, a * ranks)["h2d"] > weak * (1 + 1e-6)
+
+
 def test_matmul_states_that_its_b_slices_follow_the_ranks(tmp_path):
     from mpi4py import MPI
 
@@ -289,6 +335,7 @@ def test_matmul_states_that_its_b_slices_follow_the_ranks(tmp_path):
         report = run_job(ctx, cfg).report
     [op] = report["problem"]["comm"]
     assert op == {"op": "allgather", "bytes": 6 * 4 * 8, "growth": 0.0, "ranks_power": -1.0}
+    assert report["problem"]["sliced"] == {"bytes": 6 * 4 * 8, "parts": 1}  # one rank reads all of B
 
 
 def _gpu_run(mode: str, ranks: int, problem: float, host_floor: float, hidden: bool = False) -> dict:

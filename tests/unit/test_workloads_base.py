@@ -20,6 +20,8 @@ from spmd.workloads.base import checked_problem
                 {"op": "bcast", "bytes": 3, "calls": 4, "growth": 0.0, "ranks_power": -1.0},
             ],
         },
+        {"bytes": 64, "comm": [], "sliced": {"bytes": 32, "parts": 3}},
+        {"bytes": 64, "sliced": {"bytes": np.float64(0.0), "parts": np.int64(1)}},
     ],
 )
 def test_what_the_model_reads_passes_unchanged(problem):
@@ -41,6 +43,13 @@ def test_what_the_model_reads_passes_unchanged(problem):
         ({"comm": [{"op": "allreduce", "bytes": 8, "times": 2}]}, "optional keys are calls"),
         ({"comm": [{"op": "allreduce", "bytes": 8, "calls": -1}]}, "optional keys are calls"),
         ({"comm": [{"op": "allreduce", "bytes": 8, "growth": "fast"}]}, "optional keys are calls"),
+        ({"sliced": 32}, "sliced = 32: expected {'bytes'"),
+        ({"sliced": {"bytes": 32}}, "sliced = {'bytes': 32}"),
+        ({"sliced": {"bytes": -1, "parts": 2}}, "sliced = {'bytes': -1"),
+        ({"sliced": {"bytes": 32, "parts": 0}}, "'parts': an integer >= 1"),
+        ({"sliced": {"bytes": 32, "parts": 1.5}}, "'parts': an integer >= 1"),
+        ({"sliced": {"bytes": 32, "parts": True}}, "'parts': an integer >= 1"),
+        ({"sliced": {"bytes": 32, "parts": 2, "over": 1}}, "sliced = "),
     ],
 )
 def test_anything_else_is_the_plugins_mistake_named(problem, says):

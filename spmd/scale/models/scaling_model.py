@@ -2,7 +2,9 @@
 
 Fitted to a sweep, never assumed:
 - each local phase (read, h2d, compute, ...): time against bytes per rank S/n, affine
-  when three or more distinct shares were measured, proportional otherwise; where the sweep
+  when three or more distinct shares were measured, proportional otherwise (a rank's reads and copies in,
+  HOST_PHASES, against S/n plus its slice of an operand that does not grow with the problem, ``sliced``: matmul's
+  B read in slices, B/n a rank whatever A's rows; weak scaling grows A, not B); where the sweep
   measured the same bytes per rank at two counts of ranks on a node (a weak series beside the
   strong one) and the phase slowed as the node filled, a node term too: ``+ (S/n) (k - 1) c``
   for k ranks on a node, the ranks sharing what a node has once (its memory bandwidth, page cache,
@@ -38,6 +40,19 @@ NODE_TERM_MIN_SHARE = 0.05
 HOST_PHASES = ("read", "h2d")
 # the local phase a collective timed as overlapped runs beside (a stencil's halo behind its interior)
 BESIDE = "compute"
+
+
+def sliced_bytes(problem: dict) -> float:
+    """The bytes a run's rank reads and copies in of an operand that does not grow with the problem (a workload's
+    ``problem()['sliced']``: the operand's bytes, read in ``parts`` slices, one a rank); 0 where there is none."""
+    sliced = problem.get("sliced")
+    return sliced["bytes"] / sliced["parts"] if sliced else 0.0
+
+
+def phase_bytes(model: dict, phase: str, share: float, parts: int) -> float:
+    """The bytes a rank's ``phase`` works on: its ``share`` of the problem and, reading and copying in
+    (HOST_PHASES), its slice of the sliced operand, read in ``parts`` slices (one a rank: the ranks)."""
+    return share + (model.get("sliced_bytes", 0.0) / parts if phase in HOST_PHASES else 0.0)
 
 
 def fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = None) -> dict:
@@ -161,16 +176,29 @@ def scaled_ops(model: dict, ranks: int, problem_bytes: float) -> list[dict]:
     ]
 
 
-def predict(model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None, collectives=None) -> dict:
+def predict(
+    model: dict,
+    ranks: int,
+    problem_bytes: float,
+    node_ranks: int | None = None,
+    collectives=None,
+    parts: int | None = None,
+) -> dict:
     """Predicted seconds per phase and ``total`` for ``ranks`` ranks on ``problem_bytes``, ``node_ranks`` of them
     on the busiest node (default: as many as the node's GPUs or cores hold, ``ranks_on_a_node``);
-    ``collectives(ranks, ops)`` prices the collectives on another machine (default: the sweep's alpha-beta)."""
+    ``collectives(ranks, ops)`` prices the collectives on another machine (default: the sweep's alpha-beta).
+    The sliced operand is read in ``parts`` slices (by default the ranks, N for a share of N on one rank)."""
     share = problem_bytes / ranks
     k = node_ranks or ranks_on_a_node(model, ranks)
     # a fitted line with a negative intercept would predict negative time for a small share: no phase takes less
     # than nothing
     phases = {
-        p: max(0.0, f["intercept_s"] + share * (f["seconds_per_byte"] + (k - 1) * f.get("node_seconds_per_byte", 0.0)))
+        p: max(
+            0.0,
+            f["intercept_s"]
+            + phase_bytes(model, p, share, parts or ranks)
+            * (f["seconds_per_byte"] + (k - 1) * f.get("node_seconds_per_byte", 0.0)),
+        )
         for p, f in model["local"].items()
     }
     ops = scaled_ops(model, ranks, problem_bytes)
@@ -250,9 +278,12 @@ def fit_model(
     beside = not inner and BESIDE in phases and any(_overlapped(r) > 0 for r in runs if r["ranks"] > 1)
     seen = [{p: measured(r, p) for p in [*phases, "comm"]} for r in runs]  # each run's phases as the model sees them
 
+    # the sliced operand's bytes (none where no run lists one), each run's slice added to its host phases' bytes
+    held = max((r["problem"]["sliced"]["bytes"] for r in runs if r["problem"].get("sliced")), default=0.0)
+
     def fitted(p: str) -> dict:
         return fit_local(
-            [r["problem"]["bytes"] / r["ranks"] for r in runs],
+            [phase_bytes({"sliced_bytes": held}, p, r["problem"]["bytes"] / r["ranks"], _parts(r)) for r in runs],
             [measured(r, p) for r in runs],
             [r.get("node_ranks") or r["ranks"] for r in runs] if node_phases is None or p in node_phases else None,
         )
@@ -303,6 +334,7 @@ def fit_model(
     parameters = max([_parameters(f) for f in local.values()] + [1 if probe else 3])
     model = {
         "local": local,
+        **({"sliced_bytes": held} if held else {}),
         **({"inner": {p: fitted(p) for p in timed if p in inner}} if inner else {}),
         "node_slots": max((r.get("node_slots") or 0 for r in runs), default=0) or None,
         "comm": comm,
@@ -315,6 +347,11 @@ def fit_model(
     }
     model["points"] = [_point(model, r) for r in all_runs]
     return model
+
+
+def _parts(run: dict) -> int:
+    """The slices a run read the sliced operand in (its ranks where it listed none)."""
+    return (run["problem"].get("sliced") or {}).get("parts") or run["ranks"]
 
 
 def _overlapped(run: dict) -> float:
@@ -362,7 +399,7 @@ def _terms(ranks: int, ops: list[dict]) -> tuple[float, float]:
 
 
 def _point(model: dict, run: dict) -> dict:
-    predicted = predict(model, run["ranks"], run["problem"]["bytes"], run.get("node_ranks"))
+    predicted = predict(model, run["ranks"], run["problem"]["bytes"], run.get("node_ranks"), parts=_parts(run))
     return {
         "mode": run.get("mode"),
         "ranks": run["ranks"],

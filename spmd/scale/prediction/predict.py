@@ -17,7 +17,7 @@ from ..decision.flags import beyond_ideal
 from ..models.links import collective_seconds
 from ..models.overlap import exposed as overlap_exposed
 from ..models.overlap import hidden_share
-from ..models.scaling_model import break_even, measured, predict, scaled_ops
+from ..models.scaling_model import break_even, measured, phase_bytes, predict, scaled_ops, sliced_bytes
 from ..models.step import smallest_batch
 from ..sweep.analysis import node_counts, reanalyse
 from .intervals import (
@@ -90,7 +90,8 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             # (emulated nodes on one host: all of the launch's)
             host_ranks = machine.ranks_on_a_host(ranks)
             phases = predict(model, ranks, problem, host_ranks, collectives)
-            phases = host_read_ceiling(model, phases, problem / ranks, ceiling, host_ranks, readers, by_engine)
+            reads = phase_bytes(model, "read", problem / ranks, ranks)  # a rank's share and its slice of B
+            phases = host_read_ceiling(model, phases, reads, ceiling, host_ranks, readers, by_engine)
             comm = phases["comm"]
             if training:
                 phases = _training_phases(model, phases, ranks, problem, collectives, hide)
@@ -294,13 +295,14 @@ def _node_read_rate(run: dict) -> float:
     if not readers:
         return 0.0
     report = run["report"]
-    return readers * report["problem"]["bytes"] / run["ranks"] / report["timings"]["read"]["median"]
+    problem = report["problem"]
+    return readers * (problem["bytes"] / run["ranks"] + sliced_bytes(problem)) / report["timings"]["read"]["median"]
 
 
 def host_read_ceiling(
-    model: dict, phases: dict, share: float, ceiling: float | None, host_ranks: int, readers: int, whole: bool = False
+    model: dict, phases: dict, reads: float, ceiling: float | None, host_ranks: int, readers: int, whole: bool = False
 ) -> dict:
-    """The read phase no faster than the host's shared ``ceiling`` lets its ``host_ranks`` ranks read ``share``
+    """The read phase no faster than the host's shared ``ceiling`` lets its ``host_ranks`` ranks read ``reads``
     bytes each at once: one or two ranks of a sweep are below it, more ranks of a host share its memory. Where
     the target puts no more ranks on a host than the sweep's runs read beside each other on one (``readers``),
     their own reads measured that sharing: the ceiling, another measurement of it, bounds nothing (on 2 H200s it
@@ -308,7 +310,7 @@ def host_read_ceiling(
     read with (``whole``) holds that engine's fixed cost in its rate: the sweep's intercept is not added to it."""
     if ceiling is None or "read" not in phases or host_ranks <= readers:
         return phases
-    floor = (0.0 if whole else model["local"]["read"]["intercept_s"]) + host_ranks * share / ceiling
+    floor = (0.0 if whole else model["local"]["read"]["intercept_s"]) + host_ranks * reads / ceiling
     if floor <= phases["read"]:
         return phases
     out = {**phases, "read": floor}

@@ -449,7 +449,10 @@ class MatmulWorkload(Workload):
             ]
         if p.gather != "none":
             comm.append({"op": "allgather" if p.gather == "allgather" else "gather", "bytes": self.c_flat.nbytes})
-        return {"bytes": self.m * self.k * isz, "comm": comm}
+        problem = {"bytes": self.m * self.k * isz, "comm": comm}
+        if p.algorithm == "rows" and p.b_source == "allgather":  # each rank reads and copies in its slice of B
+            problem["sliced"] = {"bytes": self.k * self.n * isz, "parts": self.b_parts}
+        return problem
 
     def close(self):
         self.b_rest = None
