@@ -4,6 +4,12 @@
 
 import helpers  # noqa: F401  (first import: snapshots the launch environment before MPI starts)
 import pytest
+from hypothesis import settings
+
+# no time limit on a generated example: a test asserts results, and speed lives in bench/ (a 2-core CI machine
+# running MPI tests beside it takes longer than hypothesis' default 200 ms for some examples)
+settings.register_profile("spmd", deadline=None)
+settings.load_profile("spmd")
 
 
 def pytest_addoption(parser):

@@ -739,6 +739,33 @@ def test_a_preset_target_takes_the_hosts_reads_from_a_host_read_file_as_from_its
             machine_from_dict({"intra": "nvlink4", "gpus_per_node": 2, "host_read": bad}, base=folder)
 
 
+@given(readers=st.integers(1, 8), per_node=st.integers(1, 8), host_ranks=st.one_of(st.none(), st.integers(1, 16)))
+def test_a_target_with_more_ranks_a_host_than_its_reads_measured_says_so(tmp_path_factory, readers, per_node,
+                                                                         host_ranks):  # fmt: skip
+    """Reads measured by fewer ranks at once than the target puts on a host are taken as that host's whole, and the
+    target's notes say so, naming both counts; as many or more readers, no such note."""
+    folder = tmp_path_factory.mktemp("reads")
+    reads = {"bytes": 1 << 28, "readers": readers, "engine": "direct", "alone_Bps": 25e9, "together_Bps": 40e9}
+    measured = {"kind": "host_read", "device": "gpu", "ranks": readers, "nodes": 1, "gpus": 1, "shared_gpu": True}
+    (folder / "reads.json").write_text(json.dumps({**measured, "host_read": reads}))
+    target = {"intra": "nvlink4", "gpus_per_node": per_node, "host_read": "reads.json"}
+    if host_ranks is not None:
+        if host_ranks < per_node:
+            return  # refused: a host holds a node's ranks at least
+        target["host_ranks"] = host_ranks
+    notes = machine_from_dict(target, base=folder).notes
+    on_a_host = host_ranks or per_node
+    said = [n for n in notes if n.startswith("the host's reads were measured with")]
+    if readers < on_a_host:
+        assert said == [
+            f"the host's reads were measured with {readers} rank(s) reading at once and the target puts {on_a_host} "
+            f"on a host: their shared rate is taken as the host's whole (a host those readers did not saturate reads "
+            f"faster: measure with {on_a_host})"
+        ]
+    else:
+        assert not said
+
+
 @pytest.mark.parametrize("run", ["", "run2-", "run3-"])
 def test_in_sample_a_preset_with_the_hosts_reads_prices_a_stencils_reads_the_preset_alone_cannot(tmp_path, run):
     """In-sample, the seventh round's design: the sixth round's 14336 grid fitted on one GPU and predicted from the
