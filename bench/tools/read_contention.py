@@ -1,0 +1,109 @@
+"""A read-contention rule tried for the seventh round and not frozen, in-sample: the held-out rounds' runs fitted on one
+GPU and predicted from the target's link test, their reads priced as the model does (the host's read ceiling as a
+floor) or stretched by the host's measured contention (the fit's read times the ranks on a host times one rank's rate
+alone over the host's ranks' together, where above 1). Matmul's fits are the ones made again with the sliced share
+(``--refits``); where a links file predates the reads by engine, the host's direct reads recorded on the same machine
+are added (``--engines``).
+
+    python -m bench.tools.read_contention docs/results/h200x2/heldout* --refits docs/results/h200x1/matmul-sliced \
+        --engines tests/fixtures/links/h200x2-read-engines-256m.json
+"""
+
+import argparse
+import gzip
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+import spmd.scale.prediction.predict as predict
+from bench.records import read_records
+from bench.suites.heldout import _unpacked
+from bench.suites.predict import checked
+
+TARGETS = "the target's link test"
+
+
+class Stretched:
+    """predict's read ceiling and its floor, wrapped: the floor kept (``rule`` 'floor') or the read stretched."""
+
+    def __init__(self):
+        self.rule, self.alone = "floor", None
+        self.ceiling, self.floor = predict.read_ceiling, predict.host_read_ceiling
+
+    def read_ceiling(self, scaling, model, machine, notes):
+        measured = machine.host_read or {}
+        engine = predict.read_engine(scaling)
+        self.alone = {**measured, **(measured.get("engines") or {}).get(engine, {})}.get("alone_Bps")
+        return self.ceiling(scaling, model, machine, notes)
+
+    def host_read_ceiling(self, model, phases, reads, ceiling, host_ranks, readers, whole=False):
+        if self.rule == "floor" or ceiling is None or "read" not in phases or host_ranks <= readers:
+            return self.floor(model, phases, reads, ceiling, host_ranks, readers, whole)
+        read = phases["read"] * max(1.0, host_ranks * self.alone / ceiling)
+        return {**phases, "read": read, "total": phases["total"] + read - phases["read"]}
+
+
+def family(case: str) -> str:
+    name = case.removeprefix("held-out ").split(",")[0]
+    return name if name in ("stencil", "reduce", "matmul") else "torch and train"
+
+
+def design(folders: list[Path], refits: Path, engines: dict | None) -> list[dict]:
+    """Per run (and matmul refit): {family, floor, stretched} (each |error|)."""
+    wrap = Stretched()
+    predict.read_ceiling, predict.host_read_ceiling = wrap.read_ceiling, wrap.host_read_ceiling
+    out = []
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            tmp = Path(scratch)
+            for folder in folders:
+                for r in read_records(folder / "records.jsonl"):
+                    if r.params.get("kind") != TARGETS or "fitted on 1 GPU" not in r.case:
+                        continue
+                    for run in r.params.get("runs") or [r.params]:
+                        files = {role: _unpacked(folder / s, tmp) for role, s in run["inputs"].items()}
+                        links = json.loads(files["links"].read_text())
+                        if engines and links.get("host_read") and "engines" not in links["host_read"]:
+                            links["host_read"]["engines"] = engines
+                            files["links"].write_text(json.dumps(links))
+                        fits = [files["fit"]]
+                        if r.case.startswith("held-out matmul"):
+                            fits = []
+                            for n, packed in enumerate(sorted(refits.glob(f"fit-{folder.name}-*.json.gz"))):
+                                fits.append(tmp / f"refit-{n}.json")
+                                fits[-1].write_bytes(gzip.decompress(packed.read_bytes()))
+                        for fit in fits:
+                            row = {"family": family(r.case)}
+                            for rule in ("floor", "stretched"):
+                                wrap.rule = rule
+                                (c,) = [
+                                    c
+                                    for c in checked({**files, "fit": fit}, run["target"])
+                                    if (c["mode"], c["ranks"]) == (run["mode"], run["ranks"])
+                                ]
+                                row[rule] = abs(c["error"])
+                            out.append(row)
+    finally:
+        predict.read_ceiling, predict.host_read_ceiling = wrap.ceiling, wrap.floor
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--refits", type=Path, required=True, help="matmul's fits made again (sliced_design's)")
+    parser.add_argument("--engines", type=Path, help="a links file whose host_read engines stand in where missing")
+    args = parser.parse_args()
+    engines = json.loads(args.engines.read_text())["host_read"]["engines"] if args.engines else None
+    rows = design(args.folders, args.refits, engines)
+    print("| runs of | predictions | mean error: the ceiling as a floor | the read stretched |")
+    print("|---|---|---|---|")
+    for name in [*sorted({r["family"] for r in rows}), "all"]:
+        some = [r for r in rows if name in ("all", r["family"])]
+        means = [f"{statistics.mean(r[rule] for r in some):.1%}" for rule in ("floor", "stretched")]
+        print(f"| {name} | {len(some)} | {means[0]} | {means[1]} |")
+
+
+if __name__ == "__main__":
+    main()
