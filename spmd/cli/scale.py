@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
         "--shares",
         metavar="N,N,...",
         help="rank counts this launch cannot run (e.g. 2,4 on one GPU): also run one rank holding what each rank "
-        "of a strong run at N ranks holds (training: params.batch / N), so spmd predict carries the sweep to them",
+        "of a strong run at N ranks holds (training: params.batch / N), reading with the threads such a rank gets, "
+        "so spmd predict carries the sweep to them",
     )
     scale.add_argument("--out", metavar="DIR", help="output folder (default: <config output>/scaling)")
     scale.add_argument(

@@ -80,21 +80,32 @@ def bound_cpus() -> frozenset[int]:
 def reader_threads(wanted: int | str, local_ranks: int = 1, local_rank: int = 0) -> int:
     """The reader threads of this rank for ``io.threads`` (``wanted``), their CPUs recorded for the threads."""
     global _reader_cpus
+    threads, _reader_cpus = _readers(wanted, local_ranks, local_rank)
+    return threads
+
+
+def threads_of_a_rank_of(wanted: int | str, local_ranks: int) -> int:
+    """The reader threads ``io.threads`` (``wanted``) gives a rank where ``local_ranks`` ranks share this node: what a
+    one-rank share of that many reads with (``spmd scale --shares``); this process's readers stay where they are."""
+    return _readers(wanted, local_ranks, 0)[0]
+
+
+def _readers(wanted: int | str, local_ranks: int, local_rank: int) -> tuple[int, frozenset[int] | None]:
+    """(reader threads, the CPUs they move onto or None) of rank ``local_rank`` of ``local_ranks`` on this node."""
     node, bound = node_cpus(), bound_cpus()
     share = node_share(node, local_rank, local_ranks)
     unbound = bound >= node
     own = len(share) if unbound else len(bound)  # the CPUs the rank has without moving its readers
-    _reader_cpus = None
+    cpus = None
     if unbound and local_ranks > 1 and not in_slurm_step():
         # several unbound ranks on the node: each rank's readers on its own block, not wherever the kernel puts
         # them (all ranks' threads on every CPU), so the ranks' reads do not take each other's cores
-        _reader_cpus = share
+        cpus = share
     if wanted != "auto":
-        return max(1, min(int(wanted), own))
+        return max(1, min(int(wanted), own)), cpus
     if unbound or len(bound) >= len(share) or in_slurm_step():
-        return max(1, own)
-    _reader_cpus = share | bound
-    return len(share)
+        return max(1, own), cpus
+    return len(share), share | bound
 
 
 def in_slurm_step() -> bool:

@@ -164,8 +164,8 @@ def test_a_matmul_share_holds_only_its_slice_of_b_as_a_rank_of_that_many_does(tm
     rest, so a one-rank share of N (spmd scale --shares) reads the same slice a rank of N does, not all of B (on 2
     H200s a share holding all of B had its copies in priced 3 ms over what the 2 ranks took), and its C is still
     every element right against float64 from the files; standing for a rank of N on N ranks, or of another B
-    source, is refused naming the key. The share and the real rank list B as the operand a rank reads 1/2 of.
-    """
+    source, is refused naming the key. The share and the real rank list B as the operand a rank reads 1/2 of, and
+    the share reads with the threads a rank of 2 gets."""
     import yaml
     from mpi_job import spmd as launched
 
@@ -198,6 +198,10 @@ def test_a_matmul_share_holds_only_its_slice_of_b_as_a_rank_of_that_many_does(tm
     two = json.loads((tmp_path / "two/report.json").read_text())
     assert b_read == [p["source"] for p in two["io"]["per_rank"][0] if "b.h5" in p["source"]]
     assert b_read == [f"{tmp_path / 'b.h5'}:b rows 0-100, columns 0-150"]
+    # the share reads with the threads a rank of 2 gets on this node, not with the whole node's
+    from spmd.core.cpus import threads_of_a_rank_of
+
+    assert report["config"]["io"]["threads"] == threads_of_a_rank_of("auto", 2)
     # both list B as the operand a rank reads its slice of, so the model prices a rank's reads at its share and B / 2
     b_bytes = 200 * 150 * 8
     assert report["problem"]["sliced"] == two["problem"]["sliced"] == {"bytes": b_bytes, "parts": 2}

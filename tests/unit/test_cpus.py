@@ -70,6 +70,23 @@ def test_a_number_stays_within_the_binding_and_slurm_allocations_are_kept(node, 
     assert cpus.reader_threads("auto", local_ranks=4) == 2 and cpus.reader_cpus() is None
 
 
+@pytest.mark.parametrize("bound", [range(16), {1}, {2, 3, 4, 5, 6, 7, 8, 9}])
+@pytest.mark.parametrize("wanted", ["auto", 4, 12])
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4, 32])
+def test_a_share_of_n_reads_with_the_threads_rank_0_of_n_gets_and_moves_no_readers(node, bound, wanted, ranks):
+    """spmd scale --shares N: the one-rank share reads with what a rank of N on the node would (its block of the
+    node's CPUs), not with the whole node's; counting them leaves this process's readers where they were."""
+    node(bound)
+    cpus.reader_threads("auto", local_ranks=1)  # this process alone on the node: its readers on no block
+    assert cpus.threads_of_a_rank_of(wanted, ranks) == cpus.reader_threads(wanted, local_ranks=ranks, local_rank=0)
+    cpus.reader_threads("auto", local_ranks=1)
+    before = cpus.reader_cpus()
+    cpus.threads_of_a_rank_of(wanted, ranks)
+    assert cpus.reader_cpus() == before
+    if wanted == "auto" and set(bound) == set(range(16)):
+        assert cpus.threads_of_a_rank_of(wanted, ranks) == max(1, 16 // ranks)
+
+
 def test_the_cgroup_cpuset_bounds_the_node(monkeypatch, tmp_path):
     real = Path.read_text
     files = {

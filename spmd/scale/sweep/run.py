@@ -27,6 +27,7 @@ from mpi4py import MPI
 from ...comm.factory import kept_communicators
 from ...core import xp as xpmod
 from ...core.config import int_list
+from ...core.cpus import threads_of_a_rank_of
 from ...core.errors import ConfigError, SpmdError, one_line
 from ...core.files import require_replaceable
 from ...core.launch import mpi_library
@@ -212,7 +213,16 @@ def plan_shares(cfg, shares: list[int], ranks: list[int]) -> list[Point]:
     ``share_config``): the local work of rank counts the launch cannot run, measured for the model, which spmd
     predict then carries to them with the target's links."""
     cls = workload_class(cfg.workload)
-    return [Point(SHARE_MODE, 1, cls.share_config(cfg, Fraction(n, ranks[0])), share_of=n) for n in shares]
+    return [Point(SHARE_MODE, 1, read_as_a_rank_of(cls.share_config(cfg, Fraction(n, ranks[0])), n), share_of=n)
+            for n in shares]  # fmt: skip
+
+
+def read_as_a_rank_of(cfg, ranks: int):
+    """``cfg`` reading with the threads a rank of ``ranks`` on this node gets (its block of the node's CPUs,
+    ``io.threads`` set to that count): a share reading with the whole node's read 15-20% faster on one H200 than
+    with the half a rank of 2 has, as fast as the 2 ranks of another H200 machine read."""
+    threads = threads_of_a_rank_of(cfg.io.threads, ranks)
+    return replace(cfg, io=replace(cfg.io, threads=threads))
 
 
 def generate_inputs(ctx, points: list[Point], force: bool = False) -> tuple[list[str], list[str]]:
