@@ -12,8 +12,8 @@ Each case is measured as in the third round (heldout3.measure_round) and predict
 the target puts on a host, sharing its one GPU (its two, fitted on 1-2). What this round tests is that kind against the
 preset alone: what a user with one GPU can measure of the host a larger machine's ranks share; and its matmul's weak
 rows, whose rank reads all of A and 1/N of B. Its matmul is the first fitted with a share that holds only its slice of
-B, as a rank of N does (params.b_share_of). Published apart from the in-sample tables and the earlier rounds
-(docs/validation.md)."""
+B, as a rank of N does (params.b_share_of), and the first whose shares read with the threads a rank of N gets.
+Published apart from the in-sample tables and the earlier rounds (docs/validation.md)."""
 
 from __future__ import annotations
 
