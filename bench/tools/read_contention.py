@@ -11,7 +11,6 @@ are added (``--engines``).
 
 import argparse
 import gzip
-import json
 import statistics
 import tempfile
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import spmd.scale.prediction.predict as predict
 from bench.records import read_records
 from bench.suites.heldout import _unpacked
-from bench.suites.predict import checked
+from bench.tools.heldout_inputs import add_engines_option, checked_row, engines_of, give_engines
 
 TARGETS = "the target's link test"
 
@@ -63,10 +62,7 @@ def design(folders: list[Path], refits: Path, engines: dict | None) -> list[dict
                         continue
                     for run in r.params.get("runs") or [r.params]:
                         files = {role: _unpacked(folder / s, tmp) for role, s in run["inputs"].items()}
-                        links = json.loads(files["links"].read_text())
-                        if engines and links.get("host_read") and "engines" not in links["host_read"]:
-                            links["host_read"]["engines"] = engines
-                            files["links"].write_text(json.dumps(links))
+                        give_engines(files["links"], engines)
                         fits = [files["fit"]]
                         if r.case.startswith("held-out matmul"):
                             fits = []
@@ -77,11 +73,7 @@ def design(folders: list[Path], refits: Path, engines: dict | None) -> list[dict
                             row = {"family": family(r.case)}
                             for rule in ("floor", "stretched"):
                                 wrap.rule = rule
-                                (c,) = [
-                                    c
-                                    for c in checked({**files, "fit": fit}, run["target"])
-                                    if (c["mode"], c["ranks"]) == (run["mode"], run["ranks"])
-                                ]
+                                c = checked_row({**files, "fit": fit}, run["target"], run["mode"], run["ranks"])
                                 row[rule] = abs(c["error"])
                             out.append(row)
     finally:
@@ -93,9 +85,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--refits", type=Path, required=True, help="matmul's fits made again (sliced_design's)")
-    parser.add_argument("--engines", type=Path, help="a links file whose host_read engines stand in where missing")
+    add_engines_option(parser)
     args = parser.parse_args()
-    engines = json.loads(args.engines.read_text())["host_read"]["engines"] if args.engines else None
+    engines = engines_of(args.engines)
     rows = design(args.folders, args.refits, engines)
     print("| runs of | predictions | mean error: the ceiling as a floor | the read stretched |")
     print("|---|---|---|---|")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.records import read_records
 from bench.suites.heldout import _unpacked
-from bench.suites.predict import checked
+from bench.tools.heldout_inputs import add_engines_option, checked_row, engines_of
 
 PRESET, TARGETS = "preset nvlink4", "the target's link test"
 
@@ -45,7 +45,7 @@ def design(folders: list[Path], engines: dict | None) -> list[dict]:
                     (tmp / "reads.json").write_text(json.dumps({**measured, "host_read": reads}))
                     row = {"round": folder.name, "case": r.case, "run": i}
                     for tag, given in (("preset", files), ("with_reads", {**files, "host_read": tmp / "reads.json"})):
-                        (c,) = [c for c in checked(given, run["target"]) if (c["mode"], c["ranks"]) == (run["mode"], 2)]
+                        c = checked_row(given, run["target"], run["mode"], 2)
                         row[tag] = [c["error"], c["interval"][0] <= c["measured_s"] <= c["interval"][1]]
                     out.append(row)
     return out
@@ -54,9 +54,9 @@ def design(folders: list[Path], engines: dict | None) -> list[dict]:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", nargs="+", type=Path)
-    parser.add_argument("--engines", type=Path, help="a links file whose host_read engines stand in where missing")
+    add_engines_option(parser)
     args = parser.parse_args()
-    engines = json.loads(args.engines.read_text())["host_read"]["engines"] if args.engines else None
+    engines = engines_of(args.engines)
     rows = design(args.folders, engines)
     print("| round | runs | preset: mean, worst, inside | with the host's reads: mean, worst, inside |")
     print("|---|---|---|---|")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.records import read_records
 from bench.suites.heldout import _unpacked
-from bench.suites.predict import checked
+from bench.tools.heldout_inputs import add_engines_option, checked_row, engines_of, give_engines
 
 KINDS = ("preset nvlink4", "the target's link test")
 
@@ -54,18 +54,13 @@ def design(refits: Path, folders: list[Path], engines: dict | None) -> list[dict
                     continue
                 for run in r.params.get("runs") or [r.params]:
                     files = {role: _unpacked(folder / s, tmp) for role, s in run["inputs"].items()}
-                    if engines and "links" in files:
-                        links = json.loads(files["links"].read_text())
-                        if links.get("host_read") and "engines" not in links["host_read"]:
-                            links["host_read"]["engines"] = engines
-                            files["links"].write_text(json.dumps(links))
+                    if "links" in files:
+                        give_engines(files["links"], engines)
                     for number in range(len(fits)):
                         row = {"mode": run["mode"], "round": folder.name, "kind": kind}
                         for tag in ("before", "after"):
                             given = {**files, "fit": tmp / f"{tag}-{number}.json"}
-                            (c,) = [
-                                c for c in checked(given, run["target"]) if (c["mode"], c["ranks"]) == (run["mode"], 2)
-                            ]
+                            c = checked_row(given, run["target"], run["mode"], 2)
                             inside = c["interval"][0] <= c["measured_s"] <= c["interval"][1]
                             row[tag] = {
                                 "error": c["error"],
@@ -84,9 +79,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("refits", type=Path)
     parser.add_argument("folders", nargs="+", type=Path)
-    parser.add_argument("--engines", type=Path, help="a links file whose host_read engines stand in where missing")
+    add_engines_option(parser)
     args = parser.parse_args()
-    engines = json.loads(args.engines.read_text())["host_read"]["engines"] if args.engines else None
+    engines = engines_of(args.engines)
     rows = design(args.refits, args.folders, engines)
     print(
         "| rows | predictions | h2d, predicted against measured: before, after | read: before, after "
