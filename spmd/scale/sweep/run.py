@@ -219,8 +219,8 @@ def plan_shares(cfg, shares: list[int], ranks: list[int]) -> list[Point]:
 
 def read_as_a_rank_of(cfg, ranks: int):
     """``cfg`` reading with the threads a rank of ``ranks`` on this node gets (its block of the node's CPUs,
-    ``io.threads`` set to that count). On one H200 a matmul share read 4-21% faster with the node's 16 threads than
-    with the 8 a rank of 2 has, whose reads matched those of 2 ranks on another H200 machine."""
+    ``io.threads`` set to that count): a share reading with the whole node's threads read faster than the ranks it
+    stands for (docs/validation.md, the seventh round)."""
     threads = threads_of_a_rank_of(cfg.io.threads, ranks)
     return replace(cfg, io=replace(cfg.io, threads=threads))
 
