@@ -1,20 +1,23 @@
 """What the held-out design tools share: the ``--engines`` option (a links file whose host's reads by engine stand in
-where a round's stored links file predates them), a stored links file given them, and one prediction checked."""
+where a round's stored links file predates them), a round's stored runs with their inputs unpacked (the links given
+them), and one prediction checked."""
 
 import argparse
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bench.records import read_records
+from bench.suites.heldout import _unpacked
 from bench.suites.predict import checked
 
 
-def add_engines_option(parser: argparse.ArgumentParser) -> None:
+def parsed(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, dict | None]:
+    """A design tool's arguments with ``--engines`` added, and the host's reads by engine of the file it names (None
+    where none is given)."""
     parser.add_argument("--engines", type=Path, help="a links file whose host_read engines stand in where missing")
-
-
-def engines_of(path: Path | None) -> dict | None:
-    """The host's reads by engine of the links file ``path`` (None where no file is given)."""
-    return json.loads(path.read_text())["host_read"]["engines"] if path else None
+    args = parser.parse_args()
+    return args, json.loads(args.engines.read_text())["host_read"]["engines"] if args.engines else None
 
 
 def give_engines(links: Path, engines: dict | None) -> None:
@@ -30,3 +33,21 @@ def checked_row(files: dict, target: str, mode: str, ranks: int) -> dict:
     """The prediction of ``files['fit']`` for ``target`` held against the measured run of ``mode`` at ``ranks``."""
     (row,) = [c for c in checked(files, target) if (c["mode"], c["ranks"]) == (mode, ranks)]
     return row
+
+
+def stored_runs(folder: Path, tmp: Path, engines: dict | None, keep: Callable) -> Iterator[tuple]:
+    """(record, run, files) for each stored run of the records of ``folder`` that ``keep(record)`` holds: its inputs
+    unpacked under ``tmp``, its links file (a copy) given ``engines``."""
+    for record in read_records(folder / "records.jsonl"):
+        if not keep(record):
+            continue
+        for run in record.params.get("runs") or [record.params]:
+            files = {role: _unpacked(folder / s, tmp) for role, s in run["inputs"].items()}
+            if "links" in files:
+                give_engines(files["links"], engines)
+            yield record, run, files
+
+
+def inside(row: dict) -> bool:
+    """Whether a checked prediction's measured time fell inside its interval."""
+    return row["interval"][0] <= row["measured_s"] <= row["interval"][1]

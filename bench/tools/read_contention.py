@@ -16,9 +16,7 @@ import tempfile
 from pathlib import Path
 
 import spmd.scale.prediction.predict as predict
-from bench.records import read_records
-from bench.suites.heldout import _unpacked
-from bench.tools.heldout_inputs import add_engines_option, checked_row, engines_of, give_engines
+from bench.tools.heldout_inputs import checked_row, parsed, stored_runs
 
 TARGETS = "the target's link test"
 
@@ -48,6 +46,10 @@ def family(case: str) -> str:
     return name if name in ("stencil", "reduce", "matmul") else "torch and train"
 
 
+def _from_the_link_test(record) -> bool:
+    return record.params.get("kind") == TARGETS and "fitted on 1 GPU" in record.case
+
+
 def design(folders: list[Path], refits: Path, engines: dict | None) -> list[dict]:
     """Per run (and matmul refit): {family, floor, stretched} (each |error|)."""
     wrap = Stretched()
@@ -57,25 +59,20 @@ def design(folders: list[Path], refits: Path, engines: dict | None) -> list[dict
         with tempfile.TemporaryDirectory() as scratch:
             tmp = Path(scratch)
             for folder in folders:
-                for r in read_records(folder / "records.jsonl"):
-                    if r.params.get("kind") != TARGETS or "fitted on 1 GPU" not in r.case:
-                        continue
-                    for run in r.params.get("runs") or [r.params]:
-                        files = {role: _unpacked(folder / s, tmp) for role, s in run["inputs"].items()}
-                        give_engines(files["links"], engines)
-                        fits = [files["fit"]]
-                        if r.case.startswith("held-out matmul"):
-                            fits = []
-                            for n, packed in enumerate(sorted(refits.glob(f"fit-{folder.name}-*.json.gz"))):
-                                fits.append(tmp / f"refit-{n}.json")
-                                fits[-1].write_bytes(gzip.decompress(packed.read_bytes()))
-                        for fit in fits:
-                            row = {"family": family(r.case)}
-                            for rule in ("floor", "stretched"):
-                                wrap.rule = rule
-                                c = checked_row({**files, "fit": fit}, run["target"], run["mode"], run["ranks"])
-                                row[rule] = abs(c["error"])
-                            out.append(row)
+                for r, run, files in stored_runs(folder, tmp, engines, _from_the_link_test):
+                    fits = [files["fit"]]
+                    if r.case.startswith("held-out matmul"):
+                        fits = []
+                        for n, packed in enumerate(sorted(refits.glob(f"fit-{folder.name}-*.json.gz"))):
+                            fits.append(tmp / f"refit-{n}.json")
+                            fits[-1].write_bytes(gzip.decompress(packed.read_bytes()))
+                    for fit in fits:
+                        row = {"family": family(r.case)}
+                        for rule in ("floor", "stretched"):
+                            wrap.rule = rule
+                            c = checked_row({**files, "fit": fit}, run["target"], run["mode"], run["ranks"])
+                            row[rule] = abs(c["error"])
+                        out.append(row)
     finally:
         predict.read_ceiling, predict.host_read_ceiling = wrap.ceiling, wrap.floor
     return out
@@ -85,9 +82,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--refits", type=Path, required=True, help="matmul's fits made again (sliced_design's)")
-    add_engines_option(parser)
-    args = parser.parse_args()
-    engines = engines_of(args.engines)
+    args, engines = parsed(parser)
     rows = design(args.folders, args.refits, engines)
     print("| runs of | predictions | mean error: the ceiling as a floor | the read stretched |")
     print("|---|---|---|---|")

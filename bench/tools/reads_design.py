@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.records import read_records
 from bench.suites.heldout import _unpacked
-from bench.tools.heldout_inputs import add_engines_option, checked_row, engines_of
+from bench.tools.heldout_inputs import checked_row, parsed
 
 PRESET, TARGETS = "preset nvlink4", "the target's link test"
 
@@ -54,9 +54,7 @@ def design(folders: list[Path], engines: dict | None) -> list[dict]:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", nargs="+", type=Path)
-    add_engines_option(parser)
-    args = parser.parse_args()
-    engines = engines_of(args.engines)
+    args, engines = parsed(parser)
     rows = design(args.folders, engines)
     print("| round | runs | preset: mean, worst, inside | with the host's reads: mean, worst, inside |")
     print("|---|---|---|---|")

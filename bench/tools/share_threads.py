@@ -15,10 +15,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench.records import read_records
-from bench.suites.heldout import _unpacked
 from bench.suites.predict import slug
-from bench.tools.heldout_inputs import add_engines_option, checked_row, engines_of, give_engines
+from bench.tools.heldout_inputs import checked_row, inside, parsed, stored_runs
 
 KINDS = ("preset nvlink4", "the target's link test")
 WHO = ("old", "new")
@@ -36,31 +34,35 @@ def _fit(packed: Path, out: Path) -> Path:
     return out
 
 
+def _name(record) -> str:
+    return slug(re.sub(r", (strong|weak), fitted.*", "", record.case).removeprefix("held-out "))
+
+
+def _packed(refits: Path, folder: Path, record, who: str) -> Path:
+    return refits / f"{folder.name}--{_name(record)}--{who}.json.gz"
+
+
 def design(refits: Path, folders: list[Path], engines: dict | None) -> list[dict]:
     """Per stored run: {family, mode, kind, old, new}, each (error, inside the interval, read [measured, predicted])."""
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)
         for folder in folders:
-            for r in read_records(folder / "records.jsonl"):
-                kind = r.params.get("kind")
-                if "fitted on 1 GPU" not in r.case or kind not in KINDS:
-                    continue
-                name = slug(re.sub(r", (strong|weak), fitted.*", "", r.case).removeprefix("held-out "))
-                packed = {who: refits / f"{folder.name}--{name}--{who}.json.gz" for who in WHO}
-                if not all(p.exists() for p in packed.values()):
-                    continue
-                fits = {who: _fit(p, tmp / f"{who}.json") for who, p in packed.items()}
-                for run in r.params.get("runs") or [r.params]:
-                    files = {role: _unpacked(folder / s, tmp) for role, s in run["inputs"].items()}
-                    if "links" in files:
-                        give_engines(files["links"], engines)
-                    row = {"family": name.split("-")[0], "mode": run["mode"], "kind": kind}
-                    for who, fit in fits.items():
-                        c = checked_row({**files, "fit": fit}, run["target"], run["mode"], 2)
-                        inside = c["interval"][0] <= c["measured_s"] <= c["interval"][1]
-                        row[who] = (c["error"], inside, c["phases"].get("read"))
-                    rows.append(row)
+
+            def refitted(r) -> bool:  # fitted on one GPU, from a kind compared, its case fitted again both ways
+                return (
+                    "fitted on 1 GPU" in r.case
+                    and r.params.get("kind") in KINDS
+                    and all(_packed(refits, folder, r, who).exists() for who in WHO)
+                )
+
+            for r, run, files in stored_runs(folder, tmp, engines, refitted):
+                fits = {who: _fit(_packed(refits, folder, r, who), tmp / f"{who}.json") for who in WHO}
+                row = {"family": _name(r).split("-")[0], "mode": run["mode"], "kind": r.params["kind"]}
+                for who, fit in fits.items():
+                    c = checked_row({**files, "fit": fit}, run["target"], run["mode"], 2)
+                    row[who] = (c["error"], inside(c), c["phases"].get("read"))
+                rows.append(row)
     return rows
 
 
@@ -77,9 +79,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("refits", type=Path)
     parser.add_argument("folders", nargs="+", type=Path)
-    add_engines_option(parser)
-    args = parser.parse_args()
-    engines = engines_of(args.engines)
+    args, engines = parsed(parser)
     rows = design(args.refits, args.folders, engines)
     print("| runs of | from | predictions | the node's threads: mean error, inside; read (median) | a rank of 2's |")
     print("|---|---|---|---|---|")

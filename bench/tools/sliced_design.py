@@ -16,9 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench.records import read_records
-from bench.suites.heldout import _unpacked
-from bench.tools.heldout_inputs import add_engines_option, checked_row, engines_of, give_engines
+from bench.tools.heldout_inputs import checked_row, inside, parsed, stored_runs
 
 KINDS = ("preset nvlink4", "the target's link test")
 
@@ -31,6 +29,14 @@ def _hidden(fit: dict) -> dict:
         return {**run, "report": {**run["report"], "problem": problem}}
 
     return {**fit, "runs": [without(r) for r in fit["runs"]], "share_runs": [without(r) for r in fit["share_runs"]]}
+
+
+def _matmul_fitted_on_one(record) -> bool:
+    return (
+        record.case.startswith("held-out matmul")
+        and "fitted on 1 GPU" in record.case
+        and record.params.get("kind") in KINDS
+    )
 
 
 def design(refits: Path, folders: list[Path], engines: dict | None) -> list[dict]:
@@ -48,26 +54,17 @@ def design(refits: Path, folders: list[Path], engines: dict | None) -> list[dict
                 after.write_bytes(gzip.decompress(fit.read_bytes()))
                 before = tmp / f"before-{number}.json"
                 before.write_text(json.dumps(_hidden(json.loads(after.read_text()))))
-            for r in read_records(folder / "records.jsonl"):
-                kind = r.params.get("kind")
-                if not r.case.startswith("held-out matmul") or "fitted on 1 GPU" not in r.case or kind not in KINDS:
-                    continue
-                for run in r.params.get("runs") or [r.params]:
-                    files = {role: _unpacked(folder / s, tmp) for role, s in run["inputs"].items()}
-                    if "links" in files:
-                        give_engines(files["links"], engines)
-                    for number in range(len(fits)):
-                        row = {"mode": run["mode"], "round": folder.name, "kind": kind}
-                        for tag in ("before", "after"):
-                            given = {**files, "fit": tmp / f"{tag}-{number}.json"}
-                            c = checked_row(given, run["target"], run["mode"], 2)
-                            inside = c["interval"][0] <= c["measured_s"] <= c["interval"][1]
-                            row[tag] = {
-                                "error": c["error"],
-                                "inside": inside,
-                                **{p: c["phases"][p] for p in ("h2d", "read")},
-                            }
-                        out.append(row)
+            for r, run, files in stored_runs(folder, tmp, engines, _matmul_fitted_on_one):
+                for number in range(len(fits)):
+                    row = {"mode": run["mode"], "round": folder.name, "kind": r.params["kind"]}
+                    for tag in ("before", "after"):
+                        c = checked_row({**files, "fit": tmp / f"{tag}-{number}.json"}, run["target"], run["mode"], 2)
+                        row[tag] = {
+                            "error": c["error"],
+                            "inside": inside(c),
+                            **{p: c["phases"][p] for p in ("h2d", "read")},
+                        }
+                    out.append(row)
     return out
 
 
@@ -79,9 +76,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("refits", type=Path)
     parser.add_argument("folders", nargs="+", type=Path)
-    add_engines_option(parser)
-    args = parser.parse_args()
-    engines = engines_of(args.engines)
+    args, engines = parsed(parser)
     rows = design(args.refits, args.folders, engines)
     print(
         "| rows | predictions | h2d, predicted against measured: before, after | read: before, after "
