@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from pathlib import Path
 
 import yaml
@@ -200,11 +201,44 @@ def unseen_design(folders: list[Path]) -> dict[str, list[float]]:
                     measured, total = row["measured_s"], row["predicted_s"]
                     without = total - row["unseen_s"]
                     _, below, above = unseen_seconds(fit, fit["model"], run["ranks"], without)
-                    half = row["interval"][1] - total - above
+                    half = math.hypot(*row["interval_parts"].values())
                     kind, per = ("halo", unseen["halo_calls"]) if unseen["halo_calls"] else ("coupling", without)
                     out[kind].append((measured - without) / per)
                     out[f"{kind}_below"].append(max(total - half - measured, 0.0) / per)
                     out[f"{kind}_above"].append(max(measured - total - half, 0.0) / per)
+    return out
+
+
+def spread_design(folders: list[Path]) -> dict[str, list[float]]:
+    """How far each stored held-out run's measured speedup (against its own sweep's one rank: one launch, whose speed
+    cancels) lay outside its prediction's interval without the model's own error, as a share of the predicted time,
+    below (the measured time faster) and above (slower), 0 on the other side and inside: the sweep's and the links'
+    parts in quadrature with it, what the fit never saw beside (the design of
+    spmd.scale.prediction.intervals' MODEL_SPREAD, their 95th percentiles), each run predicted again from its stored
+    inputs by the model as it is."""
+    import tempfile
+
+    out = {"below": [], "above": []}
+    with tempfile.TemporaryDirectory() as scratch:
+        for folder in folders:
+            for record in read_records(folder / "records.jsonl"):
+                for run in record.params.get("runs") or [record.params]:
+                    files = {role: _unpacked(folder / stored, Path(scratch)) for role, stored in run["inputs"].items()}
+                    row = next(
+                        c
+                        for c in checked(files, run["target"])
+                        if (c["mode"], c["ranks"]) == (run["mode"], run["ranks"])
+                    )
+                    if row.get("speedup_error") is None:
+                        continue
+                    total, parts = row["predicted_s"], row["interval_parts"]
+                    known = math.hypot(parts["sweep"], parts["links"])
+                    # the measured speedup's miss as the time's: above where the prediction was too fast
+                    miss = row["speedup_error"] * total
+                    side, unseen = ("above", row["unseen_above"]) if miss > 0 else ("below", row["unseen_below"])
+                    beyond = abs(miss) - unseen
+                    out[side].append(math.sqrt(beyond**2 - known**2) / total if beyond > known else 0.0)
+                    out["below" if side == "above" else "above"].append(0.0)
     return out
 
 

@@ -473,33 +473,56 @@ def test_a_predicted_speedup_above_its_ranks_is_flagged_beyond_ideal(speedup, ra
     assert ("beyond ideal" in table.rows[0][4]) == bool(flags)
 
 
-def test_every_interval_carries_a_launchs_spread_beside_the_sweep_and_the_links(tmp_path):
-    """Time intervals hold the sweep's fit, the links' misfit and a launch's spread in quadrature; a speedup compares
-    two runs of one launch, so its interval leaves the launch out and is narrower."""
-    from spmd.scale.prediction.intervals import LAUNCH_SPREAD
+def test_every_interval_carries_a_launchs_spread_and_the_models_error_beside_the_sweep_and_the_links(tmp_path):
+    """Time intervals hold the sweep's fit, the links' misfit, a launch's spread and the model's own error out of
+    sample in quadrature, each side its own; a speedup compares two runs of one launch, so its interval leaves the
+    launch out and is narrower, and keeps the model's error."""
+    from spmd.scale.prediction.intervals import LAUNCH_SPREAD, MODEL_SPREAD
     from spmd.scale.prediction.predict import predict_machine, read_sweep
 
     files = recorded_prediction(tmp_path, "stencil-h200x4-nvlink")
     prediction = predict_machine(read_sweep(files["fit"]), read_target(f"links={files['links']},gpus_per_node=4"))
     assert any(f"a launch's spread (+-{LAUNCH_SPREAD:.0%} of the time" in n for n in prediction["notes"])
+    assert any(f"-{MODEL_SPREAD[0]:.0%} to +{MODEL_SPREAD[1]:.0%} of the time" in n for n in prediction["notes"])
     for row in prediction["rows"]:
         t, (low, high), parts = row["predicted_s"], row["interval"], row["interval_parts"]
         assert parts["launch"] == pytest.approx(LAUNCH_SPREAD * t)
-        assert high - t == pytest.approx(math.hypot(*parts.values())) and low <= t <= high
+        assert (row["model_below"], row["model_above"]) == pytest.approx((MODEL_SPREAD[0] * t, MODEL_SPREAD[1] * t))
+        assert high - t == pytest.approx(math.hypot(*parts.values(), row["model_above"]))
+        assert t - low == pytest.approx(min(math.hypot(*parts.values(), row["model_below"]), t))
+        assert low <= t <= high
         if row["speedup"] is not None:
             s_low, s_high = row["speedup_interval"]
-            assert s_low <= row["speedup"] <= s_high
-            assert s_high / s_low < (t + (high - t)) / max(t - (high - t), 1e-12)  # narrower than the time's
+            one_launch = math.hypot(parts["sweep"], parts["links"], row["model_above"])
+            assert s_low == pytest.approx(row["speedup"] * t / (t + one_launch))
+            assert s_low <= row["speedup"] <= (s_high or math.inf)
+            assert s_high is None or s_high / s_low < high / max(low, 1e-12)  # narrower than the time's
 
 
-@given(speedup=st.floats(0.01, 64.0), total=st.floats(1e-6, 10.0), share=st.floats(0.0, 2.0))
-def test_a_speedups_interval_holds_it_and_is_open_where_the_time_could_reach_zero(speedup, total, share):
+@given(speedup=st.floats(0.01, 64.0), total=st.floats(1e-6, 10.0), below=st.floats(0.0, 2.0), above=st.floats(0.0, 2.0))
+def test_a_speedups_interval_holds_it_and_is_open_where_the_time_could_reach_zero(speedup, total, below, above):
+    """The time's side above lowers the speedup, its side below raises it; no upper end where the time could reach 0."""
     from spmd.scale.prediction.intervals import speedup_range
 
-    low, high = speedup_range(speedup, total, share * total)
-    assert low <= speedup * (1 + 1e-12)
-    assert (high is None) == (share >= 1.0) and (high is None or high >= speedup * (1 - 1e-12))
-    assert speedup_range(None, total, share * total) is None
+    low, high = speedup_range(speedup, total, below * total, above * total)
+    assert low == pytest.approx(speedup / (1 + above)) and low <= speedup * (1 + 1e-12)
+    assert (high is None) == (below >= 1.0) and (high is None or high >= speedup * (1 - 1e-12))
+    assert speedup_range(None, total, below * total, above * total) is None
+
+
+@given(parts=st.lists(st.floats(0.0, 10.0), max_size=4), total=st.floats(0.0, 100.0))
+def test_the_models_error_widens_each_side_by_its_own_share_in_quadrature(parts, total):
+    """Each side of an interval is its parts and the model's error on that side (MODEL_SPREAD of the time) in
+    quadrature: never narrower than the parts alone, the side above (where held-out predictions missed most) never
+    narrower than the side below, and the parts alone where the time is nothing."""
+    from spmd.scale.prediction.intervals import MODEL_SPREAD, sides
+
+    below, above = sides(parts, total)
+    alone = math.hypot(*parts)
+    assert below == pytest.approx(math.hypot(alone, MODEL_SPREAD[0] * total))
+    assert above == pytest.approx(math.hypot(alone, MODEL_SPREAD[1] * total))
+    assert alone <= below * (1 + 1e-12) <= above * (1 + 1e-12)
+    assert sides(parts, 0.0) == pytest.approx((alone, alone))
 
 
 @given(small_us=st.floats(5.0, 200.0), busbw_gbps=st.floats(5.0, 800.0), ranks=st.integers(3, 64))
@@ -573,13 +596,14 @@ def test_a_fit_on_one_rank_carries_what_ranks_do_to_each_other(tmp_path, monkeyp
         added = (HALO_CALL_S * halo_calls + COUPLING * p0 * step) if fitted_on_one else 0.0
         below = (HALO_SPREAD_S[0] * halo_calls + COUPLING_SPREAD[0] * p0 * step) if fitted_on_one else 0.0
         above = (HALO_SPREAD_S[1] * halo_calls + COUPLING_SPREAD[1] * p0 * step) if fitted_on_one else 0.0
-        t, (low, high), half = row["predicted_s"], row["interval"], math.hypot(*row["interval_parts"].values())
+        t, (low, high), parts = row["predicted_s"], row["interval"], list(row["interval_parts"].values())
         assert t == pytest.approx(p0 + added) and row["unseen_s"] == pytest.approx(added)
         assert row["phases"]["comm"] == pytest.approx(without["phases"]["comm"])  # a part of its own, in no phase
         assert row["phases"].get("unseen", 0.0) == pytest.approx(added)
         assert row["comm_s"] == pytest.approx(without["comm_s"] + added)  # waits in the exchanges
         assert (row["unseen_below"], row["unseen_above"]) == pytest.approx((below, above))
-        assert low == pytest.approx(max(t - half - below, 0.0)) and high == pytest.approx(t + half + above)
+        half_below, half_above = math.hypot(*parts, row["model_below"]), math.hypot(*parts, row["model_above"])
+        assert low == pytest.approx(max(t - half_below - below, 0.0)) and high == pytest.approx(t + half_above + above)
         if row["speedup"] is not None:
             assert row["speedup"] == pytest.approx(without["speedup"] * p0 / t)
             assert row["speedup_interval"][0] <= row["speedup"] * t / (t + above) * (1 + 1e-12)

@@ -56,6 +56,8 @@ def check_against(prediction: dict, runs: list[dict]) -> list[dict]:
                 "interval": row["interval"],
                 "unseen_s": row.get("unseen_s", 0.0),
                 "error": (row["predicted_s"] - run["time"]) / run["time"],
+                # the interval's parts, for the held-out designs of its constants (bench.suites.heldout)
+                **{k: row.get(k) for k in ("interval_parts", "unseen_below", "unseen_above") if k in row},
             }
             # speedup against each sweep's own one rank: within one launch, where whole launches differ in speed
             speedup = _measured_speedup(run, runs)

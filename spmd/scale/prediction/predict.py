@@ -22,8 +22,10 @@ from ..models.step import smallest_batch
 from ..sweep.analysis import node_counts, reanalyse
 from .intervals import (
     LAUNCH_SPREAD,
+    MODEL_SPREAD,
     link_misfit,
     local_uncertainty,
+    sides,
     speedup_range,
     unseen_note,
     unseen_seconds,
@@ -73,8 +75,10 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
     comm_u = {"intra": link_misfit(machine.intra), "inter": link_misfit(machine.inter)}
     notes = list(machine.notes)
     notes.append(
-        f"each interval: the sweep's fit, the links' misfit and a launch's spread (+-{LAUNCH_SPREAD:.0%} of the time: "
-        f"90% of measured launches fell within it), added in quadrature; a speedup's leaves the launch out"
+        f"each interval: the sweep's fit, the links' misfit, a launch's spread (+-{LAUNCH_SPREAD:.0%} of the time: "
+        f"90% of measured launches fell within it) and the model's own error out of sample (-{MODEL_SPREAD[0]:.0%} "
+        f"to +{MODEL_SPREAD[1]:.0%} of the time, from held-out cases' measured speedups), added in quadrature; a "
+        f"speedup's leaves the launch out"
     )
     ceiling, by_engine = read_ceiling(scaling, model, machine, notes)
     readers = max((_node_readers(run) for run in scaling["runs"]), default=0)
@@ -105,11 +109,11 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             total = phases["total"]
             comm_level = comm_u["inter"] if nodes > 1 else comm_u["intra"]
             parts = {"sweep": local_u * (total - comm), "links": comm_level * comm, "launch": LAUNCH_SPREAD * total}
-            half = math.hypot(*parts.values())
+            half_below, half_above = sides(list(parts.values()), total)
             # against the sweep's one rank: strong, the same problem; weak, samples (bytes) per second
             ratio = base["time"] / total if base["ranks"] == 1 and total > 0 else None
             speedup = None if ratio is None else (ratio if mode == "strong" else ratio * ranks)
-            same_launch = math.hypot(parts["sweep"], parts["links"])  # the 1-rank run and this one: one launch
+            same_below, same_above = sides([parts["sweep"], parts["links"]], total)  # one launch: its speed cancels
             rows.append(
                 {
                     "mode": mode,
@@ -117,13 +121,15 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
                     "ranks": ranks,
                     "problem_bytes": problem,
                     "predicted_s": total,
-                    "interval": [max(total - half - below, 0.0), total + half + above],
+                    "interval": [max(total - half_below - below, 0.0), total + half_above + above],
                     "interval_parts": parts,
+                    "model_below": MODEL_SPREAD[0] * total,
+                    "model_above": MODEL_SPREAD[1] * total,
                     "unseen_s": added,
                     "unseen_below": below,
                     "unseen_above": above,
                     "speedup": speedup,
-                    "speedup_interval": speedup_range(speedup, total, same_launch, above, below),
+                    "speedup_interval": speedup_range(speedup, total, same_below + below, same_above + above),
                     "efficiency": None if speedup is None else speedup / ranks,
                     "flags": row_flags(speedup, ranks),
                     **({"batch_per_rank": batch_of(run, ranks, mode)} if training else {}),
