@@ -84,6 +84,7 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
         (heldout6, ROUNDS[:5], "regnet", "spmd/scale/prediction/predict.py", "def read_engine("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/machines.py", "def read_host_read("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def sliced_bytes("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/intervals.py", "MODEL_SPREAD = ("),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -93,8 +94,8 @@ def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later,
     tree. The third round tests a stencil's lone rank listing its halos (EfficientNet its new family); the fourth,
     what a fit on one rank never saw priced above its intervals (MobileNet); the fifth, it added to the predictions
     (DenseNet); the sixth, a sweep's reads bound by the ceiling of the engine it read with (RegNet); the seventh, a
-    preset target with the host's reads measured on the fitting machine, and a rank's slice of an operand that does not
-    grow with the problem (Swin-T)."""
+    preset target with the host's reads measured on the fitting machine, a rank's slice of an operand that does not
+    grow with the problem, and intervals that carry the model's own error (Swin-T)."""
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
         listed = later.cases_list(env)
