@@ -167,7 +167,8 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
         return base.__class__(**{**base.__dict__, "host_read": {"alone_Bps": alone, "together_Bps": together}})
 
     notes = []
-    ceiling, whole = read_ceiling(scaling, model, target(25e9, 40e9), notes)
+    reads, whole = read_ceiling(scaling, model, target(25e9, 40e9), notes)
+    ceiling = reads["together_Bps"]
     assert ceiling == 40e9 and not notes and not whole  # a file of one engine: the sweep's is not known to be it
     four = host_read_ceiling(model, phases, 1e9, ceiling, 4, 2)  # 4 ranks x 1 GB over 40 GB/s: 0.1 s, not 0.05
     assert four["read"] == pytest.approx(0.001 + 0.1) and four["total"] == pytest.approx(0.001 + 0.1 + 0.01)
@@ -181,7 +182,30 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
     assert read_ceiling(scaling, model, target(10e9, 40e9), notes)[0] is None and "no read ceiling applied" in notes[0]
     assert read_ceiling(scaling, model, target(25e9, 28e9), notes)[0] is None and "33.3 GB/s" in notes[1]
     # within a tenth of the sweep's own reads: the same path, a launch's noise (20 GB/s alone, 33.3 together)
-    assert read_ceiling(scaling, model, target(18.5e9, 31e9), notes)[0] == 31e9 and len(notes) == 2
+    assert read_ceiling(scaling, model, target(18.5e9, 31e9), notes)[0]["together_Bps"] == 31e9 and len(notes) == 2
+
+
+@given(readers=st.integers(1, 8), ranks=st.integers(1, 64), alone=st.floats(1e9, 100e9), scaling=st.floats(0.2, 1.0))
+def test_a_hosts_shared_reads_carry_to_more_ranks_by_the_contention_its_readers_showed(readers, ranks, alone, scaling):
+    """Readers that read together at ``scaling`` of their count times one alone: up to their count a host's ranks
+    share the measured rate; beyond it the rate grows with the ranks as the contention between one reader and those
+    readers lets it (never above that many times one alone, never below the measured rate), all of one's rate where
+    they read no faster than one (saturated) and more than the measured rate where they scaled; from one reader,
+    its rate is the host's whole."""
+    from spmd.scale.prediction.predict import shared_rate
+
+    together = max(alone, readers * alone * scaling)  # readers together never read slower than one alone
+    reads = {"readers": readers, "alone_Bps": alone, "together_Bps": together}
+    rate = shared_rate(reads, ranks)
+    if ranks <= readers or readers == 1:
+        assert rate == together
+        return
+    assert together * (1 - 1e-9) <= rate <= ranks * alone * (1 + 1e-9)
+    if together <= alone * (1 + 1e-12):
+        assert rate == pytest.approx(alone)  # saturated: more readers share the same
+    if together == pytest.approx(readers * alone):
+        assert rate == pytest.approx(ranks * alone, rel=1e-6)  # no contention seen: none assumed
+    assert shared_rate(reads, ranks + 1) >= rate * (1 - 1e-9)  # more ranks never read less together
 
 
 ENGINES = ("mapped", "direct", "kvikio", "h5py")
@@ -213,10 +237,10 @@ def test_a_read_ceiling_is_the_one_measured_with_the_engine_the_sweep_read_by(us
     reads = {"engine": chosen, "alone_Bps": 25e9, "together_Bps": measured[chosen], "engines": engines}
     base = machine_from_dict({"gpus_per_node": 1})
     notes = []
-    ceiling, whole = read_ceiling(scaling, model, replace(base, host_read=reads), notes)
+    got, whole = read_ceiling(scaling, model, replace(base, host_read=reads), notes)
     one = set(used).pop() if len(set(used)) == 1 else None
     assert read_engine(scaling) == one
-    assert ceiling == (measured[one] if one in measured else None)
+    assert (got and got["together_Bps"]) == (measured[one] if one in measured else None)
     assert whole == (one in measured)  # the sweep's own engine's ceiling: no intercept on top (host_read_ceiling)
     assert (one in measured and one != chosen) == any(f"measured with {one}," in note for note in notes)
     assert (one not in measured) == any("no read ceiling applied" in note for note in notes)
@@ -224,7 +248,8 @@ def test_a_read_ceiling_is_the_one_measured_with_the_engine_the_sweep_read_by(us
     old = {k: v for k, v in reads.items() if k != "engines"}
     assert read_ceiling(scaling, model, replace(base, host_read=old), []) == (None, False)
     slow = {**model, "local": {"read": {**model["local"]["read"], "seconds_per_byte": 1 / 20e9}}}
-    assert read_ceiling(scaling, slow, replace(base, host_read=old), []) == (measured[chosen], False)
+    got, whole = read_ceiling(scaling, slow, replace(base, host_read=old), [])
+    assert got["together_Bps"] == measured[chosen] and not whole
 
 
 def test_a_links_files_host_reads_by_engine_are_checked():
@@ -781,10 +806,14 @@ def test_a_target_with_more_ranks_a_host_than_its_reads_measured_says_so(tmp_pat
     on_a_host = host_ranks or per_node
     said = [n for n in notes if n.startswith("the host's reads were measured with")]
     if readers < on_a_host:
+        carried = (
+            "their shared rate is carried to them by the contention measured between one reader and those"
+            if readers > 1
+            else "their rate is taken as the host's whole (a host one reader did not saturate reads faster)"
+        )
         assert said == [
             f"the host's reads were measured with {readers} rank(s) reading at once and the target puts {on_a_host} "
-            f"on a host: their shared rate is taken as the host's whole (a host those readers did not saturate reads "
-            f"faster: measure with {on_a_host})"
+            f"on a host: {carried}; measure with {on_a_host} to know"
         ]
     else:
         assert not said

@@ -149,11 +149,15 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
             f"{where}: key host_ranks: a whole number from gpus_per_node ({per_node}), got {brief(host_ranks)}"
         )
     readers = (host_read or {}).get("readers")
-    if readers and readers < (host_ranks or per_node):  # a host read faster by more readers than measured is unknown
+    if readers and readers < (host_ranks or per_node):  # how more readers than measured share a host is inferred
+        carried = (
+            "their shared rate is carried to them by the contention measured between one reader and those"
+            if readers > 1
+            else "their rate is taken as the host's whole (a host one reader did not saturate reads faster)"
+        )
         notes.append(
             f"the host's reads were measured with {readers} rank(s) reading at once and the target puts "
-            f"{host_ranks or per_node} on a host: their shared rate is taken as the host's whole (a host those "
-            f"readers did not saturate reads faster: measure with {host_ranks or per_node})"
+            f"{host_ranks or per_node} on a host: {carried}; measure with {host_ranks or per_node} to know"
         )
     nics = raw.get("nics", 1)
     if not _count(nics) or nics > 64:

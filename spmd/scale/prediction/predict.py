@@ -80,7 +80,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
         f"to +{MODEL_SPREAD[1]:.0%} of the time, from held-out cases' measured speedups), added in quadrature; a "
         f"speedup's leaves the launch out"
     )
-    ceiling, by_engine = read_ceiling(scaling, model, machine, notes)
+    host_reads, by_engine = read_ceiling(scaling, model, machine, notes)
     readers = max((_node_readers(run) for run in scaling["runs"]), default=0)
     rows = []
     for mode, series in scaling["series"].items():
@@ -95,6 +95,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             host_ranks = machine.ranks_on_a_host(ranks)
             phases = predict(model, ranks, problem, host_ranks, collectives)
             reads = phase_bytes(model, "read", problem / ranks, ranks)  # a rank's share and its slice of B
+            ceiling = shared_rate(host_reads, host_ranks) if host_reads else None
             phases = host_read_ceiling(model, phases, reads, ceiling, host_ranks, readers, by_engine)
             comm = phases["comm"]
             if training:
@@ -246,9 +247,10 @@ def batch_of(run: dict, ranks: int, mode: str) -> int | None:
     return (result.get("global_batch") or 0) // ranks or None
 
 
-def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> tuple[float | None, bool]:
-    """(the target host's shared read bandwidth in bytes/s, all its ranks reading at once, where the links file
-    measured one that can bound this sweep's reads; whether it was measured by the engine the sweep read by). Where
+def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> tuple[dict | None, bool]:
+    """(the target host's reads, ``alone_Bps`` a rank alone and ``together_Bps`` its ``readers`` at once, where the
+    links file measured reads that can bound this sweep's (``shared_rate`` carries them to a host's ranks); whether
+    they were measured by the engine the sweep read by). Where
     the file measured each engine, the sweep's own is taken. A ceiling below what the sweep itself read, a node's
     ranks together or (where the engine is not known to be the sweep's) one rank alone, beyond SAME_PATH, is none:
     that read went another way than the run's reader."""
@@ -272,7 +274,23 @@ def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str])
             f"{own / 1e9:.1f} and {together / 1e9:.1f} GB/s: not the runs' read path, no read ceiling applied"
         )
         return None, False
-    return measured["together_Bps"], matched
+    return measured, matched
+
+
+def shared_rate(host_reads: dict, ranks: int) -> float:
+    """The bytes/s ``ranks`` ranks of a host read at once, from its reads measured by ``readers`` at once
+    (``together_Bps``) and one alone (``alone_Bps``): as measured where the ranks are no more than its readers.
+    Beyond them each further reader slows the rest by the contention the measurement showed between one reader and
+    its readers (linear contention, the scalability law's first term), so that readers which did not saturate a host
+    do not stand for its whole (docs/validation.md, the seventh round); from one reader, its rate is the host's
+    whole."""
+    readers = host_reads.get("readers") or 1
+    together = host_reads["together_Bps"]
+    if ranks <= readers or readers < 2:
+        return together
+    alone = host_reads["alone_Bps"]
+    contention = min(1.0, max(0.0, (readers * alone / together - 1) / (readers - 1)))
+    return ranks * alone / (1 + (ranks - 1) * contention)
 
 
 def read_engine(scaling: dict) -> str | None:
