@@ -1,5 +1,5 @@
-"""A host's reads carried to more ranks than measured them, in-sample: each stored run of a held-out round predicted from
-the fit's own link test carried to the target (its host's reads measured by fewer readers than the target puts on a
+"""A host's reads carried to more ranks than measured them, in-sample: each stored run of a held-out round predicted
+from the fit's own link test carried to the target (its host's reads measured by fewer readers than the target puts on a
 host), by the model as it is and with the readers' shared rate taken as the host's whole (as before
 spmd.scale.prediction.predict.shared_rate), beside the host's reads each links file measured, alone and together.
 
