@@ -26,7 +26,7 @@ def test_predict_end_to_end_into_the_report(tmp_path):
     assert done.returncode == 0, done.stderr
     scaling = json.loads((tmp_path / "scaling.json").read_text())
     (p,) = scaling["other_machines"]
-    assert p["target"]["name"] == "two boxes" and p["target"]["inter"]["busbw_Bps"] == 12.5e9
+    assert p["target"]["name"] == "two boxes" and p["target"]["inter"]["busbw_Bps"] == 12e9
     rows = {(r["mode"], r["ranks"]): r for r in p["rows"]}
     assert {n for _, n in rows} == {2, 4}
     for r in p["rows"]:
@@ -38,10 +38,10 @@ def test_predict_end_to_end_into_the_report(tmp_path):
     assert any(n.startswith("preset nvlink4 met a held-out measurement on 2 H200s") for n in p["notes"])
     # what it was priced from, level by level, kept and said
     assert p["priced_from"] == [
-        "inside a node: preset nvlink4 (looked up: nominal figures)",
-        "between nodes: preset eth-100g (looked up: nominal figures)",
+        "inside a node: preset nvlink4 (looked up: published figures)",
+        "between nodes: preset eth-100g (looked up: published figures)",
     ]
-    assert "priced from: between nodes: preset eth-100g (looked up: nominal figures)" in done.stdout
+    assert "priced from: between nodes: preset eth-100g (looked up: published figures)" in done.stdout
     assert "priced from inside a node: preset nvlink4" in (tmp_path / "scaling.md").read_text()
     # the original sweep stays as it was
     assert "other_machines" not in json.loads(sweep.read_text())
@@ -149,7 +149,7 @@ def test_predict_a_preset_target_with_the_hosts_reads_measured_apart(tmp_path):
     (p,) = json.loads((tmp_path / "out/scaling.json").read_text())["other_machines"]
     words = "spmd bench comm --host-read, 2 rank(s) reading at once over 1 GPU(s) a host shared by its ranks"
     assert p["priced_from"] == [
-        "inside a node: preset nvlink4 (looked up: nominal figures)",
+        "inside a node: preset nvlink4 (looked up: published figures)",
         f"the host's reads: measured by {words}",
     ]
     assert p["target"]["host_read"] == reads and p["target"]["host_read_source"] == words

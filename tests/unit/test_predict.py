@@ -356,7 +356,7 @@ def test_bad_targets_name_the_key(raw, key):
 
 def test_presets_multiply_by_nics():
     m = machine_from_dict({"gpus_per_node": 8, "nodes": [1, 2], "intra": "nvlink4", "inter": "ib-ndr", "nics": 8})
-    assert m.inter.busbw_Bps == 8 * 50e9 and m.intra.busbw_Bps == 450e9 and m.nodes == [1, 2]
+    assert m.inter.busbw_Bps == 8 * 41e9 and m.intra.busbw_Bps == 370e9 and m.nodes == [1, 2]
     assert "preset ib-ndr x 8" in m.inter.source and "IBTA" in m.inter.source
 
 

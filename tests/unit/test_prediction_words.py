@@ -40,7 +40,7 @@ def test_presets_and_given_figures_say_so_and_the_plain_text_names_them():
     target = {"name": "t", "gpus_per_node": 8, "nodes": [1, 2], "intra": given_, "inter": preset}
     assert input_words(target) == [
         "inside a node: figures given in the target",
-        "between nodes: preset ib-ndr x 8 (looked up: nominal figures)",
+        "between nodes: preset ib-ndr x 8 (looked up: published figures)",
     ]
     text = format_prediction({"other_machines": [{"target": target, "rows": [], "break_even": [], "notes": []}]})
-    assert "priced from: between nodes: preset ib-ndr x 8 (looked up: nominal figures)" in text
+    assert "priced from: between nodes: preset ib-ndr x 8 (looked up: published figures)" in text

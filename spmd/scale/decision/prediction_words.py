@@ -54,10 +54,10 @@ def format_prediction(scaling: dict) -> str:
 
 
 def input_words(target: dict) -> list[str]:
-    """What a target's collectives are priced from, a line per level: a preset (looked up, nominal), figures given
-    in the target, links measured with the target's own ranks a node (a measurement there), or links measured on
-    fewer ranks or nodes and carried to the target's by the ring's steps and bytes; and where the host's reads were
-    measured."""
+    """What a target's collectives are priced from, a line per level: a preset (looked up: what NCCL reaches on such a
+    link), figures given in the target, links measured with the target's own ranks a node (a measurement there), or
+    links measured on fewer ranks or nodes and carried to the target's by the ring's steps and bytes; and where the
+    host's reads were measured."""
     g, nodes = target["gpus_per_node"], target.get("nodes") or [1]
     out = []
     for level, link in (("inside a node", target.get("intra")), ("between nodes", target.get("inter"))):
@@ -65,7 +65,7 @@ def input_words(target: dict) -> list[str]:
             continue
         source = link["source"]
         if source.startswith("preset "):
-            out.append(f"{level}: {source.split(':')[0]} (looked up: nominal figures)")
+            out.append(f"{level}: {source.split(':')[0]} (looked up: published figures)")
             continue
         if not link.get("curve_ranks"):
             out.append(f"{level}: figures {source}")

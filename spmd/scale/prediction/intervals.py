@@ -2,7 +2,7 @@
 
 Each prediction carries an interval of three parts, added in quadrature (``interval_parts``). The sweep's part is the
 fitted runs' own measurement intervals and the model's misfit at them, for the local part. The links' part is the link
-fit's misfit to its measured sizes, for the collectives (a preset's nominal figures carry none, and the table says
+fit's misfit to its measured sizes, for the collectives (a preset's looked-up figures carry none, and the table says
 so). A launch's part is LAUNCH_SPREAD of the whole, since the launch a sweep was fitted in is not the target's. A
 predicted speedup compares two runs of one launch, so its interval (``speedup_interval``) leaves the launch's part out.
 The model's own error out of sample is a part of each side (``model_below``, ``model_above``: MODEL_SPREAD of the
@@ -38,7 +38,7 @@ MODEL_SPREAD = (0.13, 0.39)
 HALO_CALL_S = 46e-6
 HALO_SPREAD_S = (16e-6, 20e-6)
 COUPLING = 0.08
-COUPLING_SPREAD = (0.0, 0.12)
+COUPLING_SPREAD = (0.0, 0.10)
 
 
 def local_uncertainty(scaling: dict, model: dict) -> float:

@@ -18,24 +18,82 @@ from ...core.safe_yaml import parse_yaml, read_config_text
 from ..models.links import BASE_LATENCY_S, Link, fit_inter, fit_link
 
 NCCL_TUNING = "NCCL's tuning model (src/graph/tuning.cc): ring step and base latency of its LL protocol"
-# name -> (GB/s of a link per direction, latency per ring step in us, where the figures come from)
+# NVLink's line rate less NCCL's protocol overhead on it (about a fifth: docs/scaling.md, the presets' sources), where
+# no ring figure of that link was published
+NVLINK_OVERHEAD = "80% of line rate, NCCL's NVLink protocol overhead (NVIDIA/nccl-tests#212, NVIDIA/nccl#412)"
+# name -> (GB/s of a link per direction as NCCL's ring reaches it, the line rate, latency per ring step in us, where the
+# achievable figure comes from, where the line rate does): a prediction prices the achievable figure
 INTRA_PRESETS = {
-    "nvlink3": (300.0, 0.47, "A100 SXM: 12 NVLink3 links x 25 GB/s each way (NVIDIA A100 datasheet); " + NCCL_TUNING),
+    "nvlink3": (
+        240.0,
+        300.0,
+        0.47,
+        NVLINK_OVERHEAD,
+        "A100 SXM: 12 NVLink3 links x 25 GB/s each way (NVIDIA datasheet)",
+    ),
     "nvlink4": (
+        370.0,
         450.0,
         0.47,
-        "H100/H200 SXM: 18 NVLink4 links x 25 GB/s each way (NVIDIA H100 datasheet); " + NCCL_TUNING,
+        "NCCL's effective NVLink4 bus bandwidth with NCCL_ALGO=RING (NCCL's maintainer, NVIDIA/nccl-tests#212)",
+        "H100/H200 SXM: 18 NVLink4 links x 25 GB/s each way (NVIDIA H100 datasheet)",
     ),
-    "nvlink5": (900.0, 0.47, "B200: 18 NVLink5 links x 50 GB/s each way (NVIDIA Blackwell datasheet); " + NCCL_TUNING),
-    "pcie4": (31.5, 1.0, "PCIe Gen4 x16: 16 GT/s x 16 lanes, 128b/130b, each way (PCI-SIG); " + NCCL_TUNING),
-    "pcie5": (63.0, 1.0, "PCIe Gen5 x16: 32 GT/s x 16 lanes, 128b/130b, each way (PCI-SIG); " + NCCL_TUNING),
+    "nvlink5": (720.0, 900.0, 0.47, NVLINK_OVERHEAD, "B200: 18 NVLink5 links x 50 GB/s each way (NVIDIA datasheet)"),
+    "pcie4": (
+        24.0,
+        31.5,
+        1.0,
+        "NCCL's own figure for a Gen4 x16 link in its topology search (PCI[24.0] in its NCCL_DEBUG=INFO log); "
+        "4 RTX 4090 reached 25.7-26.0 allreduce bus bandwidth (tinygrad/open-gpu-kernel-modules#36)",
+        "PCIe Gen4 x16: 16 GT/s x 16 lanes, 128b/130b, each way (PCI-SIG)",
+    ),
+    "pcie5": (
+        35.0,
+        63.0,
+        1.0,
+        "4 RTX 5090 on PCIe Gen5 reached 35 allreduce bus bandwidth, 8 of them 28 (NVIDIA/nccl#1639; the host's CPU "
+        "and memory bound it, says NCCL's maintainer there)",
+        "PCIe Gen5 x16: 32 GT/s x 16 lanes, 128b/130b, each way (PCI-SIG)",
+    ),
 }
 INTER_PRESETS = {  # per NIC; ``nics`` per node multiply the bandwidth
-    "ib-hdr": (25.0, 2.7, "InfiniBand HDR: 200 Gb/s per port (IBTA); " + NCCL_TUNING),
-    "ib-ndr": (50.0, 2.7, "InfiniBand NDR: 400 Gb/s per port (IBTA); " + NCCL_TUNING),
-    "eth-100g": (12.5, 2.7, "100 Gb Ethernet (IEEE 802.3); " + NCCL_TUNING),
-    "eth-200g": (25.0, 2.7, "200 Gb Ethernet (IEEE 802.3); " + NCCL_TUNING),
-    "eth-400g": (50.0, 2.7, "400 Gb Ethernet (IEEE 802.3); " + NCCL_TUNING),
+    "ib-hdr": (
+        24.0,
+        25.0,
+        2.7,
+        "24 GB/s inter-node bus bandwidth a 200 Gb/s HDR NIC (NCCL's maintainer, NVIDIA/nccl#412)",
+        "InfiniBand HDR: 200 Gb/s per port (IBTA)",
+    ),
+    "ib-ndr": (
+        41.0,
+        50.0,
+        2.7,
+        "331 GB/s allreduce bus bandwidth over 8 NDR NICs a node, 4 nodes of 8 H100 (Voltage Park and AI @ Georgia "
+        "Tech, github.com/aigatech/vpbenchmarking)",
+        "InfiniBand NDR: 400 Gb/s per port (IBTA)",
+    ),
+    "eth-100g": (
+        12.0,
+        12.5,
+        2.7,
+        "12.2 GB/s for a 100 Gb/s NIC, 'as good as you can get' (NCCL's maintainer, NVIDIA/nccl-tests#29)",
+        "100 Gb Ethernet (IEEE 802.3)",
+    ),
+    "eth-200g": (
+        24.0,
+        25.0,
+        2.7,
+        "InfiniBand HDR's at the same rate (NVIDIA/nccl#412): RoCE reaches at most what InfiniBand does",
+        "200 Gb Ethernet (IEEE 802.3)",
+    ),
+    "eth-400g": (
+        41.0,
+        50.0,
+        2.7,
+        "InfiniBand NDR's at the same rate (github.com/aigatech/vpbenchmarking); RoCE may reach less (27 GB/s a "
+        "400 Gb/s rail in NVIDIA/nccl#2409)",
+        "400 Gb Ethernet (IEEE 802.3)",
+    ),
 }
 # the presets a held-out measurement has met, and on what (docs/validation.md#held-out-cases: the figures)
 HELD_OUT_PRESETS = {"nvlink4": "2 H200s"}
@@ -200,8 +258,9 @@ def _link(value, presets: dict, nics: int, where: str, key: str) -> Link:
     if isinstance(value, str):
         if value not in presets:
             raise ConfigError(f"{where}: key {key}: unknown preset {brief(value)} (one of {', '.join(presets)})")
-        gbps, latency_us, source = presets[value]
+        gbps, line_gbps, latency_us, achieved, line = presets[value]
         name = f"preset {value}" + (f" x {nics}" if nics > 1 else "")
+        source = f"{gbps:g} GB/s as NCCL reaches it ({achieved}) of {line_gbps:g} line rate ({line}); {NCCL_TUNING}"
         return Link(latency_us * 1e-6, gbps * nics * 1e9, f"{name}: {source}", base_s=BASE_LATENCY_S)
     if isinstance(value, dict):
         extra = [k for k in value if k not in ("busbw_GBps", "latency_us")]

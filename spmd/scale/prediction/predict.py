@@ -155,8 +155,10 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
         notes.append(unseen_note(unseen))
     if any(link and "preset" in link.source for link in (machine.intra, machine.inter)):
         notes.append(
-            "a preset's figures are nominal (no measured misfit): the interval holds no part for the links, only the "
-            "sweep's side" + (", a launch's spread and what one rank never saw" if unseen else " and a launch's spread")
+            "a preset's figures are looked up (what NCCL reaches on such a link, as published; no measured misfit): "
+            "the interval holds no part of its own for the links, only the sweep's side, a launch's spread"
+            + (", what one rank never saw" if unseen else "")
+            + " and the model's own error, which held-out predictions from the presets measured"
         )
         notes += preset_validation(machine)
     return {
