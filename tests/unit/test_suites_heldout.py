@@ -86,6 +86,7 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def sliced_bytes("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/intervals.py", "MODEL_SPREAD = ("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "def shared_rate("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/machines.py", "NVLINK_OVERHEAD = "),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -96,8 +97,8 @@ def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later,
     what a fit on one rank never saw priced above its intervals (MobileNet); the fifth, it added to the predictions
     (DenseNet); the sixth, a sweep's reads bound by the ceiling of the engine it read with (RegNet); the seventh, a
     preset target with the host's reads measured on the fitting machine, a rank's slice of an operand that does not
-    grow with the problem, intervals that carry the model's own error and a host's reads carried to more ranks
-    (Swin-T)."""
+    grow with the problem, intervals that carry the model's own error, a host's reads carried to more ranks and
+    presets at what NCCL reaches (Swin-T)."""
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
         listed = later.cases_list(env)
