@@ -209,7 +209,8 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
     readers = (host_read or {}).get("readers")
     if readers and readers < (host_ranks or per_node):  # how more readers than measured share a host is inferred
         carried = (
-            "their shared rate is carried to them by the contention measured between one reader and those"
+            "their shared rate is the host's whole where the sweep's engine splits the node's CPUs among its ranks "
+            "(direct, kvikio), else carried to them by the contention measured between one reader and those"
             if readers > 1
             else "their rate is taken as the host's whole (a host one reader did not saturate reads faster)"
         )

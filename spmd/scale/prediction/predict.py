@@ -279,16 +279,23 @@ def read_ceiling(scaling: dict, model: dict, machine: Machine, notes: list[str])
     return measured, matched
 
 
+# engines whose readers use what is a rank's own as ranks are added (its GPU's copies of mapped pages, h5py's one
+# thread), not the node's CPUs, which direct and KvikIO split among a node's ranks (io.threads: auto)
+OWN_READERS = ("mapped", "h5py")
+
+
 def shared_rate(host_reads: dict, ranks: int) -> float:
     """The bytes/s ``ranks`` ranks of a host read at once, from its reads measured by ``readers`` at once
-    (``together_Bps``) and one alone (``alone_Bps``): as measured where the ranks are no more than its readers.
-    Beyond them each further reader slows the rest by the contention the measurement showed between one reader and
-    its readers (linear contention, the scalability law's first term), so that readers which did not saturate a host
-    do not stand for its whole (docs/validation.md, the seventh round); from one reader, its rate is the host's
-    whole."""
+    (``together_Bps``) and one alone (``alone_Bps``) with ``engine``: as measured where the ranks are no more than its
+    readers, or where the engine's readers split the node's CPUs (more ranks, the same CPUs: the measured readers
+    already read with all of them), or the engine is not known. Beyond them, by an engine whose readers are each
+    rank's own (OWN_READERS), each further reader slows the rest by the contention the measurement showed between one
+    reader and its readers (linear contention, the scalability law's first term), so that readers which did not
+    saturate a host do not stand for its whole (docs/validation.md, the seventh round); from one reader, its rate is
+    the host's whole."""
     readers = host_reads.get("readers") or 1
     together = host_reads["together_Bps"]
-    if ranks <= readers or readers < 2:
+    if ranks <= readers or readers < 2 or host_reads.get("engine") not in OWN_READERS:
         return together
     alone = host_reads["alone_Bps"]
     contention = min(1.0, max(0.0, (readers * alone / together - 1) / (readers - 1)))
