@@ -19,7 +19,8 @@ def main():
     parser.add_argument("folder", type=Path)
     folder = parser.parse_args().folder
     print(
-        "| size a rank | round | 2 ranks: alone, together (GB/s) | ranks | measured together | its engine's rule | carried |"
+        "| size a rank | round | 2 ranks: alone, together (GB/s) | ranks | measured together | its engine's rule | "
+        "carried |"
     )
     print("|---|---|---|---|---|---|---|")
     errors = {"rule": [], "carried": []}

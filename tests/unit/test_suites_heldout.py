@@ -87,6 +87,7 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/intervals.py", "MODEL_SPREAD = ("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "def shared_rate("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/machines.py", "NVLINK_OVERHEAD = "),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "OWN_READERS = ("),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
