@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import yaml
@@ -186,26 +187,20 @@ def unseen_design(folders: list[Path]) -> dict[str, list[float]]:
     out = {k: [] for k in ("halo", "halo_below", "halo_above", "coupling", "coupling_below", "coupling_above")}
     with tempfile.TemporaryDirectory() as scratch:
         for folder in folders:
-            for record in read_records(folder / "records.jsonl"):
-                for run in record.params.get("runs") or [record.params]:
-                    files = {role: _unpacked(folder / stored, Path(scratch)) for role, stored in run["inputs"].items()}
-                    fit = json.loads(files["fit"].read_text())
-                    unseen = unseen_terms(fit, fit["model"])
-                    if not unseen or not (unseen["halo_calls"] or unseen["training"]):
-                        continue
-                    row = next(
-                        c
-                        for c in checked(files, run["target"])
-                        if (c["mode"], c["ranks"]) == (run["mode"], run["ranks"])
-                    )
-                    measured, total = row["measured_s"], row["predicted_s"]
-                    without = total - row["unseen_s"]
-                    _, below, above = unseen_seconds(fit, fit["model"], run["ranks"], without)
-                    half = math.hypot(*row["interval_parts"].values())
-                    kind, per = ("halo", unseen["halo_calls"]) if unseen["halo_calls"] else ("coupling", without)
-                    out[kind].append((measured - without) / per)
-                    out[f"{kind}_below"].append(max(total - half - measured, 0.0) / per)
-                    out[f"{kind}_above"].append(max(measured - total - half, 0.0) / per)
+            for _, run, files in stored_runs(folder, Path(scratch)):
+                fit = json.loads(files["fit"].read_text())
+                unseen = unseen_terms(fit, fit["model"])
+                if not unseen or not (unseen["halo_calls"] or unseen["training"]):
+                    continue
+                row = checked_row(files, run["target"], run["mode"], run["ranks"])
+                measured, total = row["measured_s"], row["predicted_s"]
+                without = total - row["unseen_s"]
+                _, below, above = unseen_seconds(fit, fit["model"], run["ranks"], without)
+                half = math.hypot(*row["interval_parts"].values())
+                kind, per = ("halo", unseen["halo_calls"]) if unseen["halo_calls"] else ("coupling", without)
+                out[kind].append((measured - without) / per)
+                out[f"{kind}_below"].append(max(total - half - measured, 0.0) / per)
+                out[f"{kind}_above"].append(max(measured - total - half, 0.0) / per)
     return out
 
 
@@ -221,25 +216,34 @@ def spread_design(folders: list[Path]) -> dict[str, list[float]]:
     out = {"below": [], "above": []}
     with tempfile.TemporaryDirectory() as scratch:
         for folder in folders:
-            for record in read_records(folder / "records.jsonl"):
-                for run in record.params.get("runs") or [record.params]:
-                    files = {role: _unpacked(folder / stored, Path(scratch)) for role, stored in run["inputs"].items()}
-                    row = next(
-                        c
-                        for c in checked(files, run["target"])
-                        if (c["mode"], c["ranks"]) == (run["mode"], run["ranks"])
-                    )
-                    if row.get("speedup_error") is None:
-                        continue
-                    total, parts = row["predicted_s"], row["interval_parts"]
-                    known = math.hypot(parts["sweep"], parts["links"])
-                    # the measured speedup's miss as the time's: above where the prediction was too fast
-                    miss = row["speedup_error"] * total
-                    side, unseen = ("above", row["unseen_above"]) if miss > 0 else ("below", row["unseen_below"])
-                    beyond = abs(miss) - unseen
-                    out[side].append(math.sqrt(beyond**2 - known**2) / total if beyond > known else 0.0)
-                    out["below" if side == "above" else "above"].append(0.0)
+            for _, run, files in stored_runs(folder, Path(scratch)):
+                row = checked_row(files, run["target"], run["mode"], run["ranks"])
+                if row.get("speedup_error") is None:
+                    continue
+                total, parts = row["predicted_s"], row["interval_parts"]
+                known = math.hypot(parts["sweep"], parts["links"])
+                # the measured speedup's miss as the time's: above where the prediction was too fast
+                miss = row["speedup_error"] * total
+                side, unseen = ("above", row["unseen_above"]) if miss > 0 else ("below", row["unseen_below"])
+                beyond = abs(miss) - unseen
+                out[side].append(math.sqrt(beyond**2 - known**2) / total if beyond > known else 0.0)
+                out["below" if side == "above" else "above"].append(0.0)
     return out
+
+
+def stored_runs(folder: Path, scratch: Path, keep: Callable = lambda record: True) -> Iterator[tuple]:
+    """(record, run, files) for each stored run of the records of a round's ``folder`` that ``keep(record)`` holds,
+    its inputs unpacked under ``scratch``."""
+    for record in read_records(folder / "records.jsonl"):
+        if keep(record):
+            for run in record.params.get("runs") or [record.params]:
+                yield record, run, {role: _unpacked(folder / stored, scratch) for role, stored in run["inputs"].items()}
+
+
+def checked_row(files: dict, target: str, mode: str, ranks: int) -> dict:
+    """The prediction of ``files['fit']`` for ``target`` held against the measured run of ``mode`` at ``ranks``."""
+    (row,) = [c for c in checked(files, target) if (c["mode"], c["ranks"]) == (mode, ranks)]
+    return row
 
 
 def _unpacked(stored: Path, scratch: Path) -> Path:

@@ -11,7 +11,8 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
-from bench.tools.heldout_inputs import checked_row, inside, stored_runs
+from bench.suites.heldout import checked_row
+from bench.tools.heldout_inputs import inside, stored_runs
 from spmd.scale.prediction import machines
 
 

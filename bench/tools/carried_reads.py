@@ -13,10 +13,10 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
-from bench.tools.heldout_inputs import checked_row, stored_runs
+from bench.suites.heldout import checked_row
+from bench.suites.heldout2 import CARRIED
+from bench.tools.heldout_inputs import stored_runs
 from spmd.scale.prediction import predict
-
-CARRIED = "the fit's 2-GPU link test, carried"
 
 
 def _reads(folder: Path, stored: str) -> str:

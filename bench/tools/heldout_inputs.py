@@ -1,15 +1,13 @@
 """What the held-out design tools share: the ``--engines`` option (a links file whose host's reads by engine stand in
 where a round's stored links file predates them), a round's stored runs with their inputs unpacked (the links given
-them), and one prediction checked."""
+them), and whether a checked prediction's measured time fell inside its interval."""
 
 import argparse
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.records import read_records
-from bench.suites.heldout import _unpacked
-from bench.suites.predict import checked
+from bench.suites import heldout
 
 
 def parsed(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, dict | None]:
@@ -29,23 +27,13 @@ def give_engines(links: Path, engines: dict | None) -> None:
         links.write_text(json.dumps(data))
 
 
-def checked_row(files: dict, target: str, mode: str, ranks: int) -> dict:
-    """The prediction of ``files['fit']`` for ``target`` held against the measured run of ``mode`` at ``ranks``."""
-    (row,) = [c for c in checked(files, target) if (c["mode"], c["ranks"]) == (mode, ranks)]
-    return row
-
-
 def stored_runs(folder: Path, tmp: Path, engines: dict | None, keep: Callable) -> Iterator[tuple]:
-    """(record, run, files) for each stored run of the records of ``folder`` that ``keep(record)`` holds: its inputs
-    unpacked under ``tmp``, its links file (a copy) given ``engines``."""
-    for record in read_records(folder / "records.jsonl"):
-        if not keep(record):
-            continue
-        for run in record.params.get("runs") or [record.params]:
-            files = {role: _unpacked(folder / s, tmp) for role, s in run["inputs"].items()}
-            if "links" in files:
-                give_engines(files["links"], engines)
-            yield record, run, files
+    """The suite's stored runs (heldout.stored_runs) of ``folder`` that ``keep(record)`` holds, each links file (an
+    unpacked copy) given ``engines``."""
+    for record, run, files in heldout.stored_runs(folder, tmp, keep):
+        if "links" in files:
+            give_engines(files["links"], engines)
+        yield record, run, files
 
 
 def inside(row: dict) -> bool:

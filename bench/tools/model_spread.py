@@ -12,8 +12,7 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
-from bench.suites.heldout import spread_design
-from bench.suites.predict import checked
+from bench.suites.heldout import checked_row, spread_design
 from bench.tools.heldout_inputs import inside, stored_runs
 from spmd.scale.prediction import intervals
 
@@ -24,9 +23,7 @@ def _rows(folders: list[Path]) -> list[dict]:
     with tempfile.TemporaryDirectory() as scratch:
         for folder in folders:
             for record, run, files in stored_runs(folder, Path(scratch), None, lambda r: True):
-                (c,) = [
-                    c for c in checked(files, run["target"]) if (c["mode"], c["ranks"]) == (run["mode"], run["ranks"])
-                ]
+                c = checked_row(files, run["target"], run["mode"], run["ranks"])
                 low, high = c["speedup_interval"]
                 middle = c["measured_speedup"] * (1 + c["speedup_error"])  # the predicted speedup
                 out.append(

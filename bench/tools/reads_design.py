@@ -14,10 +14,9 @@ import tempfile
 from pathlib import Path
 
 from bench.records import read_records
-from bench.suites.heldout import _unpacked
-from bench.tools.heldout_inputs import checked_row, parsed
-
-PRESET, TARGETS = "preset nvlink4", "the target's link test"
+from bench.suites.heldout import _unpacked, checked_row
+from bench.suites.heldout3 import PRESET, TARGETS
+from bench.tools.heldout_inputs import inside, parsed
 
 
 def design(folders: list[Path], engines: dict | None) -> list[dict]:
@@ -46,7 +45,7 @@ def design(folders: list[Path], engines: dict | None) -> list[dict]:
                     row = {"round": folder.name, "case": r.case, "run": i}
                     for tag, given in (("preset", files), ("with_reads", {**files, "host_read": tmp / "reads.json"})):
                         c = checked_row(given, run["target"], run["mode"], 2)
-                        row[tag] = [c["error"], c["interval"][0] <= c["measured_s"] <= c["interval"][1]]
+                        row[tag] = [c["error"], inside(c)]
                     out.append(row)
     return out
 

@@ -16,9 +16,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench.tools.heldout_inputs import checked_row, inside, parsed, stored_runs
+from bench.suites.heldout import checked_row
+from bench.suites.heldout3 import PRESET, TARGETS
+from bench.tools.heldout_inputs import inside, parsed, stored_runs
 
-KINDS = ("preset nvlink4", "the target's link test")
+KINDS = (PRESET, TARGETS)
 
 
 def _hidden(fit: dict) -> dict:
