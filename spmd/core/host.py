@@ -1,13 +1,13 @@
 """The host as a fact: the compute threads a rank runs and the load beside it on its node.
 
 A rank's compute threads (PyTorch's intra-op pool, OpenMP, BLAS) are chosen once per rank, alike for every run of a
-sweep: the rank's share of its node's CPUs for the most ranks the launch puts on that node, so a 1-rank run and an
-N-rank run compare like with like. ``OMP_NUM_THREADS`` (or ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``), when
-set, is taken as given. ``HostLoad`` measures, over the timed repeats, the CPU time the rank used and the CPU time
-of its node's CPUs, so the report can say what other processes took beside the ranks; on a GPU also how many
-compute processes NVML lists on the rank's GPU at the repeats' start and end, so the report can say which GPU ran
-another process beside the job's (a busy device: its kernels wait for the other's).
-"""
+sweep: the rank's share of its node's CPUs for the most ranks the sweep stands for on that node (its largest run, or a
+share of N: one rank standing for a rank of N), so a 1-rank run, an N-rank run and a share compare like with like.
+``OMP_NUM_THREADS`` (or ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``), when set, is taken as given. ``HostLoad``
+measures, over the timed repeats, the CPU time the rank used and the CPU time of its node's CPUs, so the report can say
+what other processes took beside the ranks; on a GPU also how many compute processes NVML lists on the rank's GPU at the
+repeats' start and end, so the report can say which GPU ran another process beside the job's (a busy device: its kernels
+wait for the other's)."""
 
 from __future__ import annotations
 

@@ -165,7 +165,7 @@ def test_a_matmul_share_holds_only_its_slice_of_b_as_a_rank_of_that_many_does(tm
     H200s a share holding all of B had its copies in priced 3 ms over what the 2 ranks took), and its C is still
     every element right against float64 from the files; standing for a rank of N on N ranks, or of another B
     source, is refused naming the key. The share and the real rank list B as the operand a rank reads 1/2 of, and
-    the share reads with the threads a rank of 2 gets."""
+    the share reads and computes with the threads a rank of 2 gets, as the sweep's 1-rank run computes."""
     import yaml
     from mpi_job import spmd as launched
 
@@ -186,7 +186,7 @@ def test_a_matmul_share_holds_only_its_slice_of_b_as_a_rank_of_that_many_does(tm
     }  # fmt: skip
     cfg.write_text(yaml.safe_dump(job))
     rc, _, err, _ = launched("scale", cfg, "--ranks", "1", "--shares", "2", "--mode", "strong", "--out", tmp_path / "s",
-                             "-q", ranks=1)  # fmt: skip
+                             "-q", ranks=1, env={"OMP_NUM_THREADS": ""})  # fmt: skip
     assert rc == 0, err
     (share,) = json.loads((tmp_path / "s/scaling.json").read_text())["share_runs"]
     report = share["report"]
@@ -202,6 +202,12 @@ def test_a_matmul_share_holds_only_its_slice_of_b_as_a_rank_of_that_many_does(tm
     from spmd.core.cpus import threads_of_a_rank_of
 
     assert report["config"]["io"]["threads"] == threads_of_a_rank_of("auto", 2)
+    # and computes with a rank of 2's compute threads, as the sweep's own 1-rank run does, not the whole node's
+    sweep = json.loads((tmp_path / "s/scaling.json").read_text())
+    for run in [share, *sweep["runs"]]:
+        (rank,) = run["report"]["host"]["per_rank"]
+        assert rank["threads"]["chosen"] == max(1, rank["load"]["node_cpus"] // 2), rank["threads"]
+        assert "for 2 rank(s) on the node" in rank["threads"]["how"]
     # both list B as the operand a rank reads its slice of, so the model prices a rank's reads at its share and B / 2
     b_bytes = 200 * 150 * 8
     assert report["problem"]["sliced"] == two["problem"]["sliced"] == {"bytes": b_bytes, "parts": 2}

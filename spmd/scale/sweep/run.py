@@ -286,8 +286,10 @@ def run_points(
     timed_points = [uncaptured(point) if c else point for point, c in zip(points, capturing)]
     runs: list[dict] = []
     done: dict[tuple, dict] = {}
-    # every run's ranks get the compute threads of the largest run's share of their node (spmd.core.host)
-    thread_ranks = ctx.hosts[: max(point.ranks for point in points)].count(ctx.host) or 1
+    # every run's ranks get the compute threads of the largest run's share of their node (spmd.core.host); a share
+    # of N stands for a rank of N on this node, so the sweep's runs compute with what such a rank gets, as its reads do
+    largest = ctx.hosts[: max(point.ranks for point in points)].count(ctx.host)
+    thread_ranks = max(largest, *(point.share_of or 1 for point in points))
     keys = [(point.ranks, json.dumps(point.cfg.to_dict(), sort_keys=True)) for point in points]  # a plug-in's: a dict
     calibrated: set[int] = set()  # the group sizes calibrated so far
     for point, timed, key in zip(points, timed_points, keys):
