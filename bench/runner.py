@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -119,10 +120,10 @@ def _write_manifest(folder: Path, facts: dict, status: list[dict]) -> None:
 
 
 def _free_device_memory() -> None:
-    import sys
-
     if "cupy" in sys.modules:
-        sys.modules["cupy"].get_default_memory_pool().free_all_blocks()
+        from spmd.core.xp import release_memory
+
+        release_memory()
 
 
 def _earlier_manifest(folder: Path) -> dict:

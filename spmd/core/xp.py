@@ -91,8 +91,9 @@ def device_pci_bus_id(index: int) -> str:
 
 
 def release_memory() -> None:
-    """Return the memory CuPy's pools cache to the driver (between runs of a sweep)."""
-    if cupy is not None:
+    """Return the memory CuPy's pools cache to the driver (between runs of a sweep); nothing where CuPy sees no
+    device (a CPU node of the same software, or CUDA_VISIBLE_DEVICES empty), whose pools would raise."""
+    if cupy is not None and gpu_count():
         cupy.get_default_memory_pool().free_all_blocks()
         cupy.get_default_pinned_memory_pool().free_all_blocks()
 
