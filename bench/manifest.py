@@ -165,5 +165,7 @@ def manifest(argv: list[str], ranks: int) -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "-m", "bench", *argv]),
         # settings that change what is measured (NCCL_P2P_DISABLE=1: all-reduce through host memory, ...)
-        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "SPMD_FAULT"))},
+        "environment": {
+            k: v for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "SPMD_FAULT", "CUDA_VISIBLE_DEVICES"))
+        },
     }

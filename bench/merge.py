@@ -9,6 +9,7 @@ files, so where SRC's manifest lists changes its tree is looked up among this re
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -20,8 +21,6 @@ from .env import ROOT
 from .manifest import write_manifest
 from .records import Record, median_run, read_records, rewrite_records, run_params
 from .suites.predict import INPUTS
-
-_ROLE = re.compile(r"^(?P<prefix>.+?)(?:-run\d+)?-(?P<role>[a-z]+)\.json\.gz$")
 
 
 def ran_commit(manifest: dict, root: Path = ROOT, depth: int = 500) -> str:
@@ -52,7 +51,7 @@ def merge(src: Path, dst: Path, add_runs: bool = False, root: Path = ROOT) -> in
     earlier = read_records(dst / "records.jsonl") if (dst / "records.jsonl").exists() else []
     kept = [r for r in earlier if r.bench_case not in cases]
     joined = [r for r in earlier if r.bench_case in cases] if add_runs else []
-    renamed = _bring_inputs(src / INPUTS, dst / INPUTS, _inputs_of(kept + joined))
+    renamed = _bring_inputs(src / INPUTS, dst / INPUTS, _inputs_of(kept + joined), _stems(incoming))
     for r in incoming:
         r.params = _renamed(r.params, renamed)
     merged = _in_place(earlier, _joined(joined, incoming))
@@ -84,20 +83,34 @@ def _inputs_of(records: list[Record]) -> set[str]:
     return out
 
 
-def _bring_inputs(src: Path, dst: Path, taken: set[str]) -> dict[str, str]:
-    """Copy SRC's inputs into DST; a prediction's files whose names a kept record uses get the next free
-    ``-runK``. Returns {old path: new path} of those renamed."""
+def _stems(records: list[Record]) -> dict[str, str]:
+    """{an input's file name: its prediction's stem}: what the names of one run's inputs share, up to a hyphen (the
+    files' roles may hold hyphens and digits: ``links-fit``, ``links-4``)."""
+    out = {}
+    for r in records:
+        for params in [r.params, *r.params.get("runs", [])]:
+            names = [Path(path).name for path in (params.get("inputs") or {}).values()]
+            shared = os.path.commonprefix(names) if len(names) > 1 else ""
+            if "-" in shared:
+                out.update(dict.fromkeys(names, shared[: shared.rindex("-")]))
+    return out
+
+
+def _bring_inputs(src: Path, dst: Path, taken: set[str], stems: dict[str, str]) -> dict[str, str]:
+    """Copy SRC's inputs into DST; a prediction's files (those of one stem: ``stems``, else the name up to its last
+    hyphen) whose names a kept record uses get the next free ``-runK``. Returns {old path: new path} of those
+    renamed."""
     if not src.is_dir():
         return {}
     dst.mkdir(parents=True, exist_ok=True)
     groups: dict[str, list[Path]] = {}
     for path in sorted(src.glob("*.json.gz")):
-        groups.setdefault(path.name[: path.name.rindex("-")], []).append(path)
+        groups.setdefault(stems.get(path.name) or path.name[: path.name.rindex("-")], []).append(path)
     renamed = {}
     for stem, paths in groups.items():
         new = stem
         if any(f"{INPUTS}/{p.name}" in taken for p in paths):
-            base = _ROLE.match(paths[0].name)["prefix"]
+            base = re.sub(r"-run\d+$", "", stem)
             k = 2
             while any(dst.glob(f"{base}-run{k}-*.json.gz")) or any(f"{INPUTS}/{base}-run{k}-" in t for t in taken):
                 k += 1

@@ -3,14 +3,14 @@ round's freeze; the files of heldout.MODEL_PATHS unchanged since), on four cases
 measured, none used while designing the model nor in an earlier round (other seeds and sizes of reduce, matmul, a
 stencil and an MLP's training, NumPy on a node's cores).
 
-Each case is fitted as a user with a 2-rank run of their own machine would fit it (``spmd scale --ranks 1,2 --shares
-4,8``: the shares hold what a rank of 4 and of 8 holds and compute and read with the threads such a rank gets), then
-predicted for 4 and for 8 ranks of one node from two kinds of input: the fit's own 2-rank link test carried to them
-(``spmd bench comm --links`` with 2 ranks: the issue's kind b) and the target's link test with as many ranks as it
-has (kind c); and measured there (``spmd scale --ranks 1,2,4,8`` in one launch of 8, every run computing with the
-threads a rank of 8 gets). No preset prices host MPI inside a node, so kind a has no CPU case here. The rounds on GPUs
-fit on one GPU and predict 2, where no machine of more was lent; this one predicts 4 and 8 ranks from 1-2, as the
-acceptance does on GPUs, on the cores of the one-GPU machine that was. Published apart from the in-sample tables and
+Each case is fitted as a user with a 2-rank run of their own machine would fit it, with ``spmd scale --ranks 1,2
+--shares 4,8`` (the shares hold what a rank of 4 and of 8 holds, and compute and read with the threads such a rank
+gets). It is then predicted for 4 and for 8 ranks of one node from two kinds of input, the fit's own 2-rank link test
+carried to them (``spmd bench comm --links`` with 2 ranks, the issue's kind b) and the target's link test with as many
+ranks as it has (kind c), and measured there by ``spmd scale --ranks 1,2,4,8`` in one launch of 8, every run computing
+with the threads a rank of 8 gets. No preset prices host MPI inside a node, so kind a has no CPU case here. The rounds
+on GPUs fit on one GPU and predict 2, where no machine of more was lent; this one predicts 4 and 8 ranks from 1-2, as
+the acceptance does on GPUs, on the cores of the one-GPU machine that was. Published apart from the in-sample tables and
 the GPU rounds (docs/validation.md)."""
 
 from __future__ import annotations

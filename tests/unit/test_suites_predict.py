@@ -78,12 +78,20 @@ def test_recheck_derives_every_run_again_from_its_own_inputs_and_keeps_what_the_
     assert json.loads((folder / "manifest.json").read_text())["rechecked"][-1]["records"] == 1
 
 
-def _device_folder(tmp_path: Path, name: str, case: str, error: float, runs: int = 1, commit: str = "c1") -> Path:
+def _device_folder(
+    tmp_path: Path,
+    name: str,
+    case: str,
+    error: float,
+    runs: int = 1,
+    commit: str = "c1",
+    roles: tuple = ("fit", "measured", "links"),
+) -> Path:
     """A predict suite's folder as ``bench run --only CASE`` writes it on the GPU machine: one record of ``case``
-    with its inputs (the same names every call gives them)."""
+    with its inputs of ``roles`` (the same names every call gives them)."""
     folder = tmp_path / name
     (folder / "inputs").mkdir(parents=True)
-    inputs = {role: f"inputs/x-p2p-off-{role}.json.gz" for role in ("fit", "measured", "links")}
+    inputs = {role: f"inputs/x-p2p-off-{role}.json.gz" for role in roles}
     for rel in inputs.values():
         (folder / rel).write_bytes(f"{name} {rel}".encode())
     params = {"error": error, "measured_s": error, "inputs": inputs, "target": TARGET}
@@ -154,6 +162,25 @@ def test_merge_replaces_a_case_or_adds_its_runs_keeping_every_runs_inputs(tmp_pa
     manifest = json.loads((dst / "manifest.json").read_text())
     assert manifest["cases"][0]["commit"] == "c4" and "earlier" not in manifest["cases"][0]
     assert manifest["commands"] == ["bench run predict --only 'x on other links' --out again"]  # the old runs' went
+
+
+def test_runs_added_keep_a_predictions_files_together_whatever_its_roles_names(tmp_path):
+    """Roles with hyphens and digits (the CPU round's ``links-fit``, ``links-4``): a later call's files of one
+    prediction are renamed together to the next free ``-runK``, each record's inputs naming its own call's bytes."""
+    from bench.merge import merge
+
+    roles = ("fit", "measured", "links-fit", "links-4")
+    dst = _device_folder(tmp_path, "docs", "x on other links", 0.30, roles=roles)
+    merge(_device_folder(tmp_path, "call2", "x on other links", 0.10, commit="c2", roles=roles), dst, add_runs=True)
+    merge(_device_folder(tmp_path, "call33", "x on other links", 0.20, commit="c3", roles=roles), dst, add_runs=True)
+    (x,) = read_records(dst / "records.jsonl")
+    assert x.values == [0.30, 0.10, 0.20]
+    for k, (run, call) in enumerate(zip(x.params["runs"], ("docs", "call2", "call33")), start=1):
+        stem = "x-p2p-off" if k == 1 else f"x-p2p-off-run{k}"
+        assert run["inputs"] == {role: f"inputs/{stem}-{role}.json.gz" for role in roles}
+        for role, path in run["inputs"].items():
+            assert (dst / path).read_bytes() == f"{call} inputs/x-p2p-off-{role}.json.gz".encode()
+    assert len(list((dst / "inputs").iterdir())) == 3 * len(roles)
 
 
 def test_runs_added_to_a_run_without_inputs_keep_their_own_params_and_inputs(tmp_path):
