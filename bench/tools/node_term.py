@@ -27,25 +27,26 @@ from spmd.scale.models import scaling_model as sm
 from spmd.scale.prediction import predict as prediction
 from spmd.scale.sweep import analysis
 
-_predict = sm.predict
+_predict, _fit_local = sm.predict, sm.fit_local  # the model's own, before a variant replaces them
 
 
 def pair_growth_fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = None) -> dict:
     """fit_local with the node term as the points of equal bytes per rank show it: per such share the slope of its
-    times against ``x (k - 1)``, their median (never negative); the rest fitted to the times less it."""
-    plain = sm._fit_share(xs, ys)
-    if node_ranks is None or not sm._node_term_identified(xs, node_ranks):
+    times against ``x (k - 1)``, their median (never negative); the rest fitted (fit_local without ranks) to the times
+    less it."""
+    plain = _fit_local(xs, ys)
+    if node_ranks is None:
         return plain
     x, y, k = (np.asarray(v, float) for v in (xs, ys, node_ranks))
-    if not (y > 0).all():
-        return plain
     slopes = []
     for share in np.unique(np.round(x, 6)):
         same = np.round(x, 6) == share
         if len(np.unique(k[same])) > 1:
             slopes.append(float(np.polyfit(x[same] * (k[same] - 1), y[same], 1)[0]))
+    if not slopes or not (y > 0).all():
+        return plain
     c = max(0.0, float(np.median(slopes)))
-    rest = sm._fit_share(list(x), list(y - c * x * (k - 1)))
+    rest = _fit_local(list(x), list(y - c * x * (k - 1)))
     fitted = rest["intercept_s"] + rest["seconds_per_byte"] * x + c * x * (k - 1)
     if c <= 0 or not (c * x * (k - 1) >= sm.NODE_TERM_MIN_SHARE * fitted).any():
         return plain
