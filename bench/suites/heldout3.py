@@ -73,11 +73,12 @@ def predictions(cases: dict, gpus: int = 2, kinds=input_kinds) -> int:
     return sum(len(modes) for _, modes in cases.values()) * len(kinds(gpus))
 
 
-def link_test(env, ranks: int, p2p: bool, suite: str = SUITE) -> Path:
-    """``spmd bench comm --links`` over ``ranks`` GPUs of this node (peer-to-peer on or off), once a launch."""
+def link_test(env, ranks: int, p2p: bool, suite: str = SUITE, options=LINK_SIZES) -> Path:
+    """``spmd bench comm --links`` over ``ranks`` GPUs of this node (peer-to-peer on or off), once a launch;
+    ``options``: the test's own (its sizes, its device)."""
     path = env.work / f"{suite}-links-{ranks}{'' if p2p else '-p2p-off'}.json"
     if not path.exists():
-        args = ["bench", "comm", "--links", *LINK_SIZES, "--json", path]
+        args = ["bench", "comm", "--links", *options, "--json", path]
         launch(env, args, ranks, ({} if p2p else NO_P2P, None))
     return path
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from ..records import Measure
 from . import Case
 from .heldout import array_job, held_against, job_config, mlp_job, stencil_job
-from .heldout3 import TARGETS
-from .predict import launch, save_inputs, slug
+from .heldout3 import TARGETS, link_test
+from .predict import save_inputs, slug
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
 FROZEN = "87b026d123e352c736ca46871444a0ccc876c174"
@@ -28,7 +28,7 @@ CARRIED = "the fit's 2-rank link test, carried"  # a target's name: no ',' nor '
 FIT_RANKS = 2
 TARGET_RANKS = (4, 8)
 FITTED_ON = "1-2 ranks"
-LINK_SIZES = ["--max-bytes", "64M", "--factor", "4"]  # 8 B to 32 MiB a rank
+LINK_OPTIONS = ("--device", "cpu", "--max-bytes", "64M", "--factor", "4")  # host MPI, 8 B to 32 MiB a rank
 
 
 def cases_list(env) -> dict:
@@ -56,14 +56,6 @@ def predictions(cases: dict) -> int:
     return sum(len(modes) for _, modes in cases.values()) * len(TARGET_RANKS) * 2
 
 
-def link_test(env, ranks: int) -> str:
-    """``spmd bench comm --links`` over ``ranks`` ranks of this node, once a launch."""
-    path = env.work / f"{SUITE}-links-{ranks}.json"
-    if not path.exists():
-        launch(env, ["bench", "comm", "--links", "--device", "cpu", *LINK_SIZES, "--json", path], ranks, ({}, None))
-    return str(path)
-
-
 def measure(env, name: str, job: dict, modes: tuple) -> list[Measure]:
     """One case: fitted on 1-2 ranks with the shares of 4 and 8, measured at 1, 2, 4 and 8 in one launch, predicted
     at 4 and at 8 from the fit's links carried and from the target's own."""
@@ -73,11 +65,12 @@ def measure(env, name: str, job: dict, modes: tuple) -> list[Measure]:
     env.spmd("scale", cfg, "--ranks", "1,2", "--shares", shares, "--mode", mode, "--out", fit, "-q", ranks=FIT_RANKS)
     ranks = ",".join(map(str, (1, FIT_RANKS, *TARGET_RANKS)))
     env.spmd("scale", cfg, "--ranks", ranks, "--mode", mode, "--out", there, "-q", ranks=max(TARGET_RANKS))
+    links = {n: str(link_test(env, n, True, SUITE, LINK_OPTIONS)) for n in (FIT_RANKS, *TARGET_RANKS)}
     files = {
         "fit": fit / "scaling.json",
         "measured": there / "scaling.json",
-        "links-fit": link_test(env, FIT_RANKS),
-        **{f"links-{n}": link_test(env, n) for n in TARGET_RANKS},
+        "links-fit": links[FIT_RANKS],
+        **{f"links-{n}": links[n] for n in TARGET_RANKS},
     }
     inputs = save_inputs(env, slug(name), files, suite=SUITE)
     out = []

@@ -334,7 +334,7 @@ def test_the_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_t
     calls, launched, held = [], [], []
     env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=8, gpus=0)
     monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))
-    monkeypatch.setattr(heldoutcpu, "launch", lambda env, args, n, extra: launched.append((tuple(args), n, extra)))
+    monkeypatch.setattr(heldout3, "launch", lambda env, args, n, extra: launched.append((tuple(args), n, extra)))
     monkeypatch.setattr(heldoutcpu, "save_inputs", lambda env, name, files, suite: dict(files))
     monkeypatch.setattr(heldoutcpu, "held_against", lambda *a: held.append(a) or [])
     listed = heldoutcpu.cases_list(env)
