@@ -1,10 +1,10 @@
 """How a phase's node term (what each further rank on a node adds per byte, spmd.scale.models.scaling_model.fit_local)
-moves stored predictions, in-sample: the model as it is (the term fitted by least squares with the rest), the term
-as the points of equal bytes per rank show it (their growth per further rank, the rest fitted to the times less it),
-and either held, beyond the ranks a node was measured with, at the growth measured there instead of carried linearly.
-Each folder's records are derived again (bench recheck, in a copy) under each; per folder and variant: the mean and
-worst |error| (each record's median run), how many runs' measured times fell inside their intervals, and the mean
-|error| per workload. Design evidence for a later model, not a model: nothing here is frozen.
+moves stored predictions, in-sample: the model as it is (the term as the points of equal bytes per rank show it, a
+compute phase's growth held beyond the ranks a node was measured with and a host phase's carried on), the term fitted
+by least squares over every point with the rest (the model before it), every phase's growth carried on linearly, and
+both (the model before it, whole). Each folder's records are derived again (bench recheck, in a copy) under each; per
+folder and variant: the mean and worst |error| (each record's median run), how many runs' measured times fell inside
+their intervals, and the mean |error| per workload. The design evidence of the node term.
 
     python -m bench.tools.node_term docs/results/cpu-16core/heldoutcpu docs/results/h200x4/predict \
         docs/results/h200x2/predict docs/results/h200x4/heldout2
@@ -22,57 +22,49 @@ import numpy as np
 
 from bench.records import read_records
 from bench.suites.predict import recheck
-from spmd.scale.decision import advice
 from spmd.scale.models import scaling_model as sm
-from spmd.scale.prediction import predict as prediction
-from spmd.scale.sweep import analysis
 
-_predict, _fit_local = sm.predict, sm.fit_local  # the model's own, before a variant replaces them
+_fit_local = sm.fit_local  # the model's own, before a variant replaces it
 
 
-def pair_growth_fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = None) -> dict:
-    """fit_local with the node term as the points of equal bytes per rank show it: per such share the slope of its
-    times against ``x (k - 1)``, their median (never negative); the rest fitted (fit_local without ranks) to the times
-    less it."""
+def least_squares_fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = None) -> dict:
+    """fit_local with the node term fitted by least squares over every point with the rest, in relative error and
+    never negative (the model before the term was the pair's growth)."""
     plain = _fit_local(xs, ys)
     if node_ranks is None:
         return plain
     x, y, k = (np.asarray(v, float) for v in (xs, ys, node_ranks))
-    slopes = []
-    for share in np.unique(np.round(x, 6)):
-        same = np.round(x, 6) == share
-        if len(np.unique(k[same])) > 1:
-            slopes.append(float(np.polyfit(x[same] * (k[same] - 1), y[same], 1)[0]))
-    if not slopes or not (y > 0).all():
-        return plain
-    c = max(0.0, float(np.median(slopes)))
-    rest = _fit_local(list(x), list(y - c * x * (k - 1)))
-    fitted = rest["intercept_s"] + rest["seconds_per_byte"] * x + c * x * (k - 1)
+    same = np.round(x, 6)
+    if not any(len(np.unique(k[same == share])) > 1 for share in np.unique(same)) or not (y > 0).all():
+        return plain  # no pair of equal bytes at two counts on a node
+    a, b, c = sm.nonnegative_lstsq([np.ones_like(x), x, x * (k - 1)], y)
+    fitted = a + b * x + c * x * (k - 1)
     if c <= 0 or not (c * x * (k - 1) >= sm.NODE_TERM_MIN_SHARE * fitted).any():
         return plain
-    return {**rest, "node_seconds_per_byte": c, "node_ranks_measured": int(k.max())}
+    kind = "affine" if a > 0 else "proportional"
+    return {
+        **plain,
+        "intercept_s": a,
+        "seconds_per_byte": b,
+        "rate_Bps": 1 / b if b > 0 else None,
+        "node_seconds_per_byte": c,
+        "node_ranks_measured": int(k.max()),
+        "fit": f"{kind} + node",
+    }
 
 
-def held_growth_predict(model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None, *rest, **kw):
-    """predict with each phase's node growth held, beyond the ranks a node was measured with, at what it was there."""
-    k = node_ranks or sm.ranks_on_a_node(model, ranks)
-    local = {}
-    for phase, fit in model.get("local", {}).items():
-        measured = fit.get("node_ranks_measured", k)
-        if "node_seconds_per_byte" in fit and k > measured:
-            fit = {**fit, "node_seconds_per_byte": fit["node_seconds_per_byte"] * (measured - 1) / (k - 1)}
-        local[phase] = fit
-    return _predict({**model, "local": local}, ranks, problem_bytes, k, *rest, **kw)
+def carried_on(phase: str, fit: dict, node_ranks: int) -> int:
+    """node_growth with every phase's growth carried on linearly beyond the ranks its node was measured with."""
+    return node_ranks - 1
 
 
-PAIR = ((sm, "fit_local", pair_growth_fit_local),)
-# every module that prices a model by name (imported as ``from ..models.scaling_model import predict``)
-HELD = tuple((module, "predict", held_growth_predict) for module in (sm, prediction, analysis, advice))
+LEAST_SQUARES = ((sm, "fit_local", least_squares_fit_local),)
+LINEAR = ((sm, "node_growth", carried_on),)
 VARIANTS = {
-    "least squares (the model)": (),
-    "the pair's growth": PAIR,
-    "least squares, held": HELD,
-    "the pair's growth, held": PAIR + HELD,
+    "the model: the pair's growth, compute held": (),
+    "least squares, compute held": LEAST_SQUARES,
+    "the pair's growth, carried on": LINEAR,
+    "least squares, carried on (the model before)": LEAST_SQUARES + LINEAR,
 }
 
 

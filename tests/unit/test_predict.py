@@ -425,6 +425,27 @@ def test_emulated_nodes_on_one_host_share_its_memory():
     assert apart == pytest.approx(0.1) and shared == pytest.approx(0.15)
 
 
+def test_a_compute_phases_growth_held_beyond_its_pair_is_the_top_of_the_interval():
+    """A CPU rank's compute measured to grow by half its time at 2 ranks on a node: at 8 a node, the prediction holds
+    that growth and the interval's top (time and speedup) reaches what growing on linearly would add."""
+    from spmd.scale.prediction.predict import predict_machine
+
+    compute = {"intercept_s": 0.0, "seconds_per_byte": 1e-10, "node_seconds_per_byte": 5e-11, "fit": "affine + node"}
+    model = {
+        "local": {"compute": {**compute, "node_ranks_measured": 2}},
+        "comm": {"ops": [], "growth": 0.0, "reference_share_bytes": 1e9, "overhead_s": 0.0},
+        "gap_s": 0.0,
+    }
+    run = {"mode": "weak", "ranks": 1, "report": {"problem": {"bytes": 1e9}, "timings": {}}, "placement": {}}
+    scaling = {"model": model, "comm": "mpi", "series": {"weak": [{"ranks": 1, "time": 0.1}]}, "runs": [run]}
+    row = predict_machine(scaling, machine_from_dict({"gpus_per_node": 8, "nodes": 1, "intra": {"busbw_GBps": 10}}))
+    row = row["rows"][0]
+    assert row["ranks"] == 8 and row["phases"]["compute"] == pytest.approx(0.15)  # held at 2's growth
+    assert row["node_beyond_s"] == pytest.approx(6 * 0.05)  # 8 a node grown on: 0.45 s
+    assert row["interval"][1] >= 0.45 and row["interval"][0] < 0.15
+    assert row["speedup_interval"][0] <= 8 * 0.1 / 0.45 < row["speedup"]
+
+
 def test_emulated_nodes_read_against_their_one_hosts_ceiling():
     """Nodes emulated on one host all read from its memory at once: the host's measured ceiling (its ranks'
     sum) bounds all of the host's ranks, not a node's share of them."""

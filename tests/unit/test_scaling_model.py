@@ -33,6 +33,7 @@ from spmd.scale.models.scaling_model import (
     fit_alpha_beta,
     fit_local,
     fit_model,
+    node_beyond_seconds,
     predict,
     ranks_on_a_node,
 )
@@ -159,7 +160,10 @@ def test_a_read_that_slows_as_the_node_fills_is_fitted_on_one_and_two_ranks_and_
         }
         for r in runs
     ]
-    assert "node_seconds_per_byte" in fit_model(slower, probe, "mpi", 0.0)["local"]["compute"]  # CPUs: it is
+    on_cpus = fit_model(slower, probe, "mpi", 0.0)
+    assert "node_seconds_per_byte" in on_cpus["local"]["compute"]  # CPUs: it is, held beyond 2 a node
+    assert "compute slowed as the node filled" in " ".join(model_advice(on_cpus, None, [], 2))
+    assert "the growth is held there beyond" in " ".join(model_advice(on_cpus, None, [], 2))
     on_gpus = fit_model(slower, probe, "nccl", 0.0, node_phases=HOST_PHASES)["local"]
     assert "node_seconds_per_byte" not in on_gpus["compute"] and "node_seconds_per_byte" in on_gpus["read"]
     # the model without the node term (the same runs as if each rank had a node) is well under at 4
@@ -174,6 +178,53 @@ def test_a_node_term_needs_the_same_share_at_two_counts_and_more_than_noise():
     grown = fit_local([share, share / 2, share], [t, t / 2 * 1.2, t * 1.2], [1, 2, 2])
     assert grown["node_seconds_per_byte"] == pytest.approx(0.2 * t / share)
     assert "node_seconds_per_byte" not in fit_local([share, share / 2, share], [t, t / 2, t * 0.8], [1, 2, 2])
+
+
+@given(rate=st.floats(1e8, 1e11), pair=st.floats(0.7, 1.0), cached=st.floats(0.1, 0.9))
+def test_only_the_points_of_equal_bytes_decide_a_node_term(rate, pair, cached):
+    """A rank's shares that stay in a cache run faster per byte than the whole (``cached`` of its cost), and its 2-rank
+    run of the same bytes was no slower (``pair`` of the 1-rank time): no node term, however cheap the shares were.
+    Least squares over every point read the whole's dearer bytes at 2 ranks as the node filling."""
+    whole = 128 * 2**20
+    xs = [whole, whole, whole / 2, whole / 4, whole / 8]
+    ys = [whole / rate, pair * whole / rate, pair * whole / 2 / rate, *(cached * x / rate for x in xs[3:])]
+    assert "node_seconds_per_byte" not in fit_local(xs, ys, [1, 2, 2, 1, 1])
+
+
+@given(growth=st.floats(0.06, 2.0), cached=st.floats(0.3, 1.0), k=st.integers(2, 64))
+def test_a_node_term_is_the_growth_its_pair_of_equal_bytes_showed(growth, cached, k):
+    """Whatever the shares' cost per byte, the term is what the pair of equal bytes grew by, per further rank."""
+    whole, t = 64 * 2**20, 0.1
+    xs = [whole, whole, whole / 4, whole / 8]
+    ys = [t, t * (1 + growth * (k - 1)), cached * t / 4, cached * t / 8]
+    fit = fit_local(xs, ys, [1, k, 1, 1])
+    assert fit["node_seconds_per_byte"] == pytest.approx(growth * t / whole, rel=1e-9)
+    assert fit["node_ranks_measured"] == k
+
+
+@given(
+    per_byte=st.floats(1e-11, 1e-8),
+    node=st.floats(1e-12, 1e-8),
+    measured=st.integers(2, 8),
+    ranks=st.integers(1, 64),
+    problem=st.floats(1e6, 1e11),
+)
+def test_beyond_the_ranks_measured_a_host_phase_grows_on_and_a_compute_phase_is_held(
+    per_byte, node, measured, ranks, problem
+):
+    """A host's reads grow with every further rank on its node; a rank's compute grows only up to the ranks its node
+    was measured with, and what growing on would add is ``node_beyond_seconds``: the two extrapolations' difference."""
+    fit = {"intercept_s": 0.0, "seconds_per_byte": per_byte, "node_seconds_per_byte": node}
+    fit["node_ranks_measured"] = measured
+    comm = {"ops": [], "growth": 0.0, "reference_share_bytes": 1.0, "overhead_s": 0.0, "alpha_s": 0, "beta_s_per_B": 0}
+    model = {"local": {"read": fit, "compute": fit}, "comm": comm, "gap_s": 0.0}
+    share = problem / ranks
+    phases = predict(model, ranks, problem)
+    assert phases["read"] == pytest.approx(share * (per_byte + (ranks - 1) * node))
+    assert phases["compute"] == pytest.approx(share * (per_byte + (min(ranks, measured) - 1) * node))
+    beyond = node_beyond_seconds(model, ranks, problem)
+    assert beyond == pytest.approx(share * max(0, ranks - measured) * node)
+    assert phases["compute"] + beyond == pytest.approx(phases["read"])
 
 
 def test_ranks_fill_the_nodes_evenly():

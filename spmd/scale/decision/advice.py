@@ -6,7 +6,7 @@ from ...core.stats import LEVEL, median_interval
 from ...core.topology import MORE_CPUS
 from ...core.units import fmt_bytes, fmt_seconds
 from ...report.breakdown import straggler_sentence, time_shared
-from ..models.scaling_model import predict, ranks_on_a_node
+from ..models.scaling_model import HOST_PHASES, predict, ranks_on_a_node
 from ..models.series import NOT_LOCAL, OVERLAPPED
 
 CONTENTION = 0.8  # a phase's per-rank throughput falling below 80% of the base size's
@@ -244,8 +244,13 @@ def model_advice(
                 f"per rank measured with more ranks on the node). The ranks share what a node has once (memory "
                 f"bandwidth, page cache, host links): the predictions charge it, and fewer ranks a node, over "
                 f"more nodes, would not pay it. Measured with up to {fit['node_ranks_measured']} rank(s) on a "
-                f"node, the growth is taken as linear beyond: a limit the ranks reach only with more of them on a "
-                f"node would come on top, so for more ranks a node the prediction of {phase} is a lower bound."
+                + (
+                    f"node, the growth is taken as linear beyond: a limit the ranks reach only with more of them on a "
+                    f"node would come on top, so for more ranks a node the prediction of {phase} is a lower bound."
+                    if phase in HOST_PHASES
+                    else "node, the growth is held there beyond (a rank's compute was not measured to grow further): "
+                    "what it would add growing on is the top of each prediction's interval."
+                )
             )
     if best:
         n = best["best_ranks"]

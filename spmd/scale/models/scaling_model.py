@@ -8,7 +8,8 @@ Fitted to a sweep, never assumed:
   measured the same bytes per rank at two counts of ranks on a node (a weak series beside the
   strong one) and the phase slowed as the node filled, a node term too: ``+ (S/n) (k - 1) c``
   for k ranks on a node, the ranks sharing what a node has once (its memory bandwidth, page cache,
-  host links; on GPUs only the host's phases, HOST_PHASES);
+  host links; on GPUs only the host's phases, HOST_PHASES); beyond the ranks a node was measured with, a host
+  phase's growth is carried on, a compute phase's held where it was (``node_growth``);
 - comm: an alpha-beta model ``alpha x steps + beta x bytes on the busiest link`` (the
   terms of ``measure.collectives``) fitted to the collectives timed on each group (or to
   the workload's own comm phases), plus the comm phase's fixed overhead;
@@ -58,12 +59,15 @@ def phase_bytes(model: dict, phase: str, share: float, parts: int) -> float:
 def fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = None) -> dict:
     """Fit ``y = intercept + x / rate`` (seconds against bytes per rank), never negative.
 
-    Affine when two or more distinct shares were measured (with exactly two, the line
-    runs through the mean time at each), proportional otherwise. With ``node_ranks`` (the ranks on
-    each point's busiest node), where two points of the same share ran with different counts on a
-    node, ``y = intercept + x / rate + x (k - 1) c`` with c >= 0 (``node_seconds_per_byte``: what
-    each further rank on the node adds per byte), kept where it is at least NODE_TERM_MIN_SHARE
-    of the phase's time at some point fitted.
+    Affine when two or more distinct shares were measured (with exactly two, the line runs through the mean time at
+    each), proportional otherwise. With ``node_ranks`` (the ranks on each point's busiest node), where points of the
+    same share ran with different counts on a node, ``y = intercept + x / rate + x (k - 1) c``: c
+    (``node_seconds_per_byte``, what each further rank on the node adds per byte) is what those points show, the
+    median over such shares of the slope of their times against ``x (k - 1)``, never negative; the rest is fitted to
+    the times less it. Only the points of equal bytes decide c, because a term fitted by least squares over every
+    point also takes up whatever else bends the line: a small share that stays in a cache runs faster per byte,
+    which reads as the node filling. The term is kept where it is at least NODE_TERM_MIN_SHARE of the phase's time
+    at some point fitted.
     """
     plain = _fit_share(xs, ys)
     if node_ranks is None or not _node_term_identified(xs, node_ranks):
@@ -71,18 +75,23 @@ def fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = N
     x, y, k = (np.asarray(v, float) for v in (xs, ys, node_ranks))
     if not (y > 0).all():
         return plain
-    a, b, c = nonnegative_lstsq([np.ones_like(x), x, x * (k - 1)], y)
-    fitted = a + b * x + c * x * (k - 1)
-    if c <= 0 or not (c * x * (k - 1) >= NODE_TERM_MIN_SHARE * fitted).any():
+    same = np.round(x, 6)
+    slopes = [
+        float(np.polyfit(x[same == share] * (k[same == share] - 1), y[same == share], 1)[0])
+        for share in np.unique(same)
+        if len(np.unique(k[same == share])) > 1
+    ]
+    c = max(0.0, float(np.median(slopes)))
+    growth = c * x * (k - 1)
+    rest = _fit_share(list(x), list(y - growth))
+    fitted = rest["intercept_s"] + rest["seconds_per_byte"] * x + growth
+    if c <= 0 or not (growth >= NODE_TERM_MIN_SHARE * fitted).any():
         return plain
     return {
-        "intercept_s": float(a),
-        "seconds_per_byte": float(b),
-        "rate_Bps": 1 / b if b > 0 else None,
-        "node_seconds_per_byte": float(c),
-        "node_ranks_measured": int(k.max()),  # beyond it the growth is extrapolated linearly
-        "fit": "affine + node" if a > 0 else "proportional + node",
-        "shares": plain["shares"],
+        **rest,
+        "node_seconds_per_byte": c,
+        "node_ranks_measured": int(k.max()),  # beyond it: node_growth
+        "fit": f"{rest['fit']} + node",
     }
 
 
@@ -197,7 +206,7 @@ def predict(
             0.0,
             f["intercept_s"]
             + phase_bytes(model, p, share, parts or ranks)
-            * (f["seconds_per_byte"] + (k - 1) * f.get("node_seconds_per_byte", 0.0)),
+            * (f["seconds_per_byte"] + node_growth(p, f, k) * f.get("node_seconds_per_byte", 0.0)),
         )
         for p, f in model["local"].items()
     }
@@ -210,6 +219,31 @@ def predict(
     gap = model["gap_s"] + max(0.0, model.get("host_floor_s", 0.0) - device_seconds(phases))
     phases["total"] = max(sum(phases.values()) + gap, sum(phases.values()))
     return phases
+
+
+def node_growth(phase: str, fit: dict, node_ranks: int) -> int:
+    """The further ranks on a node a phase's node term charges, with ``node_ranks`` on it: all of them (k - 1), except
+    that beyond the ranks the sweep measured on a node (``node_ranks_measured``) a compute phase's growth is held where
+    it was. A host's reads and copies in (HOST_PHASES) were measured to keep growing with each further rank (one copy
+    a rank, each taking its part of the host's memory bandwidth); a CPU rank's compute, on cores of its own, was
+    measured not to grow beyond what the sweep's pair of counts showed. How much the growth could still add beyond is
+    the interval's (``node_beyond_seconds``)."""
+    measured = fit.get("node_ranks_measured") or node_ranks
+    return node_ranks - 1 if phase in HOST_PHASES else min(node_ranks, measured) - 1
+
+
+def node_beyond_seconds(
+    model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None, parts: int | None = None
+) -> float:
+    """What the node terms ``node_growth`` holds would add carried on linearly, at ``ranks`` ranks on
+    ``problem_bytes``: the seconds a prediction may lie above it, beyond the ranks its node was measured with."""
+    k = node_ranks or ranks_on_a_node(model, ranks)
+    return sum(
+        phase_bytes(model, p, problem_bytes / ranks, parts or ranks)
+        * (k - 1 - node_growth(p, f, k))
+        * f.get("node_seconds_per_byte", 0.0)
+        for p, f in model["local"].items()
+    )
 
 
 def exposed_beside(comm: dict, priced: float, phases: dict) -> float:

@@ -17,7 +17,15 @@ from ..decision.flags import beyond_ideal
 from ..models.links import collective_seconds
 from ..models.overlap import exposed as overlap_exposed
 from ..models.overlap import hidden_share
-from ..models.scaling_model import break_even, measured, phase_bytes, predict, scaled_ops, sliced_bytes
+from ..models.scaling_model import (
+    break_even,
+    measured,
+    node_beyond_seconds,
+    phase_bytes,
+    predict,
+    scaled_ops,
+    sliced_bytes,
+)
 from ..models.step import smallest_batch
 from ..sweep.analysis import node_counts, reanalyse
 from .intervals import (
@@ -104,6 +112,9 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             # what a fit on one rank never saw of several: a part of its own, in no phase the target times (the
             # ranks' waits and the host's issue fall between and across them), so that no phase is said to miss it
             added, below, above = unseen_seconds(scaling, model, ranks, phases["total"])
+            # a compute phase's node growth held beyond the ranks its node was measured with: what carrying it on
+            # would add lies above, a part of its own (a choice between two extrapolations, not a spread)
+            beyond = node_beyond_seconds(model, ranks, problem, host_ranks)
             if added:
                 phases = {**phases, "unseen": added, "total": phases["total"] + added}
                 comm += added  # the ranks' waits in their exchanges: the row's comm, its links' part priced on it
@@ -122,15 +133,16 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
                     "ranks": ranks,
                     "problem_bytes": problem,
                     "predicted_s": total,
-                    "interval": [max(total - half_below - below, 0.0), total + half_above + above],
+                    "interval": [max(total - half_below - below, 0.0), total + half_above + above + beyond],
                     "interval_parts": parts,
                     "model_below": MODEL_SPREAD[0] * total,
                     "model_above": MODEL_SPREAD[1] * total,
                     "unseen_s": added,
                     "unseen_below": below,
                     "unseen_above": above,
+                    "node_beyond_s": beyond,
                     "speedup": speedup,
-                    "speedup_interval": speedup_range(speedup, total, same_below + below, same_above + above),
+                    "speedup_interval": speedup_range(speedup, total, same_below + below, same_above + above + beyond),
                     "efficiency": None if speedup is None else speedup / ranks,
                     "flags": row_flags(speedup, ranks),
                     **({"batch_per_rank": batch_of(run, ranks, mode)} if training else {}),
