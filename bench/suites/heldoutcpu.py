@@ -44,7 +44,12 @@ def cases_list(env) -> dict:
         **stencil_job(env, 256 if quick else 2304, 4 if quick else 24, 313),
         "train, an MLP of 384-768-768-10 at batch 1024": (mlp, both),
     }  # fmt: skip
-    for job, _ in listed.values():  # NumPy on the node's cores, a GPU or not; arrays timed over a fixed count
+    return on_cpus(listed, quick)
+
+
+def on_cpus(listed: dict, quick: bool) -> dict:
+    """A round's jobs on NumPy on the node's cores, a GPU or not; arrays timed over a fixed count of repeats."""
+    for job, _ in listed.values():
         job["device"] = "cpu"
         if job["workload"] != "train":  # train's repeats are a count of step windows: as the scaling suite sets them
             job["repeats"] = 3 if quick else 7
@@ -56,40 +61,45 @@ def predictions(cases: dict) -> int:
     return sum(len(modes) for _, modes in cases.values()) * len(TARGET_RANKS) * 2
 
 
-def measure(env, name: str, job: dict, modes: tuple) -> list[Measure]:
-    """One case: fitted on 1-2 ranks with the shares of 4 and 8, measured at 1, 2, 4 and 8 in one launch, predicted
-    at 4 and at 8 from the fit's links carried and from the target's own."""
-    cfg, mode = job_config(env, SUITE, name, job, modes)
-    fit, there = env.work / f"{SUITE}-{slug(name)}-fit", env.work / f"{SUITE}-{slug(name)}-target"
+def measure(env, name: str, job: dict, modes: tuple, suite: str = SUITE, frozen: str = FROZEN) -> list[Measure]:
+    """One case of the round ``suite`` frozen at ``frozen``: fitted on 1-2 ranks with the shares of 4 and 8, measured
+    at 1, 2, 4 and 8 in one launch, predicted at 4 and at 8 from the fit's links carried and from the target's own."""
+    cfg, mode = job_config(env, suite, name, job, modes)
+    fit, there = env.work / f"{suite}-{slug(name)}-fit", env.work / f"{suite}-{slug(name)}-target"
     shares = ",".join(map(str, TARGET_RANKS))
     env.spmd("scale", cfg, "--ranks", "1,2", "--shares", shares, "--mode", mode, "--out", fit, "-q", ranks=FIT_RANKS)
     ranks = ",".join(map(str, (1, FIT_RANKS, *TARGET_RANKS)))
     env.spmd("scale", cfg, "--ranks", ranks, "--mode", mode, "--out", there, "-q", ranks=max(TARGET_RANKS))
-    links = {n: str(link_test(env, n, True, SUITE, LINK_OPTIONS)) for n in (FIT_RANKS, *TARGET_RANKS)}
+    links = {n: str(link_test(env, n, True, suite, LINK_OPTIONS)) for n in (FIT_RANKS, *TARGET_RANKS)}
     files = {
         "fit": fit / "scaling.json",
         "measured": there / "scaling.json",
         "links-fit": links[FIT_RANKS],
         **{f"links-{n}": links[n] for n in TARGET_RANKS},
     }
-    inputs = save_inputs(env, slug(name), files, suite=SUITE)
+    inputs = save_inputs(env, slug(name), files, suite=suite)
     out = []
     for n in TARGET_RANKS:
         kinds = {
             CARRIED: ("", "fit", "measured", "links-fit", FITTED_ON),
             TARGETS: ("", "fit", "measured", f"links-{n}", FITTED_ON),
         }
-        out += held_against(name, n, files, inputs, kinds, FROZEN)
+        out += held_against(name, n, files, inputs, kinds, frozen)
     return out
 
 
-def cases(env) -> list[Case]:
+def round_cases(listed: dict, suite: str, frozen: str) -> list[Case]:
+    """A CPU round's cases: each ``listed`` case measured once a run, on a launch of 8."""
     return [
         Case(
             f"held-out {name}",
-            lambda e, n=name, j=job, m=modes: measure(e, n, j, m),
+            lambda e, n=name, j=job, m=modes: measure(e, n, j, m, suite, frozen),
             needs=(f"ranks{max(TARGET_RANKS)}",),
             runs=1,
         )
-        for name, (job, modes) in cases_list(env).items()
+        for name, (job, modes) in listed.items()
     ]
+
+
+def cases(env) -> list[Case]:
+    return round_cases(cases_list(env), SUITE, FROZEN)

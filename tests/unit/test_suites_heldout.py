@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py): each list, fixed before
+"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py, heldoutcpu2.py): each list, fixed before
 anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a family never used
 before; every committed held-out record was measured with the prediction model's files as its round froze them; the
 check itself tells a changed model file from any other."""
@@ -16,7 +16,7 @@ from helpers import git_repo
 
 from bench.env import Env
 from bench.records import read_records
-from bench.suites import heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7, heldoutcpu
+from bench.suites import heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7, heldoutcpu, heldoutcpu2
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DESIGNED_ON = ("predict.py", "scaling.py", "torch_models.py", "torch_answer.py")
 
 
-ROUNDS = (heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7, heldoutcpu)
+ROUNDS = (heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7, heldoutcpu, heldoutcpu2)
 
 
 @pytest.mark.parametrize("frozen", [m.FROZEN for m in ROUNDS])
@@ -88,6 +88,7 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "def shared_rate("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/machines.py", "NVLINK_OVERHEAD = "),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "OWN_READERS = ("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def node_beyond_seconds("),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -98,8 +99,8 @@ def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later,
     what a fit on one rank never saw priced above its intervals (MobileNet); the fifth, it added to the predictions
     (DenseNet); the sixth, a sweep's reads bound by the ceiling of the engine it read with (RegNet); the seventh, a
     preset target with the host's reads measured on the fitting machine, a rank's slice of an operand that does not
-    grow with the problem, intervals that carry the model's own error, a host's reads carried to more ranks and
-    presets at what NCCL reaches (Swin-T)."""
+    grow with the problem, intervals that carry the model's own error, a host's reads carried to more ranks, presets
+    at what NCCL reaches and a node term its pair of equal bytes decides (Swin-T)."""
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
         listed = later.cases_list(env)
@@ -323,40 +324,58 @@ def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(t
     assert target == "intra=nvlink4,gpus_per_node=2,nodes=1,name=preset nvlink4 with the fit's host reads"
 
 
-def test_the_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two_kinds_of_input(
-    tmp_path, monkeypatch
+@pytest.mark.parametrize(
+    "cpu_round, name, earlier, before, changed",
+    [
+        (heldoutcpu, "reduce, seed 307, float64", ROUNDS[:7], heldout6, None),
+        (
+            heldoutcpu2,
+            "reduce, seed 331, float32",
+            ROUNDS[:8],
+            heldoutcpu,
+            ("spmd/scale/models/scaling_model.py", "def node_beyond_seconds("),
+        ),
+    ],
+)
+def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two_kinds_of_input(
+    tmp_path, monkeypatch, cpu_round, name, earlier, before, changed
 ):
-    """The CPU round: each case fitted on 1-2 ranks with the shares of 4 and 8 (a launch of 2), measured at 1, 2, 4 and
+    """A CPU round: each case fitted on 1-2 ranks with the shares of 4 and 8 (a launch of 2), measured at 1, 2, 4 and
     8 in one launch of 8, every job on the CPU; link tests on the CPU with 2 (the fit's), 4 and 8 ranks; each
     prediction at 4 and 8 from the fit's 2-rank links carried and from the target's own, as many ranks as it has.
     Twenty predictions or more over three workloads or more, none of its cases nor jobs an earlier round's, frozen
-    at the seventh round's freeze or later."""
+    after the round before it, with the change it tests in the frozen tree (the second: the node term its pair of
+    equal bytes decides, held beyond for compute, designed on the first)."""
     calls, launched, held = [], [], []
     env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=8, gpus=0)
     monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))
     monkeypatch.setattr(heldout3, "launch", lambda env, args, n, extra: launched.append((tuple(args), n, extra)))
     monkeypatch.setattr(heldoutcpu, "save_inputs", lambda env, name, files, suite: dict(files))
     monkeypatch.setattr(heldoutcpu, "held_against", lambda *a: held.append(a) or [])
-    listed = heldoutcpu.cases_list(env)
+    listed = cpu_round.cases_list(env)
     assert all(job["device"] == "cpu" for job, _ in listed.values())
-    name = "reduce, seed 307, float64"
-    heldoutcpu.measure(env, name, *listed[name])
+    (case,) = [c for c in cpu_round.cases(env) if c.name == f"held-out {name}"]
+    assert case.runs == 1 and case.needs == ("ranks8",)
+    case.measure(env)
     scales = [(args[2:-3], ranks) for args, ranks in calls if args[0] == "scale"]
     assert scales[0] == (("--ranks", "1,2", "--shares", "4,8", "--mode", "both"), 2)
     assert scales[1] == (("--ranks", "1,2,4,8", "--mode", "both"), 8)
     assert sorted(n for _, n, _ in launched) == [2, 4, 8]
     assert all(args[:5] == ("bench", "comm", "--links", "--device", "cpu") for args, _, _ in launched)
-    assert [(a[1], a[5]) for a in held] == [(4, heldoutcpu.FROZEN), (8, heldoutcpu.FROZEN)]
+    assert [(a[1], a[5]) for a in held] == [(4, cpu_round.FROZEN), (8, cpu_round.FROZEN)]
     for _, n, files, _, kinds, _ in held:
         assert kinds == {
             heldoutcpu.CARRIED: ("", "fit", "measured", "links-fit", "1-2 ranks"),
             heldout3.TARGETS: ("", "fit", "measured", f"links-{n}", "1-2 ranks"),
         }
-        assert files["links-fit"].endswith("heldoutcpu-links-2.json")
-        assert files[f"links-{n}"].endswith(f"heldoutcpu-links-{n}.json")
+        assert files["links-fit"].endswith(f"{cpu_round.SUITE}-links-2.json")
+        assert files[f"links-{n}"].endswith(f"{cpu_round.SUITE}-links-{n}.json")
     assert heldoutcpu.predictions(listed) == 32 and len({name.split(",")[0] for name in listed}) == 4
-    for before in (r.cases_list(env) for r in ROUNDS[:-1]):
-        assert not set(listed) & set(before)
-        assert not [j for j, _ in listed.values() if j in [f for f, _ in before.values()]]
-    after = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", heldout7.FROZEN, heldoutcpu.FROZEN])
+    for earlier_list in (r.cases_list(env) for r in earlier):
+        assert not set(listed) & set(earlier_list)
+        assert not [j for j, _ in listed.values() if j in [f for f, _ in earlier_list.values()]]
+    after = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", before.FROZEN, cpu_round.FROZEN])
     assert after.returncode == 0
+    if changed:
+        tree = subprocess.run(["git", "-C", str(ROOT), "show", f"{cpu_round.FROZEN}:{changed[0]}"], capture_output=True)
+        assert changed[1] in tree.stdout.decode()
