@@ -1,10 +1,11 @@
 """How a phase's node term (what each further rank on a node adds per byte, spmd.scale.models.scaling_model.fit_local)
 moves stored predictions, in-sample: the model as it is (the term as the points of equal bytes per rank show it, a
 compute phase's growth held beyond the ranks a node was measured with and a host phase's carried on), the term fitted
-by least squares over every point with the rest (the model before it), every phase's growth carried on linearly, and
-both (the model before it, whole). Each folder's records are derived again (bench recheck, in a copy) under each; per
-folder and variant: the mean and worst |error| (each record's median run), how many runs' measured times fell inside
-their intervals, and the mean |error| per workload. The design evidence of the node term.
+by least squares over every point with the rest (the model before it), every phase's growth carried on linearly, both
+(the model before it, whole), and every phase's growth held, a host's reads too. Each folder's records are derived
+again (bench recheck, in a copy) under each; per folder and variant: the mean and worst |error| (each record's median
+run), how many runs' measured times fell inside their intervals, and the mean |error| per workload. The design
+evidence of the node term.
 
     python -m bench.tools.node_term docs/results/cpu-16core/heldoutcpu docs/results/h200x4/predict \
         docs/results/h200x2/predict docs/results/h200x4/heldout2
@@ -58,13 +59,20 @@ def carried_on(phase: str, fit: dict, node_ranks: int) -> int:
     return node_ranks - 1
 
 
+def held_everywhere(phase: str, fit: dict, node_ranks: int) -> int:
+    """node_growth with a host phase's growth held too, beyond the ranks its node was measured with."""
+    return min(node_ranks, fit.get("node_ranks_measured") or node_ranks) - 1
+
+
 LEAST_SQUARES = ((sm, "fit_local", least_squares_fit_local),)
 LINEAR = ((sm, "node_growth", carried_on),)
+HELD = ((sm, "node_growth", held_everywhere),)
 VARIANTS = {
     "the model: the pair's growth, compute held": (),
     "least squares, compute held": LEAST_SQUARES,
     "the pair's growth, carried on": LINEAR,
     "least squares, carried on (the model before)": LEAST_SQUARES + LINEAR,
+    "the pair's growth, every phase held": HELD,
 }
 
 

@@ -1,7 +1,7 @@
-"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py, heldoutcpu2.py): each list, fixed before
-anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a family never used
-before; every committed held-out record was measured with the prediction model's files as its round froze them; the
-check itself tells a changed model file from any other."""
+"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py, heldoutcpu2.py): each
+list, fixed before anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a
+family never used before; every committed held-out record was measured with the prediction model's files as its round
+froze them; the check itself tells a changed model file from any other."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ whole), added in quadrature to the time's and the speedup's. A sweep fitted on o
 other, so its predictions at several carry it from held-out cases that did (``unseen_seconds``): each halo call's host
 cost and training ranks waiting for each other's host in the allreduce, their median added to the prediction (the
 row's ``unseen_s``, a part of its own) and their spread about it to the interval, a last part (``unseen_below``,
-``unseen_above``). Where a compute phase's node term is held beyond the ranks its node was measured with, what growing on
-would add is the top's own part (the row's ``node_beyond_s``, ``scaling_model.node_beyond_seconds``).
+``unseen_above``). Where a compute phase's node term is held beyond the ranks its node was measured with, what growing
+on would add is the top's own part (the row's ``node_beyond_s``, ``scaling_model.node_beyond_seconds``).
 """
 
 from __future__ import annotations
