@@ -206,15 +206,16 @@ def speedup_coverage(records) -> str:
     kept = [p for p in each_run(records) if p.get("speedup_interval") and p.get("measured_speedup")]
     if not kept:
         return ""
-    inside = [p["speedup_interval"][0] <= p["measured_speedup"] <= p["speedup_interval"][1] for p in kept]
-    halves = [
-        (p["speedup_interval"][1] - p["speedup_interval"][0]) / 2 / (p["measured_speedup"] * (1 + p["speedup_error"]))
-        for p in kept
-    ]
+    # an interval open above (its time could reach zero: no upper end) holds every speedup over its lower end
+    spans = [(p["speedup_interval"][0], p["speedup_interval"][1] or math.inf) for p in kept]
+    inside = [lo <= p["measured_speedup"] <= hi for p, (lo, hi) in zip(kept, spans)]
+    halves = [(hi - lo) / 2 / (p["measured_speedup"] * (1 + p["speedup_error"])) for p, (lo, hi) in zip(kept, spans)]
     low, high = wilson(sum(inside), len(inside))
+    open_above = sum(hi == math.inf for _, hi in spans)
     return (
         f"{sum(inside)} of {len(inside)} ({100 * low:.0f} - {100 * high:.0f}%, Wilson 95% interval), their "
         f"intervals' median half-width {100 * statistics.median(halves):.1f}% of the predicted speedup"
+        + (f" ({open_above} of them open above: no upper end)" if open_above else "")
     )
 
 

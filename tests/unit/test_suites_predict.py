@@ -322,6 +322,20 @@ def test_speedup_coverage_counts_the_measured_speedups_inside_and_the_half_width
     assert speedup_coverage([Measure("c", "spmd predict", 0.1, "error", "share", params={"error": 0.1})]) == ""
 
 
+def test_a_speedup_interval_open_above_holds_every_speedup_over_its_lower_end():
+    """A predicted speedup whose time could reach zero has no upper end (``speedup_range``): counted inside above its
+    lower end, its half-width unbounded, and the text says how many were open."""
+    from bench.report import speedup_coverage
+
+    def record(measured: float, interval: list) -> Measure:
+        p = {"measured_speedup": measured, "speedup_error": 2.0 / measured - 1, "speedup_interval": interval}
+        return Measure("c", "spmd predict", 0.1, "error", "share", params={**p, "runs": [p]})
+
+    text = speedup_coverage([record(9.0, [1.5, None]), record(1.0, [1.5, None]), record(2.1, [1.8, 2.2])])
+    assert text.startswith("2 of 3 ") and text.endswith("(2 of them open above: no upper end)")
+    assert "median half-width inf%" in text
+
+
 def test_launch_spread_is_each_cases_measured_time_across_its_runs():
     from bench.report import launch_spread
 
