@@ -248,8 +248,8 @@ def model_advice(
                     f"node, the growth is taken as linear beyond: a limit the ranks reach only with more of them on a "
                     f"node would come on top, so for more ranks a node the prediction of {phase} is a lower bound."
                     if phase in HOST_PHASES
-                    else "node, the growth is held there beyond (a rank's compute was not measured to grow further): "
-                    "what it would add growing on is the top of each prediction's interval."
+                    else "node, the growth is held there beyond (no more ranks a node were measured): what it would "
+                    "add growing on is the top of each prediction's interval."
                 )
             )
     if best:

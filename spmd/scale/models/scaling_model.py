@@ -225,9 +225,9 @@ def node_growth(phase: str, fit: dict, node_ranks: int) -> int:
     """The further ranks on a node a phase's node term charges, with ``node_ranks`` on it: all of them (k - 1), except
     that beyond the ranks the sweep measured on a node (``node_ranks_measured``) a compute phase's growth is held where
     it was. A host's reads and copies in (HOST_PHASES) were measured to keep growing with each further rank (one copy
-    a rank, each taking its part of the host's memory bandwidth); a CPU rank's compute, on cores of its own, was
-    measured not to grow beyond what the sweep's pair of counts showed. How much the growth could still add beyond is
-    the interval's (``node_beyond_seconds``)."""
+    a rank, each taking its part of the host's memory bandwidth); a CPU rank's compute, on cores of its own, grew
+    beyond what a 2-rank pair showed in some held-out cases and not in others, so no growth is assumed beyond it and
+    what growing on would add is the interval's top (``node_beyond_seconds``)."""
     measured = fit.get("node_ranks_measured") or node_ranks
     return node_ranks - 1 if phase in HOST_PHASES else min(node_ranks, measured) - 1
 
