@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py, heldoutcpu2.py): each
+"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu3.py): each
 list, fixed before anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a
 family never used before; every committed held-out record was measured with the prediction model's files as its round
 froze them; the check itself tells a changed model file from any other."""
@@ -16,7 +16,18 @@ from helpers import git_repo
 
 from bench.env import Env
 from bench.records import read_records
-from bench.suites import heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7, heldoutcpu, heldoutcpu2
+from bench.suites import (
+    heldout,
+    heldout2,
+    heldout3,
+    heldout4,
+    heldout5,
+    heldout6,
+    heldout7,
+    heldoutcpu,
+    heldoutcpu2,
+    heldoutcpu3,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DESIGNED_ON = ("predict.py", "scaling.py", "torch_models.py", "torch_answer.py")
 
 
-ROUNDS = (heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7, heldoutcpu, heldoutcpu2)
+ROUNDS = (heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7, heldoutcpu, heldoutcpu2, heldoutcpu3)
 
 
 @pytest.mark.parametrize("frozen", [m.FROZEN for m in ROUNDS])
@@ -324,6 +335,14 @@ def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(t
     assert target == "intra=nvlink4,gpus_per_node=2,nodes=1,name=preset nvlink4 with the fit's host reads"
 
 
+def test_the_third_cpu_round_measures_the_model_the_seventh_round_froze():
+    """heldoutcpu3 says it measures, on CPUs, the model round 7 will be measured with: their model files are equal."""
+    same = subprocess.run(
+        ["git", "-C", str(ROOT), "diff", "--quiet", heldoutcpu3.FROZEN, heldout7.FROZEN, "--", *heldout.MODEL_PATHS]
+    )
+    assert same.returncode == 0
+
+
 @pytest.mark.parametrize(
     "cpu_round, name, earlier, before, changed",
     [
@@ -335,6 +354,13 @@ def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(t
             heldoutcpu,
             ("spmd/scale/models/scaling_model.py", "def node_beyond_seconds("),
         ),
+        (
+            heldoutcpu3,
+            "reduce, seed 353, float64",
+            ROUNDS[:9],
+            heldoutcpu2,
+            ("spmd/scale/models/scaling_model.py", "beyond what a 2-rank pair showed in some held-out cases"),
+        ),
     ],
 )
 def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two_kinds_of_input(
@@ -345,7 +371,8 @@ def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two
     prediction at 4 and 8 from the fit's 2-rank links carried and from the target's own, as many ranks as it has.
     Twenty predictions or more over three workloads or more, none of its cases nor jobs an earlier round's, frozen
     after the round before it, with the change it tests in the frozen tree (the second: the node term its pair of
-    equal bytes decides, held beyond for compute, designed on the first)."""
+    equal bytes decides, held beyond for compute, designed on the first; the third: the docstring that says what the
+    second found, the model unchanged)."""
     calls, launched, held = [], [], []
     env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=8, gpus=0)
     monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))
