@@ -34,7 +34,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 WHOLE = {"benchmarks.md.j2": ROOT / "docs/benchmarks.md"}
 # <!-- bench:NAME key=value ... --> ... <!-- /bench:NAME -->: a block rendered from templates/NAME.md.j2 with the keys
 BLOCK = re.compile(
-    r"(<!-- bench:(?P<name>[\w-]+)(?P<args>(?: [\w-]+=[\w.-]+)*) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S
+    r"(<!-- bench:(?P<name>[\w-]+)(?P<args>(?: [\w-]+=[\w.,-]+)*) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S
 )
 
 
@@ -409,6 +409,59 @@ def carried_links(fit: str, target: str, ranks: int) -> dict:
     }
 
 
+def carried_calls(kind: str, suites: str, ranks: int) -> dict:
+    """The CPU rounds' link tests (``suites``, comma-separated, of the machine ``kind``): each call's test on the fit's
+    2 ranks carried by spmd's model to the allreduce on ``ranks`` ranks of the node, against the test the same call
+    ran there (``*-links-fit`` and ``*-links-{ranks}`` of each case and run, in each round's inputs). Per size of the
+    target: the median measured time over the calls, the median carried one and their error, each call's own error
+    (its carried against its measured: the 10th and 90th percentiles) and the target's own spread between calls (its
+    90th percentile over its 10th, less 1)."""
+    from spmd.scale.models.links import collective_seconds
+    from spmd.scale.prediction.machines import links_from_bench
+
+    def read(path: Path) -> dict:
+        return json.loads(gzip.decompress(path.read_bytes()))
+
+    calls = [
+        (read(fit), read(fit.with_name(fit.name.replace("-links-fit", f"-links-{ranks}"))))
+        for suite in suites.split(",")
+        for fit in sorted((RESULTS / kind / suite / "inputs").glob("*-links-fit.json.gz"))
+    ]
+    rows = []
+    for r in calls[0][1]["levels"]["intra"]["rows"]:
+        measured = [_seconds_at(target, r["bytes"]) for _, target in calls]
+        carried = [
+            collective_seconds("allreduce", r["bytes"], ranks, ranks, links_from_bench(fit)["intra"], None)
+            for fit, _ in calls
+        ]
+        each = statistics.quantiles([c / m - 1 for c, m in zip(carried, measured)], n=10)
+        apart = statistics.quantiles(measured, n=10)
+        error = statistics.median(carried) / statistics.median(measured) - 1
+        rows.append(
+            {
+                "bytes": r["bytes"],
+                "size": size_label(r["bytes"]),
+                "measured_s": statistics.median(measured),
+                "carried_s": statistics.median(carried),
+                "error": error,
+                "each": [each[0], each[-1]],
+                "spread": apart[-1] / apart[0] - 1,
+            }
+        )
+    big = [abs(r["error"]) for r in rows if r["bytes"] >= 1 << 20]
+    small = [r for r in rows if r["bytes"] < 1 << 20]
+    return {
+        "calls": len(calls),
+        "from_ranks": calls[0][0]["levels"]["intra"]["ranks"],
+        "rows": rows,
+        "large_sizes": len(big),
+        "large_worst": max(big, default=0.0),
+        "small_sizes": len(small),
+        "small_within_spread": sum(abs(r["error"]) <= r["spread"] for r in small),
+        "folders": [f"docs/results/{kind}/{suite}/inputs" for suite in suites.split(",")],
+    }
+
+
 def _launches(name: str) -> list[tuple[str, dict]]:
     """(file name, parsed) of ``LINKS/{name}.json`` or of each ``{name}-N.json``, one a launch."""
     paths = sorted(p for p in LINKS.glob(f"{name}*.json") if re.fullmatch(rf"{re.escape(name)}(-\d+)?\.json", p.name))
@@ -457,6 +510,7 @@ def documents() -> dict[Path, str]:
         "sweeps": lambda suite, kind: decided_again(RESULTS / kind / suite),
         "checks_cost": lambda suite, kind: checks_cost(RESULTS / kind / suite),
         "carried": carried_links,
+        "carried_calls": carried_calls,
         "targets": {kind: target_rows(entries) for kind, entries in by_kind.items()},
         "target_notes": {kind: target_notes(entries) for kind, entries in by_kind.items()},
         # per kind, the suites its target rows come from: (suite, commit, date) of each

@@ -633,6 +633,46 @@ def test_carried_links_are_the_models_median_over_launches_with_their_own_spread
     assert c["large_worst"] == pytest.approx(max(abs(r["error"]) for r in c["rows"][1:]))
 
 
+def test_carried_calls_pair_each_calls_fit_with_its_own_target(tmp_path, monkeypatch):
+    """The CPU rounds' carried links: each call's 2-rank test carried to the target's ranks against the test the same
+    call ran there (its own error), over every round named; per size the medians' error and the target's own spread
+    between calls (90th over 10th percentile)."""
+    import gzip
+
+    from spmd.scale.models.links import collective_seconds
+    from spmd.scale.prediction.machines import links_from_bench
+
+    def links_file(seconds: list[float], ranks: int) -> dict:
+        rows = [{"bytes": b, "seconds": t} for b, t in zip((8, 1 << 21), seconds)]
+        return {"kind": "links", "backend": "mpi", "device": "cpu", "ranks": ranks, "ranks_per_node": ranks,
+                "levels": {"intra": {"ranks": ranks, "rows": rows}}}  # fmt: skip
+
+    fits = {("r1", "a"): [10e-6, 1e-3], ("r1", "b"): [20e-6, 2e-3], ("r2", "c"): [15e-6, 1.5e-3]}
+    targets = {("r1", "a"): [30e-6, 3e-3], ("r1", "b"): [33e-6, 3.3e-3], ("r2", "c"): [36e-6, 3.6e-3]}
+    for (suite, case), seconds in fits.items():
+        folder = tmp_path / "cpu-x" / suite / "inputs"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{case}-links-fit.json.gz").write_bytes(gzip.compress(json.dumps(links_file(seconds, 2)).encode()))
+        target = json.dumps(links_file(targets[suite, case], 8)).encode()
+        (folder / f"{case}-links-8.json.gz").write_bytes(gzip.compress(target))
+        (folder / f"{case}-links-4.json.gz").write_bytes(gzip.compress(b"{}"))  # another target: not read
+    monkeypatch.setattr(report, "RESULTS", tmp_path)
+    c = report.carried_calls("cpu-x", "r1,r2", 8)
+    assert c["calls"] == 3 and c["from_ranks"] == 2 and [r["size"] for r in c["rows"]] == ["8 B", "2 MiB"]
+    for i, r in enumerate(c["rows"]):
+        carried = {k: collective_seconds("allreduce", r["bytes"], 8, 8, links_from_bench(links_file(v, 2))["intra"],
+                                         None) for k, v in fits.items()}  # fmt: skip
+        own = [carried[k] / targets[k][i] - 1 for k in fits]
+        assert r["carried_s"] == pytest.approx(statistics.median(carried.values()))
+        assert r["measured_s"] == pytest.approx(targets["r1", "b"][i])
+        assert r["error"] == pytest.approx(r["carried_s"] / r["measured_s"] - 1)
+        tenth = statistics.quantiles(own, n=10)
+        assert r["each"] == pytest.approx([tenth[0], tenth[-1]])
+        apart = statistics.quantiles([v[i] for v in targets.values()], n=10)
+        assert r["spread"] == pytest.approx(apart[-1] / apart[0] - 1)
+    assert (c["large_sizes"], c["small_sizes"]) == (1, 1)
+
+
 def test_carried_links_take_the_targets_launches_median_and_the_wider_spread(tmp_path, monkeypatch):
     """Recorded in several launches on the target too, its measured time is their median at each size, and a size's
     spread is the wider of the two sides' launch-to-launch spreads."""
