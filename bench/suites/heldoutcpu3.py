@@ -1,9 +1,9 @@
-"""Held-out validation of ``spmd predict`` on CPUs, third round, at 4 and 8 ranks: the model as the seventh round froze
-it at FROZEN (the second CPU round's model, its node term's docstring since told what that round found; the files of
-heldout.MODEL_PATHS unchanged since), on four cases chosen before any of them was measured, none used while designing
-the model nor in an earlier round (other seeds, sizes and precisions of reduce, matmul, a stencil and another MLP's
-training, NumPy on a node's cores). No model change was made for it: it measures again, on new cases, what the second
-CPU round measured, and the model round 7 will be measured with.
+"""Held-out validation of ``spmd predict`` on CPUs, third round, at 4 and 8 ranks: the model the seventh round was
+frozen at when this round was listed, FROZEN (the second CPU round's model, its node term's docstring since told what
+that round found; the files of heldout.MODEL_PATHS unchanged since), on four cases chosen before any of them was
+measured, none used while designing the model nor in an earlier round (other seeds, sizes and precisions of reduce,
+matmul, a stencil and another MLP's training, NumPy on a node's cores). No model change was made for it: it measures
+again, on new cases, what the second CPU round measured.
 
 Each case is fitted, measured and predicted as in the first two CPU rounds (``heldoutcpu.measure``): fitted with ``spmd
 scale --ranks 1,2 --shares 4,8`` in a launch of 2, measured by ``spmd scale --ranks 1,2,4,8`` in one launch of 8,

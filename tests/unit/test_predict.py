@@ -870,3 +870,34 @@ def test_in_sample_a_weak_matmul_row_copies_in_its_slice_of_b_not_all_of_it():
             assert before / measured - 1 > 0.2, r
         else:
             assert r["before"]["error"] == pytest.approx(r["after"]["error"], abs=1e-12), r
+
+
+@pytest.mark.parametrize(
+    "folder, fit, per_node, said",
+    [
+        ("cpu-16core/heldoutcpu3", "matmul-2304-square-float32-fit", 8, "8 CPU ranks on a node where the sweep ran"),
+        ("cpu-16core/heldoutcpu3", "matmul-2304-square-float32-fit", 2, None),
+        ("cpu-16core/heldoutcpu3", "train-an-mlp-of-256-2048-256-10-at-batch-768-measured", 8, None),
+        ("h200x2/heldout3", "stencil-a-2048-grid-400-iterations-fit", 8, None),
+    ],
+)  # fmt: skip
+def test_a_cpu_target_with_more_ranks_a_node_than_the_sweep_ran_says_to_measure_within_the_node(
+    tmp_path, folder, fit, per_node, said
+):
+    """The CPU rounds' largest error: ranks at once on a node's cores, which a sweep of fewer does not show. A
+    prediction from a CPU sweep for more ranks a node than any of its runs had says so and how to measure it; not
+    within the ranks it ran (the sweep of 1-8 predicting 8), nor from a GPU sweep, whose ranks compute apart."""
+    import gzip
+
+    from spmd.scale.prediction.predict import predict_machine, read_sweep
+
+    path = tmp_path / "scaling.json"
+    path.write_bytes(gzip.decompress((ROOT / "docs/results" / folder / "inputs" / f"{fit}.json.gz").read_bytes()))
+    target = machine_from_dict({"gpus_per_node": per_node, "nodes": 1, "intra": {"busbw_GBps": 10}})
+    notes = predict_machine(read_sweep(path), target)["notes"]
+    found = [n for n in notes if "CPU ranks on a node" in n]
+    if said is None:
+        assert not found
+    else:
+        (note,) = found
+        assert note.startswith(f"{said} at most 2:") and f"spmd scale --ranks 1,...,{per_node}" in note

@@ -335,14 +335,6 @@ def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(t
     assert target == "intra=nvlink4,gpus_per_node=2,nodes=1,name=preset nvlink4 with the fit's host reads"
 
 
-def test_the_third_cpu_round_measures_the_model_the_seventh_round_froze():
-    """heldoutcpu3 says it measures, on CPUs, the model round 7 will be measured with: their model files are equal."""
-    same = subprocess.run(
-        ["git", "-C", str(ROOT), "diff", "--quiet", heldoutcpu3.FROZEN, heldout7.FROZEN, "--", *heldout.MODEL_PATHS]
-    )
-    assert same.returncode == 0
-
-
 @pytest.mark.parametrize(
     "cpu_round, name, earlier, before, changed",
     [

@@ -162,6 +162,9 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             "shift): halos priced by two terms fitted to the allreduce, whose latency per ring step misses NCCL's "
             "cost per point-to-point call"
         )
+    within = node_unmeasured_note(scaling, machine)
+    if within:
+        notes.append(within)
     unseen = unseen_terms(scaling, model)
     if unseen and any(row["unseen_s"] for row in rows):
         notes.append(unseen_note(unseen))
@@ -182,6 +185,27 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
         "sweep": sweep_state(scaling),
         "assumes": assumptions(scaling, machine),
     }
+
+
+def node_unmeasured_note(scaling: dict, machine: Machine) -> str | None:
+    """On CPUs, where the target puts more ranks on a node than any run of the sweep did: what ranks at once on a
+    node's cores cost each other was not measured, and a fit on fewer does not tell it (the held-out CPU rounds, where
+    it was these predictions' largest error); the node itself measures it. None on GPUs (each rank computes on a GPU of
+    its own; the host's share is carried on) and within the ranks a node measured."""
+    if scaling.get("device") == "gpu":
+        return None
+    measured = max(
+        (node_counts(r.get("placement") or {}, "cpu")["node_ranks"] or r["ranks"] for r in scaling["runs"]), default=1
+    )
+    most = max(machine.ranks_on_a_host(machine.gpus_per_node * n) for n in machine.nodes)
+    if most <= measured:
+        return None
+    return (
+        f"{most} CPU ranks on a node where the sweep ran at most {measured}: what ranks at once cost each other on a "
+        f"node's cores (its memory bandwidth, its caches) was not measured, and a sweep of fewer does not tell it (in "
+        f"held-out CPU rounds it was these predictions' largest error, mostly too fast); the node measures it: spmd "
+        f"scale --ranks 1,...,{most} on it, then predict other counts of such nodes"
+    )
 
 
 def sweep_state(scaling: dict) -> dict:
