@@ -10,8 +10,9 @@ the model or in an earlier round (other seeds, grids, iterations and sizes: two 
 host's memory, reduce, matmul, and a model family never used before, torchvision's Swin-T). The list was first frozen
 with the host's reads alone, then again with the sliced operand, with the model's error in the intervals, with the
 host's reads carried, with the presets' achievable figures, with the carrying kept to engines whose readers are each
-rank's own, and at FROZEN with a node term only the points of equal bytes decide and a compute phase's growth held
-beyond the ranks its node was measured with, before any of it ran.
+rank's own, with a node term only the points of equal bytes decide and a compute phase's growth held beyond the ranks
+its node was measured with, and at FROZEN with a note where a CPU target runs more ranks a node than its sweep did,
+before any of it ran.
 
 Each case is measured as in the third round (heldout3.measure_round) and predicted from one more kind of input
 (``input_kinds``): the ``nvlink4`` preset with the host's reads that the fitting machine measured by as many ranks as
@@ -33,7 +34,7 @@ from .heldout2 import CARRIED
 from .heldout3 import P2P_OFF, PRESET, PRESET_READS, TARGETS, round_cases
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
-FROZEN = "b62ec961f0df4da2b945e5b07db7426538d22a1a"
+FROZEN = "05b56eae97c40e2e5f13facfb2ef33b79d3bc9c7"
 SUITE = "heldout7"
 
 

@@ -100,6 +100,7 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/machines.py", "NVLINK_OVERHEAD = "),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "OWN_READERS = ("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def node_beyond_seconds("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "def node_unmeasured_note("),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -111,7 +112,8 @@ def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later,
     (DenseNet); the sixth, a sweep's reads bound by the ceiling of the engine it read with (RegNet); the seventh, a
     preset target with the host's reads measured on the fitting machine, a rank's slice of an operand that does not
     grow with the problem, intervals that carry the model's own error, a host's reads carried to more ranks, presets
-    at what NCCL reaches and a node term its pair of equal bytes decides (Swin-T)."""
+    at what NCCL reaches, a node term its pair of equal bytes decides and a CPU target's note on the ranks a node
+    measured (Swin-T)."""
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
         listed = later.cases_list(env)
