@@ -12,14 +12,11 @@ runs lay above and below their interval.
 import argparse
 import gzip
 import json
-import shutil
 import statistics
-import tempfile
 from pathlib import Path
 
-from bench.records import read_records
 from bench.suites.heldoutcpu import CARRIED, TARGET_RANKS
-from bench.suites.predict import recheck
+from bench.tools.node_term import derived_records
 
 
 def _points(path: Path) -> list[dict]:
@@ -48,12 +45,8 @@ def at_once(folder: Path) -> dict:
 def against_predictions(folder: Path) -> dict:
     """(mode, ranks) -> [(measured / predicted, above its interval, below it)] of each run predicted from the fit's
     links carried, the folder derived again by the model as it is."""
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
-        recheck(copy)
-        records = read_records(copy / "records.jsonl")
     out: dict = {}
-    for r in records:
+    for r in derived_records(folder):
         if r.params["kind"] != CARRIED:
             continue
         for run in r.params.get("runs") or [r.params]:

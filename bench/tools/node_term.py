@@ -76,14 +76,19 @@ VARIANTS = {
 }
 
 
-def derived(folder: Path, patches: tuple) -> str:
-    """The folder's records derived again (a copy) under ``patches``: mean, worst, inside; mean per workload."""
+def derived_records(folder: Path, patches: tuple = ()) -> list:
+    """The folder's records derived again (bench recheck, in a copy) by the model as it is, under ``patches``."""
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         for module, name, new in patches:
             stack.enter_context(mock.patch.object(module, name, new))
         copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
         recheck(copy)
-        records = read_records(copy / "records.jsonl")
+        return read_records(copy / "records.jsonl")
+
+
+def derived(folder: Path, patches: tuple) -> str:
+    """The folder's records derived again (a copy) under ``patches``: mean, worst, inside; mean per workload."""
+    records = derived_records(folder, patches)
     errors = [statistics.median(r.values) for r in records]
     runs = [p for r in records for p in (r.params.get("runs") or [r.params])]
     inside = sum(p["interval"][0] <= p["measured_s"] <= p["interval"][1] for p in runs)

@@ -691,3 +691,30 @@ def test_carried_links_take_the_targets_launches_median_and_the_wider_spread(tmp
     assert [r["measured_s"] for r in c["rows"]] == pytest.approx([26e-6, 160e-6])
     assert [r["spread"] for r in c["rows"]] == pytest.approx([30 / 25 - 1, 300 / 150 - 1])
     assert c["files"] == ["two.json", "four-1.json", "four-2.json", "four-3.json"]
+
+
+def test_contention_holds_each_share_at_once_against_the_same_share_alone(tmp_path):
+    """bench.tools.contention: for each case and run, the share a rank of n holds, timed alone on one rank by the fit,
+    against the same share timed on n ranks at once by the strong series; per phase, comm left out."""
+    import gzip
+
+    from bench.tools.contention import at_once
+
+    whole = 8e6
+
+    def point(mode: str, ranks: int, share: float, **phases: float) -> dict:
+        timed = {p: {"measured_s": t} for p, t in {**phases, "comm": 1.0}.items()}
+        return {"mode": mode, "ranks": ranks, "problem_bytes": share * ranks, "phases": timed}
+
+    def write(name: str, points: list[dict]) -> None:
+        (tmp_path / "inputs" / name).write_bytes(gzip.compress(json.dumps({"model": {"points": points}}).encode()))
+
+    (tmp_path / "inputs").mkdir()
+    fitted = [point("strong", 1, whole, compute=8.0), point("share", 1, whole / 4, compute=2.0),
+              point("share", 1, whole / 8, compute=1.0)]  # fmt: skip
+    measured = [point("strong", 1, whole, compute=8.5), point("strong", 4, whole / 4, compute=3.0),
+                point("weak", 4, whole, compute=20.0), point("strong", 8, whole / 8, compute=2.5)]  # fmt: skip
+    write("a-fit.json.gz", fitted)
+    write("a-measured.json.gz", measured)
+    write("a-links-fit.json.gz", [])  # a link test: not a case's fit
+    assert at_once(tmp_path) == {(4, "compute"): [1.5], (8, "compute"): [2.5]}
