@@ -901,3 +901,25 @@ def test_a_cpu_target_with_more_ranks_a_node_than_the_sweep_ran_says_to_measure_
     else:
         (note,) = found
         assert note.startswith(f"{said} at most 2:") and f"spmd scale --ranks 1,...,{per_node}" in note
+
+
+@given(
+    st.lists(st.integers(1, 16), min_size=1, max_size=5),
+    st.integers(1, 32),
+    st.sampled_from(["cpu", "gpu"]),
+    st.booleans(),
+)
+def test_the_note_on_ranks_a_node_comes_exactly_where_a_cpu_target_runs_more_than_the_sweep_did(
+    ranks, per_node, device, placed
+):
+    """Whatever the sweep's runs (their ranks on one node, placed or not) and the target's ranks a node: the note
+    comes on CPUs and only where the target's busiest node runs more ranks than any run of the sweep, naming both."""
+    from spmd.scale.prediction.predict import node_unmeasured_note
+
+    runs = [{"ranks": r, "placement": {"ranks_per_node": {"node0": r}} if placed else {}} for r in ranks]
+    target = machine_from_dict({"gpus_per_node": per_node, "nodes": 1, "intra": {"busbw_GBps": 10}})
+    note = node_unmeasured_note({"device": device, "runs": runs}, target)
+    if device == "cpu" and per_node > max(ranks):
+        assert note.startswith(f"{per_node} CPU ranks on a node where the sweep ran at most {max(ranks)}:")
+    else:
+        assert note is None
