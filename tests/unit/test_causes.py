@@ -473,3 +473,44 @@ def test_on_a_cpu_a_slower_operator_or_the_time_between_them_is_named_by_which_a
         assert found["cause"] == "host"
     else:
         assert found["cause"] is None
+
+
+def test_a_wait_is_charged_to_the_rank_that_arrived_last_in_that_step_not_to_the_positions_usual_one():
+    """Two ranks, two captured steps, one collective: rank 1 arrives 25 us late in the first step, rank 0 2 us late in
+    the second (a tie in arrivals). Rank 1 is charged its 25 us (12.5 a step), rank 0 its 2 (1 a step); before, the tie
+    went to rank 0 with both waits, 13.5 us a step, and a finding named rank 0 beside the straggler."""
+    steps = [[{"comm_kernels": [30.0]}, {"comm_kernels": [5.0]}], [{"comm_kernels": [5.0]}, {"comm_kernels": [7.0]}]]
+    c = causes.collectives([{"per_step": s} for s in steps])
+    assert c["last"] == [{"collective": 0, "last_rank": 1, "others_waited_us": 12.5, "waited_for_us": [1.0, 12.5]}]
+    path = causes.critical_path(c)
+    assert sorted((p["last_rank"], p["others_waited_us"]) for p in path) == [(0, 1.0), (1, 12.5)]
+
+
+@given(
+    st.integers(2, 4).flatmap(
+        lambda size: st.integers(1, 3).flatmap(
+            lambda n: st.lists(
+                st.lists(st.lists(st.floats(0.5, 1e4), min_size=n, max_size=n), min_size=size, max_size=size),
+                min_size=1,
+                max_size=4,
+            )
+        )
+    )
+)
+def test_each_rank_is_charged_exactly_the_waits_of_the_steps_it_arrived_last(durations):
+    """Whatever the captured steps' collective times (step -> rank -> position): at each position the critical path
+    charges each rank what the others waited there in the steps it arrived last (it spent least), a step's mean; the
+    charges add up to every wait at that position."""
+    steps, size = len(durations), len(durations[0])
+    per_rank = [[{"comm_kernels": durations[k][r]} for k in range(steps)] for r in range(size)]
+    path = causes.critical_path(causes.collectives([{"per_step": s} for s in per_rank]))
+    for j in range(len(durations[0][0])):
+        expected = [0.0] * size
+        for k in range(steps):
+            d = [durations[k][r][j] for r in range(size)]
+            expected[d.index(min(d))] += sum(x - min(d) for x in d) / steps
+        charged = [0.0] * size
+        for p in path:
+            if p["collective"] == j:
+                charged[p["last_rank"]] += p["others_waited_us"]
+        assert charged == pytest.approx(expected)

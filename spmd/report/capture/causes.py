@@ -87,7 +87,9 @@ def collectives(analyses: list) -> dict:
     steps = min(len(x) for x in lists)
     per_step_wait = [[0.0] * steps for _ in range(size)]
     transfer = [0.0] * steps
-    last_counts: dict[int, list] = {}
+    # per position in the step, per rank: what the others waited there in the steps that rank arrived last, so that
+    # a wait is charged to the rank that caused it, whoever arrived last at that position in other steps
+    waited_for: dict[int, list[float]] = {}
     for k in range(steps):
         durations = [x[k].get("comm_kernels") or [] for x in lists]
         counts = {len(d) for d in durations}
@@ -96,33 +98,41 @@ def collectives(analyses: list) -> dict:
         for j in range(counts.pop()):
             d = [durations[r][j] for r in range(size)]
             low = min(d)
-            last = d.index(low)
             transfer[k] += low
-            entry = last_counts.setdefault(j, [0.0] * size + [0.0])
             for r in range(size):
                 per_step_wait[r][k] += d[r] - low
-            entry[last] += 1
-            entry[size] += sum(x - low for x in d)
-    if not last_counts:
+            waited_for.setdefault(j, [0.0] * size)[d.index(low)] += sum(x - low for x in d)
+    if not waited_for:
         return {"matched": False, "why": "no collective ran in the captured steps"}
     return {
         "matched": True,
-        "per_step": len(last_counts),
+        "per_step": len(waited_for),
         "transfer_us": statistics.median(transfer),
         "wait_us": [statistics.median(w) for w in per_step_wait],
         "wait_us_per_step": per_step_wait,
         "last": [
-            {"collective": j, "last_rank": max(range(size), key=lambda r: e[r]), "others_waited_us": e[size] / steps}
-            for j, e in sorted(last_counts.items())
+            {
+                "collective": j,
+                "last_rank": max(range(size), key=lambda r: w[r]),
+                "others_waited_us": max(w) / steps,
+                "waited_for_us": [x / steps for x in w],
+            }
+            for j, w in sorted(waited_for.items())
         ],
     }
 
 
 def critical_path(coll: dict) -> list[dict]:
-    """At each collective of a step, the rank the others waited for and how long (median step)."""
+    """At each collective of a step, each rank the others waited for there and how long (a step's mean over the
+    captured steps, counting only the steps that rank arrived last)."""
     if not coll.get("matched"):
         return []
-    return [c for c in coll["last"] if c["others_waited_us"] > 0]
+    return [
+        {"collective": c["collective"], "last_rank": r, "others_waited_us": w}
+        for c in coll["last"]
+        for r, w in enumerate(c["waited_for_us"])
+        if w > 0
+    ]
 
 
 # -- the cause of a straggler ------------------------------------------------------------------------
