@@ -8,6 +8,7 @@ from ..comm.factory import open_communicator, open_subcommunicator
 from ..core.errors import BackendUnavailable
 from ..core.units import fmt_bytes
 from .collectives import COLLECTIVES, algbw_busbw, measure
+from .cores import format_cores, node_cores
 from .io import format_host_read, host_read
 
 REDUCING = ("allreduce", "reduce_scatter")
@@ -77,7 +78,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
     shift (sendrecv) at every size inside each node (its ranks alone, every node at once, as a job's rings run)
     and over every rank (across the nodes: the shift's slowest rank is one whose neighbour is on another node);
     with ``read_bytes``, the host's shared read ceiling too (``io.host_read``), which a sweep's one and two ranks
-    cannot place."""
+    cannot place; on CPUs, what the node's ranks at once cost each other's compute (``cores.node_cores``)."""
     hosts = sorted(set(ctx.hosts))
     per_node = [ctx.hosts.count(h) for h in hosts]
     comm = open_communicator(ctx, backend)
@@ -107,6 +108,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
     node.close()
     comm.close()
     reads = host_read(ctx, read_bytes) if read_bytes > 0 else None
+    cores = node_cores(ctx) if ctx.device == "cpu" and max(per_node) > 1 else None
     return {
         "kind": "links",
         "backend": comm.name,
@@ -118,6 +120,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
         "uneven": len(set(per_node)) > 1,
         "levels": levels,
         "host_read": reads,
+        "node_cores": cores,
         "wrong": sum(r["wrong"] for level in levels.values() for op in ("rows", *LINK_OPS[1:]) for r in level[op]),
     }
 
@@ -145,6 +148,8 @@ def format_links(links: dict) -> str:
         lines.append("# one rank a node on one node: no link to measure")
     if links.get("host_read"):
         lines += format_host_read(links["host_read"])
+    if links.get("node_cores"):
+        lines += format_cores(links["node_cores"])
     return "\n".join(lines) + "\n"
 
 
