@@ -54,7 +54,8 @@ def add_parser(sub) -> None:
         "--links",
         action="store_true",
         help="measure the machine's links for spmd predict: the allreduce, the allgather and a ring shift "
-        "(sendrecv) inside each node and over every rank (--json FILE is the target's `links`)",
+        "(sendrecv) inside each node and over every rank, and on CPUs what a node's ranks at once cost each "
+        "other's compute (--json FILE is the target's `links`)",
     )
     comm.add_argument(
         "--read-bytes",

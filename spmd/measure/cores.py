@@ -27,7 +27,7 @@ KERNELS = {
 STREAM_ELEMENTS = 4 << 20  # float64: 32 MiB an array
 CACHED_ELEMENTS = 32 << 10  # float64: 256 KiB an array
 MATMUL_N = 384
-MIN_SECONDS = 0.05  # a round times as many calls of a kernel as take this long alone
+MIN_SECONDS = 0.1  # a round times as many calls of a kernel as take this long alone
 
 
 def _kernels() -> dict:
@@ -43,21 +43,24 @@ def _kernels() -> dict:
     }
 
 
-def node_cores(ctx, rounds: int = 3) -> dict:
+def node_cores(ctx, rounds: int = 7) -> dict:
     """{ranks (on the busiest node), threads (a rank's compute threads), kernels {name: {alone_s, together_s,
     slowdown}}, slowdown (the kernels' geometric mean), low, high (the least and most slowed kernel's)}: each
-    kernel's call count fixed by the first rank alone, then ``rounds`` rounds of it alone and ``rounds`` of every
-    rank at once, the slowest rank's median. Collective over ``ctx.comm``."""
+    kernel's call count fixed by the first rank alone, then ``rounds`` rounds of it alone and of every rank at once
+    by turns, the median of the slowest rank's. Collective over ``ctx.comm``."""
     kernels = _kernels()
     first = ctx.local_rank == 0
     out = {}
     for name, call in kernels.items():
         call()  # warm: pages touched, BLAS's threads started
-        calls = _calls(ctx, call) if first else 0
+        calls = _calls(call) if first else 0
         calls = max(ctx.comm.allgather(calls))  # every node's first rank; the most any needed
-        alone = _timed(ctx, call if first else None, calls, rounds)
-        together = _timed(ctx, call, calls, rounds)
-        out[name] = {"alone_s": alone, "together_s": together, "slowdown": together / alone}
+        alone, together = [], []
+        for _ in range(rounds):  # by turns, so that a drift of the node's clocks or neighbours falls on both
+            alone.append(_timed(ctx, call if first else None, calls))
+            together.append(_timed(ctx, call, calls))
+        a, t = statistics.median(alone), statistics.median(together)
+        out[name] = {"alone_s": a, "together_s": t, "slowdown": t / a}
     slowdowns = [k["slowdown"] for k in out.values()]
     return {
         "ranks": max(ctx.comm.allgather(ctx.local_size)),
@@ -69,7 +72,7 @@ def node_cores(ctx, rounds: int = 3) -> dict:
     }
 
 
-def _calls(ctx, call) -> int:
+def _calls(call) -> int:
     """How many calls of ``call`` take MIN_SECONDS on this rank alone (the other ranks sleep meanwhile)."""
     count, elapsed = 1, 0.0
     while elapsed < MIN_SECONDS:
@@ -81,22 +84,19 @@ def _calls(ctx, call) -> int:
     return count
 
 
-def _timed(ctx, call, calls: int, rounds: int) -> float:
-    """The median over ``rounds`` of the slowest rank's seconds for ``calls`` calls of ``call`` a call, every rank
-    starting together (``call`` None: this rank sleeps in the barrier, leaving its cores to those that work: MPI's
-    blocking barrier would spin a core)."""
-    times = []
-    for _ in range(rounds):
-        ctx.idle_barrier(timed=False)
-        t0 = time.perf_counter()
-        if call is not None:
-            for _ in range(calls):
-                call()
-        elapsed = np.array([(time.perf_counter() - t0) / calls if call is not None else 0.0])
-        ctx.idle_barrier(timed=False)  # the workers' own times: the sleepers' wake-up is not in them
-        ctx.allreduce_host(elapsed, op="max")
-        times.append(float(elapsed[0]))
-    return statistics.median(times)
+def _timed(ctx, call, calls: int) -> float:
+    """The slowest rank's seconds a call over ``calls`` calls of ``call``, every rank starting together (``call``
+    None: this rank sleeps in the barrier, leaving its cores to those that work: MPI's blocking barrier would spin
+    one)."""
+    ctx.idle_barrier(timed=False)
+    t0 = time.perf_counter()
+    if call is not None:
+        for _ in range(calls):
+            call()
+    elapsed = np.array([(time.perf_counter() - t0) / calls if call is not None else 0.0])
+    ctx.idle_barrier(timed=False)  # the workers' own times: the sleepers' wake-up is not in them
+    ctx.allreduce_host(elapsed, op="max")
+    return float(elapsed[0])
 
 
 def format_cores(cores: dict) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -193,6 +194,15 @@ def test_bench_comm_links_one_node_and_two_emulated(tmp_path, per_node):
     assert reads["engines"] == {"direct": {"alone_Bps": reads["alone_Bps"], "together_Bps": reads["together_Bps"]}}
     assert "host reads of 8 MiB a rank from the page cache by direct" in stdout
     assert "host reads of 8 MiB a rank" in stdout
+    # what the host's ranks at once cost each other's compute: each kernel alone and at once, emulated nodes on one
+    # host sharing its cores too; a phase charged the kernels' geometric mean, between the least and most slowed
+    cores = data["node_cores"]
+    assert cores["ranks"] == 2 and set(cores["kernels"]) == {"stream", "cached", "matmul"}
+    slowdowns = [k["together_s"] / k["alone_s"] for k in cores["kernels"].values()]
+    assert all(k["alone_s"] > 0 and k["together_s"] > 0 for k in cores["kernels"].values())
+    assert cores["slowdown"] == pytest.approx(math.prod(slowdowns) ** (1 / 3))
+    assert (cores["low"], cores["high"]) == (pytest.approx(min(slowdowns)), pytest.approx(max(slowdowns)))
+    assert links["node_cores"] == cores and "the node's cores: 2 rank(s) at once against one alone" in stdout
     assert set(Path(tempfile.gettempdir()).glob("spmd-host-read-*")) == before
 
 

@@ -923,3 +923,134 @@ def test_the_note_on_ranks_a_node_comes_exactly_where_a_cpu_target_runs_more_tha
         assert note.startswith(f"{per_node} CPU ranks on a node where the sweep ran at most {max(ranks)}:")
     else:
         assert note is None
+
+
+def test_a_links_files_node_cores_are_checked():
+    """A links file's ``node_cores`` (spmd bench comm --links on CPUs) is taken as written, and refused naming it
+    where it is not what spmd writes: fewer than two ranks, a slowdown outside its kernels' ends, a figure missing."""
+    data = recorded("h200x2-nvlink.json")
+    cores = {"ranks": 8, "threads": 2, "kernels": {}, "slowdown": 1.5, "low": 1.2, "high": 1.9}
+    assert links_from_bench({**data, "node_cores": cores})["node_cores"] == cores
+    assert links_from_bench(data)["node_cores"] is None  # a file of an older spmd, or of GPUs
+    for bad in ({**cores, "ranks": 1}, {**cores, "low": 1.6}, {**cores, "high": 1.4}, {**cores, "slowdown": None}, []):
+        with pytest.raises(ConfigError, match="node_cores"):
+            links_from_bench({**data, "node_cores": bad})
+
+
+@given(
+    st.integers(1, 16),
+    st.integers(2, 32),
+    st.integers(1, 40),
+    st.floats(0.5, 4.0),
+    st.floats(0.0, 3.0),
+    st.floats(0.0, 3.0),
+)
+def test_the_cores_slowdown_is_charged_only_beyond_the_sweeps_ranks_and_up_to_the_tests(
+    sweep_ranks, tested, k, low, up, further
+):
+    """Whatever the sweep ran on a node, the ranks the target's cores test ran at once and its figures: a slowdown is
+    charged only where the target puts more ranks on a node than the sweep did and no more than the test ran; there
+    it is the test's own at the test's ranks, carried linearly from one rank alone (1) below them, the ends too, and
+    lies between them."""
+    from spmd.scale.models.scaling_model import cores_slowdown
+
+    slowdown, high = low + up, low + up + further
+    model = {
+        "node_cores": {"ranks": tested, "slowdown": slowdown, "low": low, "high": high, "sweep_ranks": sweep_ranks}
+    }
+    got = cores_slowdown(model, k)
+    if not sweep_ranks < k <= tested:
+        assert got is None
+        return
+    part = (k - 1) / (tested - 1)
+    assert got == pytest.approx(tuple(1 + (x - 1) * part for x in (slowdown, low, high)))
+    assert got[1] <= got[0] + 1e-12 and got[0] <= got[2] + 1e-12
+    if k == tested:
+        assert got == pytest.approx((slowdown, low, high))
+    assert cores_slowdown({}, k) is None
+
+
+@given(st.integers(3, 16), st.floats(1.0, 4.0), st.floats(0.0, 1.0), st.floats(0.0, 2.0), st.floats(1e5, 1e10))
+def test_a_cpu_phase_charged_the_cores_slowdown_is_its_time_alone_times_it_and_its_ends_bound_the_interval(
+    ranks, slowdown, down, up, problem
+):
+    """A compute phase charged the target's cores slowdown takes its time alone (intercept and bytes, no node term)
+    times it; a host's read keeps its node term; the seconds the interval adds below and above are that time alone
+    times the distance to the least and the most slowed kernel's; and nothing of the compute phase is held beyond
+    (node_beyond_seconds), which the node term would otherwise add above."""
+    from spmd.scale.models.scaling_model import cores_seconds, node_beyond_seconds, predict
+
+    local = {
+        "compute": {"intercept_s": 1e-3, "seconds_per_byte": 2e-9, "node_seconds_per_byte": 3e-10,
+                    "node_ranks_measured": 2},
+        "read": {"intercept_s": 5e-4, "seconds_per_byte": 1e-9, "node_seconds_per_byte": 2e-10,
+                 "node_ranks_measured": 2},
+    }  # fmt: skip
+    comm = {"alpha_s": 0.0, "beta_s_per_B": 0.0, "overhead_s": 0.0, "ops": [], "reference_share_bytes": 1.0,
+            "growth": 1.0}  # fmt: skip
+    plain = {"local": local, "comm": comm, "gap_s": 0.0}
+    low, high = max(1.0, slowdown - down), slowdown + up
+    cores = {"ranks": ranks, "slowdown": slowdown, "low": low, "high": high, "sweep_ranks": 2}
+    model = {**plain, "node_cores": cores}
+    share = problem / ranks
+    alone = 1e-3 + 2e-9 * share
+    got, before = predict(model, ranks, problem, ranks), predict(plain, ranks, problem, ranks)
+    assert got["compute"] == pytest.approx(alone * slowdown)
+    assert got["read"] == pytest.approx(before["read"])  # the host's phase: its node term, carried on
+    below, above = cores_seconds(model, ranks, problem, ranks)
+    assert (below, above) == (pytest.approx(alone * (slowdown - low)), pytest.approx(alone * (high - slowdown)))
+    assert node_beyond_seconds(model, ranks, problem, ranks) == 0.0  # the read's growth is carried, not held
+    assert node_beyond_seconds(plain, ranks, problem, ranks) == pytest.approx(share * (ranks - 2) * 3e-10)
+    assert cores_seconds(plain, ranks, problem, ranks) == (0.0, 0.0)
+    # within the sweep's own ranks a node, the node term it measured stands
+    assert predict(model, 2, problem * 2 / ranks, 2)["compute"] == pytest.approx(
+        predict(plain, 2, problem * 2 / ranks, 2)["compute"]
+    )
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_a_cpu_target_whose_link_test_measured_its_cores_charges_them_and_says_so(tmp_path, device):
+    """A CPU sweep of 1-2 ranks predicted for 8 on a node whose link test measured its cores: each compute phase at 8
+    is charged their slowdown (the row's time above the same prediction without them, its interval wider by the
+    kernels' ends), a note says so and the note to measure within the node is gone; a GPU sweep, whose ranks compute
+    on GPUs of their own, is charged nothing."""
+    import gzip
+
+    from spmd.scale.prediction.machines import read_target
+    from spmd.scale.prediction.predict import predict_machine, read_sweep
+
+    folder = ROOT / "docs/results/cpu-16core/heldoutcpu3/inputs"
+    path = tmp_path / "scaling.json"
+    fit = "reduce-seed-353-float64-fit" if device == "cpu" else None
+    if fit is None:
+        path.write_text(SWEEP.read_text())
+    else:
+        path.write_bytes(gzip.decompress((folder / f"{fit}.json.gz").read_bytes()))
+    links = json.loads(gzip.decompress((folder / "reduce-seed-353-float64-links-8.json.gz").read_bytes()))
+    cores = {"ranks": 8, "threads": 2, "kernels": {}, "slowdown": 1.6, "low": 1.2, "high": 2.4}
+    (tmp_path / "with.json").write_text(json.dumps({**links, "node_cores": cores}))
+    (tmp_path / "without.json").write_text(json.dumps(links))
+    sweep = read_sweep(path)
+    if device == "gpu":  # the GPU sweep's links over its own backend
+        data = recorded("h200x2-nvlink.json")
+        (tmp_path / "with.json").write_text(json.dumps({**data, "node_cores": cores}))
+        (tmp_path / "without.json").write_text(json.dumps(data))
+    charged = predict_machine(
+        sweep, read_target(str(tmp_path / "with.json")) if False else read_target(f"links={tmp_path / 'with.json'}")
+    )
+    plain = predict_machine(sweep, read_target(f"links={tmp_path / 'without.json'}"))
+    said = [n for n in charged["notes"] if n.startswith("the node's cores measured by the target's link test")]
+    for row, before in zip(charged["rows"], plain["rows"]):
+        if device == "gpu" or row["ranks"] <= 2:
+            assert row["predicted_s"] == pytest.approx(before["predicted_s"]) and row["cores_above_s"] == 0.0
+            continue
+        assert row["predicted_s"] > before["predicted_s"] and row["cores_above_s"] > 0 and row["cores_below_s"] > 0
+        assert row["phases"]["compute"] > before["phases"]["compute"]
+        assert row["interval"][1] >= row["predicted_s"] + row["cores_above_s"]
+    if device == "gpu":
+        assert not said
+    else:
+        assert [row["ranks"] for row in charged["rows"] if row["cores_above_s"] > 0] == [8, 8]  # strong and weak
+        assert len(said) == 1 and "x1.20 to x2.40" in said[0] and "x1.60 at 8" in said[0]
+        assert not [n for n in charged["notes"] if "CPU ranks on a node" in n]
+        assert [n for n in plain["notes"] if "CPU ranks on a node" in n]

@@ -196,20 +196,15 @@ def predict(
     """Predicted seconds per phase and ``total`` for ``ranks`` ranks on ``problem_bytes``, ``node_ranks`` of them
     on the busiest node (default: as many as the node's GPUs or cores hold, ``ranks_on_a_node``);
     ``collectives(ranks, ops)`` prices the collectives on another machine (default: the sweep's alpha-beta).
-    The sliced operand is read in ``parts`` slices (by default the ranks, N for a share of N on one rank)."""
+    The sliced operand is read in ``parts`` slices (by default the ranks, N for a share of N on one rank). Where the
+    target measured what its node's ranks at once cost each other's compute (``cores_slowdown``), a CPU phase outside
+    HOST_PHASES is its time alone times that slowdown, not its node term carried."""
     share = problem_bytes / ranks
     k = node_ranks or ranks_on_a_node(model, ranks)
     # a fitted line with a negative intercept would predict negative time for a small share: no phase takes less
     # than nothing
-    phases = {
-        p: max(
-            0.0,
-            f["intercept_s"]
-            + phase_bytes(model, p, share, parts or ranks)
-            * (f["seconds_per_byte"] + node_growth(p, f, k) * f.get("node_seconds_per_byte", 0.0)),
-        )
-        for p, f in model["local"].items()
-    }
+    cores = cores_slowdown(model, k)
+    phases = {p: max(0.0, local_seconds(model, p, share, parts or ranks, k, cores)) for p in model["local"]}
     ops = scaled_ops(model, ranks, problem_bytes)
     priced = collectives(ranks, ops) if collectives else collectives_time(model["comm"], ranks, ops)
     if ranks == 1 and "one_rank_s" in model["comm"]:
@@ -221,15 +216,63 @@ def predict(
     return phases
 
 
+def local_seconds(
+    model: dict, phase: str, share: float, parts: int, node_ranks: int, cores: tuple | None = None
+) -> float:
+    """A local phase's seconds on ``share`` bytes a rank, ``node_ranks`` ranks on its node: its fit, with its node
+    term (``node_growth``), or where the target's cores test measured the node (``cores``, from ``cores_slowdown``)
+    and the phase is a CPU rank's own work (not HOST_PHASES), its time alone times that slowdown."""
+    f = model["local"][phase]
+    x = phase_bytes(model, phase, share, parts)
+    if cores and phase not in HOST_PHASES:
+        return (f["intercept_s"] + x * f["seconds_per_byte"]) * cores[0]
+    return f["intercept_s"] + x * (
+        f["seconds_per_byte"] + node_growth(phase, f, node_ranks) * f.get("node_seconds_per_byte", 0.0)
+    )
+
+
 def node_growth(phase: str, fit: dict, node_ranks: int) -> int:
     """The further ranks on a node a phase's node term charges, with ``node_ranks`` on it: all of them (k - 1), except
     that beyond the ranks the sweep measured on a node (``node_ranks_measured``) a compute phase's growth is held where
     it was. A host's reads and copies in (HOST_PHASES) were measured to keep growing with each further rank (one copy
     a rank, each taking its part of the host's memory bandwidth); a CPU rank's compute, on cores of its own, grew
     beyond what a 2-rank pair showed in some held-out cases and not in others, so no growth is assumed beyond it and
-    what growing on would add is the interval's top (``node_beyond_seconds``)."""
+    what growing on would add is the interval's top (``node_beyond_seconds``), unless the target measured its cores
+    (``cores_slowdown``, which ``local_seconds`` charges instead)."""
     measured = fit.get("node_ranks_measured") or node_ranks
     return node_ranks - 1 if phase in HOST_PHASES else min(node_ranks, measured) - 1
+
+
+def cores_slowdown(model: dict, node_ranks: int) -> tuple[float, float, float] | None:
+    """(slowdown, low, high): what ``node_ranks`` ranks at once on a CPU node cost each other's compute, as the
+    target's link test measured it (``model['node_cores']``, ``spmd.measure.cores``: the kernels' geometric mean, the
+    least and the most slowed kernel's), for counts beyond those the sweep ran on a node (``sweep_ranks``, whose own
+    runs measured theirs) and up to those the test ran at once, carried linearly from one rank alone below them;
+    None elsewhere (the node term as fitted, ``node_growth``)."""
+    cores = model.get("node_cores")
+    if not cores or not cores["sweep_ranks"] < node_ranks <= cores["ranks"]:
+        return None
+    part = (node_ranks - 1) / (cores["ranks"] - 1)
+    return tuple(1 + (cores[key] - 1) * part for key in ("slowdown", "low", "high"))
+
+
+def cores_seconds(
+    model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None, parts: int | None = None
+) -> tuple[float, float]:
+    """(below, above): the seconds a prediction charged by ``cores_slowdown`` may lie below and above it, its
+    phases' time alone times the least and the most slowed kernel's slowdown; (0, 0) where none was charged."""
+    cores = cores_slowdown(model, node_ranks or ranks_on_a_node(model, ranks))
+    if not cores:
+        return 0.0, 0.0
+    alone = sum(
+        max(
+            0.0, f["intercept_s"] + phase_bytes(model, p, problem_bytes / ranks, parts or ranks) * f["seconds_per_byte"]
+        )
+        for p, f in model["local"].items()
+        if p not in HOST_PHASES
+    )
+    slowdown, low, high = cores
+    return (slowdown - low) * alone, (high - slowdown) * alone
 
 
 def node_beyond_seconds(
@@ -238,11 +281,13 @@ def node_beyond_seconds(
     """What the node terms ``node_growth`` holds would add carried on linearly, at ``ranks`` ranks on
     ``problem_bytes``: the seconds a prediction may lie above it, beyond the ranks its node was measured with."""
     k = node_ranks or ranks_on_a_node(model, ranks)
+    measured = cores_slowdown(model, k) is not None  # the target's cores test charged those phases: nothing held
     return sum(
         phase_bytes(model, p, problem_bytes / ranks, parts or ranks)
         * (k - 1 - node_growth(p, f, k))
         * f.get("node_seconds_per_byte", 0.0)
         for p, f in model["local"].items()
+        if not (measured and p not in HOST_PHASES)
     )
 
 

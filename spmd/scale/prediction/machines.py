@@ -128,6 +128,7 @@ class Machine:
     host_read: dict | None = None  # the host's shared read ceiling (measure.io.host_read), where measured
     host_read_source: str | None = None  # where it was measured, in words (input_words names it)
     host_ranks: int | None = None  # ranks sharing a host's memory where more than a node's (None: a node's)
+    node_cores: dict | None = None  # on CPUs, what the node's ranks at once cost each other (measure.cores)
 
     def ranks_on_a_host(self, ranks: int) -> int:
         """Of ``ranks`` ranks, those that share the busiest host's memory (its reads, its copies in)."""
@@ -144,6 +145,7 @@ class Machine:
             "host_read": self.host_read,
             "host_read_source": self.host_read_source,
             "host_ranks": self.host_ranks,
+            "node_cores": self.node_cores,
         }
 
 
@@ -173,7 +175,7 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
     nodes = nodes if isinstance(nodes, list) else [nodes]
     if not nodes or not all(_count(n) and n <= MAX_NODES for n in nodes):
         raise ConfigError(f"{where}: key nodes: whole numbers from 1 to {MAX_NODES}, got {brief(raw.get('nodes'))}")
-    intra = inter = host_read = None
+    intra = inter = host_read = node_cores = None
     backend = None
     notes = []
     if "links" in raw:
@@ -181,7 +183,7 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
             raise ConfigError(f"{where}: key links: a file name, got {brief(raw['links'])}")
         measured = read_links(base / raw["links"])  # an absolute path stays itself
         intra, inter, backend = measured["intra"], measured["inter"], measured["backend"]
-        host_read = measured["host_read"]
+        host_read, node_cores = measured["host_read"], measured["node_cores"]
         per_node = measured["gpus_per_node"]
         notes.append(f"links measured by spmd bench comm over {backend} on {measured['ranks']} rank(s)")
     else:
@@ -248,6 +250,7 @@ def machine_from_dict(raw: dict, where: str = "target", base: Path = Path(".")) 
         host_read,
         host_read_source,
         host_ranks,
+        node_cores,
     )
 
 
@@ -279,8 +282,8 @@ def _positive(value) -> bool:
 
 
 def read_links(path: Path) -> dict:
-    """{'intra', 'inter' (Links or None), 'gpus_per_node', 'ranks', 'backend', 'host_read'} from a ``spmd bench
-    comm --links`` file."""
+    """{'intra', 'inter' (Links or None), 'gpus_per_node', 'ranks', 'backend', 'host_read', 'node_cores'} from a
+    ``spmd bench comm --links`` file."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -314,6 +317,9 @@ def links_from_bench(data: dict) -> dict:
     reads = data.get("host_read")
     if reads is not None and not _well_formed_reads(reads):
         raise ConfigError("target key links: its host_read is not what spmd bench comm --links writes")
+    cores = data.get("node_cores")
+    if cores is not None and not _well_formed_cores(cores):
+        raise ConfigError("target key links: its node_cores is not what spmd bench comm --links writes")
     return {
         "intra": intra,
         "inter": inter,
@@ -321,7 +327,20 @@ def links_from_bench(data: dict) -> dict:
         "ranks": ranks,
         "backend": data["backend"],
         "host_read": reads,
+        "node_cores": cores,
     }
+
+
+def _well_formed_cores(cores) -> bool:
+    """Whether ``cores`` is a ``node_cores`` as spmd bench comm writes it: ranks at once (at least 2), and a slowdown
+    within its least and most slowed kernel's."""
+    return (
+        isinstance(cores, dict)
+        and _count(cores.get("ranks"))
+        and cores["ranks"] >= 2
+        and all(_positive(cores.get(k)) for k in ("slowdown", "low", "high"))
+        and cores["low"] <= cores["slowdown"] <= cores["high"]
+    )
 
 
 def _well_formed_reads(reads) -> bool:

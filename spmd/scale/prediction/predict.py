@@ -19,6 +19,7 @@ from ..models.overlap import exposed as overlap_exposed
 from ..models.overlap import hidden_share
 from ..models.scaling_model import (
     break_even,
+    cores_seconds,
     measured,
     node_beyond_seconds,
     phase_bytes,
@@ -89,6 +90,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
         f"speedup's leaves the launch out"
     )
     host_reads, by_engine = read_ceiling(scaling, model, machine, notes)
+    model = with_node_cores(scaling, model, machine, notes)
     readers = max((_node_readers(run) for run in scaling["runs"]), default=0)
     rows = []
     for mode, series in scaling["series"].items():
@@ -115,6 +117,8 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             # a compute phase's node growth held beyond the ranks its node was measured with: what carrying it on
             # would add lies above, a part of its own (a choice between two extrapolations, not a spread)
             beyond = node_beyond_seconds(model, ranks, problem, host_ranks)
+            # the target's cores test charged its compute phases a slowdown between its kernels': their ends
+            cores_below, cores_above = cores_seconds(model, ranks, problem, host_ranks)
             if added:
                 phases = {**phases, "unseen": added, "total": phases["total"] + added}
                 comm += added  # the ranks' waits in their exchanges: the row's comm, its links' part priced on it
@@ -133,7 +137,10 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
                     "ranks": ranks,
                     "problem_bytes": problem,
                     "predicted_s": total,
-                    "interval": [max(total - half_below - below, 0.0), total + half_above + above + beyond],
+                    "interval": [
+                        max(total - half_below - below - cores_below, 0.0),
+                        total + half_above + above + beyond + cores_above,
+                    ],
                     "interval_parts": parts,
                     "model_below": MODEL_SPREAD[0] * total,
                     "model_above": MODEL_SPREAD[1] * total,
@@ -141,8 +148,12 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
                     "unseen_below": below,
                     "unseen_above": above,
                     "node_beyond_s": beyond,
+                    "cores_below_s": cores_below,
+                    "cores_above_s": cores_above,
                     "speedup": speedup,
-                    "speedup_interval": speedup_range(speedup, total, same_below + below, same_above + above + beyond),
+                    "speedup_interval": speedup_range(
+                        speedup, total, same_below + below + cores_below, same_above + above + beyond + cores_above
+                    ),
                     "efficiency": None if speedup is None else speedup / ranks,
                     "flags": row_flags(speedup, ranks),
                     **({"batch_per_rank": batch_of(run, ranks, mode)} if training else {}),
@@ -187,24 +198,49 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
     }
 
 
+def sweep_node_ranks(scaling: dict) -> int:
+    """The most ranks any run of a sweep put on one node."""
+    return max(
+        (node_counts(r.get("placement") or {}, "cpu")["node_ranks"] or r["ranks"] for r in scaling["runs"]), default=1
+    )
+
+
+def with_node_cores(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> dict:
+    """``model`` with what the target's link test measured of its node's cores (``node_cores``, for
+    ``scaling_model.cores_slowdown``) where the sweep ran on CPUs and the test ran more ranks at once than the sweep
+    put on a node; a note says what it charges."""
+    cores = machine.node_cores
+    sweep_ranks = sweep_node_ranks(scaling)
+    if scaling.get("device") == "gpu" or not cores or cores["ranks"] <= sweep_ranks:
+        return model
+    notes.append(
+        f"the node's cores measured by the target's link test: {cores['ranks']} ranks at once slowed its kernels "
+        f"x{cores['low']:.2f} to x{cores['high']:.2f} against one alone; each compute phase beyond the {sweep_ranks} "
+        f"rank(s) a node the sweep ran is charged their geometric mean, x{cores['slowdown']:.2f} at "
+        f"{cores['ranks']} (from one alone, linearly, at fewer), the kernels' ends in its interval"
+    )
+    keys = ("ranks", "slowdown", "low", "high")
+    return {**model, "node_cores": {**{k: cores[k] for k in keys}, "sweep_ranks": sweep_ranks}}
+
+
 def node_unmeasured_note(scaling: dict, machine: Machine) -> str | None:
     """On CPUs, where the target puts more ranks on a node than any run of the sweep did: what ranks at once on a
     node's cores cost each other was not measured, and a fit on fewer does not tell it (the held-out CPU rounds, where
     it was these predictions' largest error); the node itself measures it. None on GPUs (each rank computes on a GPU of
-    its own; the host's share is carried on) and within the ranks a node measured."""
+    its own; the host's share is carried on) and within the ranks a node measured, by the sweep or by the target's
+    cores test (``with_node_cores``)."""
     if scaling.get("device") == "gpu":
         return None
-    measured = max(
-        (node_counts(r.get("placement") or {}, "cpu")["node_ranks"] or r["ranks"] for r in scaling["runs"]), default=1
-    )
+    measured = sweep_node_ranks(scaling)
     most = max(machine.ranks_on_a_host(machine.gpus_per_node * n) for n in machine.nodes)
-    if most <= measured:
+    if most <= max(measured, (machine.node_cores or {}).get("ranks", 0)):
         return None
     return (
         f"{most} CPU ranks on a node where the sweep ran at most {measured}: what ranks at once cost each other on a "
         f"node's cores (its memory bandwidth, its caches) was not measured, and a sweep of fewer does not tell it (in "
         f"held-out CPU rounds it was these predictions' largest error, mostly too fast); the node measures it: spmd "
-        f"scale --ranks 1,...,{most} on it, then predict other counts of such nodes"
+        f"bench comm --links with {most} ranks on it (its cores test, for the target's key links), or spmd scale "
+        f"--ranks 1,...,{most} on it, then predict other counts of such nodes"
     )
 
 
