@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu3.py): each
+"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu4.py): each
 list, fixed before anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a
 family never used before; every committed held-out record was measured with the prediction model's files as its round
 froze them; the check itself tells a changed model file from any other."""
@@ -27,6 +27,7 @@ from bench.suites import (
     heldoutcpu,
     heldoutcpu2,
     heldoutcpu3,
+    heldoutcpu4,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +37,19 @@ ROOT = Path(__file__).resolve().parents[2]
 DESIGNED_ON = ("predict.py", "scaling.py", "torch_models.py", "torch_answer.py")
 
 
-ROUNDS = (heldout, heldout2, heldout3, heldout4, heldout5, heldout6, heldout7, heldoutcpu, heldoutcpu2, heldoutcpu3)
+ROUNDS = (
+    heldout,
+    heldout2,
+    heldout3,
+    heldout4,
+    heldout5,
+    heldout6,
+    heldout7,
+    heldoutcpu,
+    heldoutcpu2,
+    heldoutcpu3,
+    heldoutcpu4,
+)
 
 
 @pytest.mark.parametrize("frozen", [m.FROZEN for m in ROUNDS])
@@ -101,6 +114,7 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "OWN_READERS = ("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def node_beyond_seconds("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "def node_unmeasured_note("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def cores_slowdown("),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -112,8 +126,8 @@ def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later,
     (DenseNet); the sixth, a sweep's reads bound by the ceiling of the engine it read with (RegNet); the seventh, a
     preset target with the host's reads measured on the fitting machine, a rank's slice of an operand that does not
     grow with the problem, intervals that carry the model's own error, a host's reads carried to more ranks, presets
-    at what NCCL reaches, a node term its pair of equal bytes decides and a CPU target's note on the ranks a node
-    measured (Swin-T)."""
+    at what NCCL reaches, a node term its pair of equal bytes decides, a CPU target's note on the ranks a node
+    measured and a CPU compute phase charged what the target's link test measured of its cores (Swin-T)."""
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
         listed = later.cases_list(env)
@@ -355,6 +369,13 @@ def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(t
             heldoutcpu2,
             ("spmd/scale/models/scaling_model.py", "beyond what a 2-rank pair showed in some held-out cases"),
         ),
+        (
+            heldoutcpu4,
+            "reduce, seed 389, float32",
+            ROUNDS[:10],
+            heldoutcpu3,
+            ("spmd/scale/models/scaling_model.py", "def cores_slowdown("),
+        ),
     ],
 )
 def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two_kinds_of_input(
@@ -366,7 +387,8 @@ def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two
     Twenty predictions or more over three workloads or more, none of its cases nor jobs an earlier round's, frozen
     after the round before it, with the change it tests in the frozen tree (the second: the node term its pair of
     equal bytes decides, held beyond for compute, designed on the first; the third: the docstring that says what the
-    second found, the model unchanged)."""
+    second found, the model unchanged; the fourth: a compute phase charged what the target's link test measured of its
+    node's cores, designed on the first three)."""
     calls, launched, held = [], [], []
     env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=8, gpus=0)
     monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))
