@@ -1,25 +1,30 @@
 """The node's cores test (``spmd bench comm --links`` on CPUs, spmd.measure.cores) as the CPU rounds' predictions from
-the target's link test would have used it, in-sample: each round's stored link tests of 4 and 8 ranks were measured
-before the test existed, so a copy of each is given the ``node_cores`` of design launches measured apart (``--cores``:
-links files of this spmd at those rank counts, their median per figure), and each folder's records are derived again
-(bench recheck, in a copy) with and without it. Per folder, kind of input and rank count: mean and worst |error|
-(each record's median run) and how many runs' measured times fell inside their intervals. Design evidence only: the
-design launches are not the rounds' own, and the rounds shaped the rule.
+the target's link test would have used it, in-sample: the first three rounds' stored link tests of 4 and 8 ranks were
+measured before the test existed, so a copy of each is given the ``node_cores`` of design launches measured apart
+(``--cores``: links files of this spmd at those rank counts, their median per figure; a round whose link tests
+measured their own keeps them), and each folder's records are derived again (bench recheck, in a copy) as stored,
+with the cores charged on a phase's fitted line (``--line``: the rule as first frozen), and by the model as it is (its
+time alone the sweep's own run of that share). Per folder, kind of input and rank count: mean and worst |error| (each
+record's median run) and how many runs' measured times fell inside their intervals. Design evidence only: the design
+launches are not the rounds' own, and the rounds shaped the rule.
 
     python -m bench.tools.cores_design docs/results/cpu-16core/heldoutcpu* --cores docs/results/cpu-16core/cores-design
 """
 
 import argparse
+import contextlib
 import gzip
 import json
 import shutil
 import statistics
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 from bench.records import read_records
 from bench.suites.heldoutcpu import TARGET_RANKS
 from bench.suites.predict import recheck
+from spmd.scale.models import scaling_model as sm
 
 KEYS = ("slowdown", "low", "high")
 
@@ -39,14 +44,24 @@ def given_cores(folder: Path, cores: dict[int, dict]) -> None:
     for n in TARGET_RANKS:
         for path in (folder / "inputs").glob(f"*-links-{n}.json.gz"):
             data = json.loads(gzip.decompress(path.read_bytes()))
+            if data.get("node_cores"):
+                continue  # measured in the round's own launch
             data["node_cores"] = cores[n]
             path.write_bytes(gzip.compress(json.dumps(data).encode()))
 
 
-def summary(folder: Path, cores: dict[int, dict] | None) -> dict:
+def line_alone(model: dict, phase: str, share: float, parts: int) -> float:
+    """alone_seconds as first frozen: the phase's fitted line, whatever the sweep measured of that share."""
+    f = model["local"][phase]
+    return max(0.0, f["intercept_s"] + sm.phase_bytes(model, phase, share, parts) * f["seconds_per_byte"])
+
+
+def summary(folder: Path, cores: dict[int, dict] | None, line: bool = False) -> dict:
     """(kind, ranks) -> 'mean, worst, inside' of ``folder``'s records derived again, the target's link tests given
-    ``cores`` (None: as stored)."""
-    with tempfile.TemporaryDirectory() as tmp:
+    ``cores`` (None: as stored, the round's own kept), a phase's time alone its line where ``line``."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if line:
+            stack.enter_context(mock.patch.object(sm, "alone_seconds", line_alone))
         copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
         if cores:
             given_cores(copy, cores)
@@ -72,12 +87,21 @@ def main():
     cores = design_cores(args.cores)
     for n, c in sorted(cores.items()):
         print(f"design cores at {n}: x{c['slowdown']:.2f} (x{c['low']:.2f} - x{c['high']:.2f})")
-    print("| records of | input | ranks | as stored: mean, worst, inside | with the cores test |")
-    print("|---|---|---|---|---|")
+    print(
+        "| records of | input | ranks | without the cores test | the cores on the line alone | the model: on the run alone |"
+    )
+    print("|---|---|---|---|---|---|")
     for folder in args.folders:
-        before, after = summary(folder, None), summary(folder, cores)
+        with tempfile.TemporaryDirectory() as tmp:  # without: a copy with the round's own cores taken out
+            bare = Path(shutil.copytree(folder, Path(tmp) / folder.name))
+            for path in (bare / "inputs").glob("*-links-*.json.gz"):
+                data = json.loads(gzip.decompress(path.read_bytes()))
+                data.pop("node_cores", None)
+                path.write_bytes(gzip.compress(json.dumps(data).encode()))
+            before = summary(bare, None)
+        on_line, after = summary(folder, cores, line=True), summary(folder, cores)
         for (kind, n), text in before.items():
-            print(f"| {folder.name} | {kind} | {n} | {text} | {after[(kind, n)]} |")
+            print(f"| {folder.name} | {kind} | {n} | {text} | {on_line[(kind, n)]} | {after[(kind, n)]} |")
 
 
 if __name__ == "__main__":

@@ -1011,7 +1011,7 @@ def test_a_cpu_phase_charged_the_cores_slowdown_is_its_time_alone_times_it_and_i
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 def test_a_cpu_target_whose_link_test_measured_its_cores_charges_them_and_says_so(tmp_path, device):
     """A CPU sweep of 1-2 ranks predicted for 8 on a node whose link test measured its cores: each compute phase at 8
-    is charged their slowdown (the row's time above the same prediction without them, its interval wider by the
+    is its time alone, as the fit measured that share on one rank, charged their slowdown (its interval wider by the
     kernels' ends), a note says so and the note to measure within the node is gone; a GPU sweep, whose ranks compute
     on GPUs of their own, is charged nothing."""
     import gzip
@@ -1044,8 +1044,15 @@ def test_a_cpu_target_whose_link_test_measured_its_cores_charges_them_and_says_s
         if device == "gpu" or row["ranks"] <= 2:
             assert row["predicted_s"] == pytest.approx(before["predicted_s"]) and row["cores_above_s"] == 0.0
             continue
-        assert row["predicted_s"] > before["predicted_s"] and row["cores_above_s"] > 0 and row["cores_below_s"] > 0
-        assert row["phases"]["compute"] > before["phases"]["compute"]
+        assert row["cores_above_s"] > 0 and row["cores_below_s"] > 0
+        # the share a rank of 8 holds, measured alone on one rank by the fit (a share run, or its 1-rank run)
+        share = row["problem_bytes"] / 8
+        (alone,) = [
+            p["phases"]["compute"]["measured_s"]
+            for p in sweep["model"]["points"]
+            if p["ranks"] == 1 and abs(p["problem_bytes"] - share) <= 1e-6 * share
+        ]
+        assert row["phases"]["compute"] == pytest.approx(alone * 1.6)
         assert row["interval"][1] >= row["predicted_s"] + row["cores_above_s"]
     if device == "gpu":
         assert not said
@@ -1054,3 +1061,21 @@ def test_a_cpu_target_whose_link_test_measured_its_cores_charges_them_and_says_s
         assert len(said) == 1 and "x1.20 to x2.40" in said[0] and "x1.60 at 8" in said[0]
         assert not [n for n in charged["notes"] if "CPU ranks on a node" in n]
         assert [n for n in plain["notes"] if "CPU ranks on a node" in n]
+
+
+@given(st.floats(1e3, 1e9), st.floats(0.5, 2.0), st.sampled_from([1, 2]), st.floats(1e-4, 1.0))
+def test_a_phases_time_alone_is_the_sweeps_own_run_of_that_share_where_it_ran_one_else_its_line(
+    share, off, ranks, measured
+):
+    """Whatever the share: where a run of one rank measured exactly it, the phase's time alone is that run's; a run of
+    two ranks (not alone on the node) or another share leaves the fitted line."""
+    from spmd.scale.models.scaling_model import alone_seconds
+
+    fit = {"intercept_s": 1e-3, "seconds_per_byte": 1e-9}
+    point = {"ranks": ranks, "problem_bytes": share * off, "phases": {"compute": {"measured_s": measured}}}
+    model = {"local": {"compute": fit}, "points": [point]}
+    line = 1e-3 + 1e-9 * share
+    exact = ranks == 1 and abs(share * off - share) <= 1e-6 * share
+    assert alone_seconds(model, "compute", share, 1) == pytest.approx(measured if exact else line)
+    point["problem_bytes"] = share
+    assert alone_seconds(model, "compute", share, 1) == pytest.approx(measured if ranks == 1 else line)

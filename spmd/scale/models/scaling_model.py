@@ -221,11 +221,12 @@ def local_seconds(
 ) -> float:
     """A local phase's seconds on ``share`` bytes a rank, ``node_ranks`` ranks on its node: its fit, with its node
     term (``node_growth``), or where the target's cores test measured the node (``cores``, from ``cores_slowdown``)
-    and the phase is a CPU rank's own work (not HOST_PHASES), its time alone times that slowdown."""
+    and the phase is a CPU rank's own work (not HOST_PHASES), its time alone (``alone_seconds``) times that
+    slowdown."""
     f = model["local"][phase]
     x = phase_bytes(model, phase, share, parts)
     if cores and phase not in HOST_PHASES:
-        return (f["intercept_s"] + x * f["seconds_per_byte"]) * cores[0]
+        return alone_seconds(model, phase, share, parts) * cores[0]
     return f["intercept_s"] + x * (
         f["seconds_per_byte"] + node_growth(phase, f, node_ranks) * f.get("node_seconds_per_byte", 0.0)
     )
@@ -241,6 +242,18 @@ def node_growth(phase: str, fit: dict, node_ranks: int) -> int:
     (``cores_slowdown``, which ``local_seconds`` charges instead)."""
     measured = fit.get("node_ranks_measured") or node_ranks
     return node_ranks - 1 if phase in HOST_PHASES else min(node_ranks, measured) - 1
+
+
+def alone_seconds(model: dict, phase: str, share: float, parts: int) -> float:
+    """A local phase's seconds on ``share`` bytes a rank with the node to itself: where the sweep ran that share on one
+    rank (its 1-rank run, or a share run of ``--shares``), what that run measured; else its fitted line. A line through
+    a sweep's shares misprices a share a rank's caches hold (a CPU stencil's small shares ran several times faster a
+    byte than its whole: docs/validation.md), and the share a target's rank holds is the one ``--shares`` measured."""
+    for point in model.get("points") or []:
+        if point["ranks"] == 1 and abs(point["problem_bytes"] - share) <= 1e-6 * share and phase in point["phases"]:
+            return point["phases"][phase]["measured_s"]
+    f = model["local"][phase]
+    return max(0.0, f["intercept_s"] + phase_bytes(model, phase, share, parts) * f["seconds_per_byte"])
 
 
 def cores_slowdown(model: dict, node_ranks: int) -> tuple[float, float, float] | None:
@@ -260,17 +273,13 @@ def cores_seconds(
     model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None, parts: int | None = None
 ) -> tuple[float, float]:
     """(below, above): the seconds a prediction charged by ``cores_slowdown`` may lie below and above it, its
-    phases' time alone times the least and the most slowed kernel's slowdown; (0, 0) where none was charged."""
+    phases' time alone (``alone_seconds``) times the least and the most slowed kernel's slowdown; (0, 0) where none
+    was charged."""
     cores = cores_slowdown(model, node_ranks or ranks_on_a_node(model, ranks))
     if not cores:
         return 0.0, 0.0
-    alone = sum(
-        max(
-            0.0, f["intercept_s"] + phase_bytes(model, p, problem_bytes / ranks, parts or ranks) * f["seconds_per_byte"]
-        )
-        for p, f in model["local"].items()
-        if p not in HOST_PHASES
-    )
+    share = problem_bytes / ranks
+    alone = sum(alone_seconds(model, p, share, parts or ranks) for p in model["local"] if p not in HOST_PHASES)
     slowdown, low, high = cores
     return (slowdown - low) * alone, (high - slowdown) * alone
 
