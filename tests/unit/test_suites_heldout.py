@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu4.py): each
+"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu5.py): each
 list, fixed before anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a
 family never used before; every committed held-out record was measured with the prediction model's files as its round
 froze them; the check itself tells a changed model file from any other."""
@@ -28,6 +28,7 @@ from bench.suites import (
     heldoutcpu2,
     heldoutcpu3,
     heldoutcpu4,
+    heldoutcpu5,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +50,7 @@ ROUNDS = (
     heldoutcpu2,
     heldoutcpu3,
     heldoutcpu4,
+    heldoutcpu5,
 )
 
 
@@ -115,6 +117,7 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def node_beyond_seconds("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "def node_unmeasured_note("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def cores_slowdown("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def alone_seconds("),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -376,6 +379,13 @@ def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(t
             heldoutcpu3,
             ("spmd/scale/models/scaling_model.py", "def cores_slowdown("),
         ),
+        (
+            heldoutcpu5,
+            "reduce, seed 419, float64",
+            ROUNDS[:11],
+            heldoutcpu4,
+            ("spmd/scale/models/scaling_model.py", "def alone_seconds("),
+        ),
     ],
 )
 def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two_kinds_of_input(
@@ -388,7 +398,8 @@ def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two
     after the round before it, with the change it tests in the frozen tree (the second: the node term its pair of
     equal bytes decides, held beyond for compute, designed on the first; the third: the docstring that says what the
     second found, the model unchanged; the fourth: a compute phase charged what the target's link test measured of its
-    node's cores, designed on the first three)."""
+    node's cores, designed on the first three; the fifth: that charge on the time alone the sweep measured of the share,
+    designed on the first four)."""
     calls, launched, held = [], [], []
     env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=8, gpus=0)
     monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))
