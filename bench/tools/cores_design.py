@@ -1,12 +1,13 @@
 """The node's cores test (``spmd bench comm --links`` on CPUs, spmd.measure.cores) as the CPU rounds' predictions from
-the target's link test would have used it, in-sample: the first three rounds' stored link tests of 4 and 8 ranks were
+the target's link test would have used it, in-sample. The first three rounds' stored link tests of 4 and 8 ranks were
 measured before the test existed, so a copy of each is given the ``node_cores`` of design launches measured apart
-(``--cores``: links files of this spmd at those rank counts, their median per figure; a round whose link tests
-measured their own keeps them), and each folder's records are derived again (bench recheck, in a copy) as stored,
-with the cores charged on a phase's fitted line (``--line``: the rule as first frozen), and by the model as it is (its
-time alone the sweep's own run of that share). Per folder, kind of input and rank count: mean and worst |error| (each
-record's median run) and how many runs' measured times fell inside their intervals. Design evidence only: the design
-launches are not the rounds' own, and the rounds shaped the rule.
+(``--cores``, a folder of links files of this spmd at those rank counts, their median per figure); a round whose link
+tests measured their own keeps them. Each folder's records are then derived again (bench recheck, in a copy) three
+ways. First without the cores test, then with the cores charged on a phase's fitted line (the rule as first frozen),
+then by the model as it is, whose time alone is the sweep's own run of that share. Per folder, kind of input and rank
+count, the table gives the mean and worst |error| (each record's median run) and how many runs' measured times fell
+inside their intervals. Design evidence only, since the design launches are not the rounds' own and the rounds shaped
+the rule.
 
     python -m bench.tools.cores_design docs/results/cpu-16core/heldoutcpu* --cores docs/results/cpu-16core/cores-design
 """
@@ -87,9 +88,8 @@ def main():
     cores = design_cores(args.cores)
     for n, c in sorted(cores.items()):
         print(f"design cores at {n}: x{c['slowdown']:.2f} (x{c['low']:.2f} - x{c['high']:.2f})")
-    print(
-        "| records of | input | ranks | without the cores test | the cores on the line alone | the model: on the run alone |"
-    )
+    head = ("records of", "input", "ranks", "without the cores test", "the cores on the line", "the model: on the run")
+    print("| " + " | ".join(head) + " |")
     print("|---|---|---|---|---|---|")
     for folder in args.folders:
         with tempfile.TemporaryDirectory() as tmp:  # without: a copy with the round's own cores taken out

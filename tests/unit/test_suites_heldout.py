@@ -395,11 +395,11 @@ def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two
     8 in one launch of 8, every job on the CPU; link tests on the CPU with 2 (the fit's), 4 and 8 ranks; each
     prediction at 4 and 8 from the fit's 2-rank links carried and from the target's own, as many ranks as it has.
     Twenty predictions or more over three workloads or more, none of its cases nor jobs an earlier round's, frozen
-    after the round before it, with the change it tests in the frozen tree (the second: the node term its pair of
-    equal bytes decides, held beyond for compute, designed on the first; the third: the docstring that says what the
-    second found, the model unchanged; the fourth: a compute phase charged what the target's link test measured of its
-    node's cores, designed on the first three; the fifth: that charge on the time alone the sweep measured of the share,
-    designed on the first four)."""
+    after the round before it, with the change it tests in the frozen tree. The second tests the node term its pair
+    of equal bytes decides, held beyond for compute, designed on the first; the third, the docstring that says what
+    the second found, the model unchanged; the fourth, a compute phase charged what the target's link test measured of
+    its node's cores, designed on the first three; the fifth, that charge on the time alone the sweep measured of the
+    share, designed on the first four."""
     calls, launched, held = [], [], []
     env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=8, gpus=0)
     monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))
