@@ -108,8 +108,7 @@ def bench_links(ctx, backend: str, sizes: list[int], dtype: str, iters: int, war
     node.close()
     comm.close()
     reads = host_read(ctx, read_bytes) if read_bytes > 0 else None
-    # the ranks sharing a host's cores (node_comm: emulated nodes on one host too)
-    cores = node_cores(ctx) if ctx.device == "cpu" and max(ctx.comm.allgather(ctx.local_size)) > 1 else None
+    cores = node_cores(ctx) if ctx.device == "cpu" else None
     return {
         "kind": "links",
         "backend": comm.name,

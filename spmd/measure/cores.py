@@ -18,15 +18,9 @@ import time
 
 import numpy as np
 
-# (name, what it stands for): the kernels timed, each a rank's own arrays
-KERNELS = {
-    "stream": "a memory-bound pass (c = a + b over 3 x 32 MiB a rank): the node's memory bandwidth",
-    "cached": "an elementwise pass over a block a core's cache holds (3 x 256 KiB): the cores and their clocks",
-    "matmul": "a float64 matrix product of 384 x 384 on the rank's compute threads: the cores' arithmetic",
-}
-STREAM_ELEMENTS = 4 << 20  # float64: 32 MiB an array
-CACHED_ELEMENTS = 32 << 10  # float64: 256 KiB an array
-MATMUL_N = 384
+STREAM_ELEMENTS = 4 << 20  # float64, 32 MiB an array: c = a + b meets the node's memory bandwidth
+CACHED_ELEMENTS = 32 << 10  # float64, 256 KiB an array: a core's cache holds the pass, which meets the cores' clocks
+MATMUL_N = 384  # a float64 product on the rank's compute threads: the cores' arithmetic
 MIN_SECONDS = 0.1  # a round times as many calls of a kernel as take this long alone
 
 
@@ -43,11 +37,15 @@ def _kernels() -> dict:
     }
 
 
-def node_cores(ctx, rounds: int = 7) -> dict:
+def node_cores(ctx, rounds: int = 7) -> dict | None:
     """{ranks (on the busiest node), threads (a rank's compute threads), kernels {name: {alone_s, together_s,
     slowdown}}, slowdown (the kernels' geometric mean), low, high (the least and most slowed kernel's)}: each
     kernel's call count fixed by the first rank alone, then ``rounds`` rounds of it alone and of every rank at once
-    by turns, the median of the slowest rank's. Collective over ``ctx.comm``."""
+    by turns, the median of the slowest rank's. None where no host holds two ranks (emulated nodes on one host are
+    that host's ranks: ``node_comm``). Collective over ``ctx.comm``."""
+    busiest = max(ctx.comm.allgather(ctx.local_size))
+    if busiest < 2:
+        return None
     kernels = _kernels()
     first = ctx.local_rank == 0
     out = {}
@@ -63,7 +61,7 @@ def node_cores(ctx, rounds: int = 7) -> dict:
         out[name] = {"alone_s": a, "together_s": t, "slowdown": t / a}
     slowdowns = [k["slowdown"] for k in out.values()]
     return {
-        "ranks": max(ctx.comm.allgather(ctx.local_size)),
+        "ranks": busiest,
         "threads": ctx.threads.count if ctx.threads else None,
         "kernels": out,
         "slowdown": math.exp(statistics.fmean(math.log(s) for s in slowdowns)),

@@ -1021,23 +1021,17 @@ def test_a_cpu_target_whose_link_test_measured_its_cores_charges_them_and_says_s
 
     folder = ROOT / "docs/results/cpu-16core/heldoutcpu3/inputs"
     path = tmp_path / "scaling.json"
-    fit = "reduce-seed-353-float64-fit" if device == "cpu" else None
-    if fit is None:
+    if device == "cpu":  # a CPU round's stored fit and its target's 8-rank link test
+        path.write_bytes(gzip.decompress((folder / "reduce-seed-353-float64-fit.json.gz").read_bytes()))
+        links = json.loads(gzip.decompress((folder / "reduce-seed-353-float64-links-8.json.gz").read_bytes()))
+    else:  # a GPU sweep and links over its own backend
         path.write_text(SWEEP.read_text())
-    else:
-        path.write_bytes(gzip.decompress((folder / f"{fit}.json.gz").read_bytes()))
-    links = json.loads(gzip.decompress((folder / "reduce-seed-353-float64-links-8.json.gz").read_bytes()))
+        links = recorded("h200x2-nvlink.json")
     cores = {"ranks": 8, "threads": 2, "kernels": {}, "slowdown": 1.6, "low": 1.2, "high": 2.4}
     (tmp_path / "with.json").write_text(json.dumps({**links, "node_cores": cores}))
     (tmp_path / "without.json").write_text(json.dumps(links))
     sweep = read_sweep(path)
-    if device == "gpu":  # the GPU sweep's links over its own backend
-        data = recorded("h200x2-nvlink.json")
-        (tmp_path / "with.json").write_text(json.dumps({**data, "node_cores": cores}))
-        (tmp_path / "without.json").write_text(json.dumps(data))
-    charged = predict_machine(
-        sweep, read_target(str(tmp_path / "with.json")) if False else read_target(f"links={tmp_path / 'with.json'}")
-    )
+    charged = predict_machine(sweep, read_target(f"links={tmp_path / 'with.json'}"))
     plain = predict_machine(sweep, read_target(f"links={tmp_path / 'without.json'}"))
     said = [n for n in charged["notes"] if n.startswith("the node's cores measured by the target's link test")]
     for row, before in zip(charged["rows"], plain["rows"]):
