@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -182,9 +183,14 @@ def test_a_slow_rank_on_the_second_node_is_named_with_its_cause(two_nodes, tmp_p
 def test_predict_two_shaped_nodes_from_a_one_node_sweep(shaped_link, tmp_path):
     """spmd predict on the CPU. A sweep on one node (1 and 2 ranks, whose link is shared memory), the link between
     two nodes slowed to 400 Mbit/s (tc) and measured by ``spmd bench comm --links`` under srun, predict the
-    two-node runs (one rank a node) measured next within 30% (the bench suite predict holds the tight target). It is
-    a matmul whose allgather of B is 30-70% of a repeat there, so a prediction of bytes over the rate alone, or
-    of compute alone, misses by more. One BLAS thread a rank: both "nodes" share this machine's cores."""
+    two-node runs (one rank a node) within 30% (the bench suite predict holds the tight target). It is a matmul whose
+    allgather of B is 30-70% of a repeat there, so a prediction of bytes over the rate alone, or of compute alone,
+    misses by more. One BLAS thread a rank: both "nodes" share this machine's cores.
+
+    Whole launches vary: on a 2-core CI machine a strong 2-rank launch's compute took up to half as long again as the
+    same work in another launch, and one launch's prediction against one other launch crossed the bound. So the sweep
+    and the measurement are each launched three times by turns, and the predictions' median is held against the
+    measurements' median."""
     config = small(
         "matmul.yaml",
         tmp_path,
@@ -202,16 +208,18 @@ def test_predict_two_shaped_nodes_from_a_one_node_sweep(shaped_link, tmp_path):
     )
     env = {"OMP_NUM_THREADS": "1"}
     assert cli("generate", config, cwd=tmp_path)[0] == 0
-    for out, nodes, per_node in (("one", 1, 2), ("two", 2, 1)):
-        job, rc, err = sbatch(
-            "scale.sbatch",
-            "--partition=pair",
-            f"--nodes={nodes}",
-            f"--ntasks-per-node={per_node}",
-            env={**env, "CONFIG": str(config), "OUT": out, "MODE": "both", "RANKS": "1,2"},
-            cwd=tmp_path,
-        )
-        assert rc == 0, err + log(tmp_path, job)
+    launches = 3
+    for i in range(launches):
+        for out, nodes, per_node in ((f"one{i}", 1, 2), (f"two{i}", 2, 1)):
+            job, rc, err = sbatch(
+                "scale.sbatch",
+                "--partition=pair",
+                f"--nodes={nodes}",
+                f"--ntasks-per-node={per_node}",
+                env={**env, "CONFIG": str(config), "OUT": out, "MODE": "both", "RANKS": "1,2"},
+                cwd=tmp_path,
+            )
+            assert rc == 0, err + log(tmp_path, job)
     links = tmp_path / "links.json"
     proc = subprocess.run(
         ["srun", "--partition=pair", "-N", "2", "--ntasks-per-node=1", "--mpi=pmi2", *CPU, sys.executable, "-m",
@@ -223,21 +231,30 @@ def test_predict_two_shaped_nodes_from_a_one_node_sweep(shaped_link, tmp_path):
     rows = json.loads(links.read_text())["levels"]["world"]["rows"]
     busbw = rows[-1]["bytes"] / rows[-1]["seconds"]  # 2 ranks: the allreduce's bus bytes are its bytes
     assert 0.6 * 50e6 < busbw < 1.1 * 50e6, busbw  # the shaped 400 Mbit/s, less TCP's and MPI's share
-    rc, out, err = cli(
-        "predict", "one/scaling.json", "--target", f"links={links},gpus_per_node=1,nodes=2,host_ranks=2,name=shaped",
-        "--measured", "two/scaling.json", "--out", "predicted", cwd=tmp_path,
-    )  # fmt: skip
-    assert rc == 0, err
-    machine = json.loads((tmp_path / "predicted/scaling.json").read_text())["other_machines"][0]
-    two = json.loads((tmp_path / "two/scaling.json").read_text())
-    checked = {c["mode"]: c for c in machine["checked"] if c["ranks"] == 2}
-    assert set(checked) == {"strong", "weak"}
-    for mode, c in checked.items():
-        run = next(r for r in two["runs"] if r["mode"] == mode and r["ranks"] == 2)["report"]
-        share = run["timings"]["comm"]["median"] / run["timings"]["total"]["median"]
+    checked = {"strong": [], "weak": []}  # mode -> each launch pair's check at 2 ranks
+    for i in range(launches):
+        rc, out, err = cli(
+            "predict", f"one{i}/scaling.json", "--target",
+            f"links={links},gpus_per_node=1,nodes=2,host_ranks=2,name=shaped", "--measured", f"two{i}/scaling.json",
+            "--out", f"predicted{i}", cwd=tmp_path,
+        )  # fmt: skip
+        assert rc == 0, err
+        machine = json.loads((tmp_path / f"predicted{i}/scaling.json").read_text())["other_machines"][0]
+        assert {c["mode"] for c in machine["checked"] if c["ranks"] == 2} == set(checked)
+        for c in machine["checked"]:
+            if c["ranks"] == 2:
+                two = json.loads((tmp_path / f"two{i}/scaling.json").read_text())
+                run = next(r for r in two["runs"] if r["mode"] == c["mode"] and r["ranks"] == 2)["report"]
+                checked[c["mode"]].append(
+                    {**c, "comm_share": run["timings"]["comm"]["median"] / run["timings"]["total"]["median"]}
+                )
+        assert "On other machines: shaped" in (tmp_path / f"predicted{i}/scaling.md").read_text()
+    for mode, cs in checked.items():
+        measured = statistics.median(c["measured_s"] for c in cs)
+        share = statistics.median(c["comm_share"] for c in cs)
         assert 0.3 <= share <= 0.7 or mode == "strong", (mode, share)  # weak: compute as long as one rank's
-        assert abs(c["error"]) < 0.3, (mode, c, out)
-    assert "On other machines: shaped" in (tmp_path / "predicted/scaling.md").read_text()
+        error = statistics.median(c["predicted_s"] for c in cs) / measured - 1
+        assert abs(error) < 0.3, (mode, error, cs)
 
 
 def test_array_sbatch_runs_one_size_per_task(slurm, tmp_path):
