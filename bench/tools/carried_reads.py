@@ -1,7 +1,7 @@
 """A host's reads carried to more ranks than measured them, in-sample: each stored run of a held-out round predicted
 from the fit's own link test carried to the target (its host's reads measured by fewer readers than the target puts on a
 host), by the model as it is and with the readers' shared rate taken as the host's whole (as before
-spmd.scale.prediction.predict.shared_rate), beside the host's reads each links file measured, alone and together.
+spmd.scale.prediction.reads.shared_rate), beside the host's reads each links file measured, alone and together.
 
     python -m bench.tools.carried_reads docs/results/h200x4/heldout2
 """
@@ -16,7 +16,7 @@ from unittest import mock
 from bench.suites.heldout import checked_row
 from bench.suites.heldout2 import CARRIED
 from bench.tools.heldout_inputs import stored_runs
-from spmd.scale.prediction import predict
+from spmd.scale.prediction import predict, reads
 
 
 def _reads(folder: Path, stored: str) -> str:
@@ -42,7 +42,7 @@ def main():
             for record, run, files in stored_runs(folder, Path(scratch), None, lambda r: r.params["kind"] == CARRIED):
                 cells = []
                 for whole in (True, False):
-                    rate = (lambda reads, ranks: reads["together_Bps"]) if whole else predict.shared_rate
+                    rate = (lambda reads, ranks: reads["together_Bps"]) if whole else reads.shared_rate
                     with mock.patch.object(predict, "shared_rate", rate):
                         c = checked_row(files, run["target"], run["mode"], run["ranks"])
                     read = c.get("phases", {}).get("read")

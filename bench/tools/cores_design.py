@@ -25,7 +25,8 @@ from unittest import mock
 from bench.records import read_records
 from bench.suites.heldoutcpu import TARGET_RANKS
 from bench.suites.predict import recheck
-from spmd.scale.models import scaling_model as sm
+from spmd.scale.models import node
+from spmd.scale.models.phases import phase_bytes
 
 KEYS = ("slowdown", "low", "high")
 
@@ -54,7 +55,7 @@ def given_cores(folder: Path, cores: dict[int, dict]) -> None:
 def line_alone(model: dict, phase: str, share: float, parts: int) -> float:
     """alone_seconds as first frozen: the phase's fitted line, whatever the sweep measured of that share."""
     f = model["local"][phase]
-    return max(0.0, f["intercept_s"] + sm.phase_bytes(model, phase, share, parts) * f["seconds_per_byte"])
+    return max(0.0, f["intercept_s"] + phase_bytes(model, phase, share, parts) * f["seconds_per_byte"])
 
 
 def summary(folder: Path, cores: dict[int, dict] | None, line: bool = False) -> dict:
@@ -62,7 +63,7 @@ def summary(folder: Path, cores: dict[int, dict] | None, line: bool = False) -> 
     ``cores`` (None: as stored, the round's own kept), a phase's time alone its line where ``line``."""
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         if line:
-            stack.enter_context(mock.patch.object(sm, "alone_seconds", line_alone))
+            stack.enter_context(mock.patch.object(node, "alone_seconds", line_alone))
         copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
         if cores:
             given_cores(copy, cores)

@@ -1,6 +1,6 @@
 """A host's reads by 2 ranks carried to 3 and 4, against what 3 and 4 read together in the same round: each round's
 files (``roundR-SIZE-N.json``, ``spmd bench comm --host-read`` with N ranks sharing one GPU, by turns) predicted by
-spmd.scale.prediction.predict.shared_rate as its engine is (direct: the measured rate is the host's whole) and as if
+spmd.scale.prediction.reads.shared_rate as its engine is (direct: the measured rate is the host's whole) and as if
 its readers were each rank's own (carried by the contention the 2 showed).
 
     python -m bench.tools.host_read_carried docs/results/h200x1/host-read-carried
@@ -11,7 +11,7 @@ import json
 import statistics
 from pathlib import Path
 
-from spmd.scale.prediction.predict import shared_rate
+from spmd.scale.prediction.reads import shared_rate
 
 
 def main():

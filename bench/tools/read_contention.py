@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import spmd.scale.prediction.predict as predict
+import spmd.scale.prediction.reads as reads
 from bench.suites.heldout import checked_row
 from bench.suites.heldout3 import TARGETS
 from bench.tools.heldout_inputs import parsed, stored_runs
@@ -30,7 +31,7 @@ class Stretched:
 
     def read_ceiling(self, scaling, model, machine, notes):
         measured = machine.host_read or {}
-        engine = predict.read_engine(scaling)
+        engine = reads.read_engine(scaling)
         self.alone = {**measured, **(measured.get("engines") or {}).get(engine, {})}.get("alone_Bps")
         return self.ceiling(scaling, model, machine, notes)
 

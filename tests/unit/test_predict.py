@@ -153,7 +153,7 @@ def test_read_ceiling_bounds_a_node_of_readers_and_is_refused_below_the_sweeps_o
     """A node's ranks read at most its measured shared bandwidth together; a ceiling measured slower than the
     sweep's own one-rank read, or than a node of its ranks read together, came another way and is not applied
     (a note says so)."""
-    from spmd.scale.prediction.predict import host_read_ceiling, read_ceiling
+    from spmd.scale.prediction.reads import host_read_ceiling, read_ceiling
 
     model = {"local": {"read": {"intercept_s": 0.001, "seconds_per_byte": 1 / 20e9}}}
     phases = {"read": 0.001 + 1e9 / 20e9, "compute": 0.01, "total": 0.001 + 0.05 + 0.01}
@@ -201,7 +201,7 @@ def test_a_hosts_shared_reads_carry_to_more_ranks_by_the_contention_its_readers_
     alone, never below the measured rate), all of one's rate where they read no faster than one (saturated) and more
     than the measured rate where they scaled; by an engine that splits the node's CPUs among its ranks (direct,
     kvikio) or none known, the measured rate is the host's whole, as it is from one reader."""
-    from spmd.scale.prediction.predict import shared_rate
+    from spmd.scale.prediction.reads import shared_rate
 
     together = max(alone, readers * alone * scaling)  # readers together never read slower than one alone
     reads = {"readers": readers, "alone_Bps": alone, "together_Bps": together, "engine": engine}
@@ -223,7 +223,7 @@ def test_on_one_h200_direct_reads_by_two_ranks_stand_for_three_and_four_better_t
     split the node's CPUs, 2 ranks' shared rate lies within a third of what 3 and 4 read together in the same round,
     and nearer on average than carrying it by the contention the 2 showed (as for an engine of each rank's own), which
     priced every one of them above what it read."""
-    from spmd.scale.prediction.predict import shared_rate
+    from spmd.scale.prediction.reads import shared_rate
 
     folder = ROOT / "docs/results/h200x1/host-read-carried"
     whole, carried = [], []
@@ -694,7 +694,8 @@ def test_a_stencil_read_by_direct_is_bound_by_the_hosts_direct_reads(tmp_path, f
     import gzip
 
     from spmd.scale.prediction.check import check_against, measured_runs
-    from spmd.scale.prediction.predict import predict_machine, read_engine, read_sweep
+    from spmd.scale.prediction.predict import predict_machine, read_sweep
+    from spmd.scale.prediction.reads import read_engine
 
     inputs = ROOT / "docs/results/h200x2" / folder / "inputs"
     files = {}
@@ -952,7 +953,7 @@ def test_the_cores_slowdown_is_charged_only_beyond_the_sweeps_ranks_and_up_to_th
     charged only where the target puts more ranks on a node than the sweep did and no more than the test ran; there
     it is the test's own at the test's ranks, carried linearly from one rank alone (1) below them, the ends too, and
     lies between them."""
-    from spmd.scale.models.scaling_model import cores_slowdown
+    from spmd.scale.models.node import cores_slowdown
 
     slowdown, high = low + up, low + up + further
     model = {
@@ -978,7 +979,8 @@ def test_a_cpu_phase_charged_the_cores_slowdown_is_its_time_alone_times_it_and_i
     times it; a host's read keeps its node term; the seconds the interval adds below and above are that time alone
     times the distance to the least and the most slowed kernel's; and nothing of the compute phase is held beyond
     (node_beyond_seconds), which the node term would otherwise add above."""
-    from spmd.scale.models.scaling_model import cores_seconds, node_beyond_seconds, predict
+    from spmd.scale.models.node import cores_seconds, node_beyond_seconds
+    from spmd.scale.models.scaling_model import predict
 
     local = {
         "compute": {"intercept_s": 1e-3, "seconds_per_byte": 2e-9, "node_seconds_per_byte": 3e-10,
@@ -1063,7 +1065,7 @@ def test_a_phases_time_alone_is_the_sweeps_own_run_of_that_share_where_it_ran_on
 ):
     """Whatever the share: where a run of one rank measured exactly it, the phase's time alone is that run's; a run of
     two ranks (not alone on the node) or another share leaves the fitted line."""
-    from spmd.scale.models.scaling_model import alone_seconds
+    from spmd.scale.models.node import alone_seconds
 
     fit = {"intercept_s": 1e-3, "seconds_per_byte": 1e-9}
     point = {"ranks": ranks, "problem_bytes": share * off, "phases": {"compute": {"measured_s": measured}}}

@@ -26,17 +26,9 @@ from hypothesis import strategies as st
 
 from spmd.measure.collectives import COLLECTIVES, model_terms
 from spmd.scale.decision.advice import model_advice
-from spmd.scale.models.scaling_model import (
-    HOST_PHASES,
-    best_ranks,
-    break_even,
-    fit_alpha_beta,
-    fit_local,
-    fit_model,
-    node_beyond_seconds,
-    predict,
-    ranks_on_a_node,
-)
+from spmd.scale.models.node import node_beyond_seconds, ranks_on_a_node
+from spmd.scale.models.phases import HOST_PHASES
+from spmd.scale.models.scaling_model import best_ranks, break_even, fit_alpha_beta, fit_local, fit_model, predict
 
 
 def test_model_recovers_the_synthetic_machine():

@@ -6,7 +6,9 @@ from ...core.stats import LEVEL, median_interval
 from ...core.topology import MORE_CPUS
 from ...core.units import fmt_bytes, fmt_seconds
 from ...report.breakdown import straggler_sentence, time_shared
-from ..models.scaling_model import HOST_PHASES, predict, ranks_on_a_node
+from ..models.node import ranks_on_a_node
+from ..models.phases import HOST_PHASES
+from ..models.scaling_model import predict
 from ..models.series import NOT_LOCAL, OVERLAPPED
 
 CONTENTION = 0.8  # a phase's per-rank throughput falling below 80% of the base size's

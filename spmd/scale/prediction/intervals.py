@@ -11,9 +11,9 @@ other, so its predictions at several carry it from held-out cases that did (``un
 cost and training ranks waiting for each other's host in the allreduce, their median added to the prediction (the
 row's ``unseen_s``, a part of its own) and their spread about it to the interval, a last part (``unseen_below``,
 ``unseen_above``). Where a compute phase's node term is held beyond the ranks its node was measured with, what growing
-on would add is the top's own part (the row's ``node_beyond_s``, ``scaling_model.node_beyond_seconds``); where the
+on would add is the top's own part (the row's ``node_beyond_s``, ``node.node_beyond_seconds``); where the
 target's cores test charged it instead, the least and the most slowed kernel's are the ends' own parts (the row's
-``cores_below_s`` and ``cores_above_s``, ``scaling_model.cores_seconds``).
+``cores_below_s`` and ``cores_above_s``, ``node.cores_seconds``).
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ from ..decision.decide import decide
 from ..decision.flags import suspect_reasons
 from ..decision.training import is_training, training_series_advice
 from ..decision.verdict import verdict
-from ..models.scaling_model import HOST_PHASES, INNER_PHASES, best_ranks, break_even, fit_model, measured, predict
+from ..models.phases import HOST_PHASES
+from ..models.scaling_model import INNER_PHASES, best_ranks, break_even, fit_model, measured, predict
 from ..models.series import series_figures
 from .batches import batch_sweep
 
