@@ -11,9 +11,10 @@ host's memory, reduce, matmul, and a model family never used before, torchvision
 with the host's reads alone, then again with the sliced operand, with the model's error in the intervals, with the
 host's reads carried, with the presets' achievable figures, with the carrying kept to engines whose readers are each
 rank's own, with a node term only the points of equal bytes decide and a compute phase's growth held beyond the ranks
-its node was measured with, with a note where a CPU target runs more ranks a node than its sweep did, and at FROZEN
-with a CPU compute phase charged the slowdown the target's link test measured on its node's cores, on its time alone
-as the sweep measured that share, before any of it ran.
+its node was measured with, with a note where a CPU target runs more ranks a node than its sweep did, with a CPU
+compute phase charged the slowdown the target's link test measured on its node's cores, on its time alone as the sweep
+measured that share, and at FROZEN with the model files split by responsibility (models/phases.py, models/node.py,
+prediction/reads.py), no prediction moved, before any of it ran.
 
 Each case is measured as in the third round (heldout3.measure_round) and predicted from one more kind of input
 (``input_kinds``): the ``nvlink4`` preset with the host's reads that the fitting machine measured by as many ranks as
@@ -35,7 +36,7 @@ from .heldout2 import CARRIED
 from .heldout3 import P2P_OFF, PRESET, PRESET_READS, TARGETS, round_cases
 
 # the prediction model as frozen before any case of this round was measured; records of other model files are refused
-FROZEN = "ef4001630a924d41d6fbbc9eeb59a4eef3c44669"
+FROZEN = "72e51f03fec817d3fd82e68e19a0639f90ec866c"
 SUITE = "heldout7"
 
 

@@ -109,15 +109,16 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
         ),
         (heldout6, ROUNDS[:5], "regnet", "spmd/scale/prediction/predict.py", "def read_engine("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/machines.py", "def read_host_read("),
-        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def sliced_bytes("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/phases.py", "def sliced_bytes("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/intervals.py", "MODEL_SPREAD = ("),
-        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "def shared_rate("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/reads.py", "def shared_rate("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/machines.py", "NVLINK_OVERHEAD = "),
-        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "OWN_READERS = ("),
-        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def node_beyond_seconds("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/reads.py", "OWN_READERS = ("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/node.py", "def node_beyond_seconds("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/predict.py", "def node_unmeasured_note("),
-        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def cores_slowdown("),
-        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/scaling_model.py", "def alone_seconds("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/node.py", "def cores_slowdown("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/node.py", "def alone_seconds("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/reads.py", "def host_read_ceiling("),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -130,7 +131,8 @@ def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later,
     preset target with the host's reads measured on the fitting machine, a rank's slice of an operand that does not
     grow with the problem, intervals that carry the model's own error, a host's reads carried to more ranks, presets
     at what NCCL reaches, a node term its pair of equal bytes decides, a CPU target's note on the ranks a node
-    measured and a CPU compute phase charged what the target's link test measured of its cores (Swin-T)."""
+    measured and a CPU compute phase charged what the target's link test measured of its cores, its model files split
+    by responsibility at the last freeze (Swin-T)."""
     for gpus in (2, 4):
         env = Env(out=Path(tempfile.mkdtemp()), work=Path(tempfile.mkdtemp()), quick=False, ranks=gpus, gpus=gpus)
         listed = later.cases_list(env)
