@@ -42,7 +42,7 @@ def main():
             for record, run, files in stored_runs(folder, Path(scratch), None, lambda r: r.params["kind"] == CARRIED):
                 cells = []
                 for whole in (True, False):
-                    rate = (lambda reads, ranks: reads["together_Bps"]) if whole else reads.shared_rate
+                    rate = (lambda host, ranks: host["together_Bps"]) if whole else reads.shared_rate
                     with mock.patch.object(predict, "shared_rate", rate):
                         c = checked_row(files, run["target"], run["mode"], run["ranks"])
                     read = c.get("phases", {}).get("read")

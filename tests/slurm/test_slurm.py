@@ -241,9 +241,9 @@ def test_predict_two_shaped_nodes_from_a_one_node_sweep(shaped_link, tmp_path):
         assert rc == 0, err
         machine = json.loads((tmp_path / f"predicted{i}/scaling.json").read_text())["other_machines"][0]
         assert {c["mode"] for c in machine["checked"] if c["ranks"] == 2} == set(checked)
+        two = json.loads((tmp_path / f"two{i}/scaling.json").read_text())
         for c in machine["checked"]:
             if c["ranks"] == 2:
-                two = json.loads((tmp_path / f"two{i}/scaling.json").read_text())
                 run = next(r for r in two["runs"] if r["mode"] == c["mode"] and r["ranks"] == 2)["report"]
                 checked[c["mode"]].append(
                     {**c, "comm_share": run["timings"]["comm"]["median"] / run["timings"]["total"]["median"]}
