@@ -1,0 +1,68 @@
+"""The two halves of a launch's ranks in the CPU rounds' measured runs. Each rank's own time a repeat is its median
+repeat's total less its comm and wait, which hold its wait for others. The table gives the median of the upper half of
+the ranks over that of the lower half (the median and range over every launch of the rounds given), and how many
+launches' reports named a straggler, and how many named one in the upper half. A model that prices one rank for all
+cannot see a difference between halves; where the measured runs show one, the slowest rank sets the time the
+prediction is held against. Evidence on stored measurements only.
+
+    python -m bench.tools.rank_halves docs/results/cpu-16core/heldoutcpu* [--workloads stencil,train] [--sweeps fit]
+"""
+
+import argparse
+import gzip
+import json
+import statistics
+from pathlib import Path
+
+
+def own_seconds(report: dict) -> list[float]:
+    """Each rank's own seconds a repeat: its median repeat's total less the comm and wait timed in it."""
+    return [
+        p["median"]["total"] - p["median"].get("comm", 0.0) - p["median"].get("wait", 0.0) for p in report["per_rank"]
+    ]
+
+
+def halves(folders: list[Path], workloads: set[str] | None, sweeps: str = "measured") -> dict[tuple, list]:
+    """(workload, mode, ranks) -> per launch of ``sweeps`` (the measured targets' or the fits') of every round under
+    ``folders`` (upper half's median own time over the lower half's, a straggler
+    named, named in the upper half)."""
+    rows: dict[tuple, list] = {}
+    for folder in folders:
+        for path in sorted((folder / "inputs").glob(f"*-{sweeps}.json.gz")):
+            sweep = json.loads(gzip.decompress(path.read_bytes()))
+            if "runs" not in sweep or (workloads and sweep["workload"] not in workloads):  # a links file: no runs
+                continue
+            for run in sweep["runs"]:
+                n, report = run["ranks"], run["report"]
+                if n < 2:
+                    continue
+                own = own_seconds(report)
+                ratio = statistics.median(own[n // 2 :]) / statistics.median(own[: n // 2])
+                named = report["breakdown"]["straggler"]
+                key = (sweep["workload"], run["mode"], n)
+                rows.setdefault(key, []).append((ratio, named is not None, bool(named and named["rank"] >= n // 2)))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--workloads", help="comma-separated workloads (default: all)")
+    parser.add_argument("--sweeps", choices=("measured", "fit"), default="measured", help="the target's or the fit's")
+    args = parser.parse_args()
+    workloads = set(args.workloads.split(",")) if args.workloads else None
+    print(
+        "| workload | series | ranks | launches | upper half / lower half: median (range) | straggler named, "
+        "in the upper half |"
+    )
+    print("|---|---|---|---|---|---|")
+    for (workload, mode, n), launches in sorted(halves(args.folders, workloads, args.sweeps).items()):
+        ratios = [r for r, _, _ in launches]
+        named = sum(x for _, x, _ in launches)
+        upper = sum(x for _, _, x in launches)
+        spread = f"{statistics.median(ratios):.2f} ({min(ratios):.2f} - {max(ratios):.2f})"
+        print(f"| {workload} | {mode} | {n} | {len(launches)} | {spread} | {named}, {upper} |")
+
+
+if __name__ == "__main__":
+    main()
