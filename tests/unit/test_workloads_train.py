@@ -1,8 +1,12 @@
 """The train workload's pieces on one process: gradients against finite differences, the
 optimizers against their textbook formulas, bucket planning, the sample order, checkpoints."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spmd.core.errors import ConfigError, InputError
 from spmd.workloads.registry import job_config_from_dict
@@ -277,6 +281,69 @@ def test_sgd_and_adam_follow_their_formulas():
         mm, vv = 0.9 * mm + 0.1 * g, 0.99 * vv + 0.01 * g * g
         want = want - 0.01 * (mm / (1 - 0.9**t)) / (np.sqrt(vv / (1 - 0.99**t)) + 1e-8)
     np.testing.assert_allclose(w, want, rtol=1e-13)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 20000), min_size=1, max_size=4),
+    optimizer=st.sampled_from(["sgd", "adam"]),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    seed=st.integers(0, 2**16),
+)
+def test_the_host_optimizers_reuse_their_scratch_and_follow_their_formulas(sizes, optimizer, dtype, seed):
+    """Buckets of any sizes in any order, one HostOps: each update equals its formula in float64 (to the dtype's
+    rounding), and once the scratch has grown to a bucket no update allocates an array of the bucket's size (fresh
+    arrays a step were faulted in again every step on a rank whose malloc had seen no larger block)."""
+    ops, rng = HostOps(dtype), np.random.default_rng(seed)
+    for i, n in enumerate(sizes + sizes):
+        grown = i >= len(sizes)  # the second pass finds the scratch grown to every size
+        w, g = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+        m, v = rng.standard_normal(n).astype(dtype), np.abs(rng.standard_normal(n)).astype(dtype)
+        w64, g64, m64, v64 = (x.astype(np.float64) for x in (w, g, m, v))
+        counters = np.array([0, 2])
+        tracemalloc.start()
+        if optimizer == "sgd":
+            ops.sgd(w, g, m, 0.1, 0.9, counters)
+        else:
+            ops.adam(w, g, m, v, 0.01, 0.9, 0.99, 1e-8, counters)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        if optimizer == "sgd":
+            want = w64 - 0.1 * (0.9 * m64 + g64)
+        else:
+            mm, vv = 0.9 * m64 + 0.1 * g64, 0.99 * v64 + 0.01 * g64 * g64
+            want = w64 - 0.01 * (mm / (1 - 0.9**3)) / (np.sqrt(vv / (1 - 0.99**3)) + 1e-8)
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(w, want, rtol=tol, atol=tol)
+        if grown and w.nbytes >= 1 << 14:  # below it, a few KiB of the interpreter's own blur the count
+            assert peak < w.nbytes / 2, (n, peak)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    m=st.integers(1, 300),
+    k=st.integers(1, 200),
+    n=st.integers(1, 300),
+    trans_a=st.booleans(),
+    trans_b=st.booleans(),
+    beta=st.sampled_from([0.0, 1.0, 0.5]),
+)
+def test_the_host_gemm_writes_its_product_in_place(m, k, n, trans_a, trans_b, beta):
+    """out = op(a) @ op(b) + beta * out against float64, and from the second call on no array of out's size is
+    allocated (the product of an accumulating GEMM goes to the kept scratch)."""
+    ops, rng = HostOps(np.float64), np.random.default_rng(m * 7 + n)
+    a = rng.standard_normal((k, m) if trans_a else (m, k))
+    b = rng.standard_normal((n, k) if trans_b else (k, n))
+    for call in range(2):
+        out = rng.standard_normal((m, n))
+        want = (a.T if trans_a else a) @ (b.T if trans_b else b) + beta * out
+        tracemalloc.start()
+        ops.gemm(a, b, out, trans_a, trans_b, beta)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+        if call and out.nbytes >= 1 << 16:  # below it, NumPy's and the interpreter's own few KiB blur the count
+            assert peak < out.nbytes / 2, (out.shape, peak)
 
 
 @pytest.mark.parametrize("inputs_first", [False, True])

@@ -159,6 +159,10 @@ class StencilWorkload(Workload):
         if self.gpu:
             require_memory(h * w * self.dtype.itemsize, "host", self.ctx, f"stencil: the {h}x{w} host staging block")
         self.fields = [xp.empty(padded, self.dtype), xp.empty(padded, self.dtype)]
+        # array slicing's one term at a time: a fresh block a tap would be returned to the OS and faulted in again on
+        # every iteration where glibc's malloc had not yet seen a larger block freed (a rank that ran a larger share
+        # earlier in the launch had), so each rank's speed followed its history (docs/validation.md, fifth CPU round)
+        self.term = xp.empty(h * w, self.dtype) if self.fused is None else None
         self.host = xpmod.empty_host((h, w), self.dtype, pinned=True) if self.gpu else None
         cols = self.grid.cols > 1 and r > 0
         self.col_send = xp.empty((h, r), self.dtype) if cols else None
@@ -310,16 +314,22 @@ class StencilWorkload(Workload):
         i0, i1, j0, j1 = region
         if i1 <= i0 or j1 <= j0:
             return
-        r, c = self.r, self.c0 - self.r  # c: buffer column of the leftmost tap of block column 0
-        acc = None
+        xp, r, c = self.ctx.xp, self.r, self.c0 - self.r  # c: buffer column of the leftmost tap of block column 0
+        out = dst[r + i0 : r + i1, self.c0 + j0 : self.c0 + j1]  # the sum builds up in place: no block allocated
+        term = self.term[: out.size].reshape(out.shape)
+        first = True
         for a in range(2 * r + 1):
             for b in range(2 * r + 1):
                 weight = self.weights[a, b]
                 if weight == 0:
                     continue
-                term = self.dtype.type(weight) * src[i0 + a : i1 + a, c + j0 + b : c + j1 + b]
-                acc = term if acc is None else acc + term
-        dst[r + i0 : r + i1, self.c0 + j0 : self.c0 + j1] = acc if acc is not None else 0
+                tap = src[i0 + a : i1 + a, c + j0 + b : c + j1 + b]
+                xp.multiply(self.dtype.type(weight), tap, out=out if first else term)
+                if not first:
+                    xp.add(out, term, out=out)
+                first = False
+        if first:  # no tap weighs anything
+            out[...] = 0
 
     def result_block(self):
         """This rank's block of the filtered field (a view into its padded buffer)."""

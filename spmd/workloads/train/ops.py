@@ -58,15 +58,29 @@ class HostOps:
     def __init__(self, dtype, precision: str | None = None, max_rows: int = 0):
         self.dtype = self.storage = np.dtype(dtype)
         self.precision = None  # the host reference computes in its dtype
+        self._spare = None  # the optimizers' scratch (``_scratch``)
+
+    def _scratch(self, like, k: int) -> list:
+        """``k`` scratch arrays shaped like ``like``, kept between steps (grown, never shrunk, so that the optimizer's
+        and a GEMM's needs do not trade places). An update's terms and a product in fresh arrays went back to the OS
+        and were faulted in again every step on a rank whose glibc malloc had not yet seen a larger block freed, so
+        ranks of one launch ran at speeds set by what each ran before (docs/validation.md, fifth CPU round)."""
+        n, spare = like.size, self._spare
+        if spare is None or spare.dtype != like.dtype or spare.shape[0] < k or spare.shape[1] < n:
+            rows, width = (0, 0) if spare is None or spare.dtype != like.dtype else spare.shape
+            self._spare = spare = np.empty((max(rows, k), max(width, n)), like.dtype)
+        return [spare[i, :n].reshape(like.shape) for i in range(k)]
 
     def gemm(self, a, b, out, trans_a=False, trans_b=False, beta=0.0):
-        """out = op(a) @ op(b) + beta * out (row-major 2-D arrays)."""
-        product = (a.T if trans_a else a) @ (b.T if trans_b else b)
+        """out = op(a) @ op(b) + beta * out (row-major 2-D arrays), the product written in place (``_scratch``)."""
+        a, b = (a.T if trans_a else a), (b.T if trans_b else b)
         if beta == 0:
-            out[...] = product
-        else:
-            out *= beta
-            out += product
+            np.matmul(a, b, out=out)
+            return
+        (product,) = self._scratch(out, 1)
+        np.matmul(a, b, out=product)
+        out *= beta
+        out += product
 
     def column_sums(self, x, out, beta=0.0):
         """out = sum of x's rows + beta * out."""
@@ -128,19 +142,29 @@ class HostOps:
         """v = momentum * v + g; w -= lr * v (PyTorch's SGD, dampening 0)."""
         v *= self.dtype.type(momentum)
         v += g
-        w -= self.dtype.type(lr) * v
+        (step,) = self._scratch(w, 1)
+        np.multiply(self.dtype.type(lr), v, out=step)
+        w -= step
 
     def adam(self, w, g, m, v, lr, beta1, beta2, eps, counters):
         """Adam with bias correction (PyTorch's), t = the step being taken (1-based)."""
         t = int(counters[STEP]) + 1
         T = self.dtype.type
+        term, step = self._scratch(w, 2)  # each operation as w -= lr * mhat / (sqrt(vhat) + eps) takes them
         m *= T(beta1)
-        m += T(1 - beta1) * g
+        np.multiply(T(1 - beta1), g, out=term)
+        m += term
         v *= T(beta2)
-        v += T(1 - beta2) * g * g
-        mhat = m / T(1 - beta1**t)
-        vhat = v / T(1 - beta2**t)
-        w -= T(lr) * mhat / (np.sqrt(vhat) + T(eps))
+        np.multiply(T(1 - beta2), g, out=term)
+        term *= g
+        v += term
+        np.divide(m, T(1 - beta1**t), out=step)  # mhat
+        np.divide(v, T(1 - beta2**t), out=term)  # vhat
+        np.sqrt(term, out=term)
+        term += T(eps)
+        np.multiply(T(lr), step, out=step)
+        step /= term
+        w -= step
 
     def advance(self, counters):
         counters += 1
