@@ -6,6 +6,7 @@ cannot see a difference between halves; where the measured runs show one, the sl
 prediction is held against. Evidence on stored measurements only.
 
     python -m bench.tools.rank_halves docs/results/cpu-16core/heldoutcpu* [--workloads stencil,train] [--sweeps fit]
+    python -m bench.tools.rank_halves --reports OUTDIR...   (bench/tools/halves_design.sh's launches, placed four ways)
 """
 
 import argparse
@@ -44,13 +45,55 @@ def halves(folders: list[Path], workloads: set[str] | None, sweeps: str = "measu
     return rows
 
 
+def report_halves(folder: Path) -> dict[tuple[str, str], list[list[float]]]:
+    """(variant, workload) -> each launch's ranks' own seconds, from ``bench/tools/halves_design.sh``'s files
+    (VARIANT-WORKLOAD-TURN.json, or gzipped: a run's report.json, or a strong sweep's scaling.json, its largest
+    run)."""
+    rows: dict[tuple[str, str], list] = {}
+    for path in sorted([*folder.glob("*-*-*.json"), *folder.glob("*-*-*.json.gz")]):
+        variant, workload, _ = path.name.split(".")[0].split("-")
+        raw = path.read_bytes()
+        data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+        if "runs" in data:
+            data = max(data["runs"], key=lambda run: run["ranks"])["report"]
+        rows.setdefault((variant, workload), []).append(own_seconds(data))
+    return rows
+
+
+def print_reports(folders: list[Path], workloads: set[str] | None) -> None:
+    print(
+        "| launches of | workload | placed | launches | upper half / lower half: median (range) | each rank's own ms "
+        "(median) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for folder in folders:
+        rows = sorted(report_halves(folder).items(), key=lambda kv: kv[0][::-1])
+        for (variant, workload), launches in rows:
+            if workloads and workload not in workloads:
+                continue
+            n = len(launches[0])
+            ratios = [statistics.median(own[n // 2 :]) / statistics.median(own[: n // 2]) for own in launches]
+            ranks = " ".join(f"{statistics.median(own[r] for own in launches) * 1e3:.0f}" for r in range(n))
+            spread = f"{statistics.median(ratios):.2f} ({min(ratios):.2f} - {max(ratios):.2f})"
+            print(
+                f"| {folder.parent.name}/{folder.name} | {workload} | {variant} | {len(launches)} | {spread} "
+                f"| {ranks} |"
+            )
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument(
+        "--reports", action="store_true", help="the folders hold bench/tools/halves_design.sh's launches"
+    )
     parser.add_argument("--workloads", help="comma-separated workloads (default: all)")
     parser.add_argument("--sweeps", choices=("measured", "fit"), default="measured", help="the target's or the fit's")
     args = parser.parse_args()
     workloads = set(args.workloads.split(",")) if args.workloads else None
+    if args.reports:
+        print_reports(args.folders, workloads)
+        return
     print(
         "| workload | series | ranks | launches | upper half / lower half: median (range) | straggler named, "
         "in the upper half |"
