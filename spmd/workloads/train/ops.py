@@ -58,7 +58,7 @@ class HostOps:
     def __init__(self, dtype, precision: str | None = None, max_rows: int = 0):
         self.dtype = self.storage = np.dtype(dtype)
         self.precision = None  # the host reference computes in its dtype
-        self._spare = None  # the optimizers' scratch (``_scratch``)
+        self._spare = None  # the optimizers' and an accumulating GEMM's scratch (``_scratch``)
 
     def _scratch(self, like, k: int) -> list:
         """``k`` scratch arrays shaped like ``like``, kept between steps (grown, never shrunk, so that the optimizer's
