@@ -61,10 +61,8 @@ class HostOps:
         self._spare = None  # the optimizers' and an accumulating GEMM's scratch (``_scratch``)
 
     def _scratch(self, like, k: int) -> list:
-        """``k`` scratch arrays shaped like ``like``, kept between steps (grown, never shrunk, so that the optimizer's
-        and a GEMM's needs do not trade places). An update's terms and a product in fresh arrays went back to the OS
-        and were faulted in again every step on a rank whose glibc malloc had not yet seen a larger block freed, so
-        ranks of one launch ran at speeds set by what each ran before (docs/validation.md, fifth CPU round)."""
+        """``k`` scratch arrays shaped like ``like``, kept between steps and only grown. Fresh arrays a step were
+        faulted in again on a rank whose malloc had seen no larger block freed (docs/validation.md, fifth CPU round)."""
         n, spare = like.size, self._spare
         if spare is None or spare.dtype != like.dtype or spare.shape[0] < k or spare.shape[1] < n:
             rows, width = (0, 0) if spare is None or spare.dtype != like.dtype else spare.shape
