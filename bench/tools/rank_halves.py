@@ -23,10 +23,19 @@ def own_seconds(report: dict) -> list[float]:
     ]
 
 
+def half_ratio(own: list[float]) -> float:
+    """The upper half's median own time over the lower half's (ranks in order)."""
+    n = len(own)
+    return statistics.median(own[n // 2 :]) / statistics.median(own[: n // 2])
+
+
+def spread(ratios: list[float]) -> str:
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f} - {max(ratios):.2f})"
+
+
 def halves(folders: list[Path], workloads: set[str] | None, sweeps: str = "measured") -> dict[tuple, list]:
     """(workload, mode, ranks) -> per launch of ``sweeps`` (the measured targets' or the fits') of every round under
-    ``folders`` (upper half's median own time over the lower half's, a straggler
-    named, named in the upper half)."""
+    ``folders``: (``half_ratio``, a straggler named, named in the upper half)."""
     rows: dict[tuple, list] = {}
     for folder in folders:
         for path in sorted((folder / "inputs").glob(f"*-{sweeps}.json.gz")):
@@ -37,8 +46,7 @@ def halves(folders: list[Path], workloads: set[str] | None, sweeps: str = "measu
                 n, report = run["ranks"], run["report"]
                 if n < 2:
                     continue
-                own = own_seconds(report)
-                ratio = statistics.median(own[n // 2 :]) / statistics.median(own[: n // 2])
+                ratio = half_ratio(own_seconds(report))
                 named = report["breakdown"]["straggler"]
                 key = (sweep["workload"], run["mode"], n)
                 rows.setdefault(key, []).append((ratio, named is not None, bool(named and named["rank"] >= n // 2)))
@@ -71,12 +79,12 @@ def print_reports(folders: list[Path], workloads: set[str] | None) -> None:
         for (variant, workload), launches in rows:
             if workloads and workload not in workloads:
                 continue
-            n = len(launches[0])
-            ratios = [statistics.median(own[n // 2 :]) / statistics.median(own[: n // 2]) for own in launches]
-            ranks = " ".join(f"{statistics.median(own[r] for own in launches) * 1e3:.0f}" for r in range(n))
-            spread = f"{statistics.median(ratios):.2f} ({min(ratios):.2f} - {max(ratios):.2f})"
+            ratios = [half_ratio(own) for own in launches]
+            ranks = " ".join(
+                f"{statistics.median(own[r] for own in launches) * 1e3:.0f}" for r in range(len(launches[0]))
+            )
             print(
-                f"| {folder.parent.name}/{folder.name} | {workload} | {variant} | {len(launches)} | {spread} "
+                f"| {folder.parent.name}/{folder.name} | {workload} | {variant} | {len(launches)} | {spread(ratios)} "
                 f"| {ranks} |"
             )
 
@@ -103,8 +111,7 @@ def main():
         ratios = [r for r, _, _ in launches]
         named = sum(x for _, x, _ in launches)
         upper = sum(x for _, _, x in launches)
-        spread = f"{statistics.median(ratios):.2f} ({min(ratios):.2f} - {max(ratios):.2f})"
-        print(f"| {workload} | {mode} | {n} | {len(launches)} | {spread} | {named}, {upper} |")
+        print(f"| {workload} | {mode} | {n} | {len(launches)} | {spread(ratios)} | {named}, {upper} |")
 
 
 if __name__ == "__main__":
