@@ -25,24 +25,49 @@ def _run(cmd: list[str]) -> str:
         return ""
 
 
+def _git(args: list[str], root: Path, env: dict | None = None, timeout: int = 60) -> str:
+    return subprocess.run(
+        ["git", *args], capture_output=True, text=True, timeout=timeout, cwd=root, env=env, check=True
+    ).stdout.strip()
+
+
+def enclosing_git_dir(root: Path = ROOT) -> str | None:
+    """The git directory of a repository that ``root`` lies inside without being its top level (a commit's files
+    unpacked into an ignored folder of a checkout, to run an older commit), else None: there HEAD and the status are
+    the enclosing checkout's, not the files that ran."""
+    try:
+        top = _git(["rev-parse", "--show-toplevel"], root)
+        git_dir = _git(["rev-parse", "--absolute-git-dir"], root)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return git_dir if Path(top).resolve() != Path(root).resolve() else None
+
+
 def tree_hash(root: Path = ROOT) -> str:
     """The git tree of the files as they are (tracked and untracked-not-ignored), through a throwaway index: it
     names the code that ran even where HEAD does not (the GPU machine gets a copy of the working tree whose git
-    may lag behind); ``git rev-parse COMMIT^{tree}`` finds the commit it matches."""
+    may lag behind); ``git rev-parse COMMIT^{tree}`` finds the commit it matches. Files unpacked inside another
+    checkout are hashed as a tree of their own, their own .gitignore applying."""
+    nested = enclosing_git_dir(root)
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        if nested:
+            env.update(GIT_DIR=nested, GIT_WORK_TREE=str(Path(root).resolve()))
         try:
-            for cmd in (["git", "read-tree", "HEAD"], ["git", "add", "-A"]):
-                subprocess.run(cmd, capture_output=True, timeout=120, cwd=root, env=env, check=True)
-            done = subprocess.run(["git", "write-tree"], capture_output=True, text=True, timeout=60, cwd=root, env=env)
+            if not nested:
+                _git(["read-tree", "HEAD"], root, env, timeout=120)
+            _git(["add", "-A"], root, env, timeout=120)
+            return _git(["write-tree"], root, env)
         except (OSError, subprocess.SubprocessError):
             return ""
-        return done.stdout.strip()
 
 
 def changed_files(root: Path = ROOT, most: int = 50) -> list[str]:
     """``git status --porcelain`` lines (tracked files changed, untracked ones not ignored): where ``tree`` is not
-    HEAD's tree, the files that made the difference (the first ``most``, then how many more)."""
+    HEAD's tree, the files that made the difference (the first ``most``, then how many more). Files unpacked inside
+    another checkout are all a change: that checkout's HEAD is not what ran."""
+    if enclosing_git_dir(root):
+        return [f"?? {Path(root).resolve()}: not its repository's top level (the tree is its files alone)"]
     try:
         done = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True, timeout=60, cwd=root)
     except (OSError, subprocess.TimeoutExpired):
@@ -131,8 +156,9 @@ def rank_cpus(ranks: int) -> list[int]:
 
 
 def commit(paths: tuple[str, ...] = ()) -> str:
-    """HEAD, with ``+changes`` where tracked files (under ``paths``, where given) differ from it."""
-    dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no", "--", *paths]))
+    """HEAD, with ``+changes`` where tracked files (under ``paths``, where given) differ from it, or where the files
+    that ran are unpacked inside another checkout (whose HEAD they are not)."""
+    dirty = bool(enclosing_git_dir() or _run(["git", "status", "--porcelain", "--untracked-files=no", "--", *paths]))
     return _run(["git", "rev-parse", "HEAD"]) + ("+changes" if dirty else "")
 
 

@@ -21,7 +21,7 @@ pytest.importorskip("jinja2", reason="the test extra brings Jinja2 (bench report
 from helpers import git_repo  # noqa: E402
 
 from bench import report, runner  # noqa: E402
-from bench.manifest import changed_files, tree_hash  # noqa: E402
+from bench.manifest import changed_files, enclosing_git_dir, tree_hash  # noqa: E402
 from bench.records import Measure, Record, collect, ratios, read_records, summary, write_records  # noqa: E402
 from bench.suites import Case, expand  # noqa: E402
 from bench.suites.kernels import REGISTERS  # noqa: E402
@@ -231,6 +231,35 @@ def test_the_tree_hash_names_the_files_that_ran_whatever_head_says(tmp_path):
     git("add", "-A")
     git("commit", "-qm", "two")
     assert git("rev-parse", "HEAD^{tree}") == changed  # the later commit that holds exactly those files
+
+
+def test_an_older_commit_unpacked_inside_a_checkout_is_credited_with_its_own_tree(tmp_path):
+    """An older commit's files run from an ignored folder of a newer checkout (`git archive OLD | tar -x`): git there
+    answers for the enclosing checkout, whose HEAD and clean status are not what ran."""
+    from bench.merge import ran_commit
+
+    git = git_repo(tmp_path)
+    (tmp_path / ".gitignore").write_text("/old/\n__pycache__/\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("commit", "-qm", "one")
+    first, first_tree = git("rev-parse", "HEAD"), git("rev-parse", "HEAD^{tree}")
+    (tmp_path / "code.py").write_text("x = 2\n")
+    git("commit", "-qam", "two")
+    old = tmp_path / "old"
+    old.mkdir()
+    archive = subprocess.run(["git", "archive", first], cwd=tmp_path, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    (old / "__pycache__").mkdir()
+    (old / "__pycache__" / "code.pyc").write_bytes(b"ignored by the old tree's own .gitignore")
+    assert enclosing_git_dir(tmp_path) is None and enclosing_git_dir(old)
+    assert tree_hash(old) == first_tree and tree_hash(tmp_path) == git("rev-parse", "HEAD^{tree}")
+    changes = changed_files(old)
+    assert changes and changed_files(tmp_path) == []  # a change, so that bench merge looks the tree up
+    assert ran_commit({"commit": git("rev-parse", "HEAD") + "+changes", "changes": changes, "tree": tree_hash(old)},
+                      tmp_path) == first  # fmt: skip
+    (old / "extra.py").write_text("y = 1\n")  # a file the old commit lacks is no longer that commit
+    assert tree_hash(old) not in (first_tree, "")
 
 
 def test_the_machine_says_when_the_run_had_fewer_cpus_than_the_host():
