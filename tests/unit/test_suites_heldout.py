@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu5.py): each
+"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu6.py): each
 list, fixed before anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a
 family never used before; every committed held-out record was measured with the prediction model's files as its round
 froze them; the check itself tells a changed model file from any other."""
@@ -29,6 +29,7 @@ from bench.suites import (
     heldoutcpu3,
     heldoutcpu4,
     heldoutcpu5,
+    heldoutcpu6,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +52,7 @@ ROUNDS = (
     heldoutcpu3,
     heldoutcpu4,
     heldoutcpu5,
+    heldoutcpu6,
 )
 
 
@@ -388,6 +390,13 @@ def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(t
             heldoutcpu4,
             ("spmd/scale/models/scaling_model.py", "def alone_seconds("),
         ),
+        (
+            heldoutcpu6,
+            "reduce, seed 439, float32",
+            ROUNDS[:12],
+            heldoutcpu5,
+            ("spmd/workloads/train/ops.py", "def _scratch("),
+        ),
     ],
 )
 def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two_kinds_of_input(
@@ -401,7 +410,8 @@ def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two
     of equal bytes decides, held beyond for compute, designed on the first; the third, the docstring that says what
     the second found, the model unchanged; the fourth, a compute phase charged what the target's link test measured of
     its node's cores, designed on the first three; the fifth, that charge on the time alone the sweep measured of the
-    share, designed on the first four."""
+    share, designed on the first four; the sixth, the same model measured with workloads that allocate nothing of a
+    block's size after the first repeat."""
     calls, launched, held = [], [], []
     env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=8, gpus=0)
     monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))
