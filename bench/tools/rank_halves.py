@@ -7,6 +7,7 @@ prediction is held against. Evidence on stored measurements only.
 
     python -m bench.tools.rank_halves docs/results/cpu-16core/heldoutcpu* [--workloads stencil,train] [--sweeps fit]
     python -m bench.tools.rank_halves --reports OUTDIR...   (bench/tools/halves_design.sh's launches, placed four ways)
+    python -m bench.tools.rank_halves --told FOLDER...   (how often spmd scale's findings tell ranks new to the launch)
 """
 
 import argparse
@@ -15,12 +16,7 @@ import json
 import statistics
 from pathlib import Path
 
-
-def own_seconds(report: dict) -> list[float]:
-    """Each rank's own seconds a repeat: its median repeat's total less the comm and wait timed in it."""
-    return [
-        p["median"]["total"] - p["median"].get("comm", 0.0) - p["median"].get("wait", 0.0) for p in report["per_rank"]
-    ]
+from spmd.scale.decision.advice import history_advice, own_seconds
 
 
 def half_ratio(own: list[float]) -> float:
@@ -89,18 +85,52 @@ def print_reports(folders: list[Path], workloads: set[str] | None) -> None:
             )
 
 
+def sweeps_of(folder: Path, sweeps: str = "measured") -> list[dict]:
+    """The strong sweeps of one launch each under ``folder``: a round's stored ones (inputs/*-SWEEPS.json.gz), or
+    ``halves_design.sh``'s (scale-*.json, or gzipped)."""
+    paths = sorted(folder.glob(f"inputs/*-{sweeps}.json.gz")) + sorted(folder.glob("scale-*.json*"))
+    out = []
+    for path in paths:
+        raw = path.read_bytes()
+        data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+        if "runs" in data:  # not a links file
+            out.append(data)
+    return out
+
+
+def print_told(folders: list[Path], workloads: set[str] | None) -> None:
+    """Per folder, workload and size: in how many launches spmd scale's findings told the ranks new to the launch
+    slowed by their history (``history_advice``, as the sweep runs it on its runs in the order they ran)."""
+    print("| launches of | workload | ranks | launches | told: ranks new to the launch slowed by their history |")
+    print("|---|---|---|---|---|")
+    for folder in folders:
+        counts: dict[tuple[str, int], list[int]] = {}
+        for sweep in sweeps_of(folder):
+            if workloads and sweep["workload"] not in workloads:
+                continue
+            told = {int(line.split()[1]) for line in history_advice(sweep["runs"])}
+            for n in sorted({r["ranks"] for r in sweep["runs"] if r["mode"] == "strong" and r["ranks"] >= 4}):
+                counts.setdefault((sweep["workload"], n), []).append(n in told)
+        for (workload, n), launches in sorted(counts.items()):
+            print(f"| {folder.parent.name}/{folder.name} | {workload} | {n} | {len(launches)} | {sum(launches)} |")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument(
         "--reports", action="store_true", help="the folders hold bench/tools/halves_design.sh's launches"
     )
+    parser.add_argument("--told", action="store_true", help="how often the findings tell a launch's history")
     parser.add_argument("--workloads", help="comma-separated workloads (default: all)")
     parser.add_argument("--sweeps", choices=("measured", "fit"), default="measured", help="the target's or the fit's")
     args = parser.parse_args()
     workloads = set(args.workloads.split(",")) if args.workloads else None
     if args.reports:
         print_reports(args.folders, workloads)
+        return
+    if args.told:
+        print_told(args.folders, workloads)
         return
     print(
         "| workload | series | ranks | launches | upper half / lower half: median (range) | straggler named, "

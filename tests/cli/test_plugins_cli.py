@@ -349,3 +349,38 @@ def test_faults_jobscripts_merge_and_compare_take_plugins_too(tmp_path):
     assert f"#SBATCH --job-name=spmd-{label}-strong-2n\n" in (tmp_path / "jobs/strong-2n.sbatch").read_text()
     weak = yaml.safe_load((tmp_path / "jobs/configs/weak-2n.yaml").read_text())
     assert weak["workload"] == f"{EXAMPLES}/histogram.py:energy_histogram" and weak["generate"]["shape"] == [2 * ROWS]
+
+
+HISTORY_PLUGIN = """
+    import time
+    import spmd
+
+    largest = [0]  # the largest block this rank has run, as glibc's thresholds remember the largest block freed
+
+
+    @spmd.map_reduce(combine="sum")
+    def remembers(block, xp, params):
+        fresh = block.shape[0] >= largest[0]  # no larger block before: its pages faulted in again every repeat
+        largest[0] = max(largest[0], block.shape[0])
+        time.sleep(0.04 + (0.04 if fresh and HISTORY else 0.0))
+        return block.sum(keepdims=True)
+"""
+
+
+@pytest.mark.parametrize("history", [True, False])
+def test_a_strong_sweeps_ranks_new_to_the_launch_slowed_by_their_history_are_told_apart(tmp_path, history):
+    """A plug-in whose rank runs slower until it has run a larger block (as a rank whose allocator never freed one
+    does): in one launch of 1, 2 and 4 ranks, ranks 2-3 at 4 are the slow ones, named as new to the launch. Its clean
+    twin, the same time on every rank, is named nothing."""
+    path = plugin(tmp_path, HISTORY_PLUGIN.replace("and HISTORY", f"and {history}"))
+    cfg = config(tmp_path, f"{path}:remembers", repeats=5, timeout_s=30)
+    rc, out, err, _ = spmd("scale", cfg, "--mode", "strong", "--ranks", "1,2,4", "--probe-max-bytes", "64K", ranks=4)
+    assert rc == 0, err
+    advice = json.loads((tmp_path / "out/scaling/scaling.json").read_text())["advice"]
+    told = [line for line in advice if "new to this launch" in line]
+    if history:
+        assert len(told) == 1 and told[0].startswith("At 4 ranks (strong): ranks 2-3, new to this launch"), advice
+        ratio = float(re.search(r"\(0-1\), ([\d.]+)x", told[0])[1])
+        assert 1.6 < ratio < 2.4, told  # 80 ms against 40 a repeat
+    else:
+        assert told == [], advice

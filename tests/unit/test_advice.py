@@ -4,7 +4,19 @@ it, and whether reading is most of a repeat."""
 
 from __future__ import annotations
 
-from spmd.scale.decision.advice import backend_advice, oversubscription_advice, series_advice, storage_advice
+import statistics
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spmd.scale.decision.advice import (
+    HISTORY,
+    backend_advice,
+    history_advice,
+    oversubscription_advice,
+    series_advice,
+    storage_advice,
+)
 
 
 def row(mode, ranks, time, bytes_per_rank, **phases):
@@ -203,3 +215,38 @@ def test_a_short_read_is_only_described_and_no_limit_says_nothing():
     assert line.endswith("reading is 10% of a repeat.")
     assert storage_advice([{**run(2, 0.1, 1.0, 0.1), "read_limit": None}]) == []
     assert storage_advice([{**run(2, 0.1, 1.0, 0.1), "read_limit": [None, {"bytes": 1, "seconds": 1}]}]) == []
+
+
+def launch_run(mode, own, comm=0.0):
+    """A run of ``len(own)`` ranks whose rank r took own[r] seconds of its own a repeat, and ``comm`` in collectives."""
+    per_rank = [{"median": {"total": t + comm, "comm": comm, "wait": 0.0}} for t in own]
+    return {"mode": mode, "ranks": len(own), "report": {"per_rank": per_rank}}
+
+
+times = st.floats(0.001, 10.0)
+
+
+@given(st.lists(times, min_size=2, max_size=8), st.lists(times, min_size=2, max_size=8), st.floats(0.0, 1.0))
+def test_ranks_new_to_a_launch_are_told_only_when_each_is_slower_than_each_that_ran_before(before, new, comm):
+    """Over generated own times: the sentence comes iff every new rank is slower than every rank that ran before and
+    their medians differ by HISTORY or more; waits in collectives change nothing; a weak series after the strong,
+    whose ranks all ran before, is never told."""
+    ran, n = len(before), len(before) + len(new)
+    runs = [launch_run("strong", before[:1]), launch_run("strong", before), launch_run("strong", before + new, comm)]
+    told = history_advice([*runs, launch_run("weak", before + new)])
+    ratio = statistics.median(new) / statistics.median(before)
+    expected = min(new) > max(before) and ratio >= HISTORY
+    assert len(told) == int(expected), (told, before, new)
+    if expected:
+        assert told[0].startswith(f"At {n} ranks (strong): ranks {ran}-{n - 1}, new to this launch"), told
+        assert f"(0-{ran - 1}), {ratio:.2f}x their median own time" in told[0], told
+
+
+@given(st.lists(times, min_size=3, max_size=8), st.floats(2.0, 50.0))
+def test_one_rank_alone_before_or_one_rank_new_is_never_told(own, slower):
+    """Two ranks or more on each side or nothing: one rank added at a time, each far slower than all before it, or
+    one rank before and the rest new and far slower, are never told; neither are ranks all alike."""
+    grown = [own[0] * slower**k for k in range(len(own))]
+    assert history_advice([launch_run("strong", grown[: n + 1]) for n in range(len(own))]) == []
+    assert history_advice([launch_run("strong", own[:1]), launch_run("strong", own[:1] + [own[0] * slower] * 3)]) == []
+    assert history_advice([launch_run("strong", own[:2]), launch_run("strong", [own[0]] * len(own))]) == []

@@ -39,6 +39,7 @@ from ...io.weak import copies_note
 from ...job import run_job
 from ...report.build import with_capture
 from ...workloads.registry import workload_class
+from ..decision.advice import history_advice
 from ..models.series import series_figures, time_interval
 from .analysis import analyse, sweep_cost
 from .calibrate import compare_backends, probe_collectives, read_limit
@@ -152,7 +153,10 @@ def run_scale(
     if ctx.rank != 0:
         return None
     cost = sweep_cost(runs, {"inputs": inputs_s, "warm_start": warm_s}, time.perf_counter() - began)
-    return analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library(), cost=cost)
+    scaling = analyse(cfg, runs, world_size=ctx.size, mpi_library=mpi_library(), cost=cost)
+    # only one launch's runs have a history, in the order they ran (spmd report merge's jobs were launches apart)
+    scaling["advice"] += history_advice(runs)
+    return scaling
 
 
 def wall_words(report: dict) -> str:
