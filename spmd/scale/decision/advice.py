@@ -204,7 +204,8 @@ def history_advice(runs: list[dict]) -> list[str]:
         if ran >= 2 and n - ran >= 2 and report.get("per_rank"):
             own = own_seconds(report)
             before, new = own[:ran], own[ran:n]
-            ratio = statistics.median(new) / statistics.median(before)
+            base = statistics.median(before)  # none of its own (all comm and wait): no ratio to give
+            ratio = statistics.median(new) / base if base > 0 else 0.0
             if min(new) > max(before) and ratio >= HISTORY:
                 out.append(
                     f"At {n} ranks ({run['mode']}): ranks {ran}-{n - 1}, new to this launch, each took longer than "
