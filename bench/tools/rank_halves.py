@@ -16,7 +16,7 @@ import json
 import statistics
 from pathlib import Path
 
-from spmd.scale.decision.advice import history_advice, own_seconds
+from spmd.scale.decision.history import history_advice, own_seconds
 
 
 def half_ratio(own: list[float]) -> float:

@@ -9,14 +9,8 @@ import statistics
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spmd.scale.decision.advice import (
-    HISTORY,
-    backend_advice,
-    history_advice,
-    oversubscription_advice,
-    series_advice,
-    storage_advice,
-)
+from spmd.scale.decision.advice import backend_advice, oversubscription_advice, series_advice, storage_advice
+from spmd.scale.decision.history import HISTORY, history_advice
 
 
 def row(mode, ranks, time, bytes_per_rank, **phases):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
-
 from ...core.stats import LEVEL, median_interval
 from ...core.topology import MORE_CPUS
 from ...core.units import fmt_bytes, fmt_seconds
@@ -20,7 +18,6 @@ MODEL_ERROR_NOTE = 0.25
 WORTH_SWITCHING = 0.05  # another communicator saving 5% of a repeat is worth naming as the one to use
 READ_BOUND = 0.5  # reading is half a repeat or more: the sweep is storage-bound
 AT_THE_LIMIT = 0.8  # the read runs at 80% or more of plain preads of the same bytes
-HISTORY = 1.2  # ranks new to a launch taking 1.2x the own time of those that ran before it, each slower than each
 
 
 def series_advice(rows: list[dict]) -> list[str]:
@@ -181,42 +178,6 @@ def straggler_advice(runs: list[dict]) -> list[str]:
         if s:
             shared = time_shared(run["report"].get("placement"), s["host"])
             out.append(f"At {run['ranks']} ranks ({run['mode']}): " + straggler_sentence(s, False, shared))
-    return out
-
-
-def own_seconds(report: dict) -> list[float]:
-    """Each rank's own seconds a repeat: its median repeat's total less the comm and wait timed in it (its waits for
-    the others left out)."""
-    return [
-        p["median"]["total"] - p["median"].get("comm", 0.0) - p["median"].get("wait", 0.0) for p in report["per_rank"]
-    ]
-
-
-def history_advice(runs: list[dict]) -> list[str]:
-    """One sentence per run of one launch, ``runs`` in the order they ran, whose ranks new to the launch (above every
-    earlier run's size: each size runs on the first ranks) each took longer than each rank that had run before, their
-    median HISTORY times or more, two or more of each. There the slow ranks are told by what ran before them, not by
-    where they run: what a rank's allocator kept from the larger shares it freed (glibc returns a block-sized heap to
-    the OS when no larger block was ever freed, and faults it in again every iteration), or its caches and pages."""
-    out, ran = [], 0
-    for run in runs:
-        n, report = run["ranks"], run["report"]
-        if ran >= 2 and n - ran >= 2 and report.get("per_rank"):
-            own = own_seconds(report)
-            before, new = own[:ran], own[ran:n]
-            base = statistics.median(before)  # none of its own (all comm and wait): no ratio to give
-            ratio = statistics.median(new) / base if base > 0 else 0.0
-            if min(new) > max(before) and ratio >= HISTORY:
-                out.append(
-                    f"At {n} ranks ({run['mode']}): ranks {ran}-{n - 1}, new to this launch, each took longer than "
-                    f"every rank that had run before in it (0-{ran - 1}), {ratio:.2f}x their median own time a repeat "
-                    f"(comm and waits left out). A rank's history in the launch is the likely cause, not its place: "
-                    f"memory the allocator kept or gave back after the earlier runs (arrays of a block's size made "
-                    f"afresh every iteration), or caches and pages touched again. Timing this size in a launch of "
-                    f"its own (spmd run at {n} ranks) tells; a workload that keeps its temporaries from the first "
-                    f"repeat on does not show it."
-                )
-        ran = max(ran, n)
     return out
 
 

@@ -39,7 +39,7 @@ from ...io.weak import copies_note
 from ...job import run_job
 from ...report.build import with_capture
 from ...workloads.registry import workload_class
-from ..decision.advice import history_advice
+from ..decision.history import history_advice
 from ..models.series import series_figures, time_interval
 from .analysis import analyse, sweep_cost
 from .calibrate import compare_backends, probe_collectives, read_limit
