@@ -16,7 +16,7 @@ import json
 import statistics
 from pathlib import Path
 
-from spmd.scale.decision.history import history_advice, own_seconds
+from spmd.scale.decision.history import new_ranks_slower, own_seconds
 
 
 def half_ratio(own: list[float]) -> float:
@@ -29,14 +29,26 @@ def spread(ratios: list[float]) -> str:
     return f"{statistics.median(ratios):.2f} ({min(ratios):.2f} - {max(ratios):.2f})"
 
 
+def load(path: Path) -> dict:
+    """A stored JSON file, gzipped or not."""
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+
+
+def sweeps_of(folder: Path, sweeps: str = "measured") -> list[dict]:
+    """The sweeps of one launch each under ``folder``: a round's stored ones (inputs/*-SWEEPS.json.gz), or
+    ``halves_design.sh``'s (scale-*.json, or gzipped)."""
+    paths = sorted(folder.glob(f"inputs/*-{sweeps}.json.gz")) + sorted(folder.glob("scale-*.json*"))
+    return [data for data in map(load, paths) if "runs" in data]  # a links file has no runs
+
+
 def halves(folders: list[Path], workloads: set[str] | None, sweeps: str = "measured") -> dict[tuple, list]:
     """(workload, mode, ranks) -> per launch of ``sweeps`` (the measured targets' or the fits') of every round under
     ``folders``: (``half_ratio``, a straggler named, named in the upper half)."""
     rows: dict[tuple, list] = {}
     for folder in folders:
-        for path in sorted((folder / "inputs").glob(f"*-{sweeps}.json.gz")):
-            sweep = json.loads(gzip.decompress(path.read_bytes()))
-            if "runs" not in sweep or (workloads and sweep["workload"] not in workloads):  # a links file: no runs
+        for sweep in sweeps_of(folder, sweeps):
+            if workloads and sweep["workload"] not in workloads:
                 continue
             for run in sweep["runs"]:
                 n, report = run["ranks"], run["report"]
@@ -56,8 +68,7 @@ def report_halves(folder: Path) -> dict[tuple[str, str], list[list[float]]]:
     rows: dict[tuple[str, str], list] = {}
     for path in sorted([*folder.glob("*-*-*.json"), *folder.glob("*-*-*.json.gz")]):
         variant, workload, _ = path.name.split(".")[0].split("-")
-        raw = path.read_bytes()
-        data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+        data = load(path)
         if "runs" in data:
             data = max(data["runs"], key=lambda run: run["ranks"])["report"]
         rows.setdefault((variant, workload), []).append(own_seconds(data))
@@ -85,22 +96,9 @@ def print_reports(folders: list[Path], workloads: set[str] | None) -> None:
             )
 
 
-def sweeps_of(folder: Path, sweeps: str = "measured") -> list[dict]:
-    """The strong sweeps of one launch each under ``folder``: a round's stored ones (inputs/*-SWEEPS.json.gz), or
-    ``halves_design.sh``'s (scale-*.json, or gzipped)."""
-    paths = sorted(folder.glob(f"inputs/*-{sweeps}.json.gz")) + sorted(folder.glob("scale-*.json*"))
-    out = []
-    for path in paths:
-        raw = path.read_bytes()
-        data = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
-        if "runs" in data:  # not a links file
-            out.append(data)
-    return out
-
-
 def print_told(folders: list[Path], workloads: set[str] | None) -> None:
     """Per folder, workload and size: in how many launches spmd scale's findings told the ranks new to the launch
-    slowed by their history (``history_advice``, as the sweep runs it on its runs in the order they ran)."""
+    slowed by their history (``new_ranks_slower``, as the sweep runs it on its runs in the order they ran)."""
     print("| launches of | workload | ranks | launches | told: ranks new to the launch slowed by their history |")
     print("|---|---|---|---|---|")
     for folder in folders:
@@ -108,7 +106,7 @@ def print_told(folders: list[Path], workloads: set[str] | None) -> None:
         for sweep in sweeps_of(folder):
             if workloads and sweep["workload"] not in workloads:
                 continue
-            told = {int(line.split()[1]) for line in history_advice(sweep["runs"])}
+            told = {found["ranks"] for found in new_ranks_slower(sweep["runs"])}
             for n in sorted({r["ranks"] for r in sweep["runs"] if r["mode"] == "strong" and r["ranks"] >= 4}):
                 counts.setdefault((sweep["workload"], n), []).append(n in told)
         for (workload, n), launches in sorted(counts.items()):
