@@ -34,7 +34,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 WHOLE = {"benchmarks.md.j2": ROOT / "docs/benchmarks.md"}
 # <!-- bench:NAME key=value ... --> ... <!-- /bench:NAME -->: a block rendered from templates/NAME.md.j2 with the keys
 BLOCK = re.compile(
-    r"(<!-- bench:(?P<name>[\w-]+)(?P<args>(?: [\w-]+=[\w.,-]+)*) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S
+    r"(<!-- bench:(?P<name>[\w-]+)(?P<args>(?: [\w-]+=[\w.,/-]+)*) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S
 )
 
 
@@ -270,13 +270,19 @@ def provenance(m: dict) -> str:
     """The date and commit of a suite's run, and each case that a later ``bench run --only`` measured at another
     commit (its own commit and date), so that no figure is credited to a commit that did not run it."""
     top = short_commit(m["commit"])
-    later = [
-        _case_commits(c, m["date"])
-        for c in m.get("cases", [])
-        if c.get("commit") and (short_commit(c["commit"]) != top or c.get("earlier")) and "records" in c
-    ]
+    measured = [c for c in m.get("cases", []) if c.get("commit") and "records" in c]
+    elsewhere = [c for c in measured if {short_commit(x["commit"]) for x in _calls(c) if x.get("commit")} != {top}]
+    joined_here = [c for c in measured if c not in elsewhere and c.get("earlier")]
     text = f"{m['date'][:10]}, commit `{top}`"
-    text += f" (cases measured at other commits: {', '.join(later)})" if later else ""
+    if elsewhere:
+        text += f" (cases measured at other commits: {', '.join(_case_commits(c, m['date']) for c in elsewhere)})"
+    if joined_here:  # several calls of a case, every one at the top commit: counted, not credited elsewhere
+        counts = {len(_calls(c)) for c in joined_here}
+        if len(joined_here) == len(measured) and len(counts) == 1:
+            text += f" (each case in {counts.pop()} calls, all at that commit)"
+        else:
+            cases = ", ".join(f"`{c['case']}` ({len(_calls(c))} calls)" for c in joined_here)
+            text += f" (in several calls, all at that commit: {cases})"
     again = (m.get("rechecked") or [])[-1:]  # bench recheck: the measured inputs, the model of a later commit
     return text + "".join(_rechecked(r) for r in again)
 
@@ -298,10 +304,15 @@ def short_commit(commit: str) -> str:
     return head[:12] + mark + rest
 
 
+def _calls(case: dict) -> list[dict]:
+    """A case's calls, the earlier ones ``bench merge --add-runs`` joined first, then its own."""
+    return [*case.get("earlier", []), case]
+
+
 def _case_commits(case: dict, date: str) -> str:
     """A case and the commits and dates its runs were measured at: its own and those of earlier calls that
     ``bench merge --add-runs`` joined (each commit and date once, with the count of calls where several)."""
-    calls = [*case.get("earlier", []), case]
+    calls = _calls(case)
     at = dict.fromkeys(f"`{short_commit(c['commit'])}` ({c.get('date', date)[:10]})" for c in calls if c.get("commit"))
     count = f" ({len(calls)} calls)" if len(calls) > 1 else ""
     return f"`{case['case']}`{count} at {', '.join(at)}"
@@ -452,6 +463,18 @@ def carried_calls(kind: str, suites: str, ranks: int) -> dict:
     }
 
 
+def halves(how: str, dirs: str, workloads: str = "") -> str:
+    """``bench.tools.rank_halves``'s table ``how`` over ``dirs`` (comma-separated folders under docs/results): the
+    rendered twin of the command a page names beside it."""
+    from .tools.rank_halves import table  # a tool's own table, imported only where a page renders one
+
+    folders = [RESULTS / d for d in dirs.split(",")]
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise FileNotFoundError(f"bench:halves: no folder {', '.join(missing)}")
+    return table(how, folders, set(workloads.split(",")) if workloads else None)
+
+
 def _against_the_goal(rows: list[dict]) -> dict:
     """Carried links against the issue's goal: from 1 MiB, how many sizes and the largest |error|; below it, how many
     sizes and how many of them lie within the recordings' own spread."""
@@ -514,6 +537,7 @@ def documents() -> dict[Path, str]:
         "checks_cost": lambda suite, kind: checks_cost(RESULTS / kind / suite),
         "carried": carried_links,
         "carried_calls": carried_calls,
+        "halves": halves,
         "targets": {kind: target_rows(entries) for kind, entries in by_kind.items()},
         "target_notes": {kind: target_notes(entries) for kind, entries in by_kind.items()},
         # per kind, the suites its target rows come from: (suite, commit, date) of each
@@ -538,10 +562,21 @@ def documents() -> dict[Path, str]:
             body = env.get_template(f"{match['name']}.md.j2").render(**context, **args)
             return f"{match[1]}{body}{match[5]}"
 
+        unmatched(path, text)
         new = BLOCK.sub(block, text)
         if new != text or path in out:
             out[path] = new
     return out
+
+
+def unmatched(path: Path, text: str) -> None:
+    """Fail on a block's opening line that ``BLOCK`` does not take (an argument it cannot parse, no closing line):
+    such a block would keep whatever was typed inside it, never rendered."""
+    taken = {m.start() for m in BLOCK.finditer(text)}
+    for m in re.finditer(r"(?m)^<!-- bench:[\w-]+.*$", text):  # a line of its own: prose may name the syntax
+        if m.start() not in taken:
+            line = text.count("\n", 0, m.start()) + 1
+            raise ValueError(f"{path.name}:{line}: a block bench report cannot render: {m[0]}")
 
 
 def render(check: bool = False) -> int:

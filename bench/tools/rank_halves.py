@@ -7,7 +7,11 @@ prediction is held against. Evidence on stored measurements only.
 
     python -m bench.tools.rank_halves docs/results/cpu-16core/heldoutcpu* [--workloads stencil,train] [--sweeps fit]
     python -m bench.tools.rank_halves --reports OUTDIR...   (bench/tools/halves_design.sh's launches, placed four ways)
-    python -m bench.tools.rank_halves --told FOLDER...   (how often spmd scale's findings tell ranks new to the launch)
+    python -m bench.tools.rank_halves --told [--total] FOLDER...   (how often spmd scale's findings tell ranks new to
+    the launch)
+
+The same tables render in docs from ``<!-- bench:halves how=rounds|reports|told|told-total dirs=A,B -->`` blocks
+(``table``), the folders under docs/results.
 """
 
 import argparse
@@ -75,12 +79,13 @@ def report_halves(folder: Path) -> dict[tuple[str, str], list[list[float]]]:
     return rows
 
 
-def print_reports(folders: list[Path], workloads: set[str] | None) -> None:
-    print(
+def reports_table(folders: list[Path], workloads: set[str] | None) -> str:
+    """``halves_design.sh``'s launches per folder, variant and workload: the halves' ratio and each rank's own ms."""
+    lines = [
         "| launches of | workload | placed | launches | upper half / lower half: median (range) | each rank's own ms "
-        "(median) |"
-    )
-    print("|---|---|---|---|---|---|")
+        "(median) |",
+        "|---|---|---|---|---|---|",
+    ]
     for folder in folders:
         rows = sorted(report_halves(folder).items(), key=lambda kv: kv[0][::-1])
         for (variant, workload), launches in rows:
@@ -90,27 +95,73 @@ def print_reports(folders: list[Path], workloads: set[str] | None) -> None:
             ranks = " ".join(
                 f"{statistics.median(own[r] for own in launches) * 1e3:.0f}" for r in range(len(launches[0]))
             )
-            print(
+            lines.append(
                 f"| {folder.parent.name}/{folder.name} | {workload} | {variant} | {len(launches)} | {spread(ratios)} "
                 f"| {ranks} |"
             )
+    return "\n".join(lines) + "\n"
 
 
-def print_told(folders: list[Path], workloads: set[str] | None) -> None:
-    """Per folder, workload and size: in how many launches spmd scale's findings told the ranks new to the launch
+def told_counts(folders: list[Path], workloads: set[str] | None) -> dict[tuple[str, str, int], list[bool]]:
+    """(folder's label, workload, size) -> per launch whether spmd scale's findings told the ranks new to the launch
     slowed by their history (``new_ranks_slower``, as the sweep runs it on its runs in the order they ran)."""
-    print("| launches of | workload | ranks | launches | told: ranks new to the launch slowed by their history |")
-    print("|---|---|---|---|---|")
+    counts: dict[tuple[str, str, int], list[bool]] = {}
     for folder in folders:
-        counts: dict[tuple[str, int], list[int]] = {}
         for sweep in sweeps_of(folder):
             if workloads and sweep["workload"] not in workloads:
                 continue
             told = {found["ranks"] for found in new_ranks_slower(sweep["runs"])}
             for n in sorted({r["ranks"] for r in sweep["runs"] if r["mode"] == "strong" and r["ranks"] >= 4}):
-                counts.setdefault((sweep["workload"], n), []).append(n in told)
-        for (workload, n), launches in sorted(counts.items()):
-            print(f"| {folder.parent.name}/{folder.name} | {workload} | {n} | {len(launches)} | {sum(launches)} |")
+                key = (f"{folder.parent.name}/{folder.name}", sweep["workload"], n)
+                counts.setdefault(key, []).append(n in told)
+    return counts
+
+
+def told_table(folders: list[Path], workloads: set[str] | None, total: bool = False) -> str:
+    """How often the findings told a launch's history: per folder, workload and size, or (``total``) per workload
+    and size over every folder given."""
+    counts = told_counts(folders, workloads)
+    if total:
+        summed: dict[tuple[str, str, int], list[bool]] = {}
+        for (_, workload, n), launches in counts.items():
+            summed.setdefault(("all given", workload, n), []).extend(launches)
+        counts = summed
+    lines = [
+        "| launches of | workload | ranks | launches | told: ranks new to the launch slowed by their history |",
+        "|---|---|---|---|---|",
+    ]
+    labels = list(dict.fromkeys(label for label, _, _ in counts))  # the folders in the order given
+    for (label, workload, n), launches in sorted(counts.items(), key=lambda kv: (labels.index(kv[0][0]), kv[0])):
+        lines.append(f"| {label} | {workload} | {n} | {len(launches)} | {sum(launches)} |")
+    return "\n".join(lines) + "\n"
+
+
+def halves_table(folders: list[Path], workloads: set[str] | None, sweeps: str = "measured") -> str:
+    """The rounds' launches per workload, series and size: the halves' ratio, and how many launches named a
+    straggler and how many named one in the upper half."""
+    lines = [
+        "| workload | series | ranks | launches | upper half / lower half: median (range) | straggler named, "
+        "in the upper half |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (workload, mode, n), launches in sorted(halves(folders, workloads, sweeps).items()):
+        ratios = [r for r, _, _ in launches]
+        named = sum(x for _, x, _ in launches)
+        upper = sum(x for _, _, x in launches)
+        lines.append(f"| {workload} | {mode} | {n} | {len(launches)} | {spread(ratios)} | {named}, {upper} |")
+    return "\n".join(lines) + "\n"
+
+
+def table(how: str, folders: list[Path], workloads: set[str] | None = None, sweeps: str = "measured") -> str:
+    """One of the tool's tables as markdown: ``rounds`` (the rounds' halves), ``reports`` (halves_design.sh's
+    launches), ``told`` (per folder) or ``told-total`` (summed over the folders)."""
+    if how == "reports":
+        return reports_table(folders, workloads)
+    if how in ("told", "told-total"):
+        return told_table(folders, workloads, total=how == "told-total")
+    if how == "rounds":
+        return halves_table(folders, workloads, sweeps)
+    raise ValueError(f"unknown table {how!r}: rounds, reports, told or told-total")
 
 
 def main():
@@ -120,26 +171,13 @@ def main():
         "--reports", action="store_true", help="the folders hold bench/tools/halves_design.sh's launches"
     )
     parser.add_argument("--told", action="store_true", help="how often the findings tell a launch's history")
+    parser.add_argument("--total", action="store_true", help="with --told: summed over the folders")
     parser.add_argument("--workloads", help="comma-separated workloads (default: all)")
     parser.add_argument("--sweeps", choices=("measured", "fit"), default="measured", help="the target's or the fit's")
     args = parser.parse_args()
     workloads = set(args.workloads.split(",")) if args.workloads else None
-    if args.reports:
-        print_reports(args.folders, workloads)
-        return
-    if args.told:
-        print_told(args.folders, workloads)
-        return
-    print(
-        "| workload | series | ranks | launches | upper half / lower half: median (range) | straggler named, "
-        "in the upper half |"
-    )
-    print("|---|---|---|---|---|---|")
-    for (workload, mode, n), launches in sorted(halves(args.folders, workloads, args.sweeps).items()):
-        ratios = [r for r, _, _ in launches]
-        named = sum(x for _, x, _ in launches)
-        upper = sum(x for _, _, x in launches)
-        print(f"| {workload} | {mode} | {n} | {len(launches)} | {spread(ratios)} | {named}, {upper} |")
+    how = "reports" if args.reports else ("told-total" if args.total else "told") if args.told else "rounds"
+    print(table(how, args.folders, workloads, args.sweeps), end="")
 
 
 if __name__ == "__main__":

@@ -184,6 +184,47 @@ def test_provenance_credits_each_case_measured_later_to_its_own_commit():
         f"2026-11-25, commit `{'a' * 12}` (cases measured at other commits: `later` (3 calls) at `{'b' * 12}` "
         f"(2026-11-26), `{'d' * 12}` (2026-11-24))"
     )
+    # several calls, every one at the top commit: counted there, never listed as measured at other commits
+    here = [{"commit": "a" * 40, "date": "2026-11-25T09:00:00"}]
+    twice = [{**m["cases"][0], "earlier": here}, {"case": "second", "commit": "a" * 40, "records": 1, "earlier": here}]
+    assert (
+        report.provenance({**m, "cases": twice})
+        == f"2026-11-25, commit `{'a' * 12}` (each case in 2 calls, all at that commit)"
+    )
+    assert report.provenance({**m, "cases": [twice[0], m["cases"][0] | {"case": "once"}]}) == (
+        f"2026-11-25, commit `{'a' * 12}` (in several calls, all at that commit: `first` (2 calls))"
+    )
+    mixed = [twice[0], joined]
+    assert "other commits: `later` (3 calls)" in report.provenance({**m, "cases": mixed})
+    assert "`first` (2 calls))" in report.provenance({**m, "cases": mixed})
+
+
+def test_a_block_report_cannot_render_fails_by_its_line_rather_than_keeping_typed_text():
+    ok = "<!-- bench:halves how=told dirs=a/b,c -->\n| typed |\n<!-- /bench:halves -->\n"
+    report.unmatched(Path("x.md"), "prose naming `<!-- bench:NAME -->` blocks\n" + ok)
+    for bad in ("<!-- bench:halves dirs=a b -->\n| typed |\n<!-- /bench:halves -->\n", ok.replace("/bench:", "/x:")):
+        with pytest.raises(ValueError, match=r"x\.md:2: a block bench report cannot render"):
+            report.unmatched(Path("x.md"), "text\n" + bad)
+
+
+def test_a_halves_block_renders_the_table_the_command_prints():
+    folders = "cpu-16core/heldoutcpu6,cpu-16core/heldoutcpu5"
+    printed = subprocess.run(
+        [sys.executable, "-m", "bench.tools.rank_halves", "--told", "--total"]
+        + [str(report.RESULTS / f) for f in folders.split(",")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=report.ROOT,
+    ).stdout
+    assert report.halves("told-total", folders) == printed
+    rows = [line.split(" | ") for line in printed.splitlines()[2:]]
+    assert {(r[1], r[2]) for r in rows} == {(w, n) for w in ("matmul", "reduce", "stencil", "train") for n in "48"}
+    assert all(r[3] == "6" for r in rows)  # three launches of each round
+    with pytest.raises(FileNotFoundError, match="no folder"):
+        report.halves("rounds", "cpu-16core/no-such-round")
+    with pytest.raises(ValueError, match="unknown table"):
+        report.halves("sideways", folders)
 
 
 def test_a_sigterm_ends_the_run_with_a_manifest_naming_the_stopped_case(tmp_path, monkeypatch):
