@@ -477,7 +477,7 @@ def written_lines(markdown: str) -> list[tuple[int, str]]:
             fenced = not fenced
         elif line.startswith("<!-- bench:"):
             rendered = True
-        elif line.startswith("<!-- /bench:"):
+        elif "<!-- /bench:" in line:  # a block's last rendered line may end with its closing mark
             rendered = False
         elif not (rendered or fenced):
             out.append((number, line))

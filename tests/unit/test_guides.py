@@ -89,3 +89,31 @@ def test_a_chain_of_colons_is_found_and_code_is_left_aside():
 
 def test_the_readme_stays_within_200_lines():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """Every heading's anchor in a markdown file (fenced code left out)."""
+    return {slug(line.lstrip("#")) for _, line in written_lines(path.read_text()) if re.match(r"#{1,6} ", line)}
+
+
+def test_every_link_to_a_section_of_the_docs_finds_its_heading():
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = []
+    for doc in docs:
+        for target, anchor in re.findall(r"\]\(([\w./-]*\.md)?#([\w-]+)\)", doc.read_text()):
+            path = (doc.parent / target).resolve() if target else doc
+            if path.exists() and anchor not in anchors(path):
+                missing.append(f"{doc.name}: {target}#{anchor}")
+    assert not missing, missing
+
+
+def test_a_heading_s_anchor_is_github_s():
+    assert slug("Held-out cases on CPUs, sixth round: the same model, a rank's history") == (
+        "held-out-cases-on-cpus-sixth-round-the-same-model-a-ranks-history"
+    )
+    assert slug("`spmd predict` on links") == "spmd-predict-on-links"
