@@ -50,11 +50,20 @@ def alone_seconds(model: dict, phase: str, share: float, parts: int) -> float:
     rank (its 1-rank run, or a share run of ``--shares``), what that run measured; else its fitted line. A line through
     a sweep's shares misprices a share a rank's caches hold (a CPU stencil's small shares ran several times faster a
     byte than its whole: docs/validation.md), and the share a target's rank holds is the one ``--shares`` measured."""
+    point = measured_alone(model, phase, share)
+    if point is not None:
+        return point
+    f = model["local"][phase]
+    return max(0.0, f["intercept_s"] + phase_bytes(model, phase, share, parts) * f["seconds_per_byte"])
+
+
+def measured_alone(model: dict, phase: str, share: float) -> float | None:
+    """What the sweep measured of a local phase on ``share`` bytes on one rank (its 1-rank run or a share run), or
+    None where it ran no such run."""
     for point in model.get("points") or []:
         if point["ranks"] == 1 and abs(point["problem_bytes"] - share) <= 1e-6 * share and phase in point["phases"]:
             return point["phases"][phase]["measured_s"]
-    f = model["local"][phase]
-    return max(0.0, f["intercept_s"] + phase_bytes(model, phase, share, parts) * f["seconds_per_byte"])
+    return None
 
 
 def cores_slowdown(model: dict, node_ranks: int) -> tuple[float, float, float] | None:
@@ -83,6 +92,18 @@ def cores_seconds(
     alone = sum(alone_seconds(model, p, share, parts or ranks) for p in model["local"] if p not in HOST_PHASES)
     slowdown, low, high = cores
     return (slowdown - low) * alone, (high - slowdown) * alone
+
+
+def measured_alone_seconds(model: dict, ranks: int, problem_bytes: float, node_ranks: int | None = None) -> float:
+    """The seconds of a prediction's compute that ``cores_slowdown`` charged on what the sweep measured of that very
+    share alone (``measured_alone``), not on its fitted line: the part of a prediction the line's misfit at its points
+    does not touch (0 where no cores were charged)."""
+    cores = cores_slowdown(model, node_ranks or ranks_on_a_node(model, ranks))
+    if not cores:
+        return 0.0
+    share = problem_bytes / ranks
+    measured = (measured_alone(model, p, share) for p in model["local"] if p not in HOST_PHASES)
+    return cores[0] * sum(m for m in measured if m is not None)
 
 
 def node_beyond_seconds(

@@ -1,7 +1,8 @@
 """How sure a prediction of ``predict`` is: its interval's parts.
 
 Each prediction carries an interval of three parts, added in quadrature (``interval_parts``). The sweep's part is the
-fitted runs' own measurement intervals and the model's misfit at them, for the local part. The links' part is the link
+fitted runs' own measurement intervals, for the local part, and the model's misfit at them, for what its fitted lines
+priced (not a compute phase priced on the sweep's own run of that share, ``sweep_part``). The links' part is the link
 fit's misfit to its measured sizes, for the collectives (a preset's looked-up figures carry none, and the table says
 so). A launch's part is LAUNCH_SPREAD of the whole, since the launch a sweep was fitted in is not the target's. A
 predicted speedup compares two runs of one launch, so its interval (``speedup_interval``) leaves the launch's part out.
@@ -44,9 +45,10 @@ COUPLING = 0.08
 COUPLING_SPREAD = (0.0, 0.10)
 
 
-def local_uncertainty(scaling: dict, model: dict) -> float:
-    """The relative uncertainty of a predicted local part: the widest relative interval of the runs fitted and,
-    where the model has points beyond its parameters, its largest misfit at them."""
+def local_uncertainty(scaling: dict, model: dict) -> tuple[float, float]:
+    """(measured, misfit): the relative uncertainty of a predicted local part, in two parts. The widest relative
+    interval of the runs fitted, for every local second; where the model has points beyond its parameters, its largest
+    misfit at them, for the seconds priced on its fitted lines only (``sweep_part``)."""
     widths = [
         (row["time_interval"][1] - row["time_interval"][0]) / 2 / row["time"]
         for series in scaling["series"].values()
@@ -57,7 +59,16 @@ def local_uncertainty(scaling: dict, model: dict) -> float:
     # a training sweep's step model, where it missed its own points by more than the array model did
     steps = ((scaling.get("batch_sweep") or {}).get("model") or {}).get("points") or []
     batch_misfit = max((abs(p["error"]) for p in steps), default=0.0)
-    return math.hypot(max(widths, default=0.0), max(misfit if model.get("validated") else 0.0, batch_misfit))
+    return max(widths, default=0.0), max(misfit if model.get("validated") else 0.0, batch_misfit)
+
+
+def sweep_part(uncertainty: tuple[float, float], local_s: float, measured_s: float) -> float:
+    """The sweep's part of a prediction's interval, in seconds: the runs' own spread on all of its ``local_s`` and the
+    fitted lines' misfit on what they priced, all but the ``measured_s`` taken from the sweep's own run of that share
+    (a CPU stencil's small share, cached, missed its line by 2x; a prediction priced on that run's measurement does
+    not carry the miss)."""
+    measured, misfit = uncertainty
+    return math.hypot(measured * local_s, misfit * max(local_s - measured_s, 0.0))
 
 
 def link_misfit(link) -> float:

@@ -14,7 +14,7 @@ import statistics
 from ...core.errors import ConfigError
 from ..decision.flags import beyond_ideal
 from ..models.links import collective_seconds
-from ..models.node import cores_seconds, node_beyond_seconds
+from ..models.node import cores_seconds, measured_alone_seconds, node_beyond_seconds
 from ..models.overlap import exposed as overlap_exposed
 from ..models.overlap import hidden_share
 from ..models.phases import phase_bytes
@@ -28,6 +28,7 @@ from .intervals import (
     local_uncertainty,
     sides,
     speedup_range,
+    sweep_part,
     unseen_note,
     unseen_seconds,
     unseen_terms,
@@ -114,7 +115,12 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
                 comm += added  # the ranks' waits in their exchanges: the row's comm, its links' part priced on it
             total = phases["total"]
             comm_level = comm_u["inter"] if nodes > 1 else comm_u["intra"]
-            parts = {"sweep": local_u * (total - comm), "links": comm_level * comm, "launch": LAUNCH_SPREAD * total}
+            measured_s = measured_alone_seconds(model, ranks, problem, host_ranks)
+            parts = {
+                "sweep": sweep_part(local_u, total - comm, measured_s),
+                "links": comm_level * comm,
+                "launch": LAUNCH_SPREAD * total,
+            }
             half_below, half_above = sides(list(parts.values()), total)
             # against the sweep's one rank: strong, the same problem; weak, samples (bytes) per second
             ratio = base["time"] / total if base["ranks"] == 1 and total > 0 else None
