@@ -475,6 +475,13 @@ def halves(how: str, dirs: str, workloads: str = "") -> str:
     return table(how, folders, set(workloads.split(",")) if workloads else None)
 
 
+def interval_design(dirs: str) -> str:
+    """``bench.tools.interval_design``'s table over ``dirs`` (comma-separated folders under docs/results)."""
+    from .tools.interval_design import table  # a tool's own table, imported only where a page renders one
+
+    return table([RESULTS / d for d in dirs.split(",")])
+
+
 def _against_the_goal(rows: list[dict]) -> dict:
     """Carried links against the issue's goal: from 1 MiB, how many sizes and the largest |error|; below it, how many
     sizes and how many of them lie within the recordings' own spread."""
@@ -538,6 +545,7 @@ def documents() -> dict[Path, str]:
         "carried": carried_links,
         "carried_calls": carried_calls,
         "halves": halves,
+        "interval_design": interval_design,
         "targets": {kind: target_rows(entries) for kind, entries in by_kind.items()},
         "target_notes": {kind: target_notes(entries) for kind, entries in by_kind.items()},
         # per kind, the suites its target rows come from: (suite, commit, date) of each

@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu6.py): each
+"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu7.py): each
 list, fixed before anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a
 family never used before; every committed held-out record was measured with the prediction model's files as its round
 froze them; the check itself tells a changed model file from any other."""
@@ -30,6 +30,7 @@ from bench.suites import (
     heldoutcpu4,
     heldoutcpu5,
     heldoutcpu6,
+    heldoutcpu7,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +54,7 @@ ROUNDS = (
     heldoutcpu4,
     heldoutcpu5,
     heldoutcpu6,
+    heldoutcpu7,
 )
 
 
@@ -121,6 +123,7 @@ def test_the_second_round_is_new_cases_at_a_later_freeze_one_of_a_new_family():
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/node.py", "def cores_slowdown("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/models/node.py", "def alone_seconds("),
         (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/reads.py", "def host_read_ceiling("),
+        (heldout7, ROUNDS[:6], "swin", "spmd/scale/prediction/intervals.py", "def sweep_part("),
     ],
 )
 def test_a_later_round_is_new_cases_at_a_later_freeze_one_of_a_new_family(later, earlier, family, changed, mark):
@@ -397,6 +400,13 @@ def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(t
             heldoutcpu5,
             ("spmd/workloads/train/ops.py", "def _scratch("),
         ),
+        (
+            heldoutcpu7,
+            "reduce, seed 461, float64",
+            ROUNDS[:13],
+            heldoutcpu6,
+            ("spmd/scale/prediction/intervals.py", "def sweep_part("),
+        ),
     ],
 )
 def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two_kinds_of_input(
@@ -411,7 +421,8 @@ def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two
     the second found, the model unchanged; the fourth, a compute phase charged what the target's link test measured of
     its node's cores, designed on the first three; the fifth, that charge on the time alone the sweep measured of the
     share, designed on the first four; the sixth, the same model measured with workloads that allocate nothing of a
-    block's size after the first repeat."""
+    block's size after the first repeat; the seventh, the sweep's part of an interval with the lines' misfit on the
+    lines' seconds only, designed on the fourth to sixth."""
     calls, launched, held = [], [], []
     env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=8, gpus=0)
     monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))

@@ -1,0 +1,74 @@
+"""The sweep's part of an interval, in-sample on the CPU rounds whose target's link tests measured their own cores: each
+folder's records derived again (bench recheck, in a copy) with the fitted lines' misfit on every local second, the rule
+before (``--before``), and by the model as it is, which leaves out the compute priced on the sweep's own run of that
+share (``intervals.sweep_part``). Per folder and kind of input: the mean |error| (each record's median run), how many
+runs' measured times fell inside their intervals, the intervals' median half-width (a share of the prediction), how many
+reached down to zero, and how many speedup intervals had no upper end. Design evidence only: the rounds shaped the rule.
+
+    python -m bench.tools.interval_design docs/results/cpu-16core/heldoutcpu4 docs/results/cpu-16core/heldoutcpu5 ...
+"""
+
+import argparse
+import contextlib
+import math
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+from bench.records import read_records
+from bench.suites.predict import recheck
+from spmd.scale.prediction import predict
+
+
+def misfit_everywhere(uncertainty: tuple[float, float], local_s: float, measured_s: float) -> float:
+    """The sweep's part as it was: both parts, in quadrature, on every local second."""
+    return math.hypot(*uncertainty) * local_s
+
+
+def derived(folder: Path, before: bool) -> dict[str, list]:
+    """kind -> ``folder``'s records derived again in a copy, by the rule before or by the model as it is."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if before:
+            stack.enter_context(mock.patch.object(predict, "sweep_part", misfit_everywhere))
+        copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
+        recheck(copy)
+        records = read_records(copy / "records.jsonl")
+    kinds: dict[str, list] = {}
+    for r in records:
+        kinds.setdefault(r.params["kind"], []).append(r)
+    return kinds
+
+
+def cell(records: list) -> str:
+    runs = [p for r in records for p in (r.params.get("runs") or [r.params])]
+    inside = sum(p["interval"][0] <= p["measured_s"] <= p["interval"][1] for p in runs)
+    half = statistics.median((p["interval"][1] - p["interval"][0]) / 2 / p["predicted_s"] for p in runs)
+    zero = sum(p["interval"][0] <= 0 for p in runs)
+    open_above = sum(1 for p in runs if p.get("speedup_interval") and p["speedup_interval"][1] is None)
+    return f"{inside} of {len(runs)}, {half:.0%}, {zero}, {open_above}"
+
+
+def table(folders: list[Path]) -> str:
+    lines = [
+        "| records of | input | mean error | misfit on every second: inside, half-width, at zero, open speedups "
+        "| the model: misfit on the lines' seconds |",
+        "|---|---|---|---|---|",
+    ]
+    for folder in folders:
+        before, after = derived(folder, True), derived(folder, False)
+        for kind, records in after.items():
+            error = statistics.mean(statistics.median(r.values) for r in records)
+            lines.append(f"| {folder.name} | {kind} | {error:.1%} | {cell(before[kind])} | {cell(records)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folders", nargs="+", type=Path)
+    print(table(parser.parse_args().folders), end="")
+
+
+if __name__ == "__main__":
+    main()
