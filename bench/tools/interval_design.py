@@ -1,9 +1,10 @@
 """The sweep's part of an interval, in-sample on the CPU rounds whose target's link tests measured their own cores: each
 folder's records derived again (bench recheck, in a copy) twice: with the fitted lines' misfit on every local second,
 the rule before (``misfit_everywhere`` in place of ``sweep_part``), and by the model as it is, which leaves out the
-compute priced on the sweep's own run of that share (``intervals.sweep_part``). Per folder and kind of input: the mean |error| (each record's median run), how many
-runs' measured times fell inside their intervals, the intervals' median half-width (a share of the prediction), how many
-reached down to zero, and how many speedup intervals had no upper end. Design evidence only: the rounds shaped the rule.
+compute priced on the sweep's own run of that share (``intervals.sweep_part``). Per folder and kind of input: the mean
+|error| (each record's median run), how many runs' measured times fell inside their intervals, the intervals' median
+half-width (a share of the prediction), how many reached down to zero, and how many speedup intervals had no upper end.
+Design evidence only: the rounds shaped the rule.
 
     python -m bench.tools.interval_design docs/results/cpu-16core/heldoutcpu4 docs/results/cpu-16core/heldoutcpu5 ...
 """
