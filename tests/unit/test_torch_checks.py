@@ -134,3 +134,44 @@ def test_the_ring_connection_hands_what_its_thread_met_to_the_wait():
     ring = RingConnection(fake, 0, 2, 7)
     with pytest.raises(RuntimeError, match="invalid device ordinal 7"):
         ring.wait()
+
+
+@pytest.mark.parametrize("what_moved", [None, "parameter", "gradient"])
+def test_the_update_check_passes_a_true_step_and_names_which_input_moved(what_moved):
+    """The optimizer check (StepChecks._update) on a real AdamW step of a small model: a step taken from the copied
+    start, gradient and state passes; a parameter changed after the step fails with the gradients named unchanged;
+    a gradient changed after its copy (so the step read another) fails with the gradients named changed."""
+    from types import SimpleNamespace
+
+    from spmd.workloads.torch.checks import StepChecks
+
+    torch.manual_seed(3)
+    module = torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
+    cfg = SimpleNamespace(name="adamw", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, momentum=0.0)
+    optimizer = torch.optim.AdamW(module.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=0.01)
+    module(torch.randn(4, 7)).square().sum().backward()
+    checks = SimpleNamespace(torch=torch, module=module, p=SimpleNamespace(optimizer=cfg), ctx=SimpleNamespace(rank=2))
+    checks._lap = lambda part=None: None
+    checks._gradients_since = lambda: StepChecks._gradients_since(checks)
+    checks._start = [t.detach().clone() for t in module.parameters()]
+    checks._state = [None for _ in module.parameters()]
+    checks._grads = [t.grad.detach().clone() for t in module.parameters()]
+    if what_moved == "gradient":
+        with torch.no_grad():
+            module[2].weight.grad[1, 4] *= -1.0  # AdamW's first step moves by about lr times its sign
+    optimizer.step()
+    if what_moved == "parameter":
+        with torch.no_grad():
+            module[0].bias[2] += 1e-3
+    result = StepChecks._update(checks, 4, optimizer)
+    if what_moved is None:
+        assert result["failure"] is None and result["largest_difference"] == 0.0
+        return
+    rank, message = result["failure"]
+    assert rank == 2 and message.startswith("step 4: parameter ")
+    if what_moved == "parameter":
+        assert "parameter 0.bias element 2" in message
+        assert message.endswith("the gradients on the parameters are still those copied after the allreduce")
+    else:
+        assert "parameter 2.weight element 9" in message  # row 1, column 4 of a 3x5 weight
+        assert message.endswith("no longer those copied after the allreduce (changed since)")

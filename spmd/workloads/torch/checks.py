@@ -262,8 +262,19 @@ class StepChecks:
                     f"{float(ref.reshape(-1)[i])!r} from the optimizer's update of the step's averaged gradient "
                     f"({float(err.reshape(-1)[i]) / FLOOR:.3g}x the bound): the parameters changed otherwise",
                 )
+        if failure is not None:  # which input moved, for whoever reads the failure (the optimizers leave .grad as is)
+            failure = (failure[0], f"{failure[1]}; {self._gradients_since()}")
         self._lap("comparing the parameters")
         return {"largest_difference": worst, "failure": failure}
+
+    def _gradients_since(self) -> str:
+        """Whether the gradients on the parameters after the step are still those copied after the allreduce."""
+        live = [t.grad for t in self.module.parameters()]
+        if [g is None for g in live] == [g is None for g in self._grads] and _all_equal(
+            self.torch, [g.detach() for g in live if g is not None], [g for g in self._grads if g is not None]
+        ):
+            return "the gradients on the parameters are still those copied after the allreduce"
+        return "the gradients on the parameters are no longer those copied after the allreduce (changed since)"
 
 
 def _all_equal(torch, run: list, expected: list) -> bool:
