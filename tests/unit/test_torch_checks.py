@@ -144,11 +144,12 @@ def test_the_update_check_passes_a_true_step_and_names_which_input_moved(what_mo
     from types import SimpleNamespace
 
     from spmd.workloads.torch.checks import StepChecks
+    from spmd.workloads.torch.compute import make_optimizer
 
     torch.manual_seed(3)
     module = torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
-    cfg = SimpleNamespace(name="adamw", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, momentum=0.0)
-    optimizer = torch.optim.AdamW(module.parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=0.01)
+    cfg = SimpleNamespace(name="adamw", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    optimizer = make_optimizer(torch, cfg, module.parameters())  # the run's own, as the check rebuilds it
     module(torch.randn(4, 7)).square().sum().backward()
     checks = SimpleNamespace(torch=torch, module=module, p=SimpleNamespace(optimizer=cfg), ctx=SimpleNamespace(rank=2))
     checks._lap = lambda part=None: None
