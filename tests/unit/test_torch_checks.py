@@ -136,27 +136,40 @@ def test_the_ring_connection_hands_what_its_thread_met_to_the_wait():
         ring.wait()
 
 
-@pytest.mark.parametrize("what_moved", [None, "parameter", "gradient"])
-def test_the_update_check_passes_a_true_step_and_names_which_input_moved(what_moved):
-    """The optimizer check (StepChecks._update) on a real AdamW step of a small model: a step taken from the copied
-    start, gradient and state passes; a parameter changed after the step fails with the gradients named unchanged;
-    a gradient changed after its copy (so the step read another) fails with the gradients named changed."""
-    from types import SimpleNamespace
+def _update_check(torch, seed: int = 3):
+    """A real AdamW step's update check (StepChecks' own methods on the run's pieces), before the step is taken: the
+    checks' stand-in, its module and the run's optimizer."""
+    import types
 
     from spmd.workloads.torch.checks import StepChecks
     from spmd.workloads.torch.compute import make_optimizer
 
-    torch.manual_seed(3)
+    torch.manual_seed(seed)
     module = torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
-    cfg = SimpleNamespace(name="adamw", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    cfg = types.SimpleNamespace(name="adamw", lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     optimizer = make_optimizer(torch, cfg, module.parameters())  # the run's own, as the check rebuilds it
     module(torch.randn(4, 7)).square().sum().backward()
-    checks = SimpleNamespace(torch=torch, module=module, p=SimpleNamespace(optimizer=cfg), ctx=SimpleNamespace(rank=2))
+    checks = types.SimpleNamespace(
+        torch=torch, module=module, p=types.SimpleNamespace(optimizer=cfg), ctx=types.SimpleNamespace(rank=2)
+    )
     checks._lap = lambda part=None: None
-    checks._gradients_since = lambda: StepChecks._gradients_since(checks)
+    for name in ("_step_again", "_beyond_floor", "_described", "_gradients_since"):
+        setattr(checks, name, types.MethodType(getattr(StepChecks, name), checks))
     checks._start = [t.detach().clone() for t in module.parameters()]
     checks._state = [None for _ in module.parameters()]
     checks._grads = [t.grad.detach().clone() for t in module.parameters()]
+    return checks, module, optimizer
+
+
+@pytest.mark.parametrize("what_moved", [None, "parameter", "gradient"])
+def test_the_update_check_passes_a_true_step_and_names_which_input_moved(what_moved):
+    """The optimizer check (StepChecks._update) on a real AdamW step of a small model: a step taken from the copied
+    start, gradient and state passes; a parameter changed after the step fails with the gradients named unchanged;
+    a gradient changed after its copy (so the step read another) fails with the gradients named changed, and the
+    element's start, both gradients and both recomputations told."""
+    from spmd.workloads.torch.checks import StepChecks
+
+    checks, module, optimizer = _update_check(torch)
     if what_moved == "gradient":
         with torch.no_grad():
             module[2].weight.grad[1, 4] *= -1.0  # AdamW's first step moves by about lr times its sign
@@ -166,13 +179,47 @@ def test_the_update_check_passes_a_true_step_and_names_which_input_moved(what_mo
             module[0].bias[2] += 1e-3
     result = StepChecks._update(checks, 4, optimizer)
     if what_moved is None:
-        assert result["failure"] is None and result["largest_difference"] == 0.0
+        assert result == {"largest_difference": 0.0, "failure": None}
         return
     rank, message = result["failure"]
-    assert rank == 2 and message.startswith("step 4: parameter ")
+    assert rank == 2 and message.startswith("step 4: parameter ") and result["recomputed_twice"]
     if what_moved == "parameter":
-        assert "parameter 0.bias element 2" in message
+        assert "parameter 0.bias element 2" in message and "1 of the tensor's 5 elements beyond it" in message
         assert message.endswith("the gradients on the parameters are still those copied after the allreduce")
     else:
         assert "parameter 2.weight element 9" in message  # row 1, column 4 of a 3x5 weight
+        copied, now = checks._grads[2].reshape(-1)[9], module[2].weight.grad.reshape(-1)[9]
+        assert f"the gradient {float(copied)!r} copied after the allreduce ({float(now)!r} on the parameter now)" in (
+            message
+        )
+        assert f"started from {float(checks._start[2].reshape(-1)[9])!r}" in message
         assert message.endswith("no longer those copied after the allreduce (changed since)")
+
+
+def test_the_update_check_takes_the_step_again_where_its_own_recomputation_moved():
+    """A first recomputation that differs from the run (the check's own copy disturbed) is taken again from the same
+    copies, which the first one leaves as they were: a second that agrees passes the step, the first's difference
+    recorded; a run that differs from both fails, both recomputations told."""
+    from spmd.workloads.torch.checks import FLOOR, StepChecks
+
+    checks, module, optimizer = _update_check(torch, seed=5)
+    optimizer.step()
+    honest, taken = checks._step_again, []
+
+    def disturbed_once():
+        out = honest()
+        if not taken:
+            out[0] = out[0] + 1e-3  # the first recomputation's result moved, not the run's
+        taken.append(out)
+        return out
+
+    checks._step_again = disturbed_once
+    result = StepChecks._update(checks, 7, optimizer)
+    assert result["failure"] is None and result["recomputed_twice"] and result["largest_difference"] == 0.0
+    assert result["first_recomputation_difference"] > FLOOR and len(taken) == 2
+    with torch.no_grad():
+        module[0].weight[0, 0] += 1e-3  # now the run's parameter moved too: both recomputations differ from it
+    taken.clear()
+    rank, message = StepChecks._update(checks, 7, optimizer)["failure"]
+    first, second = float(taken[0][0].reshape(-1)[0]), float(taken[1][0].reshape(-1)[0])
+    assert first != second and f"the update taken twice gave {first!r} and {second!r}" in message

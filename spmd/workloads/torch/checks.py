@@ -229,43 +229,80 @@ class StepChecks:
 
     def _update(self, step: int, optimizer) -> dict:
         """The optimizer's step again on copies of the step's start, gradient and state; the run's parameters after
-        the step must equal it within FLOOR of |element| + the tensor's rms."""
+        the step must equal it within FLOOR of |element| + the tensor's rms. Where they do not, the step is taken
+        again once more from the same copies: a second that agrees with the run tells the first recomputation moved
+        (the check's own, recorded in ``first_recomputation_difference``), not the run; a second that does not is the
+        failure, with what each input held at the element."""
+        first = self._step_again()
+        self._lap("the update again")
+        worst, beyond = self._beyond_floor(first)
+        out = {"largest_difference": worst, "failure": None}
+        if beyond is not None:
+            second = self._step_again()
+            again, beyond_again = self._beyond_floor(second)
+            out = {"largest_difference": again, "failure": None, "recomputed_twice": True}
+            if beyond_again is None:
+                out["first_recomputation_difference"] = worst
+            else:
+                out["failure"] = (self.ctx.rank, self._described(step, beyond_again, first, second))
+        self._lap("comparing the parameters")
+        return out
+
+    def _step_again(self) -> list:
+        """The optimizer's step taken again on fresh copies of the step's start and state with the averaged gradient
+        copied after the allreduce (the copies themselves kept for another): the parameters it gives."""
         torch = self.torch
         shadow = [
-            torch.nn.Parameter(t, requires_grad=live.requires_grad)
+            torch.nn.Parameter(t.clone(), requires_grad=live.requires_grad)
             for t, live in zip(self._start, self.module.parameters())
         ]
         for t, g in zip(shadow, self._grads):
-            t.grad = g
+            t.grad = g  # the optimizers read .grad and leave it as is
         again = make_optimizer(torch, self.p.optimizer, shadow)
         for t, state in zip(shadow, self._state):
             if state is not None:
-                again.state[t] = state
+                again.state[t] = {k: v.clone() if torch.is_tensor(v) else copy.copy(v) for k, v in state.items()}
         again.step()
-        self._lap("the update again")
-        worst, failure = 0.0, None
-        if _all_equal(torch, [t.detach() for t in self.module.parameters()], [t.detach() for t in shadow]):
-            self._lap("comparing the parameters")
-            return {"largest_difference": worst, "failure": failure}
-        for (name, live), t in zip(self.module.named_parameters(), shadow):
-            if torch.equal(live.detach(), t.detach()):
+        return [t.detach() for t in shadow]
+
+    def _beyond_floor(self, expected: list) -> tuple[float, tuple | None]:
+        """The largest difference of the run's parameters from ``expected`` (relative to |element| + the tensor's
+        rms), and the first tensor's worst element beyond FLOOR as (name, element index, its error, how many of the
+        tensor's elements are beyond), or None."""
+        torch = self.torch
+        worst, beyond = 0.0, None
+        live = [t.detach() for t in self.module.parameters()]
+        if _all_equal(torch, live, expected):
+            return worst, beyond
+        for (name, _), run, ref in zip(self.module.named_parameters(), live, expected):
+            if torch.equal(run, ref):
                 continue
-            ref = t.detach().double()
+            ref = ref.double()
             scale = ref.abs() + ref.pow(2).mean().sqrt() + np.finfo(np.float64).tiny
-            err = relative_error(live.detach().double(), ref, scale)
+            err = relative_error(run.double(), ref, scale).reshape(-1)
             i = int(err.argmax())
-            worst = max(worst, float(err.reshape(-1)[i]))
-            if float(err.reshape(-1)[i]) > FLOOR and failure is None:
-                failure = (
-                    self.ctx.rank,
-                    f"step {step}: parameter {name} element {i} is {float(live.reshape(-1)[i])!r} after the step, "
-                    f"{float(ref.reshape(-1)[i])!r} from the optimizer's update of the step's averaged gradient "
-                    f"({float(err.reshape(-1)[i]) / FLOOR:.3g}x the bound): the parameters changed otherwise",
-                )
-        if failure is not None:  # which input moved, for whoever reads the failure (the optimizers leave .grad as is)
-            failure = (failure[0], f"{failure[1]}; {self._gradients_since()}")
-        self._lap("comparing the parameters")
-        return {"largest_difference": worst, "failure": failure}
+            worst = max(worst, float(err[i]))
+            if float(err[i]) > FLOOR and beyond is None:
+                beyond = (name, i, float(err[i]), int((err > FLOOR).sum()))
+        return worst, beyond
+
+    def _described(self, step: int, beyond: tuple, first: list, second: list) -> str:
+        """The update check's failure: the element, and what each input and both recomputations held there."""
+        name, i, err, count = beyond
+        k = [n for n, _ in self.module.named_parameters()].index(name)
+        live = self.module.get_parameter(name)
+
+        def at(t) -> str:
+            return repr(float(t.reshape(-1)[i])) if t is not None else "none"
+
+        return (
+            f"step {step}: parameter {name} element {i} is {at(live.detach())} after the step, {at(second[k])} from "
+            f"the optimizer's update of the step's averaged gradient ({err / FLOOR:.3g}x the bound; {count} of the "
+            f"tensor's {live.numel()} elements beyond it): the parameters changed otherwise. There the step started "
+            f"from {at(self._start[k])} with the gradient {at(self._grads[k])} copied after the allreduce "
+            f"({at(live.grad)} on the parameter now); the update taken twice gave {at(first[k])} and {at(second[k])}"
+            f"; {self._gradients_since()}"
+        )
 
     def _gradients_since(self) -> str:
         """Whether the gradients on the parameters after the step are still those copied after the allreduce."""
