@@ -223,3 +223,16 @@ def test_the_update_check_takes_the_step_again_where_its_own_recomputation_moved
     rank, message = StepChecks._update(checks, 7, optimizer)["failure"]
     first, second = float(taken[0][0].reshape(-1)[0]), float(taken[1][0].reshape(-1)[0])
     assert first != second and f"the update taken twice gave {first!r} and {second!r}" in message
+
+
+def test_the_report_lists_the_steps_whose_update_was_taken_again():
+    """verification.parameters.taken_again: each rank's checked steps that passed on a second recomputation, with the
+    first's difference; none where every step agreed the first time."""
+    from spmd.workloads.torch.verify import taken_again
+
+    plain = {"largest_difference": 0.0}
+    again = {"largest_difference": 0.0, "recomputed_twice": True, "first_recomputation_difference": 3e-5}
+    results = [[{"step": 0, "update": plain}, {"step": 5, "update": plain}], [{"step": 0, "update": plain}]]
+    assert taken_again(results) == []
+    results[1].append({"step": 5, "update": again})
+    assert taken_again(results) == [{"rank": 1, "step": 5, "first_recomputation_difference": 3e-5}]

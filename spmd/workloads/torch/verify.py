@@ -73,6 +73,21 @@ def replicas_diverged(torch, module) -> bool:
     return differs
 
 
+def taken_again(results: list[list[dict]]) -> list[dict]:
+    """The checked steps whose update check took the optimizer's step a second time and passed on it (the first
+    recomputation differed from the run, the second agreed: the check's own copy moved, not the run), by rank."""
+    return [
+        {
+            "rank": rank,
+            "step": r["step"],
+            "first_recomputation_difference": r["update"]["first_recomputation_difference"],
+        }
+        for rank, steps in enumerate(results)
+        for r in steps
+        if "first_recomputation_difference" in r["update"]
+    ]
+
+
 def summarize_checks(w, results: list[list[dict]], timing: list[dict]) -> dict:
     """Rank 0: report.json's words and figures for what was checked (the reference ran only where the steps were not
     checked as they ran: ddp-graph, SyncBatchNorm's gradients, or no checked step asked for)."""
@@ -108,6 +123,7 @@ def summarize_checks(w, results: list[list[dict]], timing: list[dict]) -> dict:
             "checked": True,
             "steps": steps,
             "largest_difference": max(r["update"]["largest_difference"] for rank in results for r in rank),
+            "taken_again": taken_again(results),
         }
     if w.trainer.ranks_checked:
         checks = [{k: v for k, v in r.items() if k != "update"} for rank in results for r in rank]
