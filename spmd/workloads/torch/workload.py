@@ -171,9 +171,11 @@ class TorchWorkload(TrainingWorkload):
         p = self.params
         states = OPTIMIZER_STATES[p.optimizer.name]
         # the marked and checked steps' DDP keeps buckets of its own (step.Trainer); a checked step keeps copies of
-        # the step's start, averaged gradient and optimizer state, and the ring's model, gradients and two flat ones
+        # the step's start, averaged gradient and optimizer state, the update taken again on copies of the start and
+        # state (twice where the first differs: the first's parameters kept beside the second's copies), and the
+        # ring's model, gradients and two flat ones
         twin = (p.phases or self.ranks_checked) and p.strategy == "ddp"
-        copies = self.checks_run * (2 + states) + self.ranks_checked * 4 + self.start_state_wanted
+        copies = self.checks_run * (4 + 2 * states) + self.ranks_checked * 4 + self.start_state_wanted
         need = self.gradient_bytes * (3 + states + twin + copies)
         require_memory(
             need,
