@@ -70,13 +70,10 @@ class StepChecks:
     def begin(self, optimizer) -> None:
         """Before the step: its starting parameters and optimizer state, and rank 0's buffers before each
         micro-batch's forward (DDP broadcasts them first: a pre-hook on the inner module sees them after)."""
-        torch_is_tensor = self.torch.is_tensor
         self._lap()
         self._start = [t.detach().clone() for t in self.module.parameters()]
         self._state = [  # the optimizer's state of each parameter, copied on its device
-            {k: v.clone() if torch_is_tensor(v) else copy.copy(v) for k, v in optimizer.state[t].items()}
-            if t in optimizer.state
-            else None
+            _state_copy(self.torch, optimizer.state[t]) if t in optimizer.state else None
             for t in self.module.parameters()
         ]
         self._lap("copies before the step")
@@ -261,20 +258,20 @@ class StepChecks:
         again = make_optimizer(torch, self.p.optimizer, shadow)
         for t, state in zip(shadow, self._state):
             if state is not None:
-                again.state[t] = {k: v.clone() if torch.is_tensor(v) else copy.copy(v) for k, v in state.items()}
+                again.state[t] = _state_copy(torch, state)
         again.step()
         return [t.detach() for t in shadow]
 
     def _beyond_floor(self, expected: list) -> tuple[float, tuple | None]:
         """The largest difference of the run's parameters from ``expected`` (relative to |element| + the tensor's
-        rms), and the first tensor's worst element beyond FLOOR as (name, element index, its error, how many of the
-        tensor's elements are beyond), or None."""
+        rms), and the first tensor's worst element beyond FLOOR as (the parameter's index, its name, element index, its
+        error, how many of the tensor's elements are beyond), or None."""
         torch = self.torch
         worst, beyond = 0.0, None
         live = [t.detach() for t in self.module.parameters()]
         if _all_equal(torch, live, expected):
             return worst, beyond
-        for (name, _), run, ref in zip(self.module.named_parameters(), live, expected):
+        for k, ((name, _), run, ref) in enumerate(zip(self.module.named_parameters(), live, expected)):
             if torch.equal(run, ref):
                 continue
             ref = ref.double()
@@ -283,14 +280,13 @@ class StepChecks:
             i = int(err.argmax())
             worst = max(worst, float(err[i]))
             if float(err[i]) > FLOOR and beyond is None:
-                beyond = (name, i, float(err[i]), int((err > FLOOR).sum()))
+                beyond = (k, name, i, float(err[i]), int((err > FLOOR).sum()))
         return worst, beyond
 
     def _described(self, step: int, beyond: tuple, first: list, second: list) -> str:
         """The update check's failure: the element, and what each input and both recomputations held there."""
-        name, i, err, count = beyond
-        k = [n for n, _ in self.module.named_parameters()].index(name)
-        live = self.module.get_parameter(name)
+        k, name, i, err, count = beyond
+        live = list(self.module.parameters())[k]
 
         def at(t) -> str:
             return repr(float(t.reshape(-1)[i])) if t is not None else "none"
@@ -312,6 +308,11 @@ class StepChecks:
         ):
             return "the gradients on the parameters are still those copied after the allreduce"
         return "the gradients on the parameters are no longer those copied after the allreduce (changed since)"
+
+
+def _state_copy(torch, state: dict) -> dict:
+    """A copy of one parameter's optimizer state: its tensors cloned on their device, the rest copied."""
+    return {k: v.clone() if torch.is_tensor(v) else copy.copy(v) for k, v in state.items()}
 
 
 def _all_equal(torch, run: list, expected: list) -> bool:
