@@ -346,7 +346,10 @@ def test_scale_with_a_batch_sweep_writes_the_table_the_fit_and_advice_with_numbe
             assert "at 4 ranks (predicted" in advice or "at 4 ranks: not predicted" in advice
         else:  # noise beyond the flags on 2 shared cores: a model that misses its own points predicts nothing
             assert "step model:" in advice and "the step model misses its own points" in advice
-            assert "2 ranks pay off" not in advice and "at 4 ranks" not in advice
+            # where 2 ranks pay off is said from the measurement alone, the prediction refused with its reason
+            assert "2 ranks pay off measured " in advice and "; not predicted (the step model misses" in advice
+            assert "predicted from per-rank batch" not in advice and "predicted at no per-rank" not in advice
+            assert "at 4 ranks" not in advice
     # one answer, in the job's own terms: the verdict first, nothing of the array workloads' model
     assert scaling["training"] and scaling["advice"][0] == scaling["verdict"]
     if decision["lead"]:  # never a suspect point

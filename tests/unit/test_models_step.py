@@ -159,6 +159,19 @@ def test_where_more_ranks_pay_off_is_said_once_measured_and_predicted():
     assert "(the measurement at 32 says earlier: the model is off there)" in pay_off_sentence(rows, model, 2, {})
 
 
+def test_a_step_model_that_misses_its_own_points_predicts_no_pay_off_batch():
+    rows = made_rows(c0=1e-3, c1=2e-6, d0=4e-4, d1=1e-6, k=6e-4, phi=0.5, batches=(8, 32))
+    rows[0]["speedup_interval"], rows[1]["speedup_interval"] = [0.8, 0.9], [0.5, 0.6]
+    model = sweep_of(rows)
+    model["break_even_batch"] = 4  # what the model would say, were it trusted
+    misses = [{"batch": 8, "error": -0.07}, {"batch": 32, "error": 0.55}]
+    line = pay_off_sentence(rows, model, 2, {}, {"fitted": True, "trusted": False, "misses": misses})
+    assert line == (
+        "2 ranks pay off measured at no trustworthy batch of 8, 32; "
+        "not predicted (the step model misses its own points, by +55% at batch 32)"
+    )
+
+
 def test_the_hosts_part_is_said_in_samples_per_second_never_as_a_ratio_to_a_graphed_one_gpu():
     rows = made_rows(c0=1e-3, c1=2e-6, d0=4e-4, d1=1e-6, k=6e-4, phi=0.5)
     model = sweep_of(rows)
