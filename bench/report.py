@@ -11,6 +11,7 @@ committed one differs: re-rendering the committed results must change nothing.
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 import math
 import re
@@ -475,11 +476,16 @@ def halves(how: str, dirs: str, workloads: str = "") -> str:
     return table(how, folders, set(workloads.split(",")) if workloads else None)
 
 
-def interval_design(dirs: str) -> str:
-    """``bench.tools.interval_design``'s table over ``dirs`` (comma-separated folders under docs/results)."""
-    from .tools.interval_design import table  # a tool's own table, imported only where a page renders one
+DESIGN_TOOLS = ("interval_design", "carried_design")  # bench.tools modules whose in-sample table a page renders
 
-    return table([RESULTS / d for d in dirs.split(",")])
+
+def design_table(tool: str, dirs: str) -> str:
+    """A design tool's table (``bench.tools.<tool>.table``, one of DESIGN_TOOLS) over ``dirs`` (comma-separated
+    folders under docs/results); imported only where a page renders one."""
+    if tool not in DESIGN_TOOLS:
+        raise ValueError(f"bench: no design tool {tool!r} renders a table (known: {', '.join(DESIGN_TOOLS)})")
+    module = importlib.import_module(f"bench.tools.{tool}")
+    return module.table([RESULTS / d for d in dirs.split(",")])
 
 
 def _against_the_goal(rows: list[dict]) -> dict:
@@ -545,7 +551,7 @@ def documents() -> dict[Path, str]:
         "carried": carried_links,
         "carried_calls": carried_calls,
         "halves": halves,
-        "interval_design": interval_design,
+        "design_table": design_table,
         "targets": {kind: target_rows(entries) for kind, entries in by_kind.items()},
         "target_notes": {kind: target_notes(entries) for kind, entries in by_kind.items()},
         # per kind, the suites its target rows come from: (suite, commit, date) of each

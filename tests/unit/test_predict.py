@@ -971,6 +971,35 @@ def test_the_cores_slowdown_is_charged_only_beyond_the_sweeps_ranks_and_up_to_th
     assert cores_slowdown({}, k) is None
 
 
+@given(st.integers(1, 64), st.integers(1, 64), st.floats(1e-4, 10.0), st.floats(1e-4, 10.0), st.booleans())
+def test_more_cpu_ranks_on_a_node_than_measured_hold_the_stored_slowdown_above_and_nothing_within(
+    k, measured_ranks, compute, read, tested
+):
+    """Whatever the ranks on a node and the most any measurement ran there: UNMEASURED_CORES's slowdown is x1 for one
+    rank alone, its own at its counts, grows with the ranks; what it holds above is its rise from the measured ranks
+    to these, on the compute phases' time alone (never a host's read), and nothing within the measured ranks or where
+    the target's cores test charged its own slowdown."""
+    from spmd.scale.models.node import UNMEASURED_CORES, unmeasured_cores_seconds, unmeasured_slowdown
+
+    assert unmeasured_slowdown(1) == 1.0
+    for ranks, slowdown in UNMEASURED_CORES:
+        assert unmeasured_slowdown(ranks) == pytest.approx(slowdown)
+    assert unmeasured_slowdown(k + 1) > unmeasured_slowdown(k)
+    share = 1e6
+    line = {"intercept_s": 0.0, "seconds_per_byte": 1.0}
+    model = {
+        "local": {"compute": {**line, "seconds_per_byte": compute / share}, "read": {**line, "seconds_per_byte": 1.0}},
+        "points": [{"ranks": 1, "problem_bytes": share, "phases": {"read": {"measured_s": read}}}],
+    }
+    if tested:  # the target's cores test ran k ranks at once, beyond the sweep's one a node
+        model["node_cores"] = {"ranks": k, "sweep_ranks": 1, "slowdown": 1.5, "low": 1.2, "high": 2.0}
+    held = unmeasured_cores_seconds(model, k, share * k, measured_ranks, k)
+    if k <= measured_ranks or (tested and k > 1):
+        assert held == 0.0
+    else:
+        assert held == pytest.approx((unmeasured_slowdown(k) - unmeasured_slowdown(measured_ranks)) * compute)
+
+
 @given(st.integers(3, 16), st.floats(1.0, 4.0), st.floats(0.0, 1.0), st.floats(0.0, 2.0), st.floats(1e5, 1e10))
 def test_a_cpu_phase_charged_the_cores_slowdown_is_its_time_alone_times_it_and_its_ends_bound_the_interval(
     ranks, slowdown, down, up, problem
@@ -1084,8 +1113,8 @@ def test_the_lines_misfit_leaves_out_the_compute_priced_on_the_sweeps_own_run_of
     width, misfit, local, measured_share, charged, ran_it
 ):
     """Whatever the spread and the misfit: the sweep's part is the runs' spread on all of the local seconds and the
-    lines' misfit on what the lines priced; compute the target's cores test charged on the sweep's own run of that
-    share escapes the misfit, and with no such run (or no cores charged: a GPU target) the part is as before, the
+    lines' misfit on what the lines priced; compute priced on the sweep's own run of that share (times the target's
+    cores test's slowdown where it charged one) escapes the misfit, and with no such run the part is as before, the
     larger of the two in quadrature on all of it."""
     from spmd.scale.models.node import measured_alone_seconds
     from spmd.scale.prediction.intervals import sweep_part
@@ -1097,7 +1126,10 @@ def test_the_lines_misfit_leaves_out_the_compute_priced_on_the_sweeps_own_run_of
     if charged:
         model["node_cores"] = {"ranks": 8, "sweep_ranks": 2, "slowdown": 1.5, "low": 1.2, "high": 2.0}
     measured = measured_alone_seconds(model, 8, share * 8, 8)
-    assert measured == pytest.approx(alone * 1.5 if charged and ran_it else 0.0)  # the read, a host's, never
+    assert measured == 0.0 or charged  # a GPU sweep's: its lines price it
+    model["alone_from_runs"] = True  # predict's mark on a CPU sweep's model
+    measured = measured_alone_seconds(model, 8, share * 8, 8)
+    assert measured == pytest.approx(alone * (1.5 if charged else 1.0) if ran_it else 0.0)  # the read, a host's, never
     part = sweep_part((width, misfit), local, measured_share * local if measured else 0.0)
     assert part <= math.hypot(width, misfit) * local * (1 + 1e-12)
     if not measured:
@@ -1108,12 +1140,14 @@ def test_the_lines_misfit_leaves_out_the_compute_priced_on_the_sweeps_own_run_of
 
 
 def test_a_cpu_prediction_priced_on_the_share_it_measured_has_an_interval_that_does_not_reach_zero(tmp_path):
-    """The sixth CPU round's stencil, strong at 8 from the target's link test: its 1-rank share runs missed the fitted
-    line by about 2x (a share its caches hold), which set the sweep's part of every interval beyond the prediction
-    itself. Its compute priced on that very share run, that miss is not its own: the interval keeps a lower end, and
-    its speedup an upper one. Its carried twin, priced on the line, keeps the line's miss."""
+    """The sixth CPU round's stencil, strong at 8: its 1-rank share runs missed the fitted line by about 2x (a share
+    its caches hold), which set the sweep's part of every interval beyond the prediction itself. Its compute priced on
+    that very share run, from the target's link test (times its cores' slowdown) and carried from the fit's own (its
+    node term on top), that miss is not its own: each interval keeps a lower end, and its speedup an upper one. The
+    carried one, at more ranks a node than anything measured, holds UNMEASURED_CORES's slowdown above."""
     import gzip
 
+    from spmd.scale.models.node import alone_seconds, unmeasured_slowdown
     from spmd.scale.prediction.machines import read_target
     from spmd.scale.prediction.predict import predict_machine, read_sweep
 
@@ -1128,8 +1162,10 @@ def test_a_cpu_prediction_priced_on_the_share_it_measured_has_an_interval_that_d
         target = read_target(f"gpus_per_node=8,nodes=1,links={tmp_path / f'{links}.json'}")
         (strong,) = [r for r in predict_machine(sweep, target)["rows"] if r["mode"] == "strong"]
         local = strong["predicted_s"] - strong["comm_s"]
-        if charged:
-            assert strong["interval_parts"]["sweep"] < 0.5 * local
-            assert strong["interval"][0] > 0 and strong["speedup_interval"][1] is not None
-        else:
-            assert strong["interval_parts"]["sweep"] > 0.9 * local
+        assert strong["interval_parts"]["sweep"] < 0.5 * local
+        assert strong["interval"][0] > 0 and strong["speedup_interval"][1] is not None
+        if not charged:
+            share = strong["problem_bytes"] / 8
+            alone = sum(alone_seconds(sweep["model"], p, share, 8) for p in sweep["model"]["local"] if p != "read")
+            held = (unmeasured_slowdown(8) - unmeasured_slowdown(2)) * alone  # the sweep ran 2 a node
+            assert held > 0 and strong["node_beyond_s"] >= held * (1 - 1e-9)

@@ -189,6 +189,16 @@ def test_a_record_of_other_model_files_is_told_from_one_of_other_files(tmp_path)
     assert check([f"{docs}+changes"], tmp_path, frozen) == [f"{docs}+changes"]
 
 
+def test_the_slowdown_held_above_unmeasured_cpu_ranks_is_the_median_the_stored_cores_tests_measured():
+    """UNMEASURED_CORES: at 4 and at 8 ranks at once, the median of the CPU rounds 4-8's target link tests' cores
+    slowdowns (each launch's test once), recomputed from the stored inputs (bench.tools.carried_design)."""
+    from bench.tools.carried_design import cores_medians
+    from spmd.scale.models.node import UNMEASURED_CORES
+
+    medians = cores_medians([ROOT / f"docs/results/cpu-16core/heldoutcpu{r}" for r in range(4, 9)])
+    assert [(ranks, round(slowdown, 2)) for ranks, slowdown in medians.items() if ranks > 2] == list(UNMEASURED_CORES)
+
+
 def test_what_one_rank_never_saw_is_the_median_of_the_held_out_rounds_and_their_spread_its_95th_percentile():
     """HALO_CALL_S and COUPLING: the median of how far the measured times of rounds 1-4, fitted on one GPU, lay from
     their predictions without them (per halo call, or a share of the step); HALO_SPREAD_S and COUPLING_SPREAD, the

@@ -14,7 +14,7 @@ import statistics
 from ...core.errors import ConfigError
 from ..decision.flags import beyond_ideal
 from ..models.links import collective_seconds
-from ..models.node import cores_seconds, measured_alone_seconds, node_beyond_seconds
+from ..models.node import cores_seconds, measured_alone_seconds, node_beyond_seconds, unmeasured_cores_seconds
 from ..models.overlap import exposed as overlap_exposed
 from ..models.overlap import hidden_share
 from ..models.phases import phase_bytes
@@ -82,6 +82,7 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
     )
     host_reads, by_engine = read_ceiling(scaling, model, machine, notes)
     model = with_node_cores(scaling, model, machine, notes)
+    model = priced_alone(scaling, model)
     readers = max((node_readers(run) for run in scaling["runs"]), default=0)
     rows = []
     for mode, series in scaling["series"].items():
@@ -108,6 +109,9 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             # a compute phase's node growth held beyond the ranks its node was measured with: what carrying it on
             # would add lies above, a part of its own (a choice between two extrapolations, not a spread)
             beyond = node_beyond_seconds(model, ranks, problem, host_ranks)
+            if scaling.get("device") != "gpu":  # more CPU ranks a node than measured: a node's slowdown may lie above
+                measured_ranks = max(sweep_node_ranks(scaling), (model.get("node_cores") or {}).get("ranks", 0))
+                beyond = max(beyond, unmeasured_cores_seconds(model, ranks, problem, measured_ranks, host_ranks))
             # the target's cores test charged its compute phases a slowdown between its kernels': their ends
             cores_below, cores_above = cores_seconds(model, ranks, problem, host_ranks)
             if added:
@@ -199,6 +203,13 @@ def sweep_node_ranks(scaling: dict) -> int:
     return max(
         (node_counts(r.get("placement") or {}, "cpu")["node_ranks"] or r["ranks"] for r in scaling["runs"]), default=1
     )
+
+
+def priced_alone(scaling: dict, model: dict) -> dict:
+    """``model`` marked, for a CPU sweep, to price each compute phase at a share the sweep ran on one rank on that run
+    (``node.local_seconds``, ``model['alone_from_runs']``): a share a CPU rank's caches hold runs faster a byte than
+    the lines through the larger shares say (docs/validation.md). A GPU sweep's lines price it, as validated."""
+    return model if scaling.get("device") == "gpu" else {**model, "alone_from_runs": True}
 
 
 def with_node_cores(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> dict:

@@ -1,0 +1,92 @@
+"""A CPU prediction from the fit's own links (carried), in-sample on the CPU rounds 4-8: each folder's records derived
+again (bench recheck, in a copy) twice, by the model as frozen at 5384d31 (compute at every share priced on the fitted
+lines; above, only the node term carried on, ``node_beyond_seconds``) and by the model as it is (compute at a share
+the sweep ran on one rank priced on that run, ``predict.priced_alone``; more ranks on a node than anything measured
+hold UNMEASURED_CORES's slowdown above, ``node.unmeasured_cores_seconds``). Per folder, kind of input and ranks: the
+mean |error| (each run), how many runs' measured times fell inside their intervals and how many lay above, the
+intervals' median half-width (a share of the prediction) and how many reached down to zero. Also the medians behind
+UNMEASURED_CORES: the cores tests (``node_cores``) of the rounds' target link tests, each launch's once. Design evidence
+only: the rounds shaped the change.
+
+    python -m bench.tools.carried_design docs/results/cpu-16core/heldoutcpu4 ... docs/results/cpu-16core/heldoutcpu8
+"""
+
+import argparse
+import contextlib
+import gzip
+import json
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+from bench.records import read_records
+from bench.suites.predict import recheck
+from spmd.scale.prediction import predict
+
+
+def cores_medians(folders: list[Path]) -> dict[int, float]:
+    """ranks -> the median slowdown (the kernels' geometric mean) the folders' target link tests measured at that many
+    ranks at once, each launch's test once (a launch's cases share one)."""
+    seen: dict[int, dict[float, None]] = {}
+    for folder in folders:
+        for path in sorted((folder / "inputs").glob("*-links-[0-9]*.json.gz")):
+            cores = json.loads(gzip.decompress(path.read_bytes())).get("node_cores")
+            if cores:
+                seen.setdefault(cores["ranks"], {})[cores["slowdown"]] = None
+    return {ranks: statistics.median(values) for ranks, values in sorted(seen.items())}
+
+
+def derived(folder: Path, before: bool) -> list:
+    """``folder``'s records derived again in a copy, by the model as frozen at 5384d31 or as it is."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if before:
+            stack.enter_context(mock.patch.object(predict, "priced_alone", lambda scaling, model: model))
+            stack.enter_context(mock.patch.object(predict, "unmeasured_cores_seconds", lambda *a, **k: 0.0))
+        copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
+        recheck(copy)
+        return read_records(copy / "records.jsonl")
+
+
+def cell(records: list, kind: str, ranks: int) -> str:
+    runs = [
+        q
+        for r in records
+        if r.params["kind"] == kind
+        for q in (r.params.get("runs") or [r.params])
+        if q["ranks"] == ranks
+    ]
+    error = statistics.mean(abs(q["predicted_s"] / q["measured_s"] - 1) for q in runs)
+    inside = sum(q["interval"][0] <= q["measured_s"] <= q["interval"][1] for q in runs)
+    above = sum(q["measured_s"] > q["interval"][1] for q in runs)
+    half = statistics.median((q["interval"][1] - q["interval"][0]) / 2 / q["predicted_s"] for q in runs)
+    zero = sum(q["interval"][0] <= 0 for q in runs)
+    return f"{error:.1%}, {inside} of {len(runs)} ({above} above), {half:.0%}, {zero}"
+
+
+def table(folders: list[Path]) -> str:
+    medians = ", ".join(f"x{v:.2f} at {k}" for k, v in cores_medians(folders).items())
+    lines = [
+        "| records of | input | ranks | as frozen at 5384d31: mean error, inside (above), half-width, at zero "
+        "| the model: the same |",
+        "|---|---|---|---|---|",
+    ]
+    for folder in folders:
+        before, after = derived(folder, True), derived(folder, False)
+        for kind in sorted({r.params["kind"] for r in after}):
+            for ranks in (4, 8):
+                lines.append(
+                    f"| {folder.name} | {kind} | {ranks} | {cell(before, kind, ranks)} | {cell(after, kind, ranks)} |"
+                )
+    return "\n".join(lines) + f"\n\nThe target link tests' median slowdowns: {medians}.\n"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folders", nargs="+", type=Path)
+    print(table(parser.parse_args().folders), end="")
+
+
+if __name__ == "__main__":
+    main()
