@@ -1085,7 +1085,9 @@ def test_a_cpu_target_whose_link_test_measured_its_cores_charges_them_and_says_s
         assert [row["ranks"] for row in charged["rows"] if row["cores_above_s"] > 0] == [8, 8]  # strong and weak
         assert len(said) == 1 and "x1.20 to x2.40" in said[0] and "x1.60 at 8" in said[0]
         assert not [n for n in charged["notes"] if "CPU ranks on a node" in n]
-        assert [n for n in plain["notes"] if "CPU ranks on a node" in n]
+        (unmeasured,) = [n for n in plain["notes"] if "CPU ranks on a node" in n]
+        assert "x1.65 at 8 a node), not this node's" in unmeasured  # the top's stored slowdown, named as another's
+        assert [row["ranks"] for row in plain["rows"] if row["node_beyond_s"] > 0] == [8, 8]
 
 
 @given(st.floats(1e3, 1e9), st.floats(0.5, 2.0), st.sampled_from([1, 2]), st.floats(1e-4, 1.0))

@@ -14,7 +14,13 @@ import statistics
 from ...core.errors import ConfigError
 from ..decision.flags import beyond_ideal
 from ..models.links import collective_seconds
-from ..models.node import cores_seconds, measured_alone_seconds, node_beyond_seconds, unmeasured_cores_seconds
+from ..models.node import (
+    cores_seconds,
+    measured_alone_seconds,
+    node_beyond_seconds,
+    unmeasured_cores_seconds,
+    unmeasured_slowdown,
+)
 from ..models.overlap import exposed as overlap_exposed
 from ..models.overlap import hidden_share
 from ..models.phases import phase_bytes
@@ -245,9 +251,11 @@ def node_unmeasured_note(scaling: dict, machine: Machine) -> str | None:
     return (
         f"{most} CPU ranks on a node where the sweep ran at most {measured}: what ranks at once cost each other on a "
         f"node's cores (its memory bandwidth, its caches) was not measured, and a sweep of fewer does not tell it (in "
-        f"held-out CPU rounds it was these predictions' largest error, mostly too fast); the node measures it: spmd "
-        f"bench comm --links with {most} ranks on it (its cores test, for the target's key links), or spmd scale "
-        f"--ranks 1,...,{most} on it, then predict other counts of such nodes"
+        f"held-out CPU rounds it was these predictions' largest error, mostly too fast); each interval's top holds the "
+        f"median slowdown spmd's cores test measured on another node, its own 16-core node of the held-out rounds "
+        f"(x{unmeasured_slowdown(most):.2f} at {most} a node), not this node's; the node measures it: spmd bench comm "
+        f"--links with {most} ranks on it (its cores test, for the target's key links), or spmd scale --ranks "
+        f"1,...,{most} on it, then predict other counts of such nodes"
     )
 
 
