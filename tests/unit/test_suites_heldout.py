@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu8.py): each
+"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu9.py): each
 list, fixed before anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a
 family never used before; every committed held-out record was measured with the prediction model's files as its round
 froze them; the check itself tells a changed model file from any other."""
@@ -32,6 +32,7 @@ from bench.suites import (
     heldoutcpu6,
     heldoutcpu7,
     heldoutcpu8,
+    heldoutcpu9,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,6 +58,7 @@ ROUNDS = (
     heldoutcpu6,
     heldoutcpu7,
     heldoutcpu8,
+    heldoutcpu9,
 )
 
 
@@ -420,6 +422,13 @@ def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(t
             ("spmd/scale/prediction/intervals.py", "def sweep_part("),
         ),
         (heldoutcpu8, "reduce, seed 487, float32", ROUNDS[:14], heldoutcpu7, None),
+        (
+            heldoutcpu9,
+            "reduce, seed 509, float64",
+            ROUNDS[:15],
+            heldoutcpu8,
+            ("spmd/scale/models/node.py", "def unmeasured_cores_seconds("),
+        ),
     ],
 )
 def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two_kinds_of_input(
@@ -435,7 +444,9 @@ def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two
     its node's cores, designed on the first three; the fifth, that charge on the time alone the sweep measured of the
     share, designed on the first four; the sixth, the same model measured with workloads that allocate nothing of a
     block's size after the first repeat; the seventh, the sweep's part of an interval with the lines' misfit on the
-    lines' seconds only, designed on the fourth to sixth; the eighth, the seventh's model on four more cases."""
+    lines' seconds only, designed on the fourth to sixth; the eighth, the seventh's model on four more cases; the ninth,
+    a carried prediction's compute on the share's own run and a stored slowdown above unmeasured ranks a node,
+    designed on the fourth to eighth."""
     calls, launched, held = [], [], []
     env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=8, gpus=0)
     monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))
