@@ -971,14 +971,15 @@ def test_the_cores_slowdown_is_charged_only_beyond_the_sweeps_ranks_and_up_to_th
     assert cores_slowdown({}, k) is None
 
 
-@given(st.integers(1, 64), st.integers(1, 64), st.floats(1e-4, 10.0), st.floats(1e-4, 10.0), st.booleans())
+@given(st.integers(1, 64), st.integers(1, 64), st.floats(1e-4, 10.0), st.floats(1e-4, 10.0), st.integers(0, 64))
 def test_more_cpu_ranks_on_a_node_than_measured_hold_the_stored_slowdown_above_and_nothing_within(
     k, measured_ranks, compute, read, tested
 ):
-    """Whatever the ranks on a node and the most any measurement ran there: UNMEASURED_CORES's slowdown is x1 for one
-    rank alone, its own at its counts, grows with the ranks; what it holds above is its rise from the measured ranks
-    to these, on the compute phases' time alone (never a host's read), and nothing within the measured ranks or where
-    the target's cores test charged its own slowdown."""
+    """Whatever the ranks on a node, the most the sweep ran there and the ranks a target's cores test ran at once (0:
+    none): UNMEASURED_CORES's slowdown is x1 for one rank alone, its own at its counts, grows with the ranks; what it
+    holds above is its rise from the sweep's ranks to these, on the compute phases' time alone (never a host's read),
+    and nothing within the sweep's ranks or where the cores test reached these ranks and charged its own slowdown (a
+    test of fewer charges nothing here, so the rise is from the sweep's, as the prediction's node term is)."""
     from spmd.scale.models.node import UNMEASURED_CORES, unmeasured_cores_seconds, unmeasured_slowdown
 
     assert unmeasured_slowdown(1) == 1.0
@@ -991,10 +992,10 @@ def test_more_cpu_ranks_on_a_node_than_measured_hold_the_stored_slowdown_above_a
         "local": {"compute": {**line, "seconds_per_byte": compute / share}, "read": {**line, "seconds_per_byte": 1.0}},
         "points": [{"ranks": 1, "problem_bytes": share, "phases": {"read": {"measured_s": read}}}],
     }
-    if tested:  # the target's cores test ran k ranks at once, beyond the sweep's one a node
-        model["node_cores"] = {"ranks": k, "sweep_ranks": 1, "slowdown": 1.5, "low": 1.2, "high": 2.0}
+    if tested > 1:  # the target's cores test ran that many ranks at once, beyond the sweep's one a node
+        model["node_cores"] = {"ranks": tested, "sweep_ranks": 1, "slowdown": 1.5, "low": 1.2, "high": 2.0}
     held = unmeasured_cores_seconds(model, k, share * k, measured_ranks, k)
-    if k <= measured_ranks or (tested and k > 1):
+    if k <= measured_ranks or 1 < k <= tested:
         assert held == 0.0
     else:
         assert held == pytest.approx((unmeasured_slowdown(k) - unmeasured_slowdown(measured_ranks)) * compute)

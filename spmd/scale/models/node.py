@@ -107,10 +107,10 @@ def unmeasured_slowdown(node_ranks: int) -> float:
 def unmeasured_cores_seconds(
     model: dict, ranks: int, problem_bytes: float, measured_ranks: int, node_ranks: int | None = None
 ) -> float:
-    """On a CPU node of more ranks than any measurement ran on one (``measured_ranks``: the sweep's, and the target's
-    cores test where ``cores_slowdown`` does not reach them), what UNMEASURED_CORES's slowdown from those ranks to
-    these would add to the compute phases' time alone (``alone_seconds``): a top for what the node term held
-    (``node_growth``) leaves out; 0 within the measured ranks."""
+    """On a CPU node of more ranks than the sweep ran on one (``measured_ranks``), what UNMEASURED_CORES's slowdown
+    from those ranks to these would add to the compute phases' time alone (``alone_seconds``): a top for what the node
+    term held there (``node_growth``) leaves out; 0 within the sweep's ranks, and where the target's cores test
+    charged its own slowdown (``cores_slowdown``)."""
     k = node_ranks or ranks_on_a_node(model, ranks)
     if k <= measured_ranks or cores_slowdown(model, k):
         return 0.0

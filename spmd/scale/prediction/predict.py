@@ -116,8 +116,8 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             # would add lies above, a part of its own (a choice between two extrapolations, not a spread)
             beyond = node_beyond_seconds(model, ranks, problem, host_ranks)
             if scaling.get("device") != "gpu":  # more CPU ranks a node than measured: a node's slowdown may lie above
-                measured_ranks = max(sweep_node_ranks(scaling), (model.get("node_cores") or {}).get("ranks", 0))
-                beyond = max(beyond, unmeasured_cores_seconds(model, ranks, problem, measured_ranks, host_ranks))
+                swept = sweep_node_ranks(scaling)
+                beyond = max(beyond, unmeasured_cores_seconds(model, ranks, problem, swept, host_ranks))
             # the target's cores test charged its compute phases a slowdown between its kernels': their ends
             cores_below, cores_above = cores_seconds(model, ranks, problem, host_ranks)
             if added:
