@@ -1,12 +1,13 @@
 """A CPU prediction from the fit's own links (carried), in-sample on the CPU rounds 4-8: each folder's records derived
-again (bench recheck, in a copy) twice, by the model as frozen at 5384d31 (compute at every share priced on the fitted
-lines; above, only the node term carried on, ``node_beyond_seconds``) and by the model as it is (compute at a share
-the sweep ran on one rank priced on that run, ``predict.priced_alone``; more ranks on a node than anything measured
-hold UNMEASURED_CORES's slowdown above, ``node.unmeasured_cores_seconds``). Per folder, kind of input and ranks: the
-mean |error| (each run), how many runs' measured times fell inside their intervals and how many lay above, the
-intervals' median half-width (a share of the prediction) and how many reached down to zero. Also the medians behind
-UNMEASURED_CORES: the cores tests (``node_cores``) of the rounds' target link tests, each launch's once. Design evidence
-only: the rounds shaped the change.
+again (bench recheck, in a copy) twice, by the model as the eighth CPU round froze it (``heldoutcpu8.FROZEN``:
+compute at every share priced on the fitted lines; above, only the node term carried on, ``node_beyond_seconds``) and
+by the model as it is (compute at a share the sweep ran on one rank priced on that run, ``predict.priced_alone``;
+more ranks on a node than anything measured hold UNMEASURED_CORES's slowdown above,
+``node.unmeasured_cores_seconds``). Per folder, kind of input and ranks: the mean |error| (each run), how many runs'
+measured times fell inside their intervals and how many lay above, the intervals' median half-width (a share of the
+prediction) and how many reached down to zero. Also the medians behind UNMEASURED_CORES: the cores tests
+(``node_cores``) of the rounds' target link tests, each launch's once. Design evidence only: the rounds shaped the
+change.
 
     python -m bench.tools.carried_design docs/results/cpu-16core/heldoutcpu4 ... docs/results/cpu-16core/heldoutcpu8
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from unittest import mock
 
 from bench.records import read_records
+from bench.suites import heldoutcpu8
 from bench.suites.predict import recheck
 from spmd.scale.prediction import predict
 
@@ -39,7 +41,7 @@ def cores_medians(folders: list[Path]) -> dict[int, float]:
 
 
 def derived(folder: Path, before: bool) -> list:
-    """``folder``'s records derived again in a copy, by the model as frozen at 5384d31 or as it is."""
+    """``folder``'s records derived again in a copy, by the model as the eighth CPU round froze it or as it is."""
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         if before:
             stack.enter_context(mock.patch.object(predict, "priced_alone", lambda scaling, model: model))
@@ -68,8 +70,8 @@ def cell(records: list, kind: str, ranks: int) -> str:
 def table(folders: list[Path]) -> str:
     medians = ", ".join(f"x{v:.2f} at {k}" for k, v in cores_medians(folders).items())
     lines = [
-        "| records of | input | ranks | as frozen at 5384d31: mean error, inside (above), half-width, at zero "
-        "| the model: the same |",
+        f"| records of | input | ranks | as frozen at {heldoutcpu8.FROZEN[:7]}: mean error, inside (above), "
+        "half-width, at zero | the model: the same |",
         "|---|---|---|---|---|",
     ]
     for folder in folders:
