@@ -13,18 +13,13 @@ change.
 """
 
 import argparse
-import contextlib
 import gzip
 import json
-import shutil
 import statistics
-import tempfile
 from pathlib import Path
-from unittest import mock
 
-from bench.records import read_records
 from bench.suites import heldoutcpu8
-from bench.suites.predict import recheck
+from bench.tools.heldout_inputs import derived_records
 from spmd.scale.prediction import predict
 
 
@@ -40,15 +35,11 @@ def cores_medians(folders: list[Path]) -> dict[int, float]:
     return {ranks: statistics.median(values) for ranks, values in sorted(seen.items())}
 
 
-def derived(folder: Path, before: bool) -> list:
-    """``folder``'s records derived again in a copy, by the model as the eighth CPU round froze it or as it is."""
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        if before:
-            stack.enter_context(mock.patch.object(predict, "priced_alone", lambda scaling, model: model))
-            stack.enter_context(mock.patch.object(predict, "unmeasured_cores_seconds", lambda *a, **k: 0.0))
-        copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
-        recheck(copy)
-        return read_records(copy / "records.jsonl")
+# the model as the eighth CPU round froze it: compute priced on the lines, nothing held above unmeasured ranks
+BEFORE = (
+    (predict, "priced_alone", lambda scaling, model: model),
+    (predict, "unmeasured_cores_seconds", lambda *a: 0.0),
+)
 
 
 def cell(records: list, kind: str, ranks: int) -> str:
@@ -75,7 +66,7 @@ def table(folders: list[Path]) -> str:
         "|---|---|---|---|---|",
     ]
     for folder in folders:
-        before, after = derived(folder, True), derived(folder, False)
+        before, after = derived_records(folder, BEFORE), derived_records(folder)
         for kind in sorted({r.params["kind"] for r in after}):
             for ranks in (4, 8):
                 lines.append(

@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 
 from bench.suites.heldoutcpu import CARRIED, TARGET_RANKS
-from bench.tools.node_term import derived_records
+from bench.tools.heldout_inputs import derived_records
 
 
 def _points(path: Path) -> list[dict]:

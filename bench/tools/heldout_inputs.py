@@ -1,13 +1,20 @@
 """What the held-out design tools share: the ``--engines`` option (a links file whose host's reads by engine stand in
 where a round's stored links file predates them), a round's stored runs with their inputs unpacked (the links given
-them), and whether a checked prediction's measured time fell inside its interval."""
+them), a round's records derived again in a copy under a design's patches, and whether a checked prediction's measured
+time fell inside its interval."""
 
 import argparse
+import contextlib
 import json
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from unittest import mock
 
+from bench.records import read_records
 from bench.suites import heldout
+from bench.suites.predict import recheck
 
 
 def parsed(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, dict | None]:
@@ -39,3 +46,13 @@ def stored_runs(folder: Path, tmp: Path, engines: dict | None, keep: Callable) -
 def inside(row: dict) -> bool:
     """Whether a checked prediction's measured time fell inside its interval."""
     return row["interval"][0] <= row["measured_s"] <= row["interval"][1]
+
+
+def derived_records(folder: Path, patches: tuple = ()) -> list:
+    """The folder's records derived again (bench recheck, in a copy) by the model as it is, under ``patches``."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        for module, name, new in patches:
+            stack.enter_context(mock.patch.object(module, name, new))
+        copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
+        recheck(copy)
+        return read_records(copy / "records.jsonl")

@@ -10,16 +10,11 @@ Design evidence only: the rounds shaped the rule.
 """
 
 import argparse
-import contextlib
 import math
-import shutil
 import statistics
-import tempfile
 from pathlib import Path
-from unittest import mock
 
-from bench.records import read_records
-from bench.suites.predict import recheck
+from bench.tools.heldout_inputs import derived_records
 from spmd.scale.prediction import predict
 
 
@@ -30,14 +25,8 @@ def misfit_everywhere(uncertainty: tuple[float, float], local_s: float, measured
 
 def derived(folder: Path, before: bool) -> dict[str, list]:
     """kind -> ``folder``'s records derived again in a copy, by the rule before or by the model as it is."""
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        if before:
-            stack.enter_context(mock.patch.object(predict, "sweep_part", misfit_everywhere))
-        copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
-        recheck(copy)
-        records = read_records(copy / "records.jsonl")
     kinds: dict[str, list] = {}
-    for r in records:
+    for r in derived_records(folder, ((predict, "sweep_part", misfit_everywhere),) if before else ()):
         kinds.setdefault(r.params["kind"], []).append(r)
     return kinds
 

@@ -12,17 +12,12 @@ evidence of the node term.
 """
 
 import argparse
-import contextlib
-import shutil
 import statistics
-import tempfile
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 
-from bench.records import read_records
-from bench.suites.predict import recheck
+from bench.tools.heldout_inputs import derived_records
 from spmd.scale.models import scaling_model as sm
 
 _fit_local = sm.fit_local  # the model's own, before a variant replaces it
@@ -74,16 +69,6 @@ VARIANTS = {
     "least squares, carried on (the model before)": LEAST_SQUARES + LINEAR,
     "the pair's growth, every phase held": HELD,
 }
-
-
-def derived_records(folder: Path, patches: tuple = ()) -> list:
-    """The folder's records derived again (bench recheck, in a copy) by the model as it is, under ``patches``."""
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        for module, name, new in patches:
-            stack.enter_context(mock.patch.object(module, name, new))
-        copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
-        recheck(copy)
-        return read_records(copy / "records.jsonl")
 
 
 def derived(folder: Path, patches: tuple) -> str:
