@@ -19,7 +19,7 @@ import statistics
 from pathlib import Path
 
 from bench.suites import heldoutcpu8
-from bench.tools.heldout_inputs import derived_records
+from bench.tools.heldout_inputs import derived_records, inside
 from spmd.scale.prediction import predict
 
 
@@ -51,11 +51,11 @@ def cell(records: list, kind: str, ranks: int) -> str:
         if q["ranks"] == ranks
     ]
     error = statistics.mean(abs(q["predicted_s"] / q["measured_s"] - 1) for q in runs)
-    inside = sum(q["interval"][0] <= q["measured_s"] <= q["interval"][1] for q in runs)
+    within = sum(inside(q) for q in runs)
     above = sum(q["measured_s"] > q["interval"][1] for q in runs)
     half = statistics.median((q["interval"][1] - q["interval"][0]) / 2 / q["predicted_s"] for q in runs)
     zero = sum(q["interval"][0] <= 0 for q in runs)
-    return f"{error:.1%}, {inside} of {len(runs)} ({above} above), {half:.0%}, {zero}"
+    return f"{error:.1%}, {within} of {len(runs)} ({above} above), {half:.0%}, {zero}"
 
 
 def table(folders: list[Path]) -> str:
