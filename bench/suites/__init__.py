@@ -23,6 +23,7 @@ class Case:
 def suites() -> dict:
     """name -> module, in the order ``gpu`` runs them."""
     from . import (
+        binding,
         comm,
         cuda_mpi,
         faults,
@@ -84,6 +85,7 @@ def suites() -> dict:
         "faults": faults,
         "stragglers": stragglers,
         "cuda-mpi": cuda_mpi,
+        "binding": binding,
     }
 
 

@@ -788,3 +788,67 @@ def test_contention_holds_each_share_at_once_against_the_same_share_alone(tmp_pa
     write("a-measured.json.gz", measured)
     write("a-links-fit.json.gz", [])  # a link test: not a case's fit
     assert at_once(tmp_path) == {(4, "compute"): [1.5], (8, "compute"): [2.5]}
+
+
+def test_the_binding_suite_launches_unbound_and_bound_by_turns_and_takes_the_slowest_ranks_read(tmp_path, monkeypatch):
+    """bench.suites.binding: per run one launch unbound (spmd run) and one through bound.py with the node's CPUs over
+    its ranks, which goes first alternating; each launch's slowest rank's read, against the median rank's, and its
+    time a repeat, from its own report; refused where the machine has fewer CPUs than ranks."""
+    from bench.env import CaseFailed, Env
+    from bench.suites import binding
+
+    launched = []
+    reads = {"spmd": [0.006, 0.007, 0.008, 0.020, 0.006, 0.007, 0.0065, 0.0075], "bound.py": [0.007] * 7 + [0.0084]}
+
+    def report(self, folder):
+        kind = launched[int(folder.name.split("-")[-1])][0]
+        per_rank = [{"median": {"read": r}} for r in reads[kind]]
+        placement = {"ranks": [{"bound_cpus": 2 if kind == "bound.py" else 16}] * 8}
+        return {"per_rank": per_rank, "placement": placement, "timings": {"total": {"median": 0.07}}}
+
+    def spmd(self, *args, ranks=1, **_):
+        if args[0] == "run":
+            launched.append(("spmd", ranks, args))
+
+    monkeypatch.setattr(Env, "spmd", spmd)
+    monkeypatch.setattr(Env, "program", lambda self, name, *args, ranks=1, **_: launched.append((name, ranks, args)))
+    monkeypatch.setattr(Env, "report", report)
+    monkeypatch.setattr(binding, "cpus_a_rank", lambda: 2)
+    env = Env(out=tmp_path / "out", work=tmp_path, quick=True, ranks=8, gpus=0)
+    (case,) = binding.cases(env)
+    assert case.batched and case.needs == ("ranks8",)
+    per_run = case.measure(env, 3)
+    assert [kind for kind, _, _ in launched] == ["spmd", "bound.py", "bound.py", "spmd", "spmd", "bound.py"]
+    assert all(ranks == 8 for _, ranks, _ in launched)
+    assert [args[:4] for kind, _, args in launched if kind == "bound.py"] == [(2, "-m", "spmd", "run")] * 3
+    first = {(m.subject.split(" ")[0], m.metric): m.value for m in per_run[0]}
+    assert first[("unbound", "slowest rank's read / median rank's")] == pytest.approx(
+        0.020 / statistics.median(reads["spmd"])
+    )
+    assert first[("bound", "slowest rank's read / median rank's")] == pytest.approx(0.0084 / 0.007)
+    assert first[("unbound", "slowest rank's read")] == pytest.approx(20.0)
+    assert first[("bound", "time a repeat")] == pytest.approx(70.0)
+    assert [m.subject.split(" ")[0] for m in per_run[1]][::3] == ["unbound", "bound"]  # the launches' own order kept
+    monkeypatch.setattr(binding, "cpus_a_rank", lambda: 0)
+    with pytest.raises(CaseFailed, match="need a CPU each"):
+        case.measure(env, 1)
+
+
+def test_bound_py_binds_each_node_local_rank_to_cpus_of_its_own_and_refuses_too_few(tmp_path):
+    """bench/programs/bound.py: node-local rank k takes the k-th CORES of the CPUs the job may use, before spmd starts
+    (report.json's own placement says so); a rank past the node's CPUs is refused, nothing run."""
+    from helpers import LAUNCH_ENV, reduce_config
+
+    usable = sorted(os.sched_getaffinity(0))
+    program = str(Path(__file__).parents[2] / "bench/programs/bound.py")
+    cfg = reduce_config(tmp_path)
+    env = {**LAUNCH_ENV, "OMPI_COMM_WORLD_LOCAL_RANK": str(len(usable) - 1)}
+    done = subprocess.run([sys.executable, program, "1", "-m", "spmd", "run", cfg, "-q"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads((tmp_path / "out/report.json").read_text())["placement"]["ranks"]
+    assert rank["bound_cpus"] == 1
+    env["OMPI_COMM_WORLD_LOCAL_RANK"] = str(len(usable))
+    done = subprocess.run([sys.executable, program, "1", "-m", "spmd", "run", cfg, "--out", tmp_path / "no", "-q"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode != 0 and f"node-local rank {len(usable)}" in done.stderr and not (tmp_path / "no").exists()
