@@ -1,9 +1,10 @@
-"""What binding a node's CPU ranks does to the slowest of them: the ninth held-out CPU round's matmul (2304 squares
-in float64, its B read in slices and gathered) at 8 ranks of one node, strong, unbound as the held-out CPU rounds ran
+"""What binding a node's CPU ranks does to the slowest of them: the ninth held-out CPU round's matmul (2304 squares in
+float64, its B read in slices and gathered) at 8 ranks of one node, strong, unbound as the held-out CPU rounds ran
 (each rank may run on every CPU of the node, its threads moved by the OS) against each rank bound to CPUs of its own
-(``bench/programs/bound.py``: as many as spmd gives it threads, the node's CPUs over its ranks), a fresh launch
-each, by turns, which goes first alternating from run to run. A step waits for its slowest rank: the slowest rank's read against the
-median rank's is what the held-out rounds' 8-rank predictions missed (docs/validation.md, the ninth CPU round)."""
+(``bench/programs/bound.py``: as many as spmd gives it threads, the node's CPUs over its ranks), a fresh launch each,
+by turns, which goes first alternating from run to run. A step waits for its slowest rank: the slowest rank's read
+against the median rank's is what the held-out rounds' 8-rank predictions missed (docs/validation.md, the ninth CPU
+round)."""
 
 from __future__ import annotations
 
