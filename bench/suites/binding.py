@@ -1,10 +1,10 @@
-"""What binding a node's CPU ranks does to the slowest of them: the ninth held-out CPU round's matmul (2304 squares in
-float64, its B read in slices and gathered) at 8 ranks of one node, strong, unbound as the held-out CPU rounds ran
-(each rank may run on every CPU of the node, its threads moved by the OS) against each rank bound to CPUs of its own
-(``bench/programs/bound.py``: as many as spmd gives it threads, the node's CPUs over its ranks), a fresh launch each,
-by turns, which goes first alternating from run to run. A step waits for its slowest rank: the slowest rank's read
-against the median rank's is what the held-out rounds' 8-rank predictions missed (docs/validation.md, the ninth CPU
-round)."""
+"""What binding a node's CPU ranks does to the slowest of them: the ninth held-out CPU round's reduce, matmul and
+stencil (its cases that read arrays) at the run's ranks of one node (``--ranks``, 4 or more), strong, unbound as the
+held-out CPU rounds ran (each rank may run on every CPU of the node, its threads moved by the OS) against each rank
+bound to CPUs of its own (``bench/programs/bound.py``: as many as spmd gives it threads, the node's CPUs over its
+ranks), a fresh launch each, by turns, which goes first alternating from run to run. A step waits for its slowest rank:
+the slowest rank's read against the median rank's is what the held-out rounds' 8-rank predictions missed
+(docs/validation.md, the ninth CPU round)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,9 @@ import statistics
 
 from ..env import CaseFailed
 from ..records import Measure
-from . import Case
-from .heldout import array_job, job_config
-from .heldoutcpu import on_cpus
+from . import Case, heldoutcpu9
+from .heldout import job_config
 from .torch_workload import _launched
-
-RANKS = 8
 
 
 def _figures(case: str, subject: str, report: dict) -> list[Measure]:
@@ -34,33 +31,36 @@ def _figures(case: str, subject: str, report: dict) -> list[Measure]:
     ]  # fmt: skip
 
 
-def cpus_a_rank() -> int:
-    """The CPUs each of RANKS ranks gets of those this machine lets the job use (spmd's threads a rank alike)."""
-    return len(os.sched_getaffinity(0)) // RANKS
+def cpus_a_rank(ranks: int) -> int:
+    """The CPUs each of ``ranks`` ranks gets of those this machine lets the job use (spmd's threads a rank alike)."""
+    return len(os.sched_getaffinity(0)) // ranks
 
 
-def unbound_against_bound(env, runs: int) -> list[list[Measure]]:
-    """Per run, one launch unbound and one bound, in alternating order (``_launched``)."""
-    cores = cpus_a_rank()
+def jobs(env) -> dict:
+    """name -> job: the ninth CPU round's cases that read arrays (its MLP's steps read batches as they train)."""
+    return {name: job for name, (job, _) in heldoutcpu9.cases_list(env).items() if job["workload"] != "train"}
+
+
+def unbound_against_bound(env, runs: int, name: str) -> list[list[Measure]]:
+    """Per run, one launch of the job ``name`` unbound and one bound, in alternating order (``_launched``)."""
+    ranks = env.ranks
+    cores = cpus_a_rank(ranks)
     if cores < 1:
         raise CaseFailed(
-            f"binding: {RANKS} ranks need a CPU each; this machine lets the job use {len(os.sched_getaffinity(0))}"
+            f"binding: {ranks} ranks need a CPU each; this machine lets the job use {len(os.sched_getaffinity(0))}"
         )
-    n = 240 if env.quick else 2304
-    job = array_job(env, "matmul", [n, n], 521, "float64")
-    listed = on_cpus({"matmul": (job, ("strong",))}, env.quick)
-    cfg, _ = job_config(env, "binding", "matmul", job, listed["matmul"][1])
-    case = f"matmul, {n} square, float64, strong, {RANKS} CPU ranks of a node"
+    cfg, _ = job_config(env, "binding", name, jobs(env)[name], ("strong",))
+    case = f"{name}, strong, {ranks} CPU ranks of a node"
     folders = (env.work / f"binding-{k}" for k in itertools.count())
 
     def unbound():
         folder = next(folders)
-        env.spmd("run", cfg, "--out", folder, "-q", ranks=RANKS)
+        env.spmd("run", cfg, "--out", folder, "-q", ranks=ranks)
         return _figures(case, "unbound (as the held-out CPU rounds ran)", env.report(folder))
 
     def bound():
         folder = next(folders)
-        env.program("bound.py", cores, "-m", "spmd", "run", cfg, "--out", folder, "-q", ranks=RANKS)
+        env.program("bound.py", cores, "-m", "spmd", "run", cfg, "--out", folder, "-q", ranks=ranks)
         return _figures(case, f"bound to {cores} CPU(s) of its own a rank", env.report(folder))
 
     return _launched(runs, [unbound, bound])
@@ -69,9 +69,10 @@ def unbound_against_bound(env, runs: int) -> list[list[Measure]]:
 def cases(env) -> list[Case]:
     return [
         Case(
-            "unbound against bound, matmul at 8 CPU ranks",
-            unbound_against_bound,
-            needs=(f"ranks{RANKS}",),
+            f"unbound against bound, {name.split(',')[0]} at {env.ranks} CPU ranks",
+            lambda e, runs, name=name: unbound_against_bound(e, runs, name),
+            needs=("ranks4",),
             batched=True,
         )
+        for name in jobs(env)
     ]

@@ -15,6 +15,7 @@ import types
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip("jinja2", reason="the test extra brings Jinja2 (bench report's templates)")
 
@@ -791,9 +792,10 @@ def test_contention_holds_each_share_at_once_against_the_same_share_alone(tmp_pa
 
 
 def test_the_binding_suite_launches_unbound_and_bound_by_turns_and_takes_the_slowest_ranks_read(tmp_path, monkeypatch):
-    """bench.suites.binding: per run one launch unbound (spmd run) and one through bound.py with the node's CPUs over
-    its ranks, which goes first alternating; each launch's slowest rank's read, against the median rank's, and its
-    time a repeat, from its own report; refused where the machine has fewer CPUs than ranks."""
+    """bench.suites.binding: a case for each of the ninth CPU round's array jobs; per run one launch unbound (spmd
+    run) and one through bound.py with the node's CPUs over its ranks, which goes first alternating; each launch's
+    slowest rank's read, against the median rank's, and its time a repeat, from its own report; refused where the
+    machine has fewer CPUs than ranks."""
     from bench.env import CaseFailed, Env
     from bench.suites import binding
 
@@ -813,14 +815,19 @@ def test_the_binding_suite_launches_unbound_and_bound_by_turns_and_takes_the_slo
     monkeypatch.setattr(Env, "spmd", spmd)
     monkeypatch.setattr(Env, "program", lambda self, name, *args, ranks=1, **_: launched.append((name, ranks, args)))
     monkeypatch.setattr(Env, "report", report)
-    monkeypatch.setattr(binding, "cpus_a_rank", lambda: 2)
+    monkeypatch.setattr(binding, "cpus_a_rank", lambda ranks: 16 // ranks)
     env = Env(out=tmp_path / "out", work=tmp_path, quick=True, ranks=8, gpus=0)
-    (case,) = binding.cases(env)
-    assert case.batched and case.needs == ("ranks8",)
+    names = [c.name for c in binding.cases(env)]
+    assert names == [f"unbound against bound, {w} at 8 CPU ranks" for w in ("reduce", "matmul", "stencil")]
+    (case,) = [c for c in binding.cases(env) if "matmul" in c.name]
+    assert case.batched and case.needs == ("ranks4",)
     per_run = case.measure(env, 3)
     assert [kind for kind, _, _ in launched] == ["spmd", "bound.py", "bound.py", "spmd", "spmd", "bound.py"]
     assert all(ranks == 8 for _, ranks, _ in launched)
     assert [args[:4] for kind, _, args in launched if kind == "bound.py"] == [(2, "-m", "spmd", "run")] * 3
+    (cfg,) = {args[4] if kind == "bound.py" else args[1] for kind, _, args in launched}
+    job = yaml.safe_load(Path(cfg).read_text())  # the round's own matmul, on the CPU
+    assert (job["workload"], job["generate"]["shape"], job["device"]) == ("matmul", [240, 240], "cpu")
     first = {(m.subject.split(" ")[0], m.metric): m.value for m in per_run[0]}
     assert first[("unbound", "slowest rank's read / median rank's")] == pytest.approx(
         0.020 / statistics.median(reads["spmd"])
@@ -829,7 +836,7 @@ def test_the_binding_suite_launches_unbound_and_bound_by_turns_and_takes_the_slo
     assert first[("unbound", "slowest rank's read")] == pytest.approx(20.0)
     assert first[("bound", "time a repeat")] == pytest.approx(70.0)
     assert [m.subject.split(" ")[0] for m in per_run[1]][::3] == ["unbound", "bound"]  # the launches' own order kept
-    monkeypatch.setattr(binding, "cpus_a_rank", lambda: 0)
+    monkeypatch.setattr(binding, "cpus_a_rank", lambda ranks: 0)
     with pytest.raises(CaseFailed, match="need a CPU each"):
         case.measure(env, 1)
 
