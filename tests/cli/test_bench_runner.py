@@ -127,3 +127,23 @@ def test_recheck_derives_a_predictions_records_again_from_its_inputs(tmp_path):
     assert fresh["params"]["speedup_error"] == c["speedup_error"] and fresh["params"]["inputs"] == inputs
     assert json.loads((folder / "manifest.json").read_text())["rechecked"][0]["records"] == 1
     assert not [p.name for p in folder.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_bound_py_binds_each_node_local_rank_to_cpus_of_its_own_and_refuses_too_few(tmp_path):
+    """bench/programs/bound.py: node-local rank k takes the k-th CORES of the CPUs the job may use, before spmd starts
+    (report.json's own placement says so); a rank past the node's CPUs is refused, nothing run."""
+    from helpers import reduce_config
+
+    usable = sorted(os.sched_getaffinity(0))
+    program = str(ROOT / "bench/programs/bound.py")
+    cfg = reduce_config(tmp_path)
+    env = {**LAUNCH_ENV, "OMPI_COMM_WORLD_LOCAL_RANK": str(len(usable) - 1)}
+    done = subprocess.run([sys.executable, program, "1", "-m", "spmd", "run", cfg, "-q"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads((tmp_path / "out/report.json").read_text())["placement"]["ranks"]
+    assert rank["bound_cpus"] == 1
+    env["OMPI_COMM_WORLD_LOCAL_RANK"] = str(len(usable))
+    done = subprocess.run([sys.executable, program, "1", "-m", "spmd", "run", cfg, "--out", tmp_path / "no", "-q"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode != 0 and f"node-local rank {len(usable)}" in done.stderr and not (tmp_path / "no").exists()

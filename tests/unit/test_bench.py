@@ -824,7 +824,7 @@ def test_the_binding_suite_launches_unbound_and_bound_by_turns_and_takes_the_slo
     per_run = case.measure(env, 3)
     assert [kind for kind, _, _ in launched] == ["spmd", "bound.py", "bound.py", "spmd", "spmd", "bound.py"]
     assert all(ranks == 8 for _, ranks, _ in launched)
-    assert [args[:4] for kind, _, args in launched if kind == "bound.py"] == [(2, "-m", "spmd", "run")] * 3
+    assert [" ".join(map(str, args[:4])) for kind, _, args in launched if kind == "bound.py"] == ["2 -m spmd run"] * 3
     (cfg,) = {args[4] if kind == "bound.py" else args[1] for kind, _, args in launched}
     job = yaml.safe_load(Path(cfg).read_text())  # the round's own matmul, on the CPU
     assert (job["workload"], job["generate"]["shape"], job["device"]) == ("matmul", [240, 240], "cpu")
@@ -839,23 +839,3 @@ def test_the_binding_suite_launches_unbound_and_bound_by_turns_and_takes_the_slo
     monkeypatch.setattr(binding, "cpus_a_rank", lambda ranks: 0)
     with pytest.raises(CaseFailed, match="need a CPU each"):
         case.measure(env, 1)
-
-
-def test_bound_py_binds_each_node_local_rank_to_cpus_of_its_own_and_refuses_too_few(tmp_path):
-    """bench/programs/bound.py: node-local rank k takes the k-th CORES of the CPUs the job may use, before spmd starts
-    (report.json's own placement says so); a rank past the node's CPUs is refused, nothing run."""
-    from helpers import LAUNCH_ENV, reduce_config
-
-    usable = sorted(os.sched_getaffinity(0))
-    program = str(Path(__file__).parents[2] / "bench/programs/bound.py")
-    cfg = reduce_config(tmp_path)
-    env = {**LAUNCH_ENV, "OMPI_COMM_WORLD_LOCAL_RANK": str(len(usable) - 1)}
-    done = subprocess.run([sys.executable, program, "1", "-m", "spmd", "run", cfg, "-q"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (rank,) = json.loads((tmp_path / "out/report.json").read_text())["placement"]["ranks"]
-    assert rank["bound_cpus"] == 1
-    env["OMPI_COMM_WORLD_LOCAL_RANK"] = str(len(usable))
-    done = subprocess.run([sys.executable, program, "1", "-m", "spmd", "run", cfg, "--out", tmp_path / "no", "-q"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert done.returncode != 0 and f"node-local rank {len(usable)}" in done.stderr and not (tmp_path / "no").exists()
