@@ -1,7 +1,8 @@
 """A CPU prediction from the fit's own links (carried), in-sample on the CPU rounds 4-8: each folder's records derived
 again (bench recheck, in a copy) twice, by the model as the eighth CPU round froze it (``heldoutcpu8.FROZEN``:
 compute at every share priced on the fitted lines; above, only the node term carried on, ``node_beyond_seconds``) and
-by the model as it is (compute at a share the sweep ran on one rank priced on that run, ``predict.priced_alone``;
+by the model the change made, as the ninth round froze it (``heldoutcpu9.FROZEN``, both derived there, ``derived_at``,
+the first under BEFORE: compute at a share the sweep ran on one rank priced on that run, ``predict.priced_alone``;
 more ranks on a node than anything measured hold UNMEASURED_CORES's slowdown above,
 ``node.unmeasured_cores_seconds``). Per folder, kind of input and ranks: the mean |error| (each run), how many runs'
 measured times fell inside their intervals and how many lay above, the intervals' median half-width (a share of the
@@ -18,8 +19,8 @@ import json
 import statistics
 from pathlib import Path
 
-from bench.suites import heldoutcpu8
-from bench.tools.heldout_inputs import derived_records, inside
+from bench.suites import heldoutcpu8, heldoutcpu9
+from bench.tools.heldout_inputs import derived_at, inside
 from spmd.scale.prediction import predict
 
 
@@ -35,7 +36,8 @@ def cores_medians(folders: list[Path]) -> dict[int, float]:
     return {ranks: statistics.median(values) for ranks, values in sorted(seen.items())}
 
 
-# the model as the eighth CPU round froze it: compute priced on the lines, nothing held above unmeasured ranks
+# the model as the eighth CPU round froze it: compute priced on the lines, nothing held above unmeasured ranks (patches of
+# the ninth round's frozen model, applied where it is derived)
 BEFORE = (
     (predict, "priced_alone", lambda scaling, model: model),
     (predict, "unmeasured_cores_seconds", lambda *a: 0.0),
@@ -62,11 +64,12 @@ def table(folders: list[Path]) -> str:
     medians = ", ".join(f"x{v:.2f} at {k}" for k, v in cores_medians(folders).items())
     lines = [
         f"| records of | input | ranks | as frozen at {heldoutcpu8.FROZEN[:7]}: mean error, inside (above), "
-        "half-width, at zero | the model: the same |",
+        f"half-width, at zero | as frozen at {heldoutcpu9.FROZEN[:7]}: the same |",
         "|---|---|---|---|---|",
     ]
     for folder in folders:
-        before, after = derived_records(folder, BEFORE), derived_records(folder)
+        frozen = heldoutcpu9.FROZEN
+        before, after = derived_at(folder, frozen, "bench.tools.carried_design:BEFORE"), derived_at(folder, frozen)
         for kind in sorted({r.params["kind"] for r in after}):
             for ranks in (4, 8):
                 lines.append(

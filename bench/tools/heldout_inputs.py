@@ -1,17 +1,26 @@
 """What the held-out design tools share: the ``--engines`` option (a links file whose host's reads by engine stand in
 where a round's stored links file predates them), a round's stored runs with their inputs unpacked (the links given
-them), a round's records derived again in a copy under a design's patches, and whether a checked prediction's measured
-time fell inside its interval."""
+them), a round's records derived again in a copy under a design's patches, by the model as it is or as it was at a
+commit (``derived_at``: so that a design's rendered table stays that design's when the model moves on), and whether a
+checked prediction's measured time fell inside its interval.
+
+    python -m bench.tools.heldout_inputs FOLDER [--patches MODULE:NAME]   (derives FOLDER's records again in place)
+"""
 
 import argparse
 import contextlib
+import importlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
+from bench.env import ROOT
 from bench.records import read_records
 from bench.suites import heldout
 from bench.suites.predict import recheck
@@ -56,3 +65,41 @@ def derived_records(folder: Path, patches: tuple = ()) -> list:
         copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
         recheck(copy)
         return read_records(copy / "records.jsonl")
+
+
+def derived_at(folder: Path, commit: str, patches: str | None = None) -> list:
+    """The folder's records derived again (bench recheck, in a copy) by the model as it was at ``commit``: its spmd
+    package, taken from git, in a process of its own (this checkout's bench around it), under the tuple of patches that
+    ``patches`` names (``module:NAME``, imported there)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        code = Path(tmp) / "code"
+        code.mkdir()
+        tree = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "spmd"], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(code)], input=tree.stdout, check=True)
+        copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(code), str(ROOT)))}
+        command = [sys.executable, "-m", "bench.tools.heldout_inputs", str(copy)]
+        done = subprocess.run([*command, *(["--patches", patches] if patches else [])], cwd=tmp, env=env, text=True,
+                              capture_output=True)  # fmt: skip
+        if done.returncode:
+            raise RuntimeError(f"deriving {folder} at {commit[:7]} failed: {done.stderr[-2000:]}")
+        return read_records(copy / "records.jsonl")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--patches", help="module:NAME, a tuple of (module, name, replacement) patches")
+    args = parser.parse_args()
+    patches = ()
+    if args.patches:
+        module, name = args.patches.split(":")
+        patches = getattr(importlib.import_module(module), name)
+    with contextlib.ExitStack() as stack:
+        for module, name, new in patches:
+            stack.enter_context(mock.patch.object(module, name, new))
+        recheck(args.folder)
+
+
+if __name__ == "__main__":
+    main()

@@ -201,6 +201,26 @@ def test_the_slowdown_held_above_unmeasured_cpu_ranks_is_the_median_the_stored_c
     assert [(ranks, round(slowdown, 2)) for ranks, slowdown in medians.items() if ranks > 2] == list(UNMEASURED_CORES)
 
 
+def test_a_design_derived_at_a_commit_is_that_commits_model_and_its_patches_apply_there():
+    """A design tool's table is derived by the models at named commits (``heldout_inputs.derived_at``), so that it
+    stays that design's as the model moves on: the ninth CPU round derived at its frozen commit is its committed
+    records, to the last digit; under carried_design's BEFORE (the eighth round's rules, patched in there) its carried
+    predictions move and those from the target's link test do not."""
+    from bench.tools.heldout_inputs import derived_at
+
+    folder = ROOT / "docs/results/cpu-16core/heldoutcpu9"
+    committed = read_records(folder / "records.jsonl")
+    again = derived_at(folder, heldoutcpu9.FROZEN)
+    assert [r.case for r in again] == [r.case for r in committed]
+    for old, new in zip(committed, again):
+        assert new.values == pytest.approx(old.values, rel=1e-9, abs=1e-12), old.case
+    before = derived_at(folder, heldoutcpu9.FROZEN, "bench.tools.carried_design:BEFORE")
+    carried = [(o, n) for o, n in zip(committed, before) if "carried" in o.params["kind"]]
+    assert any(n.values != pytest.approx(o.values, rel=1e-9) for o, n in carried)
+    target = [(o, n) for o, n in zip(committed, before) if "carried" not in o.params["kind"]]
+    assert all(n.values == pytest.approx(o.values, rel=1e-9, abs=1e-12) for o, n in target)
+
+
 def test_what_one_rank_never_saw_is_the_median_of_the_held_out_rounds_and_their_spread_its_95th_percentile():
     """HALO_CALL_S and COUPLING: the median of how far the measured times of rounds 1-4, fitted on one GPU, lay from
     their predictions without them (per halo call, or a share of the step); HALO_SPREAD_S and COUPLING_SPREAD, the
