@@ -1,14 +1,14 @@
 """A CPU prediction from the fit's own links (carried), in-sample on the CPU rounds 4-8: each folder's records derived
-again (bench recheck, in a copy) twice, by the model as the eighth CPU round froze it (``heldoutcpu8.FROZEN``:
-compute at every share priced on the fitted lines; above, only the node term carried on, ``node_beyond_seconds``) and
-by the model the change made, as the ninth round froze it (``heldoutcpu9.FROZEN``, both derived there, ``derived_at``,
-the first under BEFORE: compute at a share the sweep ran on one rank priced on that run, ``predict.priced_alone``;
-more ranks on a node than anything measured hold UNMEASURED_CORES's slowdown above,
-``node.unmeasured_cores_seconds``). Per folder, kind of input and ranks: the mean |error| (each run), how many runs'
-measured times fell inside their intervals and how many lay above, the intervals' median half-width (a share of the
-prediction) and how many reached down to zero. Also the medians behind UNMEASURED_CORES: the cores tests
-(``node_cores``) of the rounds' target link tests, each launch's once. Design evidence only: the rounds shaped the
-change.
+again (bench recheck, in a copy) twice, by the model as the eighth CPU round froze it (``heldoutcpu8.FROZEN``), with
+compute at every share priced on the fitted lines and only the node term carried on above (``node_beyond_seconds``),
+and by the model the change made, as the ninth round froze it (``heldoutcpu9.FROZEN``). Both are derived there
+(``derived_at``), the first under BEFORE. The change priced compute at a share the sweep ran on one rank on that run
+(``predict.priced_alone``) and held UNMEASURED_CORES's slowdown above more ranks on a node than anything measured
+(``node.unmeasured_cores_seconds``; both names are that commit's). Per folder, kind of input and ranks: the mean
+|error| (each run), how many runs' measured times fell inside their intervals and how many lay above, the intervals'
+median half-width (a share of the prediction) and how many reached down to zero. Also the medians behind
+UNMEASURED_CORES and STAND_IN_CORES: the cores tests (``node_cores``) of the rounds' target link tests, each launch's
+once. Design evidence only: the rounds shaped the change.
 
     python -m bench.tools.carried_design docs/results/cpu-16core/heldoutcpu4 ... docs/results/cpu-16core/heldoutcpu8
 """
@@ -24,20 +24,22 @@ from bench.tools.heldout_inputs import derived_at, inside
 from spmd.scale.prediction import predict
 
 
-def cores_medians(folders: list[Path]) -> dict[int, float]:
-    """ranks -> the median slowdown (the kernels' geometric mean) the folders' target link tests measured at that many
-    ranks at once, each launch's test once (a launch's cases share one)."""
-    seen: dict[int, dict[float, None]] = {}
+def cores_medians(folders: list[Path], key: str = "slowdown") -> dict[int, float]:
+    """ranks -> the median ``key`` (the slowdown, the kernels' geometric mean, or its ends ``low`` and ``high``) the
+    folders' target link tests measured at that many ranks at once, each launch's test once (a launch's cases share
+    one)."""
+    seen: dict[int, dict[tuple, float]] = {}
     for folder in folders:
         for path in sorted((folder / "inputs").glob("*-links-[0-9]*.json.gz")):
             cores = json.loads(gzip.decompress(path.read_bytes())).get("node_cores")
             if cores:
-                seen.setdefault(cores["ranks"], {})[cores["slowdown"]] = None
-    return {ranks: statistics.median(values) for ranks, values in sorted(seen.items())}
+                launch = (cores["slowdown"], cores["low"], cores["high"])
+                seen.setdefault(cores["ranks"], {})[launch] = cores[key]
+    return {ranks: statistics.median(values.values()) for ranks, values in sorted(seen.items())}
 
 
-# the model as the eighth CPU round froze it: compute priced on the lines, nothing held above unmeasured ranks (patches of
-# the ninth round's frozen model, applied where it is derived)
+# the model as the eighth CPU round froze it: compute priced on the lines, nothing held above unmeasured ranks (patches
+# of the ninth round's frozen model, applied where it is derived)
 BEFORE = (
     (predict, "priced_alone", lambda scaling, model: model),
     (predict, "unmeasured_cores_seconds", lambda *a: 0.0),

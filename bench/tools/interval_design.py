@@ -1,12 +1,12 @@
-"""The sweep's part of an interval, in-sample on the CPU rounds whose target's link tests measured their own cores: each
-folder's records derived again (bench recheck, in a copy) twice: with the fitted lines' misfit on every local second,
-the rule before (``misfit_everywhere`` in place of ``sweep_part``), and by the model with the rule, which leaves out
-the compute priced on the sweep's own run of that share (``intervals.sweep_part``), both by the model as the ninth CPU
-round froze it (``heldoutcpu9.FROZEN``, derived there: ``derived_at``; the rule is 5384d31's, a later change moved the
-carried predictions), so that the table stays this design's as the model moves on. Per folder and kind of input: the mean
-|error| (each record's median run), how many runs' measured times fell inside their intervals, the intervals' median
-half-width (a share of the prediction), how many reached down to zero, and how many speedup intervals had no upper end.
-Design evidence only: the rounds shaped the rule.
+"""The sweep's part of an interval, in-sample on the CPU rounds whose target's link tests measured their own cores.
+Each folder's records are derived again (bench recheck, in a copy) twice: with the fitted lines' misfit on every local
+second, the rule before (``misfit_everywhere`` in place of ``sweep_part``), and with the rule, which leaves out the
+compute priced on the sweep's own run of that share (``intervals.sweep_part``). Both are derived by the model as the
+ninth CPU round froze it (``heldoutcpu9.FROZEN``, ``derived_at``), so that the table stays this design's as the model
+moves on; the rule is the seventh round's, and a later change moved the carried predictions. Per folder and kind of
+input: the mean |error| (each record's median run), how many runs' measured times fell inside their intervals, the
+intervals' median half-width (a share of the prediction), how many reached down to zero, and how many speedup
+intervals had no upper end. Design evidence only: the rounds shaped the rule.
 
     python -m bench.tools.interval_design docs/results/cpu-16core/heldoutcpu4 docs/results/cpu-16core/heldoutcpu5 ...
 """

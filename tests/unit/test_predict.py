@@ -426,8 +426,9 @@ def test_emulated_nodes_on_one_host_share_its_memory():
 
 
 def test_a_compute_phases_growth_held_beyond_its_pair_is_the_top_of_the_interval():
-    """A CPU rank's compute measured to grow by half its time at 2 ranks on a node: at 8 a node, the prediction holds
-    that growth and the interval's top (time and speedup) reaches what growing on linearly would add."""
+    """A GPU sweep's compute measured to grow by half its time at 2 ranks on a node: at 8 a node, the prediction holds
+    that growth and the interval's top (time and speedup) reaches what growing on linearly would add (a CPU sweep's is
+    charged its node's cores instead: test_a_stand_in_for_the_nodes_cores...)."""
     from spmd.scale.prediction.predict import predict_machine
 
     compute = {"intercept_s": 0.0, "seconds_per_byte": 1e-10, "node_seconds_per_byte": 5e-11, "fit": "affine + node"}
@@ -437,7 +438,8 @@ def test_a_compute_phases_growth_held_beyond_its_pair_is_the_top_of_the_interval
         "gap_s": 0.0,
     }
     run = {"mode": "weak", "ranks": 1, "report": {"problem": {"bytes": 1e9}, "timings": {}}, "placement": {}}
-    scaling = {"model": model, "comm": "mpi", "series": {"weak": [{"ranks": 1, "time": 0.1}]}, "runs": [run]}
+    series = {"weak": [{"ranks": 1, "time": 0.1}]}
+    scaling = {"model": model, "comm": "mpi", "device": "gpu", "series": series, "runs": [run]}
     row = predict_machine(scaling, machine_from_dict({"gpus_per_node": 8, "nodes": 1, "intra": {"busbw_GBps": 10}}))
     row = row["rows"][0]
     assert row["ranks"] == 8 and row["phases"]["compute"] == pytest.approx(0.15)  # held at 2's growth
@@ -901,7 +903,7 @@ def test_a_cpu_target_with_more_ranks_a_node_than_the_sweep_ran_says_to_measure_
         assert not found
     else:
         (note,) = found
-        assert note.startswith(f"{said} at most 2:") and f"spmd scale --ranks 1,...,{per_node}" in note
+        assert note.startswith(f"{said} at most 2,") and f"spmd scale --ranks 1,...,{per_node}" in note
 
 
 @given(
@@ -909,21 +911,36 @@ def test_a_cpu_target_with_more_ranks_a_node_than_the_sweep_ran_says_to_measure_
     st.integers(1, 32),
     st.sampled_from(["cpu", "gpu"]),
     st.booleans(),
+    st.integers(0, 32),
 )
-def test_the_note_on_ranks_a_node_comes_exactly_where_a_cpu_target_runs_more_than_the_sweep_did(
-    ranks, per_node, device, placed
+def test_a_stand_in_for_the_nodes_cores_comes_exactly_where_a_cpu_target_runs_more_than_anything_measured(
+    ranks, per_node, device, placed, tested
 ):
-    """Whatever the sweep's runs (their ranks on one node, placed or not) and the target's ranks a node: the note
-    comes on CPUs and only where the target's busiest node runs more ranks than any run of the sweep, naming both."""
-    from spmd.scale.prediction.predict import node_unmeasured_note
+    """Whatever the sweep's runs (their ranks on one node, placed or not), the target's ranks a node and the ranks its
+    link test's cores test ran at once (0: none): on CPUs, where the test ran more than the sweep did, its own figures
+    are charged; else, where the target's busiest node runs more ranks than any run of the sweep, STAND_IN_CORES is,
+    marked and said so (naming both counts, and whose figures they are); else nothing. On GPUs, nothing."""
+    from spmd.scale.models.node import STAND_IN_CORES
+    from spmd.scale.prediction.predict import with_node_cores
 
     runs = [{"ranks": r, "placement": {"ranks_per_node": {"node0": r}} if placed else {}} for r in ranks]
     target = machine_from_dict({"gpus_per_node": per_node, "nodes": 1, "intra": {"busbw_GBps": 10}})
-    note = node_unmeasured_note({"device": device, "runs": runs}, target)
-    if device == "cpu" and per_node > max(ranks):
-        assert note.startswith(f"{per_node} CPU ranks on a node where the sweep ran at most {max(ranks)}:")
+    cores = {"ranks": tested, "slowdown": 1.5, "low": 1.2, "high": 1.9} if tested > 1 else None
+    target = replace(target, node_cores=cores)
+    notes = []
+    got = with_node_cores({"device": device, "runs": runs}, {"local": {}}, target, notes)
+    swept = max(ranks)
+    if device == "gpu" or (per_node <= swept and not (cores and tested > swept)):
+        assert got == {"local": {}} and notes == []
+    elif cores and tested > swept:
+        assert got["node_cores"] == {**cores, "sweep_ranks": swept}
+        (note,) = notes
+        assert note.startswith("the node's cores measured by the target's link test")
     else:
-        assert note is None
+        assert got["node_cores"] == {**STAND_IN_CORES, "sweep_ranks": swept, "stand_in": True}
+        (note,) = notes
+        assert note.startswith(f"{per_node} CPU ranks on a node where the sweep ran at most {swept}")
+        assert "another node" in note and f"spmd scale --ranks 1,...,{per_node}" in note
 
 
 def test_a_links_files_node_cores_are_checked():
@@ -945,22 +962,22 @@ def test_a_links_files_node_cores_are_checked():
     st.floats(0.5, 4.0),
     st.floats(0.0, 3.0),
     st.floats(0.0, 3.0),
+    st.booleans(),
 )
 def test_the_cores_slowdown_is_charged_only_beyond_the_sweeps_ranks_and_up_to_the_tests(
-    sweep_ranks, tested, k, low, up, further
+    sweep_ranks, tested, k, low, up, further, stand_in
 ):
-    """Whatever the sweep ran on a node, the ranks the target's cores test ran at once and its figures: a slowdown is
-    charged only where the target puts more ranks on a node than the sweep did and no more than the test ran; there
-    it is the test's own at the test's ranks, carried linearly from one rank alone (1) below them, the ends too, and
-    lies between them."""
+    """Whatever the sweep ran on a node, the ranks the cores test ran at once and its figures: a slowdown is charged
+    only where the target puts more ranks on a node than the sweep did and, for the target's own test, no more than
+    it ran (another node's standing in carries on at any count); there it is the test's own at the test's ranks,
+    carried linearly from one rank alone (1), the ends too, and lies between them."""
     from spmd.scale.models.node import cores_slowdown
 
     slowdown, high = low + up, low + up + further
-    model = {
-        "node_cores": {"ranks": tested, "slowdown": slowdown, "low": low, "high": high, "sweep_ranks": sweep_ranks}
-    }
+    cores = {"ranks": tested, "slowdown": slowdown, "low": low, "high": high, "sweep_ranks": sweep_ranks}
+    model = {"node_cores": {**cores, "stand_in": True} if stand_in else cores}
     got = cores_slowdown(model, k)
-    if not sweep_ranks < k <= tested:
+    if not (sweep_ranks < k and (k <= tested or stand_in)):
         assert got is None
         return
     part = (k - 1) / (tested - 1)
@@ -971,34 +988,42 @@ def test_the_cores_slowdown_is_charged_only_beyond_the_sweeps_ranks_and_up_to_th
     assert cores_slowdown({}, k) is None
 
 
-@given(st.integers(1, 64), st.integers(1, 64), st.floats(1e-4, 10.0), st.floats(1e-4, 10.0), st.integers(0, 64))
-def test_more_cpu_ranks_on_a_node_than_measured_hold_the_stored_slowdown_above_and_nothing_within(
-    k, measured_ranks, compute, read, tested
+@pytest.mark.parametrize(
+    "round_, case", [(3, "reduce-seed-353-float64"), (9, "train-an-mlp-of-512-1536-384-10-at-batch-704")]
+)
+def test_a_stand_in_for_the_nodes_cores_is_charged_as_the_targets_own_test_with_its_figures_would_be(
+    tmp_path, round_, case
 ):
-    """Whatever the ranks on a node, the most the sweep ran there and the ranks a target's cores test ran at once (0:
-    none): UNMEASURED_CORES's slowdown is x1 for one rank alone, its own at its counts, grows with the ranks; what it
-    holds above is its rise from the sweep's ranks to these, on the compute phases' time alone (never a host's read),
-    and nothing within the sweep's ranks or where the cores test reached these ranks and charged its own slowdown (a
-    test of fewer charges nothing here, so the rise is from the sweep's, as the prediction's node term is)."""
-    from spmd.scale.models.node import UNMEASURED_CORES, unmeasured_cores_seconds, unmeasured_slowdown
+    """One rule for a node's cores, whoever measured them: a CPU round's stored fit predicted for 4 and 8 ranks a node
+    from links whose test measured no cores (STAND_IN_CORES stands in) gives the same rows, to the last digit, as from
+    the same links with a cores test of STAND_IN_CORES's own figures at 8; only the notes differ (whose figures)."""
+    import gzip
 
-    assert unmeasured_slowdown(1) == 1.0
-    for ranks, slowdown in UNMEASURED_CORES:
-        assert unmeasured_slowdown(ranks) == pytest.approx(slowdown)
-    assert unmeasured_slowdown(k + 1) > unmeasured_slowdown(k)
-    share = 1e6
-    line = {"intercept_s": 0.0, "seconds_per_byte": 1.0}
-    model = {
-        "local": {"compute": {**line, "seconds_per_byte": compute / share}, "read": {**line, "seconds_per_byte": 1.0}},
-        "points": [{"ranks": 1, "problem_bytes": share, "phases": {"read": {"measured_s": read}}}],
-    }
-    if tested > 1:  # the target's cores test ran that many ranks at once, beyond the sweep's one a node
-        model["node_cores"] = {"ranks": tested, "sweep_ranks": 1, "slowdown": 1.5, "low": 1.2, "high": 2.0}
-    held = unmeasured_cores_seconds(model, k, share * k, measured_ranks, k)
-    if k <= measured_ranks or 1 < k <= tested:
-        assert held == 0.0
-    else:
-        assert held == pytest.approx((unmeasured_slowdown(k) - unmeasured_slowdown(measured_ranks)) * compute)
+    from spmd.scale.models.node import STAND_IN_CORES
+    from spmd.scale.prediction.machines import read_target
+    from spmd.scale.prediction.predict import predict_machine, read_sweep
+
+    folder = ROOT / f"docs/results/cpu-16core/heldoutcpu{round_}/inputs"
+    path = tmp_path / "scaling.json"
+    path.write_bytes(gzip.decompress((folder / f"{case}-fit.json.gz").read_bytes()))
+    links = json.loads(gzip.decompress((folder / f"{case}-links-fit.json.gz").read_bytes()))
+    links.pop("node_cores", None)
+    tested = {**STAND_IN_CORES, "threads": 1, "kernels": {}}
+    (tmp_path / "with.json").write_text(json.dumps({**links, "node_cores": tested}))
+    (tmp_path / "without.json").write_text(json.dumps(links))
+    sweep = read_sweep(path)
+    for per_node in (4, 8):
+        target = f"gpus_per_node={per_node},nodes=1,links="
+        own = predict_machine(sweep, read_target(target + str(tmp_path / "with.json")))
+        stood_in = predict_machine(sweep, read_target(target + str(tmp_path / "without.json")))
+        assert [r["ranks"] for r in stood_in["rows"]] == [r["ranks"] for r in own["rows"]]
+        for got, want in zip(stood_in["rows"], own["rows"]):
+            for key in ("predicted_s", "cores_below_s", "cores_above_s", "node_beyond_s"):
+                assert got[key] == pytest.approx(want[key], rel=1e-12, abs=1e-15), key
+            assert got["interval"] == pytest.approx(want["interval"], rel=1e-12)
+        assert any(r["cores_above_s"] > 0 for r in stood_in["rows"])
+        assert [n for n in stood_in["notes"] if "another node" in n]
+        assert not [n for n in own["notes"] if "another node" in n]
 
 
 @given(st.integers(3, 16), st.floats(1.0, 4.0), st.floats(0.0, 1.0), st.floats(0.0, 2.0), st.floats(1e5, 1e10))
@@ -1044,7 +1069,7 @@ def test_a_cpu_phase_charged_the_cores_slowdown_is_its_time_alone_times_it_and_i
 def test_a_cpu_target_whose_link_test_measured_its_cores_charges_them_and_says_so(tmp_path, device):
     """A CPU sweep of 1-2 ranks predicted for 8 on a node whose link test measured its cores: each compute phase at 8
     is its time alone, as the fit measured that share on one rank, charged their slowdown (its interval wider by the
-    kernels' ends), a note says so and the note to measure within the node is gone; a GPU sweep, whose ranks compute
+    kernels' ends), a note says so and the note that another node's stand in is gone; a GPU sweep, whose ranks compute
     on GPUs of their own, is charged nothing."""
     import gzip
 
@@ -1087,8 +1112,9 @@ def test_a_cpu_target_whose_link_test_measured_its_cores_charges_them_and_says_s
         assert len(said) == 1 and "x1.20 to x2.40" in said[0] and "x1.60 at 8" in said[0]
         assert not [n for n in charged["notes"] if "CPU ranks on a node" in n]
         (unmeasured,) = [n for n in plain["notes"] if "CPU ranks on a node" in n]
-        assert "x1.65 at 8 a node), not this node's" in unmeasured  # the top's stored slowdown, named as another's
-        assert [row["ranks"] for row in plain["rows"] if row["node_beyond_s"] > 0] == [8, 8]
+        assert "x1.65 at 8 ranks at once" in unmeasured and "not this node's" in unmeasured  # another node's, named
+        assert [row["ranks"] for row in plain["rows"] if row["cores_above_s"] > 0] == [8, 8]  # charged by it
+        assert all(row["node_beyond_s"] == 0 for row in plain["rows"])
 
 
 @given(st.floats(1e3, 1e9), st.floats(0.5, 2.0), st.sampled_from([1, 2]), st.floats(1e-4, 1.0))
@@ -1147,10 +1173,11 @@ def test_a_cpu_prediction_priced_on_the_share_it_measured_has_an_interval_that_d
     its caches hold), which set the sweep's part of every interval beyond the prediction itself. Its compute priced on
     that very share run, from the target's link test (times its cores' slowdown) and carried from the fit's own (its
     node term on top), that miss is not its own: each interval keeps a lower end, and its speedup an upper one. The
-    carried one, at more ranks a node than anything measured, holds UNMEASURED_CORES's slowdown above."""
+    carried one, at more ranks a node than anything measured, is charged STAND_IN_CORES's slowdown on that time alone,
+    its kernels' ends about it."""
     import gzip
 
-    from spmd.scale.models.node import alone_seconds, unmeasured_slowdown
+    from spmd.scale.models.node import STAND_IN_CORES, alone_seconds
     from spmd.scale.prediction.machines import read_target
     from spmd.scale.prediction.predict import predict_machine, read_sweep
 
@@ -1167,8 +1194,9 @@ def test_a_cpu_prediction_priced_on_the_share_it_measured_has_an_interval_that_d
         local = strong["predicted_s"] - strong["comm_s"]
         assert strong["interval_parts"]["sweep"] < 0.5 * local
         assert strong["interval"][0] > 0 and strong["speedup_interval"][1] is not None
-        if not charged:
+        if not charged:  # the stand-in at its own 8 ranks at once
             share = strong["problem_bytes"] / 8
             alone = sum(alone_seconds(sweep["model"], p, share, 8) for p in sweep["model"]["local"] if p != "read")
-            held = (unmeasured_slowdown(8) - unmeasured_slowdown(2)) * alone  # the sweep ran 2 a node
-            assert held > 0 and strong["node_beyond_s"] >= held * (1 - 1e-9)
+            assert strong["phases"]["compute"] == pytest.approx(alone * STAND_IN_CORES["slowdown"])
+            above = (STAND_IN_CORES["high"] - STAND_IN_CORES["slowdown"]) * alone
+            assert strong["cores_above_s"] == pytest.approx(above) and strong["node_beyond_s"] == 0

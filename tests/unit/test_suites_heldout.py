@@ -191,14 +191,22 @@ def test_a_record_of_other_model_files_is_told_from_one_of_other_files(tmp_path)
     assert check([f"{docs}+changes"], tmp_path, frozen) == [f"{docs}+changes"]
 
 
-def test_the_slowdown_held_above_unmeasured_cpu_ranks_is_the_median_the_stored_cores_tests_measured():
-    """UNMEASURED_CORES: at 4 and at 8 ranks at once, the median of the CPU rounds 4-8's target link tests' cores
-    slowdowns (each launch's test once), recomputed from the stored inputs (bench.tools.carried_design)."""
+def test_the_stand_in_cores_test_is_the_medians_of_the_stored_cores_tests_at_eight_and_carries_to_theirs_at_four():
+    """STAND_IN_CORES: at 8 ranks at once, the medians of the CPU rounds 4-8's target link tests' cores figures (the
+    slowdown and its kernels' ends, each launch's test once), recomputed from the stored inputs
+    (bench.tools.carried_design); carried linearly to 4 ranks (``node.cores_slowdown``), within 0.04 of the same
+    tests' medians at 4."""
     from bench.tools.carried_design import cores_medians
-    from spmd.scale.models.node import UNMEASURED_CORES
+    from spmd.scale.models.node import STAND_IN_CORES, cores_slowdown
 
-    medians = cores_medians([ROOT / f"docs/results/cpu-16core/heldoutcpu{r}" for r in range(4, 9)])
-    assert [(ranks, round(slowdown, 2)) for ranks, slowdown in medians.items() if ranks > 2] == list(UNMEASURED_CORES)
+    folders = [ROOT / f"docs/results/cpu-16core/heldoutcpu{r}" for r in range(4, 9)]
+    assert STAND_IN_CORES["ranks"] == 8
+    stand_in = {**STAND_IN_CORES, "sweep_ranks": 2, "stand_in": True}
+    at_four = cores_slowdown({"node_cores": stand_in}, 4)
+    for key, carried in zip(("slowdown", "low", "high"), at_four):
+        medians = cores_medians(folders, key)
+        assert round(medians[8], 2) == STAND_IN_CORES[key], key
+        assert carried == pytest.approx(medians[4], abs=0.04), key
 
 
 def test_a_design_derived_at_a_commit_is_that_commits_model_and_its_patches_apply_there():

@@ -13,8 +13,8 @@ cost and training ranks waiting for each other's host in the allreduce, their me
 row's ``unseen_s``, a part of its own) and their spread about it to the interval, a last part (``unseen_below``,
 ``unseen_above``). Where a compute phase's node term is held beyond the ranks its node was measured with, what growing
 on would add is the top's own part (the row's ``node_beyond_s``, ``node.node_beyond_seconds``); where the
-target's cores test charged it instead, the least and the most slowed kernel's are the ends' own parts (the row's
-``cores_below_s`` and ``cores_above_s``, ``node.cores_seconds``).
+target's cores test (or another node's, standing in for it) charged it instead, the least and the most slowed kernel's
+are the ends' own parts (the row's ``cores_below_s`` and ``cores_above_s``, ``node.cores_seconds``).
 """
 
 from __future__ import annotations

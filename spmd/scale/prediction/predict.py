@@ -14,13 +14,7 @@ import statistics
 from ...core.errors import ConfigError
 from ..decision.flags import beyond_ideal
 from ..models.links import collective_seconds
-from ..models.node import (
-    cores_seconds,
-    measured_alone_seconds,
-    node_beyond_seconds,
-    unmeasured_cores_seconds,
-    unmeasured_slowdown,
-)
+from ..models.node import STAND_IN_CORES, cores_seconds, measured_alone_seconds, node_beyond_seconds
 from ..models.overlap import exposed as overlap_exposed
 from ..models.overlap import hidden_share
 from ..models.phases import phase_bytes
@@ -115,10 +109,8 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             # a compute phase's node growth held beyond the ranks its node was measured with: what carrying it on
             # would add lies above, a part of its own (a choice between two extrapolations, not a spread)
             beyond = node_beyond_seconds(model, ranks, problem, host_ranks)
-            if scaling.get("device") != "gpu":  # more CPU ranks a node than measured: a node's slowdown may lie above
-                swept = sweep_node_ranks(scaling)
-                beyond = max(beyond, unmeasured_cores_seconds(model, ranks, problem, swept, host_ranks))
-            # the target's cores test charged its compute phases a slowdown between its kernels': their ends
+            # the target's cores test (or one standing in) charged its compute phases a slowdown between its
+            # kernels': their ends
             cores_below, cores_above = cores_seconds(model, ranks, problem, host_ranks)
             if added:
                 phases = {**phases, "unseen": added, "total": phases["total"] + added}
@@ -179,9 +171,6 @@ def predict_machine(scaling: dict, machine: Machine) -> dict:
             "shift): halos priced by two terms fitted to the allreduce, whose latency per ring step misses NCCL's "
             "cost per point-to-point call"
         )
-    within = node_unmeasured_note(scaling, machine)
-    if within:
-        notes.append(within)
     unseen = unseen_terms(scaling, model)
     if unseen and any(row["unseen_s"] for row in rows):
         notes.append(unseen_note(unseen))
@@ -219,44 +208,39 @@ def priced_alone(scaling: dict, model: dict) -> dict:
 
 
 def with_node_cores(scaling: dict, model: dict, machine: Machine, notes: list[str]) -> dict:
-    """``model`` with what the target's link test measured of its node's cores (``node_cores``, for
-    ``node.cores_slowdown``) where the sweep ran on CPUs and the test ran more ranks at once than the sweep
-    put on a node; a note says what it charges."""
-    cores = machine.node_cores
-    sweep_ranks = sweep_node_ranks(scaling)
-    if scaling.get("device") == "gpu" or not cores or cores["ranks"] <= sweep_ranks:
-        return model
-    notes.append(
-        f"the node's cores measured by the target's link test: {cores['ranks']} ranks at once slowed its kernels "
-        f"x{cores['low']:.2f} to x{cores['high']:.2f} against one alone; each compute phase beyond the {sweep_ranks} "
-        f"rank(s) a node the sweep ran is charged their geometric mean, x{cores['slowdown']:.2f} at "
-        f"{cores['ranks']} (from one alone, linearly, at fewer), the kernels' ends in its interval"
-    )
-    keys = ("ranks", "slowdown", "low", "high")
-    return {**model, "node_cores": {**{k: cores[k] for k in keys}, "sweep_ranks": sweep_ranks}}
-
-
-def node_unmeasured_note(scaling: dict, machine: Machine) -> str | None:
-    """On CPUs, where the target puts more ranks on a node than any run of the sweep did: what ranks at once on a
-    node's cores cost each other was not measured, and a fit on fewer does not tell it (the held-out CPU rounds, where
-    it was these predictions' largest error); the node itself measures it. None on GPUs (each rank computes on a GPU of
-    its own; the host's share is carried on) and within the ranks a node measured, by the sweep or by the target's
-    cores test (``with_node_cores``)."""
+    """``model`` with what ranks at once cost each other's compute on the target's node (``node_cores``, for
+    ``node.cores_slowdown``) where the sweep ran on CPUs and the target puts more ranks on a node than it did: what the
+    target's link test measured of its node's cores where it ran more ranks at once than the sweep, else another
+    node's test standing in for it (STAND_IN_CORES: in the held-out CPU rounds, the node's cores were these
+    predictions' largest error, mostly too fast, and a sweep of fewer ranks does not tell them). A note says which."""
     if scaling.get("device") == "gpu":
-        return None
-    measured = sweep_node_ranks(scaling)
+        return model
+    sweep_ranks = sweep_node_ranks(scaling)
+    cores = machine.node_cores
+    keys = ("ranks", "slowdown", "low", "high")
+    if cores and cores["ranks"] > sweep_ranks:
+        notes.append(
+            f"the node's cores measured by the target's link test: {cores['ranks']} ranks at once slowed its kernels "
+            f"x{cores['low']:.2f} to x{cores['high']:.2f} against one alone; each compute phase beyond the "
+            f"{sweep_ranks} rank(s) a node the sweep ran is charged their geometric mean, x{cores['slowdown']:.2f} at "
+            f"{cores['ranks']} (from one alone, linearly, at fewer), the kernels' ends in its interval"
+        )
+        return {**model, "node_cores": {**{k: cores[k] for k in keys}, "sweep_ranks": sweep_ranks}}
     most = max(machine.ranks_on_a_host(machine.gpus_per_node * n) for n in machine.nodes)
-    if most <= max(measured, (machine.node_cores or {}).get("ranks", 0)):
-        return None
-    return (
-        f"{most} CPU ranks on a node where the sweep ran at most {measured}: what ranks at once cost each other on a "
-        f"node's cores (its memory bandwidth, its caches) was not measured, and a sweep of fewer does not tell it (in "
-        f"held-out CPU rounds it was these predictions' largest error, mostly too fast); each interval's top holds the "
-        f"median slowdown spmd's cores test measured on another node, its own 16-core node of the held-out rounds "
-        f"(x{unmeasured_slowdown(most):.2f} at {most} a node), not this node's; the node measures it: spmd bench comm "
-        f"--links with {most} ranks on it (its cores test, for the target's key links), or spmd scale --ranks "
-        f"1,...,{most} on it, then predict other counts of such nodes"
+    if most <= sweep_ranks:
+        return model
+    stand_in = STAND_IN_CORES
+    notes.append(
+        f"{most} CPU ranks on a node where the sweep ran at most {sweep_ranks}, and the target's link test measured no "
+        f"node's cores: what ranks at once cost each other there (its memory bandwidth, its caches) was not measured, "
+        f"and a sweep of fewer does not tell it; each compute phase beyond {sweep_ranks} a node is charged what spmd's "
+        f"cores test measured on another node, its own 16-core node of the held-out rounds "
+        f"(x{stand_in['slowdown']:.2f} at {stand_in['ranks']} ranks at once, from one alone, linearly; its kernels' "
+        f"ends x{stand_in['low']:.2f} to x{stand_in['high']:.2f} in the interval), not this node's; the node "
+        f"measures its own: spmd bench comm --links with {most} ranks on it (its cores test, for the target's key "
+        f"links), or spmd scale --ranks 1,...,{most} on it, then predict other counts of such nodes"
     )
+    return {**model, "node_cores": {**stand_in, "sweep_ranks": sweep_ranks, "stand_in": True}}
 
 
 def sweep_state(scaling: dict) -> dict:
