@@ -46,14 +46,19 @@ BEFORE = (
 )
 
 
-def cell(records: list, kind: str, ranks: int) -> str:
-    runs = [
+def runs_of(records: list, kind: str, ranks: int) -> list[dict]:
+    """Every run of the records' predictions from ``kind`` of input at ``ranks``."""
+    return [
         q
         for r in records
         if r.params["kind"] == kind
         for q in (r.params.get("runs") or [r.params])
         if q["ranks"] == ranks
     ]
+
+
+def cell(records: list, kind: str, ranks: int) -> str:
+    runs = runs_of(records, kind, ranks)
     error = statistics.mean(abs(q["predicted_s"] / q["measured_s"] - 1) for q in runs)
     within = sum(inside(q) for q in runs)
     above = sum(q["measured_s"] > q["interval"][1] for q in runs)

@@ -17,19 +17,13 @@ import statistics
 from pathlib import Path
 
 from bench.suites import heldoutcpu9, heldoutcpu10
-from bench.tools.carried_design import cell
+from bench.tools.carried_design import cell, runs_of
 from bench.tools.heldout_inputs import derived_at
 
 
 def signed(records: list, kind: str, ranks: int) -> str:
     """The median of (predicted / measured - 1) over the runs of ``kind`` at ``ranks``."""
-    runs = [
-        q
-        for r in records
-        if r.params["kind"] == kind
-        for q in (r.params.get("runs") or [r.params])
-        if q["ranks"] == ranks
-    ]
+    runs = runs_of(records, kind, ranks)
     return f"{statistics.median(q['predicted_s'] / q['measured_s'] - 1 for q in runs):+.1%}"
 
 
