@@ -248,3 +248,31 @@ def test_the_run_that_would_settle_it_removes_what_made_the_points_suspect(reaso
     from spmd.scale.decision.decide import settle
 
     assert run in settle([reason], "batch sweep")
+
+
+def test_the_suspect_points_words_read_the_same_in_every_process():
+    """A sweep's verdict is derived again by ``spmd predict`` in another process, whose string hashing differs: the
+    count of suspect points by kind names tied kinds in the order the points' reasons give them, not a set's order
+    (which moved with the hash seed and once made the prediction's verdict differ from the sweep's)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from spmd.scale.decision.verdict import suspect_words\n"
+        "reasons = ['noisy: a', 'busy host: b', 'oversubscribed: c', 'beyond ideal: d']\n"
+        "print(suspect_words({'suspect': [{'reasons': reasons}, {'reasons': reasons[1::-1]}]}))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    said = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(root)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(12)
+    }
+    assert said == {"2 suspect point(s) (noisy: 2, busy host: 2, oversubscribed: 1, beyond ideal: 1)\n"}

@@ -72,7 +72,9 @@ def suspect_words(decision: dict) -> str:
     """How many points are suspect and why, by kind (each reason's first words)."""
     kinds: dict[str, int] = {}
     for s in decision["suspect"]:
-        for kind in {_kind(why) for why in s["reasons"]}:
+        # each kind once a point, in its reasons' order: a set's order moves with the process's string hashing, and
+        # a sweep's verdict must read the same when predict derives it again in another process
+        for kind in dict.fromkeys(_kind(why) for why in s["reasons"]):
             kinds[kind] = kinds.get(kind, 0) + 1
     if not kinds:
         return "no run of several ranks to compare"
