@@ -476,11 +476,8 @@ def halves(how: str, dirs: str, workloads: str = "") -> str:
     return table(how, folders, set(workloads.split(",")) if workloads else None)
 
 
-DESIGN_TOOLS = (
-    "interval_design",
-    "carried_design",
-    "stand_in_design",
-)  # bench.tools modules whose in-sample table a page renders
+# bench.tools modules whose in-sample table a page renders
+DESIGN_TOOLS = ("interval_design", "carried_design", "stand_in_design")
 
 
 def design_table(tool: str, dirs: str) -> str:

@@ -57,11 +57,18 @@ def inside(row: dict) -> bool:
     return row["interval"][0] <= row["measured_s"] <= row["interval"][1]
 
 
-def derived_records(folder: Path, patches: tuple = ()) -> list:
-    """The folder's records derived again (bench recheck, in a copy) by the model as it is, under ``patches``."""
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+@contextlib.contextmanager
+def patched(patches: tuple) -> Iterator[None]:
+    """``patches``, each (module, name, replacement), applied for the block."""
+    with contextlib.ExitStack() as stack:
         for module, name, new in patches:
             stack.enter_context(mock.patch.object(module, name, new))
+        yield
+
+
+def derived_records(folder: Path, patches: tuple = ()) -> list:
+    """The folder's records derived again (bench recheck, in a copy) by the model as it is, under ``patches``."""
+    with tempfile.TemporaryDirectory() as tmp, patched(patches):
         copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
         recheck(copy)
         return read_records(copy / "records.jsonl")
@@ -95,9 +102,7 @@ def main():
     if args.patches:
         module, name = args.patches.split(":")
         patches = getattr(importlib.import_module(module), name)
-    with contextlib.ExitStack() as stack:
-        for module, name, new in patches:
-            stack.enter_context(mock.patch.object(module, name, new))
+    with patched(patches):
         recheck(args.folder)
 
 
