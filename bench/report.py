@@ -416,52 +416,17 @@ def carried_links(fit: str, target: str, ranks: int) -> dict:
     }
 
 
-def carried_calls(kind: str, suites: str, ranks: int) -> dict:
-    """The CPU rounds' link tests (``suites``, comma-separated, of the machine ``kind``): each call's test on the fit's
-    2 ranks carried by spmd's model to the allreduce on ``ranks`` ranks of the node, against the test the same call
-    ran there (``*-links-fit`` and ``*-links-{ranks}`` of each case and run, in each round's inputs). Per size of the
-    target: the median measured time over the calls, the median carried one and their error, each call's own error
-    (its carried against its measured: the 10th and 90th percentiles) and the target's own spread between calls (its
-    90th percentile over its 10th, less 1)."""
-    from spmd.scale.models.links import collective_seconds
-    from spmd.scale.prediction.machines import links_from_bench
+def carried_calls(kind: str, suites: str, ranks: int, commit: str | None = None) -> dict:
+    """``bench.tools.carried_calls``' table of the CPU rounds ``suites`` carried to ``ranks`` ranks, by the model as it
+    is or, given ``commit``, as it was there (``heldout_inputs.module_at``), so that a table a page reads as one model's
+    stays that model's."""
+    from .tools import carried_calls as tool
 
-    def read(path: Path) -> dict:
-        return json.loads(gzip.decompress(path.read_bytes()))
+    if commit is None:
+        return tool.calls(kind, suites, ranks)
+    from .tools.heldout_inputs import module_at
 
-    calls = [
-        (read(fit), read(fit.with_name(fit.name.replace("-links-fit", f"-links-{ranks}"))))
-        for suite in suites.split(",")
-        for fit in sorted((RESULTS / kind / suite / "inputs").glob("*-links-fit.json.gz"))
-    ]
-    rows = []
-    for r in calls[0][1]["levels"]["intra"]["rows"]:
-        measured = [_seconds_at(target, r["bytes"]) for _, target in calls]
-        carried = [
-            collective_seconds("allreduce", r["bytes"], ranks, ranks, links_from_bench(fit)["intra"], None)
-            for fit, _ in calls
-        ]
-        each = statistics.quantiles([c / m - 1 for c, m in zip(carried, measured)], n=10)
-        apart = statistics.quantiles(measured, n=10)
-        error = statistics.median(carried) / statistics.median(measured) - 1
-        rows.append(
-            {
-                "bytes": r["bytes"],
-                "size": size_label(r["bytes"]),
-                "measured_s": statistics.median(measured),
-                "carried_s": statistics.median(carried),
-                "error": error,
-                "each": [each[0], each[-1]],
-                "spread": apart[-1] / apart[0] - 1,
-            }
-        )
-    return {
-        "calls": len(calls),
-        "from_ranks": calls[0][0]["levels"]["intra"]["ranks"],
-        "rows": rows,
-        **_against_the_goal(rows),
-        "folders": [f"docs/results/{kind}/{suite}/inputs" for suite in suites.split(",")],
-    }
+    return json.loads(module_at(commit, "bench.tools.carried_calls", [kind, suites, str(ranks)]))
 
 
 def halves(how: str, dirs: str, workloads: str = "") -> str:

@@ -1,8 +1,8 @@
 """What the held-out design tools share: the ``--engines`` option (a links file whose host's reads by engine stand in
 where a round's stored links file predates them), a round's stored runs with their inputs unpacked (the links given
 them), a round's records derived again in a copy under a design's patches, by the model as it is or as it was at a
-commit (``derived_at``: so that a design's rendered table stays that design's when the model moves on), and whether a
-checked prediction's measured time fell inside its interval.
+commit (``derived_at``, ``module_at``: so that a design's rendered table stays that design's when the model moves on),
+and whether a checked prediction's measured time fell inside its interval.
 
     python -m bench.tools.heldout_inputs FOLDER [--patches MODULE:NAME]   (derives FOLDER's records again in place)
 """
@@ -75,22 +75,27 @@ def derived_records(folder: Path, patches: tuple = ()) -> list:
 
 
 def derived_at(folder: Path, commit: str, patches: str | None = None) -> list:
-    """The folder's records derived again (bench recheck, in a copy) by the model as it was at ``commit``: its spmd
-    package, taken from git, in a process of its own (this checkout's bench around it), under the tuple of patches that
-    ``patches`` names (``module:NAME``, imported there)."""
+    """The folder's records derived again (bench recheck, in a copy) by the model as it was at ``commit``, under the
+    tuple of patches that ``patches`` names (``module:NAME``, imported there): ``module_at``'s run of this module."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
+        module_at(commit, "bench.tools.heldout_inputs", [str(copy), *(["--patches", patches] if patches else [])])
+        return read_records(copy / "records.jsonl")
+
+
+def module_at(commit: str, module: str, args: list[str]) -> str:
+    """The standard output of ``python -m module args`` with the spmd package as it was at ``commit`` (taken from git),
+    this checkout's bench around it, in a process of its own: what a design's table derives by the model it was."""
     with tempfile.TemporaryDirectory() as tmp:
         code = Path(tmp) / "code"
         code.mkdir()
         tree = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "spmd"], capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(code)], input=tree.stdout, check=True)
-        copy = Path(shutil.copytree(folder, Path(tmp) / folder.name))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(code), str(ROOT)))}
-        command = [sys.executable, "-m", "bench.tools.heldout_inputs", str(copy)]
-        done = subprocess.run([*command, *(["--patches", patches] if patches else [])], cwd=tmp, env=env, text=True,
-                              capture_output=True)  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", module, *args], cwd=tmp, env=env, text=True, capture_output=True)
         if done.returncode:
-            raise RuntimeError(f"deriving {folder} at {commit[:7]} failed: {done.stderr[-2000:]}")
-        return read_records(copy / "records.jsonl")
+            raise RuntimeError(f"{module} at {commit[:7]} failed: {done.stderr[-2000:]}")
+        return done.stdout
 
 
 def main():

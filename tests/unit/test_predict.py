@@ -576,6 +576,64 @@ def test_a_carried_call_adds_only_the_steps_its_ring_adds(small_us, busbw_gbps, 
     assert carried == pytest.approx(t0 + (2 * (ranks - 1) - 2) * step, rel=0.01)
 
 
+def test_mpis_rounds_are_a_doubling_each():
+    """MPI's small collectives take a round per doubling of the ranks: recursive doubling's allreduce, two rounds more
+    where the ranks are no power of two (the ranks beyond fold in first and are sent the result last); the others
+    ceil(log2) rounds; a ring shift one."""
+    from spmd.scale.models.links import mpi_steps
+
+    assert [mpi_steps("allreduce", p) for p in (1, 2, 3, 4, 6, 8, 16)] == [0, 1, 3, 2, 4, 3, 4]
+    assert [mpi_steps("allgather", p) for p in (2, 3, 4, 5, 8)] == [1, 2, 2, 3, 3]
+    assert mpi_steps("sendrecv", 64) == 1
+
+
+@given(
+    small_us=st.floats(5.0, 200.0),
+    busbw_gbps=st.floats(0.5, 50.0),
+    doublings=st.integers(1, 6),
+    backend=st.sampled_from(["mpi", "mpi-cuda"]),
+)
+def test_an_mpi_link_carries_a_call_round_by_round(small_us, busbw_gbps, doublings, backend):
+    """Any host MPI link measured on 2 ranks of a node gives back its own curve there; on 2^k ranks its smallest call
+    is that call and a round of MPI_STEP_LATENCY_S for each further doubling (a ring's 2 (p - 1) steps are not MPI's),
+    and a call below MPI_DOUBLING_BYTES is the call's base once and k rounds, each what the 2-rank call's one round
+    took beyond its base, at the same bytes. Beyond it, a ring's bytes: the measured curve at the bytes a link
+    carries."""
+    from spmd.scale.models.links import MPI_DOUBLING_BYTES, MPI_STEP_LATENCY_S
+
+    t0, bw, ranks = small_us * 1e-6, busbw_gbps * 1e9, 2 << doublings
+    sizes = [8 << (2 * i) for i in range(13)]  # 8 B to 128 MiB
+    rows = [{"bytes": b, "seconds": t0 + b / bw} for b in sizes]
+    data = {"backend": backend, "device": "cpu", "ranks": 2, "ranks_per_node": 2, "nodes": 1}
+    link = links_from_bench({**data, "levels": {"intra": {"ranks": 2, "rows": rows}}})["intra"]
+    assert link.library == "mpi" and link.latency_s == MPI_STEP_LATENCY_S
+    assert link.base_s == pytest.approx(max(t0 + 8 / bw - MPI_STEP_LATENCY_S, 0.0))
+    for r in rows:
+        assert collective_seconds("allreduce", r["bytes"], 2, 2, link, None) == pytest.approx(r["seconds"], rel=1e-4)
+    rounds = doublings + 1
+    for r in rows:
+        carried = collective_seconds("allreduce", r["bytes"], ranks, ranks, link, None)
+        if r["bytes"] < MPI_DOUBLING_BYTES:
+            assert carried == pytest.approx(link.base_s + rounds * (r["seconds"] - link.base_s), rel=1e-4)
+        elif r["bytes"] / bw > 10 * t0:  # a ring's bytes, 2 (p - 1) / p of a message a rank, where bytes dominate
+            ring = t0 + doublings * MPI_STEP_LATENCY_S + 2 * (ranks - 1) / ranks * r["bytes"] / bw
+            assert carried == pytest.approx(ring, rel=0.02)  # the curve read between its sizes on logarithms
+    smallest = collective_seconds("allreduce", 8, ranks, ranks, link, None)
+    assert smallest == pytest.approx(t0 + 8 / bw + doublings * MPI_STEP_LATENCY_S, rel=1e-6)
+    # NCCL's link of the same measurement: a ring's steps
+    nccl = links_from_bench({**data, "backend": "nccl", "levels": {"intra": {"ranks": 2, "rows": rows}}})["intra"]
+    assert nccl.library == "nccl"
+
+
+def test_mpi_between_nodes_crosses_on_its_last_rounds():
+    """Across nodes MPI's rounds pair ranks ever further apart: of an allreduce's log2(ranks) rounds the last
+    log2(nodes) cross between nodes and pay that link's latency, the rest the node's; no NCCL tree."""
+    intra = Link(1e-6, 10e9, "t", base_s=5e-6, library="mpi")
+    inter = Link(20e-6, 1e9, "t", base_s=30e-6, library="mpi")
+    # 8 ranks, 2 a node: 3 rounds, 2 of them across 4 nodes
+    assert collective_seconds("allreduce", 8, 8, 2, intra, inter) == pytest.approx(30e-6 + 1e-6 + 2 * 20e-6 + 24 / 1e9)
+
+
 @given(seconds=st.lists(st.floats(1e-6, 1e-2), min_size=2, max_size=2), bw=st.floats(1.0, 1e3))
 def test_a_halo_gives_back_its_measured_ring_shift_at_its_smallest_size(seconds, bw):
     """A curve's smallest size goes through a log and back (8 B is 7.999... B there): the size it is priced at is

@@ -298,6 +298,7 @@ def links_from_bench(data: dict) -> dict:
     nodes to the allreduce over every rank, less its steps inside the nodes."""
     levels, per_node, ranks = data["levels"], data["ranks_per_node"], data["ranks"]
     where = f"{data['backend']} on {data['device']}"
+    library = "nccl" if data["backend"] == "nccl" else "mpi"  # mpi and mpi-cuda run MPI's own collectives
     intra = inter = None
     if "intra" in levels:
         level = levels["intra"]
@@ -307,12 +308,20 @@ def links_from_bench(data: dict) -> dict:
             f"measured inside a node ({where})",
             gathers=level.get("allgather"),
             shifts=level.get("sendrecv"),
+            library=library,
         )
     if "world" in levels and data["nodes"] > 1:
         level = levels["world"]
         source = f"measured between nodes ({where})"
         inter = fit_inter(
-            level["rows"], ranks, per_node, intra, source, gathers=level.get("allgather"), shifts=level.get("sendrecv")
+            level["rows"],
+            ranks,
+            per_node,
+            intra,
+            source,
+            gathers=level.get("allgather"),
+            shifts=level.get("sendrecv"),
+            library=library,
         )
     reads = data.get("host_read")
     if reads is not None and not _well_formed_reads(reads):

@@ -194,7 +194,8 @@ def other_machine_tables(predictions: list[dict] | None) -> list[Table]:
         t = p["target"]
         checked = {(c["mode"], c["ranks"]): c for c in p.get("checked") or []}
         links = "; ".join(
-            f"{level}: {fmt_seconds(link.get('base_s', 0.0))} a call and {fmt_seconds(link['latency_s'])} a step, "
+            f"{level}: {fmt_seconds(link.get('base_s', 0.0))} a call and {fmt_seconds(link['latency_s'])} a "
+            f"{'round' if link.get('library') == 'mpi' else 'step'}, "  # MPI's rounds, a doubling each (links.py)
             f"{link['busbw_Bps'] / 1e9:.3g} GB/s bus bandwidth ({link['source']})"
             for level, link in (("inside a node", t["intra"]), ("between nodes", t["inter"]))
             if link
