@@ -13,14 +13,13 @@ once. Design evidence only: the rounds shaped the change.
     python -m bench.tools.carried_design docs/results/cpu-16core/heldoutcpu4 ... docs/results/cpu-16core/heldoutcpu8
 """
 
-import argparse
 import gzip
 import json
 import statistics
 from pathlib import Path
 
 from bench.suites import heldoutcpu8, heldoutcpu9
-from bench.tools.heldout_inputs import derived_at, inside
+from bench.tools.heldout_inputs import derived_at, inside, table_main
 from spmd.scale.prediction import predict
 
 
@@ -86,9 +85,7 @@ def table(folders: list[Path]) -> str:
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("folders", nargs="+", type=Path)
-    print(table(parser.parse_args().folders), end="")
+    table_main(table)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,14 @@ def module_at(commit: str, module: str, args: list[str]) -> str:
         return done.stdout
 
 
+def table_main(table: Callable[[list[Path]], str]) -> None:
+    """A design tool's command line: ``table`` over the folders it names, printed (the table ``bench report`` renders
+    from the same function: report.design_table)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("folders", nargs="+", type=Path)
+    print(table(parser.parse_args().folders), end="")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folder", type=Path)

@@ -11,13 +11,12 @@ intervals had no upper end. Design evidence only: the rounds shaped the rule.
     python -m bench.tools.interval_design docs/results/cpu-16core/heldoutcpu4 docs/results/cpu-16core/heldoutcpu5 ...
 """
 
-import argparse
 import math
 import statistics
 from pathlib import Path
 
 from bench.suites import heldoutcpu9
-from bench.tools.heldout_inputs import derived_at
+from bench.tools.heldout_inputs import derived_at, table_main
 from spmd.scale.prediction import predict
 
 
@@ -63,9 +62,7 @@ def table(folders: list[Path]) -> str:
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("folders", nargs="+", type=Path)
-    print(table(parser.parse_args().folders), end="")
+    table_main(table)
 
 
 if __name__ == "__main__":

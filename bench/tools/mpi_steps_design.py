@@ -9,12 +9,12 @@ Design evidence only: the rounds shaped the rule.
     python -m bench.tools.mpi_steps_design docs/results/cpu-16core/heldoutcpu ... docs/results/cpu-16core/heldoutcpu10
 """
 
-import argparse
 import gzip
 import json
 import statistics
 from pathlib import Path
 
+from bench.tools.heldout_inputs import table_main
 from spmd.measure.collectives import model_terms
 from spmd.scale.models.links import SMALL_SIZES
 
@@ -64,9 +64,7 @@ def table(folders: list[Path]) -> str:
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("folders", nargs="+", type=Path)
-    print(table(parser.parse_args().folders), end="")
+    table_main(table)
 
 
 if __name__ == "__main__":

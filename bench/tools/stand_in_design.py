@@ -12,13 +12,12 @@ fast). Design evidence only: the rounds shaped the change.
     python -m bench.tools.stand_in_design docs/results/cpu-16core/heldoutcpu4 ... docs/results/cpu-16core/heldoutcpu9
 """
 
-import argparse
 import statistics
 from pathlib import Path
 
 from bench.suites import heldoutcpu9, heldoutcpu10
 from bench.tools.carried_design import cell, runs_of
-from bench.tools.heldout_inputs import derived_at
+from bench.tools.heldout_inputs import derived_at, table_main
 
 
 def signed(records: list, kind: str, ranks: int) -> str:
@@ -44,9 +43,7 @@ def table(folders: list[Path]) -> str:
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("folders", nargs="+", type=Path)
-    print(table(parser.parse_args().folders), end="")
+    table_main(table)
 
 
 if __name__ == "__main__":
