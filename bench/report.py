@@ -393,9 +393,9 @@ def carried_links(fit: str, target: str, ranks: int) -> dict:
     links = [links_from_bench(data)["intra"] for _, data in fits]
     rows = []
     for r in targets[0][1]["levels"]["intra"]["rows"]:
-        measured = statistics.median(_seconds_at(data, r["bytes"]) for _, data in targets)
+        measured = statistics.median(seconds_at(data, r["bytes"]) for _, data in targets)
         carried = statistics.median(collective_seconds("allreduce", r["bytes"], ranks, ranks, k, None) for k in links)
-        apart = [_apart([_seconds_at(data, r["bytes"]) for _, data in side]) for side in (fits, targets)]
+        apart = [_apart([seconds_at(data, r["bytes"]) for _, data in side]) for side in (fits, targets)]
         rows.append(
             {
                 "bytes": r["bytes"],
@@ -412,21 +412,21 @@ def carried_links(fit: str, target: str, ranks: int) -> dict:
         "from_ranks": fits[0][1]["levels"]["intra"]["ranks"],
         "rows": rows,
         "files": [name for name, _ in fits + targets],
-        **_against_the_goal(rows),
+        **against_the_goal(rows),
     }
 
 
-def carried_calls(kind: str, suites: str, ranks: int, commit: str | None = None) -> dict:
-    """``bench.tools.carried_calls``' table of the CPU rounds ``suites`` carried to ``ranks`` ranks, by the model as it
-    is or, given ``commit``, as it was there (``heldout_inputs.module_at``), so that a table a page reads as one model's
-    stays that model's."""
+def carried_calls(kind: str, suites: str, ranks: int, commit: str | None = None, op: str = "allreduce") -> dict:
+    """``bench.tools.carried_calls``' table of the CPU rounds ``suites``' ``op`` carried to ``ranks`` ranks, by the
+    model as it is or, given ``commit``, as it was there (``heldout_inputs.module_at``), so that a table a page reads as
+    one model's stays that model's."""
     from .tools import carried_calls as tool
 
     if commit is None:
-        return tool.calls(kind, suites, ranks)
+        return tool.calls(kind, suites, ranks, op)
     from .tools.heldout_inputs import module_at
 
-    return json.loads(module_at(commit, "bench.tools.carried_calls", [kind, suites, str(ranks)]))
+    return json.loads(module_at(commit, "bench.tools.carried_calls", [kind, suites, str(ranks), "--op", op]))
 
 
 def halves(how: str, dirs: str, workloads: str = "") -> str:
@@ -454,7 +454,7 @@ def design_table(tool: str, dirs: str) -> str:
     return module.table([RESULTS / d for d in dirs.split(",")])
 
 
-def _against_the_goal(rows: list[dict]) -> dict:
+def against_the_goal(rows: list[dict]) -> dict:
     """Carried links against the issue's goal: from 1 MiB, how many sizes and the largest |error|; below it, how many
     sizes and how many of them lie within the recordings' own spread."""
     big = [abs(r["error"]) for r in rows if r["bytes"] >= 1 << 20]
@@ -473,9 +473,13 @@ def _launches(name: str) -> list[tuple[str, dict]]:
     return [(p.name, json.loads(p.read_text())) for p in paths]
 
 
-def _seconds_at(data: dict, nbytes: int) -> float:
-    """A links file's allreduce inside a node at its recorded size nearest ``nbytes``."""
-    rows = data["levels"]["intra"]["rows"]
+# where a links file keeps each collective's calls inside a node
+LINK_ROWS = {"allreduce": "rows", "allgather": "allgather"}
+
+
+def seconds_at(data: dict, nbytes: int, op: str = "allreduce") -> float:
+    """A links file's ``op`` inside a node at its recorded size nearest ``nbytes``."""
+    rows = data["levels"]["intra"][LINK_ROWS[op]]
     return min(rows, key=lambda r: abs(math.log(r["bytes"] / nbytes)))["seconds"]
 
 

@@ -14,16 +14,15 @@ import json
 import statistics
 from pathlib import Path
 
+from bench.report import LINK_ROWS
 from bench.tools.heldout_inputs import table_main
 from spmd.measure.collectives import model_terms
 from spmd.scale.models.links import SMALL_SIZES
 
-LEVELS = {"allreduce": "rows", "allgather": "allgather"}
-
 
 def smallest(path: Path, op: str) -> float | None:
     """A links file's smallest call of ``op`` inside its node, as ``fit_link`` reads it; None where not measured."""
-    rows = json.loads(gzip.decompress(path.read_bytes()))["levels"]["intra"].get(LEVELS[op]) or []
+    rows = json.loads(gzip.decompress(path.read_bytes()))["levels"]["intra"].get(LINK_ROWS[op]) or []
     return min((r["seconds"] for r in sorted(rows, key=lambda r: r["bytes"])[:SMALL_SIZES]), default=None)
 
 
@@ -47,7 +46,7 @@ def table(folders: list[Path]) -> str:
         "| collective | ranks | calls | added, median (MPI's one round) | 10th - 90th percentile | a ring step's |",
         "|---|---|---|---|---|---|",
     ]
-    for op in LEVELS:
+    for op in LINK_ROWS:
         for start, end in ((2, 4), (4, 8)):
             times = added(folders, op, start, end)
             if len(times) < 2:

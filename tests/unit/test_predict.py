@@ -625,6 +625,33 @@ def test_an_mpi_link_carries_a_call_round_by_round(small_us, busbw_gbps, doublin
     assert nccl.library == "nccl"
 
 
+@given(
+    small_us=st.floats(5.0, 200.0),
+    busbw_gbps=st.floats(0.5, 50.0),
+    doublings=st.integers(1, 5),
+    step=st.integers(7, 11),
+    slower=st.floats(1.5, 10.0),
+)
+def test_an_mpi_link_reads_its_curve_at_a_calls_own_bytes_a_rank(small_us, busbw_gbps, doublings, step, slower):
+    """Host MPI's copies run from a rank's caches or from memory by the size of its own buffers, so a curve with a
+    step (every size beyond ``sizes[step]`` ``slower`` a byte) prices a call carried to more ranks of a node at the
+    2-rank call of its own bytes a rank, times what the two terms add (a round per doubling, a ring's bytes): a call
+    below the step stays below it however many bytes a link then carries."""
+    t0, bw, ranks = small_us * 1e-6, busbw_gbps * 1e9, 2 << doublings
+    sizes = [8 << (2 * i) for i in range(13)]  # 8 B to 128 MiB; 128 KiB to 32 MiB may hold the step
+    rows = [{"bytes": b, "seconds": t0 + b / (bw if i <= step else bw / slower)} for i, b in enumerate(sizes)]
+    data = {"backend": "mpi", "device": "cpu", "ranks": 2, "ranks_per_node": 2, "nodes": 1}
+    link = links_from_bench({**data, "levels": {"intra": {"ranks": 2, "rows": rows}}})["intra"]
+    base, lat, busbw = link.base_s, link.latency_s, link.busbw_Bps
+    for r in rows[7:]:  # from 128 KiB: a ring's bytes (the 2-rank call's one round moves the whole message)
+        terms = (base + (doublings + 1) * lat + 2 * (ranks - 1) / ranks * r["bytes"] / busbw) / (
+            base + lat + r["bytes"] / busbw
+        )
+        carried = collective_seconds("allreduce", r["bytes"], ranks, ranks, link, None)
+        assert carried == pytest.approx(r["seconds"] * terms, rel=1e-6)
+        assert carried <= r["seconds"] * max(doublings + 1, 2.0)  # never the slower side of a step it sat below
+
+
 def test_mpi_between_nodes_crosses_on_its_last_rounds():
     """Across nodes MPI's rounds pair ranks ever further apart: of an allreduce's log2(ranks) rounds the last
     log2(nodes) cross between nodes and pay that link's latency, the rest the node's; no NCCL tree."""

@@ -215,17 +215,18 @@ def test_the_stand_in_cores_test_is_the_medians_of_the_stored_cores_tests_at_eig
 
 CPU_LINK_ROUNDS = ",".join(["heldoutcpu", *(f"heldoutcpu{r}" for r in range(2, 11))])
 BEFORE_MPI_ROUNDS = "30f6327"  # the last commit whose links carried host MPI by a ring's steps
+MPI_ROUNDS = "0099870"  # the change that carried them by MPI's rounds
 
 
 def test_host_mpis_calls_carried_round_by_round_meet_the_cpu_rounds_tests_where_a_rings_steps_did_not():
     """In-sample, the 120 calls of the CPU rounds 1-10 (each its 2-rank link test carried to its 8-rank one): below
-    MPI_DOUBLING_BYTES the calls carried round by round (``links.mpi_steps``) lie within 15% of the measured median and
-    inside the calls' own spread; by the model before it (at BEFORE_MPI_ROUNDS, rendered so in docs/validation.md: a
-    ring's steps) the smallest lay 25% and more above. Beyond it the same bytes as before."""
+    MPI_DOUBLING_BYTES the calls carried round by round (``links.mpi_steps``, at MPI_ROUNDS) lie within 15% of the
+    measured median and inside the calls' own spread; by the model before it (at BEFORE_MPI_ROUNDS, rendered so in
+    docs/validation.md: a ring's steps) the smallest lay 25% and more above. Beyond it the same bytes as before."""
     from bench.report import carried_calls
     from spmd.scale.models.links import MPI_DOUBLING_BYTES
 
-    now = carried_calls("cpu-16core", CPU_LINK_ROUNDS, 8)
+    now = carried_calls("cpu-16core", CPU_LINK_ROUNDS, 8, commit=MPI_ROUNDS)
     before = carried_calls("cpu-16core", CPU_LINK_ROUNDS, 8, commit=BEFORE_MPI_ROUNDS)
     assert now["calls"] == before["calls"] == 120
     for new, old in zip(now["rows"], before["rows"]):

@@ -26,7 +26,11 @@ the ranks (``mpi_steps``), each MPI_STEP_LATENCY_S, where a ring's 2 (p - 1) ste
 8 ranks at half as much again as it took. Each round of a recursive doubling passes the whole message, so below
 MPI_DOUBLING_BYTES an allreduce puts a message a round over the busiest link; beyond it a ring's bytes (Rabenseifner's
 halving and doubling move as many). Two ranks cannot tell the two apart (one round, one message), so the switch is
-this one library's (``mpi_volume``).
+this one library's (``mpi_volume``). And what a call's protocols add beyond the two terms is read off MPI's curve
+inside a node at the call's own bytes a rank, not at the bytes a link carries: host MPI copies through memory, and
+whether a rank's buffers still sit in its caches is set by their size, so the step of the 2-rank curve where they
+leave them lies at the same bytes a rank on any ranks. Read at a ring's bytes over a link, an 8 MiB allreduce on 8
+ranks had been priced by the 2-rank call of 14 MiB, beyond that step, and came out 43% too slow.
 """
 
 from __future__ import annotations
@@ -134,7 +138,7 @@ def collective_seconds(
         return _doubling_seconds(level, nbytes, ranks)
     modelled = _terms(op, nbytes, ranks, per_node, intra, inter)
     volume = latency_steps(op, ranks, nbytes, level.library if level else "nccl")[1]
-    return modelled * _measured_ratio(level, op, volume, intra, inter)
+    return modelled * _measured_ratio(level, op, volume, intra, inter, nbytes)
 
 
 def _doubles(level: Link | None, nbytes: float) -> bool:
@@ -190,11 +194,13 @@ def _terms(op: str, nbytes: float, ranks: int, per_node: int, intra: Link | None
     return min(ring, tree)
 
 
-def _measured_ratio(level: Link | None, op: str, volume: float, intra: Link | None, inter: Link | None) -> float:
-    """Measured over modelled time of the collective that puts ``volume`` bytes over each link on the ranks the
-    level was measured on (1 for a preset): the protocols' share the two terms miss at that size. A gather is
-    held to the measured allgather where there is one, a sendrecv to the ring shift (none: its two terms), the
-    rest to the allreduce."""
+def _measured_ratio(
+    level: Link | None, op: str, volume: float, intra: Link | None, inter: Link | None, nbytes: float
+) -> float:
+    """Measured over modelled time of the collective that puts ``volume`` bytes over each link (``nbytes`` a rank) on
+    the ranks the level was measured on (1 for a preset): the protocols' share the two terms miss at that size. A
+    gather is held to the measured allgather where there is one, a sendrecv to the ring shift (none: its two terms),
+    the rest to the allreduce. MPI's curve inside a node is read at the call's own bytes a rank (the module says why)."""
     if level is None or volume <= 0:
         return 1.0
     like, curve = _curve_for(level, op)
@@ -202,13 +208,12 @@ def _measured_ratio(level: Link | None, op: str, volume: float, intra: Link | No
         return 1.0
     r = level.curve_ranks
     per_rank = {"allreduce": volume * r / (2 * (r - 1)), "allgather": volume / (r - 1), "sendrecv": volume}[like]
-    if like == "allreduce" and level.library == "mpi" and volume / mpi_steps(like, r) < MPI_DOUBLING_BYTES:
+    if level.library == "mpi" and level.curve_per_node == r:
+        per_rank = nbytes
+    elif like == "allreduce" and level.library == "mpi" and volume / mpi_steps(like, r) < MPI_DOUBLING_BYTES:
         per_rank = volume / mpi_steps(like, r)  # recursive doubling's: a whole message each round
-    sizes = np.log([b for b, _ in curve])
-    seconds = np.log([t for _, t in curve])
-    at = float(np.clip(math.log(per_rank), sizes[0], sizes[-1]))
-    measured = math.exp(float(np.interp(at, sizes, seconds)))
-    return measured / _terms(like, math.exp(at), r, level.curve_per_node, intra, inter)
+    at = min(max(per_rank, curve[0][0]), curve[-1][0])
+    return _curve_at(curve, at) / _terms(like, at, r, level.curve_per_node, intra, inter)
 
 
 def _curve_for(level: Link, op: str) -> tuple[str, tuple]:
