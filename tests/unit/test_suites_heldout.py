@@ -1,4 +1,4 @@
-"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu11.py): each
+"""The held-out suites (bench/suites/heldout.py to heldout7.py, one a round, and heldoutcpu.py to heldoutcpu12.py): each
 list, fixed before anything of it was measured, makes at least 20 predictions over at least 3 workloads, one of a
 family never used before; every committed held-out record was measured with the prediction model's files as its round
 froze them; the check itself tells a changed model file from any other."""
@@ -35,6 +35,7 @@ from bench.suites import (
     heldoutcpu9,
     heldoutcpu10,
     heldoutcpu11,
+    heldoutcpu12,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +64,7 @@ ROUNDS = (
     heldoutcpu9,
     heldoutcpu10,
     heldoutcpu11,
+    heldoutcpu12,
 )
 
 
@@ -500,6 +502,13 @@ def test_a_prediction_from_a_preset_with_the_host_reads_keeps_them_as_an_input(t
             heldoutcpu10,
             ("spmd/scale/models/links.py", "def mpi_steps("),
         ),
+        (
+            heldoutcpu12,
+            "reduce, seed 601, float32",
+            ROUNDS[:18],
+            heldoutcpu11,
+            ("spmd/scale/models/links.py", 'if level.library == "mpi" and level.curve_per_node == r:'),
+        ),
     ],
 )
 def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two_kinds_of_input(
@@ -519,7 +528,8 @@ def test_a_cpu_round_is_fitted_on_two_ranks_and_predicts_four_and_eight_from_two
     a carried prediction's compute on the share's own run and a stored slowdown above unmeasured ranks a node,
     designed on the fourth to eighth; the tenth, another node's cores test standing in for the target's where
     nothing measured as many ranks a node, charged as the target's own would be, designed on the fourth to ninth; the
-    eleventh, host MPI's collectives carried round by round, designed on the link tests of the first ten."""
+    eleventh, host MPI's collectives carried round by round, designed on the link tests of the first ten; the twelfth,
+    host MPI's curve read at a call's own bytes a rank, designed on the link tests of the first eleven."""
     calls, launched, held = [], [], []
     env = Env(out=tmp_path / "out", work=tmp_path, quick=False, ranks=8, gpus=0)
     monkeypatch.setattr(Env, "spmd", lambda self, *args, ranks=None: calls.append((args, ranks)))

@@ -200,7 +200,8 @@ def _measured_ratio(
     """Measured over modelled time of the collective that puts ``volume`` bytes over each link (``nbytes`` a rank) on
     the ranks the level was measured on (1 for a preset): the protocols' share the two terms miss at that size. A
     gather is held to the measured allgather where there is one, a sendrecv to the ring shift (none: its two terms),
-    the rest to the allreduce. MPI's curve inside a node is read at the call's own bytes a rank (the module says why)."""
+    the rest to the allreduce. MPI's curve inside a node is read at the call's own bytes a rank (the module's
+    docstring says why)."""
     if level is None or volume <= 0:
         return 1.0
     like, curve = _curve_for(level, op)
