@@ -240,6 +240,33 @@ def test_host_mpis_calls_carried_round_by_round_meet_the_cpu_rounds_tests_where_
             assert new["carried_s"] == pytest.approx(old["carried_s"], rel=0.01), new
 
 
+CPU_LINK_ROUNDS_11 = f"{CPU_LINK_ROUNDS},heldoutcpu11"
+MPI_BYTES = "eaf815a"  # the change that read host MPI's curve at a call's own bytes a rank
+BEFORE_MPI_BYTES = "dacc11e"  # the last commit that read it at the bytes a link carries
+
+
+@pytest.mark.parametrize("op", ["allreduce", "allgather"])
+@pytest.mark.parametrize("ranks", [4, 8])
+def test_host_mpis_calls_read_at_their_own_bytes_meet_the_cpu_rounds_large_calls(op, ranks):
+    """In-sample, the 132 calls of the CPU rounds 1-11 (each its 2-rank link test carried to its 4- and 8-rank ones):
+    read at a call's own bytes a rank (at MPI_BYTES), the calls from 1 MiB lie within 21% of the measured median where
+    read at the bytes a link carries (at BEFORE_MPI_BYTES) the worst lay a third and more off, and every size below 1
+    MiB within the calls' own spread; an allreduce below MPI_DOUBLING_BYTES (recursive doubling's, read at its own
+    bytes before too) does not move."""
+    from bench.report import carried_calls
+    from spmd.scale.models.links import MPI_DOUBLING_BYTES
+
+    now = carried_calls("cpu-16core", CPU_LINK_ROUNDS_11, ranks, commit=MPI_BYTES, op=op)
+    before = carried_calls("cpu-16core", CPU_LINK_ROUNDS_11, ranks, commit=BEFORE_MPI_BYTES, op=op)
+    assert now["calls"] == before["calls"] == 132 and now["large_sizes"] == 3
+    assert now["large_worst"] <= 0.21 and before["large_worst"] >= 0.33
+    assert now["small_within_spread"] == now["small_sizes"] == 9
+    if op == "allreduce":
+        for new, old in zip(now["rows"], before["rows"]):
+            if new["bytes"] < MPI_DOUBLING_BYTES:
+                assert new["carried_s"] == pytest.approx(old["carried_s"], rel=1e-9), new
+
+
 def test_a_design_derived_at_a_commit_is_that_commits_model_and_its_patches_apply_there():
     """A design tool's table is derived by the models at named commits (``heldout_inputs.derived_at``), so that it
     stays that design's as the model moves on: the ninth CPU round derived at its frozen commit is its committed
