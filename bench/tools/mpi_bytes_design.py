@@ -1,5 +1,5 @@
-"""Host MPI's curve read at a call's own bytes a rank (``links._measured_ratio``), in-sample on the CPU rounds 1-11: each
-folder's records derived again (bench recheck, in a copy) by the model as the eleventh CPU round froze it
+"""Host MPI's curve read at a call's own bytes a rank (``links._measured_ratio``), in-sample on the CPU rounds 1-11:
+each folder's records derived again (bench recheck, in a copy) by the model as the eleventh CPU round froze it
 (``heldoutcpu11.FROZEN``: the curve read at the bytes a link carries) and as the twelfth did (``heldoutcpu12.FROZEN``),
 both there (``derived_at``). The change moves only the predictions from the fit's own link test carried (the target's
 own is read at its own ranks, where both readings agree), so per workload and ranks, over every folder: the carried
