@@ -481,3 +481,50 @@ def test_a_sweep_on_one_rank_prices_the_halos_it_listed_at_more_ranks(halo, call
     two = predict(model, 2, S, collectives=links)
     assert seen == [(2, [{**ops[0], "bytes": halo}])]
     assert two["comm"] == pytest.approx(alone + calls * per_call, rel=1e-9)
+
+
+@given(
+    st.floats(1e-3, 1.0),
+    st.lists(st.floats(1e-4, 2.0), min_size=3, max_size=3),
+    st.sampled_from([4, 8, 16]),
+    st.floats(1.0, 3.0),
+)
+def test_a_training_steps_optimizer_is_priced_on_the_sweeps_own_problem_alone_whatever_the_share(
+    own, others, ranks, slowdown
+):
+    """A training step's optimizer updates every parameter whatever a rank's batch: fitted as the sweep's own problem
+    on one rank measured it, no seconds a byte, whatever its runs of two and its share runs (smaller batches alone)
+    measured; priced so at every count of ranks and share, times the cores slowdown the target measured. A phase whose
+    work is the share's (forward) keeps its line and, on a CPU, the share run that measured its share alone."""
+    from spmd.scale.models.node import cores_slowdown
+
+    def run(mode: str, ranks: int, problem: float, optimizer: float, cached: float = 1.0) -> dict:
+        phases = {"forward": (1e-3 + problem / ranks * 1e-9) * cached, "optimizer": optimizer, "comm": 0.0}
+        timings = {p: {"min": t, "median": t, "max": t} for p, t in phases.items()}
+        total = sum(phases.values())
+        timings["total"] = {"min": total, "median": total, "max": total}
+        return {"mode": mode, "ranks": ranks, "time": total, "timings": timings, "problem": {"bytes": problem}}
+
+    two, quarter, eighth = others
+    runs = [
+        run("strong", 1, S, own),
+        run("strong", 2, S, two),
+        run("weak", 2, 2 * S, two),
+        run("share", 1, S / 4, quarter, 0.5),
+        run("share", 1, S / 8, eighth, 0.5),  # a share its caches hold: faster a byte
+    ]
+    model = fit_model(runs, [], "mpi", growth=0.0)
+    fit = model["local"]["optimizer"]
+    assert fit["fit"] == "per step" and fit["seconds_per_byte"] == 0.0 and fit["intercept_s"] == pytest.approx(own)
+    assert model["local"]["forward"]["fit"].startswith("affine")
+    cores = {"ranks": 16, "sweep_ranks": 2, "slowdown": slowdown, "low": 1.0, "high": slowdown}
+    cpu = {**model, "alone_from_runs": True, "node_cores": cores}
+    charge = cores_slowdown(cpu, ranks)[0]
+    for problem in (S, S * ranks):  # strong and weak
+        assert predict(cpu, ranks, problem, ranks)["optimizer"] == pytest.approx(own * charge)
+        assert predict(model, ranks, problem, ranks)["optimizer"] == pytest.approx(own)  # a GPU sweep's: as fitted
+    # the share S/8 on 8 ranks: forward on the share run that measured it alone, the optimizer on the sweep's own
+    eight = predict(cpu, 8, S, 8)
+    charge = cores_slowdown(cpu, 8)[0]
+    assert eight["forward"] == pytest.approx((1e-3 + S / 8 * 1e-9) * 0.5 * charge)
+    assert eight["optimizer"] == pytest.approx(own * charge)

@@ -6,7 +6,7 @@ another node's cores test stands in for the target's (STAND_IN_CORES), charged t
 
 from __future__ import annotations
 
-from .phases import HOST_PHASES, phase_bytes
+from .phases import HOST_PHASES, PER_STEP_PHASES, own_problem_alone, phase_bytes
 
 
 def ranks_on_a_node(model: dict, ranks: int) -> int:
@@ -65,11 +65,19 @@ def alone_seconds(model: dict, phase: str, share: float, parts: int) -> float:
 
 def measured_alone(model: dict, phase: str, share: float) -> float | None:
     """What the sweep measured of a local phase on ``share`` bytes on one rank (its 1-rank run or a share run), or
-    None where it ran no such run."""
+    None where it ran no such run. A phase whose work is a step's (PER_STEP_PHASES): what its 1-rank run of the
+    sweep's own problem measured, whatever the share."""
     for point in model.get("points") or []:
-        if point["ranks"] == 1 and abs(point["problem_bytes"] - share) <= 1e-6 * share and phase in point["phases"]:
+        if phase not in point["phases"]:
+            continue
+        if own_problem_alone(point) if phase in PER_STEP_PHASES else alone_at(point, share):
             return point["phases"][phase]["measured_s"]
     return None
+
+
+def alone_at(point: dict, share: float) -> bool:
+    """Whether a model's point ran ``share`` bytes on one rank."""
+    return point["ranks"] == 1 and abs(point["problem_bytes"] - share) <= 1e-6 * share
 
 
 def cores_slowdown(model: dict, node_ranks: int) -> tuple[float, float, float] | None:

@@ -9,7 +9,9 @@ Fitted to a sweep, never assumed:
   strong one) and the phase slowed as the node filled, a node term too: ``+ (S/n) (k - 1) c``
   for k ranks on a node, the ranks sharing what a node has once (its memory bandwidth, page cache,
   host links; on GPUs only the host's phases, HOST_PHASES); beyond the ranks a node was measured with, a host
-  phase's growth is carried on, a compute phase's held where it was (``node.node_growth``);
+  phase's growth is carried on, a compute phase's held where it was (``node.node_growth``); a phase whose work
+  is a step's whatever the share (a training step's optimizer, PER_STEP_PHASES): its time on the sweep's own
+  problem on one rank, no seconds a byte (``fit_per_step``);
 - comm: an alpha-beta model ``alpha x steps + beta x bytes on the busiest link`` (the
   terms of ``measure.collectives``) fitted to the collectives timed on each group (or to
   the workload's own comm phases), plus the comm phase's fixed overhead;
@@ -31,7 +33,7 @@ import numpy as np
 
 from ...measure.collectives import model_terms
 from .node import cores_slowdown, local_seconds, ranks_on_a_node
-from .phases import HOST_PHASES, phase_bytes
+from .phases import HOST_PHASES, PER_STEP_PHASES, own_problem_alone, phase_bytes
 from .series import NOT_LOCAL
 
 MAX_SHARE_BYTES = 1 << 50  # break-even search: up to 1 PiB per rank
@@ -78,6 +80,17 @@ def fit_local(xs: list[float], ys: list[float], node_ranks: list[int] | None = N
         "node_seconds_per_byte": c,
         "node_ranks_measured": int(k.max()),  # beyond it: node_growth
         "fit": f"{rest['fit']} + node",
+    }
+
+
+def fit_per_step(ys: list[float]) -> dict:
+    """A phase whose work is a step's whatever a rank's share (PER_STEP_PHASES): its median time, no seconds a byte."""
+    return {
+        "intercept_s": float(statistics.median(ys)),
+        "seconds_per_byte": 0.0,
+        "rate_Bps": None,
+        "fit": "per step",
+        "shares": 1,
     }
 
 
@@ -262,6 +275,10 @@ def fit_model(
     held = max((r["problem"]["sliced"]["bytes"] for r in runs if r["problem"].get("sliced")), default=0.0)
 
     def fitted(p: str) -> dict:
+        if p in PER_STEP_PHASES:  # its time alone on the sweep's own problem (every run's where none ran alone)
+            return fit_per_step(
+                [measured(r, p) for r in runs if own_problem_alone(r)] or [measured(r, p) for r in runs]
+            )
         return fit_local(
             [phase_bytes({"sliced_bytes": held}, p, r["problem"]["bytes"] / r["ranks"], _parts(r)) for r in runs],
             [measured(r, p) for r in runs],
