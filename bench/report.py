@@ -442,7 +442,14 @@ def halves(how: str, dirs: str, workloads: str = "") -> str:
 
 
 # bench.tools modules whose in-sample table a page renders
-DESIGN_TOOLS = ("interval_design", "carried_design", "stand_in_design", "mpi_steps_design", "mpi_bytes_design")
+DESIGN_TOOLS = (
+    "interval_design",
+    "carried_design",
+    "stand_in_design",
+    "mpi_steps_design",
+    "mpi_bytes_design",
+    "per_step_design",
+)
 
 
 def design_table(tool: str, dirs: str) -> str:
