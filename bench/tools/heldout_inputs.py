@@ -52,6 +52,11 @@ def stored_runs(folder: Path, tmp: Path, engines: dict | None, keep: Callable) -
         yield record, run, files
 
 
+def workload_of(record) -> str:
+    """The workload a held-out record's case names (its first word: reduce, matmul, stencil, train, ...)."""
+    return record.case.removeprefix("held-out ").split(",")[0].split()[0]
+
+
 def inside(row: dict) -> bool:
     """Whether a checked prediction's measured time fell inside its interval."""
     return row["interval"][0] <= row["measured_s"] <= row["interval"][1]

@@ -14,7 +14,7 @@ import statistics
 from pathlib import Path
 
 from bench.suites import heldoutcpu, heldoutcpu11, heldoutcpu12
-from bench.tools.heldout_inputs import derived_at, inside, table_main
+from bench.tools.heldout_inputs import derived_at, inside, table_main, workload_of
 
 WORKLOADS = ("reduce", "matmul", "stencil", "train")
 
@@ -22,7 +22,7 @@ WORKLOADS = ("reduce", "matmul", "stencil", "train")
 def carried_runs(records: list) -> list[tuple[str, dict]]:
     """(workload, run) of every run of the records' carried predictions."""
     return [
-        (r.case.removeprefix("held-out ").split(",")[0].split(" ")[0], q)
+        (workload_of(r), q)
         for r in records
         if r.params["kind"] == heldoutcpu.CARRIED
         for q in (r.params.get("runs") or [r.params])

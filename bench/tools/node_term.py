@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.tools.heldout_inputs import derived_records
+from bench.tools.heldout_inputs import derived_records, workload_of
 from spmd.scale.models import scaling_model as sm
 
 _fit_local = sm.fit_local  # the model's own, before a variant replaces it
@@ -79,7 +79,7 @@ def derived(folder: Path, patches: tuple) -> str:
     inside = sum(p["interval"][0] <= p["measured_s"] <= p["interval"][1] for p in runs)
     workloads: dict[str, list[float]] = {}
     for r, e in zip(records, errors):
-        workloads.setdefault(r.case.removeprefix("held-out ").split(",")[0].split()[0], []).append(e)
+        workloads.setdefault(workload_of(r), []).append(e)
     per = ", ".join(f"{w} {statistics.mean(v):.1%}" for w, v in workloads.items())
     return f"{statistics.mean(errors):.1%}, worst {max(errors):.1%}, {inside} of {len(runs)} inside; {per}"
 

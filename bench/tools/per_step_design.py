@@ -15,18 +15,14 @@ import statistics
 from pathlib import Path
 
 from bench.suites import heldoutcpu12, heldoutcpu13
-from bench.tools.heldout_inputs import derived_at, inside, table_main
+from bench.tools.heldout_inputs import derived_at, inside, table_main, workload_of
 
 PHASE = "optimizer"
 
 
 def every_run(records: list) -> list[tuple[str, dict]]:
     """(workload, run) of every run of the records' predictions."""
-    return [
-        (r.case.removeprefix("held-out ").split(",")[0].split(" ")[0], q)
-        for r in records
-        for q in (r.params.get("runs") or [r.params])
-    ]
+    return [(workload_of(r), q) for r in records for q in (r.params.get("runs") or [r.params])]
 
 
 def cell(runs: list[dict]) -> str:
